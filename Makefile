@@ -1,0 +1,69 @@
+# memtrace build. `make build` needs only Go and gcc: the BPF objects are
+# generated and committed (make generate needs clang-19 and libbpf-dev).
+GO      ?= go
+CC      ?= gcc
+CLANG   ?= clang-19
+BIN     := bin
+GOFLAGS ?=
+export CGO_ENABLED ?= 0
+
+DEBIAN_PACKAGES := golang-any gcc g++ make clang-19 llvm-19 libbpf-dev bpftool \
+	gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf \
+	libc6-dev-arm64-cross libc6-dev-armhf-cross qemu-user heaptrack valgrind tmux chromium \
+	linux-libc-dev
+
+.PHONY: all build deps demo test test-go bench generate check-generated cross fuzz clean progs
+
+all: build
+
+# deps installs every Debian package the project and its tests use.
+deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(filter-out golang-any,$(DEBIAN_PACKAGES)) >/dev/null
+
+build: $(BIN)/memtrace $(BIN)/memview $(BIN)/memtrace-preload.so
+
+$(BIN)/memtrace: $(BIN)/memtrace-preload.so FORCE
+	$(GO) build $(GOFLAGS) -o $@ ./cmd/memtrace
+
+$(BIN)/memview: FORCE
+	$(GO) build $(GOFLAGS) -o $@ ./cmd/memview
+
+$(BIN)/memtrace-preload.so: FORCE
+	$(MAKE) -s -C fallback-preload OUT=$(abspath $@)
+
+progs:
+	$(MAKE) -s -C tests/progs
+
+FORCE:
+
+demo: build progs
+	./scripts/demo.sh
+
+# MEMTRACE_REQUIRE_BPF=1 (set by .ci/run) turns every "BPF unavailable" skip
+# into a failure.
+test: build progs
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+bench: build progs
+	./scripts/bench.sh
+
+generate:
+	$(GO) generate ./...
+
+# check-generated regenerates the BPF objects and fails if they differ from
+# the committed ones.
+check-generated:
+	./scripts/check-generated.sh
+
+cross:
+	./scripts/cross.sh
+
+fuzz:
+	./scripts/fuzz.sh
+
+clean:
+	rm -rf $(BIN)
+	$(MAKE) -s -C tests/progs clean || true
+	$(MAKE) -s -C fallback-preload clean || true

@@ -1,0 +1,10 @@
+// Package logfmt is the one place where memtrace's log format is written and
+// read. The format is memtrack's (see SPEC §2): every memtrack log is a
+// memtrace log and every memtrace log opens in memtrack's own memview.
+// Anything memtrace adds lives on lines that start with "[memtrace] ", which
+// memtrack's readers ignore.
+//
+// The writer formats without fmt so that the agent can keep up with the
+// kernel; the parser works on byte slices and allocates nothing per event so
+// that readers can load logs of millions of events.
+package logfmt

@@ -1,0 +1,171 @@
+package logfmt
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Prefixes of the two families of lines.
+const (
+	TrackPrefix = "[memtrack] "
+	TracePrefix = "[memtrace] "
+)
+
+// AppendAlloc appends one alloc line (with its newline) to b, in memtrack's
+// layout: tid=%-6d (%-15s) %-10s ts=%-12llu size=%-12zu  total=%-12zu  ptr=%p.
+func AppendAlloc(b []byte, tid int64, name string, op string, ts, size, total, ptr uint64) []byte {
+	b = appendHead(b, tid, name, op, ts)
+	b = append(b, "size="...)
+	b = appendPadUint(b, size, 12)
+	b = append(b, "  total="...)
+	b = appendPadUint(b, total, 12)
+	b = append(b, "  ptr="...)
+	b = appendPtr(b, ptr)
+	return append(b, '\n')
+}
+
+// AppendFree appends one free line: ... size=%-12zu  ptr=%p. size is the
+// size of the block released, 0 where it is unknown.
+func AppendFree(b []byte, tid int64, name string, op string, ts, size, ptr uint64) []byte {
+	b = appendHead(b, tid, name, op, ts)
+	b = append(b, "size="...)
+	b = appendPadUint(b, size, 12)
+	b = append(b, "  ptr="...)
+	b = appendPtr(b, ptr)
+	return append(b, '\n')
+}
+
+// AppendExit appends a thread-exit line.
+func AppendExit(b []byte, tid int64, name string, ts, total uint64) []byte {
+	b = appendHead(b, tid, name, "EXIT", ts)
+	b = append(b, "total="...)
+	b = appendPadUint(b, total, 12)
+	return append(b, " bytes allocated\n"...)
+}
+
+// AppendFrame appends one stack frame line: "  #%-2d MODULE(SYMBOL+0xOFF) [0xADDR]".
+// With no symbol the glibc backtrace_symbols form MODULE(+0xOFF) is used,
+// where OFF is the offset in the module; with no module only [0xADDR].
+func AppendFrame(b []byte, idx int, module, symbol string, off, addr uint64) []byte {
+	b = append(b, TrackPrefix...)
+	b = append(b, "  #"...)
+	n := len(b)
+	b = strconv.AppendInt(b, int64(idx), 10)
+	for len(b)-n < 2 {
+		b = append(b, ' ')
+	}
+	b = append(b, ' ')
+	if module != "" {
+		b = append(b, sanitize(module)...)
+		b = append(b, '(')
+		b = append(b, sanitize(symbol)...)
+		b = append(b, "+0x"...)
+		b = strconv.AppendUint(b, off, 16)
+		b = append(b, ") "...)
+	}
+	b = append(b, "[0x"...)
+	b = strconv.AppendUint(b, addr, 16)
+	return append(b, "]\n"...)
+}
+
+// KV is one key=value field of a [memtrace] line.
+type KV struct {
+	Key, Value string
+}
+
+// AppendMeta appends a "[memtrace] WORD k=v ..." line. Values that need it
+// are quoted with Go syntax so that any byte survives a round trip.
+func AppendMeta(b []byte, word string, kvs ...KV) []byte {
+	b = append(b, TracePrefix...)
+	b = append(b, word...)
+	for _, kv := range kvs {
+		b = append(b, ' ')
+		b = append(b, kv.Key...)
+		b = append(b, '=')
+		if needsQuote(kv.Value) {
+			b = strconv.AppendQuote(b, kv.Value)
+		} else {
+			b = append(b, kv.Value...)
+		}
+	}
+	return append(b, '\n')
+}
+
+func needsQuote(s string) bool {
+	if s == "" {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c == '"' || c >= 0x7f || c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+func appendHead(b []byte, tid int64, name, op string, ts uint64) []byte {
+	b = append(b, TrackPrefix...)
+	b = append(b, "tid="...)
+	n := len(b)
+	b = strconv.AppendInt(b, tid, 10)
+	for len(b)-n < 6 {
+		b = append(b, ' ')
+	}
+	b = append(b, " ("...)
+	b = appendName(b, name)
+	b = append(b, ") "...)
+	b = append(b, op...)
+	for i := len(op); i < 10; i++ {
+		b = append(b, ' ')
+	}
+	b = append(b, " ts="...)
+	b = appendPadUint(b, ts, 12)
+	return append(b, ' ')
+}
+
+// appendName writes the thread name padded to exactly 15 bytes. Bytes that
+// would break the line (control characters) become '?'; longer names are cut
+// because a reader finds the closing parenthesis by position.
+func appendName(b []byte, name string) []byte {
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c < ' ' || c == 0x7f {
+			c = '?'
+		}
+		b = append(b, c)
+	}
+	for i := len(name); i < 15; i++ {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+func sanitize(s string) string {
+	if strings.ContainsAny(s, "\n\r") {
+		return strings.NewReplacer("\n", "?", "\r", "?").Replace(s)
+	}
+	return s
+}
+
+func appendPadUint(b []byte, v uint64, width int) []byte {
+	n := len(b)
+	b = strconv.AppendUint(b, v, 10)
+	for len(b)-n < width {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+// appendPtr writes a pointer as glibc's %p does: 0x-prefixed lower-case hex,
+// or (nil).
+func appendPtr(b []byte, p uint64) []byte {
+	if p == 0 {
+		return append(b, "(nil)"...)
+	}
+	b = append(b, "0x"...)
+	return strconv.AppendUint(b, p, 16)
+}
