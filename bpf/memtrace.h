@@ -1,0 +1,73 @@
+/* memtrace event ABI: the one definition shared by the BPF programs and the
+ * Go agent (tracer/abi.go mirrors it; tracer/abi_test.go checks sizes and
+ * offsets against the generated BTF, so a change here that is not made there
+ * fails the tests). Op numbers equal logfmt.Op values.
+ */
+#ifndef MEMTRACE_H
+#define MEMTRACE_H
+
+enum mt_op {
+	MT_OP_MALLOC = 1,
+	MT_OP_CALLOC = 2,
+	MT_OP_REALLOC = 3,
+	MT_OP_REALLOCARRAY = 4,
+	MT_OP_FREE = 5,
+	MT_OP_NEW = 6,
+	MT_OP_NEW_ARR = 7,
+	MT_OP_DELETE = 8,
+	MT_OP_DELETE_ARR = 9,
+	MT_OP_STRDUP = 10,
+	MT_OP_STRNDUP = 11,
+	MT_OP_MMAP = 12,
+	MT_OP_MUNMAP = 13,
+	MT_OP_MREMAP = 14,
+	MT_OP_POSIX_MEMALIGN = 15,
+	MT_OP_ALIGNED_ALLOC = 16,
+	MT_OP_MEMALIGN = 17,
+	MT_OP_VALLOC = 18,
+	MT_OP_PVALLOC = 19,
+};
+
+enum mt_kind {
+	MT_EV_ALLOC = 1,   /* ptr, size */
+	MT_EV_FREE = 2,    /* ptr (size from the agent's live map; munmap: size) */
+	MT_EV_REALLOC = 3, /* free old_ptr (old_size for mremap), then alloc ptr, size */
+	MT_EV_EXIT = 4,    /* thread exit */
+};
+
+/* Attach cookie layout: the low byte is the op; the next byte says how the
+ * size argument is found, so that one program serves every signature. */
+enum mt_sig {
+	MT_SIG_SIZE0 = 0,        /* f(size) */
+	MT_SIG_CALLOC = 1,       /* f(n, size) */
+	MT_SIG_REALLOC = 2,      /* f(ptr, size) */
+	MT_SIG_REALLOCARRAY = 3, /* f(ptr, n, size) */
+	MT_SIG_ALIGN_SIZE = 4,   /* f(align, size) */
+	MT_SIG_POSIX_MEMALIGN = 5, /* f(void **out, align, size) */
+	MT_SIG_STRDUP = 6,       /* size is the inner malloc's */
+	MT_SIG_MMAP = 7,         /* f(addr, len, prot, flags, fd, off) */
+	MT_SIG_MREMAP = 8,       /* f(old, old_len, new_len, flags, ...) */
+	MT_SIG_NEW_ALIGNED = 9,  /* f(size, align): like SIZE0 */
+};
+
+/* Bits 16-39 and 40-63: for mmap, munmap and mremap, how many bytes of the
+ * module's text lie before and after the probe point (see
+ * called_from_module); zero turns the test off. */
+
+struct mt_event {
+	__u64 ts_ns;    /* CLOCK_MONOTONIC */
+	__u64 ptr;
+	__u64 size;
+	__u64 old_ptr;
+	__u64 old_size;
+	__u32 tgid;
+	__u32 tid;
+	__s32 stack_id; /* -1: none */
+	__u8 kind;
+	__u8 op;
+	__u16 flags;
+	char comm[16];
+};
+
+#define MT_MAP_ANONYMOUS 0x20
+#endif

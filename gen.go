@@ -1,0 +1,3 @@
+package memtrace
+
+//go:generate go tool bpf2go -cc clang-19 -target amd64,arm64 -go-package tracer -output-dir tracer -output-stem memtrace Memtrace bpf/memtrace.bpf.c -- -I bpf/include -I bpf -O2 -g -Wall -Werror

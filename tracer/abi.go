@@ -1,0 +1,91 @@
+package tracer
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Event kinds, mirroring enum mt_kind in bpf/memtrace.h.
+const (
+	KindAlloc   = 1
+	KindFree    = 2
+	KindRealloc = 3 // free OldPtr (OldSize for mremap), then alloc Ptr
+	KindExit    = 4
+)
+
+// Signatures, mirroring enum mt_sig: how the entry program finds the size.
+const (
+	sigSize0 = iota
+	sigCalloc
+	sigRealloc
+	sigReallocarray
+	sigAlignSize
+	sigPosixMemalign
+	sigStrdup
+	sigMmap
+	sigMremap
+	sigNewAligned
+)
+
+// eventSize is sizeof(struct mt_event); abi_test.go checks it against the
+// BTF of the compiled object.
+const eventSize = 72
+
+// Event is one decoded ring-buffer record.
+type Event struct {
+	TS      uint64 // CLOCK_MONOTONIC nanoseconds
+	Ptr     uint64
+	Size    uint64
+	OldPtr  uint64
+	OldSize uint64
+	TGID    uint32
+	TID     uint32
+	StackID int32
+	Kind    uint8
+	Op      uint8 // a logfmt.Op value
+	Flags   uint16
+	Comm    [16]byte
+}
+
+var errShortRecord = errors.New("short ring-buffer record")
+
+// decode reads struct mt_event by hand: binary.Read's reflection would cost
+// more than the rest of the agent's per-event work.
+func (e *Event) decode(b []byte) error {
+	if len(b) < eventSize {
+		return errShortRecord
+	}
+	le := binary.LittleEndian
+	e.TS = le.Uint64(b[0:])
+	e.Ptr = le.Uint64(b[8:])
+	e.Size = le.Uint64(b[16:])
+	e.OldPtr = le.Uint64(b[24:])
+	e.OldSize = le.Uint64(b[32:])
+	e.TGID = le.Uint32(b[40:])
+	e.TID = le.Uint32(b[44:])
+	e.StackID = int32(le.Uint32(b[48:]))
+	e.Kind = b[52]
+	e.Op = b[53]
+	e.Flags = le.Uint16(b[54:])
+	copy(e.Comm[:], b[56:72])
+	return nil
+}
+
+// CommString returns the thread name up to its NUL.
+func (e *Event) CommString() string {
+	for i, c := range e.Comm {
+		if c == 0 {
+			return string(e.Comm[:i])
+		}
+	}
+	return string(e.Comm[:])
+}
+
+// cookie packs what the BPF programs need to know about a probe point.
+func cookie(op uint8, sig int, before, after uint64) uint64 {
+	const lim = 1<<24 - 1
+	if before > lim || after > lim {
+		before, after = 0, 0
+	}
+	return uint64(op) | uint64(sig)<<8 | before<<16 | after<<40
+}

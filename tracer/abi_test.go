@@ -1,0 +1,77 @@
+package tracer
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// TestEventABI checks the Go decoder against struct mt_event as the
+// compiler laid it out, read back from the BTF of the committed object.
+func TestEventABI(t *testing.T) {
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *btf.Struct
+	if err := spec.Types.TypeByName("mt_event", &st); err != nil {
+		t.Fatalf("mt_event not in BTF: %v", err)
+	}
+	if st.Size != eventSize {
+		t.Fatalf("sizeof(struct mt_event) = %d, Go decodes %d", st.Size, eventSize)
+	}
+	want := map[string]uint32{
+		"ts_ns": 0, "ptr": 8, "size": 16, "old_ptr": 24, "old_size": 32,
+		"tgid": 40, "tid": 44, "stack_id": 48, "kind": 52, "op": 53, "flags": 54, "comm": 56,
+	}
+	for _, m := range st.Members {
+		off, ok := want[m.Name]
+		if !ok {
+			t.Errorf("member %s is not decoded by Go", m.Name)
+			continue
+		}
+		if got := m.Offset.Bytes(); got != off {
+			t.Errorf("member %s at %d, Go reads it at %d", m.Name, got, off)
+		}
+		delete(want, m.Name)
+	}
+	for name := range want {
+		t.Errorf("Go decodes %s, which the C struct lacks", name)
+	}
+}
+
+// TestOpNumbers checks that the C op numbers are logfmt's.
+func TestOpNumbers(t *testing.T) {
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var en *btf.Enum
+	if err := spec.Types.TypeByName("mt_op", &en); err != nil {
+		t.Fatalf("mt_op not in BTF: %v", err)
+	}
+	names := map[string]logfmt.Op{
+		"MT_OP_MALLOC": logfmt.OpMalloc, "MT_OP_CALLOC": logfmt.OpCalloc, "MT_OP_REALLOC": logfmt.OpRealloc,
+		"MT_OP_REALLOCARRAY": logfmt.OpReallocarray, "MT_OP_FREE": logfmt.OpFree, "MT_OP_NEW": logfmt.OpNew,
+		"MT_OP_NEW_ARR": logfmt.OpNewArr, "MT_OP_DELETE": logfmt.OpDelete, "MT_OP_DELETE_ARR": logfmt.OpDeleteArr,
+		"MT_OP_STRDUP": logfmt.OpStrdup, "MT_OP_STRNDUP": logfmt.OpStrndup, "MT_OP_MMAP": logfmt.OpMmap,
+		"MT_OP_MUNMAP": logfmt.OpMunmap, "MT_OP_MREMAP": logfmt.OpMremap, "MT_OP_POSIX_MEMALIGN": logfmt.OpPosixMemalign,
+		"MT_OP_ALIGNED_ALLOC": logfmt.OpAlignedAlloc, "MT_OP_MEMALIGN": logfmt.OpMemalign, "MT_OP_VALLOC": logfmt.OpValloc,
+		"MT_OP_PVALLOC": logfmt.OpPvalloc,
+	}
+	for _, v := range en.Values {
+		op, ok := names[v.Name]
+		if !ok {
+			t.Errorf("%s has no logfmt op", v.Name)
+			continue
+		}
+		if uint64(op) != v.Value {
+			t.Errorf("%s = %d in C, logfmt says %d", v.Name, v.Value, op)
+		}
+	}
+	if len(en.Values) != len(names) {
+		t.Errorf("C has %d ops, Go %d", len(en.Values), len(names))
+	}
+}
