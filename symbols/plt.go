@@ -97,6 +97,11 @@ func pltSymbols(e *elfFile) (out []sym, err error) {
 // first "jmp *disp(%rip)".
 func x86GOTSlot(code []byte, pc uint64) (uint64, bool) {
 	for off := 0; off < len(code); {
+		// x86asm does not know endbr64 (IBT stubs start with it).
+		if off+4 <= len(code) && code[off] == 0xf3 && code[off+1] == 0x0f && code[off+2] == 0x1e && code[off+3] == 0xfa {
+			off += 4
+			continue
+		}
 		inst, err := x86asm.Decode(code[off:], 64)
 		if err != nil || inst.Len == 0 {
 			return 0, false
