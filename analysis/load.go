@@ -1,0 +1,427 @@
+package analysis
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// rec is one parsed line, its text fields kept as offsets into the batch
+// so that parsing (parallel) and applying (in order) can be split.
+type rec struct {
+	kind    logfmt.Kind
+	op      logfmt.Op
+	hasSize bool
+	bad     bool
+	tid     int64
+	ts      uint64
+	size    uint64 // frames: offset
+	total   uint64
+	ptr     uint64 // frames: address
+	a0, a1  int32  // name | module | meta word
+	b0, b1  int32  // op text | symbol | meta rest
+	c0, c1  int32  // frame key
+}
+
+type batch struct {
+	seq   int
+	data  []byte
+	ends  []int32
+	recs  []rec
+	flush bool // the last batch before the reader waits for more input
+}
+
+var batchPool = sync.Pool{New: func() any { return &batch{data: make([]byte, 0, batchBytes+4096)} }}
+
+const batchBytes = 1 << 20
+
+func (b *batch) add(line []byte) {
+	b.data = append(b.data, line...)
+	b.ends = append(b.ends, int32(len(b.data)))
+}
+
+// span returns the offsets of sub inside b.data.
+func (b *batch) span(sub []byte) (int32, int32) {
+	if len(sub) == 0 {
+		return 0, 0
+	}
+	s := int32(cap(b.data) - cap(sub))
+	return s, s + int32(len(sub))
+}
+
+func (b *batch) text(s, e int32) []byte { return b.data[s:e] }
+
+// parse fills b.recs from b.data. It runs on any goroutine.
+func (b *batch) parse() {
+	b.recs = b.recs[:0]
+	var l logfmt.Line
+	start := int32(0)
+	for _, end := range b.ends {
+		line := b.data[start:end]
+		start = end
+		var r rec
+		if err := l.Parse(line); err != nil {
+			r.bad = true
+			b.recs = append(b.recs, r)
+			continue
+		}
+		r.kind = l.Kind
+		switch l.Kind {
+		case logfmt.KindAlloc, logfmt.KindFree, logfmt.KindExit:
+			r.op, r.tid, r.ts, r.size, r.total, r.ptr, r.hasSize = l.Op, l.TID, l.TS, l.Size, l.Total, l.Ptr, l.HasSize
+			r.a0, r.a1 = b.span(l.Name)
+			if l.Op == logfmt.OpOther {
+				r.b0, r.b1 = b.span(l.OpText)
+			}
+		case logfmt.KindFrame:
+			r.size, r.ptr, r.total = l.Offset, l.Addr, uint64(l.FrameIndex)
+			r.a0, r.a1 = b.span(l.Module)
+			r.b0, r.b1 = b.span(l.Symbol)
+			// The frame's key is its text from the module on: equal text,
+			// equal frame.
+			e := end
+			for e > r.a0 && (b.data[e-1] == ' ' || b.data[e-1] == '\r') {
+				e--
+			}
+			switch {
+			case r.a1 > r.a0:
+				r.c0, r.c1 = r.a0, e
+			case r.b1 > r.b0:
+				r.c0, r.c1 = r.b0, e
+			}
+		case logfmt.KindMeta:
+			r.a0, r.a1 = b.span(l.Word)
+			r.b0, r.b1 = b.span(l.Rest)
+		}
+		b.recs = append(b.recs, r)
+	}
+}
+
+// apply adds a parsed batch to the model, in log order.
+func (m *Model) apply(b *batch) {
+	for i := range b.recs {
+		r := &b.recs[i]
+		m.Counts.Lines++
+		if r.bad {
+			m.Counts.Malformed++
+			continue
+		}
+		switch r.kind {
+		case logfmt.KindAlloc, logfmt.KindFree:
+			m.Counts.Events++
+			m.assignStack(true)
+			m.seeTS(r.ts)
+			ti := m.thread(r.tid, b.text(r.a0, r.a1), r.ts)
+			op := m.op(r.op, b.text(r.b0, r.b1))
+			if r.kind == logfmt.KindAlloc {
+				id := m.addAlloc(ti, op, r.ts, r.size, r.ptr)
+				if !m.SummaryOnly {
+					m.target, m.openFree = int64(id), false
+				}
+			} else {
+				ref := m.addFree(ti, op, r.ts, r.size, r.hasSize, r.ptr)
+				if !m.SummaryOnly {
+					m.target, m.openFree = ref, ref >= 0
+				}
+			}
+		case logfmt.KindFrame:
+			m.Counts.Frames++
+			if m.SummaryOnly {
+				continue
+			}
+			if m.target == noTarget {
+				m.Counts.StrayFrames++
+				continue
+			}
+			f := m.internFrame(b.text(r.c0, r.c1), b.text(r.a0, r.a1), b.text(r.b0, r.b1), r.size, r.ptr)
+			m.openFrames = append(m.openFrames, f)
+		case logfmt.KindExit:
+			m.assignStack(true)
+			m.seeTS(r.ts)
+			ti := m.thread(r.tid, b.text(r.a0, r.a1), r.ts)
+			t := &m.Threads[ti]
+			t.Exited, t.ExitTS, t.ExitTotal = true, r.ts, r.total
+		case logfmt.KindMeta:
+			m.applyMeta(b.text(r.a0, r.a1), b.text(r.b0, r.b1))
+		default:
+			m.Counts.Other++
+		}
+	}
+	if b.flush {
+		m.assignStack(false)
+	}
+	m.Version++
+}
+
+// Waiter is implemented by readers whose io.EOF means "nothing more for
+// now": Wait blocks until more input may be there and reports false when
+// the input has ended for good (or stop was closed).
+type Waiter interface {
+	Wait(stop <-chan struct{}) bool
+}
+
+// StreamOptions tune Stream.
+type StreamOptions struct {
+	// Lock is held while a batch is applied, so that a viewer can read the
+	// model between batches. May be nil.
+	Lock sync.Locker
+	// OnBatch is called (without Lock) after each applied batch.
+	OnBatch func()
+	// Progress receives the number of bytes read so far.
+	Progress *atomic.Int64
+	// Stop ends the stream early; the model is then not marked Done.
+	Stop <-chan struct{}
+	// Workers parse in parallel; 0 means GOMAXPROCS.
+	Workers int
+}
+
+// Stream reads a log through logfmt's Scanner until its end and applies it
+// to the model, parsing on several goroutines and applying in order. If r
+// implements Waiter, Stream keeps following it (live mode) until Wait says
+// the input ended. At the end it calls Finish.
+func (m *Model) Stream(r io.Reader, o StreamOptions) error {
+	lock := o.Lock
+	if lock == nil {
+		lock = nopLock{}
+	}
+	w := o.Workers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	waiter, follow := r.(Waiter)
+	sc := logfmt.NewScanner(r)
+	sc.Final = !follow
+
+	work := make(chan *batch, 2*w)
+	done := make(chan *batch, 2*w)
+	var wg sync.WaitGroup
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work {
+				b.parse()
+				done <- b
+			}
+		}()
+	}
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		next := 0
+		pend := map[int]*batch{}
+		for b := range done {
+			pend[b.seq] = b
+			for {
+				nb, ok := pend[next]
+				if !ok {
+					break
+				}
+				delete(pend, next)
+				lock.Lock()
+				m.apply(nb)
+				lock.Unlock()
+				next++
+				nb.data, nb.ends, nb.recs = nb.data[:0], nb.ends[:0], nb.recs[:0]
+				batchPool.Put(nb)
+				if o.OnBatch != nil {
+					o.OnBatch()
+				}
+			}
+		}
+	}()
+
+	seq := 0
+	cur := batchPool.Get().(*batch)
+	send := func(flush bool) {
+		if len(cur.ends) == 0 && !flush {
+			return
+		}
+		cur.seq, cur.flush = seq, flush
+		seq++
+		work <- cur
+		cur = batchPool.Get().(*batch)
+	}
+	var err error
+	stopped := false
+	for {
+		for sc.Scan() {
+			cur.add(sc.Line())
+			if len(cur.data) >= batchBytes {
+				send(false)
+				if o.Progress != nil {
+					o.Progress.Store(sc.Bytes)
+				}
+			}
+		}
+		send(true)
+		if o.Progress != nil {
+			o.Progress.Store(sc.Bytes)
+		}
+		if err = sc.Err(); err != nil {
+			break
+		}
+		if !follow || sc.Final {
+			break
+		}
+		if !waiter.Wait(o.Stop) {
+			select {
+			case <-o.Stop:
+				stopped = true
+			default:
+				// The input ended for good: read what remains, the last
+				// line even without its newline.
+				sc.Final = true
+				continue
+			}
+			break
+		}
+	}
+	batchPool.Put(cur)
+	close(work)
+	wg.Wait()
+	close(done)
+	<-applied
+	lock.Lock()
+	m.Counts.Overlong = int64(sc.Overlong)
+	if !stopped {
+		m.Finish()
+	}
+	m.Version++
+	lock.Unlock()
+	if o.OnBatch != nil {
+		o.OnBatch()
+	}
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	return nil
+}
+
+type nopLock struct{}
+
+func (nopLock) Lock()   {}
+func (nopLock) Unlock() {}
+
+// ReadAll is Stream without a viewer: read r to its end.
+func (m *Model) ReadAll(r io.Reader) error { return m.Stream(r, StreamOptions{}) }
+
+// Finish marks the end of the log: unfreed allocations become leaks, and an
+// unordered log is re-matched by time.
+func (m *Model) Finish() {
+	m.assignStack(true)
+	if m.OutOfOrder {
+		m.rematch()
+	}
+	m.Done = true
+	m.Version++
+}
+
+// Follower wraps a growing file for live mode: at its end it waits Poll and
+// reads again, forever (until stop).
+type Follower struct {
+	R    io.Reader
+	Poll time.Duration
+}
+
+func (f *Follower) Read(p []byte) (int, error) { return f.R.Read(p) }
+
+// Wait sleeps one poll interval.
+func (f *Follower) Wait(stop <-chan struct{}) bool {
+	d := f.Poll
+	if d <= 0 {
+		d = 250 * time.Millisecond
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// StreamReader adapts a blocking stream (stdin, a TCP connection) for live
+// mode: a goroutine reads chunks; Read returns io.EOF when no chunk is
+// waiting, so that what arrived is shown at once.
+type StreamReader struct {
+	ch    chan []byte
+	cur   []byte
+	err   error
+	ended bool
+}
+
+// NewStreamReader starts reading r in the background. Every chunk read is
+// also written to tee when tee is not nil (memview -o).
+func NewStreamReader(r io.Reader, tee io.Writer) *StreamReader {
+	s := &StreamReader{ch: make(chan []byte, 64)}
+	go func() {
+		defer close(s.ch)
+		for {
+			buf := make([]byte, 256<<10)
+			n, err := r.Read(buf)
+			if n > 0 {
+				if tee != nil {
+					if _, werr := tee.Write(buf[:n]); werr != nil {
+						s.err = fmt.Errorf("write the saved copy: %w", werr)
+						tee = nil
+					}
+				}
+				s.ch <- buf[:n]
+			}
+			if err != nil {
+				if !errors.Is(err, io.EOF) && s.err == nil {
+					s.err = err
+				}
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *StreamReader) Read(p []byte) (int, error) {
+	if len(s.cur) == 0 {
+		select {
+		case c, ok := <-s.ch:
+			if !ok {
+				s.ended = true
+				return 0, io.EOF
+			}
+			s.cur = c
+		default:
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, s.cur)
+	s.cur = s.cur[n:]
+	return n, nil
+}
+
+// Wait blocks until a chunk arrives or the stream ends.
+func (s *StreamReader) Wait(stop <-chan struct{}) bool {
+	if s.ended {
+		return false
+	}
+	select {
+	case <-stop:
+		return false
+	case c, ok := <-s.ch:
+		if !ok {
+			s.ended = true
+			return false
+		}
+		s.cur = c
+		return true
+	}
+}
+
+// Err is the error that ended the stream, other than its normal end.
+func (s *StreamReader) Err() error { return s.err }

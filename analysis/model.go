@@ -1,0 +1,653 @@
+package analysis
+
+import (
+	"strconv"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// NoThread marks an allocation that has not been freed (FreeThread) and
+// "no thread filter" in queries.
+const NoThread = ^uint32(0)
+
+// Status is an allocation's state, memview's St. column.
+type Status uint8
+
+const (
+	StatusActive Status = iota // not freed, its thread and process still running
+	StatusLeak                 // not freed and nothing can free it any more (SPEC §3)
+	StatusFreed
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusLeak:
+		return "leak"
+	case StatusFreed:
+		return "freed"
+	}
+	return "active"
+}
+
+// Thread is one thread incarnation: a tid reused after EXIT is a new Thread.
+type Thread struct {
+	TID       int64
+	Name      string
+	Proc      int32 // index into Model.Procs
+	Exited    bool
+	ExitTS    uint64
+	ExitTotal uint64 // total= of the EXIT line
+
+	Allocs     int64  // allocations made by this thread
+	AllocBytes uint64 // their bytes
+	Frees      int64  // of those, how many were freed (by any thread)
+	FreedBytes uint64 // and their bytes
+	LiveCount  int64  // not freed yet
+	LiveBytes  uint64
+	FreeCalls  int64 // frees this thread performed, of any thread's blocks
+	FirstTS    uint64
+	LastTS     uint64
+
+	allocs []uint32 // this thread's allocation ids in log order
+}
+
+// Proc is one traced process.
+type Proc struct {
+	PID    int64
+	PPID   int64
+	Comm   string
+	Cmd    string
+	Exited bool
+
+	live    map[uint64]int32   // address → live allocation id
+	dup     map[uint64][]int32 // further live allocations of the same address (lost frees, unordered logs)
+	pending map[uint64][]int32 // address → orphan frees that a later-read allocation may claim
+	// lastFreed is, per address, the freed allocation made last (unordered
+	// logs only): a free read late may belong to it rather than to an
+	// allocation not read yet.
+	lastFreed map[uint64]int32
+}
+
+// Frame is one interned stack frame, as the log wrote it (symbols mangled).
+type Frame struct {
+	Module string
+	Symbol string
+	Offset uint64
+	Addr   uint64
+}
+
+// Header is the [memtrace] header line, when the log has one.
+type Header struct {
+	PID     int64
+	Comm    string
+	Cmd     string
+	Version string
+	Start   string
+	Mode    string
+	Seen    bool
+}
+
+// Counts are the lines that were read, and those that were not understood.
+type Counts struct {
+	Lines          int64 // all lines
+	Events         int64 // alloc and free lines
+	Frames         int64
+	Meta           int64
+	Malformed      int64 // [memtrack]/[memtrace] lines that do not parse
+	Other          int64 // lines that are not log lines (program output)
+	Overlong       int64 // lines longer than logfmt.MaxLine, skipped
+	UnmatchedFrees int64 // frees with no allocation of that address before them
+	StrayFrames    int64 // frame lines with no event before them
+}
+
+// Garbage is the number of lines skipped as unreadable.
+func (c Counts) Garbage() int64 { return c.Malformed + c.Overlong }
+
+// Orphans are frees that matched no allocation. Columnar, like the model.
+type Orphans struct {
+	TS, Size, Ptr []uint64
+	HasSize       []bool
+	Thread        []uint32
+	Op            []uint8
+	Stack         []uint32
+	Claimed       []int32 // allocation id that claimed it later (unordered logs), or -1
+	seq           []uint32
+}
+
+// Len is the number of orphan frees.
+func (o *Orphans) Len() int { return len(o.TS) }
+
+// Model is the analysed log. It is not safe for concurrent use: the loader
+// takes the caller's lock around every batch it applies.
+type Model struct {
+	// Allocations, one per alloc line, indexed by allocation id (log order).
+	TS, Size, Ptr []uint64
+	Thread        []uint32
+	Op            []uint8
+	Stack         []uint32 // 0 = no frames
+	FreeTS        []uint64
+	FreeThread    []uint32 // NoThread while live
+	FreeStack     []uint32
+	FreeOp        []uint8
+	seq, freeSeq  []uint32 // read order of the alloc and free lines, for re-matching
+
+	Orphans Orphans
+	Threads []Thread
+	Procs   []Proc
+	Header  Header
+	Counts  Counts
+
+	LostEvents int64    // events the tracer reported lost
+	Notices    []string // [memtrace] notice msg= lines, latest last
+
+	MinTS, MaxTS uint64
+	// Done is set once the end of the log was read: from then on every
+	// allocation that is not freed is a leak.
+	Done bool
+	// OutOfOrder is set when time stamps went backwards (memtrack's
+	// per-thread buffers); Finish then re-matches by time.
+	OutOfOrder bool
+
+	// SummaryOnly keeps per-thread totals and leaks but not the events:
+	// allocation ids are recycled when freed. For --dump-threads.
+	SummaryOnly bool
+	freeSlots   []uint32
+
+	// Demangle turns a mangled symbol into a readable one for display and
+	// search (symbols.Demangle); nil shows symbols as written.
+	Demangle   func(string) string
+	frameNames []string
+	frameNamed []bool
+
+	// Version changes whenever the model changes, for caches.
+	Version uint64
+
+	threadIdx map[int64]uint32
+	procIdx   map[int64]int32
+	defProc   int32
+	opNames   []string
+	opIdx     map[string]uint8
+
+	frames     []Frame
+	frameIdx   map[string]uint32
+	frameAddr  map[uint64]uint32
+	modIdx     map[string]string
+	stackFlat  []uint32 // frames of all stacks, back to back
+	stackOff   []uint32 // stack id → start in stackFlat; len(stackOff) = stacks+1
+	stackIdx   map[string]uint32
+	stackKey   []byte
+	openFrames []uint32
+	target     int64 // event the open frames belong to: allocation id, ^orphan id, or noTarget
+	openFree   bool  // target is the free of allocation `target`
+
+	lastTS  uint64
+	anyTS   bool
+	orders  [numSortKeys]order
+	nameRev uint64 // bumps when a thread name or thread set changes (thread sort)
+}
+
+const noTarget = int64(-1) << 62
+
+// New returns an empty model.
+func New() *Model {
+	m := &Model{
+		threadIdx: map[int64]uint32{},
+		procIdx:   map[int64]int32{},
+		defProc:   -1,
+		opIdx:     map[string]uint8{},
+		frameIdx:  map[string]uint32{},
+		frameAddr: map[uint64]uint32{},
+		modIdx:    map[string]string{},
+		stackIdx:  map[string]uint32{"": 0},
+		stackOff:  []uint32{0, 0},
+		target:    noTarget,
+	}
+	m.opNames = make([]string, logfmt.NumOps)
+	for i := range m.opNames {
+		m.opNames[i] = logfmt.Op(i).String()
+	}
+	return m
+}
+
+// Len is the number of allocations.
+func (m *Model) Len() int { return len(m.TS) }
+
+// OpName is the op column text of an op id.
+func (m *Model) OpName(op uint8) string {
+	if int(op) < len(m.opNames) {
+		return m.opNames[op]
+	}
+	return "?"
+}
+
+// Status of allocation i.
+func (m *Model) Status(i uint32) Status {
+	if m.FreeThread[i] != NoThread {
+		return StatusFreed
+	}
+	if m.Done {
+		return StatusLeak
+	}
+	t := &m.Threads[m.Thread[i]]
+	if t.Exited || (t.Proc >= 0 && m.Procs[t.Proc].Exited) {
+		return StatusLeak
+	}
+	return StatusActive
+}
+
+// ThreadLeaks reports whether the live blocks of thread t count as leaks.
+func (m *Model) threadLeaks(t *Thread) bool {
+	return m.Done || t.Exited || (t.Proc >= 0 && m.Procs[t.Proc].Exited)
+}
+
+// Leaks is the number and bytes of leaked allocations.
+func (m *Model) Leaks() (n int64, bytes uint64) {
+	for i := range m.Threads {
+		t := &m.Threads[i]
+		if m.threadLeaks(t) {
+			n += t.LiveCount
+			bytes += t.LiveBytes
+		}
+	}
+	return n, bytes
+}
+
+// ThreadLeaks is thread i's leaked count and bytes.
+func (m *Model) ThreadLeaks(i int) (int64, uint64) {
+	t := &m.Threads[i]
+	if m.threadLeaks(t) {
+		return t.LiveCount, t.LiveBytes
+	}
+	return 0, 0
+}
+
+// Live is the number and bytes of allocations not freed.
+func (m *Model) Live() (n int64, bytes uint64) {
+	for i := range m.Threads {
+		n += m.Threads[i].LiveCount
+		bytes += m.Threads[i].LiveBytes
+	}
+	return n, bytes
+}
+
+// ThreadAllocs is thread i's allocation ids in log order (an index; do not modify).
+func (m *Model) ThreadAllocs(i int) []uint32 { return m.Threads[i].allocs }
+
+// Duration is the span of time stamps in microseconds.
+func (m *Model) Duration() uint64 {
+	if !m.anyTS {
+		return 0
+	}
+	return m.MaxTS - m.MinTS
+}
+
+// Frames is the frames of stack id s, innermost first.
+func (m *Model) Frames(s uint32) []uint32 {
+	if int(s)+1 >= len(m.stackOff) {
+		return nil
+	}
+	return m.stackFlat[m.stackOff[s]:m.stackOff[s+1]]
+}
+
+// Frame returns interned frame f.
+func (m *Model) Frame(f uint32) *Frame { return &m.frames[f] }
+
+// NumStacks is the number of distinct stacks, the empty one (id 0) included.
+func (m *Model) NumStacks() int { return len(m.stackOff) - 1 }
+
+// NumFrames is the number of distinct frames.
+func (m *Model) NumFrames() int { return len(m.frames) }
+
+// LiveAt is what allocation i contributes to live memory at time t.
+func (m *Model) LiveAt(i uint32, t uint64) bool {
+	return m.TS[i] <= t && (m.FreeThread[i] == NoThread || m.FreeTS[i] > t)
+}
+
+// Lifetime of allocation i in microseconds: until its free, or the end of the log.
+func (m *Model) Lifetime(i uint32) uint64 {
+	end := m.MaxTS
+	if m.FreeThread[i] != NoThread {
+		end = m.FreeTS[i]
+	}
+	if end < m.TS[i] {
+		return 0
+	}
+	return end - m.TS[i]
+}
+
+func (m *Model) proc(pid int64) int32 {
+	if p, ok := m.procIdx[pid]; ok {
+		return p
+	}
+	m.Procs = append(m.Procs, Proc{PID: pid, live: map[uint64]int32{}})
+	p := int32(len(m.Procs) - 1)
+	m.procIdx[pid] = p
+	return p
+}
+
+func (m *Model) defaultProc() int32 {
+	if m.defProc < 0 {
+		m.defProc = m.proc(m.Header.PID)
+	}
+	return m.defProc
+}
+
+// thread returns the current incarnation of tid, creating it (or a new
+// incarnation when the old one exited) as needed.
+func (m *Model) thread(tid int64, name []byte, ts uint64) uint32 {
+	if i, ok := m.threadIdx[tid]; ok {
+		t := &m.Threads[i]
+		if !t.Exited || ts <= t.ExitTS {
+			if len(name) > 0 && string(name) != t.Name {
+				t.Name = string(name)
+				m.nameRev++
+			}
+			return i
+		}
+	}
+	m.Threads = append(m.Threads, Thread{TID: tid, Name: string(name), Proc: m.defaultProc(), FirstTS: ts})
+	i := uint32(len(m.Threads) - 1)
+	m.threadIdx[tid] = i
+	m.nameRev++
+	return i
+}
+
+func (m *Model) op(o logfmt.Op, text []byte) uint8 {
+	if o != logfmt.OpOther {
+		return uint8(o)
+	}
+	if id, ok := m.opIdx[string(text)]; ok {
+		return id
+	}
+	if len(m.opNames) >= 255 {
+		return uint8(logfmt.OpOther)
+	}
+	m.opNames = append(m.opNames, string(text))
+	id := uint8(len(m.opNames) - 1)
+	m.opIdx[string(text)] = id
+	return id
+}
+
+func (m *Model) seeTS(ts uint64) {
+	if !m.anyTS {
+		m.MinTS, m.MaxTS, m.anyTS = ts, ts, true
+	} else {
+		if ts < m.MinTS {
+			m.MinTS = ts
+		}
+		if ts > m.MaxTS {
+			m.MaxTS = ts
+		}
+	}
+	if ts < m.lastTS {
+		m.OutOfOrder = true
+	}
+	m.lastTS = ts
+}
+
+// addAlloc records an allocation and matches it against orphan frees that
+// were read before it (only possible in unordered logs).
+func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
+	var id uint32
+	if n := len(m.freeSlots); m.SummaryOnly && n > 0 {
+		id = m.freeSlots[n-1]
+		m.freeSlots = m.freeSlots[:n-1]
+		m.TS[id], m.Size[id], m.Ptr[id], m.Thread[id], m.Op[id], m.Stack[id] = ts, size, ptr, ti, op, 0
+		m.FreeTS[id], m.FreeThread[id], m.FreeStack[id], m.FreeOp[id] = 0, NoThread, 0, 0
+		m.seq[id] = uint32(m.Counts.Events)
+	} else {
+		m.seq = append(m.seq, uint32(m.Counts.Events))
+		m.freeSeq = append(m.freeSeq, 0)
+		id = uint32(len(m.TS))
+		m.TS = append(m.TS, ts)
+		m.Size = append(m.Size, size)
+		m.Ptr = append(m.Ptr, ptr)
+		m.Thread = append(m.Thread, ti)
+		m.Op = append(m.Op, op)
+		m.Stack = append(m.Stack, 0)
+		m.FreeTS = append(m.FreeTS, 0)
+		m.FreeThread = append(m.FreeThread, NoThread)
+		m.FreeStack = append(m.FreeStack, 0)
+		m.FreeOp = append(m.FreeOp, 0)
+	}
+	t := &m.Threads[ti]
+	t.Allocs++
+	t.AllocBytes += size
+	t.LiveCount++
+	t.LiveBytes += size
+	t.LastTS = ts
+	if !m.SummaryOnly {
+		t.allocs = append(t.allocs, id)
+	}
+	if ptr == 0 {
+		return id
+	}
+	p := &m.Procs[t.Proc]
+	if m.OutOfOrder && len(p.pending) > 0 {
+		if fs := p.pending[ptr]; len(fs) > 0 {
+			// The earliest orphan free at or after this allocation is its free.
+			best := -1
+			for k, f := range fs {
+				if m.Orphans.TS[f] >= ts && (best < 0 || m.Orphans.TS[f] < m.Orphans.TS[fs[best]]) {
+					best = k
+				}
+			}
+			if best >= 0 {
+				f := fs[best]
+				fs = append(fs[:best], fs[best+1:]...)
+				if len(fs) == 0 {
+					delete(p.pending, ptr)
+				} else {
+					p.pending[ptr] = fs
+				}
+				m.Orphans.Claimed[f] = int32(id)
+				m.Counts.UnmatchedFrees--
+				m.setFreed(id, m.Orphans.Thread[f], m.Orphans.Op[f], m.Orphans.TS[f], m.Orphans.Stack[f])
+				m.freeSeq[id] = m.Orphans.seq[f]
+				return id
+			}
+		}
+	}
+	if old, ok := p.live[ptr]; ok {
+		if p.dup == nil {
+			p.dup = map[uint64][]int32{}
+		}
+		p.dup[ptr] = append(p.dup[ptr], old)
+	}
+	p.live[ptr] = int32(id)
+	return id
+}
+
+// setFreed marks allocation id freed and moves its bytes out of live.
+func (m *Model) setFreed(id uint32, by uint32, op uint8, ts uint64, stack uint32) {
+	m.FreeTS[id], m.FreeThread[id], m.FreeOp[id], m.FreeStack[id] = ts, by, op, stack
+	t := &m.Threads[m.Thread[id]]
+	sz := m.Size[id]
+	t.Frees++
+	t.FreedBytes += sz
+	t.LiveCount--
+	t.LiveBytes -= sz
+	if !m.OutOfOrder {
+		if m.SummaryOnly {
+			m.freeSlots = append(m.freeSlots, id)
+		}
+		return
+	}
+	// In an unordered log every pair may be re-matched by Finish, so
+	// slots are no longer recycled.
+	p := &m.Procs[t.Proc]
+	if p.lastFreed == nil {
+		p.lastFreed = map[uint64]int32{}
+	}
+	ptr := m.Ptr[id]
+	if old, ok := p.lastFreed[ptr]; !ok || m.TS[id] >= m.TS[old] {
+		p.lastFreed[ptr] = int32(id)
+	}
+}
+
+// addFree matches a free to the latest live allocation of that address
+// made at or before it. It returns the allocation id, or ^orphan id.
+func (m *Model) addFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr uint64) int64 {
+	t := &m.Threads[ti]
+	t.FreeCalls++
+	t.LastTS = ts
+	return m.matchFree(ti, op, ts, size, hasSize, ptr, 0, uint32(m.Counts.Events))
+}
+
+func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr uint64, stack, seq uint32) int64 {
+	p := &m.Procs[m.Threads[ti].Proc]
+	if ptr != 0 {
+		if id, ok := p.live[ptr]; ok {
+			best := int32(-1)
+			if m.TS[id] <= ts {
+				best = id
+			}
+			dups := p.dup[ptr]
+			bestK := -1
+			for k, d := range dups {
+				if m.TS[d] <= ts && (best < 0 || m.TS[d] > m.TS[best]) {
+					best, bestK = d, k
+				}
+			}
+			if best >= 0 {
+				if bestK >= 0 {
+					dups = append(dups[:bestK], dups[bestK+1:]...)
+				} else if len(dups) > 0 {
+					p.live[ptr] = dups[len(dups)-1]
+					dups = dups[:len(dups)-1]
+				} else {
+					delete(p.live, ptr)
+				}
+				if len(dups) == 0 {
+					delete(p.dup, ptr)
+				} else {
+					p.dup[ptr] = dups
+				}
+				m.setFreed(uint32(best), ti, op, ts, stack)
+				m.freeSeq[best] = seq
+				return int64(best)
+			}
+		}
+		if x, ok := p.lastFreed[ptr]; ok && m.TS[x] <= ts && m.FreeTS[x] > ts {
+			// Unordered log: this free comes between x's allocation and
+			// the free it was given, so it is x's; that later free goes
+			// back to matching (to an allocation read later, maybe).
+			gThread, gOp, gTS, gStack, gSeq := m.FreeThread[x], m.FreeOp[x], m.FreeTS[x], m.FreeStack[x], m.freeSeq[x]
+			m.FreeThread[x], m.FreeOp[x], m.FreeTS[x], m.FreeStack[x], m.freeSeq[x] = ti, op, ts, stack, seq
+			m.matchFree(gThread, gOp, gTS, m.Size[x], true, ptr, gStack, gSeq)
+			return int64(x)
+		}
+	}
+	o := &m.Orphans
+	o.TS = append(o.TS, ts)
+	o.Size = append(o.Size, size)
+	o.HasSize = append(o.HasSize, hasSize)
+	o.Ptr = append(o.Ptr, ptr)
+	o.Thread = append(o.Thread, ti)
+	o.Op = append(o.Op, op)
+	o.Stack = append(o.Stack, stack)
+	o.Claimed = append(o.Claimed, -1)
+	o.seq = append(o.seq, seq)
+	k := int32(len(o.TS) - 1)
+	m.Counts.UnmatchedFrees++
+	if ptr != 0 {
+		if p.pending == nil {
+			p.pending = map[uint64][]int32{}
+		}
+		p.pending[ptr] = append(p.pending[ptr], k)
+	}
+	return ^int64(k)
+}
+
+func (m *Model) applyMeta(word []byte, rest []byte) {
+	m.Counts.Meta++
+	kv := logfmt.Fields(rest)
+	get := func(k string) string { v, _ := logfmt.Field(kv, k); return v }
+	num := func(k string) (int64, bool) {
+		v, ok := logfmt.Field(kv, k)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	}
+	switch string(word) {
+	case logfmt.WordHeader:
+		m.Header.Seen = true
+		if pid, ok := num("pid"); ok {
+			m.Header.PID = pid
+			if m.defProc < 0 {
+				m.defProc = m.proc(pid)
+			}
+		}
+		m.Header.Comm, m.Header.Cmd = get("comm"), get("cmd")
+		m.Header.Version, m.Header.Start, m.Header.Mode = get("version"), get("start"), get("mode")
+		if m.defProc >= 0 {
+			p := &m.Procs[m.defProc]
+			if p.Comm == "" {
+				p.Comm = m.Header.Comm
+			}
+			if p.Cmd == "" {
+				p.Cmd = m.Header.Cmd
+			}
+		}
+	case logfmt.WordLost:
+		if tot, ok := num("total"); ok && tot >= m.LostEvents {
+			m.LostEvents = tot
+		} else if c, ok := num("count"); ok && c > 0 {
+			m.LostEvents += c
+		}
+	case logfmt.WordSummary:
+		if l, ok := num("lost"); ok && l > m.LostEvents {
+			m.LostEvents = l
+		}
+	case logfmt.WordThread:
+		tid, ok := num("tid")
+		if !ok {
+			return
+		}
+		pid, hasPID := num("pid")
+		name := get("name")
+		ti := m.thread(tid, []byte(name), m.lastTS)
+		if hasPID {
+			pi := m.proc(pid)
+			m.Threads[ti].Proc = pi
+		}
+	case logfmt.WordProc:
+		pid, ok := num("pid")
+		if !ok {
+			return
+		}
+		pi := m.proc(pid)
+		p := &m.Procs[pi]
+		if pp, ok := num("ppid"); ok {
+			p.PPID = pp
+		}
+		if c := get("comm"); c != "" {
+			p.Comm = c
+		}
+		if c := get("cmd"); c != "" {
+			p.Cmd = c
+		}
+		if get("event") == "exit" {
+			p.Exited = true
+		}
+	case logfmt.WordNotice:
+		if msg := get("msg"); msg != "" {
+			if len(m.Notices) >= 16 {
+				m.Notices = m.Notices[1:]
+			}
+			m.Notices = append(m.Notices, msg)
+		}
+	}
+}
+
+// ProcLabel names process p for display.
+func (m *Model) ProcLabel(p int) string {
+	pr := &m.Procs[p]
+	s := strconv.FormatInt(pr.PID, 10)
+	if pr.Comm != "" {
+		s += " " + pr.Comm
+	}
+	return s
+}

@@ -1,0 +1,172 @@
+package analysis
+
+import (
+	"cmp"
+	"slices"
+)
+
+// SortKey orders the allocation list.
+type SortKey uint8
+
+const (
+	SortTime SortKey = iota
+	SortSize
+	SortThread
+	numSortKeys
+)
+
+func (k SortKey) String() string {
+	return [...]string{"Time", "Size", "Thread"}[k]
+}
+
+// order is a cached permutation of allocation ids sorted by one key,
+// extended by merging when allocations are appended.
+type order struct {
+	ids     []uint32
+	n       int // allocations covered
+	nameRev uint64
+}
+
+func (m *Model) invalidateOrders() {
+	for i := range m.orders {
+		m.orders[i] = order{}
+	}
+}
+
+// Order returns all allocation ids sorted by key (ascending, ties in time
+// then read order). The slice is cached: do not modify it.
+func (m *Model) Order(key SortKey) []uint32 {
+	o := &m.orders[key]
+	n := len(m.TS)
+	if key == SortThread && o.nameRev != m.nameRev {
+		*o = order{}
+	}
+	if o.n == n {
+		return o.ids
+	}
+	if key == SortTime && !m.OutOfOrder && o.n == 0 {
+		// Log order is time order: the identity.
+		o.ids = make([]uint32, n, n+n/4)
+		for i := range o.ids {
+			o.ids[i] = uint32(i)
+		}
+		o.n = n
+		return o.ids
+	}
+	tail := make([]uint32, n-o.n)
+	for i := range tail {
+		tail[i] = uint32(o.n + i)
+	}
+	keyf := m.sortKeyFunc(key)
+	if key != SortTime {
+		// Stable radix passes over time order give ties in time order.
+		radixSort(tail, func(i uint32) uint64 { return m.TS[i] })
+	}
+	radixSort(tail, keyf)
+	if o.n == 0 {
+		o.ids = tail
+	} else {
+		o.ids = mergeSorted(o.ids, tail, func(a, b uint32) int {
+			if c := cmp.Compare(keyf(a), keyf(b)); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(m.TS[a], m.TS[b]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+	}
+	o.n, o.nameRev = n, m.nameRev
+	return o.ids
+}
+
+func (m *Model) sortKeyFunc(key SortKey) func(uint32) uint64 {
+	switch key {
+	case SortSize:
+		return func(i uint32) uint64 { return m.Size[i] }
+	case SortThread:
+		rank := m.threadRanks()
+		return func(i uint32) uint64 { return uint64(rank[m.Thread[i]]) }
+	}
+	return func(i uint32) uint64 { return m.TS[i] }
+}
+
+// threadRanks orders threads by name, then tid.
+func (m *Model) threadRanks() []uint32 {
+	idx := make([]int, len(m.Threads))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := cmp.Compare(m.Threads[a].Name, m.Threads[b].Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(m.Threads[a].TID, m.Threads[b].TID)
+	})
+	rank := make([]uint32, len(idx))
+	for r, i := range idx {
+		rank[i] = uint32(r)
+	}
+	return rank
+}
+
+func mergeSorted(a, b []uint32, less func(a, b uint32) int) []uint32 {
+	out := make([]uint32, 0, len(a)+len(b)+len(b)/2)
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if less(b[j], a[i]) < 0 {
+			out = append(out, b[j])
+			j++
+		} else {
+			out = append(out, a[i])
+			i++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}
+
+// radixSort sorts ids stably by key with LSD byte passes, skipping bytes
+// in which all keys agree: a few passes over millions of ids instead of a
+// comparison sort.
+func radixSort(ids []uint32, key func(uint32) uint64) {
+	n := len(ids)
+	if n < 2 {
+		return
+	}
+	if n < 256 {
+		slices.SortStableFunc(ids, func(a, b uint32) int { return cmp.Compare(key(a), key(b)) })
+		return
+	}
+	keys := make([]uint64, n)
+	var or, and uint64 = 0, ^uint64(0)
+	for i, id := range ids {
+		k := key(id)
+		keys[i] = k
+		or |= k
+		and &= k
+	}
+	diff := or ^ and
+	tmpIDs := make([]uint32, n)
+	tmpKeys := make([]uint64, n)
+	for shift := uint(0); shift < 64; shift += 8 {
+		if (diff>>shift)&0xff == 0 {
+			continue
+		}
+		var count [257]int
+		for _, k := range keys {
+			count[((k>>shift)&0xff)+1]++
+		}
+		for i := 1; i < 257; i++ {
+			count[i] += count[i-1]
+		}
+		for i, k := range keys {
+			b := (k >> shift) & 0xff
+			p := count[b]
+			count[b]++
+			tmpIDs[p], tmpKeys[p] = ids[i], k
+		}
+		copy(ids, tmpIDs)
+		copy(keys, tmpKeys)
+	}
+}

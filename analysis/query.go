@@ -1,0 +1,481 @@
+package analysis
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// StatusFilter is memview's `f` filter.
+type StatusFilter uint8
+
+const (
+	FilterAll StatusFilter = iota
+	FilterLeaks
+	FilterActive
+	FilterFreed
+	NumStatusFilters
+)
+
+func (f StatusFilter) String() string {
+	return [...]string{"All", "Leaks", "Active", "Freed"}[f]
+}
+
+// Query selects allocations. The zero value (with Thread = NoThread,
+// Proc = -1) selects everything in time order; use NewQuery.
+type Query struct {
+	Status   StatusFilter
+	Thread   uint32 // NoThread: all threads
+	Proc     int32  // -1: all processes
+	MinAge   uint64 // µs of lifetime at least; 0 = off
+	Search   string // case-insensitive substring of frames, thread name, op or pointer
+	Since    uint64 // delta mode: allocated at or after Since
+	HasSince bool
+	From, To uint64 // range: allocated within [From, To]
+	HasRange bool
+	Sort     SortKey
+	Desc     bool
+}
+
+// NewQuery selects everything, in time order.
+func NewQuery() Query { return Query{Thread: NoThread, Proc: -1} }
+
+// Select appends to dst[:0] the ids of the allocations q selects, in q's
+// order. It walks a cached sorted permutation (or a thread's own index) and
+// tests columns; nothing is re-read or re-sorted.
+func (m *Model) Select(q *Query, dst []uint32) []uint32 {
+	dst = dst[:0]
+	if m.SummaryOnly {
+		return dst
+	}
+	var src []uint32
+	switch {
+	case q.Thread != NoThread && int(q.Thread) < len(m.Threads) && (q.Sort == SortTime && !m.OutOfOrder || q.Sort == SortThread):
+		src = m.Threads[q.Thread].allocs
+	default:
+		src = m.Order(q.Sort)
+	}
+	match := m.matcher(q.Search)
+	test := func(i uint32) bool {
+		if q.Thread != NoThread && m.Thread[i] != q.Thread {
+			return false
+		}
+		if q.Proc >= 0 && m.Threads[m.Thread[i]].Proc != q.Proc {
+			return false
+		}
+		if q.HasSince && m.TS[i] < q.Since {
+			return false
+		}
+		if q.HasRange && (m.TS[i] < q.From || m.TS[i] > q.To) {
+			return false
+		}
+		switch q.Status {
+		case FilterLeaks:
+			if m.Status(i) != StatusLeak {
+				return false
+			}
+		case FilterActive:
+			if m.Status(i) != StatusActive {
+				return false
+			}
+		case FilterFreed:
+			if m.FreeThread[i] == NoThread {
+				return false
+			}
+		}
+		if q.MinAge > 0 && m.Lifetime(i) < q.MinAge {
+			return false
+		}
+		return match == nil || match.test(m, i)
+	}
+	if q.Desc {
+		for k := len(src) - 1; k >= 0; k-- {
+			if test(src[k]) {
+				dst = append(dst, src[k])
+			}
+		}
+	} else {
+		for _, i := range src {
+			if test(i) {
+				dst = append(dst, i)
+			}
+		}
+	}
+	return dst
+}
+
+// FrameName is frame f's symbol for display: demangled by m.Demangle when
+// set, else as written; module(+offset) when the frame has no symbol.
+func (m *Model) FrameName(f uint32) string {
+	for len(m.frameNames) < len(m.frames) {
+		m.frameNames = append(m.frameNames, "")
+		m.frameNamed = append(m.frameNamed, false)
+	}
+	if m.frameNamed[f] {
+		return m.frameNames[f]
+	}
+	fr := &m.frames[f]
+	var s string
+	switch {
+	case fr.Symbol != "" && m.Demangle != nil:
+		s = m.Demangle(fr.Symbol)
+	case fr.Symbol != "":
+		s = fr.Symbol
+	case fr.Module != "":
+		s = fr.Module + "+0x" + strconv.FormatUint(fr.Offset, 16)
+	default:
+		s = "0x" + strconv.FormatUint(fr.Addr, 16)
+	}
+	m.frameNames[f], m.frameNamed[f] = s, true
+	return s
+}
+
+type searchMatch struct {
+	stacks  []bool
+	threads []bool
+	ops     [256]bool
+	ptr     string // lower-case hex digits to look for in pointers, "" = none
+	buf     []byte
+}
+
+func (s *searchMatch) test(m *Model, i uint32) bool {
+	if s.threads[m.Thread[i]] || s.ops[m.Op[i]] || s.stacks[m.Stack[i]] {
+		return true
+	}
+	if f := m.FreeThread[i]; f != NoThread && (s.threads[f] || s.stacks[m.FreeStack[i]]) {
+		return true
+	}
+	if s.ptr != "" {
+		s.buf = strconv.AppendUint(append(s.buf[:0], "0x"...), m.Ptr[i], 16)
+		return strings.Contains(string(s.buf), s.ptr)
+	}
+	return false
+}
+
+// matcher precomputes a search per frame, stack, thread and op, so that
+// testing an allocation is a few table lookups.
+func (m *Model) matcher(q string) *searchMatch {
+	q = strings.ToLower(strings.TrimSpace(q))
+	if q == "" {
+		return nil
+	}
+	s := &searchMatch{stacks: make([]bool, m.NumStacks()), threads: make([]bool, len(m.Threads))}
+	fm := make([]bool, len(m.frames))
+	for f := range m.frames {
+		fr := &m.frames[f]
+		fm[f] = containsFold(m.FrameName(uint32(f)), q) || containsFold(fr.Symbol, q) || containsFold(fr.Module, q)
+	}
+	for st := 1; st < m.NumStacks(); st++ {
+		for _, f := range m.Frames(uint32(st)) {
+			if fm[f] {
+				s.stacks[st] = true
+				break
+			}
+		}
+	}
+	for t := range m.Threads {
+		s.threads[t] = containsFold(m.Threads[t].Name, q) || strconv.FormatInt(m.Threads[t].TID, 10) == q
+	}
+	for o := range m.opNames {
+		s.ops[o] = containsFold(m.opNames[o], q)
+	}
+	if isHexQuery(q) {
+		s.ptr = q
+	}
+	return s
+}
+
+func containsFold(s, lowerSub string) bool {
+	if len(lowerSub) > len(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			return strings.Contains(strings.ToLower(s), lowerSub)
+		}
+	}
+	return strings.Contains(s, lowerSub)
+}
+
+func isHexQuery(q string) bool {
+	h := strings.TrimPrefix(q, "0x")
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// GroupSort orders call-site groups.
+type GroupSort uint8
+
+const (
+	GroupByTotal GroupSort = iota
+	GroupByCount
+	GroupByRate
+	GroupByGrowth // only meaningful with a baseline
+	NumGroupSorts
+)
+
+func (g GroupSort) String() string {
+	return [...]string{"Total", "Count", "Rate", "Growth"}[g]
+}
+
+// Group is the allocations of one call stack within a selection.
+type Group struct {
+	Stack      uint32
+	Count      int64
+	Total      uint64
+	LiveCount  int64
+	LiveBytes  uint64
+	Freed      int64
+	First      uint64 // time stamp of the first allocation
+	Last       uint64
+	Example    uint32 // first allocation of the group in the selection's order
+	Thread     uint32 // the example's thread
+	Monotonic  bool   // at least two allocations and none freed: live bytes only grow
+	Growth     int64  // live bytes now minus live bytes at the baseline
+	AtBaseline uint64 // live bytes at the baseline
+}
+
+// Rate is bytes per second over the span of the group's allocations.
+func (g *Group) Rate() float64 {
+	if g.Count < 2 || g.Last <= g.First {
+		return 0
+	}
+	return float64(g.Total) / (float64(g.Last-g.First) / 1e6)
+}
+
+// Groups folds a selection by call stack. With hasBase, Growth is the
+// change of each site's live bytes since time base.
+func (m *Model) Groups(sel []uint32, base uint64, hasBase bool, key GroupSort, desc bool) []Group {
+	slot := make(map[uint32]int32)
+	var gs []Group
+	for _, i := range sel {
+		s := m.Stack[i]
+		k, ok := slot[s]
+		if !ok {
+			k = int32(len(gs))
+			slot[s] = k
+			gs = append(gs, Group{Stack: s, First: m.TS[i], Last: m.TS[i], Example: i, Thread: m.Thread[i]})
+		}
+		g := &gs[k]
+		sz := m.Size[i]
+		g.Count++
+		g.Total += sz
+		if m.TS[i] < g.First {
+			g.First = m.TS[i]
+		}
+		if m.TS[i] > g.Last {
+			g.Last = m.TS[i]
+		}
+		freed := m.FreeThread[i] != NoThread
+		if freed {
+			g.Freed++
+		} else {
+			g.LiveCount++
+			g.LiveBytes += sz
+		}
+		if hasBase && m.LiveAt(i, base) {
+			g.AtBaseline += sz
+		}
+	}
+	for k := range gs {
+		g := &gs[k]
+		g.Monotonic = g.Count >= 2 && g.Freed == 0
+		if hasBase {
+			g.Growth = int64(g.LiveBytes) - int64(g.AtBaseline)
+		}
+	}
+	slices.SortStableFunc(gs, func(a, b Group) int {
+		var c int
+		switch key {
+		case GroupByCount:
+			c = cmp.Compare(a.Count, b.Count)
+		case GroupByRate:
+			c = cmp.Compare(a.Rate(), b.Rate())
+		case GroupByGrowth:
+			c = cmp.Compare(a.Growth, b.Growth)
+		default:
+			c = cmp.Compare(a.Total, b.Total)
+		}
+		if c == 0 {
+			c = cmp.Compare(b.Stack, a.Stack)
+		}
+		if desc {
+			return -c
+		}
+		return c
+	})
+	return gs
+}
+
+// SizeBuckets are the upper bounds of the histogram's buckets; the last
+// bucket holds everything above 1 MiB.
+var SizeBuckets = [...]uint64{16, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, ^uint64(0)}
+
+// Bucket is one bar of the size histogram.
+type Bucket struct {
+	Max   uint64
+	Count int64
+	Bytes uint64
+}
+
+// Histogram counts a selection by size bucket.
+func (m *Model) Histogram(sel []uint32) []Bucket {
+	out := make([]Bucket, len(SizeBuckets))
+	for k := range out {
+		out[k].Max = SizeBuckets[k]
+	}
+	for _, i := range sel {
+		sz := m.Size[i]
+		k := 0
+		for sz > SizeBuckets[k] {
+			k++
+		}
+		out[k].Count++
+		out[k].Bytes += sz
+	}
+	return out
+}
+
+// Cell is one time bucket of the timeline.
+type Cell struct {
+	Live int64 // live bytes at the end of the bucket
+	Net  int64 // bytes allocated minus bytes freed within the bucket
+}
+
+// Timeline is live memory over the log's time span in n buckets, for one
+// thread (NoThread: all) and process (-1: all).
+func (m *Model) Timeline(n int, thread uint32, proc int32) []Cell {
+	cells := make([]Cell, n)
+	if n <= 0 || !m.anyTS || m.SummaryOnly {
+		return cells
+	}
+	span := m.MaxTS - m.MinTS + 1
+	bucket := func(t uint64) int {
+		if t < m.MinTS {
+			return 0
+		}
+		b := int((t - m.MinTS) * uint64(n) / span)
+		if b >= n {
+			b = n - 1
+		}
+		return b
+	}
+	add := func(i uint32) {
+		sz := int64(m.Size[i])
+		cells[bucket(m.TS[i])].Net += sz
+		if m.FreeThread[i] != NoThread {
+			cells[bucket(m.FreeTS[i])].Net -= sz
+		}
+	}
+	if thread != NoThread && int(thread) < len(m.Threads) {
+		for _, i := range m.Threads[thread].allocs {
+			add(i)
+		}
+	} else {
+		for i := range m.TS {
+			if proc >= 0 && m.Threads[m.Thread[i]].Proc != proc {
+				continue
+			}
+			add(uint32(i))
+		}
+	}
+	var live int64
+	for k := range cells {
+		live += cells[k].Net
+		cells[k].Live = live
+	}
+	return cells
+}
+
+// Peak is the highest live byte count and when it was reached.
+func (m *Model) Peak() (bytes uint64, ts uint64) {
+	if m.SummaryOnly || len(m.TS) == 0 {
+		return 0, 0
+	}
+	allocs := m.Order(SortTime)
+	var frees []uint32
+	for i := range m.TS {
+		if m.FreeThread[i] != NoThread {
+			frees = append(frees, uint32(i))
+		}
+	}
+	radixSort(frees, func(i uint32) uint64 { return m.FreeTS[i] })
+	var live uint64
+	j := 0
+	for _, i := range allocs {
+		for j < len(frees) && m.FreeTS[frees[j]] < m.TS[i] {
+			live -= m.Size[frees[j]]
+			j++
+		}
+		live += m.Size[i]
+		if live > bytes {
+			bytes, ts = live, m.TS[i]
+		}
+	}
+	return bytes, ts
+}
+
+// ThreadSort orders the thread summary.
+type ThreadSort uint8
+
+const (
+	ThreadByName ThreadSort = iota
+	ThreadByTID
+	ThreadByAllocated
+	ThreadByFreed
+	ThreadByNet
+	ThreadByLeaks
+	NumThreadSorts
+)
+
+func (s ThreadSort) String() string {
+	return [...]string{"Name", "TID", "Allocated", "Freed", "Net", "Leaks"}[s]
+}
+
+// ThreadOrder returns thread indexes sorted for the thread summary, only
+// threads of process proc (-1: all).
+func (m *Model) ThreadOrder(key ThreadSort, desc bool, proc int32) []int {
+	idx := make([]int, 0, len(m.Threads))
+	for i := range m.Threads {
+		if proc < 0 || m.Threads[i].Proc == proc {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		ta, tb := &m.Threads[a], &m.Threads[b]
+		var c int
+		switch key {
+		case ThreadByName:
+			c = cmp.Compare(ta.Name, tb.Name)
+		case ThreadByTID:
+			c = cmp.Compare(ta.TID, tb.TID)
+		case ThreadByAllocated:
+			c = cmp.Compare(ta.AllocBytes, tb.AllocBytes)
+		case ThreadByFreed:
+			c = cmp.Compare(ta.FreedBytes, tb.FreedBytes)
+		case ThreadByNet:
+			c = cmp.Compare(ta.LiveBytes, tb.LiveBytes)
+		case ThreadByLeaks:
+			_, la := m.ThreadLeaks(a)
+			_, lb := m.ThreadLeaks(b)
+			c = cmp.Compare(la, lb)
+		}
+		if c == 0 {
+			c = cmp.Compare(ta.TID, tb.TID)
+		}
+		if desc {
+			return -c
+		}
+		return c
+	})
+	return idx
+}

@@ -1,0 +1,91 @@
+package analysis
+
+import (
+	"encoding/binary"
+)
+
+// internFrame returns the id of a frame, keyed by its raw text (module,
+// symbol, offset and address as written), so that a known frame costs one
+// map lookup and no allocation.
+func (m *Model) internFrame(key, module, symbol []byte, off, addr uint64) uint32 {
+	if len(key) == 0 {
+		if id, ok := m.frameAddr[addr]; ok {
+			return id
+		}
+		m.frames = append(m.frames, Frame{Addr: addr})
+		id := uint32(len(m.frames) - 1)
+		m.frameAddr[addr] = id
+		return id
+	}
+	if id, ok := m.frameIdx[string(key)]; ok {
+		return id
+	}
+	mod, ok := m.modIdx[string(module)]
+	if !ok {
+		mod = string(module)
+		m.modIdx[mod] = mod
+	}
+	m.frames = append(m.frames, Frame{Module: mod, Symbol: string(symbol), Offset: off, Addr: addr})
+	id := uint32(len(m.frames) - 1)
+	m.frameIdx[string(key)] = id
+	return id
+}
+
+// internStack returns the id of a sequence of frames; 0 is the empty stack.
+func (m *Model) internStack(frames []uint32) uint32 {
+	if len(frames) == 0 {
+		return 0
+	}
+	k := m.stackKey[:0]
+	for _, f := range frames {
+		k = binary.LittleEndian.AppendUint32(k, f)
+	}
+	m.stackKey = k
+	if id, ok := m.stackIdx[string(k)]; ok {
+		return id
+	}
+	id := uint32(len(m.stackOff) - 1)
+	m.stackFlat = append(m.stackFlat, frames...)
+	m.stackOff = append(m.stackOff, uint32(len(m.stackFlat)))
+	m.stackIdx[string(k)] = id
+	return id
+}
+
+// InternStack interns a stack given as frames; for tests and for callers
+// that build models without a log.
+func (m *Model) InternStack(frames []Frame) uint32 {
+	ids := make([]uint32, len(frames))
+	for i, f := range frames {
+		key := []byte(f.Module + "(" + f.Symbol + ")")
+		key = binary.LittleEndian.AppendUint64(key, f.Offset)
+		key = binary.LittleEndian.AppendUint64(key, f.Addr)
+		ids[i] = m.internFrame(key, []byte(f.Module), []byte(f.Symbol), f.Offset, f.Addr)
+	}
+	return m.internStack(ids)
+}
+
+// assignStack gives the open frames to their event. With final false the
+// frames stay open, since the rest of them may arrive with the next read.
+func (m *Model) assignStack(final bool) {
+	if m.target == noTarget {
+		m.openFrames = m.openFrames[:0]
+		return
+	}
+	s := m.internStack(m.openFrames)
+	switch {
+	case m.target < 0:
+		k := ^m.target
+		m.Orphans.Stack[k] = s
+		if c := m.Orphans.Claimed[k]; c >= 0 {
+			m.FreeStack[c] = s
+		}
+	case m.openFree:
+		m.FreeStack[m.target] = s
+	default:
+		m.Stack[m.target] = s
+	}
+	if final {
+		m.openFrames = m.openFrames[:0]
+		m.target = noTarget
+	}
+}
