@@ -1,0 +1,1972 @@
+// memtrace-preload.so: memtrace's LD_PRELOAD fallback and a drop-in for
+// memtrack.so. It interposes every allocation function of SPEC §3 and writes
+// memtrack-format lines (byte-identical with the Go package logfmt) into
+// per-thread buffers that are flushed with write(2).
+//
+// Design notes (docs/preload.md has the user-facing version):
+//   - The hot path takes no global lock: one thread-local state, one shard
+//     lock of the ptr->size table (needed for free sizes), hand-written
+//     integer formatting into the thread's buffer, a cheap clock.
+//   - Reentrancy: a thread-local flag makes calls made by the allocator or by
+//     this library (malloc inside strdup, inside operator new, ...) pass
+//     straight through, so that one outermost call logs one event.
+//   - Bootstrap: dlsym may allocate before the real functions are known;
+//     those requests are served from a static arena.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define VERSION "0.1.0"
+
+#if __SIZEOF_SIZE_T__ == 8
+#define ZSZ "m"
+#else
+#define ZSZ "j"
+#endif
+
+// ---------------------------------------------------------------------------
+// Ops: the op column, padded as logfmt pads it ("%-10s ts=").
+
+enum {
+	OP_MALLOC, OP_CALLOC, OP_REALLOC, OP_REALLOCARRAY, OP_FREE, OP_NEW,
+	OP_NEWARR, OP_DELETE, OP_DELETEARR, OP_STRDUP, OP_STRNDUP, OP_MMAP,
+	OP_MUNMAP, OP_MREMAP, OP_POSIX_MEMALIGN, OP_ALIGNED_ALLOC, OP_MEMALIGN,
+	OP_VALLOC, OP_PVALLOC, OP_EXIT, NOPS
+};
+
+static const char *const op_name[NOPS] = {
+	"malloc", "calloc", "realloc", "reallocarray", "free", "new", "new[]",
+	"delete", "delete[]", "strdup", "strndup", "mmap", "munmap", "mremap",
+	"posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc", "EXIT",
+};
+static char op_col[NOPS][24];
+static unsigned char op_col_len[NOPS];
+
+// ---------------------------------------------------------------------------
+// Real functions.
+
+static void *(*real_malloc)(size_t);
+static void *(*real_calloc)(size_t, size_t);
+static void *(*real_realloc)(void *, size_t);
+static void *(*real_reallocarray)(void *, size_t, size_t);
+static void (*real_free)(void *);
+static char *(*real_strdup)(const char *);
+static char *(*real_strndup)(const char *, size_t);
+static int (*real_posix_memalign)(void **, size_t, size_t);
+static void *(*real_aligned_alloc)(size_t, size_t);
+static void *(*real_memalign)(size_t, size_t);
+static void *(*real_valloc)(size_t);
+static void *(*real_pvalloc)(size_t);
+static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
+static void *(*real_mmap64)(void *, size_t, int, int, int, off64_t);
+static int (*real_munmap)(void *, size_t);
+static void *(*real_mremap)(void *, size_t, size_t, int, ...);
+static int (*real_pthread_setname_np)(pthread_t, const char *);
+static int (*real_prctl)(int, unsigned long, unsigned long, unsigned long, unsigned long);
+static int (*real_execve)(const char *, char *const[], char *const[]);
+static int (*real_execvpe)(const char *, char *const[], char *const[]);
+static int (*real_fexecve)(int, char *const[], char *const[]);
+
+static volatile int resolving;
+static volatile int resolved;
+
+// Bootstrap arena for allocations made while dlsym runs. Each block has a
+// size header so that realloc of a bootstrap block can copy it.
+static char boot_arena[64 << 10] __attribute__((aligned(64)));
+static size_t boot_used;
+
+static int is_boot(const void *p)
+{
+	return (const char *)p >= boot_arena && (const char *)p < boot_arena + sizeof boot_arena;
+}
+
+static void *boot_alloc(size_t n)
+{
+	size_t need = (n + 31) & ~(size_t)15;
+	size_t off = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+	if (off + need > sizeof boot_arena)
+		return NULL;
+	*(size_t *)(boot_arena + off) = n;
+	return boot_arena + off + 16;
+}
+
+static size_t boot_size(const void *p)
+{
+	return *(const size_t *)((const char *)p - 16);
+}
+
+static void *sym(const char *name)
+{
+	return dlsym(RTLD_NEXT, name);
+}
+
+static void resolve(void)
+{
+	if (resolved)
+		return;
+	resolving = 1;
+	real_malloc = sym("malloc");
+	real_calloc = sym("calloc");
+	real_realloc = sym("realloc");
+	real_free = sym("free");
+	real_reallocarray = sym("reallocarray");
+	real_strdup = sym("strdup");
+	real_strndup = sym("strndup");
+	real_posix_memalign = sym("posix_memalign");
+	real_aligned_alloc = sym("aligned_alloc");
+	real_memalign = sym("memalign");
+	real_valloc = sym("valloc");
+	real_pvalloc = sym("pvalloc");
+	real_mmap = sym("mmap");
+	real_mmap64 = sym("mmap64");
+	real_munmap = sym("munmap");
+	real_mremap = sym("mremap");
+	real_pthread_setname_np = sym("pthread_setname_np");
+	real_prctl = sym("prctl");
+	real_execve = sym("execve");
+	real_execvpe = sym("execvpe");
+	real_fexecve = sym("fexecve");
+	resolving = 0;
+	__atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
+}
+
+// ---------------------------------------------------------------------------
+// Raw memory for the library's own structures: never through the hooks.
+
+static void *raw_map(size_t n)
+{
+#ifdef SYS_mmap2
+	void *p = (void *)syscall(SYS_mmap2, 0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#else
+	void *p = (void *)syscall(SYS_mmap, 0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#endif
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void raw_unmap(void *p, size_t n)
+{
+	syscall(SYS_munmap, p, n);
+}
+
+// ---------------------------------------------------------------------------
+// Spin locks: tiny critical sections, and safe to reset in a fork child.
+
+typedef struct { int v; } spin_t;
+
+static void spin_lock(spin_t *l)
+{
+	int n = 0;
+	while (__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE)) {
+		while (__atomic_load_n(&l->v, __ATOMIC_RELAXED)) {
+			if (++n > 100)
+				sched_yield();
+		}
+	}
+}
+
+static void spin_unlock(spin_t *l)
+{
+	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+}
+
+// ---------------------------------------------------------------------------
+// ptr -> size table, sharded, open addressing with linear probing and
+// backward-shift deletion. The value packs size<<2 | mmap<<1 | logged.
+
+#define NSHARD 64
+#define V_LOGGED 1u
+#define V_MMAP 2u
+
+typedef struct { uintptr_t key; uint64_t val; } slot_t;
+typedef struct {
+	spin_t lock;
+	uint32_t cap, n;
+	slot_t *slots;
+} __attribute__((aligned(64))) shard_t;
+
+static shard_t shards[NSHARD];
+
+static inline uint64_t hash_ptr(uintptr_t p)
+{
+	return (uint64_t)(p >> 4) * 0x9E3779B97F4A7C15ull;
+}
+
+static void shard_grow(shard_t *s)
+{
+	uint32_t ncap = s->cap ? s->cap * 2 : 1024;
+	slot_t *ns = raw_map((size_t)ncap * sizeof(slot_t));
+	if (!ns)
+		return;
+	for (uint32_t i = 0; i < s->cap; i++) {
+		if (!s->slots[i].key)
+			continue;
+		uint32_t j = (uint32_t)(hash_ptr(s->slots[i].key) >> 20) & (ncap - 1);
+		while (ns[j].key)
+			j = (j + 1) & (ncap - 1);
+		ns[j] = s->slots[i];
+	}
+	if (s->slots)
+		raw_unmap(s->slots, (size_t)s->cap * sizeof(slot_t));
+	s->slots = ns;
+	s->cap = ncap;
+}
+
+static void tbl_put(const void *p, uint64_t val)
+{
+	uintptr_t k = (uintptr_t)p;
+	uint64_t h = hash_ptr(k);
+	shard_t *s = &shards[h >> 58];
+	spin_lock(&s->lock);
+	if ((s->n + 1) * 4 >= s->cap * 3)
+		shard_grow(s);
+	if (s->cap && (s->n + 1) < s->cap) {
+		uint32_t m = s->cap - 1, j = (uint32_t)(h >> 20) & m;
+		while (s->slots[j].key && s->slots[j].key != k)
+			j = (j + 1) & m;
+		if (!s->slots[j].key) {
+			s->slots[j].key = k;
+			s->n++;
+		}
+		s->slots[j].val = val;
+	}
+	spin_unlock(&s->lock);
+}
+
+// tbl_take removes p and reports whether it was there, with its value.
+static int tbl_take(const void *p, uint64_t *val)
+{
+	uintptr_t k = (uintptr_t)p;
+	uint64_t h = hash_ptr(k);
+	shard_t *s = &shards[h >> 58];
+	int found = 0;
+	spin_lock(&s->lock);
+	if (s->cap) {
+		uint32_t m = s->cap - 1, j = (uint32_t)(h >> 20) & m;
+		while (s->slots[j].key && s->slots[j].key != k)
+			j = (j + 1) & m;
+		if (s->slots[j].key == k) {
+			*val = s->slots[j].val;
+			found = 1;
+			s->n--;
+			// Backward shift: move later members of the cluster into
+			// the hole when their home is not between hole and them.
+			uint32_t hole = j, i = j;
+			for (;;) {
+				i = (i + 1) & m;
+				if (!s->slots[i].key)
+					break;
+				uint32_t home = (uint32_t)(hash_ptr(s->slots[i].key) >> 20) & m;
+				if (((i - home) & m) >= ((i - hole) & m)) {
+					s->slots[hole] = s->slots[i];
+					hole = i;
+				}
+			}
+			s->slots[hole].key = 0;
+		}
+	}
+	spin_unlock(&s->lock);
+	return found;
+}
+
+// ---------------------------------------------------------------------------
+// Configuration (from MEMTRACK_* / MEMTRACE_* variables).
+
+static int out_fd = 2;
+static int out_is_sock;
+static volatile int out_dead;      // the reader went away: stop logging
+static volatile int g_ready;       // constructor done: log events
+static volatile int g_off;         // tracing disabled in this process
+static volatile int g_exiting;     // process exit: write unbuffered
+static size_t min_size;
+static int stack_depth;
+static size_t buf_size = 64 << 10;
+static int unbuffered;
+static int mmap_files;
+static int follow = 1;
+static char stack_threads[256];
+static char track_threads[256];
+static volatile unsigned name_gen = 1;
+static pid_t g_pid;
+static pthread_key_t exit_key;
+static uintptr_t self_base;
+
+static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
+
+// ---------------------------------------------------------------------------
+// Clock: µs since the session started (the first traced process's
+// constructor; exec'd children inherit the epoch so that one log has one
+// time axis). x86-64 reads the TSC, arm64 the virtual counter, both scaled
+// to CLOCK_MONOTONIC; elsewhere clock_gettime.
+
+static uint64_t epoch_ns;        // CLOCK_MONOTONIC at session start
+static int use_counter;
+static uint64_t cnt0;            // counter at calibration
+static uint64_t mono0;           // CLOCK_MONOTONIC ns at calibration
+static uint64_t cnt_mult;        // ns = (cnt - cnt0) * mult >> 32
+
+static inline uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t read_counter(void)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+#elif defined(__aarch64__)
+	uint64_t v;
+	__asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+#else
+	return 0;
+#endif
+}
+
+static int counter_usable(void)
+{
+#if defined(__x86_64__)
+	// The TSC is trusted only where the kernel itself uses it.
+	char b[32] = {0};
+	int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, b, sizeof b - 1);
+	close(fd);
+	return n >= 3 && memcmp(b, "tsc", 3) == 0;
+#elif defined(__aarch64__)
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+static void clock_init(int calibrate_ms)
+{
+	if (getenv("MEMTRACE_CLOCK") && strcmp(getenv("MEMTRACE_CLOCK"), "monotonic") == 0)
+		return;
+	if (!counter_usable())
+		return;
+#if defined(__aarch64__)
+	uint64_t frq;
+	__asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(frq));
+	if (!frq)
+		return;
+	mono0 = mono_ns();
+	cnt0 = read_counter();
+	cnt_mult = (uint64_t)((1000000000.0 * 4294967296.0) / (double)frq);
+	use_counter = 1;
+	(void)calibrate_ms;
+#else
+	// Calibrate the TSC against CLOCK_MONOTONIC over a short spin.
+	uint64_t m1 = mono_ns(), c1 = read_counter();
+	uint64_t m2, c2;
+	do {
+		m2 = mono_ns();
+		c2 = read_counter();
+	} while (m2 - m1 < (uint64_t)calibrate_ms * 1000000ull);
+	if (c2 <= c1)
+		return;
+	mono0 = m2;
+	cnt0 = c2;
+	cnt_mult = (uint64_t)(((double)(m2 - m1) * 4294967296.0) / (double)(c2 - c1));
+	use_counter = 1;
+#endif
+}
+
+static inline uint64_t now_us(void)
+{
+	int64_t ns;
+	if (LIKELY(use_counter)) {
+		uint64_t d = read_counter() - cnt0;
+		// Split to avoid overflowing 64 bits for long runs.
+		uint64_t hi = (d >> 32) * cnt_mult, lo = ((d & 0xffffffffu) * cnt_mult) >> 32;
+		ns = (int64_t)(mono0 - epoch_ns) + (int64_t)(hi + lo);
+	} else {
+		ns = (int64_t)(mono_ns() - epoch_ns);
+	}
+	return ns > 0 ? (uint64_t)ns / 1000 : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Formatting: byte for byte what logfmt.AppendAlloc/AppendFree/AppendExit/
+// AppendFrame/AppendMeta write. Callers leave 16 bytes of slack past every
+// padded field.
+
+static const char digits2[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+static inline char *put_u(char *o, uint64_t v)
+{
+	char tmp[24];
+	char *e = tmp + sizeof tmp, *s = e;
+	while (v >= 100) {
+		unsigned r = (unsigned)(v % 100);
+		v /= 100;
+		s -= 2;
+		memcpy(s, digits2 + 2 * r, 2);
+	}
+	if (v >= 10) {
+		s -= 2;
+		memcpy(s, digits2 + 2 * v, 2);
+	} else {
+		*--s = (char)('0' + v);
+	}
+	size_t n = (size_t)(e - s);
+	memcpy(o, s, n);
+	return o + n;
+}
+
+static inline char *put_pad_u(char *o, uint64_t v, int w)
+{
+	memcpy(o, "                ", 16);
+	char *e = put_u(o, v);
+	return e - o < w ? o + w : e;
+}
+
+static inline char *put_hex(char *o, uint64_t v)
+{
+	static const char hx[] = "0123456789abcdef";
+	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+	for (int i = n - 1; i >= 0; i--) {
+		o[i] = hx[v & 15];
+		v >>= 4;
+	}
+	return o + n;
+}
+
+static inline char *put_ptr(char *o, uintptr_t p)
+{
+	if (!p) {
+		memcpy(o, "(nil)", 5);
+		return o + 5;
+	}
+	o[0] = '0';
+	o[1] = 'x';
+	return put_hex(o + 2, p);
+}
+
+static inline char *put_s(char *o, const char *s, size_t n)
+{
+	memcpy(o, s, n);
+	return o + n;
+}
+#define PUT_LIT(o, lit) put_s(o, lit, sizeof(lit) - 1)
+
+static void init_op_cols(void)
+{
+	for (int i = 0; i < NOPS; i++) {
+		char *o = op_col[i];
+		size_t n = strlen(op_name[i]);
+		o = put_s(o, op_name[i], n);
+		while (n < 10) {
+			*o++ = ' ';
+			n++;
+		}
+		o = PUT_LIT(o, " ts=");
+		op_col_len[i] = (unsigned char)(o - op_col[i]);
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Per-thread state. States live in raw mappings (not TLS) so that another
+// thread can flush them at exit, exec and _exit.
+
+#define LINE_MAX_EV 160
+#define FRAME_MAX 1024
+
+typedef struct tstate {
+	// Owner only.
+	char *buf;
+	size_t cap;        // bytes mapped for buf
+	size_t limit;      // flush when a record might pass this
+	size_t pos;
+	uint64_t total;
+	unsigned gen;
+	int tracked;
+	int stacks;
+	pid_t tid;
+	char name[16];
+	char prefix[64];
+	int plen;
+	// Shared, under flock.
+	spin_t flock;
+	size_t committed;  // end of the last complete record (release store)
+	size_t flushed;    // start of what is not yet written
+	struct tstate *next;
+	size_t map_len;
+} tstate;
+
+#define T_EXITED ((tstate *)1)
+
+static __thread tstate *t_state __attribute__((tls_model("initial-exec")));
+static __thread int t_in __attribute__((tls_model("initial-exec")));
+
+static spin_t reg_lock;
+static tstate *reg_head;
+
+static pid_t gettid_raw(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static int name_matches(const char *name, const char *list)
+{
+	// list is a comma-separated set of substrings; empty = all.
+	if (!list[0])
+		return 1;
+	const char *p = list;
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n && memmem(name, strlen(name), p, n))
+			return 1;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return 0;
+}
+
+static char *put_name15(char *o, const char *name)
+{
+	size_t n = strnlen(name, 15);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		*o++ = (c < ' ' || c == 0x7f) ? '?' : (char)c;
+	}
+	for (; n < 15; n++)
+		*o++ = ' ';
+	return o;
+}
+
+static void build_prefix(tstate *t)
+{
+	char *o = t->prefix;
+	o = PUT_LIT(o, "[memtrack] tid=");
+	char *s = o;
+	o = put_u(o, (uint64_t)t->tid);
+	while (o - s < 6)
+		*o++ = ' ';
+	o = PUT_LIT(o, " (");
+	o = put_name15(o, t->name);
+	o = PUT_LIT(o, ") ");
+	t->plen = (int)(o - t->prefix);
+}
+
+static void refresh_name(tstate *t)
+{
+	char nm[17] = {0};
+	t->gen = __atomic_load_n(&name_gen, __ATOMIC_RELAXED);
+	if (syscall(SYS_prctl, PR_GET_NAME, nm, 0, 0, 0) != 0)
+		nm[0] = 0;
+	nm[15] = 0;
+	if (strcmp(nm, t->name) != 0 || !t->plen) {
+		memcpy(t->name, nm, 16);
+		build_prefix(t);
+	}
+	t->tracked = name_matches(t->name, track_threads);
+	t->stacks = stack_depth > 0 && name_matches(t->name, stack_threads);
+}
+
+// ---------------------------------------------------------------------------
+// Output.
+
+static void out_write(const char *p, size_t n)
+{
+	while (n > 0 && !out_dead) {
+		ssize_t w;
+		if (out_is_sock)
+			w = send(out_fd, p, n, MSG_NOSIGNAL);
+		else
+			w = write(out_fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				struct timespec ts = {0, 1000000};
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			// EPIPE, ECONNRESET, ENOSPC, EBADF: the reader is gone;
+			// the program goes on untraced.
+			out_dead = 1;
+			return;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+// A pipe whose reader left would raise SIGPIPE: writers block it around the
+// write and swallow a pending one, so the program never dies of it. Sockets
+// use MSG_NOSIGNAL instead.
+typedef struct { sigset_t old; int blocked; } wguard_t;
+
+static void wlock(wguard_t *g)
+{
+	g->blocked = 0;
+	if (!out_is_sock) {
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, SIGPIPE);
+		g->blocked = pthread_sigmask(SIG_BLOCK, &set, &g->old) == 0;
+	}
+	pthread_mutex_lock(&write_mu);
+}
+
+static void wunlock(wguard_t *g)
+{
+	pthread_mutex_unlock(&write_mu);
+	if (g->blocked) {
+		if (out_dead && !sigismember(&g->old, SIGPIPE)) {
+			sigset_t set;
+			sigemptyset(&set);
+			sigaddset(&set, SIGPIPE);
+			struct timespec zero = {0, 0};
+			while (sigtimedwait(&set, NULL, &zero) == SIGPIPE)
+				;
+		}
+		pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+	}
+}
+
+// out_write_locked serialises whole chunks so that a chunk's lines stay
+// together on pipes and sockets, where write(2) is not atomic.
+static void out_write_locked(const char *p, size_t n)
+{
+	if (!n)
+		return;
+	wguard_t g;
+	wlock(&g);
+	out_write(p, n);
+	wunlock(&g);
+}
+
+// flush_state writes what is committed but not yet written. The owner and
+// other threads (exit, exec) both use it.
+static void flush_state(tstate *t)
+{
+	spin_lock(&t->flock);
+	size_t c = __atomic_load_n(&t->committed, __ATOMIC_ACQUIRE);
+	if (c > t->flushed)
+		out_write_locked(t->buf + t->flushed, c - t->flushed);
+	t->flushed = c;
+	spin_unlock(&t->flock);
+}
+
+// owner_flush empties the owner's buffer so it can start again at 0.
+static void owner_flush(tstate *t)
+{
+	spin_lock(&t->flock);
+	if (t->pos > t->flushed)
+		out_write_locked(t->buf + t->flushed, t->pos - t->flushed);
+	t->pos = 0;
+	t->flushed = 0;
+	__atomic_store_n(&t->committed, 0, __ATOMIC_RELEASE);
+	spin_unlock(&t->flock);
+}
+
+static size_t record_reserve(void)
+{
+	return LINE_MAX_EV + (size_t)stack_depth * FRAME_MAX + 64;
+}
+
+static tstate *state_new(void)
+{
+	size_t reserve = record_reserve();
+	size_t cap = (unbuffered ? 0 : buf_size) + reserve;
+	size_t len = (sizeof(tstate) + cap + 4095) & ~(size_t)4095;
+	tstate *t = raw_map(len);
+	if (!t)
+		return NULL;
+	t->map_len = len;
+	t->buf = (char *)(t + 1);
+	t->cap = cap;
+	t->limit = cap - reserve;
+	t->tid = gettid_raw();
+	refresh_name(t);
+	spin_lock(&reg_lock);
+	t->next = reg_head;
+	reg_head = t;
+	spin_unlock(&reg_lock);
+	return t;
+}
+
+static tstate *thread_init(void)
+{
+	tstate *t = state_new();
+	if (!t)
+		return NULL;
+	t_state = t;
+	// The key's destructor writes the EXIT line when the thread ends.
+	pthread_setspecific(exit_key, t);
+	return t;
+}
+
+static inline tstate *cur_state(void)
+{
+	tstate *t = t_state;
+	if (UNLIKELY(!t))
+		t = thread_init();
+	return t;
+}
+
+// A record is being formatted at t->buf+t->pos; commit makes it visible to
+// other flushers and flushes when the buffer is full or unbuffered.
+static inline void commit(tstate *t, char *end)
+{
+	t->pos = (size_t)(end - t->buf);
+	__atomic_store_n(&t->committed, t->pos, __ATOMIC_RELEASE);
+	if (UNLIKELY(t->pos >= t->limit || unbuffered || g_exiting)) {
+		owner_flush(t);
+		// Re-read the name at the next event: a rename through
+		// /proc/self/task/N/comm has no hook.
+		t->gen--;
+	}
+}
+
+static inline char *rec_begin(tstate *t)
+{
+	return t->buf + t->pos;
+}
+
+static char *put_frames(tstate *t, char *o);
+
+static inline char *fmt_head(tstate *t, char *o, int op, uint64_t ts)
+{
+	o = put_s(o, t->prefix, (size_t)t->plen);
+	o = put_s(o, op_col[op], op_col_len[op]);
+	o = put_pad_u(o, ts, 12);
+	*o++ = ' ';
+	return o;
+}
+
+static void emit_alloc(tstate *t, int op, uint64_t size, const void *p)
+{
+	t->total += size;
+	wguard_t g;
+	if (unbuffered)
+		wlock(&g);
+	char *o = rec_begin(t);
+	o = fmt_head(t, o, op, now_us());
+	o = PUT_LIT(o, "size=");
+	o = put_pad_u(o, size, 12);
+	o = PUT_LIT(o, "  total=");
+	o = put_pad_u(o, t->total, 12);
+	o = PUT_LIT(o, "  ptr=");
+	o = put_ptr(o, (uintptr_t)p);
+	*o++ = '\n';
+	if (t->stacks)
+		o = put_frames(t, o);
+	if (unbuffered) {
+		out_write(t->buf, (size_t)(o - t->buf));
+		wunlock(&g);
+		return;
+	}
+	commit(t, o);
+}
+
+static void emit_free(tstate *t, int op, uint64_t size, const void *p, uint64_t ts)
+{
+	wguard_t g;
+	if (unbuffered) {
+		wlock(&g);
+		ts = now_us();
+	}
+	char *o = rec_begin(t);
+	o = fmt_head(t, o, op, ts);
+	o = PUT_LIT(o, "size=");
+	o = put_pad_u(o, size, 12);
+	o = PUT_LIT(o, "  ptr=");
+	o = put_ptr(o, (uintptr_t)p);
+	*o++ = '\n';
+	if (t->stacks)
+		o = put_frames(t, o);
+	if (unbuffered) {
+		out_write(t->buf, (size_t)(o - t->buf));
+		wunlock(&g);
+		return;
+	}
+	commit(t, o);
+}
+
+static char *fmt_exit(tstate *t, char *o, uint64_t ts)
+{
+	o = fmt_head(t, o, OP_EXIT, ts);
+	o = PUT_LIT(o, "total=");
+	o = put_pad_u(o, t->total, 12);
+	o = PUT_LIT(o, " bytes allocated\n");
+	return o;
+}
+
+// Meta lines ("[memtrace] WORD k=v"): values are quoted as Go's
+// strconv.Quote would read them back when they hold odd bytes.
+static char *put_meta_val(char *o, char *end, const char *v)
+{
+	int q = !*v;
+	for (const char *s = v; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c <= ' ' || c == '"' || c >= 0x7f || c == '\\')
+			q = 1;
+	}
+	if (!q) {
+		size_t n = strlen(v);
+		if (n > (size_t)(end - o))
+			n = (size_t)(end - o);
+		return put_s(o, v, n);
+	}
+	*o++ = '"';
+	for (const char *s = v; *s && end - o > 6; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			*o++ = '\\';
+			*o++ = (char)c;
+		} else if (c == '\n') {
+			o = PUT_LIT(o, "\\n");
+		} else if (c == '\t') {
+			o = PUT_LIT(o, "\\t");
+		} else if (c < ' ' || c >= 0x7f) {
+			static const char hx[] = "0123456789abcdef";
+			*o++ = '\\';
+			*o++ = 'x';
+			*o++ = hx[c >> 4];
+			*o++ = hx[c & 15];
+		} else {
+			*o++ = (char)c;
+		}
+	}
+	*o++ = '"';
+	return o;
+}
+
+// ---------------------------------------------------------------------------
+// Stack frames, in glibc backtrace_symbols' layout with mangled names.
+
+static char *put_frames(tstate *t, char *o)
+{
+	(void)t;
+	void *pcs[128 + 16];
+	int want = stack_depth + 16;
+	if (want > (int)(sizeof pcs / sizeof pcs[0]))
+		want = (int)(sizeof pcs / sizeof pcs[0]);
+	int n = backtrace(pcs, want);
+	int idx = 0;
+	for (int i = 0; i < n && idx < stack_depth; i++) {
+		Dl_info info;
+		struct link_map *lm = NULL;
+		uintptr_t a = (uintptr_t)pcs[i];
+		int ok = dladdr1(pcs[i], &info, (void **)&lm, RTLD_DL_LINKMAP);
+		if (ok && (uintptr_t)info.dli_fbase == self_base)
+			continue; // our own frames
+		char *line = o;
+		o = PUT_LIT(o, "[memtrack]   #");
+		char *s = o;
+		o = put_u(o, (uint64_t)idx);
+		while (o - s < 2)
+			*o++ = ' ';
+		*o++ = ' ';
+		if (ok && info.dli_fname && info.dli_fname[0]) {
+			size_t room = FRAME_MAX - 64;
+			size_t fl = strlen(info.dli_fname);
+			if (fl > room / 2)
+				fl = room / 2;
+			for (size_t k = 0; k < fl; k++) {
+				char c = info.dli_fname[k];
+				*o++ = (c == '\n' || c == '\r') ? '?' : c;
+			}
+			*o++ = '(';
+			uintptr_t off;
+			if (info.dli_sname && info.dli_saddr) {
+				size_t sl = strlen(info.dli_sname);
+				size_t left = FRAME_MAX - 64 - (size_t)(o - line);
+				if (sl > left)
+					sl = left; // cut: the line must fit the record
+				for (size_t k = 0; k < sl; k++) {
+					char c = info.dli_sname[k];
+					*o++ = (c == '\n' || c == '\r') ? '?' : c;
+				}
+				off = a - (uintptr_t)info.dli_saddr;
+			} else {
+				off = a - (lm ? (uintptr_t)lm->l_addr : (uintptr_t)info.dli_fbase);
+			}
+			o = PUT_LIT(o, "+0x");
+			o = put_hex(o, off);
+			o = PUT_LIT(o, ") ");
+		}
+		o = PUT_LIT(o, "[0x");
+		o = put_hex(o, a);
+		o = PUT_LIT(o, "]\n");
+		idx++;
+	}
+	return o;
+}
+
+// ---------------------------------------------------------------------------
+// Events. Each hook calls one of these with t_in set.
+
+static inline int want_log(tstate **tp)
+{
+	if (UNLIKELY(!g_ready || g_off || out_dead))
+		return 0;
+	tstate *t = cur_state();
+	if (UNLIKELY(t == NULL || t == T_EXITED))
+		return 0;
+	if (UNLIKELY(t->gen != name_gen))
+		refresh_name(t);
+	*tp = t;
+	return t->tracked;
+}
+
+static void slow_event(int op, uint64_t size, const void *p, int is_free);
+
+static inline void on_alloc(int op, uint64_t size, const void *p, uint64_t kind)
+{
+	tstate *t = NULL;
+	int log = want_log(&t) && size >= min_size;
+	tbl_put(p, (size << 2) | kind | (log ? V_LOGGED : 0));
+	if (!log) {
+		if (UNLIKELY(t_state == T_EXITED && g_ready && !g_off && size >= min_size))
+			slow_event(op, size, p, 0);
+		return;
+	}
+	if (UNLIKELY(g_exiting)) {
+		slow_event(op, size, p, 0);
+		return;
+	}
+	emit_alloc(t, op, size, p);
+}
+
+// before_free takes p's entry out of the table before the real free runs, so
+// that another thread that gets the same address cannot lose its entry.
+// It returns 1 when the free must be logged, with its size.
+static inline int before_free(const void *p, uint64_t *size, int want_mmap)
+{
+	uint64_t v;
+	int found = tbl_take(p, &v);
+	if (want_mmap && (!found || !(v & V_MMAP))) {
+		if (found)
+			tbl_put(p, v);
+		return -1; // not a mapping we track: not ours to log
+	}
+	*size = found ? v >> 2 : 0;
+	if (found)
+		return (v & V_LOGGED) ? 1 : 0;
+	return min_size == 0;
+}
+
+static inline void on_free(int op, uint64_t size, const void *p, uint64_t ts)
+{
+	tstate *t = NULL;
+	if (!want_log(&t)) {
+		if (UNLIKELY(t_state == T_EXITED && g_ready && !g_off))
+			slow_event(op, size, p, 1);
+		return;
+	}
+	if (UNLIKELY(g_exiting)) {
+		slow_event(op, size, p, 1);
+		return;
+	}
+	emit_free(t, op, size, p, ts);
+}
+
+// slow_event logs for a thread whose state is gone (allocations made by TLS
+// destructors after our EXIT line) or while the process exits: straight to
+// the output under the write lock.
+static void slow_event(int op, uint64_t size, const void *p, int is_free)
+{
+	tstate tmp;
+	memset(&tmp, 0, sizeof tmp);
+	tstate *t = t_state;
+	if (t == NULL || t == T_EXITED) {
+		tmp.tid = gettid_raw();
+		refresh_name(&tmp);
+		t = &tmp;
+	}
+	if (!t->tracked)
+		return;
+	char line[LINE_MAX_EV];
+	char *o = fmt_head(t, line, op, now_us());
+	o = PUT_LIT(o, "size=");
+	o = put_pad_u(o, size, 12);
+	if (!is_free) {
+		t->total += size;
+		o = PUT_LIT(o, "  total=");
+		o = put_pad_u(o, t->total, 12);
+	}
+	o = PUT_LIT(o, "  ptr=");
+	o = put_ptr(o, (uintptr_t)p);
+	*o++ = '\n';
+	out_write_locked(line, (size_t)(o - line));
+}
+
+static inline uint64_t free_ts(void)
+{
+	// Unbuffered mode re-reads the clock under the write lock.
+	return (g_ready && !unbuffered) ? now_us() : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Thread and process lifecycle.
+
+static void write_exit_of(tstate *t)
+{
+	char line[LINE_MAX_EV];
+	char *o = fmt_exit(t, line, now_us());
+	out_write_locked(line, (size_t)(o - line));
+}
+
+static void thread_exit(void *arg)
+{
+	tstate *t = arg;
+	int in = t_in;
+	t_in = 1;
+	if (g_ready && !g_off && t->tracked) {
+		if (t->gen != name_gen)
+			refresh_name(t);
+		char *o = fmt_exit(t, rec_begin(t), now_us());
+		t->pos = (size_t)(o - t->buf);
+		__atomic_store_n(&t->committed, t->pos, __ATOMIC_RELEASE);
+	}
+	t_state = T_EXITED;
+	spin_lock(&reg_lock);
+	owner_flush(t);
+	for (tstate **pp = &reg_head; *pp; pp = &(*pp)->next) {
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	}
+	spin_unlock(&reg_lock);
+	raw_unmap(t, t->map_len);
+	t_in = in;
+}
+
+// flush_all writes every thread's committed records; with exits, the EXIT
+// line of every live thread follows its records (process exit).
+static void flush_all(int exits)
+{
+	spin_lock(&reg_lock);
+	for (tstate *t = reg_head; t; t = t->next) {
+		flush_state(t);
+		if (exits && g_ready && !g_off && t->tracked)
+			write_exit_of(t);
+	}
+	spin_unlock(&reg_lock);
+}
+
+static void process_exit(void)
+{
+	if (g_exiting)
+		return;
+	int in = t_in;
+	t_in = 1;
+	// Later frees (libc's own teardown) are written one by one.
+	g_exiting = 1;
+	flush_all(1);
+	t_in = in;
+}
+
+__attribute__((destructor)) static void fini(void)
+{
+	process_exit();
+}
+
+static void put_meta_line(tstate *t, const char *word, const char *kvs)
+{
+	// kvs is already formatted "k=v k=v".
+	char line[512];
+	char *o = PUT_LIT(line, "[memtrace] ");
+	o = put_s(o, word, strlen(word));
+	if (kvs[0]) {
+		*o++ = ' ';
+		size_t n = strlen(kvs);
+		if (n > sizeof line - 64)
+			n = sizeof line - 64;
+		o = put_s(o, kvs, n);
+	}
+	*o++ = '\n';
+	if (t && t != T_EXITED && !unbuffered && !g_exiting) {
+		memcpy(rec_begin(t), line, (size_t)(o - line));
+		commit(t, rec_begin(t) + (o - line));
+	} else {
+		out_write_locked(line, (size_t)(o - line));
+	}
+}
+
+static char *kv_u(char *o, const char *k, uint64_t v)
+{
+	o = put_s(o, k, strlen(k));
+	*o++ = '=';
+	o = put_u(o, v);
+	*o++ = ' ';
+	return o;
+}
+
+static void read_comm(char *nm)
+{
+	memset(nm, 0, 17);
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, nm, 16);
+		close(fd);
+		if (n > 0 && nm[n - 1] == '\n')
+			nm[n - 1] = 0;
+	}
+}
+
+static pid_t fork_parent;
+
+static void atfork_prepare(void)
+{
+	int in = t_in;
+	t_in = 1;
+	tstate *t = t_state;
+	if (t && t != T_EXITED)
+		owner_flush(t);
+	// Take every lock so that the child inherits none held by a thread
+	// that does not exist there.
+	spin_lock(&reg_lock);
+	for (int i = 0; i < NSHARD; i++)
+		spin_lock(&shards[i].lock);
+	pthread_mutex_lock(&write_mu);
+	fork_parent = getpid();
+	t_in = in;
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&write_mu);
+	for (int i = 0; i < NSHARD; i++)
+		spin_unlock(&shards[i].lock);
+	spin_unlock(&reg_lock);
+}
+
+static void atfork_child(void)
+{
+	int in = t_in;
+	t_in = 1;
+	pthread_mutex_init(&write_mu, NULL);
+	for (int i = 0; i < NSHARD; i++)
+		spin_unlock(&shards[i].lock);
+	// The other threads do not exist here: forget their states (their
+	// records were or will be written by the parent).
+	tstate *self = t_state;
+	tstate *t = reg_head;
+	reg_head = NULL;
+	while (t) {
+		tstate *next = t->next;
+		if (t == self) {
+			t->next = NULL;
+			reg_head = t;
+		} else {
+			raw_unmap(t, t->map_len);
+		}
+		t = next;
+	}
+	spin_unlock(&reg_lock);
+	g_pid = getpid();
+	if (!follow) {
+		g_off = 1;
+		t_in = in;
+		return;
+	}
+	if (self && self != T_EXITED) {
+		self->tid = gettid_raw();
+		self->total = 0;
+		self->pos = self->flushed = self->committed = 0;
+		spin_unlock(&self->flock);
+		refresh_name(self);
+		build_prefix(self);
+	}
+	if (g_ready && !g_off) {
+		char kv[256], *o = kv;
+		o = PUT_LIT(o, "event=fork ");
+		o = kv_u(o, "pid", (uint64_t)g_pid);
+		o = kv_u(o, "ppid", (uint64_t)fork_parent);
+		o = kv_u(o, "ts", now_us());
+		o[-1] = 0;
+		put_meta_line(self, "proc", kv);
+	}
+	t_in = in;
+}
+
+// ---------------------------------------------------------------------------
+// Constructor: options, output, header.
+
+static size_t parse_size(const char *s, size_t dflt)
+{
+	if (!s || !*s)
+		return dflt;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (end == s)
+		return dflt;
+	if (*end == 'k' || *end == 'K')
+		v <<= 10;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20;
+	else if (*end == 'g' || *end == 'G')
+		v <<= 30;
+	return (size_t)v;
+}
+
+static void copy_env(char *dst, size_t n, const char *name)
+{
+	const char *v = getenv(name);
+	dst[0] = 0;
+	if (v) {
+		strncpy(dst, v, n - 1);
+		dst[n - 1] = 0;
+	}
+}
+
+static void err_line(const char *a, const char *b)
+{
+	char line[512];
+	snprintf(line, sizeof line, "memtrace-preload: %s%s\n", a, b);
+	ssize_t r = write(2, line, strlen(line));
+	(void)r;
+}
+
+// open_listen waits for one viewer on HOST:PORT (127.0.0.1 unless
+// MEMTRACE_LISTEN names another address) and returns the connection.
+static int open_listen(const char *port_s)
+{
+	char host[128] = "127.0.0.1";
+	int port = atoi(port_s);
+	const char *lis = getenv("MEMTRACE_LISTEN");
+	if (lis && *lis) {
+		const char *c = strrchr(lis, ':');
+		if (c) {
+			size_t hl = (size_t)(c - lis);
+			if (hl >= sizeof host)
+				hl = sizeof host - 1;
+			memcpy(host, lis, hl);
+			host[hl] = 0;
+			if (c[1])
+				port = atoi(c + 1);
+		} else {
+			strncpy(host, lis, sizeof host - 1);
+		}
+		if (host[0] == '[') { // [::1]
+			memmove(host, host + 1, strlen(host));
+			char *rb = strchr(host, ']');
+			if (rb)
+				*rb = 0;
+		}
+		if (!host[0])
+			strcpy(host, "0.0.0.0");
+	}
+	if (port <= 0 || port > 65535) {
+		err_line("bad MEMTRACK_PORT: ", port_s);
+		return -1;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	memset(&ss, 0, sizeof ss);
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		sl = sizeof *a4;
+	} else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		sl = sizeof *a6;
+	} else {
+		err_line("MEMTRACE_LISTEN needs a numeric address, got: ", host);
+		return -1;
+	}
+	int ls = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (ls < 0)
+		return -1;
+	int one = 1;
+	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(ls, (struct sockaddr *)&ss, sl) < 0 || listen(ls, 1) < 0) {
+		err_line("cannot listen on the address (in use?): ", host);
+		close(ls);
+		return -1;
+	}
+	char msg[200];
+	snprintf(msg, sizeof msg, "[memtrace] notice msg=\"waiting for a viewer on %s:%d\"\n", host, port);
+	ssize_t r = write(2, msg, strlen(msg));
+	(void)r;
+	int c;
+	do {
+		c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+	} while (c < 0 && errno == EINTR);
+	close(ls);
+	return c;
+}
+
+// The session variable lets exec'd children append to the same output
+// with the same time axis: "fd:dev:ino:epoch_ns:follow".
+#define SESSION_ENV "MEMTRACE_PRELOAD_SESSION"
+
+static int join_session(void)
+{
+	const char *s = getenv(SESSION_ENV);
+	if (!s)
+		return 0;
+	int fd;
+	unsigned long long dev, ino, ep;
+	int fl;
+	if (sscanf(s, "%d:%llu:%llu:%llu:%d", &fd, &dev, &ino, &ep, &fl) != 5)
+		return 0;
+	if (!fl) {
+		g_off = 1;
+		return 1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino) {
+		// The fd was closed or reused: do not write into someone
+		// else's file. A named output can still be appended to.
+		const char *path = getenv("MEMTRACK_OUTPUT");
+		if (path && *path && !getenv("MEMTRACK_PORT"))
+			fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		else
+			fd = -1;
+		if (fd < 0) {
+			g_off = 1;
+			return 1;
+		}
+	}
+	out_fd = fd;
+	out_is_sock = S_ISSOCK(st.st_mode);
+	epoch_ns = ep;
+	return 1;
+}
+
+static void start_session(void)
+{
+	const char *port = getenv("MEMTRACK_PORT");
+	const char *path = getenv("MEMTRACK_OUTPUT");
+	int fd = 2;
+	if (port && *port) {
+		fd = open_listen(port);
+		if (fd < 0) {
+			g_off = 1;
+			return;
+		}
+		out_is_sock = 1;
+	} else if (path && *path) {
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			err_line("cannot open MEMTRACK_OUTPUT (check the directory and permissions): ", path);
+			g_off = 1;
+			return;
+		}
+	}
+	if (fd != 2) {
+		// Move the output out of the way of the program's own fds.
+		int hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+		if (hi >= 0) {
+			close(fd);
+			fd = hi;
+		}
+	}
+	out_fd = fd;
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		g_off = 1;
+		return;
+	}
+	out_is_sock = S_ISSOCK(st.st_mode);
+	if (follow && fd != 2) {
+		// Exec'd children inherit the output fd.
+		int fl = fcntl(fd, F_GETFD);
+		fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+	}
+	char v[160];
+	snprintf(v, sizeof v, "%d:%llu:%llu:%llu:%d", fd, (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino, (unsigned long long)epoch_ns, follow);
+	setenv(SESSION_ENV, v, 1);
+}
+
+static void read_cmdline(char *dst, size_t n)
+{
+	dst[0] = 0;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t r = read(fd, dst, n - 1);
+	close(fd);
+	if (r <= 0)
+		return;
+	dst[r] = 0;
+	for (ssize_t i = 0; i < r; i++)
+		if (dst[i] == 0)
+			dst[i] = ' ';
+	while (r > 0 && dst[r - 1] == ' ')
+		dst[--r] = 0;
+}
+
+static void write_start_line(int exec_child)
+{
+	char line[2048], *o = line, *end = line + sizeof line - 32;
+	char comm[17], cmd[1024];
+	read_comm(comm);
+	read_cmdline(cmd, sizeof cmd);
+	if (exec_child) {
+		o = PUT_LIT(o, "[memtrace] proc event=exec ");
+		o = kv_u(o, "pid", (uint64_t)g_pid);
+		o = kv_u(o, "ppid", (uint64_t)getppid());
+		o = kv_u(o, "ts", now_us());
+	} else {
+		struct timespec rt;
+		clock_gettime(CLOCK_REALTIME, &rt);
+		struct tm tm;
+		gmtime_r(&rt.tv_sec, &tm);
+		char start[64];
+		snprintf(start, sizeof start, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rt.tv_nsec / 1000);
+		o = PUT_LIT(o, "[memtrace] header version=" VERSION " ");
+		o = kv_u(o, "pid", (uint64_t)g_pid);
+		o = PUT_LIT(o, "start=");
+		o = put_s(o, start, strlen(start));
+		o = PUT_LIT(o, " mode=preload ");
+	}
+	o = PUT_LIT(o, "comm=");
+	o = put_meta_val(o, end, comm);
+	o = PUT_LIT(o, " cmd=");
+	o = put_meta_val(o, end, cmd);
+	*o++ = '\n';
+	out_write_locked(line, (size_t)(o - line));
+}
+
+__attribute__((constructor)) static void init(void)
+{
+	int in = t_in;
+	t_in = 1;
+	resolve();
+	init_op_cols();
+	g_pid = getpid();
+	{
+		Dl_info info;
+		if (dladdr((void *)&init_op_cols, &info))
+			self_base = (uintptr_t)info.dli_fbase;
+	}
+	const char *fv = getenv("MEMTRACE_FOLLOW");
+	follow = !(fv && strcmp(fv, "0") == 0);
+	min_size = parse_size(getenv("MEMTRACK_MIN_SIZE"), 0);
+	stack_depth = (int)parse_size(getenv("MEMTRACK_STACK_DEPTH"), 0);
+	if (stack_depth > 128)
+		stack_depth = 128;
+	copy_env(stack_threads, sizeof stack_threads, "MEMTRACK_STACK_THREADS");
+	copy_env(track_threads, sizeof track_threads, "MEMTRACK_TRACK_THREADS");
+	const char *bs = getenv("MEMTRACK_BUFFER_SIZE");
+	buf_size = parse_size(bs, 64 << 10);
+	unbuffered = bs && *bs && buf_size == 0;
+	const char *mf = getenv("MEMTRACE_MMAP_FILES");
+	mmap_files = mf && strcmp(mf, "1") == 0;
+
+	int exec_child = join_session();
+	if (!exec_child) {
+		epoch_ns = mono_ns();
+		start_session();
+	}
+	if (g_off) {
+		t_in = in;
+		return;
+	}
+	clock_init(exec_child ? 1 : 2);
+	pthread_key_create(&exit_key, thread_exit);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	write_start_line(exec_child);
+	__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
+	t_in = in;
+}
+
+// ---------------------------------------------------------------------------
+// The hooks.
+
+static void clear_in(int *p)
+{
+	t_in = *p;
+}
+#define ENTER int in_saved __attribute__((cleanup(clear_in))) = t_in; t_in = 1
+#define ENSURE(fn) do { if (UNLIKELY(!resolved)) resolve(); } while (0)
+
+EXPORT void *malloc(size_t n)
+{
+	if (UNLIKELY(!real_malloc)) {
+		if (resolving)
+			return boot_alloc(n);
+		resolve();
+	}
+	if (t_in)
+		return real_malloc(n);
+	ENTER;
+	void *p = real_malloc(n);
+	if (p)
+		on_alloc(OP_MALLOC, n, p, 0);
+	return p;
+}
+
+EXPORT void *calloc(size_t a, size_t b)
+{
+	if (UNLIKELY(!real_calloc)) {
+		if (resolving) {
+			if (b && a > SIZE_MAX / b)
+				return NULL;
+			return boot_alloc(a * b); // static memory is zero
+		}
+		resolve();
+	}
+	if (t_in)
+		return real_calloc(a, b);
+	ENTER;
+	void *p = real_calloc(a, b);
+	if (p)
+		on_alloc(OP_CALLOC, (uint64_t)a * b, p, 0);
+	return p;
+}
+
+EXPORT void free(void *p)
+{
+	if (!p || is_boot(p))
+		return;
+	if (UNLIKELY(!real_free))
+		resolve();
+	if (t_in) {
+		real_free(p);
+		return;
+	}
+	ENTER;
+	uint64_t ts = free_ts(), size = 0;
+	int log = before_free(p, &size, 0);
+	real_free(p);
+	if (log == 1)
+		on_free(OP_FREE, size, p, ts);
+}
+
+static void *do_realloc(void *p, size_t n, int op, void *(*fn)(void *, size_t, size_t), size_t a, size_t b)
+{
+	if (p && is_boot(p)) {
+		void *q = (op == OP_REALLOC) ? real_malloc(n) : (b && a > SIZE_MAX / b ? NULL : real_malloc(a * b));
+		if (q) {
+			size_t old = boot_size(p);
+			memcpy(q, p, old < n ? old : n);
+		}
+		return q;
+	}
+	if (t_in)
+		return op == OP_REALLOC ? real_realloc(p, n) : fn(p, a, b);
+	ENTER;
+	uint64_t ts = 0, oldsize = 0, oldval = 0;
+	int had = 0, log = 0;
+	if (p) {
+		ts = free_ts();
+		had = tbl_take(p, &oldval);
+		if (had) {
+			oldsize = oldval >> 2;
+			log = (oldval & V_LOGGED) != 0;
+		} else {
+			log = min_size == 0;
+		}
+	}
+	void *q = op == OP_REALLOC ? real_realloc(p, n) : fn(p, a, b);
+	if (!q) {
+		// realloc(p, 0) frees p; any other NULL is a failure that
+		// leaves p live and logs nothing.
+		if (p && n == 0) {
+			if (log)
+				on_free(OP_FREE, oldsize, p, ts);
+		} else if (p && had) {
+			tbl_put(p, oldval);
+		}
+		return q;
+	}
+	if (p && log)
+		on_free(OP_FREE, oldsize, p, ts);
+	on_alloc(op, n, q, 0);
+	return q;
+}
+
+EXPORT void *realloc(void *p, size_t n)
+{
+	if (UNLIKELY(!real_realloc)) {
+		if (resolving) {
+			void *q = boot_alloc(n);
+			if (q && p)
+				memcpy(q, p, boot_size(p) < n ? boot_size(p) : n);
+			return q;
+		}
+		resolve();
+	}
+	return do_realloc(p, n, OP_REALLOC, NULL, 0, 0);
+}
+
+EXPORT void *reallocarray(void *p, size_t a, size_t b)
+{
+	ENSURE();
+	if (b && a > SIZE_MAX / b) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return do_realloc(p, a * b, OP_REALLOCARRAY, real_reallocarray, a, b);
+}
+
+EXPORT char *strdup(const char *s)
+{
+	ENSURE();
+	if (t_in)
+		return real_strdup(s);
+	ENTER;
+	char *p = real_strdup(s);
+	if (p)
+		on_alloc(OP_STRDUP, strlen(p) + 1, p, 0);
+	return p;
+}
+
+EXPORT char *strndup(const char *s, size_t n)
+{
+	ENSURE();
+	if (t_in)
+		return real_strndup(s, n);
+	ENTER;
+	char *p = real_strndup(s, n);
+	if (p)
+		on_alloc(OP_STRNDUP, strlen(p) + 1, p, 0);
+	return p;
+}
+
+EXPORT int posix_memalign(void **out, size_t al, size_t n)
+{
+	ENSURE();
+	if (t_in)
+		return real_posix_memalign(out, al, n);
+	ENTER;
+	int r = real_posix_memalign(out, al, n);
+	if (r == 0 && *out)
+		on_alloc(OP_POSIX_MEMALIGN, n, *out, 0);
+	return r;
+}
+
+#define ALIGNED_HOOK(NAME, OP, ARGS, CALL, SIZE)      \
+	EXPORT void *NAME ARGS                         \
+	{                                              \
+		ENSURE();                              \
+		if (t_in)                              \
+			return real_##NAME CALL;       \
+		ENTER;                                 \
+		void *p = real_##NAME CALL;            \
+		if (p)                                 \
+			on_alloc(OP, SIZE, p, 0);      \
+		return p;                              \
+	}
+
+ALIGNED_HOOK(aligned_alloc, OP_ALIGNED_ALLOC, (size_t al, size_t n), (al, n), n)
+ALIGNED_HOOK(memalign, OP_MEMALIGN, (size_t al, size_t n), (al, n), n)
+ALIGNED_HOOK(valloc, OP_VALLOC, (size_t n), (n), n)
+ALIGNED_HOOK(pvalloc, OP_PVALLOC, (size_t n), (n), n)
+
+// mmap family: anonymous mappings only, unless MEMTRACE_MMAP_FILES=1.
+
+static void *mmap_common(void *r, size_t len, int flags)
+{
+	if (r != MAP_FAILED && ((flags & MAP_ANONYMOUS) || mmap_files))
+		on_alloc(OP_MMAP, len, r, V_MMAP);
+	return r;
+}
+
+EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
+{
+	ENSURE();
+	if (t_in)
+		return real_mmap(a, len, prot, flags, fd, off);
+	ENTER;
+	return mmap_common(real_mmap(a, len, prot, flags, fd, off), len, flags);
+}
+
+#if __SIZEOF_POINTER__ == 4
+EXPORT void *mmap64(void *a, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	ENSURE();
+	if (t_in)
+		return real_mmap64(a, len, prot, flags, fd, off);
+	ENTER;
+	return mmap_common(real_mmap64(a, len, prot, flags, fd, off), len, flags);
+}
+#endif
+
+EXPORT int munmap(void *p, size_t len)
+{
+	ENSURE();
+	if (t_in)
+		return real_munmap(p, len);
+	ENTER;
+	uint64_t ts = free_ts(), size = 0, v = 0;
+	int log = before_free(p, &size, 1);
+	int r = real_munmap(p, len);
+	if (log < 0)
+		return r;
+	if (r != 0) {
+		// Failed: the mapping stays.
+		tbl_put(p, (size << 2) | V_MMAP | (log ? V_LOGGED : 0));
+		return r;
+	}
+	(void)v;
+	if (log)
+		on_free(OP_MUNMAP, len, p, ts);
+	return r;
+}
+
+EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
+{
+	ENSURE();
+	void *na = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		na = va_arg(ap, void *);
+		va_end(ap);
+	}
+	if (t_in)
+		return real_mremap(old, oldlen, newlen, flags, na);
+	ENTER;
+	uint64_t ts = free_ts(), size = 0;
+	int log = before_free(old, &size, 1);
+	void *r = real_mremap(old, oldlen, newlen, flags, na);
+	if (log < 0)
+		return r;
+	if (r == MAP_FAILED) {
+		tbl_put(old, (size << 2) | V_MMAP | (log ? V_LOGGED : 0));
+		return r;
+	}
+	if (log)
+		on_free(OP_MUNMAP, oldlen, old, ts);
+	on_alloc(OP_MREMAP, newlen, r, V_MMAP);
+	return r;
+}
+
+// C++ operators: the real ones (libstdc++'s) run with t_in set, so their
+// inner malloc is not logged; a throwing new unwinds through here (the
+// library is built with -fexceptions) and the cleanup restores t_in.
+
+typedef void *(*new_fn)(size_t);
+typedef void *(*new_al_fn)(size_t, size_t);
+typedef void *(*new_nt_fn)(size_t, const void *);
+typedef void *(*new_al_nt_fn)(size_t, size_t, const void *);
+typedef void (*del_fn)(void *);
+typedef void (*del_sz_fn)(void *, size_t);
+typedef void (*del_al_fn)(void *, size_t);
+typedef void (*del_sz_al_fn)(void *, size_t, size_t);
+typedef void (*del_nt_fn)(void *, const void *);
+typedef void (*del_al_nt_fn)(void *, size_t, const void *);
+
+#define LAZY(var, type, name)                                   \
+	static type var;                                        \
+	if (UNLIKELY(!var)) {                                   \
+		ENSURE();                                       \
+		var = (type)sym(name);                          \
+	}
+
+#define NEW_HOOK(CNAME, MANGLED, OP, PARAMS, TYPE, CALL)        \
+	EXPORT void *CNAME PARAMS __asm__(MANGLED);             \
+	void *CNAME PARAMS                                      \
+	{                                                       \
+		LAZY(fn, TYPE, MANGLED);                        \
+		if (t_in)                                       \
+			return fn CALL;                         \
+		ENTER;                                          \
+		void *p = fn CALL;                              \
+		if (p)                                          \
+			on_alloc(OP, n, p, 0);                  \
+		return p;                                       \
+	}
+
+NEW_HOOK(mt_new, "_Znw" ZSZ, OP_NEW, (size_t n), new_fn, (n))
+NEW_HOOK(mt_newa, "_Zna" ZSZ, OP_NEWARR, (size_t n), new_fn, (n))
+NEW_HOOK(mt_new_nt, "_Znw" ZSZ "RKSt9nothrow_t", OP_NEW, (size_t n, const void *nt), new_nt_fn, (n, nt))
+NEW_HOOK(mt_newa_nt, "_Zna" ZSZ "RKSt9nothrow_t", OP_NEWARR, (size_t n, const void *nt), new_nt_fn, (n, nt))
+NEW_HOOK(mt_new_al, "_Znw" ZSZ "St11align_val_t", OP_NEW, (size_t n, size_t al), new_al_fn, (n, al))
+NEW_HOOK(mt_newa_al, "_Zna" ZSZ "St11align_val_t", OP_NEWARR, (size_t n, size_t al), new_al_fn, (n, al))
+NEW_HOOK(mt_new_al_nt, "_Znw" ZSZ "St11align_val_tRKSt9nothrow_t", OP_NEW, (size_t n, size_t al, const void *nt), new_al_nt_fn, (n, al, nt))
+NEW_HOOK(mt_newa_al_nt, "_Zna" ZSZ "St11align_val_tRKSt9nothrow_t", OP_NEWARR, (size_t n, size_t al, const void *nt), new_al_nt_fn, (n, al, nt))
+
+#define DEL_HOOK(CNAME, MANGLED, OP, PARAMS, TYPE, CALL)        \
+	EXPORT void CNAME PARAMS __asm__(MANGLED);              \
+	void CNAME PARAMS                                       \
+	{                                                       \
+		LAZY(fn, TYPE, MANGLED);                        \
+		if (!p || t_in) {                               \
+			fn CALL;                                \
+			return;                                 \
+		}                                               \
+		ENTER;                                          \
+		uint64_t ts = free_ts(), size = 0;              \
+		int log = before_free(p, &size, 0);             \
+		fn CALL;                                        \
+		if (log == 1)                                   \
+			on_free(OP, size, p, ts);               \
+	}
+
+DEL_HOOK(mt_del, "_ZdlPv", OP_DELETE, (void *p), del_fn, (p))
+DEL_HOOK(mt_dela, "_ZdaPv", OP_DELETEARR, (void *p), del_fn, (p))
+DEL_HOOK(mt_del_sz, "_ZdlPv" ZSZ, OP_DELETE, (void *p, size_t sz), del_sz_fn, (p, sz))
+DEL_HOOK(mt_dela_sz, "_ZdaPv" ZSZ, OP_DELETEARR, (void *p, size_t sz), del_sz_fn, (p, sz))
+DEL_HOOK(mt_del_al, "_ZdlPvSt11align_val_t", OP_DELETE, (void *p, size_t al), del_al_fn, (p, al))
+DEL_HOOK(mt_dela_al, "_ZdaPvSt11align_val_t", OP_DELETEARR, (void *p, size_t al), del_al_fn, (p, al))
+DEL_HOOK(mt_del_sz_al, "_ZdlPv" ZSZ "St11align_val_t", OP_DELETE, (void *p, size_t sz, size_t al), del_sz_al_fn, (p, sz, al))
+DEL_HOOK(mt_dela_sz_al, "_ZdaPv" ZSZ "St11align_val_t", OP_DELETEARR, (void *p, size_t sz, size_t al), del_sz_al_fn, (p, sz, al))
+DEL_HOOK(mt_del_nt, "_ZdlPvRKSt9nothrow_t", OP_DELETE, (void *p, const void *nt), del_nt_fn, (p, nt))
+DEL_HOOK(mt_dela_nt, "_ZdaPvRKSt9nothrow_t", OP_DELETEARR, (void *p, const void *nt), del_nt_fn, (p, nt))
+DEL_HOOK(mt_del_al_nt, "_ZdlPvSt11align_val_tRKSt9nothrow_t", OP_DELETE, (void *p, size_t al, const void *nt), del_al_nt_fn, (p, al, nt))
+DEL_HOOK(mt_dela_al_nt, "_ZdaPvSt11align_val_tRKSt9nothrow_t", OP_DELETEARR, (void *p, size_t al, const void *nt), del_al_nt_fn, (p, al, nt))
+
+// Thread names: a rename bumps a generation that every thread checks on
+// its next event (the other thread's name is re-read from the kernel then).
+
+EXPORT int pthread_setname_np(pthread_t th, const char *name)
+{
+	ENSURE();
+	int r = real_pthread_setname_np(th, name);
+	if (r == 0)
+		__atomic_add_fetch(&name_gen, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+EXPORT int prctl(int option, ...)
+{
+	ENSURE();
+	va_list ap;
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	int r = real_prctl(option, a2, a3, a4, a5);
+	if (r == 0 && option == PR_SET_NAME)
+		__atomic_add_fetch(&name_gen, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+// exec and _exit discard the process's memory: write the buffers first.
+
+static void before_exec(void)
+{
+	int in = t_in;
+	t_in = 1;
+	if (g_ready)
+		flush_all(0);
+	t_in = in;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	ENSURE();
+	before_exec();
+	return real_execve(path, argv, envp);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	ENSURE();
+	before_exec();
+	return real_execvpe(file, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	ENSURE();
+	before_exec();
+	return real_fexecve(fd, argv, envp);
+}
+
+#define COLLECT_ARGS(first, ap, argv)                                   \
+	do {                                                            \
+		size_t n_ = 1;                                          \
+		va_list c_;                                             \
+		va_copy(c_, ap);                                        \
+		while (va_arg(c_, char *))                              \
+			n_++;                                           \
+		va_end(c_);                                             \
+		argv = alloca((n_ + 1) * sizeof(char *));               \
+		argv[0] = (char *)(first);                              \
+		for (size_t i_ = 1; i_ <= n_; i_++)                     \
+			argv[i_] = i_ < n_ ? va_arg(ap, char *) : NULL; \
+	} while (0)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	(void)va_arg(ap, char *); // the NULL that ends the arguments
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
+EXPORT void _exit(int status)
+{
+	process_exit();
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+EXPORT void _Exit(int status)
+{
+	_exit(status);
+}
