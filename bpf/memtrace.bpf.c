@@ -112,8 +112,7 @@ static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 	return ret >= ip - before && ret < ip + after;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(mt_enter)
+static __always_inline int do_enter(struct pt_regs *ctx)
 {
 	if (!is_target())
 		return 0;
@@ -185,8 +184,7 @@ int BPF_KPROBE(mt_enter)
 	return 0;
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(mt_return)
+static __always_inline int do_return(struct pt_regs *ctx)
 {
 	if (!is_target())
 		return 0;
@@ -249,9 +247,28 @@ int BPF_KRETPROBE(mt_return)
 	return 0;
 }
 
+/* libc calls __libc_free directly (call rel32, not through its PLT) only
+ * for its own bookkeeping, such as emptying a thread's tcache at thread
+ * exit: an allocator-internal call, which an LD_PRELOAD interposer never
+ * sees either. The program's frees arrive through a PLT stub or a GOT
+ * pointer. x86 only: elsewhere the cookie never asks for this. */
+static __always_inline int direct_internal_call(struct pt_regs *ctx, __u64 cookie)
+{
+	__u64 ret = 0;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)))
+		return 0;
+	__u8 insn[5];
+	if (bpf_probe_read_user(insn, sizeof(insn), (void *)(ret - 5)))
+		return 0;
+	if (insn[0] != 0xe8)
+		return 0;
+	__s32 rel = insn[1] | insn[2] << 8 | insn[3] << 16 | (__u32)insn[4] << 24;
+	__u64 fn = PT_REGS_IP(ctx) - ((cookie >> 16) & 0xff);
+	return ret + (__s64)rel == fn;
+}
+
 /* free, delete and munmap: no return probe needed. */
-SEC("uprobe")
-int BPF_KPROBE(mt_free)
+static __always_inline int do_free(struct pt_regs *ctx)
 {
 	if (!is_target())
 		return 0;
@@ -272,6 +289,10 @@ int BPF_KPROBE(mt_free)
 		/* Inside realloc(p, 0) or another traced allocator call. */
 		if (st->depth > 0 && sp <= st->outer_sp)
 			return 0;
+	}
+	if (((cookie >> 8) & 0xff) == MT_SIG_FREE_CHECKED && direct_internal_call(ctx, cookie))
+		return 0;
+	if (st) {
 		if (st->skip_free_ptr == ptr) {
 			if (sp <= st->skip_free_sp) {
 				/* operator delete's own free, or the plain
@@ -298,6 +319,15 @@ int BPF_KPROBE(mt_free)
 	return 0;
 }
 
+/* Each program exists twice: uprobe_multi links need programs loaded
+ * with their own attach type; classic links are the fallback. */
+SEC("uprobe") int mt_enter(struct pt_regs *ctx) { return do_enter(ctx); }
+SEC("uprobe.multi") int mt_enter_multi(struct pt_regs *ctx) { return do_enter(ctx); }
+SEC("uretprobe") int mt_return(struct pt_regs *ctx) { return do_return(ctx); }
+SEC("uretprobe.multi") int mt_return_multi(struct pt_regs *ctx) { return do_return(ctx); }
+SEC("uprobe") int mt_free(struct pt_regs *ctx) { return do_free(ctx); }
+SEC("uprobe.multi") int mt_free_multi(struct pt_regs *ctx) { return do_free(ctx); }
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mt_exit)
 {
@@ -316,11 +346,8 @@ int BPF_PROG(mt_exit)
 
 /* Empty programs on the same probe points: the floor that benchmarks
  * compare against. */
-SEC("uprobe")
-int BPF_KPROBE(mt_empty)
-{
-	return 0;
-}
+SEC("uprobe") int mt_empty(struct pt_regs *ctx) { return 0; }
+SEC("uprobe.multi") int mt_empty_multi(struct pt_regs *ctx) { return 0; }
 
 /* Unused by the programs: keeps the ABI types in BTF so that the Go tests
  * can compare them with logfmt and the tracer. */

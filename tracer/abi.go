@@ -25,6 +25,7 @@ const (
 	sigMmap
 	sigMremap
 	sigNewAligned
+	sigFreeChecked
 )
 
 // eventSize is sizeof(struct mt_event); abi_test.go checks it against the

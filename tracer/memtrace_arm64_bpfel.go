@@ -31,17 +31,21 @@ type MemtraceTstate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	MemtraceMapEvents      = "events"
-	MemtraceMapTargets     = "targets"
-	MemtraceMapTstates     = "tstates"
-	MemtraceProgMtEmpty    = "mt_empty"
-	MemtraceProgMtEnter    = "mt_enter"
-	MemtraceProgMtExit     = "mt_exit"
-	MemtraceProgMtFree     = "mt_free"
-	MemtraceProgMtReturn   = "mt_return"
-	MemtraceVarLostRecords = "lost_records"
-	MemtraceVarMtAbiTypes  = "mt_abi_types"
-	MemtraceVarWakeupBytes = "wakeup_bytes"
+	MemtraceMapEvents         = "events"
+	MemtraceMapTargets        = "targets"
+	MemtraceMapTstates        = "tstates"
+	MemtraceProgMtEmpty       = "mt_empty"
+	MemtraceProgMtEmptyMulti  = "mt_empty_multi"
+	MemtraceProgMtEnter       = "mt_enter"
+	MemtraceProgMtEnterMulti  = "mt_enter_multi"
+	MemtraceProgMtExit        = "mt_exit"
+	MemtraceProgMtFree        = "mt_free"
+	MemtraceProgMtFreeMulti   = "mt_free_multi"
+	MemtraceProgMtReturn      = "mt_return"
+	MemtraceProgMtReturnMulti = "mt_return_multi"
+	MemtraceVarLostRecords    = "lost_records"
+	MemtraceVarMtAbiTypes     = "mt_abi_types"
+	MemtraceVarWakeupBytes    = "wakeup_bytes"
 )
 
 // LoadMemtrace returns the embedded CollectionSpec for Memtrace.
@@ -86,11 +90,15 @@ type MemtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceProgramSpecs struct {
-	MtEmpty  *ebpf.ProgramSpec `ebpf:"mt_empty"`
-	MtEnter  *ebpf.ProgramSpec `ebpf:"mt_enter"`
-	MtExit   *ebpf.ProgramSpec `ebpf:"mt_exit"`
-	MtFree   *ebpf.ProgramSpec `ebpf:"mt_free"`
-	MtReturn *ebpf.ProgramSpec `ebpf:"mt_return"`
+	MtEmpty       *ebpf.ProgramSpec `ebpf:"mt_empty"`
+	MtEmptyMulti  *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
+	MtEnter       *ebpf.ProgramSpec `ebpf:"mt_enter"`
+	MtEnterMulti  *ebpf.ProgramSpec `ebpf:"mt_enter_multi"`
+	MtExit        *ebpf.ProgramSpec `ebpf:"mt_exit"`
+	MtFree        *ebpf.ProgramSpec `ebpf:"mt_free"`
+	MtFreeMulti   *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
+	MtReturn      *ebpf.ProgramSpec `ebpf:"mt_return"`
+	MtReturnMulti *ebpf.ProgramSpec `ebpf:"mt_return_multi"`
 }
 
 // MemtraceMapSpecs contains maps before they are loaded into the kernel.
@@ -157,20 +165,28 @@ type MemtraceVariables struct {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtracePrograms struct {
-	MtEmpty  *ebpf.Program `ebpf:"mt_empty"`
-	MtEnter  *ebpf.Program `ebpf:"mt_enter"`
-	MtExit   *ebpf.Program `ebpf:"mt_exit"`
-	MtFree   *ebpf.Program `ebpf:"mt_free"`
-	MtReturn *ebpf.Program `ebpf:"mt_return"`
+	MtEmpty       *ebpf.Program `ebpf:"mt_empty"`
+	MtEmptyMulti  *ebpf.Program `ebpf:"mt_empty_multi"`
+	MtEnter       *ebpf.Program `ebpf:"mt_enter"`
+	MtEnterMulti  *ebpf.Program `ebpf:"mt_enter_multi"`
+	MtExit        *ebpf.Program `ebpf:"mt_exit"`
+	MtFree        *ebpf.Program `ebpf:"mt_free"`
+	MtFreeMulti   *ebpf.Program `ebpf:"mt_free_multi"`
+	MtReturn      *ebpf.Program `ebpf:"mt_return"`
+	MtReturnMulti *ebpf.Program `ebpf:"mt_return_multi"`
 }
 
 func (p *MemtracePrograms) Close() error {
 	return _MemtraceClose(
 		p.MtEmpty,
+		p.MtEmptyMulti,
 		p.MtEnter,
+		p.MtEnterMulti,
 		p.MtExit,
 		p.MtFree,
+		p.MtFreeMulti,
 		p.MtReturn,
+		p.MtReturnMulti,
 	)
 }
 

@@ -1,0 +1,309 @@
+package agent
+
+import (
+	"bufio"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// Config is what a Session needs to know.
+type Config struct {
+	Out          io.Writer
+	MinSize      uint64
+	TrackThreads []string
+	// StartNS is CLOCK_MONOTONIC at the start of tracing: log timestamps
+	// count microseconds from it.
+	StartNS uint64
+	// Window is how long events are held to be put in time order across
+	// CPUs; 0 means DefaultWindow.
+	Window time.Duration
+}
+
+// DefaultWindow covers the gap between a probe taking its timestamp and
+// its record reaching the ring buffer, which only preemption widens.
+const DefaultWindow = 5 * time.Millisecond
+
+const filteredBit = 1 << 63 // a live block below --min-size: its free is not logged either
+
+type process struct {
+	live map[uint64]uint64
+	// attached: blocks from before the attach exist, so an unknown
+	// munmap may be the program's; in launch mode it is a file mapping.
+	attached bool
+}
+
+type thread struct {
+	name  string
+	tgid  uint32
+	total uint64
+	track bool
+}
+
+// Stats counts what a session wrote.
+type Stats struct {
+	Events, Allocs, Frees, Exits uint64
+	Lost                         uint64
+}
+
+// Session is one log being written.
+type Session struct {
+	cfg     Config
+	w       *bufio.Writer
+	buf     []byte
+	procs   map[uint32]*process
+	threads map[uint32]*thread
+	pending []tracer.Event
+	maxTS   uint64
+	window  uint64
+	Stats   Stats
+	err     error
+}
+
+// New starts a session writing to cfg.Out.
+func New(cfg Config) *Session {
+	w := cfg.Window
+	if w == 0 {
+		w = DefaultWindow
+	}
+	return &Session{
+		cfg:     cfg,
+		w:       bufio.NewWriterSize(cfg.Out, 256<<10),
+		buf:     make([]byte, 0, 512),
+		procs:   map[uint32]*process{},
+		threads: map[uint32]*thread{},
+		window:  uint64(w.Nanoseconds()),
+	}
+}
+
+// AddProcess declares a traced process; attached says it ran before
+// tracing started.
+func (s *Session) AddProcess(pid uint32, attached bool) {
+	if _, ok := s.procs[pid]; !ok {
+		s.procs[pid] = &process{live: make(map[uint64]uint64, 1024), attached: attached}
+	}
+}
+
+// Meta writes a [memtrace] line at once.
+func (s *Session) Meta(word string, kvs ...logfmt.KV) {
+	s.buf = logfmt.AppendMeta(s.buf[:0], word, kvs...)
+	s.write(s.buf)
+}
+
+// Err returns the first write error; after one, nothing more is written.
+func (s *Session) Err() error { return s.err }
+
+func (s *Session) write(b []byte) {
+	if s.err != nil {
+		return
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.err = err
+	}
+}
+
+// Flush writes out buffered lines.
+func (s *Session) Flush() error {
+	if s.err == nil {
+		s.err = s.w.Flush()
+	}
+	return s.err
+}
+
+// Add queues one event; events leave the queue in time order once they are
+// older than the window.
+func (s *Session) Add(e *tracer.Event) {
+	s.pending = append(s.pending, *e)
+	if e.TS > s.maxTS {
+		s.maxTS = e.TS
+	}
+}
+
+// Drain writes every queued event older than the window, or all of them
+// when all is set (at the end, or when the source is known quiet).
+func (s *Session) Drain(all bool) {
+	if len(s.pending) == 0 {
+		return
+	}
+	// Nearly sorted already: the ring buffer is filled in reserve order.
+	if !slices.IsSortedFunc(s.pending, cmpTS) {
+		slices.SortStableFunc(s.pending, cmpTS)
+	}
+	n := len(s.pending)
+	if !all {
+		limit := uint64(0)
+		if s.maxTS > s.window {
+			limit = s.maxTS - s.window
+		}
+		n, _ = slices.BinarySearchFunc(s.pending, limit+1, func(e tracer.Event, ts uint64) int {
+			if e.TS < ts {
+				return -1
+			}
+			return 1
+		})
+	}
+	for i := 0; i < n; i++ {
+		s.emit(&s.pending[i])
+	}
+	s.pending = append(s.pending[:0], s.pending[n:]...)
+}
+
+func cmpTS(a, b tracer.Event) int {
+	switch {
+	case a.TS < b.TS:
+		return -1
+	case a.TS > b.TS:
+		return 1
+	}
+	return 0
+}
+
+func (s *Session) ts(e *tracer.Event) uint64 {
+	if e.TS <= s.cfg.StartNS {
+		return 0
+	}
+	return (e.TS - s.cfg.StartNS) / 1000
+}
+
+func (s *Session) thread(e *tracer.Event) *thread {
+	t := s.threads[e.TID]
+	name := e.CommString()
+	if t == nil {
+		t = &thread{name: name, tgid: e.TGID}
+		t.track = s.tracked(name)
+		s.threads[e.TID] = t
+		s.announce(e.TID, t)
+	} else if t.name != name {
+		// A renamed thread shows its new name from here on.
+		t.name = name
+		t.track = s.tracked(name)
+		s.announce(e.TID, t)
+	}
+	return t
+}
+
+func (s *Session) announce(tid uint32, t *thread) {
+	s.Meta(logfmt.WordThread,
+		logfmt.KV{Key: "tid", Value: strconv.FormatUint(uint64(tid), 10)},
+		logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(t.tgid), 10)},
+		logfmt.KV{Key: "name", Value: t.name})
+}
+
+func (s *Session) tracked(name string) bool {
+	if len(s.cfg.TrackThreads) == 0 {
+		return true
+	}
+	for _, sub := range s.cfg.TrackThreads {
+		if strings.Contains(name, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Session) proc(pid uint32) *process {
+	p := s.procs[pid]
+	if p == nil {
+		p = &process{live: make(map[uint64]uint64, 1024)}
+		s.procs[pid] = p
+	}
+	return p
+}
+
+func (s *Session) emit(e *tracer.Event) {
+	s.Stats.Events++
+	if e.Kind == tracer.KindExit {
+		// Only threads that were logged get an EXIT line, as with
+		// memtrack: the launcher's own threads, which exec ends, and
+		// threads that never allocated stay out of the log.
+		if t := s.threads[e.TID]; t != nil {
+			s.Stats.Exits++
+			if t.track {
+				s.buf = logfmt.AppendExit(s.buf[:0], int64(e.TID), t.name, s.ts(e), t.total)
+				s.write(s.buf)
+			}
+			delete(s.threads, e.TID)
+		}
+		return
+	}
+	t := s.thread(e)
+	p := s.proc(e.TGID)
+	ts := s.ts(e)
+	switch e.Kind {
+	case tracer.KindAlloc:
+		s.alloc(e, t, p, ts, logfmt.Op(e.Op), e.Ptr, e.Size)
+	case tracer.KindFree:
+		op := logfmt.Op(e.Op)
+		if op == logfmt.OpRealloc || op == logfmt.OpReallocarray {
+			op = logfmt.OpFree // realloc(p, 0)
+		}
+		s.free(e, t, p, ts, op, e.Ptr, e.Size)
+	case tracer.KindRealloc:
+		freeOp := logfmt.OpFree
+		if logfmt.Op(e.Op) == logfmt.OpMremap {
+			freeOp = logfmt.OpMunmap
+		}
+		s.free(e, t, p, ts, freeOp, e.OldPtr, e.OldSize)
+		s.alloc(e, t, p, ts, logfmt.Op(e.Op), e.Ptr, e.Size)
+	}
+}
+
+func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
+	if !t.track || size < s.cfg.MinSize {
+		p.live[ptr] = size | filteredBit
+		return
+	}
+	p.live[ptr] = size
+	t.total += size
+	s.Stats.Allocs++
+	s.buf = logfmt.AppendAlloc(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, t.total, ptr)
+	s.write(s.buf)
+}
+
+func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
+	v, known := p.live[ptr]
+	if known {
+		delete(p.live, ptr)
+		if v&filteredBit != 0 {
+			return
+		}
+	}
+	if op == logfmt.OpMunmap {
+		// Only anonymous mappings are logged; in launch mode every one
+		// of them was seen, so an unknown range is a file mapping.
+		if !known && !p.attached {
+			return
+		}
+	} else if known {
+		size = v
+	} else {
+		size = 0
+	}
+	if !t.track {
+		return
+	}
+	s.Stats.Frees++
+	s.buf = logfmt.AppendFree(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, ptr)
+	s.write(s.buf)
+}
+
+// Lost records that n records were dropped since the last call.
+func (s *Session) Lost(n uint64, nowNS uint64) {
+	if n == 0 {
+		return
+	}
+	s.Stats.Lost += n
+	var ts uint64
+	if nowNS > s.cfg.StartNS {
+		ts = (nowNS - s.cfg.StartNS) / 1000
+	}
+	s.Meta(logfmt.WordLost,
+		logfmt.KV{Key: "count", Value: strconv.FormatUint(n, 10)},
+		logfmt.KV{Key: "total", Value: strconv.FormatUint(s.Stats.Lost, 10)},
+		logfmt.KV{Key: "ts", Value: strconv.FormatUint(ts, 10)})
+}

@@ -1,0 +1,179 @@
+// Command memtrace traces a program's allocations and writes a
+// memtrack-format log. See the README for usage.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// version is stamped into every log header.
+const version = "0.1.0"
+
+type options struct {
+	output       string
+	port         int
+	listen       string
+	minSize      uint64
+	stackDepth   int
+	stackThreads []string
+	trackThreads []string
+	pids         []int
+	preload      bool
+	ringBytes    int
+	floor        bool
+	noMulti      bool
+	verbose      bool
+	argv         []string
+}
+
+// usageError is bad input on the command line: one line, exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == shimArg {
+		runShim()
+		return
+	}
+	os.Exit(realMain(os.Args[1:], os.Stderr))
+}
+
+func realMain(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "report" {
+		return runReport(args[1:], stderr)
+	}
+	opts, err := parseArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "memtrace: %v\n", err)
+		return 2
+	}
+	status, err := run(opts, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "memtrace: %v\n", err)
+		if status == 0 {
+			status = 1
+		}
+	}
+	return status
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseArgs(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("memtrace", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: memtrace [options] -- PROG [ARGS...]    trace PROG from its first allocation
+       memtrace [options] -p PID[,PID...]       attach to running processes
+       memtrace --preload [options] -- PROG     LD_PRELOAD fallback (no BPF, no root)
+       memtrace report [flags] LOG...           heaptrack_print-style reports
+options:
+`)
+		fs.PrintDefaults()
+	}
+	var pids, stackThreads, trackThreads, minSize, bufSize string
+	fs.StringVar(&o.output, "o", "", "write the log to `FILE` (default stderr)")
+	fs.IntVar(&o.port, "port", 0, "serve the log over TCP on 127.0.0.1:`PORT`; in -- mode PROG starts once a client connects")
+	fs.StringVar(&o.listen, "listen", "", "serve the log over TCP on `ADDR:PORT`")
+	fs.StringVar(&minSize, "min-size", "0", "do not log allocations smaller than `N` bytes (K/M suffixes)")
+	fs.IntVar(&o.stackDepth, "stack-depth", 0, "capture `N` call-stack frames per event (1-127)")
+	fs.StringVar(&stackThreads, "stack-threads", "", "capture stacks only in threads whose name contains one of `a,b`")
+	fs.StringVar(&trackThreads, "track-threads", "", "log only threads whose name contains one of `a,b`")
+	fs.StringVar(&pids, "p", "", "attach to `PID[,PID...]`")
+	fs.BoolVar(&o.preload, "preload", false, "use the LD_PRELOAD library instead of eBPF")
+	fs.StringVar(&bufSize, "buffer-size", "", "ring buffer `SIZE` (power of two, K/M suffixes; default 32M)")
+	fs.BoolVar(&o.floor, "floor", false, "benchmark baseline: attach empty probes on the same points, log nothing")
+	fs.BoolVar(&o.noMulti, "no-uprobe-multi", false, "use classic uprobe links even where uprobe_multi exists")
+	fs.BoolVar(&o.verbose, "v", false, "say where each probe went")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{strings.TrimSpace(err.Error()) + " (see memtrace -h)"}
+	}
+	o.argv = fs.Args()
+	var err error
+	if o.minSize, err = parseSize(minSize); err != nil {
+		return nil, usageError{fmt.Sprintf("bad --min-size %q: %v", minSize, err)}
+	}
+	if bufSize != "" {
+		n, err := parseSize(bufSize)
+		if err != nil || n < 4096 || n&(n-1) != 0 || n > 1<<30 {
+			return nil, usageError{fmt.Sprintf("bad --buffer-size %q: give a power of two between 4K and 1G", bufSize)}
+		}
+		o.ringBytes = int(n)
+	}
+	for _, p := range splitList(pids) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return nil, usageError{fmt.Sprintf("bad PID %q: give positive process IDs separated by commas", p)}
+		}
+		o.pids = append(o.pids, n)
+	}
+	o.stackThreads = splitList(stackThreads)
+	o.trackThreads = splitList(trackThreads)
+	if o.stackDepth < 0 || o.stackDepth > 127 {
+		return nil, usageError{fmt.Sprintf("bad --stack-depth %d: give 1 to 127 (0 turns stacks off)", o.stackDepth)}
+	}
+	if o.port < 0 || o.port > 65535 {
+		return nil, usageError{fmt.Sprintf("bad --port %d: give 1 to 65535", o.port)}
+	}
+	if o.port != 0 && o.listen != "" {
+		return nil, usageError{"give --port or --listen, not both"}
+	}
+	if o.port != 0 {
+		o.listen = "127.0.0.1:" + strconv.Itoa(o.port)
+	}
+	switch {
+	case len(o.pids) > 0 && len(o.argv) > 0:
+		return nil, usageError{"give either -p PID or -- PROG, not both"}
+	case len(o.pids) == 0 && len(o.argv) == 0:
+		return nil, usageError{"nothing to trace: give -- PROG ARGS or -p PID (see memtrace -h)"}
+	case o.preload && len(o.pids) > 0:
+		return nil, usageError{"--preload starts a program (-- PROG); it cannot attach to a running process"}
+	}
+	return o, nil
+}
+
+// parseSize reads a byte count with an optional K, M or G suffix.
+func parseSize(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
+	mul := uint64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mul, s = 1<<10, s[:n-1]
+		case 'm', 'M':
+			mul, s = 1<<20, s[:n-1]
+		case 'g', 'G':
+			mul, s = 1<<30, s[:n-1]
+		}
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, errors.New("not a byte count")
+	}
+	if v > (1<<63)/mul {
+		return 0, errors.New("too large")
+	}
+	return v * mul, nil
+}

@@ -1,0 +1,477 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// openOutput opens the log sink. For TCP it waits for the first client,
+// which is what makes a viewer see a program from its first allocation.
+func openOutput(o *options, stderr io.Writer) (io.WriteCloser, error) {
+	switch {
+	case o.listen != "":
+		ln, err := net.Listen("tcp", o.listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w: pick a free port", o.listen, err)
+		}
+		defer ln.Close()
+		fmt.Fprintf(stderr, "memtrace: waiting for a viewer on %s (memview %s)\n", ln.Addr(), ln.Addr())
+		c, err := ln.Accept()
+		if err != nil {
+			return nil, fmt.Errorf("accept a viewer on %s: %w", o.listen, err)
+		}
+		return c, nil
+	case o.output != "":
+		f, err := os.Create(o.output)
+		if err != nil {
+			return nil, fmt.Errorf("create log %s: %w", o.output, err)
+		}
+		return f, nil
+	}
+	return nopCloser{os.Stderr}, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// bpfProblem says why eBPF cannot be used here, before anything is started.
+func bpfProblem() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: loading BPF programs needs root (CAP_BPF and CAP_PERFMON): run memtrace with sudo", tracer.ErrUnavailable)
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return fmt.Errorf("%w: this kernel has no BTF (/sys/kernel/btf/vmlinux): use a kernel built with CONFIG_DEBUG_INFO_BTF", tracer.ErrUnavailable)
+	}
+	return nil
+}
+
+func run(o *options, stderr io.Writer) (int, error) {
+	if o.preload {
+		return runPreload(o, stderr)
+	}
+	if o.stackDepth > 0 {
+		return 2, errors.New("--stack-depth is not supported by the eBPF tracer yet: use --preload for stacks")
+	}
+	if len(o.argv) > 0 {
+		if _, err := exec.LookPath(o.argv[0]); err != nil {
+			return 127, fmt.Errorf("cannot run %s: %w: check the program's path", o.argv[0], unwrapExecErr(err))
+		}
+	} else {
+		for _, pid := range o.pids {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+				return 1, fmt.Errorf("no process with PID %d: check it with ps -p %d", pid, pid)
+			}
+		}
+	}
+	if err := bpfProblem(); err != nil {
+		if len(o.argv) > 0 {
+			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
+			return runPreload(o, stderr)
+		}
+		return 1, err
+	}
+	tr, err := tracer.New(tracer.Options{RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti})
+	if err != nil {
+		if errors.Is(err, tracer.ErrUnavailable) && len(o.argv) > 0 {
+			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
+			return runPreload(o, stderr)
+		}
+		return 1, err
+	}
+	defer tr.Close()
+	if len(o.argv) > 0 {
+		return launch(o, tr, stderr)
+	}
+	return 0, attach(o, tr, stderr)
+}
+
+func unwrapExecErr(err error) error {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err
+	}
+	return err
+}
+
+// loop reads events until done says to stop, then drains what is left.
+type loop struct {
+	o       *options
+	tr      *tracer.Tracer
+	sess    *agent.Session
+	out     io.WriteCloser
+	stderr  io.Writer
+	start   uint64
+	pids    map[int]bool
+	lost    uint64
+	started time.Time
+}
+
+func newLoop(o *options, tr *tracer.Tracer, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
+	return &loop{o: o, tr: tr, out: out, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(),
+		sess: agent.New(agent.Config{Out: out, MinSize: o.minSize, TrackThreads: o.trackThreads, StartNS: start})}
+}
+
+func (l *loop) header(pids []int, comm, cmdline string) {
+	ps := make([]string, len(pids))
+	for i, p := range pids {
+		ps[i] = strconv.Itoa(p)
+	}
+	probes := "uprobe"
+	if l.tr.Multi() {
+		probes = "uprobe_multi"
+	}
+	kv := []logfmt.KV{
+		{Key: "version", Value: version},
+		{Key: "pid", Value: ps[0]},
+		{Key: "pids", Value: strings.Join(ps, ",")},
+		{Key: "comm", Value: comm},
+		{Key: "cmd", Value: cmdline},
+		{Key: "start", Value: l.started.UTC().Format(time.RFC3339Nano)},
+		{Key: "mode", Value: "bpf"},
+		{Key: "probes", Value: probes},
+	}
+	if fb := l.tr.FellBack(); len(fb) > 0 {
+		kv = append(kv, logfmt.KV{Key: "singlestep", Value: strings.Join(fb, ",")})
+		fmt.Fprintf(l.stderr, "memtrace: warning: no emulated instruction to probe in %s: probing the first instruction, which the kernel single-steps (slower)\n", strings.Join(fb, ", "))
+	}
+	l.sess.Meta(logfmt.WordHeader, kv...)
+	l.sess.Flush()
+}
+
+func (l *loop) checkLost() {
+	n := l.tr.Lost()
+	if n > l.lost {
+		l.sess.Lost(n-l.lost, monoNow())
+		l.lost = n
+	}
+}
+
+// run reads until stop is closed, rescanning the targets' libraries now and
+// then so that a dlopen'ed allocator is probed too.
+func (l *loop) run(stop <-chan struct{}) error {
+	lastScan := time.Now()
+	lastFlush := time.Now()
+	for {
+		select {
+		case <-stop:
+			return l.finish()
+		default:
+		}
+		if err := l.tr.Read(l.sess.Add); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return l.finish()
+			}
+			return fmt.Errorf("read ring buffer: %w", err)
+		}
+		l.sess.Drain(false)
+		if time.Since(lastFlush) > 100*time.Millisecond {
+			l.checkLost()
+			if err := l.sess.Flush(); err != nil {
+				return fmt.Errorf("write log: %w", err)
+			}
+			lastFlush = time.Now()
+		}
+		if time.Since(lastScan) > 250*time.Millisecond {
+			for pid := range l.pids {
+				if _, err := l.tr.ScanProcess(pid); err != nil && l.o.verbose {
+					fmt.Fprintf(l.stderr, "memtrace: rescan process %d: %v\n", pid, err)
+				}
+			}
+			lastScan = time.Now()
+		}
+		if err := l.sess.Err(); err != nil {
+			return fmt.Errorf("write log: %w", err)
+		}
+	}
+}
+
+func (l *loop) finish() error {
+	// Everything the targets did is in the ring by now; read until it
+	// is empty.
+	for {
+		n := 0
+		if err := l.tr.Read(func(e *tracer.Event) { n++; l.sess.Add(e) }); err != nil {
+			break
+		}
+		if n == 0 {
+			break
+		}
+	}
+	l.sess.Drain(true)
+	l.checkLost()
+	st := l.sess.Stats
+	l.sess.Meta(logfmt.WordSummary,
+		logfmt.KV{Key: "events", Value: strconv.FormatUint(st.Events, 10)},
+		logfmt.KV{Key: "allocs", Value: strconv.FormatUint(st.Allocs, 10)},
+		logfmt.KV{Key: "frees", Value: strconv.FormatUint(st.Frees, 10)},
+		logfmt.KV{Key: "lost", Value: strconv.FormatUint(st.Lost, 10)},
+		logfmt.KV{Key: "duration_us", Value: strconv.FormatInt(time.Since(l.started).Microseconds(), 10)})
+	if err := l.sess.Flush(); err != nil {
+		return fmt.Errorf("write log: %w", err)
+	}
+	if st.Lost > 0 {
+		fmt.Fprintf(l.stderr, "memtrace: %d records lost: the reader fell behind; raise --buffer-size\n", st.Lost)
+	}
+	return nil
+}
+
+func procComm(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(b))
+}
+
+func procCmdline(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
+	start := monoNow()
+	var watchers []int
+	for _, pid := range o.pids {
+		if err := tr.AddProcess(pid); err != nil {
+			return err
+		}
+		added, err := tr.ScanProcess(pid)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("process %d exited before memtrace could attach", pid)
+			}
+			return fmt.Errorf("attach to process %d: %w", pid, err)
+		}
+		if len(added) == 0 {
+			return fmt.Errorf("process %d maps no library with allocation functions (a static or Go binary?): memtrace traces programs that use a shared libc, libstdc++ or malloc library", pid)
+		}
+		if o.verbose {
+			fmt.Fprintf(stderr, "memtrace: process %d: probed %s\n", pid, strings.Join(added, ", "))
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			return fmt.Errorf("watch process %d: %w", pid, err)
+		}
+		watchers = append(watchers, fd)
+	}
+	out, err := openOutput(o, stderr)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	l := newLoop(o, tr, out, stderr, start)
+	for _, pid := range o.pids {
+		l.pids[pid] = true
+		l.sess.AddProcess(uint32(pid), true)
+	}
+	l.header(o.pids, procComm(o.pids[0]), procCmdline(o.pids[0]))
+	for _, pid := range o.pids {
+		l.sess.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "attach"}, logfmt.KV{Key: "pid", Value: strconv.Itoa(pid)},
+			logfmt.KV{Key: "comm", Value: procComm(pid)}, logfmt.KV{Key: "cmd", Value: procCmdline(pid)})
+	}
+	stop := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	exited := make(chan int, len(watchers))
+	for i, fd := range watchers {
+		go func(pid, fd int) {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			for {
+				if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
+					break
+				}
+			}
+			unix.Close(fd)
+			exited <- pid
+		}(o.pids[i], fd)
+	}
+	go func() {
+		left := len(watchers)
+		for left > 0 {
+			select {
+			case <-sig:
+				close(stop)
+				return
+			case pid := <-exited:
+				left--
+				_ = pid
+			}
+		}
+		close(stop)
+	}()
+	return l.run(stop)
+}
+
+// launch starts PROG through a shim that waits, attaches to the shim's PID
+// (which PROG keeps across exec), then lets it exec: PROG is traced from its
+// first allocation, and runs as the user who invoked sudo.
+func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
+	path, _ := exec.LookPath(o.argv[0])
+	libs := launchLibs(path)
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 1, fmt.Errorf("create the start pipe: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return 1, fmt.Errorf("find memtrace's own executable: %w", err)
+	}
+	cmd := exec.Command(self, append([]string{shimArg, path}, o.argv...)...)
+	cmd.Args[0] = o.argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.Env = os.Environ()
+	if cred, ok, err := sudoCredential(); err != nil {
+		return 1, err
+	} else if ok {
+		cmd.Env = append(cmd.Env, shimCredEnv+"="+cred)
+	}
+	start := monoNow()
+	if err := cmd.Start(); err != nil {
+		return 127, fmt.Errorf("start %s: %w", o.argv[0], err)
+	}
+	r.Close()
+	pid := cmd.Process.Pid
+	abort := func(err error) (int, error) {
+		w.Close() // the shim exits without running PROG
+		cmd.Wait()
+		return 1, err
+	}
+	if err := tr.AddProcess(pid); err != nil {
+		return abort(err)
+	}
+	probed := 0
+	for _, lib := range libs {
+		ok, err := tr.AttachLibrary(pid, lib)
+		if err != nil {
+			return abort(err)
+		}
+		if ok {
+			probed++
+		}
+	}
+	if probed == 0 {
+		return abort(fmt.Errorf("%s links no library with allocation functions (a static or Go binary?): memtrace traces programs that use a shared libc, libstdc++ or malloc library; try --preload", o.argv[0]))
+	}
+	out, err := openOutput(o, stderr)
+	if err != nil {
+		return abort(err)
+	}
+	defer out.Close()
+	l := newLoop(o, tr, out, stderr, start)
+	l.pids[pid] = true
+	l.sess.AddProcess(uint32(pid), false)
+	l.header([]int{pid}, filepath.Base(path), strings.Join(o.argv, " "))
+	if _, err := w.Write([]byte{1}); err != nil {
+		return abort(fmt.Errorf("release %s: %w", o.argv[0], err))
+	}
+	w.Close()
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	interrupted := false
+	go func() {
+		select {
+		case <-done:
+		case <-sig:
+			// Detach and flush; the program keeps running. Give a
+			// program that got the same Ctrl-C a moment to finish so
+			// its status is reported.
+			interrupted = true
+			select {
+			case <-done:
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		close(stop)
+	}()
+	err = l.run(stop)
+	select {
+	case <-done:
+		return exitStatus(cmd.ProcessState), err
+	default:
+	}
+	if interrupted {
+		fmt.Fprintf(stderr, "memtrace: detached; %s (pid %d) keeps running\n", o.argv[0], pid)
+		return 130, err
+	}
+	return 1, err
+}
+
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return 1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// launchLibs lists the libraries PROG will load, asking its dynamic linker
+// (what ldd does, without running PROG), plus the system's C++ runtimes so
+// that a C++ library dlopen'ed later is covered from its first call.
+func launchLibs(path string) []string {
+	var libs []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if p == "" || seen[p] {
+			return
+		}
+		if _, err := os.Stat(p); err == nil {
+			seen[p] = true
+			libs = append(libs, p)
+		}
+	}
+	if interp := elfInterp(path); interp != "" {
+		out, _ := exec.Command(interp, "--list", path).Output()
+		sc := bufio.NewScanner(strings.NewReader(string(out)))
+		for sc.Scan() {
+			// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)"
+			f := strings.Fields(sc.Text())
+			for i, s := range f {
+				if s == "=>" && i+1 < len(f) && strings.HasPrefix(f[i+1], "/") {
+					add(f[i+1])
+				}
+			}
+		}
+	}
+	for _, dir := range []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"} {
+		for _, name := range []string{"libc.so.6", "libstdc++.so.6", "libc++.so.1"} {
+			if p, err := filepath.EvalSymlinks(filepath.Join(dir, name)); err == nil {
+				add(p)
+			}
+		}
+	}
+	return libs
+}

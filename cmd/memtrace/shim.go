@@ -1,0 +1,128 @@
+package main
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// shimArg marks memtrace re-executed as the launcher shim: it waits on fd 3
+// until the probes are attached, drops root if asked, and execs PROG, which
+// keeps the PID the probes were attached to.
+const shimArg = "__memtrace_exec_shim"
+
+// shimCredEnv carries "uid:gid:g1,g2" of the user behind sudo to the shim.
+const shimCredEnv = "MEMTRACE_SHIM_CRED"
+
+func runShim() {
+	if len(os.Args) < 4 {
+		os.Exit(127)
+	}
+	path, argv := os.Args[2], os.Args[3:]
+	start := os.NewFile(3, "memtrace-start")
+	var b [1]byte
+	if n, _ := start.Read(b[:]); n != 1 {
+		// memtrace gave up (or died) before attaching: do not run
+		// PROG untraced behind the user's back.
+		os.Exit(127)
+	}
+	start.Close()
+	env := os.Environ()
+	if cred := os.Getenv(shimCredEnv); cred != "" {
+		if err := dropTo(cred); err != nil {
+			fmt.Fprintf(os.Stderr, "memtrace: drop root before running %s: %v\n", argv[0], err)
+			os.Exit(126)
+		}
+		env = withoutEnv(env, shimCredEnv)
+	}
+	err := syscall.Exec(path, argv, env)
+	fmt.Fprintf(os.Stderr, "memtrace: run %s: %v\n", path, err)
+	os.Exit(127)
+}
+
+func withoutEnv(env []string, key string) []string {
+	out := env[:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func dropTo(cred string) error {
+	parts := strings.SplitN(cred, ":", 3)
+	if len(parts) != 3 {
+		return fmt.Errorf("bad credential %q", cred)
+	}
+	uid, err1 := strconv.Atoi(parts[0])
+	gid, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("bad credential %q", cred)
+	}
+	var groups []int
+	for _, g := range strings.Split(parts[2], ",") {
+		if n, err := strconv.Atoi(g); err == nil {
+			groups = append(groups, n)
+		}
+	}
+	if err := syscall.Setgroups(groups); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		return fmt.Errorf("setgid %d: %w", gid, err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return fmt.Errorf("setuid %d: %w", uid, err)
+	}
+	return nil
+}
+
+// sudoCredential returns the user behind sudo, with their supplementary
+// groups, when memtrace runs as root under sudo.
+func sudoCredential() (string, bool, error) {
+	uidS, gidS := os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")
+	if os.Geteuid() != 0 || uidS == "" || gidS == "" {
+		return "", false, nil
+	}
+	if uidS == "0" {
+		return "", false, nil
+	}
+	if _, err := strconv.Atoi(uidS); err != nil {
+		return "", false, fmt.Errorf("bad SUDO_UID %q", uidS)
+	}
+	if _, err := strconv.Atoi(gidS); err != nil {
+		return "", false, fmt.Errorf("bad SUDO_GID %q", gidS)
+	}
+	groups := []string{gidS}
+	if u, err := user.LookupId(uidS); err == nil {
+		if gs, err := u.GroupIds(); err == nil {
+			groups = gs
+		}
+	}
+	return uidS + ":" + gidS + ":" + strings.Join(groups, ","), true, nil
+}
+
+// elfInterp returns PROG's dynamic linker, or "" for a static binary or a
+// script.
+func elfInterp(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return ""
+			}
+			return strings.TrimRight(string(b), "\x00")
+		}
+	}
+	return ""
+}

@@ -1,0 +1,245 @@
+package tracer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// hotFuncs are the functions whose probe placement matters for cost; a
+// fallback to a single-stepped instruction on one of them is worth a
+// warning. The others (nothrow new, syscall wrappers) are rarely hot.
+var hotFuncs = map[string]bool{
+	"malloc": true, "calloc": true, "realloc": true, "free": true,
+	"_Znwm": true, "_Znam": true, "_ZdlPv": true, "_ZdaPv": true, "_ZdlPvm": true, "_ZdaPvm": true,
+	"_Znwj": true, "_Znaj": true, "_ZdlPvj": true, "_ZdaPvj": true,
+}
+
+// AttachLibrary probes the allocation functions of the library at path
+// (seen from memtrace: use /proc/PID/root/... for a process in another
+// mount namespace) for process pid. It returns false, nil when the library
+// exports no allocation functions, and does nothing when that library file
+// is already probed for pid.
+func (t *Tracer) AttachLibrary(pid int, path string) (bool, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return false, fmt.Errorf("stat %s: %w", path, err)
+	}
+	key := attachKey{pid: pid, dev: uint64(st.Dev), ino: st.Ino}
+	t.mu.Lock()
+	_, done := t.links[key]
+	t.mu.Unlock()
+	if done {
+		return false, nil
+	}
+	pps, err := resolveLib(path)
+	if errors.Is(err, ErrNoAllocFuncs) {
+		t.mu.Lock()
+		t.links[key] = nil
+		t.mu.Unlock()
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return false, fmt.Errorf("open %s for uprobes: %w", path, err)
+	}
+	var ls []link.Link
+	if t.multi {
+		ls, err = t.attachMulti(ex, pid, pps)
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			t.multi = false
+		}
+	}
+	if !t.multi {
+		ls, err = t.attachClassic(ex, pid, pps)
+	}
+	if err != nil {
+		for _, l := range ls {
+			l.Close()
+		}
+		return false, fmt.Errorf("attach uprobes to %s in process %d: %w", path, pid, err)
+	}
+	t.mu.Lock()
+	t.links[key] = ls
+	for _, pp := range pps {
+		if !pp.placed && hotFuncs[pp.symbol] {
+			t.fellBack[pp.symbol] = true
+		}
+	}
+	t.mu.Unlock()
+	return true, nil
+}
+
+func (t *Tracer) progs() (enter, ret, free *ebpf.Program) {
+	if t.opts.Floor {
+		if t.multi {
+			return t.objs.MtEmptyMulti, t.objs.MtEmptyMulti, t.objs.MtEmptyMulti
+		}
+		return t.objs.MtEmpty, t.objs.MtEmpty, t.objs.MtEmpty
+	}
+	if t.multi {
+		return t.objs.MtEnterMulti, t.objs.MtReturnMulti, t.objs.MtFreeMulti
+	}
+	return t.objs.MtEnter, t.objs.MtReturn, t.objs.MtFree
+}
+
+func (pp *probePoint) cookie() uint64 {
+	var before, after uint64
+	switch pp.def.sig {
+	case sigMmap, sigMremap:
+		before, after = pp.textFrom, pp.textTo
+	}
+	if pp.def.op == logfmt.OpMunmap {
+		before, after = pp.textFrom, pp.textTo
+	}
+	if pp.def.op == logfmt.OpFree && pp.x86 && pp.delta < 256 {
+		return cookie(uint8(pp.def.op), sigFreeChecked, pp.delta, 0)
+	}
+	return cookie(uint8(pp.def.op), pp.def.sig, before, after)
+}
+
+func (t *Tracer) attachMulti(ex *link.Executable, pid int, pps []probePoint) ([]link.Link, error) {
+	enter, ret, free := t.progs()
+	var allocAddr, allocCookie, freeAddr, freeCookie []uint64
+	for i := range pps {
+		pp := &pps[i]
+		if pp.def.kind == probeAlloc {
+			allocAddr = append(allocAddr, pp.fileOff)
+			allocCookie = append(allocCookie, pp.cookie())
+		} else {
+			freeAddr = append(freeAddr, pp.fileOff)
+			freeCookie = append(freeCookie, pp.cookie())
+		}
+	}
+	var ls []link.Link
+	if len(allocAddr) > 0 {
+		opts := &link.UprobeMultiOptions{Addresses: allocAddr, Cookies: allocCookie, PID: uint32(pid)}
+		l, err := ex.UprobeMulti(nil, enter, opts)
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, l)
+		l, err = ex.UretprobeMulti(nil, ret, opts)
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, l)
+	}
+	if len(freeAddr) > 0 {
+		l, err := ex.UprobeMulti(nil, free, &link.UprobeMultiOptions{Addresses: freeAddr, Cookies: freeCookie, PID: uint32(pid)})
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) ([]link.Link, error) {
+	enter, ret, free := t.progs()
+	var ls []link.Link
+	for i := range pps {
+		pp := &pps[i]
+		opts := &link.UprobeOptions{Address: pp.fileOff, PID: pid, Cookie: pp.cookie()}
+		if pp.def.kind == probeFree {
+			l, err := ex.Uprobe(pp.symbol, free, opts)
+			if err != nil {
+				return ls, err
+			}
+			ls = append(ls, l)
+			continue
+		}
+		l, err := ex.Uprobe(pp.symbol, enter, opts)
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, l)
+		l, err = ex.Uretprobe(pp.symbol, ret, opts)
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+// Mapping is one file-backed executable mapping of a process.
+type Mapping struct {
+	Start, End, Offset uint64
+	Path               string
+}
+
+// ReadMaps returns the executable file mappings of pid.
+func ReadMaps(pid int) ([]Mapping, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Mapping
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || !strings.Contains(fields[1], "x") || !strings.HasPrefix(fields[5], "/") {
+			continue
+		}
+		se := strings.SplitN(fields[0], "-", 2)
+		if len(se) != 2 {
+			continue
+		}
+		s, err1 := strconv.ParseUint(se[0], 16, 64)
+		e, err2 := strconv.ParseUint(se[1], 16, 64)
+		o, err3 := strconv.ParseUint(fields[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		path := strings.Join(fields[5:], " ")
+		out = append(out, Mapping{Start: s, End: e, Offset: o, Path: strings.TrimSuffix(path, " (deleted)")})
+	}
+	return out, sc.Err()
+}
+
+// ScanProcess probes every mapped library of pid that exports allocation
+// functions and is not probed yet (dlopen'ed allocators included). It
+// returns the paths newly probed.
+func (t *Tracer) ScanProcess(pid int) ([]string, error) {
+	maps, err := ReadMaps(pid)
+	if err != nil {
+		return nil, err
+	}
+	root := "/proc/" + strconv.Itoa(pid) + "/root"
+	var added []string
+	seen := map[string]bool{}
+	for _, m := range maps {
+		if seen[m.Path] {
+			continue
+		}
+		seen[m.Path] = true
+		p := root + m.Path
+		if !isELF(p) {
+			continue
+		}
+		ok, err := t.AttachLibrary(pid, p)
+		if err != nil {
+			return added, err
+		}
+		if ok {
+			added = append(added, m.Path)
+		}
+	}
+	return added, nil
+}

@@ -1,0 +1,212 @@
+package tracer
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// probeKind says which program serves a function.
+type probeKind uint8
+
+const (
+	probeAlloc probeKind = iota // entry + return: mt_enter, mt_return
+	probeFree                   // entry only: mt_free
+)
+
+type funcDef struct {
+	name string
+	op   logfmt.Op
+	sig  int
+	kind probeKind
+}
+
+// libcFuncs are probed in libc and in any other library that exports
+// malloc (jemalloc, tcmalloc, mimalloc): the program's calls reach
+// whichever one the dynamic linker bound.
+var libcFuncs = []funcDef{
+	{"malloc", logfmt.OpMalloc, sigSize0, probeAlloc},
+	{"calloc", logfmt.OpCalloc, sigCalloc, probeAlloc},
+	{"realloc", logfmt.OpRealloc, sigRealloc, probeAlloc},
+	{"reallocarray", logfmt.OpReallocarray, sigReallocarray, probeAlloc},
+	{"free", logfmt.OpFree, 0, probeFree},
+	{"strdup", logfmt.OpStrdup, sigStrdup, probeAlloc},
+	{"strndup", logfmt.OpStrndup, sigStrdup, probeAlloc},
+	{"posix_memalign", logfmt.OpPosixMemalign, sigPosixMemalign, probeAlloc},
+	{"aligned_alloc", logfmt.OpAlignedAlloc, sigAlignSize, probeAlloc},
+	{"memalign", logfmt.OpMemalign, sigAlignSize, probeAlloc},
+	{"valloc", logfmt.OpValloc, sigSize0, probeAlloc},
+	{"pvalloc", logfmt.OpPvalloc, sigSize0, probeAlloc},
+	{"mmap", logfmt.OpMmap, sigMmap, probeAlloc},
+	{"munmap", logfmt.OpMunmap, 0, probeFree},
+	{"mremap", logfmt.OpMremap, sigMremap, probeAlloc},
+}
+
+// cxxFuncs are the operator new/delete overloads (Itanium mangling, 64-bit
+// size_t; 32-bit targets spell size_t 'j' instead of 'm').
+var cxxFuncs = []funcDef{
+	{"_Znwm", logfmt.OpNew, sigSize0, probeAlloc},
+	{"_Znam", logfmt.OpNewArr, sigSize0, probeAlloc},
+	{"_ZnwmRKSt9nothrow_t", logfmt.OpNew, sigSize0, probeAlloc},
+	{"_ZnamRKSt9nothrow_t", logfmt.OpNewArr, sigSize0, probeAlloc},
+	{"_ZnwmSt11align_val_t", logfmt.OpNew, sigNewAligned, probeAlloc},
+	{"_ZnamSt11align_val_t", logfmt.OpNewArr, sigNewAligned, probeAlloc},
+	{"_ZnwmSt11align_val_tRKSt9nothrow_t", logfmt.OpNew, sigNewAligned, probeAlloc},
+	{"_ZnamSt11align_val_tRKSt9nothrow_t", logfmt.OpNewArr, sigNewAligned, probeAlloc},
+	{"_ZdlPv", logfmt.OpDelete, 0, probeFree},
+	{"_ZdaPv", logfmt.OpDeleteArr, 0, probeFree},
+	{"_ZdlPvm", logfmt.OpDelete, 0, probeFree},
+	{"_ZdaPvm", logfmt.OpDeleteArr, 0, probeFree},
+	{"_ZdlPvRKSt9nothrow_t", logfmt.OpDelete, 0, probeFree},
+	{"_ZdaPvRKSt9nothrow_t", logfmt.OpDeleteArr, 0, probeFree},
+	{"_ZdlPvSt11align_val_t", logfmt.OpDelete, 0, probeFree},
+	{"_ZdaPvSt11align_val_t", logfmt.OpDeleteArr, 0, probeFree},
+	{"_ZdlPvmSt11align_val_t", logfmt.OpDelete, 0, probeFree},
+	{"_ZdaPvmSt11align_val_t", logfmt.OpDeleteArr, 0, probeFree},
+	{"_ZdlPvSt11align_val_tRKSt9nothrow_t", logfmt.OpDelete, 0, probeFree},
+	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", logfmt.OpDeleteArr, 0, probeFree},
+}
+
+func cxx32(name string) string {
+	name = strings.Replace(name, "_Znwm", "_Znwj", 1)
+	name = strings.Replace(name, "_Znam", "_Znaj", 1)
+	return strings.Replace(name, "Pvm", "Pvj", 1)
+}
+
+// probePoint is one function resolved in one library file.
+type probePoint struct {
+	def      funcDef
+	symbol   string // the name found (aliases are probed once)
+	fileOff  uint64 // where the probe sits, as a file offset (what uprobes take)
+	placed   bool   // false: fell back to the first instruction
+	textFrom uint64 // bytes of executable segment before the probe point
+	textTo   uint64 // ... and from it to the segment's end
+	delta    uint64 // probe point minus function start
+	x86      bool
+}
+
+// ErrNoAllocFuncs means a library exports none of the allocation functions.
+var ErrNoAllocFuncs = errors.New("no allocation functions")
+
+// resolveLib finds the allocation functions a library exports and where to
+// probe each. It returns ErrNoAllocFuncs for a library with none.
+func resolveLib(path string) ([]probePoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("read ELF %s: %w", path, err)
+	}
+	syms, err := ef.DynamicSymbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, fmt.Errorf("read dynamic symbols of %s: %w", path, err)
+	}
+	byName := make(map[string]elf.Symbol, 64)
+	for _, s := range syms {
+		if s.Section == elf.SHN_UNDEF || s.Value == 0 {
+			continue
+		}
+		t := elf.ST_TYPE(s.Info)
+		if t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC {
+			continue
+		}
+		if _, dup := byName[s.Name]; !dup {
+			byName[s.Name] = s
+		}
+	}
+	is64 := ef.Class == elf.ELFCLASS64
+	defs := make([]funcDef, 0, len(libcFuncs)+len(cxxFuncs))
+	_, hasMalloc := byName["malloc"]
+	if hasMalloc {
+		defs = append(defs, libcFuncs...)
+	}
+	for _, d := range cxxFuncs {
+		if !is64 {
+			d.name = cxx32(d.name)
+		}
+		defs = append(defs, d)
+	}
+	var out []probePoint
+	seen := map[uint64]bool{}
+	for _, d := range defs {
+		s, ok := byName[d.name]
+		if !ok || seen[s.Value] {
+			continue
+		}
+		seen[s.Value] = true
+		seg := execSegment(ef, s.Value)
+		if seg == nil {
+			continue
+		}
+		fileOff := s.Value - seg.Vaddr + seg.Off
+		pp := probePoint{def: d, symbol: d.name}
+		var delta uint64
+		if ef.Machine == elf.EM_X86_64 {
+			code := make([]byte, 64)
+			n, _ := f.ReadAt(code, int64(fileOff))
+			spec := probeSpec{args: sigArgs(d), keepSP: d.kind == probeAlloc, skipNullTest: d.kind == probeFree}
+			delta, pp.placed = placeX86(code[:n], spec)
+		}
+		pp.fileOff = fileOff + delta
+		pp.delta = delta
+		pp.x86 = ef.Machine == elf.EM_X86_64
+		vaddr := s.Value + delta
+		pp.textFrom = vaddr - seg.Vaddr
+		pp.textTo = seg.Vaddr + seg.Memsz - vaddr
+		out = append(out, pp)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrNoAllocFuncs)
+	}
+	return out, nil
+}
+
+func execSegment(ef *elf.File, vaddr uint64) *elf.ProgHeader {
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+			return &p.ProgHeader
+		}
+	}
+	return nil
+}
+
+// sigArgs is how many argument registers a function's entry program reads.
+func sigArgs(d funcDef) int {
+	if d.kind == probeFree {
+		if d.op == logfmt.OpMunmap {
+			return 2
+		}
+		return 1
+	}
+	switch d.sig {
+	case sigCalloc, sigRealloc, sigAlignSize:
+		return 2
+	case sigReallocarray, sigPosixMemalign, sigMremap:
+		return 3
+	case sigMmap:
+		return 4
+	}
+	return 1
+}
+
+// isELF reports whether a mapped file is worth opening.
+func isELF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil {
+		return false
+	}
+	return string(magic[:]) == elf.ELFMAG
+}
