@@ -42,20 +42,20 @@ var ErrUnavailable = errors.New("eBPF tracing unavailable")
 
 // Tracer owns the loaded programs, the links and the ring-buffer reader.
 type Tracer struct {
-	objs   MemtraceObjects
-	rd     *ringbuf.Reader
-	exit   link.Link
-	opts   Options
-	multi  bool
-	mu     sync.Mutex
-	links  map[attachKey][]link.Link
+	objs     MemtraceObjects
+	rd       *ringbuf.Reader
+	exit     link.Link
+	opts     Options
+	multi    bool
+	mu       sync.Mutex
+	links    map[attachKey][]link.Link
 	fellBack map[string]bool
 }
 
 type attachKey struct {
-	pid  int
-	dev  uint64
-	ino  uint64
+	pid int
+	dev uint64
+	ino uint64
 }
 
 // New loads the BPF programs. Errors that mean BPF is not usable wrap
@@ -190,4 +190,3 @@ func (t *Tracer) Close() error {
 	}
 	return t.objs.Close()
 }
-
