@@ -1,0 +1,331 @@
+// Command memview is memtrace's terminal viewer of memtrack-format logs:
+//
+//	memview LOG                 open a log (the screen opens at once and fills in)
+//	memview -f LOG              follow a growing log (every 250 ms, only what was appended)
+//	memview -f -                follow stdin
+//	memview :PORT [-o FILE]     connect to memtrace --port / memtrack.so MEMTRACK_PORT
+//	memview HOST:PORT [-o FILE] (-o/--save tees the stream to a valid log)
+//	memview --dump-threads LOG  print the per-thread table and exit
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/symbols"
+	"github.com/memtrace/memtrace/viewer"
+)
+
+const usage = `usage: memview LOG | -f LOG | -f - | [HOST]:PORT [-o FILE] | --dump-threads LOG
+  LOG                 open a memtrace or memtrack log
+  -f LOG              follow a growing log (refresh every 250 ms)
+  -f -                follow a log on stdin
+  [HOST]:PORT         connect to a memtrace (--port) or memtrack.so (MEMTRACK_PORT) stream
+  -o, --save FILE     with a TCP stream: also save it to FILE
+  --dump-threads LOG  print the per-thread table (memtrack's memview --dump-threads) and exit
+Press ? inside memview for the keys.`
+
+type args struct {
+	target string
+	follow bool
+	save   string
+	dump   string
+	stats  string // hidden: --load-stats LOG, for the benchmark
+}
+
+func parseArgs(av []string) (args, error) {
+	var a args
+	need := func(i int, flag string) (string, error) {
+		if i+1 >= len(av) {
+			return "", fmt.Errorf("%s needs an argument", flag)
+		}
+		return av[i+1], nil
+	}
+	for i := 0; i < len(av); i++ {
+		s := av[i]
+		var err error
+		switch {
+		case s == "-h" || s == "--help" || s == "-help":
+			return a, errHelp
+		case s == "-f" || s == "--follow":
+			a.follow = true
+			if a.target, err = need(i, s); err != nil {
+				return a, err
+			}
+			i++
+		case s == "-o" || s == "--save":
+			if a.save, err = need(i, s); err != nil {
+				return a, err
+			}
+			i++
+		case strings.HasPrefix(s, "--save="):
+			a.save = strings.TrimPrefix(s, "--save=")
+		case s == "--dump-threads":
+			if a.dump, err = need(i, s); err != nil {
+				return a, err
+			}
+			i++
+		case s == "--load-stats":
+			if a.stats, err = need(i, s); err != nil {
+				return a, err
+			}
+			i++
+		case s == "-":
+			a.target = s
+		case strings.HasPrefix(s, "-") && s != "-":
+			return a, fmt.Errorf("unknown option %s", s)
+		default:
+			if a.target != "" {
+				return a, fmt.Errorf("more than one log given (%s and %s)", a.target, s)
+			}
+			a.target = s
+		}
+	}
+	if a.dump == "" && a.stats == "" && a.target == "" {
+		return a, errors.New("no log given")
+	}
+	return a, nil
+}
+
+var errHelp = errors.New("help")
+
+var tcpRe = regexp.MustCompile(`^[^/]*:[0-9]+$`)
+
+func main() {
+	a, err := parseArgs(os.Args[1:])
+	if errors.Is(err, errHelp) {
+		fmt.Println(usage)
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "memview: %v\n%s\n", err, usage)
+		os.Exit(2)
+	}
+	if err := run(a); err != nil {
+		fmt.Fprintf(os.Stderr, "memview: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func openLog(path string) (*os.File, error) {
+	if path == "-" {
+		return os.Stdin, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open the log: %w", err)
+	}
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("open the log: %s is a directory, give a log file", path)
+	}
+	return f, nil
+}
+
+func run(a args) error {
+	if a.dump != "" {
+		f, err := openLog(a.dump)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		m := analysis.New()
+		m.SummaryOnly = true
+		if err := m.ReadAll(f); err != nil {
+			return err
+		}
+		return viewer.WriteThreadTable(os.Stdout, m)
+	}
+	if a.stats != "" {
+		return loadStats(a.stats)
+	}
+
+	m := analysis.New()
+	m.Demangle = symbols.Demangle
+	opt := viewer.Options{Source: a.target, Progress: new(atomic.Int64), Lines: symbols.NewCache(nil)}
+	var src io.Reader
+	var closer func()
+	var streamErr func() error
+	isTCP := !a.follow && a.target != "-" && tcpRe.MatchString(a.target)
+	if isTCP {
+		if _, err := os.Stat(a.target); err == nil {
+			isTCP = false // a file that happens to look like host:port
+		}
+	}
+	switch {
+	case isTCP:
+		addr := a.target
+		if strings.HasPrefix(addr, ":") {
+			addr = "127.0.0.1" + addr
+		}
+		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			return fmt.Errorf("connect to %s: %w (is memtrace --port or MEMTRACK_PORT running there?)", addr, err)
+		}
+		var tee *lineTee
+		if a.save != "" {
+			f, err := os.Create(a.save)
+			if err != nil {
+				conn.Close()
+				return fmt.Errorf("create the saved log: %w", err)
+			}
+			tee = &lineTee{f: f}
+		}
+		var w io.Writer
+		if tee != nil {
+			w = tee
+		}
+		sr := analysis.NewStreamReader(conn, w)
+		src, opt.Live = sr, true
+		streamErr = sr.Err
+		closer = func() {
+			conn.Close()
+			if tee != nil {
+				tee.f.Close()
+			}
+		}
+	case a.save != "":
+		return errors.New("-o/--save only applies to a TCP stream ([HOST]:PORT)")
+	case a.target == "-":
+		if !a.follow {
+			return errors.New("read stdin with -f -")
+		}
+		sr := analysis.NewStreamReader(os.Stdin, nil)
+		src, opt.Live, opt.Source = sr, true, "stdin"
+		streamErr = sr.Err
+	default:
+		f, err := openLog(a.target)
+		if err != nil {
+			return err
+		}
+		closer = func() { f.Close() }
+		if st, err := f.Stat(); err == nil {
+			opt.Size = st.Size()
+		}
+		if a.follow {
+			src, opt.Live = &analysis.Follower{R: f, Poll: 250 * time.Millisecond}, true
+		} else {
+			src = f
+		}
+	}
+	if closer != nil {
+		defer closer()
+	}
+
+	scr, err := tcell.NewScreen()
+	if err != nil {
+		return fmt.Errorf("open the terminal: %w", err)
+	}
+	if err := scr.Init(); err != nil {
+		return fmt.Errorf("open the terminal: %w (memview needs a terminal)", err)
+	}
+	app := viewer.New(scr, m, opt)
+	stop := make(chan struct{})
+	var changed atomic.Bool
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		err := m.Stream(src, analysis.StreamOptions{Lock: &app.Mu, Progress: opt.Progress, Stop: stop, OnBatch: func() { changed.Store(true) }})
+		if err == nil && streamErr != nil {
+			err = streamErr()
+		}
+		app.Mu.Lock()
+		select {
+		case <-stop:
+		default:
+			app.SetEnded(err)
+		}
+		app.Mu.Unlock()
+		changed.Store(true)
+	}()
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if changed.Swap(false) {
+					app.Notify()
+				}
+			}
+		}
+	}()
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				scr.Fini()
+				panic(r)
+			}
+		}()
+		app.Run()
+	}()
+	close(stop)
+	scr.Fini()
+	return nil
+}
+
+// lineTee saves a stream to a file in whole lines, so that a stream cut
+// mid-line still leaves a valid log.
+type lineTee struct {
+	f    *os.File
+	tail []byte
+}
+
+func (t *lineTee) Write(p []byte) (int, error) {
+	i := strings.LastIndexByte(string(p), '\n')
+	if i < 0 {
+		t.tail = append(t.tail, p...)
+		return len(p), nil
+	}
+	if len(t.tail) > 0 {
+		if _, err := t.f.Write(t.tail); err != nil {
+			return 0, err
+		}
+		t.tail = t.tail[:0]
+	}
+	if _, err := t.f.Write(p[:i+1]); err != nil {
+		return 0, err
+	}
+	t.tail = append(t.tail, p[i+1:]...)
+	return len(p), nil
+}
+
+// loadStats loads a log fully, as the TUI does, and prints the time and
+// peak memory: the benchmark's "open" figure.
+func loadStats(path string) error {
+	f, err := openLog(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	t0 := time.Now()
+	m := analysis.New()
+	m.Demangle = symbols.Demangle
+	if err := m.ReadAll(f); err != nil {
+		return err
+	}
+	load := time.Since(t0)
+	t1 := time.Now()
+	q := analysis.NewQuery()
+	sel := m.Select(&q, nil)
+	first := time.Since(t1)
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	n, b := m.Leaks()
+	fmt.Printf("load %.3fs  first-select %.3fs  allocs %d  selected %d  leaks %d (%d bytes)  stacks %d  maxrss %d MB  gomaxprocs %d\n",
+		load.Seconds(), first.Seconds(), m.Len(), len(sel), n, b, m.NumStacks(), ru.Maxrss/1024, runtime.GOMAXPROCS(0))
+	return nil
+}

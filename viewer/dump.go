@@ -1,0 +1,45 @@
+package viewer
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+
+	"github.com/memtrace/memtrace/analysis"
+)
+
+// WriteThreadTable writes memview's per-thread table (memview
+// --dump-threads): one row per thread with allocated, freed, live and
+// leaked bytes, then the totals.
+func WriteThreadTable(out io.Writer, m *analysis.Model) error {
+	w := bufio.NewWriter(out)
+	fmt.Fprintf(w, "%-16s %8s %10s %14s %10s %14s %14s %10s %14s\n", "Thread", "TID", "Allocs", "Allocated", "Frees", "Freed", "Net(live)", "Leaks", "Leaked")
+	var ta, tf, tl int64
+	var ba, bf, bn, bl uint64
+	for _, i := range m.ThreadOrder(analysis.ThreadByTID, false, -1) {
+		t := &m.Threads[i]
+		ln, lb := m.ThreadLeaks(i)
+		fmt.Fprintf(w, "%-16s %8d %10d %14d %10d %14d %14d %10d %14d\n", t.Name, t.TID, t.Allocs, t.AllocBytes, t.Frees, t.FreedBytes, t.LiveBytes, ln, lb)
+		ta += t.Allocs
+		tf += t.Frees
+		tl += ln
+		ba += t.AllocBytes
+		bf += t.FreedBytes
+		bn += t.LiveBytes
+		bl += lb
+	}
+	fmt.Fprintf(w, "%-16s %8s %10d %14d %10d %14d %14d %10d %14d\n", "TOTAL", "", ta, ba, tf, bf, bn, tl, bl)
+	c := m.Counts
+	fmt.Fprintf(w, "\n%d lines, %d events, %d frames; %d unmatched frees", c.Lines, c.Events, c.Frames, c.UnmatchedFrees)
+	if m.LostEvents > 0 {
+		fmt.Fprintf(w, "; %d events LOST by the tracer", m.LostEvents)
+	}
+	if g := c.Garbage(); g > 0 {
+		fmt.Fprintf(w, "; %d unreadable lines skipped", g)
+	}
+	fmt.Fprintln(w)
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write thread table: %w", err)
+	}
+	return nil
+}

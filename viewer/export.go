@@ -1,0 +1,67 @@
+package viewer
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// export writes the visible records (or groups, in group mode) to path.
+func (a *App) export(path string) {
+	if path == "" {
+		a.message = "export cancelled: no file name"
+		return
+	}
+	n, err := a.writeExport(path)
+	if err != nil {
+		a.message = err.Error()
+		return
+	}
+	a.message = "exported " + strconv.Itoa(n) + " rows to " + path
+}
+
+func (a *App) writeExport(path string) (int, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, fmt.Errorf("export: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	m := a.M
+	fmt.Fprintf(w, "# memview export of %s: filter %s, thread %s, sort %s", a.opt.Source, a.q.Status, a.threadLabel(), a.sortLabel())
+	if a.q.Search != "" {
+		fmt.Fprintf(w, ", search %q", a.q.Search)
+	}
+	fmt.Fprintln(w)
+	n := 0
+	if a.groupMode {
+		fmt.Fprintf(w, "%-3s %10s %12s %14s %12s  %s\n", "", "count", "total", "rate/s", "growth", "stack")
+		for k := range a.groups {
+			g := &a.groups[k]
+			mono := ""
+			if g.Monotonic {
+				mono = "▲"
+			}
+			fmt.Fprintf(w, "%-3s %10d %12d %14.0f %12d  [%s]\n", mono, g.Count, g.Total, g.Rate(), g.Growth, m.Threads[g.Thread].Name)
+			for i, f := range m.Frames(g.Stack) {
+				fmt.Fprintf(w, "      #%-2d %s  %s+0x%x\n", i, m.FrameName(f), m.Frame(f).Module, m.Frame(f).Offset)
+			}
+			n++
+		}
+	} else {
+		fmt.Fprintf(w, "%-4s %-18s %-10s %12s %12s  %s\n", "St.", "pointer", "op", "time", "size", "thread / first frame")
+		for _, i := range a.sel {
+			_, tag := a.rowStyle(i)
+			fmt.Fprintf(w, "%-4s %-18s %-10s %12s %12d  %s  %s\n", tag, Ptr(m.Ptr[i]), m.OpName(m.Op[i]), Dur(m.TS[i]-m.MinTS), m.Size[i], m.Threads[m.Thread[i]].Name, a.firstFrame(m.Stack[i]))
+			n++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("export: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("export: %w", err)
+	}
+	return n, nil
+}

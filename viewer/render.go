@@ -1,0 +1,683 @@
+package viewer
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/memtrace/memtrace/analysis"
+)
+
+var (
+	stDefault = tcell.StyleDefault
+	stBorder  = tcell.StyleDefault.Foreground(tcell.ColorSilver)
+	stTitle   = tcell.StyleDefault.Bold(true)
+	stLive    = tcell.StyleDefault.Foreground(tcell.ColorGreen).Bold(true)
+	stDone    = tcell.StyleDefault.Foreground(tcell.ColorRed).Bold(true)
+	stGreen   = tcell.StyleDefault.Foreground(tcell.ColorGreen)
+	stYellow  = tcell.StyleDefault.Foreground(tcell.ColorYellow)
+	stRedBold = tcell.StyleDefault.Foreground(tcell.ColorRed).Bold(true)
+	stFreed   = tcell.StyleDefault.Foreground(tcell.ColorYellow).Dim(true)
+	stMagenta = tcell.StyleDefault.Foreground(tcell.ColorFuchsia).Bold(true)
+	stHead    = tcell.StyleDefault.Bold(true).Underline(true)
+	stFocus   = tcell.StyleDefault.Foreground(tcell.ColorAqua).Bold(true).Underline(true)
+	stDim     = tcell.StyleDefault.Dim(true)
+	stWarn    = tcell.StyleDefault.Foreground(tcell.ColorRed)
+	stPrompt  = tcell.StyleDefault.Foreground(tcell.ColorAqua).Bold(true)
+)
+
+// put writes s from x on row y, not past maxX; it returns the next column.
+func (a *App) put(x, y, maxX int, s string, st tcell.Style) int {
+	for _, r := range s {
+		if x >= maxX {
+			break
+		}
+		a.scr.SetContent(x, y, r, nil, st)
+		x++
+	}
+	return x
+}
+
+func (a *App) hline(y, x0, x1 int, l, mid, r rune, split int, splitR rune) {
+	a.scr.SetContent(x0, y, l, nil, stBorder)
+	for x := x0 + 1; x < x1; x++ {
+		c := mid
+		if x == split {
+			c = splitR
+		}
+		a.scr.SetContent(x, y, c, nil, stBorder)
+	}
+	a.scr.SetContent(x1, y, r, nil, stBorder)
+}
+
+func (a *App) draw() {
+	a.scr.Clear()
+	w, h := a.scr.Size()
+	if w < 40 || h < 12 {
+		a.put(0, 0, w, "memview: terminal too small (40x12 at least)", stWarn)
+		a.scr.Show()
+		return
+	}
+	a.refresh()
+	m := a.M
+
+	// Rows: title, header, timeline, separator, panes, separator, threads, bottom.
+	y := 0
+	a.hline(0, 0, w-1, '┌', '─', '┐', -1, 0)
+	a.drawTitle(w)
+	y = 1
+	a.vbar(y, w)
+	a.drawHeader(y, w)
+	y++
+	if !a.noTimeline {
+		a.vbar(y, w)
+		a.drawTimeline(y, w)
+		y++
+	}
+	split := w * 62 / 100
+	a.hline(y, 0, w-1, '├', '─', '┤', split, '┬')
+	y++
+	nth := len(m.ThreadOrder(analysis.ThreadByName, false, a.q.Proc))
+	thRows := min(nth, 6) + 1
+	if thRows < 2 {
+		thRows = 2
+	}
+	paneBottom := h - 1 - thRows - 1 // row of the lower separator
+	if paneBottom-y < 3 {
+		paneBottom = y + 3
+	}
+	for yy := y; yy < paneBottom; yy++ {
+		a.scr.SetContent(0, yy, '│', nil, stBorder)
+		a.scr.SetContent(split, yy, '│', nil, stBorder)
+		a.scr.SetContent(w-1, yy, '│', nil, stBorder)
+	}
+	a.listRows = paneBottom - y - 1
+	switch {
+	case a.hist:
+		a.drawHistogram(1, y, split, paneBottom)
+	case a.groupMode:
+		a.drawGroups(1, y, split, paneBottom)
+	default:
+		a.drawList(1, y, split, paneBottom)
+	}
+	a.drawDetail(split+1, y, w-1, paneBottom)
+	a.hline(paneBottom, 0, w-1, '├', '─', '┤', split, '┴')
+	for yy := paneBottom + 1; yy < h-1; yy++ {
+		a.vbar(yy, w)
+	}
+	a.drawThreads(1, paneBottom+1, w-1, h-1)
+	a.hline(h-1, 0, w-1, '└', '─', '┘', -1, 0)
+	a.drawBottom(w, h)
+	if a.help {
+		a.drawHelp(w, h)
+	}
+	a.scr.Show()
+}
+
+func (a *App) vbar(y, w int) {
+	a.scr.SetContent(0, y, '│', nil, stBorder)
+	a.scr.SetContent(w-1, y, '│', nil, stBorder)
+}
+
+func sep(x, y, maxX int, a *App) int {
+	return a.put(x, y, maxX, "  │  ", stBorder)
+}
+
+func (a *App) drawTitle(w int) {
+	m := a.M
+	x := a.put(2, 0, w-2, " ", stBorder)
+	if a.ended || (m.Done && !a.opt.Live) {
+		x = a.put(x, 0, w-2, "✕ DONE", stDone)
+	} else if a.opt.Live {
+		x = a.put(x, 0, w-2, "● LIVE", stLive)
+	} else {
+		x = a.put(x, 0, w-2, "◌ LOADING", stYellow)
+	}
+	x = a.put(x, 0, w-2, "  "+a.opt.Source, stTitle)
+	if m.Header.Seen && (m.Header.Comm != "" || m.Header.Cmd != "") {
+		cmd := m.Header.Cmd
+		if cmd == "" {
+			cmd = m.Header.Comm
+		}
+		x = sep(x, 0, w-2, a)
+		x = a.put(x, 0, w-2, "pid "+strconv.FormatInt(m.Header.PID, 10)+" "+cmd, stDefault)
+	}
+	x = sep(x, 0, w-2, a)
+	x = a.put(x, 0, w-2, strconv.Itoa(m.Len())+" allocs", stDefault)
+	x = sep(x, 0, w-2, a)
+	shown := len(a.sel)
+	if a.groupMode {
+		x = a.put(x, 0, w-2, strconv.Itoa(shown)+" shown in "+strconv.Itoa(len(a.groups))+" groups", stDefault)
+	} else {
+		x = a.put(x, 0, w-2, strconv.Itoa(shown)+" shown", stDefault)
+	}
+	if m.LostEvents > 0 {
+		x = sep(x, 0, w-2, a)
+		x = a.put(x, 0, w-2, "Lost: "+strconv.FormatInt(m.LostEvents, 10), stWarn)
+	}
+	if g := m.Counts.Garbage(); g > 0 {
+		x = sep(x, 0, w-2, a)
+		x = a.put(x, 0, w-2, "Skipped: "+strconv.FormatInt(g, 10)+" bad lines", stWarn)
+	}
+	if !m.Done && !a.ended && a.opt.Progress != nil && a.opt.Size > 0 && !a.opt.Live {
+		pct := a.opt.Progress.Load() * 100 / a.opt.Size
+		x = sep(x, 0, w-2, a)
+		x = a.put(x, 0, w-2, "Loading "+strconv.FormatInt(pct, 10)+"%", stYellow)
+	}
+	if a.readErr != nil {
+		x = sep(x, 0, w-2, a)
+		x = a.put(x, 0, w-2, a.readErr.Error(), stWarn)
+	}
+	a.put(x, 0, w-2, " ", stBorder)
+}
+
+func (a *App) drawHeader(y, w int) {
+	m := a.M
+	mx := w - 1
+	x := a.put(2, y, mx, "Filter: "+a.q.Status.String(), stDefault)
+	x = sep(x, y, mx, a)
+	x = a.put(x, y, mx, "Thread: "+a.threadLabel(), stDefault)
+	if len(m.Procs) > 1 {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, "Proc: "+a.procLabel(), stDefault)
+	}
+	x = sep(x, y, mx, a)
+	x = a.put(x, y, mx, "Sort: "+a.sortLabel(), stDefault)
+	x = sep(x, y, mx, a)
+	n, b := m.Leaks()
+	st := stDefault
+	if n > 0 {
+		st = stRedBold
+	}
+	x = a.put(x, y, mx, "Leaks: "+strconv.FormatInt(n, 10)+"  ("+Bytes(b)+")", st)
+	x = sep(x, y, mx, a)
+	f := "OFF"
+	if a.follow {
+		f = "ON"
+	}
+	x = a.put(x, y, mx, "Follow: "+f+" [F]", stDefault)
+	if a.q.MinAge > 0 {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, "Age≥"+strconv.FormatFloat(float64(a.q.MinAge)/1e6, 'g', -1, 64)+"s", stYellow)
+	}
+	if a.q.Search != "" {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, "Search: "+a.q.Search, stYellow)
+	}
+	if a.q.HasSince {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, "▶ DELTA since "+Dur(a.q.Since-m.MinTS), stYellow)
+	}
+	if a.q.HasRange {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, "▶◀ RANGE "+Dur(a.q.From-m.MinTS)+"–"+Dur(a.q.To-m.MinTS), stYellow)
+	} else if a.fromSet || a.toSet {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, "RANGE: set the other end", stDim)
+	}
+	if a.hasBaseline {
+		x = sep(x, y, mx, a)
+		a.put(x, y, mx, "Baseline "+Dur(a.baseline-m.MinTS), stMagenta)
+	}
+}
+
+func (a *App) sortLabel() string {
+	arrow := func(desc bool) string {
+		if desc {
+			return " ▼"
+		}
+		return " ▲"
+	}
+	if a.groupMode && !a.hist {
+		gs := a.groupSort
+		if gs == analysis.GroupByGrowth && !a.hasBaseline {
+			gs = analysis.GroupByTotal
+		}
+		return gs.String() + arrow(a.groupDesc)
+	}
+	return a.q.Sort.String() + arrow(a.q.Desc)
+}
+
+var sparks = []rune("▁▂▃▄▅▆▇█")
+
+func (a *App) drawTimeline(y, w int) {
+	m := a.M
+	label := Dur(m.Duration())
+	if a.q.Thread != analysis.NoThread && int(a.q.Thread) < len(m.Threads) {
+		label += " " + m.Threads[a.q.Thread].Name
+	}
+	n := w - 4 - runeLen(label) - 1
+	if n < 4 {
+		return
+	}
+	cells := m.Timeline(n, a.q.Thread, a.q.Proc)
+	var max int64
+	for _, c := range cells {
+		if c.Live > max {
+			max = c.Live
+		}
+	}
+	col := func(ts uint64) int {
+		span := m.MaxTS - m.MinTS + 1
+		if ts < m.MinTS {
+			return 0
+		}
+		c := int((ts - m.MinTS) * uint64(n) / span)
+		return min(c, n-1)
+	}
+	over := map[int]struct {
+		r  rune
+		st tcell.Style
+	}{}
+	if a.q.HasSince {
+		over[col(a.q.Since)] = struct {
+			r  rune
+			st tcell.Style
+		}{'|', stYellow}
+	}
+	if a.fromSet {
+		over[col(a.rangeFrom)] = struct {
+			r  rune
+			st tcell.Style
+		}{'[', stTitle}
+	}
+	if a.toSet {
+		over[col(a.rangeTo)] = struct {
+			r  rune
+			st tcell.Style
+		}{']', stTitle}
+	}
+	for k, mk := range a.markers {
+		if mk.set {
+			over[col(mk.ts)] = struct {
+				r  rune
+				st tcell.Style
+			}{rune('1' + k), stMagenta}
+		}
+	}
+	for i, c := range cells {
+		x := 2 + i
+		if o, ok := over[i]; ok {
+			a.scr.SetContent(x, y, o.r, nil, o.st)
+			continue
+		}
+		lvl := 0
+		if max > 0 && c.Live > 0 {
+			lvl = int(c.Live * int64(len(sparks)-1) / max)
+		}
+		st := stGreen
+		if c.Net < 0 {
+			st = stYellow
+		}
+		a.scr.SetContent(x, y, sparks[lvl], nil, st)
+	}
+	a.put(2+n+1, y, w-1, label, stDefault)
+}
+
+// rowStyle colours a record as memview does: leaks red, freed dim yellow,
+// live by age (new green, middle yellow, old red).
+func (a *App) rowStyle(i uint32) (tcell.Style, string) {
+	m := a.M
+	switch m.Status(i) {
+	case analysis.StatusLeak:
+		return stRedBold, "[L]"
+	case analysis.StatusFreed:
+		return stFreed, "[F]"
+	}
+	d := m.Duration()
+	if d == 0 {
+		return stGreen, "[A]"
+	}
+	age := float64(m.MaxTS-m.TS[i]) / float64(d)
+	switch {
+	case age <= 0.30:
+		return stGreen, "[A]"
+	case age <= 0.75:
+		return stYellow, "[A]"
+	}
+	return stRedBold, "[A]"
+}
+
+func (a *App) headStyle(p Pane) tcell.Style {
+	if a.focus == p {
+		return stFocus
+	}
+	return stHead
+}
+
+// scrollTo keeps cursor within [top, top+rows).
+func scrollTo(cursor, top, rows int) int {
+	if cursor < top {
+		top = cursor
+	}
+	if cursor >= top+rows {
+		top = cursor - rows + 1
+	}
+	if top < 0 {
+		top = 0
+	}
+	return top
+}
+
+func (a *App) drawList(x0, y0, x1, y1 int) {
+	m := a.M
+	a.put(x0, y0, x1, pad("St. Pointer             Op        Time        Size      Thread", x1-x0), a.headStyle(PaneList))
+	rows := y1 - y0 - 1
+	a.top = scrollTo(a.cursor, a.top, rows)
+	for r := 0; r < rows; r++ {
+		k := a.top + r
+		if k >= len(a.sel) {
+			break
+		}
+		i := a.sel[k]
+		st, tag := a.rowStyle(i)
+		if k == a.cursor {
+			st = st.Reverse(true)
+		}
+		line := tag + " " + pad(Ptr(m.Ptr[i]), 19) + " " + pad(m.OpName(m.Op[i]), 9) + " " + pad(Dur(m.TS[i]-m.MinTS), 11) + " " + pad(Bytes(m.Size[i]), 9) + " " + m.Threads[m.Thread[i]].Name
+		a.put(x0, y0+1+r, x1, pad(line, x1-x0), st)
+	}
+	if len(a.sel) == 0 {
+		msg := "no records"
+		if !m.Done && !a.ended {
+			msg = "no records yet"
+		}
+		a.put(x0+1, y0+2, x1, msg, stDim)
+	}
+}
+
+func (a *App) firstFrame(stack uint32) string {
+	fr := a.M.Frames(stack)
+	if len(fr) == 0 {
+		return "(no stack)"
+	}
+	return a.M.FrameName(fr[0])
+}
+
+func (a *App) drawGroups(x0, y0, x1, y1 int) {
+	m := a.M
+	head := "     ×N         Total      Rate/s  "
+	if a.hasBaseline {
+		head += "   Growth  "
+	}
+	head += "Call site"
+	a.put(x0, y0, x1, pad(head, x1-x0), a.headStyle(PaneList))
+	rows := y1 - y0 - 1
+	a.gtop = scrollTo(a.gcursor, a.gtop, rows)
+	for r := 0; r < rows; r++ {
+		k := a.gtop + r
+		if k >= len(a.groups) {
+			break
+		}
+		g := &a.groups[k]
+		st := stDefault
+		switch {
+		case g.LiveCount > 0 && g.Freed == 0:
+			st = stRedBold
+		case g.LiveCount > 0:
+			st = stYellow
+		default:
+			st = stFreed
+		}
+		if k == a.gcursor {
+			st = st.Reverse(true)
+		}
+		x := x0
+		if g.Monotonic {
+			ms := stRedBold
+			if k == a.gcursor {
+				ms = ms.Reverse(true)
+			}
+			x = a.put(x, y0+1+r, x1, "▲", ms)
+		} else {
+			x = a.put(x, y0+1+r, x1, " ", st)
+		}
+		rate := "-"
+		if g.Rate() > 0 {
+			rate = Bytes(uint64(g.Rate())) + "/s"
+		}
+		line := " ×" + pad(strconv.FormatInt(g.Count, 10), 8) + lpad(Bytes(g.Total), 10) + "  " + lpad(rate, 11) + "  "
+		if a.hasBaseline {
+			line += lpad(SBytes(g.Growth), 9) + "  "
+		}
+		line += a.firstFrame(g.Stack) + "  [" + m.Threads[g.Thread].Name + "]"
+		a.put(x, y0+1+r, x1, pad(line, x1-x), st)
+	}
+	if len(a.groups) == 0 {
+		a.put(x0+1, y0+2, x1, "no records", stDim)
+	}
+}
+
+func (a *App) drawHistogram(x0, y0, x1, y1 int) {
+	m := a.M
+	a.put(x0, y0, x1, pad("Size        Count       Bytes  (visible records)", x1-x0), a.headStyle(PaneList))
+	hs := m.Histogram(a.sel)
+	var max int64
+	for _, b := range hs {
+		if b.Count > max {
+			max = b.Count
+		}
+	}
+	labels := []string{"≤16 B", "≤64 B", "≤256 B", "≤1 KB", "≤4 KB", "≤16 KB", "≤64 KB", "≤256 KB", "≤1 MB", ">1 MB"}
+	for k, b := range hs {
+		y := y0 + 1 + k
+		if y >= y1 {
+			break
+		}
+		x := a.put(x0, y, x1, pad(labels[k], 9)+lpad(strconv.FormatInt(b.Count, 10), 8)+lpad(Bytes(b.Bytes), 12)+"  ", stDefault)
+		barW := x1 - x - 1
+		if barW > 0 && max > 0 {
+			n := int(b.Count * int64(barW) / max)
+			if n == 0 && b.Count > 0 {
+				n = 1
+			}
+			a.put(x, y, x1, strings.Repeat("█", n), stGreen)
+		}
+	}
+}
+
+// detailLines builds the detail pane's text for the selection.
+func (a *App) detailLines() []styled {
+	m := a.M
+	var out []styled
+	add := func(s string, st tcell.Style) { out = append(out, styled{s, st}) }
+	if a.groupMode && !a.hist {
+		if a.gcursor >= len(a.groups) {
+			return nil
+		}
+		g := &a.groups[a.gcursor]
+		add("── Call site ──────────────", stHead)
+		add("  Allocs  : "+strconv.FormatInt(g.Count, 10), stDefault)
+		add("  Total   : "+Bytes(g.Total), stDefault)
+		add("  Live    : "+strconv.FormatInt(g.LiveCount, 10)+" ("+Bytes(g.LiveBytes)+")", stDefault)
+		add("  Freed   : "+strconv.FormatInt(g.Freed, 10), stDefault)
+		add("  Span    : "+Dur(g.First-m.MinTS)+" – "+Dur(g.Last-m.MinTS), stDefault)
+		if g.Rate() > 0 {
+			add("  Rate    : "+Bytes(uint64(g.Rate()))+"/s", stDefault)
+		}
+		if g.Monotonic {
+			add("  ▲ live bytes never decrease", stRedBold)
+		}
+		if a.hasBaseline {
+			add("  Growth  : "+SBytes(g.Growth)+" since baseline", stMagenta)
+		}
+		out = append(out, a.stackLines("Stack", g.Stack)...)
+		return out
+	}
+	i, ok := a.selected()
+	if !ok {
+		return nil
+	}
+	st := m.Status(i)
+	t := &m.Threads[m.Thread[i]]
+	add("── Allocation ─────────────", stHead)
+	add("  Op      : "+m.OpName(m.Op[i]), stDefault)
+	add("  Ptr     : "+Ptr(m.Ptr[i]), stDefault)
+	add("  Size    : "+Bytes(m.Size[i])+" ("+strconv.FormatUint(m.Size[i], 10)+")", stDefault)
+	add("  Time    : "+Dur(m.TS[i]-m.MinTS), stDefault)
+	add("  Thread  : "+t.Name+" ("+strconv.FormatInt(t.TID, 10)+")", stDefault)
+	if len(m.Procs) > 1 {
+		add("  Process : "+m.ProcLabel(int(t.Proc)), stDefault)
+	}
+	sst, _ := a.rowStyle(i)
+	add("  Status  : "+strings.ToUpper(st.String()), sst)
+	add("  Lifetime: "+Dur(m.Lifetime(i)), stDefault)
+	if st == analysis.StatusFreed {
+		ft := &m.Threads[m.FreeThread[i]]
+		add("── Free ───────────────────", stHead)
+		add("  Op      : "+m.OpName(m.FreeOp[i]), stDefault)
+		add("  Time    : "+Dur(m.FreeTS[i]-m.MinTS), stDefault)
+		add("  Thread  : "+ft.Name+" ("+strconv.FormatInt(ft.TID, 10)+")", stDefault)
+	}
+	out = append(out, a.stackLines("Stack", m.Stack[i])...)
+	if st == analysis.StatusFreed && m.FreeStack[i] != 0 {
+		out = append(out, a.stackLines("Free stack", m.FreeStack[i])...)
+	}
+	return out
+}
+
+type styled struct {
+	s  string
+	st tcell.Style
+}
+
+func (a *App) stackLines(title string, stack uint32) []styled {
+	m := a.M
+	out := []styled{{"── " + title + " ─────────────", stHead}}
+	frames := m.Frames(stack)
+	if len(frames) == 0 {
+		return append(out, styled{"  (no frames in the log)", stDim})
+	}
+	for k, f := range frames {
+		fr := m.Frame(f)
+		out = append(out, styled{"  #" + strconv.Itoa(k) + " " + m.FrameName(f), stDefault})
+		loc := fr.Module
+		if fr.Symbol != "" || fr.Offset != 0 {
+			loc += "+0x" + strconv.FormatUint(fr.Offset, 16)
+		}
+		if a.srcLines {
+			if s := a.sourceLine(f); s != "" {
+				loc = s
+			}
+		}
+		out = append(out, styled{"     " + loc, stDim})
+	}
+	return out
+}
+
+func (a *App) sourceLine(f uint32) string {
+	if a.opt.Lines == nil {
+		return ""
+	}
+	if s, ok := a.srcCache[f]; ok {
+		return s
+	}
+	fr := a.M.Frame(f)
+	file, line, err := a.opt.Lines.SourceLine(fr.Module, fr.Symbol, fr.Offset)
+	s := ""
+	if err == nil && file != "" {
+		s = file + ":" + strconv.Itoa(line)
+	} else {
+		s = fr.Module + " (no line info)"
+	}
+	a.srcCache[f] = s
+	return s
+}
+
+func (a *App) drawDetail(x0, y0, x1, y1 int) {
+	a.put(x0, y0, x1, pad("Detail [↑↓ scroll]", x1-x0), a.headStyle(PaneDetail))
+	lines := a.detailLines()
+	rows := y1 - y0 - 1
+	if a.dscroll > len(lines)-rows {
+		a.dscroll = max(len(lines)-rows, 0)
+	}
+	for r := 0; r < rows; r++ {
+		k := a.dscroll + r
+		if k >= len(lines) {
+			break
+		}
+		a.put(x0+1, y0+1+r, x1, lines[k].s, lines[k].st)
+	}
+}
+
+func (a *App) drawThreads(x0, y0, x1, y1 int) {
+	m := a.M
+	head := pad("Thread", 16) + lpad("TID", 8) + lpad("Allocated", 12) + lpad("Freed", 12) + lpad("Net(live)", 12) + "  Leaks" + "   [sort: " + a.thSort.String()
+	if a.thDesc {
+		head += " ▼]"
+	} else {
+		head += " ▲]"
+	}
+	a.put(x0, y0, x1, pad(head, x1-x0), a.headStyle(PaneThreads))
+	order := m.ThreadOrder(a.thSort, a.thDesc, a.q.Proc)
+	rows := y1 - y0 - 1
+	a.ttop = scrollTo(a.tcursor, a.ttop, rows)
+	for r := 0; r < rows; r++ {
+		k := a.ttop + r
+		if k >= len(order) {
+			break
+		}
+		ti := order[k]
+		t := &m.Threads[ti]
+		ln, lb := m.ThreadLeaks(ti)
+		leaks := strconv.FormatInt(ln, 10)
+		if ln > 0 {
+			leaks += " (" + Bytes(lb) + ")"
+		}
+		name := t.Name
+		if uint32(ti) == a.q.Thread {
+			name = "▸" + name
+		}
+		line := pad(name, 16) + lpad(strconv.FormatInt(t.TID, 10), 8) + lpad(Bytes(t.AllocBytes), 12) + lpad(Bytes(t.FreedBytes), 12) + lpad(Bytes(t.LiveBytes), 12) + "  " + leaks
+		st := stDefault
+		if ln > 0 {
+			st = stRedBold
+		}
+		if a.focus == PaneThreads && k == a.tcursor {
+			st = st.Reverse(true)
+		}
+		a.put(x0, y0+1+r, x1, pad(line, x1-x0), st)
+	}
+}
+
+func (a *App) drawBottom(w, h int) {
+	y := h - 1
+	switch {
+	case a.prompt != nil:
+		x := a.put(2, y, w-2, " "+a.prompt.label+": ", stPrompt)
+		x = a.put(x, y, w-2, string(a.prompt.text), stDefault)
+		a.scr.SetContent(x, y, '_', nil, stPrompt.Blink(true))
+		a.put(x+1, y, w-2, "  (Enter: ok, Esc: cancel) ", stDim)
+	case a.message != "":
+		a.put(2, y, w-2, " "+a.message+" ", stYellow)
+	default:
+		a.put(2, y, w-2, " ?:help  f:filter  \\:group  /:search  t:thread  s:sort  q:quit ", stDim)
+	}
+}
+
+func (a *App) drawHelp(w, h int) {
+	lines := HelpLines()
+	bw := 0
+	for _, l := range lines {
+		bw = max(bw, runeLen(l))
+	}
+	bw = min(bw+4, w-2)
+	bh := min(len(lines)+2, h-2)
+	x0 := (w - bw) / 2
+	y0 := (h - bh) / 2
+	for y := y0; y < y0+bh; y++ {
+		for x := x0; x < x0+bw; x++ {
+			a.scr.SetContent(x, y, ' ', nil, stDefault)
+		}
+	}
+	a.hline(y0, x0, x0+bw-1, '┌', '─', '┐', -1, 0)
+	a.put(x0+2, y0, x0+bw-2, " memview keys (any key closes) ", stTitle)
+	for k := 0; k < bh-2; k++ {
+		a.scr.SetContent(x0, y0+1+k, '│', nil, stBorder)
+		a.scr.SetContent(x0+bw-1, y0+1+k, '│', nil, stBorder)
+		if k < len(lines) {
+			a.put(x0+2, y0+1+k, x0+bw-2, lines[k], stDefault)
+		}
+	}
+	a.hline(y0+bh-1, x0, x0+bw-1, '└', '─', '┘', -1, 0)
+}
