@@ -92,7 +92,8 @@ func newDWARFIndex(e *elfFile) (x *dwarfIndex, err error) {
 	}
 	x = &dwarfIndex{d: d, names: map[dwarf.Offset]string{}}
 	r := d.Reader()
-	for {
+	last := dwarf.Offset(0)
+	for first := true; ; first = false {
 		ent, err := r.Next()
 		if err != nil {
 			return nil, fmt.Errorf("reading compilation units: %w: %w", ErrMalformed, err)
@@ -100,6 +101,12 @@ func newDWARFIndex(e *elfFile) (x *dwarfIndex, err error) {
 		if ent == nil {
 			break
 		}
+		// debug/dwarf can return the same entry forever on some corrupt
+		// abbreviation tables; a sequential walk must move forward.
+		if !first && ent.Offset <= last {
+			return nil, fmt.Errorf("compilation unit at %#x does not advance: %w", ent.Offset, ErrMalformed)
+		}
+		last = ent.Offset
 		if ent.Tag != dwarf.TagCompileUnit && ent.Tag != dwarf.TagPartialUnit {
 			r.SkipChildren()
 			continue
@@ -242,11 +249,13 @@ func (x *dwarfIndex) loadFuncs(u *unitInfo) {
 	}
 	root := &fnode{}
 	stack := []*fnode{root}
+	last := cu.Offset
 	for len(stack) > 0 {
 		e, err := r.Next()
-		if err != nil || e == nil {
-			break
+		if err != nil || e == nil || e.Offset <= last {
+			break // corrupt: keep what was read
 		}
+		last = e.Offset
 		if e.Tag == 0 {
 			stack = stack[:len(stack)-1]
 			continue
