@@ -93,7 +93,8 @@ func newDWARFIndex(e *elfFile) (x *dwarfIndex, err error) {
 	x = &dwarfIndex{d: d, names: map[dwarf.Offset]string{}}
 	r := d.Reader()
 	last := dwarf.Offset(0)
-	for first := true; ; first = false {
+	seen := false
+	for {
 		ent, err := r.Next()
 		if err != nil {
 			return nil, fmt.Errorf("reading compilation units: %w: %w", ErrMalformed, err)
@@ -101,12 +102,15 @@ func newDWARFIndex(e *elfFile) (x *dwarfIndex, err error) {
 		if ent == nil {
 			break
 		}
+		if ent.Tag == 0 {
+			continue // padding between units; null entries carry no offset
+		}
 		// debug/dwarf can return the same entry forever on some corrupt
 		// abbreviation tables; a sequential walk must move forward.
-		if !first && ent.Offset <= last {
+		if seen && ent.Offset <= last {
 			return nil, fmt.Errorf("compilation unit at %#x does not advance: %w", ent.Offset, ErrMalformed)
 		}
-		last = ent.Offset
+		last, seen = ent.Offset, true
 		if ent.Tag != dwarf.TagCompileUnit && ent.Tag != dwarf.TagPartialUnit {
 			r.SkipChildren()
 			continue
@@ -252,14 +256,17 @@ func (x *dwarfIndex) loadFuncs(u *unitInfo) {
 	last := cu.Offset
 	for len(stack) > 0 {
 		e, err := r.Next()
-		if err != nil || e == nil || e.Offset <= last {
-			break // corrupt: keep what was read
+		if err != nil || e == nil {
+			break
 		}
-		last = e.Offset
-		if e.Tag == 0 {
+		if e.Tag == 0 { // end of a children list (null entries have no offset)
 			stack = stack[:len(stack)-1]
 			continue
 		}
+		if e.Offset <= last {
+			break // corrupt and not advancing: keep what was read
+		}
+		last = e.Offset
 		parent := stack[len(stack)-1]
 		next := parent
 		if e.Tag == dwarf.TagSubprogram || e.Tag == dwarf.TagInlinedSubroutine {
