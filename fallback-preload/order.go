@@ -1,0 +1,117 @@
+package preload
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// sortLimit bounds the log size SortFile sorts in memory; bigger logs are
+// left in per-thread order (readers order by ts, SPEC §2).
+const sortLimit = 2 << 30
+
+// SortFile rewrites a log written by the library in global time order. The
+// library buffers per thread, so a thread's records come in chunks; each
+// record (an event with its frame lines) keeps its frames, records with the
+// same ts keep their file order, and meta lines without ts= stay after the
+// record they followed. Lines that are not log lines are kept in place the
+// same way. The rewrite goes through a temporary file and a rename, so the
+// log is never half written.
+func SortFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("sort the log: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Size() > sortLimit {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("sort the log: %w", err)
+	}
+	out, sorted := SortLog(data)
+	if sorted {
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".memtrace-sort-*")
+	if err != nil {
+		return fmt.Errorf("sort the log (it stays in per-thread order): %w", err)
+	}
+	_, werr := tmp.Write(out)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), st.Mode().Perm())
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("sort the log (it stays in per-thread order): %w", werr)
+	}
+	return nil
+}
+
+type record struct {
+	ts         uint64
+	start, end int
+}
+
+// SortLog returns data in time order and whether it already was.
+func SortLog(data []byte) ([]byte, bool) {
+	var recs []record
+	var l logfmt.Line
+	var ts uint64
+	pos := 0
+	inOrder := true
+	for pos < len(data) {
+		end := bytes.IndexByte(data[pos:], '\n')
+		next := len(data)
+		if end >= 0 {
+			next = pos + end + 1
+		}
+		line := data[pos:next]
+		err := l.Parse(bytes.TrimSuffix(line, []byte("\n")))
+		switch {
+		case err == nil && (l.Kind == logfmt.KindAlloc || l.Kind == logfmt.KindFree || l.Kind == logfmt.KindExit):
+			ts = l.TS
+			if len(recs) > 0 && ts < recs[len(recs)-1].ts {
+				inOrder = false
+			}
+			recs = append(recs, record{ts, pos, next})
+		case err == nil && l.Kind == logfmt.KindMeta:
+			if v, ok := logfmt.Field(logfmt.Fields(l.Rest), "ts"); ok {
+				if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+					ts = n
+					if len(recs) > 0 && ts < recs[len(recs)-1].ts {
+						inOrder = false
+					}
+				}
+			}
+			recs = append(recs, record{ts, pos, next})
+		case len(recs) == 0:
+			recs = append(recs, record{ts, pos, next})
+		default:
+			// Frames (and anything unreadable) stay with the record
+			// before them.
+			recs[len(recs)-1].end = next
+		}
+		pos = next
+	}
+	if inOrder {
+		return data, true
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].ts < recs[j].ts })
+	out := make([]byte, 0, len(data))
+	for _, r := range recs {
+		out = append(out, data[r.start:r.end]...)
+	}
+	return out, false
+}

@@ -1,0 +1,308 @@
+package preload
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+//go:embed lib
+var libFS embed.FS
+
+// LibName is the library's file name beside the executable and in bin/.
+const LibName = "memtrace-preload.so"
+
+// LibEnv names a library to use instead of the embedded one (tests, or a
+// library built for another libc).
+const LibEnv = "MEMTRACE_PRELOAD_LIB"
+
+// Options are memtrace's options as the library understands them.
+type Options struct {
+	// Output is the log file; "" writes to stderr.
+	Output string
+	// Port makes the program wait for one viewer on Listen's address
+	// (127.0.0.1 by default) and stream the log to it.
+	Port int
+	// Listen is ADDR:PORT or ADDR; it overrides the loopback default.
+	Listen string
+	// MinSize drops allocations smaller than this (and their frees).
+	MinSize uint64
+	// StackDepth is the number of frames captured per event (0 = none).
+	StackDepth int
+	// StackThreads and TrackThreads are thread-name substrings: only
+	// matching threads get stacks / are logged at all.
+	StackThreads, TrackThreads []string
+	// BufferSize is the per-thread buffer in bytes: 0 keeps the library's
+	// default (64 KiB); negative writes every event at once under a global
+	// lock (slow, but the file is in time order as it grows).
+	BufferSize int
+	// Unordered leaves a file log in per-thread order. By default Run
+	// sorts a file log by time once the program has exited, so that the
+	// file is in global time order as SPEC §2 promises.
+	Unordered bool
+	// Stdin, Stdout and Stderr default to the process's own.
+	Stdin  *os.File
+	Stdout *os.File
+	Stderr *os.File
+}
+
+// Env returns the environment variables that configure the library for
+// opts (without LD_PRELOAD).
+func (o Options) Env() ([]string, error) {
+	var env []string
+	if o.Output != "" {
+		abs, err := filepath.Abs(o.Output)
+		if err != nil {
+			return nil, fmt.Errorf("resolve output path %s: %w", o.Output, err)
+		}
+		env = append(env, "MEMTRACK_OUTPUT="+abs)
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return nil, fmt.Errorf("port %d is out of range: use 1-65535", o.Port)
+	}
+	if o.Listen != "" {
+		host, port, hasPort := splitListen(o.Listen)
+		if hasPort {
+			p, err := strconv.Atoi(port)
+			if err != nil || p <= 0 || p > 65535 {
+				return nil, fmt.Errorf("bad listen address %q: want ADDR:PORT with a numeric port", o.Listen)
+			}
+			if o.Port == 0 {
+				o.Port = p
+			}
+		}
+		if host == "" {
+			host = "0.0.0.0"
+		}
+		env = append(env, "MEMTRACE_LISTEN="+host+":"+strconv.Itoa(o.Port))
+	}
+	if o.Port != 0 {
+		env = append(env, "MEMTRACK_PORT="+strconv.Itoa(o.Port))
+	}
+	if o.MinSize > 0 {
+		env = append(env, "MEMTRACK_MIN_SIZE="+strconv.FormatUint(o.MinSize, 10))
+	}
+	if o.StackDepth < 0 {
+		return nil, fmt.Errorf("stack depth %d is negative: use 0 (no stacks) or more", o.StackDepth)
+	}
+	if o.StackDepth > 0 {
+		env = append(env, "MEMTRACK_STACK_DEPTH="+strconv.Itoa(o.StackDepth))
+	}
+	if len(o.StackThreads) > 0 {
+		env = append(env, "MEMTRACK_STACK_THREADS="+strings.Join(o.StackThreads, ","))
+	}
+	if len(o.TrackThreads) > 0 {
+		env = append(env, "MEMTRACK_TRACK_THREADS="+strings.Join(o.TrackThreads, ","))
+	}
+	switch {
+	case o.BufferSize < 0:
+		env = append(env, "MEMTRACK_BUFFER_SIZE=0")
+	case o.BufferSize > 0:
+		env = append(env, "MEMTRACK_BUFFER_SIZE="+strconv.Itoa(o.BufferSize))
+	}
+	return env, nil
+}
+
+// splitListen splits "host:port", "[v6]:port", ":port" or "host".
+func splitListen(s string) (host, port string, hasPort bool) {
+	if strings.HasPrefix(s, "[") {
+		if i := strings.Index(s, "]"); i >= 0 {
+			host = s[1:i]
+			rest := s[i+1:]
+			if strings.HasPrefix(rest, ":") {
+				return host, rest[1:], true
+			}
+			return host, "", false
+		}
+	}
+	if strings.Count(s, ":") == 1 {
+		i := strings.LastIndex(s, ":")
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
+}
+
+// Run starts argv[0] with the library preloaded, waits for it and returns
+// its exit status (128+N when it was killed by signal N). err is non-nil
+// only when the program could not be run or its log could not be finished.
+func Run(ctx context.Context, opts Options, argv []string) (int, error) {
+	if len(argv) == 0 {
+		return 2, errors.New("no program given: use memtrace --preload [options] -- PROG ARGS")
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return 127, fmt.Errorf("cannot run %s: %w: check the program's path", argv[0], err)
+	}
+	lib, err := Library()
+	if err != nil {
+		return 1, err
+	}
+	env, err := opts.Env()
+	if err != nil {
+		return 2, err
+	}
+	if opts.Output != "" {
+		// Fail here, with one line, rather than in the library.
+		f, err := os.OpenFile(opts.Output, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return 1, fmt.Errorf("cannot write the log: %w: check the directory and permissions", err)
+		}
+		f.Close()
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Env = childEnv(os.Environ(), lib, env)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pick(opts.Stdin, os.Stdin), pick(opts.Stdout, os.Stdout), pick(opts.Stderr, os.Stderr)
+
+	// The program shares the terminal: Ctrl-C reaches it directly, and
+	// memtrace stays to finish the log after it exits.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 127, fmt.Errorf("cannot start %s: %w", argv[0], err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if s != syscall.SIGINT && s != syscall.SIGQUIT {
+					_ = cmd.Process.Signal(s)
+				}
+			case <-ctx.Done():
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				ctx = context.Background()
+			case <-done:
+				return
+			}
+		}
+	}()
+	werr := cmd.Wait()
+	close(done)
+	status := 0
+	if werr != nil {
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) {
+			return 1, fmt.Errorf("wait for %s: %w", argv[0], werr)
+		}
+		ws, _ := ee.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Signaled():
+			status = 128 + int(ws.Signal())
+		default:
+			status = ee.ExitCode()
+		}
+	}
+	if opts.Output != "" && opts.Port == 0 && !opts.Unordered {
+		if err := SortFile(opts.Output); err != nil {
+			return status, err
+		}
+	}
+	return status, nil
+}
+
+func pick(f, dflt *os.File) *os.File {
+	if f != nil {
+		return f
+	}
+	return dflt
+}
+
+// childEnv drops inherited library settings, so that only opts speak, and
+// puts the library first in LD_PRELOAD.
+func childEnv(base []string, lib string, extra []string) []string {
+	var out []string
+	preload := lib
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION":
+			continue
+		case k == "LD_PRELOAD":
+			if v != "" {
+				preload += ":" + v
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	out = append(out, "LD_PRELOAD="+preload)
+	return append(out, extra...)
+}
+
+// Library returns the path of a memtrace-preload.so for this machine: $MEMTRACE_PRELOAD_LIB,
+// else the embedded one (written once to a per-user cache directory), else
+// memtrace-preload.so beside the executable.
+func Library() (string, error) {
+	if p := os.Getenv(LibEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", LibEnv, p, err)
+		}
+		return p, nil
+	}
+	if data, err := fs.ReadFile(libFS, "lib/memtrace-preload-"+runtime.GOARCH+".so"); err == nil {
+		return writeCached(data)
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), LibName)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("this memtrace has no preload library for %s: build it with make build (or put %s beside the memtrace binary)", runtime.GOARCH, LibName)
+}
+
+// writeCached writes the embedded library to a file named by its hash, in a
+// directory only this user can write, so that every run (and every traced
+// child process, which needs the path after exec) finds it.
+func writeCached(data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	dir := filepath.Join(os.TempDir(), "memtrace-"+strconv.Itoa(os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create %s for the preload library: %w", dir, err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("check %s: %w", dir, err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || !st.IsDir() || int(sys.Uid) != os.Getuid() || st.Mode().Perm()&0o022 != 0 {
+		return "", fmt.Errorf("%s is not a private directory of this user: remove it and run again", dir)
+	}
+	p := filepath.Join(dir, "memtrace-preload-"+hex.EncodeToString(sum[:8])+".so")
+	if old, err := os.ReadFile(p); err == nil && sha256.Sum256(old) == sum {
+		return p, nil
+	}
+	tmp, err := os.CreateTemp(dir, ".lib-*")
+	if err != nil {
+		return "", fmt.Errorf("write the preload library: %w", err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), 0o755)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), p)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write the preload library to %s: %w", dir, werr)
+	}
+	return p, nil
+}

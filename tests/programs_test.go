@@ -1,0 +1,142 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// programs are the test programs of progs/ (T01-T24 and every row of
+// SPEC §3; see docs/preload.md for the scenario table).
+var programs = []string{"basic", "mmaps", "cxx", "threads", "dlopen", "fork", "forkmt", "exitthread"}
+
+// modes: preload = memtrace --preload; ldpreload = the library used
+// directly as memtrack.so is; launch and attach = the eBPF tracer.
+var modes = []string{"preload", "ldpreload", "launch", "attach"}
+
+const runLimit = 90 * time.Second
+
+func TestPrograms(t *testing.T) {
+	memtrace := need(t, "bin/memtrace")
+	lib := need(t, "bin/memtrace-preload.so")
+	progDir := need(t, "tests/progs/build")
+	for _, prog := range programs {
+		for _, mode := range modes {
+			t.Run(prog+"/"+mode, func(t *testing.T) {
+				exe := filepath.Join(progDir, prog)
+				if _, err := os.Stat(exe); err != nil {
+					t.Fatalf("%s is missing: run make progs", exe)
+				}
+				r := newRun(t)
+				switch mode {
+				case "preload":
+					r.runMemtrace(t, memtrace, []string{"--preload", "-o", r.log, "--", exe})
+					r.check(t, true)
+				case "ldpreload":
+					r.runDirect(t, exe, []string{"LD_PRELOAD=" + lib, "MEMTRACK_OUTPUT=" + r.log})
+					r.check(t, true)
+				case "launch":
+					requireBPF(t)
+					r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", exe})
+					r.check(t, false)
+				case "attach":
+					requireBPF(t)
+					r.runAttach(t, memtrace, exe)
+					r.check(t, false)
+				}
+			})
+		}
+	}
+}
+
+func (r *run) env(extra ...string) []string {
+	return append(append(os.Environ(), "MEMTRACE_TRUTH="+r.truth), extra...)
+}
+
+func (r *run) runMemtrace(t *testing.T, memtrace string, args []string) {
+	t.Helper()
+	cmd := exec.Command(memtrace, args...)
+	cmd.Env = r.env()
+	cmd.Stderr = &r.stderr
+	cmd.Stdout = &r.stderr
+	if err := runCmd(t, cmd, runLimit); err != nil {
+		t.Fatalf("memtrace %v: %v\n%s", args, err, r.stderr.String())
+	}
+}
+
+func (r *run) runDirect(t *testing.T, exe string, env []string) {
+	t.Helper()
+	cmd := exec.Command(exe)
+	cmd.Env = r.env(env...)
+	cmd.Stderr = &r.stderr
+	cmd.Stdout = &r.stderr
+	if err := runCmd(t, cmd, runLimit); err != nil {
+		t.Fatalf("%s: %v\n%s", exe, err, r.stderr.String())
+	}
+}
+
+// runAttach starts the program waiting, attaches memtrace -p, waits for
+// its header (probes attached), then lets the program go.
+func (r *run) runAttach(t *testing.T, memtrace, exe string) {
+	t.Helper()
+	prog := exec.Command(exe)
+	prog.Env = r.env("MEMTRACE_TEST_WAIT=1")
+	stdin, err := prog.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := prog.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progErr = &r.stderr
+	prog.Stderr = progErr
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	progDone := make(chan error, 1)
+	go func() { progDone <- prog.Wait() }()
+	defer func() {
+		_ = prog.Process.Kill()
+	}()
+	if err := waitLine(stdout, "ready", 30*time.Second); err != nil {
+		t.Fatalf("program: %v", err)
+	}
+	var mtErr = new(lockedBuffer)
+	mt := exec.Command(memtrace, "-o", r.log, "-p", itoa(prog.Process.Pid))
+	mt.Stderr = mtErr
+	mt.Stdout = mtErr
+	if err := mt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mtDone := make(chan error, 1)
+	go func() { mtDone <- mt.Wait() }()
+	defer func() { _ = mt.Process.Kill() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := waitHeader(ctx, r.log); err != nil {
+		t.Fatalf("%v\nmemtrace: %s", err, mtErr.String())
+	}
+	if _, err := stdin.Write([]byte{'g'}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-progDone:
+		if err != nil {
+			t.Fatalf("program: %v\n%s", err, r.stderr.String())
+		}
+	case <-time.After(runLimit):
+		t.Fatalf("program did not finish within %v", runLimit)
+	}
+	select {
+	case err := <-mtDone:
+		if err != nil {
+			t.Fatalf("memtrace -p: %v\n%s", err, mtErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("memtrace -p did not exit after its target did\n%s", mtErr.String())
+	}
+}
