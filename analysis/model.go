@@ -152,6 +152,7 @@ type Model struct {
 	// allocation ids are recycled when freed. For --dump-threads.
 	SummaryOnly bool
 	freeSlots   []uint32
+	ordered     bool // a memtrace header came first: lines are in time order
 
 	// Demangle turns a mangled symbol into a readable one for display and
 	// search (symbols.Demangle); nil shows symbols as written.
@@ -468,7 +469,10 @@ func (m *Model) setFreed(id uint32, by uint32, op uint8, ts uint64, stack uint32
 	t.LiveCount--
 	t.LiveBytes -= sz
 	if !m.OutOfOrder {
-		if m.SummaryOnly {
+		// Only a log that declares time order (a memtrace header before
+		// any event) may have its pairs forgotten: in memtrack's buffered
+		// logs a free read later can still belong to this allocation.
+		if m.SummaryOnly && m.ordered {
 			m.freeSlots = append(m.freeSlots, id)
 		}
 		return
@@ -574,6 +578,7 @@ func (m *Model) applyMeta(word []byte, rest []byte) {
 	switch string(word) {
 	case logfmt.WordHeader:
 		m.Header.Seen = true
+		m.ordered = m.Counts.Events == 0
 		if pid, ok := num("pid"); ok {
 			m.Header.PID = pid
 			if m.defProc < 0 {
