@@ -42,9 +42,13 @@ func TestCompareCatches(t *testing.T) {
 			return strings.Replace(s, "[memtrack] tid=10     (w              ) free",
 				string(logfmt.AppendAlloc(nil, 10, "w", "malloc", 3, 7, 1, 0x500))+"[memtrack] tid=10     (w              ) free", 1)
 		}, "not in the record"},
-		{"wrong name", func(s string) string { return strings.Replace(s, "(w              ) strdup", "(x              ) strdup", 1) }, "thread name"},
+		{"wrong name", func(s string) string {
+			return strings.Replace(s, "(w              ) strdup", "(x              ) strdup", 1)
+		}, "thread name"},
 		{"no exit", func(s string) string { return dropLine(s, "EXIT") }, "no EXIT line"},
-		{"bad total", func(s string) string { return strings.Replace(s, "total=112          bytes", "total=113          bytes", 1) }, "EXIT total"},
+		{"bad total", func(s string) string {
+			return strings.Replace(s, "total=112          bytes", "total=113          bytes", 1)
+		}, "EXIT total"},
 		{"time back", func(s string) string { return strings.Replace(s, "ts=5 ", "ts=0 ", 1) }, "time goes back"},
 	}
 	for _, c := range cases {

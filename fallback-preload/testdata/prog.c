@@ -1,0 +1,83 @@
+/* prog: the preload package's test program; argv[1] picks a scenario. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static void *volatile sink;
+
+void __attribute__((noinline)) leaf(int n)
+{
+	sink = malloc((size_t)n);
+	free(sink);
+}
+
+void __attribute__((noinline)) middle(int n)
+{
+	leaf(n);
+	sink = (void *)1;
+}
+
+static void *named(void *arg)
+{
+	pthread_setname_np(pthread_self(), (const char *)arg);
+	for (int i = 0; i < 20; i++) {
+		sink = malloc(10 + (size_t)i * 20);
+		free(sink);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const char *m = argc > 1 ? argv[1] : "fmt";
+	if (!strcmp(m, "fmt")) {
+		pthread_setname_np(pthread_self(), "a (b) c\t");
+		middle(100);
+		sink = calloc(3, 5);
+		sink = realloc(sink, 1000);
+		free(sink);
+		void *p = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		munmap(p, 8192);
+		pthread_t t;
+		pthread_create(&t, NULL, named, "worker");
+		pthread_join(t, NULL);
+		return 0;
+	}
+	if (!strcmp(m, "exit3")) {
+		sink = malloc(5);
+		return 3;
+	}
+	if (!strcmp(m, "kill")) {
+		sink = malloc(5);
+		kill(getpid(), SIGKILL);
+	}
+	if (!strcmp(m, "threads")) {
+		pthread_t t[3];
+		const char *names[3] = {"keep-1", "drop-1", "keep-2"};
+		for (int i = 0; i < 3; i++) {
+			pthread_create(&t[i], NULL, named, (void *)names[i]);
+			pthread_join(t[i], NULL);
+		}
+		return 0;
+	}
+	if (!strcmp(m, "spam")) {
+		/* many events to a pipe whose reader goes away */
+		for (int i = 0; i < 200000; i++) {
+			sink = malloc(32);
+			free(sink);
+		}
+		write(1, "done\n", 5);
+		return 0;
+	}
+	if (!strcmp(m, "exec")) {
+		sink = malloc(4321);
+		execl(argv[0], argv[0], "exit3", (char *)NULL);
+		return 1;
+	}
+	return 2;
+}
