@@ -112,10 +112,11 @@ static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 	return ret >= ip - before && ret < ip + after;
 }
 
+/* The uprobe programs do not consult the targets map: every link is
+ * PID-filtered, so the kernel runs them for the traced processes only (a
+ * forked child's inherited breakpoints are removed on its first hit). */
 static __always_inline int do_enter(struct pt_regs *ctx)
 {
-	if (!is_target())
-		return 0;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u8 op = cookie & 0xff;
 	__u8 sig = (cookie >> 8) & 0xff;
@@ -186,8 +187,6 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 
 static __always_inline int do_return(struct pt_regs *ctx)
 {
-	if (!is_target())
-		return 0;
 	struct tstate *st = state(0);
 	if (!st || st->depth == 0)
 		return 0;
@@ -257,21 +256,24 @@ static __always_inline int direct_internal_call(struct pt_regs *ctx, __u64 cooki
 	__u64 ret = 0;
 	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)))
 		return 0;
+	/* Most frees come from outside the module: one read decides. */
+	__u64 ip = PT_REGS_IP(ctx);
+	__u64 before = (cookie >> 24) & 0xfffff, after = cookie >> 44;
+	if (ret < ip - before || ret >= ip + after)
+		return 0;
 	__u8 insn[5];
 	if (bpf_probe_read_user(insn, sizeof(insn), (void *)(ret - 5)))
 		return 0;
 	if (insn[0] != 0xe8)
 		return 0;
 	__s32 rel = insn[1] | insn[2] << 8 | insn[3] << 16 | (__u32)insn[4] << 24;
-	__u64 fn = PT_REGS_IP(ctx) - ((cookie >> 16) & 0xff);
+	__u64 fn = ip - ((cookie >> 16) & 0xff);
 	return ret + (__s64)rel == fn;
 }
 
 /* free, delete and munmap: no return probe needed. */
 static __always_inline int do_free(struct pt_regs *ctx)
 {
-	if (!is_target())
-		return 0;
 	__u64 ptr = PT_REGS_PARM1(ctx);
 	if (ptr == 0)
 		return 0;

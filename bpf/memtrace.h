@@ -48,7 +48,8 @@ enum mt_sig {
 	MT_SIG_MMAP = 7,         /* f(addr, len, prot, flags, fd, off) */
 	MT_SIG_MREMAP = 8,       /* f(old, old_len, new_len, flags, ...) */
 	MT_SIG_NEW_ALIGNED = 9,  /* f(size, align): like SIZE0 */
-	MT_SIG_FREE_CHECKED = 10, /* free: skip the module's direct internal calls; bits 16-23: probe offset */
+	MT_SIG_FREE_CHECKED = 10, /* free: skip the module's direct internal calls; bits 16-23: probe
+				   * offset, 24-43 and 44-63: text before and after the probe */
 };
 
 /* Bits 16-39 and 40-63: for mmap, munmap and mremap, how many bytes of the

@@ -75,3 +75,39 @@ func TestOpNumbers(t *testing.T) {
 		t.Errorf("C has %d ops, Go %d", len(en.Values), len(names))
 	}
 }
+
+// TestSigNumbers checks the Go signature constants against enum mt_sig.
+func TestSigNumbers(t *testing.T) {
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var en *btf.Enum
+	if err := spec.Types.TypeByName("mt_sig", &en); err != nil {
+		t.Fatalf("mt_sig not in BTF: %v", err)
+	}
+	goSigs := map[string]int{
+		"MT_SIG_SIZE0": sigSize0, "MT_SIG_CALLOC": sigCalloc, "MT_SIG_REALLOC": sigRealloc,
+		"MT_SIG_REALLOCARRAY": sigReallocarray, "MT_SIG_ALIGN_SIZE": sigAlignSize,
+		"MT_SIG_POSIX_MEMALIGN": sigPosixMemalign, "MT_SIG_STRDUP": sigStrdup, "MT_SIG_MMAP": sigMmap,
+		"MT_SIG_MREMAP": sigMremap, "MT_SIG_NEW_ALIGNED": sigNewAligned, "MT_SIG_FREE_CHECKED": sigFreeChecked,
+	}
+	if len(en.Values) != len(goSigs) {
+		t.Errorf("C has %d signatures, Go %d", len(en.Values), len(goSigs))
+	}
+	for _, v := range en.Values {
+		if g, ok := goSigs[v.Name]; !ok || uint64(g) != v.Value {
+			t.Errorf("%s = %d in C, Go has %d (known %v)", v.Name, v.Value, g, ok)
+		}
+	}
+	var kinds *btf.Enum
+	if err := spec.Types.TypeByName("mt_kind", &kinds); err != nil {
+		t.Fatal(err)
+	}
+	goKinds := map[string]uint64{"MT_EV_ALLOC": KindAlloc, "MT_EV_FREE": KindFree, "MT_EV_REALLOC": KindRealloc, "MT_EV_EXIT": KindExit}
+	for _, v := range kinds.Values {
+		if goKinds[v.Name] != v.Value {
+			t.Errorf("%s = %d in C, Go has %d", v.Name, v.Value, goKinds[v.Name])
+		}
+	}
+}

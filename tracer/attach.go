@@ -105,7 +105,8 @@ func (pp *probePoint) cookie() uint64 {
 		before, after = pp.textFrom, pp.textTo
 	}
 	if pp.def.op == logfmt.OpFree && pp.x86 && pp.delta < 256 {
-		return cookie(uint8(pp.def.op), sigFreeChecked, pp.delta, 0)
+		// A clamped range only lets a rare internal call through.
+		return uint64(pp.def.op) | sigFreeChecked<<8 | pp.delta<<16 | min(pp.textFrom, 1<<20-1)<<24 | min(pp.textTo, 1<<20-1)<<44
 	}
 	return cookie(uint8(pp.def.op), pp.def.sig, before, after)
 }

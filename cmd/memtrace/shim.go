@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,16 @@ const shimArg = "__memtrace_exec_shim"
 
 // shimCredEnv carries "uid:gid:g1,g2" of the user behind sudo to the shim.
 const shimCredEnv = "MEMTRACE_SHIM_CRED"
+
+// The probes are bound to the shim's thread-group leader task. An exec from
+// any other thread would hand the PID to a different task and leave the
+// probes on a dead one, so the shim keeps main on the main thread: an init
+// function's LockOSThread does that.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == shimArg {
+		runtime.LockOSThread()
+	}
+}
 
 func runShim() {
 	if len(os.Args) < 4 {

@@ -1,0 +1,164 @@
+package tracer
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// requireBPF skips where BPF is really unavailable; MEMTRACE_REQUIRE_BPF=1
+// (CI) makes that a failure.
+func requireBPF(t *testing.T) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root"
+	} else if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		why = "no kernel BTF"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("MEMTRACE_REQUIRE_BPF") == "1" {
+		t.Fatalf("BPF unavailable (%s) but MEMTRACE_REQUIRE_BPF=1", why)
+	}
+	t.Skipf("BPF unavailable: %s", why)
+}
+
+const probeProg = `
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(void) {
+	char c;
+	if (read(0, &c, 1) != 1) return 1;
+	void *volatile p[5];
+	for (int i = 0; i < 5; i++) p[i] = malloc(100 + i);
+	for (int i = 0; i < 5; i++) free(p[i]);
+	char *volatile s = strdup("abcdef");
+	void *volatile q = calloc(4, 8);
+	q = realloc(q, 4000);
+	free(NULL);
+	printf("%p %p %p %p %p %p %p\n", p[0], p[1], p[2], p[3], p[4], (void *)s, q);
+	return 0;
+}
+`
+
+// TestAttachCountsExact attaches to a real program and checks every
+// recorded call: op, size and pointer, nothing logged twice.
+func TestAttachCountsExact(t *testing.T) {
+	requireBPF(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "p.c")
+	bin := filepath.Join(dir, "p")
+	if err := os.WriteFile(src, []byte(probeProg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, multi := range []bool{true, false} {
+		t.Run(fmt.Sprintf("multi=%v", multi), func(t *testing.T) {
+			tr, err := New(Options{NoMulti: !multi})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			cmd := exec.Command(bin)
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := cmd.Process.Pid
+			// The loader needs a moment to map libc before the scan.
+			var added []string
+			for i := 0; i < 100 && len(added) == 0; i++ {
+				time.Sleep(10 * time.Millisecond)
+				added, err = tr.ScanProcess(pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(added) == 0 {
+				t.Fatal("no allocation library found in the test program")
+			}
+			if err := tr.AddProcess(pid); err != nil {
+				t.Fatal(err)
+			}
+			if multi != tr.Multi() {
+				t.Logf("uprobe_multi unavailable; classic links used")
+			}
+			stdin.Write([]byte{1})
+			stdin.Close()
+			line, _ := bufio.NewReader(stdout).ReadString('\n')
+			cmd.Wait()
+			var evs []Event
+			for i := 0; i < 20; i++ {
+				if err := tr.Read(func(e *Event) {
+					if e.TGID == uint32(pid) && e.Kind != KindExit {
+						evs = append(evs, *e)
+					}
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var ptrs []uint64
+			for _, f := range strings.Fields(line) {
+				v, err := strconv.ParseUint(strings.TrimPrefix(f, "0x"), 16, 64)
+				if err != nil {
+					t.Fatalf("program output %q", line)
+				}
+				ptrs = append(ptrs, v)
+			}
+			type want struct {
+				kind uint8
+				op   logfmt.Op
+				size uint64
+				ptr  uint64
+			}
+			var ws []want
+			for i := 0; i < 5; i++ {
+				ws = append(ws, want{KindAlloc, logfmt.OpMalloc, uint64(100 + i), ptrs[i]})
+			}
+			for i := 0; i < 5; i++ {
+				ws = append(ws, want{KindFree, logfmt.OpFree, 0, ptrs[i]})
+			}
+			ws = append(ws, want{KindAlloc, logfmt.OpStrdup, 7, ptrs[5]})
+			// calloc's pointer is not printed; realloc's is.
+			var got []want
+			for _, e := range evs {
+				got = append(got, want{e.Kind, logfmt.Op(e.Op), e.Size, e.Ptr})
+			}
+			// The program's stdout buffer (printf) is one malloc at the end.
+			if len(got) < len(ws)+2 {
+				t.Fatalf("got %d events, want at least %d: %+v", len(got), len(ws)+2, got)
+			}
+			for i, w := range ws {
+				if got[i] != w {
+					t.Errorf("event %d: got %+v want %+v", i, got[i], w)
+				}
+			}
+			c := got[len(ws)]
+			if c.kind != KindAlloc || c.op != logfmt.OpCalloc || c.size != 32 {
+				t.Errorf("calloc: got %+v", c)
+			}
+			r := evs[len(ws)+1]
+			if r.Kind != KindRealloc || logfmt.Op(r.Op) != logfmt.OpRealloc || r.Size != 4000 || r.Ptr != ptrs[6] || r.OldPtr != c.ptr {
+				t.Errorf("realloc: got %+v (calloc ptr %#x)", r, c.ptr)
+			}
+			if tr.Lost() != 0 {
+				t.Errorf("lost %d records", tr.Lost())
+			}
+		})
+	}
+}
