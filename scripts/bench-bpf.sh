@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The eBPF tracer's cost per malloc+free pair, side by side in one run:
+#   untraced      the loop alone
+#   floor         empty BPF programs on the same probe points (memtrace --floor)
+#   memtrace      the real programs, the log written to a file
+# Rounds interleave the modes so that drift on a shared machine hits all
+# of them alike; each figure is the median over the rounds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-300000}
+ROUNDS=${ROUNDS:-7}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gcc -O2 -o "$tmp/loop" tests/bench/loop.c
+MT=./bin/memtrace
+[ -x "$MT" ] || { echo "bench-bpf: build first (make build)" >&2; exit 1; }
+if [ "$(id -u)" != 0 ]; then echo "bench-bpf: needs root for BPF" >&2; exit 1; fi
+
+declare -A res
+modes="untraced floor floor-classic memtrace memtrace-classic"
+for r in $(seq "$ROUNDS"); do
+	res[untraced]+="$("$tmp/loop" "$N") "
+	res[floor]+="$($MT --floor -o /dev/null -- "$tmp/loop" "$N") "
+	res[floor-classic]+="$($MT --floor --no-uprobe-multi -o /dev/null -- "$tmp/loop" "$N") "
+	res[memtrace]+="$($MT -o "$tmp/log" -- "$tmp/loop" "$N") "
+	lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log")
+	[ "$lost" = 0 ] || echo "round $r: memtrace lost $lost records" >&2
+	res[memtrace-classic]+="$($MT --no-uprobe-multi -o "$tmp/log" -- "$tmp/loop" "$N") "
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+declare -A med
+echo "malloc+free pairs: $N per run, $ROUNDS rounds, median ns per pair"
+for m in $modes; do
+	med[$m]=$(echo "${res[$m]}" | median)
+	printf "  %-18s %10s ns   (runs: %s)\n" "$m" "${med[$m]}" "${res[$m]}"
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo "  memtrace / floor (uprobe_multi):  $(ratio "${med[memtrace]}" "${med[floor]}")x   (target <= 1.25x)"
+echo "  memtrace / floor (classic):       $(ratio "${med[memtrace-classic]}" "${med[floor-classic]}")x"
+echo "  floor classic / floor multi:      $(ratio "${med[floor-classic]}" "${med[floor]}")x"
+echo "  last memtrace log: $(grep -c 'ptr=' "$tmp/log") event lines, lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log")"
