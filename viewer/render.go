@@ -54,7 +54,8 @@ func (a *App) draw() {
 	a.scr.Clear()
 	w, h := a.scr.Size()
 	if w < 40 || h < 12 {
-		a.put(0, 0, w, "memview: terminal too small (40x12 at least)", stWarn)
+		a.put(0, 0, w, "terminal too small", stWarn)
+		a.put(0, 1, w, "(40x12 needed)", stWarn)
 		a.scr.Show()
 		return
 	}
@@ -670,14 +671,22 @@ func (a *App) drawHelp(w, h int) {
 			a.scr.SetContent(x, y, ' ', nil, stDefault)
 		}
 	}
+	rows := bh - 2
+	a.helpTop = max(min(a.helpTop, len(lines)-rows), 0)
 	a.hline(y0, x0, x0+bw-1, '┌', '─', '┐', -1, 0)
 	a.put(x0+2, y0, x0+bw-2, " memview keys (any key closes) ", stTitle)
-	for k := 0; k < bh-2; k++ {
+	for k := 0; k < rows; k++ {
 		a.scr.SetContent(x0, y0+1+k, '│', nil, stBorder)
 		a.scr.SetContent(x0+bw-1, y0+1+k, '│', nil, stBorder)
-		if k < len(lines) {
-			a.put(x0+2, y0+1+k, x0+bw-2, lines[k], stDefault)
+		if a.helpTop+k < len(lines) {
+			a.put(x0+2, y0+1+k, x0+bw-2, lines[a.helpTop+k], stDefault)
 		}
 	}
 	a.hline(y0+bh-1, x0, x0+bw-1, '└', '─', '┘', -1, 0)
+	if a.helpTop+rows < len(lines) {
+		a.put(x0+2, y0+bh-1, x0+bw-2, " ↓ more ", stDim)
+	}
+	if a.helpTop > 0 {
+		a.put(x0+bw-10, y0, x0+bw-2, " ↑ more ", stDim)
+	}
 }

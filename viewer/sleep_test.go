@@ -1,0 +1,5 @@
+package viewer
+
+import "time"
+
+func timeSleep() { time.Sleep(10 * time.Millisecond) }
