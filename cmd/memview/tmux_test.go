@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// term is the real memview in a detached tmux session of fixed size, on
+// a private tmux server.
+type term struct {
+	t      *testing.T
+	sock   string
+	sess   string
+	cancel func()
+}
+
+var termN int
+
+func newTerm(t *testing.T, cmdline string) *term {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed (make deps installs it)")
+	}
+	termN++
+	tm := &term{t: t, sock: fmt.Sprintf("memview-test-%d", os.Getpid()), sess: fmt.Sprintf("s%d", termN)}
+	tm.tmux("new-session", "-d", "-s", tm.sess, "-x", "140", "-y", "40", cmdline)
+	t.Cleanup(func() {
+		exec.Command("tmux", "-L", tm.sock, "kill-session", "-t", tm.sess).Run()
+	})
+	return tm
+}
+
+func (tm *term) tmux(args ...string) string {
+	tm.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", tm.sock}, args...)...).CombinedOutput()
+	if err != nil {
+		tm.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (tm *term) screen() string { return tm.tmux("capture-pane", "-p", "-t", tm.sess) }
+
+func (tm *term) send(keys ...string) { tm.tmux(append([]string{"send-keys", "-t", tm.sess}, keys...)...) }
+
+// waitFor polls the screen until it contains all of want.
+func (tm *term) waitFor(want ...string) string {
+	tm.t.Helper()
+	var s string
+	for i := 0; i < 200; i++ {
+		s = tm.screen()
+		ok := true
+		for _, w := range want {
+			if !strings.Contains(s, w) {
+				ok = false
+			}
+		}
+		if ok {
+			return s
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tm.t.Fatalf("screen never showed %q:\n%s", want, s)
+	return ""
+}
+
+func (tm *term) waitGone() {
+	tm.t.Helper()
+	for i := 0; i < 100; i++ {
+		if exec.Command("tmux", "-L", tm.sock, "has-session", "-t", tm.sess).Run() != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tm.t.Fatalf("memview did not quit:\n%s", tm.screen())
+}
+
+func TestTmuxFile(t *testing.T) {
+	p := writeTemp(t, "s.log", sampleLog())
+	tm := newTerm(t, bin+" "+p)
+	tm.waitFor("✕ DONE", "4 allocs", "4 shown", "pid 4321 ./sample", "Lost: 3", "Leaks: 2  (400 B)")
+	tm.send("f")
+	s := tm.waitFor("Filter: Leaks", "2 shown")
+	if strings.Contains(s, "[F]") && strings.Contains(s, "0x4000") {
+		t.Fatalf("freed record shown under the Leaks filter:\n%s", s)
+	}
+	tm.send("\\")
+	tm.waitFor("Call site", "sample::leak()")
+	tm.send("?")
+	tm.waitFor("memview keys", "delta mode")
+	tm.send("Escape")
+	// tcell reads ESC followed at once by a key as Alt-key: wait for the
+	// help to close first.
+	for i := 0; i < 100 && strings.Contains(tm.screen(), "memview keys"); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	tm.send("/", "worker", "Enter")
+	tm.waitFor("Search: worker")
+	tm.send("q")
+	tm.waitGone()
+}
+
+func TestTmuxFollowFile(t *testing.T) {
+	p := writeTemp(t, "live.log", sampleLog()[:0])
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tm := newTerm(t, bin+" -f "+p)
+	tm.waitFor("● LIVE", "0 allocs", "Follow: ON")
+	var b []byte
+	for i := 0; i < 50; i++ {
+		b = logfmt.AppendAlloc(b, 7, "grower", "malloc", uint64(100+i), 64, uint64(64*(i+1)), uint64(0x9000+i*0x40))
+	}
+	f.Write(b)
+	tm.waitFor("50 allocs", "0x9c40", "grower")
+	// An appended half line waits for its end.
+	line := logfmt.AppendAlloc(nil, 7, "grower", "malloc", 200, 64, 0, 0xabc000)
+	f.Write(line[:30])
+	time.Sleep(400 * time.Millisecond)
+	f.Write(line[30:])
+	tm.waitFor("51 allocs", "0xabc000")
+	if strings.Contains(tm.screen(), "Skipped") {
+		t.Fatalf("a line split across reads was counted as bad:\n%s", tm.screen())
+	}
+	tm.send("q")
+	tm.waitGone()
+}
+
+func TestTmuxStdin(t *testing.T) {
+	p := writeTemp(t, "s.log", sampleLog())
+	tm := newTerm(t, "cat "+p+" | "+bin+" -f -")
+	tm.waitFor("✕ DONE", "stdin", "4 allocs", "Leaks: 2")
+	tm.send("Escape")
+	tm.waitGone()
+}
+
+func TestTmuxTCPSave(t *testing.T) {
+	data := sampleLog()
+	cut := append(append([]byte(nil), data...), "[memtrack] tid=1      (main           ) mall"...) // ends mid-line
+	addr := serveOnce(t, cut, 300*time.Millisecond)
+	save := filepath.Join(t.TempDir(), "save.log")
+	tm := newTerm(t, bin+" "+addr+" -o "+save)
+	tm.waitFor("✕ DONE", "4 allocs", "Lost: 3")
+	tm.send("q")
+	tm.waitGone()
+	got, err := os.ReadFile(save)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(data) {
+		t.Fatalf("saved log differs from the complete lines streamed:\n%q", got)
+	}
+	// The saved log replays.
+	out, _, code := runBin(t, "--dump-threads", save)
+	if code != 0 || !strings.Contains(out, "TOTAL") {
+		t.Fatalf("replay: %d\n%s", code, out)
+	}
+}
