@@ -5,8 +5,8 @@
 #include <malloc.h>
 #include <stdint.h>
 
-/* A size no allocator can satisfy, that does not overflow the request. */
-#define HUGE_SIZE ((size_t)PTRDIFF_MAX - 4096)
+/* A size no allocator can satisfy, on 32 and 64 bits. */
+#define HUGE_SIZE (SIZE_MAX - 4096) /* glibc refuses anything above PTRDIFF_MAX */
 
 int main(void)
 {

@@ -9,7 +9,7 @@ struct alignas(64) Wide {
 	char b[64];
 };
 
-static const std::size_t HUGE_SIZE = (std::size_t)PTRDIFF_MAX - 4096;
+static const std::size_t HUGE_SIZE = SIZE_MAX - 4096; // above PTRDIFF_MAX: always refused
 
 int main()
 {

@@ -1,0 +1,71 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// crossArchs are the ARM targets of issue 5: Debian's cross compilers and
+// qemu-user (packages gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
+// gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf libc6-dev-arm64-cross
+// libc6-dev-armhf-cross qemu-user).
+var crossArchs = []struct{ name, triplet, qemu string }{
+	{"arm64", "aarch64-linux-gnu", "qemu-aarch64"},
+	{"arm", "arm-linux-gnueabihf", "qemu-arm"},
+}
+
+// requireCross skips when a tool is missing, unless MEMTRACE_REQUIRE_CROSS=1
+// (CI) makes that a failure.
+func requireCross(t *testing.T, triplet, qemu string) {
+	t.Helper()
+	for _, tool := range []string{triplet + "-gcc", triplet + "-g++", qemu, "make"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("MEMTRACE_REQUIRE_CROSS") == "1" {
+				t.Fatalf("%s is missing but MEMTRACE_REQUIRE_CROSS=1: run make deps", tool)
+			}
+			t.Skipf("%s is missing (make deps installs it)", tool)
+		}
+	}
+}
+
+// TestCross builds the library and the test programs for each ARM target
+// and checks the programs' logs under qemu-user exactly as TestPrograms
+// does natively.
+func TestCross(t *testing.T) {
+	root := repoRoot(t)
+	for _, a := range crossArchs {
+		t.Run(a.name, func(t *testing.T) {
+			requireCross(t, a.triplet, a.qemu)
+			lib := filepath.Join(t.TempDir(), "memtrace-preload.so")
+			mk := func(args ...string) {
+				cmd := exec.Command("make", args...)
+				cmd.Dir = root
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("make %v: %v\n%s", args, err, out)
+				}
+			}
+			mk("-s", "-C", "fallback-preload", "CC="+a.triplet+"-gcc", "OUT="+lib)
+			mk("-s", "-C", "tests/progs", "CROSS="+a.triplet)
+			progDir := filepath.Join(root, "tests/progs/build", a.triplet)
+			sysroot := "/usr/" + a.triplet
+			for _, prog := range programs {
+				t.Run(prog, func(t *testing.T) {
+					r := newRun(t)
+					cmd := exec.Command(a.qemu, "-L", sysroot,
+						"-E", "LD_PRELOAD="+lib,
+						"-E", "MEMTRACK_OUTPUT="+r.log,
+						"-E", "MEMTRACE_TRUTH="+r.truth,
+						filepath.Join(progDir, prog))
+					cmd.Stdout = &r.stderr
+					cmd.Stderr = &r.stderr
+					if err := runCmd(t, cmd, runLimit); err != nil {
+						t.Fatalf("%s %s: %v\n%s", a.qemu, prog, err, r.stderr.String())
+					}
+					r.check(t, true)
+				})
+			}
+		})
+	}
+}
