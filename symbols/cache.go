@@ -1,7 +1,6 @@
 package symbols
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -29,7 +28,24 @@ type Cache struct {
 	byFile    map[FileID]*Module
 	byPath    map[string]*Module
 	all       []*Module
+
+	srcMu   sync.Mutex
+	srcMemo map[srcKey]srcResult
 }
+
+type srcKey struct {
+	module, symbol string
+	off            uint64
+}
+
+type srcResult struct {
+	frames []SourceFrame
+	err    error
+}
+
+// srcMemoMax bounds the SourceFrames memo; a viewer asks for the same
+// frames on every redraw.
+const srcMemoMax = 1 << 16
 
 // NewCache returns an empty cache. opts may be nil.
 func NewCache(opts *Options) *Cache {
@@ -188,7 +204,29 @@ func (c *Cache) SourceLine(module, symbol string, off uint64) (file string, line
 
 // SourceFrames is SourceLine with the inlined-call chain, innermost first
 // (as addr2line -i prints it).
+//
+// Answers are memoized by (module, symbol, off) for the life of the cache,
+// without re-checking the file; a viewer that wants to see a rebuilt binary
+// uses a new Cache.
 func (c *Cache) SourceFrames(module, symbol string, off uint64) ([]SourceFrame, error) {
+	k := srcKey{module, symbol, off}
+	c.srcMu.Lock()
+	r, ok := c.srcMemo[k]
+	c.srcMu.Unlock()
+	if ok {
+		return r.frames, r.err
+	}
+	r.frames, r.err = c.sourceFrames(module, symbol, off)
+	c.srcMu.Lock()
+	if c.srcMemo == nil || len(c.srcMemo) >= srcMemoMax {
+		c.srcMemo = make(map[srcKey]srcResult)
+	}
+	c.srcMemo[k] = r
+	c.srcMu.Unlock()
+	return r.frames, r.err
+}
+
+func (c *Cache) sourceFrames(module, symbol string, off uint64) ([]SourceFrame, error) {
 	m, err := c.Open(module)
 	if err != nil {
 		return nil, err
@@ -224,5 +262,3 @@ func (m *Module) SymbolValue(name string) (uint64, error) {
 	}
 	return 0, fmt.Errorf("symbol %q in %s: %w", clip(name, 200), m.path, ErrNotFound)
 }
-
-var errClosed = errors.New("symbol cache closed")
