@@ -36,6 +36,9 @@ type process struct {
 	// attached: blocks from before the attach exist, so an unknown
 	// munmap may be the program's; in launch mode it is a file mapping.
 	attached bool
+	// scanned: its mappings were read at its first event, when a
+	// launched program's loader has mapped everything it links.
+	scanned bool
 }
 
 type thread struct {
@@ -63,6 +66,7 @@ type Session struct {
 	window  uint64
 	Stats   Stats
 	err     error
+	calls   *callsites
 }
 
 // New starts a session writing to cfg.Out.
@@ -78,6 +82,7 @@ func New(cfg Config) *Session {
 		procs:   map[uint32]*process{},
 		threads: map[uint32]*thread{},
 		window:  uint64(w.Nanoseconds()),
+		calls:   newCallsites(),
 	}
 }
 
@@ -233,10 +238,24 @@ func (s *Session) emit(e *tracer.Event) {
 	}
 	t := s.thread(e)
 	p := s.proc(e.TGID)
+	if !p.scanned {
+		p.scanned = true
+		s.KnownProcess(int(e.TGID), false)
+	}
 	ts := s.ts(e)
 	switch e.Kind {
 	case tracer.KindAlloc:
-		s.alloc(e, t, p, ts, logfmt.Op(e.Op), e.Ptr, e.Size)
+		op := logfmt.Op(e.Op)
+		if e.Flags&tracer.FlagFile != 0 {
+			// A file mapping: not logged, but remembered so that its
+			// munmap is left out too.
+			p.live[e.Ptr] = e.Size | filteredBit
+			return
+		}
+		if e.Flags&tracer.FlagCallsite != 0 {
+			op = s.calls.alignedOp(int(e.TGID), op, e.OldSize, e.OldPtr)
+		}
+		s.alloc(e, t, p, ts, op, e.Ptr, e.Size)
 	case tracer.KindFree:
 		op := logfmt.Op(e.Op)
 		if op == logfmt.OpRealloc || op == logfmt.OpReallocarray {

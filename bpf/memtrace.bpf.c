@@ -12,6 +12,7 @@
 #endif
 #include "bpf/bpf_helpers.h"
 #include "bpf/bpf_tracing.h"
+#include "bpf/bpf_core_read.h"
 #include "memtrace.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -43,9 +44,15 @@ struct tstate {
 	__u64 inner_size;    /* strdup: the size its inner malloc asked for */
 	__u64 skip_free_ptr; /* a delete in progress: its own free is not logged */
 	__u64 skip_free_sp;
+	__u64 ovr_sp;        /* an operator new in progress (see do_new) */
+	__u64 ovr_size;
+	__u64 callsite;      /* aligned_alloc/memalign: the PLT stub called, */
+	__u64 callsite_ino;  /* as a file offset in this inode */
 	__u32 depth;
 	__u8 op;
 	__u8 sig;
+	__u8 ovr_op;
+	__u8 flags;
 };
 
 /* Task-local storage: cheaper than a hash keyed by tid, and freed by the
@@ -112,6 +119,56 @@ static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 	return ret >= ip - before && ret < ip + after;
 }
 
+/* aligned_alloc and memalign are one function in glibc, so one probe
+ * serves both; which name the program called shows in the call that got
+ * there: a call rel32 to a PLT stub of the caller's module. The stub is
+ * sent as (inode, file offset), found through the VMA now, so that the
+ * agent can name it later even if the process has exited by then. */
+#if defined(__TARGET_ARCH_x86)
+struct vma_ctx {
+	__u64 addr;
+	__u64 fileoff;
+	__u64 ino;
+};
+
+static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct vma_ctx *c = data;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+	if (!f)
+		return 0;
+	c->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	c->fileoff = c->addr - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
+	return 0;
+}
+#endif
+
+static __always_inline void call_target(struct pt_regs *ctx, struct tstate *st)
+{
+	st->callsite = 0;
+	st->callsite_ino = 0;
+#if defined(__TARGET_ARCH_x86)
+	__u64 ret = 0;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)))
+		return;
+	__u8 insn[5];
+	if (bpf_probe_read_user(insn, sizeof(insn), (void *)(ret - 5)) || insn[0] != 0xe8)
+		return;
+	__s32 rel = insn[1] | insn[2] << 8 | insn[3] << 16 | (__u32)insn[4] << 24;
+	struct vma_ctx c = {.addr = ret + (__s64)rel};
+	/* find_vma only try-locks the mm; when another thread holds it, the
+	 * absolute address goes instead (callsite_ino = -1) and the agent
+	 * names it from its record of the process's mappings. */
+	if (bpf_find_vma(bpf_get_current_task_btf(), c.addr, vma_cb, &c, 0) || !c.ino) {
+		st->callsite = c.addr;
+		st->callsite_ino = (__u64)-1;
+		return;
+	}
+	st->callsite = c.fileoff;
+	st->callsite_ino = c.ino;
+#endif
+}
+
 /* The uprobe programs do not consult the targets map: every link is
  * PID-filtered, so the kernel runs them for the traced processes only (a
  * forked child's inherited breakpoints are removed on its first hit). */
@@ -137,6 +194,7 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 		return 0;
 	}
 	__u64 size = 0, ptr = 0;
+	__u8 flags = 0;
 	switch (sig) {
 	case MT_SIG_SIZE0:
 	case MT_SIG_NEW_ALIGNED:
@@ -161,8 +219,12 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 		size = PT_REGS_PARM3(ctx);
 		break;
 	case MT_SIG_MMAP:
-		if (!(PT_REGS_PARM4(ctx) & MT_MAP_ANONYMOUS) || called_from_module(ctx, cookie))
+		if (called_from_module(ctx, cookie))
 			return 0;
+		/* File mappings are not logged, but the agent must know them
+		 * to leave their munmap out too. */
+		if (!(PT_REGS_PARM4(ctx) & MT_MAP_ANONYMOUS))
+			flags = MT_FLAG_FILE;
 		size = PT_REGS_PARM2(ctx);
 		break;
 	case MT_SIG_MREMAP: {
@@ -174,14 +236,50 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 		break;
 	}
 	}
+	/* The allocation an operator new makes for the program: logged as
+	 * the new, with the size the program asked for. */
+	if (st->ovr_op) {
+		if (sp < st->ovr_sp) {
+			op = st->ovr_op;
+			size = st->ovr_size;
+		}
+		st->ovr_op = 0;
+	}
+	st->callsite_ino = 0;
+	if (op == MT_OP_ALIGNED_ALLOC)
+		call_target(ctx, st);
 	st->outer_sp = sp;
 	st->op = op;
 	st->sig = sig;
+	st->flags = flags;
 	st->arg_size = size;
 	st->arg_ptr = ptr;
 	if (sig != MT_SIG_MREMAP)
 		st->inner_size = 0;
 	st->depth = 1;
+	return 0;
+}
+
+/* operator new gets no return probe: a uretprobe replaces the return
+ * address on the stack, and a bad_alloc thrown from inside new could then
+ * not be unwound (the C++ runtime would terminate the program). Instead
+ * the entry marks a new in progress and the allocation function it calls
+ * (malloc, aligned_alloc) logs the event as the new. A nested new (new[]
+ * tail-calling new, nothrow new calling new) keeps the outer one's op. */
+static __always_inline int do_new(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct tstate *st = state(1);
+	if (!st)
+		return 0;
+	__u64 sp = PT_REGS_SP(ctx);
+	if (st->depth > 0 && sp <= st->outer_sp)
+		return 0;
+	if (st->ovr_op && sp <= st->ovr_sp)
+		return 0;
+	st->ovr_op = cookie & 0xff;
+	st->ovr_size = PT_REGS_PARM1(ctx);
+	st->ovr_sp = sp;
 	return 0;
 }
 
@@ -238,9 +336,14 @@ static __always_inline int do_return(struct pt_regs *ctx)
 	e->op = st->op;
 	e->ptr = ptr;
 	e->size = size;
+	e->flags = st->flags;
 	if (kind == MT_EV_REALLOC) {
 		e->old_ptr = st->arg_ptr;
 		e->old_size = st->inner_size;
+	} else if (st->callsite_ino) {
+		e->old_ptr = st->callsite;
+		e->old_size = st->callsite_ino;
+		e->flags |= MT_FLAG_CALLSITE;
 	}
 	submit(e);
 	return 0;
@@ -328,6 +431,8 @@ SEC("uprobe.multi") int mt_enter_multi(struct pt_regs *ctx) { return do_enter(ct
 SEC("uretprobe") int mt_return(struct pt_regs *ctx) { return do_return(ctx); }
 SEC("uretprobe.multi") int mt_return_multi(struct pt_regs *ctx) { return do_return(ctx); }
 SEC("uprobe") int mt_free(struct pt_regs *ctx) { return do_free(ctx); }
+SEC("uprobe") int mt_new(struct pt_regs *ctx) { return do_new(ctx); }
+SEC("uprobe.multi") int mt_new_multi(struct pt_regs *ctx) { return do_new(ctx); }
 SEC("uprobe.multi") int mt_free_multi(struct pt_regs *ctx) { return do_free(ctx); }
 
 SEC("tp_btf/sched_process_exit")

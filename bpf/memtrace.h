@@ -71,5 +71,11 @@ struct mt_event {
 	char comm[16];
 };
 
+/* mt_event.flags */
+#define MT_FLAG_FILE 0x1     /* mmap of a file: not logged unless asked */
+/* The PLT stub called: old_ptr = its file offset, old_size = its inode; or
+ * old_ptr = its address when old_size is all ones. */
+#define MT_FLAG_CALLSITE 0x2
+
 #define MT_MAP_ANONYMOUS 0x20
 #endif

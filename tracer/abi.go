@@ -28,6 +28,12 @@ const (
 	sigFreeChecked
 )
 
+// Event flags, mirroring MT_FLAG_* in bpf/memtrace.h.
+const (
+	FlagFile     = 0x1 // an mmap of a file
+	FlagCallsite = 0x2 // OldPtr holds the PLT stub the program called
+)
+
 // eventSize is sizeof(struct mt_event); abi_test.go checks it against the
 // BTF of the compiled object.
 const eventSize = 72

@@ -82,17 +82,19 @@ func (t *Tracer) AttachLibrary(pid int, path string) (bool, error) {
 	return true, nil
 }
 
-func (t *Tracer) progs() (enter, ret, free *ebpf.Program) {
+func (t *Tracer) progs() (enter, ret, free, nw *ebpf.Program) {
 	if t.opts.Floor {
 		if t.multi {
-			return t.objs.MtEmptyMulti, t.objs.MtEmptyMulti, t.objs.MtEmptyMulti
+			e := t.objs.MtEmptyMulti
+			return e, e, e, e
 		}
-		return t.objs.MtEmpty, t.objs.MtEmpty, t.objs.MtEmpty
+		e := t.objs.MtEmpty
+		return e, e, e, e
 	}
 	if t.multi {
-		return t.objs.MtEnterMulti, t.objs.MtReturnMulti, t.objs.MtFreeMulti
+		return t.objs.MtEnterMulti, t.objs.MtReturnMulti, t.objs.MtFreeMulti, t.objs.MtNewMulti
 	}
-	return t.objs.MtEnter, t.objs.MtReturn, t.objs.MtFree
+	return t.objs.MtEnter, t.objs.MtReturn, t.objs.MtFree, t.objs.MtNew
 }
 
 func (pp *probePoint) cookie() uint64 {
@@ -112,16 +114,20 @@ func (pp *probePoint) cookie() uint64 {
 }
 
 func (t *Tracer) attachMulti(ex *link.Executable, pid int, pps []probePoint) ([]link.Link, error) {
-	enter, ret, free := t.progs()
-	var allocAddr, allocCookie, freeAddr, freeCookie []uint64
+	enter, ret, free, nw := t.progs()
+	var allocAddr, allocCookie, freeAddr, freeCookie, newAddr, newCookie []uint64
 	for i := range pps {
 		pp := &pps[i]
-		if pp.def.kind == probeAlloc {
+		switch pp.def.kind {
+		case probeAlloc:
 			allocAddr = append(allocAddr, pp.fileOff)
 			allocCookie = append(allocCookie, pp.cookie())
-		} else {
+		case probeFree:
 			freeAddr = append(freeAddr, pp.fileOff)
 			freeCookie = append(freeCookie, pp.cookie())
+		case probeNew:
+			newAddr = append(newAddr, pp.fileOff)
+			newCookie = append(newCookie, pp.cookie())
 		}
 	}
 	var ls []link.Link
@@ -138,8 +144,14 @@ func (t *Tracer) attachMulti(ex *link.Executable, pid int, pps []probePoint) ([]
 		}
 		ls = append(ls, l)
 	}
-	if len(freeAddr) > 0 {
-		l, err := ex.UprobeMulti(nil, free, &link.UprobeMultiOptions{Addresses: freeAddr, Cookies: freeCookie, PID: uint32(pid)})
+	for _, g := range []struct {
+		prog          *ebpf.Program
+		addr, cookies []uint64
+	}{{free, freeAddr, freeCookie}, {nw, newAddr, newCookie}} {
+		if len(g.addr) == 0 {
+			continue
+		}
+		l, err := ex.UprobeMulti(nil, g.prog, &link.UprobeMultiOptions{Addresses: g.addr, Cookies: g.cookies, PID: uint32(pid)})
 		if err != nil {
 			return ls, err
 		}
@@ -149,13 +161,17 @@ func (t *Tracer) attachMulti(ex *link.Executable, pid int, pps []probePoint) ([]
 }
 
 func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) ([]link.Link, error) {
-	enter, ret, free := t.progs()
+	enter, ret, free, nw := t.progs()
 	var ls []link.Link
 	for i := range pps {
 		pp := &pps[i]
 		opts := &link.UprobeOptions{Address: pp.fileOff, PID: pid, Cookie: pp.cookie()}
-		if pp.def.kind == probeFree {
-			l, err := ex.Uprobe(pp.symbol, free, opts)
+		if pp.def.kind != probeAlloc {
+			prog := free
+			if pp.def.kind == probeNew {
+				prog = nw
+			}
+			l, err := ex.Uprobe(pp.symbol, prog, opts)
 			if err != nil {
 				return ls, err
 			}

@@ -17,6 +17,7 @@ type probeKind uint8
 const (
 	probeAlloc probeKind = iota // entry + return: mt_enter, mt_return
 	probeFree                   // entry only: mt_free
+	probeNew                    // entry only: mt_new (operator new; see do_new)
 )
 
 type funcDef struct {
@@ -50,14 +51,14 @@ var libcFuncs = []funcDef{
 // cxxFuncs are the operator new/delete overloads (Itanium mangling, 64-bit
 // size_t; 32-bit targets spell size_t 'j' instead of 'm').
 var cxxFuncs = []funcDef{
-	{"_Znwm", logfmt.OpNew, sigSize0, probeAlloc},
-	{"_Znam", logfmt.OpNewArr, sigSize0, probeAlloc},
-	{"_ZnwmRKSt9nothrow_t", logfmt.OpNew, sigSize0, probeAlloc},
-	{"_ZnamRKSt9nothrow_t", logfmt.OpNewArr, sigSize0, probeAlloc},
-	{"_ZnwmSt11align_val_t", logfmt.OpNew, sigNewAligned, probeAlloc},
-	{"_ZnamSt11align_val_t", logfmt.OpNewArr, sigNewAligned, probeAlloc},
-	{"_ZnwmSt11align_val_tRKSt9nothrow_t", logfmt.OpNew, sigNewAligned, probeAlloc},
-	{"_ZnamSt11align_val_tRKSt9nothrow_t", logfmt.OpNewArr, sigNewAligned, probeAlloc},
+	{"_Znwm", logfmt.OpNew, sigSize0, probeNew},
+	{"_Znam", logfmt.OpNewArr, sigSize0, probeNew},
+	{"_ZnwmRKSt9nothrow_t", logfmt.OpNew, sigSize0, probeNew},
+	{"_ZnamRKSt9nothrow_t", logfmt.OpNewArr, sigSize0, probeNew},
+	{"_ZnwmSt11align_val_t", logfmt.OpNew, sigNewAligned, probeNew},
+	{"_ZnamSt11align_val_t", logfmt.OpNewArr, sigNewAligned, probeNew},
+	{"_ZnwmSt11align_val_tRKSt9nothrow_t", logfmt.OpNew, sigNewAligned, probeNew},
+	{"_ZnamSt11align_val_tRKSt9nothrow_t", logfmt.OpNewArr, sigNewAligned, probeNew},
 	{"_ZdlPv", logfmt.OpDelete, 0, probeFree},
 	{"_ZdaPv", logfmt.OpDeleteArr, 0, probeFree},
 	{"_ZdlPvm", logfmt.OpDelete, 0, probeFree},
@@ -152,7 +153,7 @@ func resolveLib(path string) ([]probePoint, error) {
 		if ef.Machine == elf.EM_X86_64 {
 			code := make([]byte, 64)
 			n, _ := f.ReadAt(code, int64(fileOff))
-			spec := probeSpec{args: sigArgs(d), keepSP: d.kind == probeAlloc, skipNullTest: d.kind == probeFree}
+			spec := probeSpec{args: sigArgs(d), keepSP: d.kind != probeFree, skipNullTest: d.kind == probeFree}
 			delta, pp.placed = placeX86(code[:n], spec)
 		}
 		pp.fileOff = fileOff + delta

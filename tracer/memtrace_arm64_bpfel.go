@@ -21,10 +21,15 @@ type MemtraceTstate struct {
 	InnerSize   uint64
 	SkipFreePtr uint64
 	SkipFreeSp  uint64
+	OvrSp       uint64
+	OvrSize     uint64
+	Callsite    uint64
+	CallsiteIno uint64
 	Depth       uint32
 	Op          uint8
 	Sig         uint8
-	_           [2]byte
+	OvrOp       uint8
+	Flags       uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -41,6 +46,8 @@ const (
 	MemtraceProgMtExit        = "mt_exit"
 	MemtraceProgMtFree        = "mt_free"
 	MemtraceProgMtFreeMulti   = "mt_free_multi"
+	MemtraceProgMtNew         = "mt_new"
+	MemtraceProgMtNewMulti    = "mt_new_multi"
 	MemtraceProgMtReturn      = "mt_return"
 	MemtraceProgMtReturnMulti = "mt_return_multi"
 	MemtraceVarLostRecords    = "lost_records"
@@ -97,6 +104,8 @@ type MemtraceProgramSpecs struct {
 	MtExit        *ebpf.ProgramSpec `ebpf:"mt_exit"`
 	MtFree        *ebpf.ProgramSpec `ebpf:"mt_free"`
 	MtFreeMulti   *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
+	MtNew         *ebpf.ProgramSpec `ebpf:"mt_new"`
+	MtNewMulti    *ebpf.ProgramSpec `ebpf:"mt_new_multi"`
 	MtReturn      *ebpf.ProgramSpec `ebpf:"mt_return"`
 	MtReturnMulti *ebpf.ProgramSpec `ebpf:"mt_return_multi"`
 }
@@ -172,6 +181,8 @@ type MemtracePrograms struct {
 	MtExit        *ebpf.Program `ebpf:"mt_exit"`
 	MtFree        *ebpf.Program `ebpf:"mt_free"`
 	MtFreeMulti   *ebpf.Program `ebpf:"mt_free_multi"`
+	MtNew         *ebpf.Program `ebpf:"mt_new"`
+	MtNewMulti    *ebpf.Program `ebpf:"mt_new_multi"`
 	MtReturn      *ebpf.Program `ebpf:"mt_return"`
 	MtReturnMulti *ebpf.Program `ebpf:"mt_return_multi"`
 }
@@ -185,6 +196,8 @@ func (p *MemtracePrograms) Close() error {
 		p.MtExit,
 		p.MtFree,
 		p.MtFreeMulti,
+		p.MtNew,
+		p.MtNewMulti,
 		p.MtReturn,
 		p.MtReturnMulti,
 	)

@@ -201,6 +201,7 @@ func (l *loop) run(stop <-chan struct{}) error {
 				if _, err := l.tr.ScanProcess(pid); err != nil && l.o.verbose {
 					fmt.Fprintf(l.stderr, "memtrace: rescan process %d: %v\n", pid, err)
 				}
+				l.sess.KnownProcess(pid, false)
 			}
 			lastScan = time.Now()
 		}
@@ -285,6 +286,7 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 	for _, pid := range o.pids {
 		l.pids[pid] = true
 		l.sess.AddProcess(uint32(pid), true)
+		l.sess.KnownProcess(pid, true)
 	}
 	l.header(o.pids, procComm(o.pids[0]), procCmdline(o.pids[0]))
 	for _, pid := range o.pids {
@@ -384,6 +386,10 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	l := newLoop(o, tr, out, stderr, start)
 	l.pids[pid] = true
 	l.sess.AddProcess(uint32(pid), false)
+	l.sess.KnownFile(path)
+	for _, lib := range libs {
+		l.sess.KnownFile(lib)
+	}
 	l.header([]int{pid}, filepath.Base(path), strings.Join(o.argv, " "))
 	if _, err := w.Write([]byte{1}); err != nil {
 		return abort(fmt.Errorf("release %s: %w", o.argv[0], err))
