@@ -700,16 +700,152 @@ static void flush_state(tstate *t)
 	spin_unlock(&t->flock);
 }
 
-// owner_flush empties the owner's buffer so it can start again at 0.
-static void owner_flush(tstate *t)
+// ---------------------------------------------------------------------------
+// The writer thread. Full buffers go to a FIFO that one thread writes out,
+// so that the traced threads never wait for write(2) (the page-cache copy
+// costs more than formatting). Per thread the order is kept: a thread's
+// buffers enter the FIFO in order and one writer takes them in order.
+// Without the writer (MEMTRACE_WRITER=0, a fork child, unbuffered mode)
+// the owner writes its buffer itself.
+
+#define QMAX 32
+
+typedef struct { char *buf; size_t off, len; } qitem_t;
+
+static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER;    // items queued
+static pthread_cond_t q_space = PTHREAD_COND_INITIALIZER; // an item written
+static qitem_t q_items[QMAX];
+static int q_head, q_n, q_writing;
+static char *q_pool[QMAX + 4];
+static int q_npool;
+static volatile int writer_on;
+static size_t buf_cap;            // bytes per buffer (a multiple of the page)
+
+static char *buf_get_locked(void)
+{
+	if (q_npool > 0)
+		return q_pool[--q_npool];
+	return raw_map(buf_cap);
+}
+
+static void buf_put_locked(char *b)
+{
+	if (q_npool < (int)(sizeof q_pool / sizeof q_pool[0]))
+		q_pool[q_npool++] = b;
+	else
+		raw_unmap(b, buf_cap);
+}
+
+static void *writer_main(void *arg)
+{
+	t_in = 1; // nothing this thread does is the program's
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&q_mu);
+	for (;;) {
+		while (q_n == 0)
+			pthread_cond_wait(&q_cv, &q_mu);
+		qitem_t it = q_items[q_head];
+		q_head = (q_head + 1) % QMAX;
+		q_n--;
+		q_writing = 1;
+		pthread_mutex_unlock(&q_mu);
+		pthread_mutex_lock(&write_mu);
+		out_write(it.buf + it.off, it.len);
+		pthread_mutex_unlock(&write_mu);
+		pthread_mutex_lock(&q_mu);
+		q_writing = 0;
+		buf_put_locked(it.buf);
+		pthread_cond_broadcast(&q_space);
+	}
+	return arg;
+}
+
+// q_drain writes everything queued, in order, from the calling thread:
+// at exit, exec, _exit and fork nothing may stay behind in the FIFO.
+static void q_drain_locked(void)
+{
+	while (q_writing)
+		pthread_cond_wait(&q_space, &q_mu);
+	while (q_n > 0) {
+		qitem_t it = q_items[q_head];
+		q_head = (q_head + 1) % QMAX;
+		q_n--;
+		out_write_locked(it.buf + it.off, it.len);
+		buf_put_locked(it.buf);
+	}
+}
+
+static void q_drain(void)
+{
+	if (!writer_on)
+		return;
+	pthread_mutex_lock(&q_mu);
+	q_drain_locked();
+	pthread_mutex_unlock(&q_mu);
+}
+
+// owner_flush empties the owner's buffer so it can start again at 0. With
+// final, the thread is ending: the buffer is handed over for good.
+static void owner_flush(tstate *t, int final)
 {
 	spin_lock(&t->flock);
-	if (t->pos > t->flushed)
-		out_write_locked(t->buf + t->flushed, t->pos - t->flushed);
+	size_t from = t->flushed, to = t->pos;
+	if (writer_on && !g_exiting) {
+		pthread_mutex_lock(&q_mu);
+		while (q_n == QMAX)
+			pthread_cond_wait(&q_space, &q_mu);
+		char *nb = final ? NULL : buf_get_locked();
+		if (to > from && (final || nb)) {
+			q_items[(q_head + q_n) % QMAX] = (qitem_t){t->buf, from, to - from};
+			q_n++;
+			pthread_cond_signal(&q_cv);
+			t->buf = nb;
+		} else {
+			if (nb)
+				buf_put_locked(nb);
+			if (final) {
+				buf_put_locked(t->buf);
+				t->buf = NULL;
+			}
+			pthread_mutex_unlock(&q_mu);
+			if (to > from && t->buf)
+				out_write_locked(t->buf + from, to - from);
+			pthread_mutex_lock(&q_mu);
+		}
+		pthread_mutex_unlock(&q_mu);
+	} else {
+		if (to > from)
+			out_write_locked(t->buf + from, to - from);
+		if (final) {
+			raw_unmap(t->buf, buf_cap);
+			t->buf = NULL;
+		}
+	}
 	t->pos = 0;
 	t->flushed = 0;
 	__atomic_store_n(&t->committed, 0, __ATOMIC_RELEASE);
 	spin_unlock(&t->flock);
+}
+
+static void writer_start(void)
+{
+	const char *w = getenv("MEMTRACE_WRITER");
+	if (unbuffered || (w && strcmp(w, "0") == 0))
+		return;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 64 << 10);
+	pthread_t th;
+	writer_on = 1;
+	if (pthread_create(&th, &at, writer_main, NULL) != 0)
+		writer_on = 0;
+	else
+		pthread_setname_np(th, "memtrace-wr");
+	pthread_attr_destroy(&at);
 }
 
 static size_t record_reserve(void)
@@ -720,15 +856,20 @@ static size_t record_reserve(void)
 static tstate *state_new(void)
 {
 	size_t reserve = record_reserve();
-	size_t cap = (unbuffered ? 0 : buf_size) + reserve;
-	size_t len = (sizeof(tstate) + cap + 4095) & ~(size_t)4095;
+	size_t len = (sizeof(tstate) + 4095) & ~(size_t)4095;
 	tstate *t = raw_map(len);
 	if (!t)
 		return NULL;
+	pthread_mutex_lock(&q_mu);
+	t->buf = buf_get_locked();
+	pthread_mutex_unlock(&q_mu);
+	if (!t->buf) {
+		raw_unmap(t, len);
+		return NULL;
+	}
 	t->map_len = len;
-	t->buf = (char *)(t + 1);
-	t->cap = cap;
-	t->limit = cap - reserve;
+	t->cap = buf_cap;
+	t->limit = buf_cap - reserve;
 	t->tid = gettid_raw();
 	refresh_name(t);
 	spin_lock(&reg_lock);
@@ -764,7 +905,7 @@ static inline void commit(tstate *t, char *end)
 	t->pos = (size_t)(end - t->buf);
 	__atomic_store_n(&t->committed, t->pos, __ATOMIC_RELEASE);
 	if (UNLIKELY(t->pos >= t->limit || unbuffered || g_exiting)) {
-		owner_flush(t);
+		owner_flush(t, 0);
 		// Re-read the name at the next event: a rename through
 		// /proc/self/task/N/comm has no hook.
 		t->gen--;
@@ -1078,8 +1219,8 @@ static void thread_exit(void *arg)
 		__atomic_store_n(&t->committed, t->pos, __ATOMIC_RELEASE);
 	}
 	t_state = T_EXITED;
+	owner_flush(t, 1);
 	spin_lock(&reg_lock);
-	owner_flush(t);
 	for (tstate **pp = &reg_head; *pp; pp = &(*pp)->next) {
 		if (*pp == t) {
 			*pp = t->next;
@@ -1095,6 +1236,7 @@ static void thread_exit(void *arg)
 // line of every live thread follows its records (process exit).
 static void flush_all(int exits)
 {
+	q_drain();
 	spin_lock(&reg_lock);
 	for (tstate *t = reg_head; t; t = t->next) {
 		flush_state(t);
@@ -1172,10 +1314,15 @@ static void atfork_prepare(void)
 	t_in = 1;
 	tstate *t = t_state;
 	if (t && t != T_EXITED)
-		owner_flush(t);
+		owner_flush(t, 0);
 	// Take every lock so that the child inherits none held by a thread
-	// that does not exist there.
+	// that does not exist there; the FIFO is written out first, since the
+	// writer thread does not exist there either.
 	spin_lock(&reg_lock);
+	if (writer_on) {
+		pthread_mutex_lock(&q_mu);
+		q_drain_locked();
+	}
 	for (int i = 0; i < NSHARD; i++)
 		spin_lock(&shards[i].lock);
 	pthread_mutex_lock(&write_mu);
@@ -1186,6 +1333,8 @@ static void atfork_prepare(void)
 static void atfork_parent(void)
 {
 	pthread_mutex_unlock(&write_mu);
+	if (writer_on)
+		pthread_mutex_unlock(&q_mu);
 	for (int i = 0; i < NSHARD; i++)
 		spin_unlock(&shards[i].lock);
 	spin_unlock(&reg_lock);
@@ -1196,6 +1345,11 @@ static void atfork_child(void)
 	int in = t_in;
 	t_in = 1;
 	pthread_mutex_init(&write_mu, NULL);
+	pthread_mutex_init(&q_mu, NULL);
+	pthread_cond_init(&q_cv, NULL);
+	pthread_cond_init(&q_space, NULL);
+	q_writing = 0;
+	writer_on = 0; // the writer thread stayed in the parent
 	for (int i = 0; i < NSHARD; i++)
 		spin_unlock(&shards[i].lock);
 	// The other threads do not exist here: forget their states (their
@@ -1209,6 +1363,7 @@ static void atfork_child(void)
 			t->next = NULL;
 			reg_head = t;
 		} else {
+			raw_unmap(t->buf, buf_cap);
 			raw_unmap(t, t->map_len);
 		}
 		t = next;
@@ -1508,6 +1663,7 @@ __attribute__((constructor)) static void init(void)
 	const char *bs = getenv("MEMTRACK_BUFFER_SIZE");
 	buf_size = parse_size(bs, 64 << 10);
 	unbuffered = bs && *bs && buf_size == 0;
+	buf_cap = ((unbuffered ? 0 : buf_size) + record_reserve() + 4095) & ~(size_t)4095;
 	const char *mf = getenv("MEMTRACE_MMAP_FILES");
 	mmap_files = mf && strcmp(mf, "1") == 0;
 
@@ -1524,6 +1680,7 @@ __attribute__((constructor)) static void init(void)
 	pthread_key_create(&exit_key, thread_exit);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	write_start_line(exec_child);
+	writer_start();
 	__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
 	t_in = in;
 }
