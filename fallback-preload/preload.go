@@ -3,7 +3,6 @@ package preload
 import (
 	"context"
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,9 +16,6 @@ import (
 	"strings"
 	"syscall"
 )
-
-//go:embed lib
-var libFS embed.FS
 
 // LibName is the library's file name beside the executable and in bin/.
 const LibName = "memtrace-preload.so"
