@@ -80,8 +80,11 @@ func splitList(s string) []string {
 func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("memtrace", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
+	// The flag package's own messages would make a bad flag cost several
+	// lines; errors are reported in one, usage only on -h.
+	fs.SetOutput(io.Discard)
+	usage := func() {
+		fs.SetOutput(stderr)
 		fmt.Fprint(stderr, `usage: memtrace [options] -- PROG [ARGS...]    trace PROG from its first allocation
        memtrace [options] -p PID[,PID...]       attach to running processes
        memtrace --preload [options] -- PROG     LD_PRELOAD fallback (no BPF, no root)
@@ -90,6 +93,7 @@ options:
 `)
 		fs.PrintDefaults()
 	}
+	fs.Usage = func() {}
 	var pids, stackThreads, trackThreads, minSize, bufSize string
 	fs.StringVar(&o.output, "o", "", "write the log to `FILE` (default stderr)")
 	fs.IntVar(&o.port, "port", 0, "serve the log over TCP on 127.0.0.1:`PORT`; in -- mode PROG starts once a client connects")
@@ -106,6 +110,7 @@ options:
 	fs.BoolVar(&o.verbose, "v", false, "say where each probe went")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return nil, err
 		}
 		return nil, usageError{strings.TrimSpace(err.Error()) + " (see memtrace -h)"}

@@ -1,0 +1,400 @@
+package tests
+
+// End-to-end tests of the memtrace command line in eBPF mode: bad input,
+// exit status, dropping root under sudo, the TCP server, SIGKILL safety,
+// time order and lost-record reporting.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// buildC compiles a small C program for one test.
+func buildC(t *testing.T, name, src string, flags ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	c := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	args := append([]string{"-O1", "-o", bin, c, "-lpthread"}, flags...)
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", name, err, out)
+	}
+	os.Chmod(dir, 0o755)
+	return bin
+}
+
+// memtrace runs bin/memtrace and returns its exit status and stderr.
+func memtraceRun(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(need(t, "bin/memtrace"), args...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	cmd.Env = append(os.Environ(), env...)
+	err := runCmd(t, cmd, 60*time.Second)
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	} else if err != nil {
+		t.Fatalf("memtrace %v: %v", args, err)
+	}
+	return code, so.String(), se.String()
+}
+
+// oneLine checks the "one clear line" rule for errors.
+func oneLine(t *testing.T, stderr, want string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], want) || !strings.HasPrefix(lines[0], "memtrace: ") {
+		t.Errorf("stderr should be one line containing %q, got:\n%s", want, stderr)
+	}
+}
+
+func TestCLIBadInput(t *testing.T) {
+	requireBPF(t)
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown pid", []string{"-p", "999999999"}, 1, "no process with PID 999999999"},
+		{"missing program", []string{"--", "/nonexistent/prog"}, 127, "cannot run /nonexistent/prog"},
+		{"nothing to trace", nil, 2, "nothing to trace"},
+		{"bad pid", []string{"-p", "abc"}, 2, `bad PID "abc"`},
+		{"both modes", []string{"-p", "1", "--", "true"}, 2, "not both"},
+		{"bad size", []string{"--min-size", "12Q", "--", "true"}, 2, "bad --min-size"},
+		{"unknown flag", []string{"--frobnicate", "--", "true"}, 2, "frobnicate"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, se := memtraceRun(t, nil, c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, c.code, se)
+			}
+			oneLine(t, se, c.want)
+		})
+	}
+	t.Run("static binary", func(t *testing.T) {
+		bin := buildC(t, "static", "#include <unistd.h>\nint main(void){char c; return read(0,&c,1) < 0;}\n", "-static")
+		cmd := exec.Command(bin)
+		in, _ := cmd.StdinPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { in.Close(); cmd.Wait() }()
+		code, _, se := memtraceRun(t, nil, "-p", fmt.Sprint(cmd.Process.Pid))
+		if code != 1 {
+			t.Errorf("exit %d, want 1", code)
+		}
+		oneLine(t, se, "no library with allocation functions")
+	})
+}
+
+const nobody = "65534"
+
+// TestCLIWithoutPrivilege: as an ordinary user eBPF is unavailable; -p says
+// so in one line, -- falls back to the LD_PRELOAD library with a notice.
+func TestCLIWithoutPrivilege(t *testing.T) {
+	requireBPF(t) // needs root to become someone else
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) not installed")
+	}
+	mt := need(t, "bin/memtrace")
+	// t.TempDir's parent is private to root; nobody needs a path it can walk.
+	dir, err := os.MkdirTemp("", "memtrace-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	log := filepath.Join(dir, "log")
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(setpriv, append([]string{"--reuid=" + nobody, "--regid=" + nobody, "--clear-groups", mt}, args...)...)
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		err := runCmd(t, cmd, 60*time.Second)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), se.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, se.String()
+	}
+	code, se := run("-p", "1")
+	if code == 0 {
+		t.Errorf("attach as nobody succeeded")
+	}
+	oneLine(t, se, "needs root")
+	code, se = run("-o", log, "--", "/bin/ls", "/")
+	if code != 0 {
+		t.Errorf("fallback run: exit %d, stderr %q", code, se)
+	}
+	if !strings.Contains(se, "notice:") || !strings.Contains(se, "LD_PRELOAD") {
+		t.Errorf("no fallback notice: %q", se)
+	}
+	if b, err := os.ReadFile(log); err != nil || !bytes.Contains(b, []byte("[memtrack] tid=")) {
+		t.Errorf("fallback wrote no log (%v): %q", err, b)
+	}
+}
+
+func TestCLIExitStatus(t *testing.T) {
+	requireBPF(t)
+	bin := buildC(t, "st", `#include <stdlib.h>
+#include <signal.h>
+#include <string.h>
+int main(int c, char **v){ void *volatile p = malloc(10); free(p);
+ if (c > 1 && !strcmp(v[1], "kill")) raise(SIGKILL);
+ return c > 1 ? atoi(v[1]) : 0; }`)
+	if code, _, se := memtraceRun(t, nil, "-o", filepath.Join(t.TempDir(), "l"), "--", bin, "7"); code != 7 {
+		t.Errorf("exit %d, want 7 (%s)", code, se)
+	}
+	if code, _, se := memtraceRun(t, nil, "-o", filepath.Join(t.TempDir(), "l"), "--", bin, "kill"); code != 128+9 {
+		t.Errorf("exit %d, want 137 (%s)", code, se)
+	}
+}
+
+// TestCLISudoRunsAsUser: under sudo, PROG runs as SUDO_UID/SUDO_GID with
+// their groups, never as root.
+func TestCLISudoRunsAsUser(t *testing.T) {
+	requireBPF(t)
+	code, so, se := memtraceRun(t, []string{"SUDO_UID=" + nobody, "SUDO_GID=" + nobody},
+		"-o", filepath.Join(t.TempDir(), "l"), "--", "/usr/bin/id", "-u")
+	if code != 0 || strings.TrimSpace(so) != nobody {
+		t.Errorf("id -u under memtrace with SUDO_UID=%s: %q (exit %d, %s)", nobody, so, code, se)
+	}
+	_, so, _ = memtraceRun(t, []string{"SUDO_UID=" + nobody, "SUDO_GID=" + nobody},
+		"-o", filepath.Join(t.TempDir(), "l"), "--", "/usr/bin/id", "-G")
+	if strings.Contains(" "+strings.TrimSpace(so)+" ", " 0 ") {
+		t.Errorf("supplementary groups kept root's group: %q", so)
+	}
+}
+
+const tcpProg = `#include <stdlib.h>
+#include <stdio.h>
+#include <fcntl.h>
+#include <unistd.h>
+int main(int c, char **v){
+ int fd = open(v[1], O_CREAT|O_WRONLY, 0644); close(fd); /* proves PROG started */
+ void *volatile p[3];
+ for (int i = 0; i < 3; i++) p[i] = malloc(3000 + i);
+ for (int i = 0; i < 3; i++) free(p[i]);
+ printf("%p %p %p\n", p[0], p[1], p[2]);
+ return 0; }`
+
+// TestCLITCP: with --port, PROG starts only once a viewer connects, and
+// the viewer receives the whole log.
+func TestCLITCP(t *testing.T) {
+	requireBPF(t)
+	bin := buildC(t, "tcp", tcpProg)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	marker := filepath.Join(t.TempDir(), "started")
+	cmd := exec.Command(need(t, "bin/memtrace"), "--port", fmt.Sprint(port), "--", bin, marker)
+	var so, se lockedBuffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var conn net.Conn
+	for i := 0; i < 200; i++ {
+		var err error
+		if conn, err = net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			break
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("the program started before a viewer connected")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if conn == nil {
+		t.Fatalf("no server on port %d: %s", port, se.String())
+	}
+	if !strings.Contains(se.String(), "127.0.0.1") {
+		t.Errorf("server should listen on loopback: %q", se.String())
+	}
+	data, _ := io.ReadAll(conn)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("memtrace: %v %s", err, se.String())
+	}
+	var ptrs [3]uint64
+	if _, err := fmt.Sscanf(so.String(), "%v %v %v", &ptrs[0], &ptrs[1], &ptrs[2]); err != nil {
+		t.Fatalf("program output %q: %v", so.String(), err)
+	}
+	found := 0
+	sc := logfmt.NewScanner(bytes.NewReader(data))
+	var l logfmt.Line
+	header := false
+	for sc.Scan() {
+		if l.Parse(sc.Line()) != nil {
+			continue
+		}
+		if l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordHeader {
+			header = true
+		}
+		for i, p := range ptrs {
+			if l.Kind == logfmt.KindAlloc && l.Ptr == p && l.Size == uint64(3000+i) {
+				found++
+			}
+		}
+	}
+	if !header || found != 3 {
+		t.Errorf("viewer got header=%v and %d of 3 allocations:\n%s", header, found, data)
+	}
+}
+
+const spinProg = `#include <stdlib.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void){
+ long sum = 0;
+ write(1, "ready\n", 6);
+ for (int i = 0; i < 400; i++) { char *volatile p = malloc(100 + i); p[0] = 1; sum += p[0]; free(p); usleep(2000); }
+ printf("done %ld\n", sum);
+ return 0; }`
+
+// TestCLISigkillLeavesTarget: memtrace killed with SIGKILL never harms the
+// traced process: the kernel drops the probes and the program finishes.
+func TestCLISigkillLeavesTarget(t *testing.T) {
+	requireBPF(t)
+	bin := buildC(t, "spin", spinProg)
+	target := exec.Command(bin)
+	out, _ := target.StdoutPipe()
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(out)
+	if l, _ := rd.ReadString('\n'); l != "ready\n" {
+		t.Fatalf("target said %q", l)
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	mt := exec.Command(need(t, "bin/memtrace"), "-o", log, "-p", fmt.Sprint(target.Process.Pid))
+	if err := mt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		if b, _ := os.ReadFile(log); bytes.Contains(b, []byte("ptr=")) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mt.Process.Signal(syscall.SIGKILL)
+	mt.Wait()
+	rest, _ := io.ReadAll(rd)
+	if err := target.Wait(); err != nil {
+		t.Fatalf("target after memtrace's SIGKILL: %v", err)
+	}
+	want := 0
+	for i := 0; i < 400; i++ {
+		want++
+	}
+	if strings.TrimSpace(string(rest)) != fmt.Sprintf("done %d", want) {
+		t.Errorf("target output %q", rest)
+	}
+	b, _ := os.ReadFile(log)
+	if !bytes.Contains(b, []byte("[memtrace] header")) || !bytes.Contains(b, []byte("ptr=")) {
+		t.Errorf("log before the kill holds no events:\n%s", b)
+	}
+}
+
+const mtProg = `#include <stdlib.h>
+#include <pthread.h>
+static void *w(void *a){ for (int i = 0; i < 3000; i++) { void *volatile p = malloc(16 + (i & 63)); free(p); } return 0; }
+int main(void){ pthread_t t[4]; for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, w, 0);
+ for (int i = 0; i < 4; i++) pthread_join(t[i], 0); return 0; }`
+
+// TestCLITimeOrder: events from several CPUs come out in global time order.
+func TestCLITimeOrder(t *testing.T) {
+	requireBPF(t)
+	bin := buildC(t, "mt", mtProg)
+	log := filepath.Join(t.TempDir(), "log")
+	if code, _, se := memtraceRun(t, nil, "-o", log, "--", bin); code != 0 {
+		t.Fatalf("exit %d: %s", code, se)
+	}
+	f, _ := os.Open(log)
+	defer f.Close()
+	sc := logfmt.NewScanner(f)
+	var l logfmt.Line
+	var last uint64
+	n, threads := 0, map[int64]bool{}
+	for sc.Scan() {
+		if l.Parse(sc.Line()) != nil || (l.Kind != logfmt.KindAlloc && l.Kind != logfmt.KindFree && l.Kind != logfmt.KindExit) {
+			continue
+		}
+		if l.TS < last {
+			t.Fatalf("line %q goes back in time (previous ts %d)", sc.Line(), last)
+		}
+		last = l.TS
+		n++
+		threads[l.TID] = true
+	}
+	if n < 4*6000 || len(threads) < 5 {
+		t.Errorf("only %d events from %d threads", n, len(threads))
+	}
+}
+
+// TestCLILostRecords: a ring buffer too small for the rate loses records,
+// and the log and stderr say how many.
+func TestCLILostRecords(t *testing.T) {
+	requireBPF(t)
+	bin := buildC(t, "mt", mtProg)
+	log := filepath.Join(t.TempDir(), "log")
+	code, _, se := memtraceRun(t, nil, "--buffer-size", "4K", "-o", log, "--", bin)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, se)
+	}
+	b, _ := os.ReadFile(log)
+	sc := logfmt.NewScanner(bytes.NewReader(b))
+	var l logfmt.Line
+	var lostLines, summaryLost, events uint64
+	for sc.Scan() {
+		if l.Parse(sc.Line()) != nil {
+			continue
+		}
+		switch {
+		case l.Kind == logfmt.KindAlloc || l.Kind == logfmt.KindFree:
+			events++
+		case l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordLost:
+			v, _ := logfmt.Field(logfmt.Fields(l.Rest), "count")
+			var n uint64
+			fmt.Sscan(v, &n)
+			lostLines += n
+		case l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordSummary:
+			v, _ := logfmt.Field(logfmt.Fields(l.Rest), "lost")
+			fmt.Sscan(v, &summaryLost)
+		}
+	}
+	if lostLines == 0 || lostLines != summaryLost {
+		t.Errorf("lost lines add up to %d, summary says %d", lostLines, summaryLost)
+	}
+	if events+summaryLost < 4*6000 {
+		t.Errorf("%d events + %d lost < %d calls made", events, summaryLost, 4*6000)
+	}
+	if !strings.Contains(se, "records lost") {
+		t.Errorf("stderr does not report the loss: %q", se)
+	}
+}
