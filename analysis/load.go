@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -179,7 +180,14 @@ type StreamOptions struct {
 	Stop <-chan struct{}
 	// Workers parse in parallel; 0 means GOMAXPROCS.
 	Workers int
+	// SizeHint is the size of the log in bytes when known: the columns
+	// are reserved for it up front.
+	SizeHint int64
 }
+
+// bytesPerAlloc is a low estimate of log bytes per allocation (its line,
+// its free's line, some frames), so that Reserve rarely falls short.
+const bytesPerAlloc = 200
 
 // Stream reads a log through logfmt's Scanner until its end and applies it
 // to the model, parsing on several goroutines and applying in order. If r
@@ -193,6 +201,14 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	w := o.Workers
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)
+	}
+	if st, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok && o.SizeHint == 0 {
+		if fi, err := st.Stat(); err == nil && fi.Mode().IsRegular() {
+			o.SizeHint = fi.Size()
+		}
+	}
+	if o.SizeHint > 0 && !m.SummaryOnly {
+		m.Reserve(int(min(o.SizeHint/bytesPerAlloc, 1<<31)))
 	}
 	waiter, follow := r.(Waiter)
 	sc := logfmt.NewScanner(r)

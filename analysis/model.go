@@ -48,7 +48,8 @@ type Thread struct {
 	FirstTS    uint64
 	LastTS     uint64
 
-	allocs []uint32 // this thread's allocation ids in log order
+	allocs    []uint32 // this thread's allocation ids in log order
+	unordered bool     // its time stamps went backwards (a broken log): allocs is not in time order
 }
 
 // Proc is one traced process.
@@ -208,6 +209,21 @@ func New() *Model {
 		m.opNames[i] = logfmt.Op(i).String()
 	}
 	return m
+}
+
+// Reserve makes room for n allocations, so that loading a large log of
+// known size does not copy its columns as they grow.
+func (m *Model) Reserve(n int) {
+	if n <= cap(m.TS) {
+		return
+	}
+	grow := func(s []uint64) []uint64 { return append(make([]uint64, 0, n), s...) }
+	grow32 := func(s []uint32) []uint32 { return append(make([]uint32, 0, n), s...) }
+	grow8 := func(s []uint8) []uint8 { return append(make([]uint8, 0, n), s...) }
+	m.TS, m.Size, m.Ptr, m.FreeTS = grow(m.TS), grow(m.Size), grow(m.Ptr), grow(m.FreeTS)
+	m.Thread, m.Stack, m.FreeThread, m.FreeStack = grow32(m.Thread), grow32(m.Stack), grow32(m.FreeThread), grow32(m.FreeStack)
+	m.seq, m.freeSeq = grow32(m.seq), grow32(m.freeSeq)
+	m.Op, m.FreeOp = grow8(m.Op), grow8(m.FreeOp)
 }
 
 // Len is the number of allocations.
@@ -418,6 +434,9 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 	t.LiveBytes += size
 	t.LastTS = ts
 	if !m.SummaryOnly {
+		if n := len(t.allocs); n > 0 && m.TS[t.allocs[n-1]] > ts {
+			t.unordered = true
+		}
 		t.allocs = append(t.allocs, id)
 	}
 	if ptr == 0 {

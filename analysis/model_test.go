@@ -183,10 +183,10 @@ func TestGarbageCountedNeverFatal(t *testing.T) {
 	var l logb
 	l.raw("hello from the program\n")
 	l.alloc(1, "m", "malloc", 1, 8, 0x10)
-	l.raw("[memtrack] tid=5 (main\n")                                                  // truncated
-	l.raw("[memtrack] tid=5      (main           ) malloc     ts=1 size=2\n")          // no ptr
-	l.raw("\x00\xff[memtrack] \xfe\n")                                                 // binary
-	l.raw("[memtrack]   #0  ./app(_Z3foov+0x1) [0x10]\n")                              // frame after alloc: fine
+	l.raw("[memtrack] tid=5 (main\n")                                                         // truncated
+	l.raw("[memtrack] tid=5      (main           ) malloc     ts=1 size=2\n")                 // no ptr
+	l.raw("\x00\xff[memtrack] \xfe\n")                                                        // binary
+	l.raw("[memtrack]   #0  ./app(_Z3foov+0x1) [0x10]\n")                                     // frame after alloc: fine
 	l.raw("[memtrack] tid=7      (x              ) malloc     ts=9 size=1  total=1  ptr=0x5") // no newline at end
 	m := load(t, l.b)
 	if m.Counts.Malformed != 3 || m.Counts.Other != 1 || m.Len() != 2 {

@@ -3,6 +3,7 @@ package analysis
 import (
 	"cmp"
 	"slices"
+	"sync"
 )
 
 // SortKey orders the allocation list.
@@ -168,5 +169,48 @@ func radixSort(ids []uint32, key func(uint32) uint64) {
 		}
 		copy(ids, tmpIDs)
 		copy(keys, tmpKeys)
+	}
+}
+
+// PrecomputeOrders builds every sort order of a finished model without
+// holding lock (the model no longer changes once Done, and readers only
+// read), then installs them under lock: the first sort by size in the
+// viewer then costs no more than any other key.
+func (m *Model) PrecomputeOrders(lock sync.Locker) {
+	lock.Lock()
+	done, n, rev := m.Done, len(m.TS), m.nameRev
+	lock.Unlock()
+	if !done || m.SummaryOnly {
+		return
+	}
+	var built [numSortKeys][]uint32
+	var wg sync.WaitGroup
+	for k := SortKey(0); k < numSortKeys; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]uint32, n)
+			for i := range ids {
+				ids[i] = uint32(i)
+			}
+			if k != SortTime || m.OutOfOrder {
+				radixSort(ids, func(i uint32) uint64 { return m.TS[i] })
+			}
+			if k != SortTime {
+				radixSort(ids, m.sortKeyFunc(k))
+			}
+			built[k] = ids
+		}()
+	}
+	wg.Wait()
+	lock.Lock()
+	defer lock.Unlock()
+	if len(m.TS) != n || m.nameRev != rev {
+		return // changed meanwhile: Order builds what it needs
+	}
+	for k := range built {
+		if m.orders[k].n != n {
+			m.orders[k] = order{ids: built[k], n: n, nameRev: rev}
+		}
 	}
 }

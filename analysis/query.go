@@ -2,9 +2,12 @@ package analysis
 
 import (
 	"cmp"
+	"math/bits"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // StatusFilter is memview's `f` filter.
@@ -42,64 +45,162 @@ type Query struct {
 func NewQuery() Query { return Query{Thread: NoThread, Proc: -1} }
 
 // Select appends to dst[:0] the ids of the allocations q selects, in q's
-// order. It walks a cached sorted permutation (or a thread's own index) and
-// tests columns; nothing is re-read or re-sorted.
+// order. It walks a cached sorted permutation (or a thread's own index),
+// narrowed by binary search when a time window applies to a time order,
+// and tests columns on all CPUs; nothing is re-read or re-sorted.
 func (m *Model) Select(q *Query, dst []uint32) []uint32 {
 	dst = dst[:0]
 	if m.SummaryOnly {
 		return dst
 	}
 	var src []uint32
+	byThread := false
+	timeOrdered := q.Sort == SortTime
 	switch {
-	case q.Thread != NoThread && int(q.Thread) < len(m.Threads) && (q.Sort == SortTime && !m.OutOfOrder || q.Sort == SortThread):
-		src = m.Threads[q.Thread].allocs
+	case q.Thread != NoThread && int(q.Thread) < len(m.Threads) && !m.Threads[q.Thread].unordered && (q.Sort == SortTime || q.Sort == SortThread):
+		// A thread's allocations are in its own (time) order.
+		src, timeOrdered, byThread = m.Threads[q.Thread].allocs, true, true
 	default:
 		src = m.Order(q.Sort)
 	}
-	match := m.matcher(q.Search)
-	test := func(i uint32) bool {
-		if q.Thread != NoThread && m.Thread[i] != q.Thread {
-			return false
+	if timeOrdered {
+		lo, hi := uint64(0), ^uint64(0)
+		if q.HasSince {
+			lo = q.Since
 		}
-		if q.Proc >= 0 && m.Threads[m.Thread[i]].Proc != q.Proc {
-			return false
+		if q.HasRange {
+			lo, hi = max(lo, q.From), min(hi, q.To)
 		}
-		if q.HasSince && m.TS[i] < q.Since {
-			return false
+		a, _ := slices.BinarySearchFunc(src, lo, func(id uint32, t uint64) int { return cmp.Compare(m.TS[id], t) })
+		b := len(src)
+		if hi != ^uint64(0) {
+			b, _ = slices.BinarySearchFunc(src, hi+1, func(id uint32, t uint64) int { return cmp.Compare(m.TS[id], t) })
 		}
-		if q.HasRange && (m.TS[i] < q.From || m.TS[i] > q.To) {
-			return false
+		if b < a {
+			b = a
 		}
-		switch q.Status {
-		case FilterLeaks:
-			if m.Status(i) != StatusLeak {
-				return false
-			}
-		case FilterActive:
-			if m.Status(i) != StatusActive {
-				return false
-			}
-		case FilterFreed:
-			if m.FreeThread[i] == NoThread {
-				return false
-			}
-		}
-		if q.MinAge > 0 && m.Lifetime(i) < q.MinAge {
-			return false
-		}
-		return match == nil || match.test(m, i)
+		src = src[a:b]
 	}
+	f := m.newFilter(q, byThread)
+	if f.trivial {
+		if q.Desc {
+			for k := len(src) - 1; k >= 0; k-- {
+				dst = append(dst, src[k])
+			}
+			return dst
+		}
+		return append(dst, src...)
+	}
+	const chunk = 1 << 16
+	w := runtime.GOMAXPROCS(0)
+	if len(src) < 2*chunk || w < 2 {
+		return f.run(src, q.Desc, dst)
+	}
+	// Split the work over the CPUs; parts are joined in order.
+	parts := make([][]uint32, w)
+	per := (len(src) + w - 1) / w
+	var wg sync.WaitGroup
+	for k := range w {
+		lo, hi := k*per, min((k+1)*per, len(src))
+		if lo >= hi {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fk := f
+			if f.match != nil {
+				fk.match = f.match.clone()
+			}
+			parts[k] = fk.run(src[lo:hi], q.Desc, nil)
+		}()
+	}
+	wg.Wait()
 	if q.Desc {
+		slices.Reverse(parts)
+	}
+	for _, p := range parts {
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+// filter is a query compiled against the model: per-thread tables instead
+// of per-record lookups through threads and processes.
+type filter struct {
+	m        *Model
+	q        *Query
+	threadOK []bool // thread and process filters
+	leaky    []bool // threads whose live blocks are leaks
+	match    *searchMatch
+	checkTh  bool
+	trivial  bool
+}
+
+// newFilter compiles q; srcIsThread says the records come from q.Thread's
+// own index.
+func (m *Model) newFilter(q *Query, srcIsThread bool) filter {
+	f := filter{m: m, q: q, match: m.matcher(q.Search)}
+	f.checkTh = q.Thread != NoThread || q.Proc >= 0
+	if f.checkTh {
+		f.threadOK = make([]bool, len(m.Threads))
+		for i := range m.Threads {
+			f.threadOK[i] = (q.Thread == NoThread || uint32(i) == q.Thread) && (q.Proc < 0 || m.Threads[i].Proc == q.Proc)
+		}
+	}
+	f.leaky = make([]bool, len(m.Threads))
+	for i := range m.Threads {
+		f.leaky[i] = m.threadLeaks(&m.Threads[i])
+	}
+	// With the time window already cut by binary search and a thread's
+	// own index, nothing else may need testing.
+	f.trivial = q.Status == FilterAll && q.MinAge == 0 && f.match == nil &&
+		(!f.checkTh || srcIsThread && q.Proc < 0) && (q.Sort == SortTime || srcIsThread || !q.HasSince && !q.HasRange)
+	return f
+}
+
+func (f *filter) test(i uint32) bool {
+	m, q := f.m, f.q
+	th := m.Thread[i]
+	if f.checkTh && !f.threadOK[th] {
+		return false
+	}
+	if q.Sort != SortTime && (q.HasSince && m.TS[i] < q.Since || q.HasRange && (m.TS[i] < q.From || m.TS[i] > q.To)) {
+		return false
+	}
+	freed := m.FreeThread[i] != NoThread
+	switch q.Status {
+	case FilterLeaks:
+		if freed || !f.leaky[th] {
+			return false
+		}
+	case FilterActive:
+		if freed || f.leaky[th] {
+			return false
+		}
+	case FilterFreed:
+		if !freed {
+			return false
+		}
+	}
+	if q.MinAge > 0 && m.Lifetime(i) < q.MinAge {
+		return false
+	}
+	return f.match == nil || f.match.test(m, i)
+}
+
+func (f *filter) run(src []uint32, desc bool, dst []uint32) []uint32 {
+	if desc {
 		for k := len(src) - 1; k >= 0; k-- {
-			if test(src[k]) {
+			if f.test(src[k]) {
 				dst = append(dst, src[k])
 			}
 		}
-	} else {
-		for _, i := range src {
-			if test(i) {
-				dst = append(dst, i)
-			}
+		return dst
+	}
+	for _, i := range src {
+		if f.test(i) {
+			dst = append(dst, i)
 		}
 	}
 	return dst
@@ -135,9 +236,12 @@ type searchMatch struct {
 	stacks  []bool
 	threads []bool
 	ops     [256]bool
-	ptr     string // lower-case hex digits to look for in pointers, "" = none
-	buf     []byte
+	ptrVal  uint64 // hex digits to look for in pointers
+	ptrLen  int    // how many digits; 0 = no pointer search
+	ptrHead bool   // the query began with 0x: match the leading digits
 }
+
+func (s *searchMatch) clone() *searchMatch { c := *s; return &c }
 
 func (s *searchMatch) test(m *Model, i uint32) bool {
 	if s.threads[m.Thread[i]] || s.ops[m.Op[i]] || s.stacks[m.Stack[i]] {
@@ -146,9 +250,34 @@ func (s *searchMatch) test(m *Model, i uint32) bool {
 	if f := m.FreeThread[i]; f != NoThread && (s.threads[f] || s.stacks[m.FreeStack[i]]) {
 		return true
 	}
-	if s.ptr != "" {
-		s.buf = strconv.AppendUint(append(s.buf[:0], "0x"...), m.Ptr[i], 16)
-		return strings.Contains(string(s.buf), s.ptr)
+	if s.ptrLen > 0 {
+		return s.ptrMatch(m.Ptr[i])
+	}
+	return false
+}
+
+// ptrMatch reports whether the hex digits of p, as %p prints them (no
+// leading zeros), contain the query's digits: a window of nibbles compared
+// as a number, no formatting.
+func (s *searchMatch) ptrMatch(p uint64) bool {
+	nd := (bits.Len64(p) + 3) / 4
+	if nd == 0 {
+		nd = 1
+	}
+	if s.ptrLen > nd {
+		return false
+	}
+	mask := uint64(1)<<(4*uint(s.ptrLen)) - 1
+	if s.ptrLen == 16 {
+		mask = ^uint64(0)
+	}
+	if s.ptrHead {
+		return (p>>(4*uint(nd-s.ptrLen)))&mask == s.ptrVal
+	}
+	for sh := 0; sh+s.ptrLen <= nd; sh++ {
+		if (p>>(4*uint(sh)))&mask == s.ptrVal {
+			return true
+		}
 	}
 	return false
 }
@@ -181,7 +310,11 @@ func (m *Model) matcher(q string) *searchMatch {
 		s.ops[o] = containsFold(m.opNames[o], q)
 	}
 	if isHexQuery(q) {
-		s.ptr = q
+		h := strings.TrimPrefix(q, "0x")
+		if len(h) <= 16 {
+			s.ptrVal, _ = strconv.ParseUint(h, 16, 64)
+			s.ptrLen, s.ptrHead = len(h), strings.HasPrefix(q, "0x")
+		}
 	}
 	return s
 }
@@ -255,14 +388,15 @@ func (g *Group) Rate() float64 {
 // Groups folds a selection by call stack. With hasBase, Growth is the
 // change of each site's live bytes since time base.
 func (m *Model) Groups(sel []uint32, base uint64, hasBase bool, key GroupSort, desc bool) []Group {
-	slot := make(map[uint32]int32)
+	// A slot per stack id: a slice index, not a map lookup, per record.
+	slot := make([]int32, m.NumStacks())
 	var gs []Group
 	for _, i := range sel {
 		s := m.Stack[i]
-		k, ok := slot[s]
-		if !ok {
+		k := slot[s] - 1
+		if k < 0 {
 			k = int32(len(gs))
-			slot[s] = k
+			slot[s] = k + 1
 			gs = append(gs, Group{Stack: s, First: m.TS[i], Last: m.TS[i], Example: i, Thread: m.Thread[i]})
 		}
 		g := &gs[k]
@@ -335,14 +469,20 @@ func (m *Model) Histogram(sel []uint32) []Bucket {
 	}
 	for _, i := range sel {
 		sz := m.Size[i]
-		k := 0
-		for sz > SizeBuckets[k] {
-			k++
-		}
+		k := bucketOf(sz)
 		out[k].Count++
 		out[k].Bytes += sz
 	}
 	return out
+}
+
+// bucketOf indexes SizeBuckets, whose bounds are 16·4^k.
+func bucketOf(sz uint64) int {
+	if sz <= 16 {
+		return 0
+	}
+	k := (bits.Len64(sz-1) - 3) / 2
+	return min(k, len(SizeBuckets)-1)
 }
 
 // Cell is one time bucket of the timeline.

@@ -2,8 +2,12 @@ package analysis
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -175,6 +179,124 @@ func TestOrderExtendsOnAppend(t *testing.T) {
 			if key(a[i-1]) > key(a[i]) {
 				t.Fatalf("%v: not sorted at %d", k, i)
 			}
+		}
+	}
+}
+
+func TestBucketOf(t *testing.T) {
+	for _, sz := range []uint64{0, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 1023, 1024, 1025, 4096, 1 << 20, 1<<20 + 1, 1 << 40, ^uint64(0)} {
+		k := 0
+		for sz > SizeBuckets[k] {
+			k++
+		}
+		if got := bucketOf(sz); got != k {
+			t.Errorf("bucketOf(%d) = %d, want %d", sz, got, k)
+		}
+	}
+}
+
+// Select (parallel, binary-searched, compiled) against a plain reference
+// on a model large enough for the parallel path.
+func TestSelectMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	m := load(t, writeEvents(genHistory(r, 300_000, 5), false, r, false))
+	if m.Len() < 2*65536 {
+		t.Fatalf("model too small for the parallel path: %d", m.Len())
+	}
+	span := m.MaxTS - m.MinTS
+	for k := 0; k < 60; k++ {
+		q := NewQuery()
+		q.Status = StatusFilter(r.IntN(int(NumStatusFilters)))
+		q.Sort = SortKey(r.IntN(int(numSortKeys)))
+		q.Desc = r.IntN(2) == 0
+		if r.IntN(2) == 0 {
+			q.Thread = uint32(r.IntN(len(m.Threads)))
+		}
+		if r.IntN(3) == 0 {
+			q.Since, q.HasSince = m.MinTS+uint64(r.Int64N(int64(span))), true
+		}
+		if r.IntN(3) == 0 {
+			a, b := m.MinTS+uint64(r.Int64N(int64(span))), m.MinTS+uint64(r.Int64N(int64(span)))
+			q.From, q.To, q.HasRange = min(a, b), max(a, b), true
+		}
+		if r.IntN(4) == 0 {
+			q.MinAge = uint64(r.IntN(50))
+		}
+		switch r.IntN(5) {
+		case 0:
+			q.Search = "f1"
+		case 1:
+			q.Search = "3a"
+		case 2:
+			q.Search = "0x1"
+		}
+		got := m.Select(&q, nil)
+		want := refSelect(m, &q)
+		if !slices.Equal(got, want) {
+			t.Fatalf("query %+v: %d records, reference %d", q, len(got), len(want))
+		}
+	}
+}
+
+func refSelect(m *Model, q *Query) []uint32 {
+	var out []uint32
+	for i := range m.TS {
+		id := uint32(i)
+		if q.Thread != NoThread && m.Thread[id] != q.Thread || q.HasSince && m.TS[id] < q.Since ||
+			q.HasRange && (m.TS[id] < q.From || m.TS[id] > q.To) || q.MinAge > 0 && m.Lifetime(id) < q.MinAge {
+			continue
+		}
+		st := m.Status(id)
+		if q.Status == FilterLeaks && st != StatusLeak || q.Status == FilterActive && st != StatusActive || q.Status == FilterFreed && st != StatusFreed {
+			continue
+		}
+		if q.Search != "" {
+			ok := false
+			text := fmt.Sprintf("0x%x %s %s", m.Ptr[id], m.Threads[m.Thread[id]].Name, m.OpName(m.Op[id]))
+			if m.FreeThread[id] != NoThread {
+				text += " " + m.Threads[m.FreeThread[id]].Name
+				for _, f := range m.Frames(m.FreeStack[id]) {
+					text += " " + m.FrameName(f)
+				}
+			}
+			for _, f := range m.Frames(m.Stack[id]) {
+				text += " " + m.FrameName(f)
+			}
+			ok = strings.Contains(text, q.Search)
+			if !ok {
+				continue
+			}
+		}
+		out = append(out, id)
+	}
+	key := m.sortKeyFunc(q.Sort)
+	slices.SortStableFunc(out, func(a, b uint32) int {
+		if c := cmp.Compare(key(a), key(b)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(m.TS[a], m.TS[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	if q.Desc {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+func TestPrecomputeOrders(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	log := writeEvents(genHistory(r, 5000, 3), true, r, false)
+	a, b := load(t, log), load(t, log)
+	var mu sync.Mutex
+	a.PrecomputeOrders(&mu)
+	for k := SortKey(0); k < numSortKeys; k++ {
+		if a.orders[k].n != a.Len() {
+			t.Fatalf("%v not precomputed", k)
+		}
+		if !slices.Equal(a.Order(k), b.Order(k)) {
+			t.Fatalf("%v: precomputed order differs from Order", k)
 		}
 	}
 }

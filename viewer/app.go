@@ -34,6 +34,13 @@ type Options struct {
 	Lines    SourceLiner // for L; nil = unavailable
 }
 
+type tlKey struct {
+	version uint64
+	n       int
+	thread  uint32
+	proc    int32
+}
+
 type marker struct {
 	ts  uint64
 	set bool
@@ -90,7 +97,10 @@ type App struct {
 	quit    bool
 
 	srcCache map[uint32]string
-	listRows int // rows of the list pane at the last draw, for paging
+	tlCells  []analysis.Cell // the timeline, cached until the model or its parameters change
+	tlKey    tlKey
+	hists    []analysis.Bucket // histogram of sel, nil until drawn
+	listRows int               // rows of the list pane at the last draw, for paging
 	lastDraw time.Time
 }
 
@@ -122,6 +132,7 @@ func (a *App) refresh() {
 		keep, hadKeep = a.sel[a.cursor], true
 	}
 	a.sel = m.Select(&a.q, a.sel)
+	a.hists = nil
 	if a.groupMode {
 		gs := a.groupSort
 		if gs == analysis.GroupByGrowth && !a.hasBaseline {

@@ -326,7 +326,7 @@ func TestEveryKey(t *testing.T) {
 	if focusOf() != PaneDetail {
 		t.Fatalf("h Backtab → %v", focusOf())
 	}
-	h.sim.SetSize(130, 16) // a short screen, so that the detail overflows
+	h.sim.SetSize(130, 16)  // a short screen, so that the detail overflows
 	press(tcell.KeyDown, 0) // scrolls the detail pane
 	if h.a.dscroll != 1 || strings.Contains(h.screen(), "── Allocation") || !strings.Contains(h.screen(), "Op      :") {
 		t.Fatalf("detail scroll %d:\n%s", h.a.dscroll, h.screen())

@@ -251,7 +251,11 @@ func (a *App) drawTimeline(y, w int) {
 	if n < 4 {
 		return
 	}
-	cells := m.Timeline(n, a.q.Thread, a.q.Proc)
+	key := tlKey{m.Version, n, a.q.Thread, a.q.Proc}
+	if a.tlKey != key || a.tlCells == nil {
+		a.tlCells, a.tlKey = m.Timeline(n, a.q.Thread, a.q.Proc), key
+	}
+	cells := a.tlCells
 	var max int64
 	for _, c := range cells {
 		if c.Live > max {
@@ -452,7 +456,10 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 func (a *App) drawHistogram(x0, y0, x1, y1 int) {
 	m := a.M
 	a.put(x0, y0, x1, pad("Size        Count       Bytes  (visible records)", x1-x0), a.headStyle(PaneList))
-	hs := m.Histogram(a.sel)
+	if a.hists == nil {
+		a.hists = m.Histogram(a.sel)
+	}
+	hs := a.hists
 	var max int64
 	for _, b := range hs {
 		if b.Count > max {

@@ -84,7 +84,7 @@ func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, o
 	// A pool of distinct call stacks, as a real program has a few hundred
 	// allocating call sites.
 	type frame struct {
-		mod, sym string
+		mod, sym  string
 		off, addr uint64
 	}
 	stacks := make([][]frame, 400)

@@ -236,7 +236,7 @@ func run(a args) error {
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
-		err := m.Stream(src, analysis.StreamOptions{Lock: &app.Mu, Progress: opt.Progress, Stop: stop, OnBatch: func() { changed.Store(true) }})
+		err := m.Stream(src, analysis.StreamOptions{Lock: &app.Mu, Progress: opt.Progress, Stop: stop, SizeHint: opt.Size, OnBatch: func() { changed.Store(true) }})
 		if err == nil && streamErr != nil {
 			err = streamErr()
 		}
@@ -248,6 +248,8 @@ func run(a args) error {
 		}
 		app.Mu.Unlock()
 		changed.Store(true)
+		// Sorting by size or thread is then instant.
+		m.PrecomputeOrders(&app.Mu)
 	}()
 	go func() {
 		t := time.NewTicker(100 * time.Millisecond)

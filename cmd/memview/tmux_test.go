@@ -48,7 +48,9 @@ func (tm *term) tmux(args ...string) string {
 
 func (tm *term) screen() string { return tm.tmux("capture-pane", "-p", "-t", tm.sess) }
 
-func (tm *term) send(keys ...string) { tm.tmux(append([]string{"send-keys", "-t", tm.sess}, keys...)...) }
+func (tm *term) send(keys ...string) {
+	tm.tmux(append([]string{"send-keys", "-t", tm.sess}, keys...)...)
+}
 
 // waitFor polls the screen until it contains all of want.
 func (tm *term) waitFor(want ...string) string {
