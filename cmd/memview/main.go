@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -42,6 +43,7 @@ type args struct {
 	save   string
 	dump   string
 	stats  string // hidden: --load-stats LOG, for the benchmark
+	fbench string // hidden: --follow-bench LOG, for the benchmark
 }
 
 func parseArgs(av []string) (args, error) {
@@ -81,6 +83,11 @@ func parseArgs(av []string) (args, error) {
 				return a, err
 			}
 			i++
+		case s == "--follow-bench":
+			if a.fbench, err = need(i, s); err != nil {
+				return a, err
+			}
+			i++
 		case s == "-":
 			a.target = s
 		case strings.HasPrefix(s, "-") && s != "-":
@@ -92,7 +99,7 @@ func parseArgs(av []string) (args, error) {
 			a.target = s
 		}
 	}
-	if a.dump == "" && a.stats == "" && a.target == "" {
+	if a.dump == "" && a.stats == "" && a.fbench == "" && a.target == "" {
 		return a, errors.New("no log given")
 	}
 	return a, nil
@@ -149,6 +156,9 @@ func run(a args) error {
 	}
 	if a.stats != "" {
 		return loadStats(a.stats)
+	}
+	if a.fbench != "" {
+		return followBench(a.fbench)
 	}
 
 	m := analysis.New()
@@ -330,4 +340,50 @@ func loadStats(path string) error {
 	fmt.Printf("load %.3fs  first-select %.3fs  allocs %d  selected %d  leaks %d (%d bytes)  stacks %d  maxrss %d MB  gomaxprocs %d\n",
 		load.Seconds(), first.Seconds(), m.Len(), len(sel), n, b, m.NumStacks(), ru.Maxrss/1024, runtime.GOMAXPROCS(0))
 	return nil
+}
+
+// followBench follows a log that another process is writing, as memview -f
+// does, and reports when it had read everything: the time it caught up
+// after the file stopped growing (the writer's end), as Unix nanoseconds,
+// so the benchmark can subtract the writer's end time.
+func followBench(path string) error {
+	f, err := openLog(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	m := analysis.New()
+	var mu sync.Mutex
+	var progress atomic.Int64
+	stop := make(chan struct{})
+	go m.Stream(&analysis.Follower{R: f, Poll: 250 * time.Millisecond}, analysis.StreamOptions{Lock: &mu, Progress: &progress, Stop: stop})
+	var caughtUp time.Time
+	var lastSize int64 = -1
+	stable := time.Now()
+	for {
+		time.Sleep(10 * time.Millisecond)
+		st, err := os.Stat(path)
+		if err != nil {
+			return fmt.Errorf("stat the log: %w", err)
+		}
+		size := st.Size()
+		if size != lastSize {
+			lastSize, stable = size, time.Now()
+		}
+		if progress.Load() >= size {
+			if caughtUp.IsZero() {
+				caughtUp = time.Now()
+			}
+		} else {
+			caughtUp = time.Time{}
+		}
+		if !caughtUp.IsZero() && time.Since(stable) > 2*time.Second && size > 0 {
+			close(stop)
+			mu.Lock()
+			n := m.Len()
+			mu.Unlock()
+			fmt.Printf("caught-up-ns %d allocs %d bytes %d\n", caughtUp.UnixNano(), n, size)
+			return nil
+		}
+	}
 }
