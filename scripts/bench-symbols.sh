@@ -15,7 +15,8 @@ echo "$out" | awk '
 END {
 	print ""
 	printf "%-22s %15s\n", "symbols benchmark", "frames/s"
-	for (n in fps) printf "%-22s %15.0f\n", n, fps[n]
+	split("ResolveCold ResolveWarm ResolveSourceCold ResolveSourceWarm Addr2lineBaseline", order, " ")
+	for (i = 1; i <= 5; i++) if (order[i] in fps) printf "%-22s %15.0f\n", order[i], fps[order[i]]
 	if (fps["Addr2lineBaseline"] > 0) {
 		print ""
 		printf "source lines, cold cache vs addr2line -f -i: %.1fx\n", fps["ResolveSourceCold"] / fps["Addr2lineBaseline"]

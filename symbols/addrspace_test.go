@@ -2,6 +2,7 @@ package symbols
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -104,5 +105,46 @@ func TestNewAddressSpaceBadPID(t *testing.T) {
 	_, err := NewAddressSpace(NewCache(nil), 1<<30)
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("nonexistent pid: %v", err)
+	}
+}
+
+// The agent resolves from several goroutines while mappings keep arriving;
+// every goroutine must see the same answers as a single-threaded pass.
+func TestConcurrentResolve(t *testing.T) {
+	f := fixtures(t)
+	r := runProg(t, f.prog, "inline")
+	ref := newAS(t, NewCache(nil), r.maps["MAPS"])
+	var want []Frame
+	for _, bt := range r.frames {
+		fr, _ := ref.Resolve(bt.addr, ReturnAddress|WithSource)
+		want = append(want, fr)
+	}
+	c := NewCache(nil)
+	defer c.Close()
+	as := newAS(t, c, nil)
+	as.AddSnapshot(r.maps["MAPS"], 1)
+	errc := make(chan string, 8)
+	for g := 0; g < 8; g++ {
+		go func(g int) {
+			for it := 0; it < 20; it++ {
+				if g == 0 {
+					// Unrelated mappings arriving meanwhile.
+					as.AddMapping(Mapping{Start: uint64(0x1000 * (it + 1)), End: uint64(0x1000 * (it + 2)), Perms: "rw-p"}, uint64(2+it))
+				}
+				for i, bt := range r.frames {
+					fr, _ := as.Resolve(bt.addr, ReturnAddress|WithSource)
+					if fr.Symbol != want[i].Symbol || fr.Line != want[i].Line || len(fr.Source) != len(want[i].Source) {
+						errc <- fmt.Sprintf("goroutine %d frame %d: %+v, want %+v", g, i, fr, want[i])
+						return
+					}
+				}
+			}
+			errc <- ""
+		}(g)
+	}
+	for g := 0; g < 8; g++ {
+		if e := <-errc; e != "" {
+			t.Error(e)
+		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// benchSet maps real libraries and a -g test binary at made-up bases the
+// benchSet maps real libraries and a -g C++ test binary (T21) at made-up bases the
 // way the dynamic loader would (one mapping per PT_LOAD), and picks frame
 // addresses inside their functions.
 type benchSet struct {
@@ -26,10 +26,10 @@ var benchLibs = []string{
 
 func newBenchSet(b *testing.B) *benchSet {
 	b.Helper()
-	f := fixtures(b)
+	dbg := buildT21(b)
 	s := &benchSet{}
 	base := uint64(0x7f0000000000)
-	for i, p := range append([]string{f.prog}, benchLibs...) {
+	for i, p := range append([]string{dbg}, benchLibs...) {
 		ef, err := elf.Open(p)
 		if err != nil {
 			if i == 0 {
@@ -107,6 +107,7 @@ func benchCold(b *testing.B, addrs func(*benchSet) []uint64, flags Flags) {
 		c.Close()
 	}
 	reportFPS(b, b.N*len(a), time.Since(start))
+	b.ReportMetric(float64(len(a)), "frames/op")
 }
 
 func benchWarm(b *testing.B, addrs func(*benchSet) []uint64, flags Flags) {
@@ -135,7 +136,7 @@ func progAddrs(s *benchSet) []uint64 { return s.prog }
 func BenchmarkResolveCold(b *testing.B) { benchCold(b, allAddrs, ReturnAddress) }
 func BenchmarkResolveWarm(b *testing.B) { benchWarm(b, allAddrs, ReturnAddress) }
 
-// With file:line and inline frames, over the -g test binary.
+// With file:line and inline frames, over the -g C++ test binary.
 func BenchmarkResolveSourceCold(b *testing.B) { benchCold(b, progAddrs, ReturnAddress|WithSource) }
 func BenchmarkResolveSourceWarm(b *testing.B) { benchWarm(b, progAddrs, ReturnAddress|WithSource) }
 
@@ -147,7 +148,7 @@ func BenchmarkAddr2lineBaseline(b *testing.B) {
 		b.Skip("addr2line not installed")
 	}
 	s := newBenchSet(b)
-	args := []string{"-f", "-i", "-e", fixtures(b).prog}
+	args := []string{"-f", "-i", "-e", buildT21(b)}
 	for _, v := range s.progV {
 		args = append(args, strconv.FormatUint(v-1, 16))
 	}
@@ -159,4 +160,5 @@ func BenchmarkAddr2lineBaseline(b *testing.B) {
 		}
 	}
 	reportFPS(b, b.N*len(s.progV), time.Since(start))
+	b.ReportMetric(float64(len(s.progV)), "frames/op")
 }

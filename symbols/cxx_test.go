@@ -1,10 +1,12 @@
 package symbols
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -62,13 +64,33 @@ func cxxfilt(t *testing.T, names []string) []string {
 	return strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 }
 
-func TestT21TemplateRecursion(t *testing.T) {
+var (
+	t21Once sync.Once
+	t21Bin  string
+)
+
+// buildT21 compiles the T21 program once per test run (the benchmarks use
+// it too: it has DWARF for many functions and inlined library code).
+func buildT21(t testing.TB) string {
+	t.Helper()
 	needTool(t, "g++")
-	dir := t.TempDir()
-	src := filepath.Join(dir, "t21.cc")
-	writeFile(t, src, t21CC)
-	bin := filepath.Join(dir, "t21")
-	run(t, "g++", "-g", "-O1", "-rdynamic", "-o", bin, src)
+	t21Once.Do(func() {
+		dir := filepath.Join(fxDir, "t21")
+		os.MkdirAll(dir, 0o755)
+		src := filepath.Join(dir, "t21.cc")
+		writeFile(t, src, t21CC)
+		bin := filepath.Join(dir, "t21")
+		run(t, "g++", "-g", "-O1", "-rdynamic", "-o", bin, src)
+		t21Bin = bin
+	})
+	if t21Bin == "" {
+		t.Fatal("building the T21 fixture failed earlier")
+	}
+	return t21Bin
+}
+
+func TestT21TemplateRecursion(t *testing.T) {
+	bin := buildT21(t)
 	r := runProg(t, bin)
 	c := NewCache(nil)
 	defer c.Close()

@@ -290,7 +290,10 @@ func (x *dwarfIndex) loadFuncs(u *unitInfo) {
 			next = n
 		}
 		if e.Children {
-			if len(stack) >= maxInlineDepth {
+			if len(stack) >= maxInlineDepth || !mayHoldCode(e.Tag) {
+				// Types, variables and parameters hold no code; skipping
+				// them (cheap when GCC emits DW_AT_sibling) is most of
+				// the cold cost saved.
 				r.SkipChildren()
 				continue
 			}
@@ -409,4 +412,16 @@ func (x *dwarfIndex) source(pc uint64) (fr []SourceFrame, err error) {
 		fr = append(fr, SourceFrame{Function: chain[k-1].name, File: cf, Line: int(callee.callLine)})
 	}
 	return fr, nil
+}
+
+// mayHoldCode reports whether a DIE's children can include concrete
+// functions or inlined calls.
+func mayHoldCode(t dwarf.Tag) bool {
+	switch t {
+	case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine, dwarf.TagLexDwarfBlock,
+		dwarf.TagNamespace, dwarf.TagModule, dwarf.TagCompileUnit, dwarf.TagPartialUnit,
+		dwarf.TagTryDwarfBlock, dwarf.TagCatchDwarfBlock:
+		return true
+	}
+	return false
 }
