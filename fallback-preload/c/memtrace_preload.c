@@ -326,6 +326,7 @@ static int use_counter;
 static uint64_t cnt0;            // counter at calibration
 static uint64_t mono0;           // CLOCK_MONOTONIC ns at calibration
 static uint64_t cnt_mult;        // ns = (cnt - cnt0) * mult >> 32
+static uint64_t inherited_mult;  // an exec'd child reuses the session's calibration
 
 static inline uint64_t mono_ns(void)
 {
@@ -384,6 +385,13 @@ static void clock_init(int calibrate_ms)
 	use_counter = 1;
 	(void)calibrate_ms;
 #else
+	if (inherited_mult) {
+		mono0 = mono_ns();
+		cnt0 = read_counter();
+		cnt_mult = inherited_mult;
+		use_counter = 1;
+		return;
+	}
 	// Calibrate the TSC against CLOCK_MONOTONIC over a short spin.
 	uint64_t m1 = mono_ns(), c1 = read_counter();
 	uint64_t m2, c2;
@@ -1517,8 +1525,10 @@ static int join_session(void)
 	int fd;
 	unsigned long long dev, ino, ep;
 	int fl;
-	if (sscanf(s, "%d:%llu:%llu:%llu:%d", &fd, &dev, &ino, &ep, &fl) != 5)
+	unsigned long long mult = 0;
+	if (sscanf(s, "%d:%llu:%llu:%llu:%d:%llu", &fd, &dev, &ino, &ep, &fl, &mult) < 5)
 		return 0;
+	inherited_mult = mult;
 	if (!fl) {
 		g_off = 1;
 		return 1;
@@ -1584,8 +1594,9 @@ static void start_session(void)
 		fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
 	}
 	char v[160];
-	snprintf(v, sizeof v, "%d:%llu:%llu:%llu:%d", fd, (unsigned long long)st.st_dev,
-		 (unsigned long long)st.st_ino, (unsigned long long)epoch_ns, follow);
+	snprintf(v, sizeof v, "%d:%llu:%llu:%llu:%d:%llu", fd, (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino, (unsigned long long)epoch_ns, follow,
+		 (unsigned long long)(use_counter ? cnt_mult : 0));
 	setenv(SESSION_ENV, v, 1);
 }
 
@@ -1668,15 +1679,16 @@ __attribute__((constructor)) static void init(void)
 	mmap_files = mf && strcmp(mf, "1") == 0;
 
 	int exec_child = join_session();
-	if (!exec_child) {
+	if (!exec_child)
 		epoch_ns = mono_ns();
+	if (!g_off)
+		clock_init(2);
+	if (!exec_child)
 		start_session();
-	}
 	if (g_off) {
 		t_in = in;
 		return;
 	}
-	clock_init(exec_child ? 1 : 2);
 	pthread_key_create(&exit_key, thread_exit);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	write_start_line(exec_child);
