@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,9 @@ func newCallsites() *callsites {
 
 // KnownFile registers a file a traced process maps or runs.
 func (s *Session) KnownFile(path string) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // frames name modules that readers open from anywhere
+	}
 	c := s.calls
 	if c.known[path] {
 		return

@@ -20,6 +20,9 @@ type Config struct {
 	// StartNS is CLOCK_MONOTONIC at the start of tracing: log timestamps
 	// count microseconds from it.
 	StartNS uint64
+	// StackDepth is the depth asked for, to tell a stack cut by depth
+	// from one cut by a broken frame-pointer chain.
+	StackDepth int
 	// Window is how long events are held to be put in time order across
 	// CPUs; 0 means DefaultWindow.
 	Window time.Duration
@@ -52,6 +55,7 @@ type thread struct {
 type Stats struct {
 	Events, Allocs, Frees, Exits uint64
 	Lost                         uint64
+	StacksMissing                uint64
 }
 
 // Session is one log being written.
@@ -67,6 +71,7 @@ type Session struct {
 	Stats   Stats
 	err     error
 	calls   *callsites
+	stacks  map[uint64]*stackInfo
 }
 
 // New starts a session writing to cfg.Out.
@@ -282,6 +287,9 @@ func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op lo
 	s.Stats.Allocs++
 	s.buf = logfmt.AppendAlloc(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, t.total, ptr)
 	s.write(s.buf)
+	if e.Stack != 0 {
+		s.writeStack(e.Stack)
+	}
 }
 
 func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
@@ -309,6 +317,9 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 	s.Stats.Frees++
 	s.buf = logfmt.AppendFree(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, ptr)
 	s.write(s.buf)
+	if e.Stack != 0 {
+		s.writeStack(e.Stack)
+	}
 }
 
 // Lost records that n records were dropped since the last call.

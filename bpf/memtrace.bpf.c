@@ -20,6 +20,12 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by the agent before load. */
 const volatile __u64 wakeup_bytes = 64 * 1024;
 
+/* Stack capture: frames per event (0: off) and, when n_stack_threads > 0,
+ * the thread-name substrings that select threads (--stack-threads). */
+const volatile __u32 stack_depth = 0;
+const volatile __u32 n_stack_threads = 0;
+const volatile char stack_threads[8][16] = {};
+
 /* Records the ring buffer could not take; the agent reads and reports it. */
 __u64 lost_records = 0;
 
@@ -37,6 +43,26 @@ struct {
 	__type(value, __u8);
 } targets SEC(".maps");
 
+struct stackbuf {
+	__u64 ips[MT_MAX_FRAMES + 1];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stackbuf);
+} stack_scratch SEC(".maps");
+
+/* Stacks already sent to the agent, by id (which hashes the tgid in). LRU:
+ * an evicted stack is simply sent again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} stacks_sent SEC(".maps");
+
 struct tstate {
 	__u64 outer_sp;      /* stack pointer at the outermost traced call */
 	__u64 arg_size;
@@ -48,6 +74,10 @@ struct tstate {
 	__u64 ovr_size;
 	__u64 callsite;      /* aligned_alloc/memalign: the PLT stub called, */
 	__u64 callsite_ino;  /* as a file offset in this inode */
+	__u64 stack;         /* the outermost call's stack */
+	__u64 ovr_stack;
+	__u64 comm_lo, comm_hi; /* the name stack_ok was decided for */
+	__u8 stack_ok;       /* 1: capture, 2: do not */
 	__u32 depth;
 	__u8 op;
 	__u8 sig;
@@ -93,7 +123,8 @@ static __always_inline struct mt_event *reserve(void)
 	e->ts_ns = bpf_ktime_get_ns();
 	e->tgid = id >> 32;
 	e->tid = (__u32)id;
-	e->stack_id = -1;
+	e->stack = 0;
+	e->pad = 0;
 	e->flags = 0;
 	e->old_ptr = 0;
 	e->old_size = 0;
@@ -117,6 +148,139 @@ static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx));
 	__u64 ip = PT_REGS_IP(ctx);
 	return ret >= ip - before && ret < ip + after;
+}
+
+/* --stack-threads: decided once per thread name, not per event. The
+ * substring search runs in bpf_loop callbacks so that the verifier checks
+ * its body once rather than every unrolled path. */
+struct mt_match_ctx {
+	char comm[16];
+	int found;
+};
+
+static long match_cb(__u64 idx, void *data)
+{
+	struct mt_match_ctx *m = data;
+	__u32 p = (idx >> 4) & 7, start = idx & 15;
+	int i;
+	for (i = 0; i < 16; i++) {
+		char want = stack_threads[p][i];
+		if (want == 0)
+			break;
+		if (start + i >= 16 || m->comm[(start + i) & 15] != want)
+			return 0;
+	}
+	if (i > 0) {
+		m->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static __always_inline int stack_wanted(struct tstate *st)
+{
+	if (n_stack_threads == 0)
+		return 1;
+	struct mt_match_ctx m = {};
+	bpf_get_current_comm(m.comm, sizeof(m.comm));
+	__u64 lo = *(__u64 *)&m.comm[0], hi = *(__u64 *)&m.comm[8];
+	if (st->stack_ok && lo == st->comm_lo && hi == st->comm_hi)
+		return st->stack_ok == 1;
+	st->comm_lo = lo;
+	st->comm_hi = hi;
+	bpf_loop(n_stack_threads * 16, match_cb, &m, 0);
+	st->stack_ok = m.found ? 1 : 2;
+	return m.found;
+}
+
+struct mt_send_ctx {
+	struct mt_stack *r;
+	struct stackbuf *buf;
+	struct task_struct *task;
+};
+
+#if defined(__TARGET_ARCH_x86)
+static long frame_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct mt_frame *f = data;
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+	if (!file) {
+		f->ino = 0;
+		return 0;
+	}
+	f->ino = BPF_CORE_READ(file, f_inode, i_ino);
+	f->fileoff = f->addr - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
+	return 0;
+}
+#endif
+
+static long frame_cb(__u64 i, void *data)
+{
+	struct mt_send_ctx *c = data;
+	if (i >= MT_MAX_FRAMES)
+		return 1;
+	/* find_vma's context must live on the BPF stack. */
+	struct mt_frame f = {.addr = c->buf->ips[i], .ino = ~0ULL};
+#if defined(__TARGET_ARCH_x86)
+	bpf_find_vma(c->task, f.addr, frame_vma_cb, &f, 0);
+#endif
+	c->r->frames[i] = f;
+	return 0;
+}
+
+/* Sends a stack the agent has not seen: each frame with the file and
+ * offset it lies in now. */
+static __always_inline void send_stack(__u64 id, struct stackbuf *buf, __u32 n)
+{
+	struct mt_stack *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&lost_records, 1);
+		return;
+	}
+	r->ts_ns = bpf_ktime_get_ns();
+	r->id = id;
+	r->tgid = bpf_get_current_pid_tgid() >> 32;
+	r->nframes = n;
+	struct mt_send_ctx c = {.r = r, .buf = buf, .task = bpf_get_current_task_btf()};
+	bpf_loop(n, frame_cb, &c, 0);
+	submit((struct mt_event *)r);
+}
+
+/* The user stack at an outermost call, frame 0 being the caller: at the
+ * probe point (before any push) the return address is at [sp], and the
+ * frame-pointer walk from the caller's rbp gives the rest. Returns the
+ * stack's id, or 0. */
+static __always_inline __u64 capture_stack(struct pt_regs *ctx, struct tstate *st)
+{
+	if (stack_depth == 0 || !stack_wanted(st))
+		return 0;
+	__u32 zero = 0;
+	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!buf)
+		return 0;
+	if (bpf_probe_read_user(&buf->ips[0], 8, (void *)PT_REGS_SP(ctx)))
+		return 0;
+	__u32 n = 1;
+	if (stack_depth > 1) {
+		/* Skip frame 0 of the walk: the allocation function itself. */
+		long got = bpf_get_stack(ctx, &buf->ips[1], (stack_depth - 1) * 8 & 0x3ff,
+					 BPF_F_USER_STACK | 1);
+		if (got > 0)
+			n += got / 8;
+	}
+	__u64 id = 0xcbf29ce484222325ULL ^ (bpf_get_current_pid_tgid() >> 32);
+	for (__u32 i = 0; i < MT_MAX_FRAMES + 1; i++) {
+		if (i >= n)
+			break;
+		id = (id ^ buf->ips[i & MT_MAX_FRAMES]) * 0x100000001b3ULL;
+	}
+	id |= 1; /* never 0 */
+	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
+		__u8 one = 1;
+		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
+		send_stack(id, buf, n);
+	}
+	return id;
 }
 
 /* aligned_alloc and memalign are one function in glibc, so one probe
@@ -237,14 +401,19 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 	}
 	}
 	/* The allocation an operator new makes for the program: logged as
-	 * the new, with the size the program asked for. */
+	 * the new, with the size the program asked for, and new's stack. */
+	int under_new = 0;
 	if (st->ovr_op) {
 		if (sp < st->ovr_sp) {
 			op = st->ovr_op;
 			size = st->ovr_size;
+			st->stack = st->ovr_stack;
+			under_new = 1;
 		}
 		st->ovr_op = 0;
 	}
+	if (!under_new)
+		st->stack = capture_stack(ctx, st);
 	st->callsite_ino = 0;
 	if (op == MT_OP_ALIGNED_ALLOC)
 		call_target(ctx, st);
@@ -280,6 +449,7 @@ static __always_inline int do_new(struct pt_regs *ctx)
 	st->ovr_op = cookie & 0xff;
 	st->ovr_size = PT_REGS_PARM1(ctx);
 	st->ovr_sp = sp;
+	st->ovr_stack = capture_stack(ctx, st);
 	return 0;
 }
 
@@ -337,6 +507,7 @@ static __always_inline int do_return(struct pt_regs *ctx)
 	e->ptr = ptr;
 	e->size = size;
 	e->flags = st->flags;
+	e->stack = st->stack;
 	if (kind == MT_EV_REALLOC) {
 		e->old_ptr = st->arg_ptr;
 		e->old_size = st->inner_size;
@@ -384,7 +555,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	__u8 op = cookie & 0xff;
 	__u64 sp = PT_REGS_SP(ctx);
 	__u64 size = 0;
-	struct tstate *st = state(op != MT_OP_FREE && op != MT_OP_MUNMAP);
+	struct tstate *st = state(stack_depth || (op != MT_OP_FREE && op != MT_OP_MUNMAP));
 	if (op == MT_OP_MUNMAP) {
 		if (called_from_module(ctx, cookie))
 			return 0;
@@ -413,6 +584,8 @@ static __always_inline int do_free(struct pt_regs *ctx)
 			st->skip_free_sp = sp;
 		}
 	}
+	/* Captured first: a new stack's record must precede its event. */
+	__u64 stack = st ? capture_stack(ctx, st) : 0;
 	struct mt_event *e = reserve();
 	if (!e)
 		return 0;
@@ -420,6 +593,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	e->op = op;
 	e->ptr = ptr;
 	e->size = size;
+	e->stack = stack;
 	submit(e);
 	return 0;
 }
@@ -463,4 +637,5 @@ const volatile struct {
 	enum mt_kind kind;
 	enum mt_sig sig;
 	struct mt_event ev;
+	struct mt_stack stack;
 } mt_abi_types = {};

@@ -62,13 +62,36 @@ struct mt_event {
 	__u64 size;
 	__u64 old_ptr;
 	__u64 old_size;
+	__u64 stack;    /* id of a stack sent before in an mt_stack record; 0: none */
 	__u32 tgid;
 	__u32 tid;
-	__s32 stack_id; /* -1: none */
 	__u8 kind;
 	__u8 op;
 	__u16 flags;
+	__u32 pad;
 	char comm[16];
+};
+
+#define MT_MAX_FRAMES 127
+
+/* A frame as found when its stack was first seen: its file and offset, so
+ * that it resolves even after the library is unmapped or the process has
+ * exited. ino is 0 for anonymous memory and all ones when the VMA could
+ * not be read (the agent then uses its record of the mappings). */
+struct mt_frame {
+	__u64 addr;
+	__u64 fileoff;
+	__u64 ino;
+};
+
+/* Sent once per distinct (process, stack): events then carry its id.
+ * Told apart from mt_event by its size. */
+struct mt_stack {
+	__u64 ts_ns;
+	__u64 id;
+	__u32 tgid;
+	__u32 nframes;
+	struct mt_frame frames[MT_MAX_FRAMES];
 };
 
 /* mt_event.flags */

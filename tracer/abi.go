@@ -34,9 +34,52 @@ const (
 	FlagCallsite = 0x2 // OldPtr holds the PLT stub the program called
 )
 
-// eventSize is sizeof(struct mt_event); abi_test.go checks it against the
-// BTF of the compiled object.
-const eventSize = 72
+// eventSize is sizeof(struct mt_event), stackSize sizeof(struct mt_stack);
+// abi_test.go checks them against the BTF of the compiled object.
+const (
+	eventSize = 80
+	maxFrames = 127
+	frameSize = 24
+	stackSize = 24 + maxFrames*frameSize
+)
+
+// InoUnknown in a Frame means the VMA could not be read when the stack was
+// captured: resolve Addr against the process's recorded mappings instead.
+const InoUnknown = ^uint64(0)
+
+// Frame is one frame of a captured stack, located in its file when it was
+// captured. Ino is 0 for anonymous memory.
+type Frame struct {
+	Addr, FileOff, Ino uint64
+}
+
+// Stack is a stack the kernel side sends once; events refer to it by ID.
+type Stack struct {
+	TS     uint64
+	ID     uint64
+	TGID   uint32
+	Frames []Frame
+}
+
+func (s *Stack) decode(b []byte) error {
+	if len(b) < stackSize {
+		return errShortRecord
+	}
+	le := binary.LittleEndian
+	s.TS = le.Uint64(b[0:])
+	s.ID = le.Uint64(b[8:])
+	s.TGID = le.Uint32(b[16:])
+	n := int(le.Uint32(b[20:]))
+	if n > maxFrames {
+		n = maxFrames
+	}
+	s.Frames = make([]Frame, n)
+	for i := range s.Frames {
+		o := 24 + i*frameSize
+		s.Frames[i] = Frame{Addr: le.Uint64(b[o:]), FileOff: le.Uint64(b[o+8:]), Ino: le.Uint64(b[o+16:])}
+	}
+	return nil
+}
 
 // Event is one decoded ring-buffer record.
 type Event struct {
@@ -45,9 +88,9 @@ type Event struct {
 	Size    uint64
 	OldPtr  uint64
 	OldSize uint64
+	Stack   uint64 // 0: none
 	TGID    uint32
 	TID     uint32
-	StackID int32
 	Kind    uint8
 	Op      uint8 // a logfmt.Op value
 	Flags   uint16
@@ -68,13 +111,13 @@ func (e *Event) decode(b []byte) error {
 	e.Size = le.Uint64(b[16:])
 	e.OldPtr = le.Uint64(b[24:])
 	e.OldSize = le.Uint64(b[32:])
-	e.TGID = le.Uint32(b[40:])
-	e.TID = le.Uint32(b[44:])
-	e.StackID = int32(le.Uint32(b[48:]))
-	e.Kind = b[52]
-	e.Op = b[53]
-	e.Flags = le.Uint16(b[54:])
-	copy(e.Comm[:], b[56:72])
+	e.Stack = le.Uint64(b[40:])
+	e.TGID = le.Uint32(b[48:])
+	e.TID = le.Uint32(b[52:])
+	e.Kind = b[56]
+	e.Op = b[57]
+	e.Flags = le.Uint16(b[58:])
+	copy(e.Comm[:], b[64:80])
 	return nil
 }
 

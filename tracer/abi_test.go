@@ -23,8 +23,8 @@ func TestEventABI(t *testing.T) {
 		t.Fatalf("sizeof(struct mt_event) = %d, Go decodes %d", st.Size, eventSize)
 	}
 	want := map[string]uint32{
-		"ts_ns": 0, "ptr": 8, "size": 16, "old_ptr": 24, "old_size": 32,
-		"tgid": 40, "tid": 44, "stack_id": 48, "kind": 52, "op": 53, "flags": 54, "comm": 56,
+		"ts_ns": 0, "ptr": 8, "size": 16, "old_ptr": 24, "old_size": 32, "stack": 40,
+		"tgid": 48, "tid": 52, "kind": 56, "op": 57, "flags": 58, "pad": 60, "comm": 64,
 	}
 	for _, m := range st.Members {
 		off, ok := want[m.Name]
@@ -39,6 +39,36 @@ func TestEventABI(t *testing.T) {
 	}
 	for name := range want {
 		t.Errorf("Go decodes %s, which the C struct lacks", name)
+	}
+}
+
+// TestStackABI checks struct mt_stack and struct mt_frame.
+func TestStackABI(t *testing.T) {
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st, fr *btf.Struct
+	if err := spec.Types.TypeByName("mt_stack", &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.Types.TypeByName("mt_frame", &fr); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != stackSize || fr.Size != frameSize {
+		t.Fatalf("sizeof mt_stack %d mt_frame %d; Go decodes %d and %d", st.Size, fr.Size, stackSize, frameSize)
+	}
+	want := map[string]uint32{"ts_ns": 0, "id": 8, "tgid": 16, "nframes": 20, "frames": 24}
+	for _, m := range st.Members {
+		if off, ok := want[m.Name]; !ok || m.Offset.Bytes() != off {
+			t.Errorf("mt_stack.%s at %d, Go reads %d (known %v)", m.Name, m.Offset.Bytes(), off, ok)
+		}
+	}
+	wantF := map[string]uint32{"addr": 0, "fileoff": 8, "ino": 16}
+	for _, m := range fr.Members {
+		if off, ok := wantF[m.Name]; !ok || m.Offset.Bytes() != off {
+			t.Errorf("mt_frame.%s at %d, Go reads %d (known %v)", m.Name, m.Offset.Bytes(), off, ok)
+		}
 	}
 }
 

@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type MemtraceStackbuf struct {
+	_   structs.HostLayout
+	Ips [128]uint64
+}
+
 type MemtraceTstate struct {
 	_           structs.HostLayout
 	OuterSp     uint64
@@ -25,11 +30,18 @@ type MemtraceTstate struct {
 	OvrSize     uint64
 	Callsite    uint64
 	CallsiteIno uint64
+	Stack       uint64
+	OvrStack    uint64
+	CommLo      uint64
+	CommHi      uint64
+	StackOk     uint8
+	_           [3]byte
 	Depth       uint32
 	Op          uint8
 	Sig         uint8
 	OvrOp       uint8
 	Flags       uint8
+	_           [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -37,6 +49,8 @@ type MemtraceTstate struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	MemtraceMapEvents         = "events"
+	MemtraceMapStackScratch   = "stack_scratch"
+	MemtraceMapStacksSent     = "stacks_sent"
 	MemtraceMapTargets        = "targets"
 	MemtraceMapTstates        = "tstates"
 	MemtraceProgMtEmpty       = "mt_empty"
@@ -52,6 +66,9 @@ const (
 	MemtraceProgMtReturnMulti = "mt_return_multi"
 	MemtraceVarLostRecords    = "lost_records"
 	MemtraceVarMtAbiTypes     = "mt_abi_types"
+	MemtraceVarN_stackThreads = "n_stack_threads"
+	MemtraceVarStackDepth     = "stack_depth"
+	MemtraceVarStackThreads   = "stack_threads"
 	MemtraceVarWakeupBytes    = "wakeup_bytes"
 )
 
@@ -114,18 +131,23 @@ type MemtraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceMapSpecs struct {
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Targets *ebpf.MapSpec `ebpf:"targets"`
-	Tstates *ebpf.MapSpec `ebpf:"tstates"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
+	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
+	Targets      *ebpf.MapSpec `ebpf:"targets"`
+	Tstates      *ebpf.MapSpec `ebpf:"tstates"`
 }
 
 // MemtraceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceVariableSpecs struct {
-	LostRecords *ebpf.VariableSpec `ebpf:"lost_records"`
-	MtAbiTypes  *ebpf.VariableSpec `ebpf:"mt_abi_types"`
-	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
+	MtAbiTypes     *ebpf.VariableSpec `ebpf:"mt_abi_types"`
+	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
+	StackDepth     *ebpf.VariableSpec `ebpf:"stack_depth"`
+	StackThreads   *ebpf.VariableSpec `ebpf:"stack_threads"`
+	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // MemtraceObjects contains all objects after they have been loaded into the kernel.
@@ -148,14 +170,18 @@ func (o *MemtraceObjects) Close() error {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceMaps struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	Targets *ebpf.Map `ebpf:"targets"`
-	Tstates *ebpf.Map `ebpf:"tstates"`
+	Events       *ebpf.Map `ebpf:"events"`
+	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
+	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
+	Targets      *ebpf.Map `ebpf:"targets"`
+	Tstates      *ebpf.Map `ebpf:"tstates"`
 }
 
 func (m *MemtraceMaps) Close() error {
 	return _MemtraceClose(
 		m.Events,
+		m.StackScratch,
+		m.StacksSent,
 		m.Targets,
 		m.Tstates,
 	)
@@ -165,9 +191,12 @@ func (m *MemtraceMaps) Close() error {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceVariables struct {
-	LostRecords *ebpf.Variable `ebpf:"lost_records"`
-	MtAbiTypes  *ebpf.Variable `ebpf:"mt_abi_types"`
-	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
+	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
+	MtAbiTypes     *ebpf.Variable `ebpf:"mt_abi_types"`
+	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
+	StackDepth     *ebpf.Variable `ebpf:"stack_depth"`
+	StackThreads   *ebpf.Variable `ebpf:"stack_threads"`
+	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // MemtracePrograms contains all programs after they have been loaded into the kernel.

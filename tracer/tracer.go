@@ -25,6 +25,11 @@ type Options struct {
 	Floor bool
 	// NoMulti forces classic uprobe links even where uprobe_multi exists.
 	NoMulti bool
+	// StackDepth is how many user frames each event carries (0: none,
+	// at most 127); StackThreads limits stacks to threads whose name
+	// contains one of these substrings (at most 8, each under 16 bytes).
+	StackDepth   int
+	StackThreads []string
 }
 
 // DefaultRingBytes holds about 30 ms of events at the fastest rate a single
@@ -77,6 +82,28 @@ func New(opts Options) (*Tracer, error) {
 	spec.Maps["events"].MaxEntries = uint32(opts.RingBytes)
 	if err := spec.Variables["wakeup_bytes"].Set(uint64(opts.WakeupBytes)); err != nil {
 		return nil, fmt.Errorf("configure BPF object: %w", err)
+	}
+	if opts.StackDepth < 0 || opts.StackDepth > maxFrames {
+		return nil, fmt.Errorf("stack depth %d out of range: give 0 to %d", opts.StackDepth, maxFrames)
+	}
+	if len(opts.StackThreads) > 8 {
+		return nil, fmt.Errorf("%d --stack-threads patterns: at most 8 are supported", len(opts.StackThreads))
+	}
+	var pats [8][16]byte
+	for i, p := range opts.StackThreads {
+		if len(p) == 0 || len(p) > 15 {
+			return nil, fmt.Errorf("--stack-threads pattern %q: give 1 to 15 bytes (thread names are at most 15)", p)
+		}
+		copy(pats[i][:], p)
+	}
+	for name, v := range map[string]any{
+		"stack_depth":     uint32(opts.StackDepth),
+		"n_stack_threads": uint32(len(opts.StackThreads)),
+		"stack_threads":   pats,
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
+		}
 	}
 	t := &Tracer{opts: opts, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
@@ -148,10 +175,12 @@ func (t *Tracer) FellBack() []string {
 }
 
 // Read delivers every record available now, waiting at most PollInterval
-// for the first one. It returns ringbuf.ErrClosed after Close.
-func (t *Tracer) Read(fn func(*Event)) error {
+// for the first one: events to fn, stacks (which precede the events that
+// refer to them) to stack. It returns ringbuf.ErrClosed after Close.
+func (t *Tracer) Read(fn func(*Event), stack func(*Stack)) error {
 	var rec ringbuf.Record
 	var ev Event
+	var st Stack
 	t.rd.SetDeadline(time.Now().Add(PollInterval))
 	for {
 		err := t.rd.ReadInto(&rec)
@@ -161,10 +190,13 @@ func (t *Tracer) Read(fn func(*Event)) error {
 		if err != nil {
 			return err
 		}
-		if ev.decode(rec.RawSample) != nil {
-			continue
+		if len(rec.RawSample) >= stackSize {
+			if st.decode(rec.RawSample) == nil && stack != nil {
+				stack(&st)
+			}
+		} else if ev.decode(rec.RawSample) == nil {
+			fn(&ev)
 		}
-		fn(&ev)
 		if t.rd.AvailableBytes() == 0 {
 			return nil
 		}

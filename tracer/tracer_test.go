@@ -108,7 +108,7 @@ func TestAttachCountsExact(t *testing.T) {
 					if e.TGID == uint32(pid) && e.Kind != KindExit {
 						evs = append(evs, *e)
 					}
-				}); err != nil {
+				}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}

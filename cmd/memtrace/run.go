@@ -74,9 +74,6 @@ func run(o *options, stderr io.Writer) (int, error) {
 	if o.preload {
 		return runPreload(o, stderr)
 	}
-	if o.stackDepth > 0 {
-		return 2, errors.New("--stack-depth is not supported by the eBPF tracer yet: use --preload for stacks")
-	}
 	if len(o.argv) > 0 {
 		if _, err := exec.LookPath(o.argv[0]); err != nil {
 			return 127, fmt.Errorf("cannot run %s: %w: check the program's path", o.argv[0], unwrapExecErr(err))
@@ -95,7 +92,8 @@ func run(o *options, stderr io.Writer) (int, error) {
 		}
 		return 1, err
 	}
-	tr, err := tracer.New(tracer.Options{RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti})
+	tr, err := tracer.New(tracer.Options{RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
+		StackDepth: o.stackDepth, StackThreads: o.stackThreads})
 	if err != nil {
 		if errors.Is(err, tracer.ErrUnavailable) && len(o.argv) > 0 {
 			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
@@ -133,7 +131,7 @@ type loop struct {
 
 func newLoop(o *options, tr *tracer.Tracer, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
 	return &loop{o: o, tr: tr, out: out, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(),
-		sess: agent.New(agent.Config{Out: out, MinSize: o.minSize, TrackThreads: o.trackThreads, StartNS: start})}
+		sess: agent.New(agent.Config{Out: out, MinSize: o.minSize, TrackThreads: o.trackThreads, StartNS: start, StackDepth: o.stackDepth})}
 }
 
 func (l *loop) header(pids []int, comm, cmdline string) {
@@ -182,7 +180,7 @@ func (l *loop) run(stop <-chan struct{}) error {
 			return l.finish()
 		default:
 		}
-		if err := l.tr.Read(l.sess.Add); err != nil {
+		if err := l.tr.Read(l.sess.Add, l.sess.AddStack); err != nil {
 			if errors.Is(err, ringbuf.ErrClosed) {
 				return l.finish()
 			}
@@ -216,7 +214,7 @@ func (l *loop) finish() error {
 	// is empty.
 	for {
 		n := 0
-		if err := l.tr.Read(func(e *tracer.Event) { n++; l.sess.Add(e) }); err != nil {
+		if err := l.tr.Read(func(e *tracer.Event) { n++; l.sess.Add(e) }, l.sess.AddStack); err != nil {
 			break
 		}
 		if n == 0 {

@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// A stack as it goes into the log: resolved once, written after every
+// event that carries it.
+type stackInfo struct {
+	tgid      uint32
+	raw       []tracer.Frame
+	frames    []outFrame
+	resolved  bool
+	truncated string // "", "depth" or "fp"
+}
+
+type outFrame struct {
+	module, symbol string
+	off, addr      uint64
+}
+
+// Frame-pointer walks that reach one of these have reached the bottom of
+// the stack; one that stops elsewhere was cut short.
+var rootSymbols = map[string]bool{
+	"_start": true, "__libc_start_main": true, "__libc_start_call_main": true,
+	"start_thread": true, "clone": true, "clone3": true, "__clone": true, "__clone3": true,
+	"thread_start": true, "__libc_start_main_impl": true,
+}
+
+// AddStack records a stack the kernel side sent; events refer to it by ID.
+func (s *Session) AddStack(st *tracer.Stack) {
+	if s.stacks == nil {
+		s.stacks = map[uint64]*stackInfo{}
+	}
+	raw := make([]tracer.Frame, len(st.Frames))
+	copy(raw, st.Frames)
+	s.stacks[st.ID] = &stackInfo{tgid: st.TGID, raw: raw}
+}
+
+func (s *Session) writeStack(id uint64) {
+	si := s.stacks[id]
+	if si == nil {
+		s.Stats.StacksMissing++
+		s.Meta(logfmt.WordStack, logfmt.KV{Key: "missing", Value: "1"})
+		return
+	}
+	if !si.resolved {
+		s.resolve(si)
+	}
+	for i, f := range si.frames {
+		s.buf = logfmt.AppendFrame(s.buf[:0], i, f.module, f.symbol, f.off, f.addr)
+		s.write(s.buf)
+	}
+	if si.truncated != "" {
+		s.Meta(logfmt.WordStack, logfmt.KV{Key: "truncated", Value: "1"}, logfmt.KV{Key: "reason", Value: si.truncated})
+	}
+}
+
+func (s *Session) resolve(si *stackInfo) {
+	si.resolved = true
+	pid := int(si.tgid)
+	root := false
+	raw := si.raw
+	if len(raw) > 1 && raw[1].Addr == raw[0].Addr {
+		// Kernels that recognise a probe on "push %rbp" as a function
+		// entry add the caller themselves; frame 0 is already it.
+		raw = append(raw[:1:1], raw[2:]...)
+	}
+	for i, f := range raw {
+		of := s.resolveFrame(pid, f)
+		if of.module == "" && i > 0 {
+			// A frame in no mapping: the frame-pointer chain went
+			// through code built without frame pointers and read
+			// garbage from here on.
+			si.truncated = "fp"
+			return
+		}
+		si.frames = append(si.frames, of)
+		if rootSymbols[of.symbol] {
+			root = true
+			break
+		}
+	}
+	switch {
+	case root:
+	case s.cfg.StackDepth > 0 && len(si.raw) >= s.cfg.StackDepth:
+		si.truncated = "depth"
+	default:
+		si.truncated = "fp"
+	}
+}
+
+func (s *Session) resolveFrame(pid int, f tracer.Frame) outFrame {
+	c := s.calls
+	of := outFrame{addr: f.Addr}
+	if f.Ino != 0 && f.Ino != tracer.InoUnknown {
+		path, ok := c.byIno[f.Ino]
+		if !ok {
+			s.KnownProcess(pid, false)
+			path, ok = c.byIno[f.Ino]
+		}
+		if ok {
+			if m, err := c.cache.Open(path); err == nil {
+				of.module = displayPath(path)
+				v := m.VAddr(f.FileOff)
+				// Return addresses point after the call: look up
+				// the call itself, report the offset as given.
+				if name, off, err := m.Symbol(v - 1); err == nil {
+					of.symbol, of.off = name, off+1
+				} else {
+					of.off = v
+				}
+				return of
+			}
+		}
+	}
+	if f.Ino == 0 {
+		return of
+	}
+	as := c.spaces[pid]
+	if as == nil {
+		s.KnownProcess(pid, false)
+		as = c.spaces[pid]
+	}
+	if as != nil {
+		if fr, err := as.Resolve(f.Addr-1, 0); err == nil || fr.Module != "" {
+			of.module = displayPath(fr.Module)
+			if fr.Symbol != "" {
+				of.symbol, of.off = fr.Symbol, fr.Offset+1
+			} else {
+				of.off = fr.ModuleOffset + 1
+			}
+		}
+	}
+	return of
+}
+
+// displayPath shows a file as the traced process names it.
+func displayPath(p string) string {
+	if strings.HasPrefix(p, "/proc/") {
+		rest := p[len("/proc/"):]
+		if i := strings.Index(rest, "/root/"); i > 0 {
+			if _, err := strconv.Atoi(rest[:i]); err == nil {
+				return rest[i+len("/root"):]
+			}
+		}
+	}
+	return p
+}
