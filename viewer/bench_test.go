@@ -34,6 +34,9 @@ func loadBenchModel(b *testing.B) *analysis.Model {
 		if err := m.ReadAll(bytes.NewReader(data)); err != nil {
 			b.Fatal(err)
 		}
+		// As memview does once a file is loaded.
+		var mu sync.Mutex
+		m.PrecomputeOrders(&mu)
 		benchModel = m
 	})
 	return benchModel

@@ -1,0 +1,27 @@
+package viewer
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gdamore/tcell/v2"
+)
+
+// Every rune key of the table is documented in docs/memview.md.
+func TestDocsListEveryKey(t *testing.T) {
+	doc, err := os.ReadFile("../docs/memview.md")
+	if err != nil {
+		t.Skipf("docs not found: %v", err)
+	}
+	for _, b := range Keys {
+		for _, k := range b.keys {
+			if k.k != tcell.KeyRune {
+				continue
+			}
+			if !strings.Contains(string(doc), "`"+string(k.r)+"`") {
+				t.Errorf("docs/memview.md does not document key %q (%s)", k.r, b.help)
+			}
+		}
+	}
+}
