@@ -14,8 +14,9 @@ import (
 var programs = []string{"basic", "mmaps", "cxx", "threads", "dlopen", "fork", "forkmt", "exitthread"}
 
 // modes: preload = memtrace --preload; ldpreload = the library used
-// directly as memtrack.so is; launch and attach = the eBPF tracer.
-var modes = []string{"preload", "ldpreload", "launch", "attach"}
+// directly as memtrack.so is; ldwriter = the same with its writer thread
+// (MEMTRACE_WRITER=1); launch and attach = the eBPF tracer.
+var modes = []string{"preload", "ldpreload", "ldwriter", "launch", "attach"}
 
 const runLimit = 90 * time.Second
 
@@ -37,6 +38,9 @@ func TestPrograms(t *testing.T) {
 					r.check(t, true)
 				case "ldpreload":
 					r.runDirect(t, exe, []string{"LD_PRELOAD=" + lib, "MEMTRACK_OUTPUT=" + r.log})
+					r.check(t, true)
+				case "ldwriter":
+					r.runDirect(t, exe, []string{"LD_PRELOAD=" + lib, "MEMTRACK_OUTPUT=" + r.log, "MEMTRACE_WRITER=1"})
 					r.check(t, true)
 				case "launch":
 					requireBPF(t)
