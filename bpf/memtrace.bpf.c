@@ -630,6 +630,23 @@ int BPF_PROG(mt_exit)
 SEC("uprobe") int mt_empty(struct pt_regs *ctx) { return 0; }
 SEC("uprobe.multi") int mt_empty_multi(struct pt_regs *ctx) { return 0; }
 
+/* The floor for stack capture: the same stack_depth frames taken the same
+ * way (return address at [sp] plus the kernel's frame-pointer walk), and
+ * nothing else. */
+static __always_inline int floor_stack(struct pt_regs *ctx)
+{
+	__u32 zero = 0;
+	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!buf || stack_depth == 0)
+		return 0;
+	bpf_probe_read_user(&buf->ips[0], 8, (void *)PT_REGS_SP(ctx));
+	if (stack_depth > 1)
+		bpf_get_stack(ctx, &buf->ips[1], (stack_depth - 1) * 8 & 0x3ff, BPF_F_USER_STACK | 1);
+	return 0;
+}
+SEC("uprobe") int mt_floor_stack(struct pt_regs *ctx) { return floor_stack(ctx); }
+SEC("uprobe.multi") int mt_floor_stack_multi(struct pt_regs *ctx) { return floor_stack(ctx); }
+
 /* Unused by the programs: keeps the ABI types in BTF so that the Go tests
  * can compare them with logfmt and the tracer. */
 const volatile struct {

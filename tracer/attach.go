@@ -84,11 +84,14 @@ func (t *Tracer) AttachLibrary(pid int, path string) (bool, error) {
 
 func (t *Tracer) progs() (enter, ret, free, nw *ebpf.Program) {
 	if t.opts.Floor {
+		e, st := t.objs.MtEmpty, t.objs.MtFloorStack
 		if t.multi {
-			e := t.objs.MtEmptyMulti
-			return e, e, e, e
+			e, st = t.objs.MtEmptyMulti, t.objs.MtFloorStackMulti
 		}
-		e := t.objs.MtEmpty
+		if t.opts.StackDepth > 0 {
+			// Stacks are taken once per call, at its entry.
+			return st, e, st, st
+		}
 		return e, e, e, e
 	}
 	if t.multi {

@@ -48,28 +48,30 @@ type MemtraceTstate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	MemtraceMapEvents         = "events"
-	MemtraceMapStackScratch   = "stack_scratch"
-	MemtraceMapStacksSent     = "stacks_sent"
-	MemtraceMapTargets        = "targets"
-	MemtraceMapTstates        = "tstates"
-	MemtraceProgMtEmpty       = "mt_empty"
-	MemtraceProgMtEmptyMulti  = "mt_empty_multi"
-	MemtraceProgMtEnter       = "mt_enter"
-	MemtraceProgMtEnterMulti  = "mt_enter_multi"
-	MemtraceProgMtExit        = "mt_exit"
-	MemtraceProgMtFree        = "mt_free"
-	MemtraceProgMtFreeMulti   = "mt_free_multi"
-	MemtraceProgMtNew         = "mt_new"
-	MemtraceProgMtNewMulti    = "mt_new_multi"
-	MemtraceProgMtReturn      = "mt_return"
-	MemtraceProgMtReturnMulti = "mt_return_multi"
-	MemtraceVarLostRecords    = "lost_records"
-	MemtraceVarMtAbiTypes     = "mt_abi_types"
-	MemtraceVarN_stackThreads = "n_stack_threads"
-	MemtraceVarStackDepth     = "stack_depth"
-	MemtraceVarStackThreads   = "stack_threads"
-	MemtraceVarWakeupBytes    = "wakeup_bytes"
+	MemtraceMapEvents             = "events"
+	MemtraceMapStackScratch       = "stack_scratch"
+	MemtraceMapStacksSent         = "stacks_sent"
+	MemtraceMapTargets            = "targets"
+	MemtraceMapTstates            = "tstates"
+	MemtraceProgMtEmpty           = "mt_empty"
+	MemtraceProgMtEmptyMulti      = "mt_empty_multi"
+	MemtraceProgMtEnter           = "mt_enter"
+	MemtraceProgMtEnterMulti      = "mt_enter_multi"
+	MemtraceProgMtExit            = "mt_exit"
+	MemtraceProgMtFloorStack      = "mt_floor_stack"
+	MemtraceProgMtFloorStackMulti = "mt_floor_stack_multi"
+	MemtraceProgMtFree            = "mt_free"
+	MemtraceProgMtFreeMulti       = "mt_free_multi"
+	MemtraceProgMtNew             = "mt_new"
+	MemtraceProgMtNewMulti        = "mt_new_multi"
+	MemtraceProgMtReturn          = "mt_return"
+	MemtraceProgMtReturnMulti     = "mt_return_multi"
+	MemtraceVarLostRecords        = "lost_records"
+	MemtraceVarMtAbiTypes         = "mt_abi_types"
+	MemtraceVarN_stackThreads     = "n_stack_threads"
+	MemtraceVarStackDepth         = "stack_depth"
+	MemtraceVarStackThreads       = "stack_threads"
+	MemtraceVarWakeupBytes        = "wakeup_bytes"
 )
 
 // LoadMemtrace returns the embedded CollectionSpec for Memtrace.
@@ -114,17 +116,19 @@ type MemtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceProgramSpecs struct {
-	MtEmpty       *ebpf.ProgramSpec `ebpf:"mt_empty"`
-	MtEmptyMulti  *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
-	MtEnter       *ebpf.ProgramSpec `ebpf:"mt_enter"`
-	MtEnterMulti  *ebpf.ProgramSpec `ebpf:"mt_enter_multi"`
-	MtExit        *ebpf.ProgramSpec `ebpf:"mt_exit"`
-	MtFree        *ebpf.ProgramSpec `ebpf:"mt_free"`
-	MtFreeMulti   *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
-	MtNew         *ebpf.ProgramSpec `ebpf:"mt_new"`
-	MtNewMulti    *ebpf.ProgramSpec `ebpf:"mt_new_multi"`
-	MtReturn      *ebpf.ProgramSpec `ebpf:"mt_return"`
-	MtReturnMulti *ebpf.ProgramSpec `ebpf:"mt_return_multi"`
+	MtEmpty           *ebpf.ProgramSpec `ebpf:"mt_empty"`
+	MtEmptyMulti      *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
+	MtEnter           *ebpf.ProgramSpec `ebpf:"mt_enter"`
+	MtEnterMulti      *ebpf.ProgramSpec `ebpf:"mt_enter_multi"`
+	MtExit            *ebpf.ProgramSpec `ebpf:"mt_exit"`
+	MtFloorStack      *ebpf.ProgramSpec `ebpf:"mt_floor_stack"`
+	MtFloorStackMulti *ebpf.ProgramSpec `ebpf:"mt_floor_stack_multi"`
+	MtFree            *ebpf.ProgramSpec `ebpf:"mt_free"`
+	MtFreeMulti       *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
+	MtNew             *ebpf.ProgramSpec `ebpf:"mt_new"`
+	MtNewMulti        *ebpf.ProgramSpec `ebpf:"mt_new_multi"`
+	MtReturn          *ebpf.ProgramSpec `ebpf:"mt_return"`
+	MtReturnMulti     *ebpf.ProgramSpec `ebpf:"mt_return_multi"`
 }
 
 // MemtraceMapSpecs contains maps before they are loaded into the kernel.
@@ -203,17 +207,19 @@ type MemtraceVariables struct {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtracePrograms struct {
-	MtEmpty       *ebpf.Program `ebpf:"mt_empty"`
-	MtEmptyMulti  *ebpf.Program `ebpf:"mt_empty_multi"`
-	MtEnter       *ebpf.Program `ebpf:"mt_enter"`
-	MtEnterMulti  *ebpf.Program `ebpf:"mt_enter_multi"`
-	MtExit        *ebpf.Program `ebpf:"mt_exit"`
-	MtFree        *ebpf.Program `ebpf:"mt_free"`
-	MtFreeMulti   *ebpf.Program `ebpf:"mt_free_multi"`
-	MtNew         *ebpf.Program `ebpf:"mt_new"`
-	MtNewMulti    *ebpf.Program `ebpf:"mt_new_multi"`
-	MtReturn      *ebpf.Program `ebpf:"mt_return"`
-	MtReturnMulti *ebpf.Program `ebpf:"mt_return_multi"`
+	MtEmpty           *ebpf.Program `ebpf:"mt_empty"`
+	MtEmptyMulti      *ebpf.Program `ebpf:"mt_empty_multi"`
+	MtEnter           *ebpf.Program `ebpf:"mt_enter"`
+	MtEnterMulti      *ebpf.Program `ebpf:"mt_enter_multi"`
+	MtExit            *ebpf.Program `ebpf:"mt_exit"`
+	MtFloorStack      *ebpf.Program `ebpf:"mt_floor_stack"`
+	MtFloorStackMulti *ebpf.Program `ebpf:"mt_floor_stack_multi"`
+	MtFree            *ebpf.Program `ebpf:"mt_free"`
+	MtFreeMulti       *ebpf.Program `ebpf:"mt_free_multi"`
+	MtNew             *ebpf.Program `ebpf:"mt_new"`
+	MtNewMulti        *ebpf.Program `ebpf:"mt_new_multi"`
+	MtReturn          *ebpf.Program `ebpf:"mt_return"`
+	MtReturnMulti     *ebpf.Program `ebpf:"mt_return_multi"`
 }
 
 func (p *MemtracePrograms) Close() error {
@@ -223,6 +229,8 @@ func (p *MemtracePrograms) Close() error {
 		p.MtEnter,
 		p.MtEnterMulti,
 		p.MtExit,
+		p.MtFloorStack,
+		p.MtFloorStackMulti,
 		p.MtFree,
 		p.MtFreeMulti,
 		p.MtNew,
