@@ -216,13 +216,25 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 
 	work := make(chan *batch, 2*w)
 	done := make(chan *batch, 2*w)
+	// A bug must not take the viewer down: a panic while parsing or
+	// applying ends the stream with an error, keeping what was read.
+	var bug atomic.Pointer[error]
+	catch := func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("internal error reading the log, please report it: %v", r)
+			bug.CompareAndSwap(nil, &err)
+		}
+	}
 	var wg sync.WaitGroup
 	for range w {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for b := range work {
-				b.parse()
+				func() {
+					defer catch()
+					b.parse()
+				}()
 				done <- b
 			}
 		}()
@@ -240,9 +252,14 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 					break
 				}
 				delete(pend, next)
-				lock.Lock()
-				m.apply(nb)
-				lock.Unlock()
+				if bug.Load() == nil {
+					func() {
+						defer catch()
+						lock.Lock()
+						defer lock.Unlock()
+						m.apply(nb)
+					}()
+				}
 				next++
 				nb.data, nb.ends, nb.recs = nb.data[:0], nb.ends[:0], nb.recs[:0]
 				batchPool.Put(nb)
@@ -304,18 +321,24 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	wg.Wait()
 	close(done)
 	<-applied
-	lock.Lock()
-	m.Counts.Overlong = int64(sc.Overlong)
-	if !stopped {
-		m.Finish()
-	}
-	m.Version++
-	lock.Unlock()
+	func() {
+		defer catch()
+		lock.Lock()
+		defer lock.Unlock()
+		m.Counts.Overlong = int64(sc.Overlong)
+		if !stopped && bug.Load() == nil {
+			m.Finish()
+		}
+		m.Version++
+	}()
 	if o.OnBatch != nil {
 		o.OnBatch()
 	}
+	if p := bug.Load(); p != nil {
+		return *p
+	}
 	if err != nil {
-		return fmt.Errorf("read log: %w", err)
+		return fmt.Errorf("read the log: %w", err)
 	}
 	return nil
 }

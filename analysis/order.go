@@ -64,9 +64,13 @@ func (m *Model) Order(key SortKey) []uint32 {
 		radixSort(tail, func(i uint32) uint64 { return m.TS[i] })
 	}
 	radixSort(tail, keyf)
-	if o.n == 0 {
+	switch {
+	case o.n == 0:
 		o.ids = tail
-	} else {
+	case key == SortTime && !m.OutOfOrder:
+		// In a log in time order, what was appended comes after.
+		o.ids = append(o.ids, tail...)
+	default:
 		o.ids = mergeSorted(o.ids, tail, func(a, b uint32) int {
 			if c := cmp.Compare(keyf(a), keyf(b)); c != 0 {
 				return c

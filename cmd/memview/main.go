@@ -281,18 +281,18 @@ func run(a args) error {
 			}
 		}
 	}()
+	var crash error
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				scr.Fini()
-				panic(r)
+				crash = fmt.Errorf("internal error (please report it): %v\n%s", r, debug.Stack())
 			}
 		}()
 		app.Run()
 	}()
 	close(stop)
 	scr.Fini()
-	return nil
+	return crash
 }
 
 // lineTee saves a stream to a file in whole lines, so that a stream cut

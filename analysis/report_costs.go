@@ -1,0 +1,270 @@
+package analysis
+
+// The figures of `memtrace report`, computed on the one model that memview
+// also shows. The definitions (docs/report.md has them for users):
+//
+//   - Events are taken in time-stamp order, ties in read order. A memtrace
+//     log is written in time order, so this is its log order; in memtrack's
+//     per-thread buffered logs it is the order in which things happened,
+//     and within one thread it is exactly that thread's read order.
+//   - A temporary allocation is one freed by the thread that made it before
+//     that thread allocates again.
+//   - A process's peak is the maximum of its live bytes over its events in
+//     that order (the first time it is reached); the blocks live at that
+//     moment are the peak's live set (mem_monitor's peak snapshot).
+//   - A leak is an allocation whose Status is StatusLeak (SPEC §3).
+
+// CostFigures are the report's figures for a set of allocations.
+type CostFigures struct {
+	Calls       int64  // allocation calls
+	Bytes       uint64 // their bytes
+	Temporary   int64  // of those, temporary allocations
+	TempBytes   uint64
+	PeakCount   int64 // blocks live at the peak
+	PeakBytes   uint64
+	Leaks       int64 // leaked blocks
+	LeakedBytes uint64
+}
+
+// Add adds o's figures to c.
+func (c *CostFigures) Add(o *CostFigures) {
+	c.Calls += o.Calls
+	c.Bytes += o.Bytes
+	c.Temporary += o.Temporary
+	c.TempBytes += o.TempBytes
+	c.PeakCount += o.PeakCount
+	c.PeakBytes += o.PeakBytes
+	c.Leaks += o.Leaks
+	c.LeakedBytes += o.LeakedBytes
+}
+
+// IsZero reports whether every figure is zero.
+func (c *CostFigures) IsZero() bool { return *c == CostFigures{} }
+
+// NoOp is StackCost.Op for allocations that have frames.
+const NoOp = ^uint8(0)
+
+// StackCost is the figures of one call stack in one process. Allocations
+// without frames (Stack 0) are split by their op, so that a log without
+// stacks still ranks malloc against new; Op is NoOp for every other stack.
+type StackCost struct {
+	Stack uint32
+	Op    uint8
+	CostFigures
+}
+
+// ProcCosts is one process's figures and its call stacks.
+type ProcCosts struct {
+	Proc int32
+	CostFigures
+	PeakTS          uint64 // time stamp at which the peak was first reached
+	FirstTS, LastTS uint64 // span of the process's events
+	Stacks          []StackCost
+}
+
+// Costs is the result of ReportCosts.
+type Costs struct {
+	Procs []ProcCosts // in Model.Procs order, processes without allocations left out
+	temp  []uint64    // bitset by allocation id: temporary
+	peak  []uint64    // bitset by allocation id: live at its process's peak
+}
+
+// IsTemporary reports whether allocation id is a temporary allocation.
+func (c *Costs) IsTemporary(id uint32) bool { return bitGet(c.temp, id) }
+
+// AtPeak reports whether allocation id is live at its process's peak.
+func (c *Costs) AtPeak(id uint32) bool { return bitGet(c.peak, id) }
+
+func bitGet(b []uint64, i uint32) bool { return int(i>>6) < len(b) && b[i>>6]&(1<<(i&63)) != 0 }
+func bitSet(b []uint64, i uint32)      { b[i>>6] |= 1 << (i & 63) }
+func bitClear(b []uint64, i uint32)    { b[i>>6] &^= 1 << (i & 63) }
+
+const freeEvent = uint32(1) << 31
+
+// eventOrder returns the allocations and their matched frees in the
+// report's order: an allocation is its id, a free is its allocation's id
+// with freeEvent set. Read order comes from the sequence numbers that the
+// loader gave every alloc and free line; orphan frees are left out.
+func (m *Model) eventOrder() []uint32 {
+	slots := make([]uint32, m.Counts.Events+1)
+	for i := range slots {
+		slots[i] = ^uint32(0)
+	}
+	for i := range m.TS {
+		slots[m.seq[i]] = uint32(i)
+		if m.FreeThread[i] != NoThread {
+			slots[m.freeSeq[i]] = uint32(i) | freeEvent
+		}
+	}
+	ev := slots[:0]
+	for _, e := range slots {
+		if e != ^uint32(0) {
+			ev = append(ev, e)
+		}
+	}
+	if m.OutOfOrder {
+		// Stable: ties stay in read order.
+		radixSort(ev, func(e uint32) uint64 {
+			if e&freeEvent != 0 {
+				return m.FreeTS[e&^freeEvent]
+			}
+			return m.TS[e]
+		})
+	}
+	return ev
+}
+
+// ReportCosts computes the report's figures per process and per call stack
+// (see the definitions at the top of this file). It is O(events) and reads
+// the model only. A summary-only model has no events: it gives nothing.
+func (m *Model) ReportCosts() *Costs {
+	c := &Costs{}
+	if m.SummaryOnly || len(m.TS) == 0 || len(m.TS) >= int(freeEvent) {
+		return c
+	}
+	n := len(m.TS)
+	words := (n + 63) / 64
+	c.temp = make([]uint64, words)
+	c.peak = make([]uint64, words)
+	seen := make([]uint64, words)
+	early := make([]uint64, words) // freed before the allocation came in order (clock ties across threads)
+	ev := m.eventOrder()
+
+	np := len(m.Procs)
+	live := make([]int64, np)
+	peak := make([]int64, np)
+	peakPos := make([]int, np)
+	for p := range peakPos {
+		peakPos[p] = -1
+	}
+	lastAlloc := make([]uint32, len(m.Threads))
+	for t := range lastAlloc {
+		lastAlloc[t] = ^uint32(0)
+	}
+	for k, e := range ev {
+		id := e &^ freeEvent
+		t := m.Thread[id]
+		p := m.Threads[t].Proc
+		if e&freeEvent == 0 {
+			lastAlloc[t] = id
+			if bitGet(early, id) {
+				continue
+			}
+			bitSet(seen, id)
+			live[p] += int64(m.Size[id])
+			if live[p] > peak[p] {
+				peak[p], peakPos[p] = live[p], k
+			}
+			continue
+		}
+		if !bitGet(seen, id) {
+			bitSet(early, id)
+			continue
+		}
+		live[p] -= int64(m.Size[id])
+		if m.FreeThread[id] == t && lastAlloc[t] == id {
+			bitSet(c.temp, id)
+		}
+	}
+	// The live set at each process's peak: replay up to it.
+	last := -1
+	for _, k := range peakPos {
+		last = max(last, k)
+	}
+	for k := 0; k <= last; k++ {
+		e := ev[k]
+		id := e &^ freeEvent
+		if k > peakPos[m.Threads[m.Thread[id]].Proc] {
+			continue
+		}
+		if e&freeEvent != 0 {
+			bitClear(c.peak, id)
+		} else if !bitGet(early, id) {
+			bitSet(c.peak, id)
+		}
+	}
+
+	// Fold per process and stack: a slot per stack id, reset between
+	// processes, so that no map is touched per allocation.
+	slot := make([]int32, m.NumStacks())
+	var opSlot [256]int32
+	byProc := make([][]int, np)
+	for t := range m.Threads {
+		if p := m.Threads[t].Proc; p >= 0 && int(p) < np {
+			byProc[p] = append(byProc[p], t)
+		}
+	}
+	for p := range np {
+		pc := ProcCosts{Proc: int32(p)}
+		if peakPos[p] >= 0 {
+			id := ev[peakPos[p]]
+			pc.PeakTS = m.TS[id]
+		}
+		var stacks []StackCost
+		first := true
+		for _, t := range byProc[p] {
+			th := &m.Threads[t]
+			if len(th.allocs) == 0 {
+				continue
+			}
+			if first || th.FirstTS < pc.FirstTS {
+				pc.FirstTS = th.FirstTS
+			}
+			first = false
+			pc.LastTS = max(pc.LastTS, th.LastTS, th.ExitTS)
+			leaks := m.threadLeaks(th)
+			for _, id := range th.allocs {
+				s := m.Stack[id]
+				var k int32
+				if s == 0 {
+					k = opSlot[m.Op[id]] - 1
+					if k < 0 {
+						k = int32(len(stacks))
+						opSlot[m.Op[id]] = k + 1
+						stacks = append(stacks, StackCost{Op: m.Op[id]})
+					}
+				} else {
+					k = slot[s] - 1
+					if k < 0 {
+						k = int32(len(stacks))
+						slot[s] = k + 1
+						stacks = append(stacks, StackCost{Stack: s, Op: NoOp})
+					}
+				}
+				sc := &stacks[k]
+				sz := m.Size[id]
+				sc.Calls++
+				sc.Bytes += sz
+				if bitGet(c.temp, id) {
+					sc.Temporary++
+					sc.TempBytes += sz
+				}
+				if bitGet(c.peak, id) {
+					sc.PeakCount++
+					sc.PeakBytes += sz
+				}
+				if leaks && m.FreeThread[id] == NoThread {
+					sc.Leaks++
+					sc.LeakedBytes += sz
+				}
+			}
+		}
+		if len(stacks) == 0 {
+			continue
+		}
+		for k := range stacks {
+			sc := &stacks[k]
+			if sc.Stack == 0 {
+				opSlot[sc.Op] = 0
+			} else {
+				slot[sc.Stack] = 0
+			}
+			pc.CostFigures.Add(&sc.CostFigures)
+		}
+		// The stacks' peak bytes add up to the walk's peak (one live set).
+		pc.PeakBytes = uint64(max(peak[p], 0))
+		pc.Stacks = stacks
+		c.Procs = append(c.Procs, pc)
+	}
+	return c
+}
