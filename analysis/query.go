@@ -3,6 +3,7 @@ package analysis
 import (
 	"cmp"
 	"math/bits"
+	"path"
 	"runtime"
 	"slices"
 	"strconv"
@@ -224,7 +225,7 @@ func (m *Model) FrameName(f uint32) string {
 	case fr.Symbol != "":
 		s = fr.Symbol
 	case fr.Module != "":
-		s = fr.Module + "+0x" + strconv.FormatUint(fr.Offset, 16)
+		s = path.Base(fr.Module) + "+0x" + strconv.FormatUint(fr.Offset, 16)
 	default:
 		s = "0x" + strconv.FormatUint(fr.Addr, 16)
 	}
