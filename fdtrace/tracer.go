@@ -1,0 +1,228 @@
+package fdtrace
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/memtrace/memtrace/config"
+)
+
+// Options configure a Tracer.
+type Options struct {
+	// Track says which of config.TrackFD, TrackDmabuf and TrackION to
+	// trace; the other bits are ignored.
+	Track config.Track
+	// RingBytes is the ring buffer size (a power of two, at least a page);
+	// 0 means DefaultRingBytes.
+	RingBytes int
+	// WakeupBytes: records are submitted without waking the reader until
+	// this much is pending; 0 means RingBytes/4.
+	WakeupBytes int
+}
+
+// DefaultRingBytes holds about 12,000 records: a program that opens and
+// closes as fast as it can fills a tenth of it per PollInterval.
+const DefaultRingBytes = 4 << 20
+
+// PollInterval bounds how long a record waits in the ring buffer when
+// wake-ups are batched.
+const PollInterval = 20 * time.Millisecond
+
+// ErrUnavailable wraps every failure that means BPF cannot be used here.
+var ErrUnavailable = errors.New("eBPF descriptor tracing unavailable")
+
+type objects struct {
+	SysEnter    *ebpf.Program  `ebpf:"fd_sys_enter"`
+	SysExit     *ebpf.Program  `ebpf:"fd_sys_exit"`
+	Events      *ebpf.Map      `ebpf:"fd_events"`
+	Targets     *ebpf.Map      `ebpf:"fd_targets"`
+	Calls       *ebpf.Map      `ebpf:"fd_calls"`
+	LostRecords *ebpf.Variable `ebpf:"lost_records"`
+}
+
+// testObjects adds the programs that BPF_PROG_TEST_RUN drives.
+type testObjects struct {
+	objects
+	TestEnter *ebpf.Program `ebpf:"fd_test_enter"`
+	TestExit  *ebpf.Program `ebpf:"fd_test_exit"`
+}
+
+// Tracer owns the loaded programs, their links and the ring-buffer reader.
+type Tracer struct {
+	objs  testObjects
+	links []link.Link
+	rd    *ringbuf.Reader
+	rec   ringbuf.Record
+}
+
+// callsFor lists the calls that the kernel side must report for track: the
+// buffer kinds need the dups and closes to know when a buffer's last
+// descriptor goes, but not the other opens.
+func callsFor(track config.Track) map[Call]bool {
+	want := map[Call]bool{}
+	if track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
+		for _, c := range []Call{CallDup, CallDup2, CallDup3, CallFcntl, CallClose, CallCloseRange} {
+			want[c] = true
+		}
+	}
+	if track.Any(config.TrackDmabuf | config.TrackION) {
+		want[CallIoctl] = true
+	}
+	if track.Has(config.TrackFD) {
+		for c := CallOpen; c < callMax; c++ {
+			if c != CallIoctl {
+				want[c] = true
+			}
+		}
+	}
+	return want
+}
+
+// New loads the programs and attaches them to the raw syscall
+// tracepoints. Nothing is recorded until AddProcess. Errors that mean BPF
+// is not usable here wrap ErrUnavailable.
+func New(opts Options) (*Tracer, error) {
+	return newTracer(opts, false)
+}
+
+func newTracer(opts Options, test bool) (*Tracer, error) {
+	if !opts.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
+		return nil, errors.New("fd tracer: nothing to trace: track needs at least one of fd, dmabuf, ion")
+	}
+	if len(syscallCalls) == 0 {
+		return nil, fmt.Errorf("%w: no syscall table for this architecture (x86-64 and arm64 have one)", ErrUnavailable)
+	}
+	if opts.RingBytes == 0 {
+		opts.RingBytes = DefaultRingBytes
+	}
+	if opts.RingBytes < os.Getpagesize() || opts.RingBytes&(opts.RingBytes-1) != 0 {
+		return nil, fmt.Errorf("fd tracer: ring buffer size %d is not a power of two of at least a page", opts.RingBytes)
+	}
+	if opts.WakeupBytes == 0 {
+		opts.WakeupBytes = opts.RingBytes / 4
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("%w: raise the locked-memory limit: %w", ErrUnavailable, err)
+	}
+	spec, err := LoadFdtrack()
+	if err != nil {
+		return nil, fmt.Errorf("load the fd BPF object: %w", err)
+	}
+	spec.Maps["fd_events"].MaxEntries = uint32(opts.RingBytes)
+	if err := spec.Variables["wakeup_bytes"].Set(uint64(opts.WakeupBytes)); err != nil {
+		return nil, fmt.Errorf("configure the fd BPF object: %w", err)
+	}
+	t := &Tracer{}
+	var into any = &t.objs.objects
+	if test {
+		into = &t.objs
+	}
+	if err := spec.LoadAndAssign(into, nil); err != nil {
+		return nil, fmt.Errorf("%w: load the fd BPF programs: %w", ErrUnavailable, err)
+	}
+	want := callsFor(opts.Track)
+	for nr, c := range syscallCalls {
+		if want[c] {
+			if err := t.objs.Calls.Put(nr, uint8(c)); err != nil {
+				t.Close()
+				return nil, fmt.Errorf("fill the syscall table: %w", err)
+			}
+		}
+	}
+	if !test {
+		for _, a := range []struct {
+			name string
+			prog *ebpf.Program
+		}{{"sys_enter", t.objs.SysEnter}, {"sys_exit", t.objs.SysExit}} {
+			l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: a.name, Program: a.prog})
+			if err != nil {
+				t.Close()
+				return nil, fmt.Errorf("%w: attach to raw tracepoint %s: %w", ErrUnavailable, a.name, err)
+			}
+			t.links = append(t.links, l)
+		}
+	}
+	if t.rd, err = ringbuf.NewReader(t.objs.Events); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("open the fd ring buffer: %w", err)
+	}
+	return t, nil
+}
+
+// AddProcess starts recording the descriptor calls of pid (a tgid).
+func (t *Tracer) AddProcess(pid int) error {
+	if err := t.objs.Targets.Put(uint32(pid), uint8(1)); err != nil {
+		return fmt.Errorf("add process %d to the fd tracer's filter: %w", pid, err)
+	}
+	return nil
+}
+
+// RemoveProcess stops recording pid.
+func (t *Tracer) RemoveProcess(pid int) {
+	_ = t.objs.Targets.Delete(uint32(pid))
+}
+
+// Lost returns how many records the ring buffer has refused so far.
+func (t *Tracer) Lost() uint64 {
+	var n uint64
+	if v := t.objs.LostRecords; v != nil {
+		_ = v.Get(&n)
+	}
+	return n
+}
+
+// Read delivers every record available now, waiting at most PollInterval
+// for the first one. The Event passed to fn is reused after fn returns.
+// Records come in the order they were reserved, which is nearly but not
+// exactly time order across CPUs: sort by TS before feeding a Table. It
+// returns ringbuf.ErrClosed after Close.
+func (t *Tracer) Read(fn func(*Event)) error {
+	var ev Event
+	t.rd.SetDeadline(time.Now().Add(PollInterval))
+	for {
+		err := t.rd.ReadInto(&t.rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ev.decode(t.rec.RawSample) != nil {
+			continue
+		}
+		fn(&ev)
+		if t.rd.AvailableBytes() == 0 {
+			return nil
+		}
+	}
+}
+
+// Close detaches the programs and unloads them.
+func (t *Tracer) Close() error {
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
+	if t.rd != nil {
+		t.rd.Close()
+	}
+	o := &t.objs
+	for _, p := range []*ebpf.Program{o.SysEnter, o.SysExit, o.TestEnter, o.TestExit} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	for _, m := range []*ebpf.Map{o.Events, o.Targets, o.Calls} {
+		if m != nil {
+			m.Close()
+		}
+	}
+	return nil
+}
