@@ -4,8 +4,8 @@
 # logger (the floor) and heaptrack's record-only mode (heaptrack -r).
 # Every traced run logs to a real file. Usage:
 #   scripts/bench-preload.sh [PAIRS] [REPS]     (default 1000000 pairs, 7 reps)
-# memtrace = the library as shipped (each thread writes its own buffers);
-# memtrace-writer = MEMTRACE_WRITER=1 (a writer thread does the write(2)s).
+# memtrace = the library as shipped (a writer thread does the write(2)s);
+# memtrace-sync = MEMTRACE_WRITER=0 (each thread writes its own buffers).
 # Each run reuses its log file: O_TRUNC drops the last run's dirty pages, so
 # that disk writeback of earlier runs does not throttle later ones. Run it
 # on an otherwise idle machine: with 2 vCPUs, other load is measured too.
@@ -32,13 +32,13 @@ run_one() {
 	case $1 in
 	untraced) "$LOOP" "$PAIRS" 64 ;;
 	memtrace) LD_PRELOAD=$LIB MEMTRACK_OUTPUT=$OUT/memtrace.log "$LOOP" "$PAIRS" 64 ;;
-	memtrace-writer) MEMTRACE_WRITER=1 LD_PRELOAD=$LIB MEMTRACK_OUTPUT=$OUT/memtrace-writer.log "$LOOP" "$PAIRS" 64 ;;
+	memtrace-sync) MEMTRACE_WRITER=0 LD_PRELOAD=$LIB MEMTRACK_OUTPUT=$OUT/memtrace-sync.log "$LOOP" "$PAIRS" 64 ;;
 	bare) LD_PRELOAD=$OUT/bare_logger.so BARE_OUTPUT=$OUT/bare.bin "$LOOP" "$PAIRS" 64 ;;
 	heaptrack) heaptrack -r -o "$OUT/heaptrack" "$LOOP" "$PAIRS" 64 2>&1 | grep -E '^[0-9.]+$' ;;
 	esac | grep -E '^[0-9.]+$' | tail -1
 }
 
-modes="untraced memtrace memtrace-writer bare"
+modes="untraced memtrace memtrace-sync bare"
 [ $have_heaptrack = 1 ] && modes="$modes heaptrack"
 declare -A all
 echo "load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -58,13 +58,13 @@ for m in $modes; do
 done
 lines=$(wc -l < "$OUT/memtrace.log")
 printf 'memtrace log: %s lines, %s bytes (a real file in %s)\n' "$lines" "$(stat -c %s "$OUT/memtrace.log")" "$OUT"
-awk -v s="${med[memtrace-writer]}" -v m="${med[memtrace]}" -v b="${med[bare]}" -v u="${med[untraced]}" -v h="${med[heaptrack]:-0}" 'BEGIN {
+awk -v s="${med[memtrace-sync]}" -v m="${med[memtrace]}" -v b="${med[bare]}" -v u="${med[untraced]}" -v h="${med[heaptrack]:-0}" 'BEGIN {
 	printf "memtrace / bare logger:      %.2fx per pair (target <= 2x)\n", m / b
 	printf "memtrace / bare, overhead:   %.2fx (cost above untraced)\n", (m - u) / (b - u)
-	printf "memtrace-writer / bare logger: %.2fx per pair\n", s / b
+	printf "memtrace-sync / bare logger: %.2fx per pair\n", s / b
 	if (h > 0) {
 		printf "memtrace / heaptrack -r:     %.2fx per pair (target <= 0.4x)\n", m / h
 		printf "memtrace / heaptrack, overhead: %.2fx (cost above untraced)\n", (m - u) / (h - u)
-		printf "memtrace-writer / heaptrack -r: %.2fx per pair\n", s / h
+		printf "memtrace-sync / heaptrack -r: %.2fx per pair\n", s / h
 	}
 }'

@@ -14,9 +14,9 @@ import (
 var programs = []string{"basic", "mmaps", "cxx", "threads", "dlopen", "fork", "forkmt", "exitthread"}
 
 // modes: preload = memtrace --preload; ldpreload = the library used
-// directly as memtrack.so is; ldwriter = the same with its writer thread
-// (MEMTRACE_WRITER=1); launch and attach = the eBPF tracer.
-var modes = []string{"preload", "ldpreload", "ldwriter", "launch", "attach"}
+// directly as memtrack.so is; ldsync = the same without its writer thread
+// (MEMTRACE_WRITER=0); launch and attach = the eBPF tracer.
+var modes = []string{"preload", "ldpreload", "ldsync", "launch", "attach"}
 
 const runLimit = 90 * time.Second
 
@@ -39,8 +39,8 @@ func TestPrograms(t *testing.T) {
 				case "ldpreload":
 					r.runDirect(t, exe, []string{"LD_PRELOAD=" + lib, "MEMTRACK_OUTPUT=" + r.log})
 					r.check(t, true)
-				case "ldwriter":
-					r.runDirect(t, exe, []string{"LD_PRELOAD=" + lib, "MEMTRACK_OUTPUT=" + r.log, "MEMTRACE_WRITER=1"})
+				case "ldsync":
+					r.runDirect(t, exe, []string{"LD_PRELOAD=" + lib, "MEMTRACK_OUTPUT=" + r.log, "MEMTRACE_WRITER=0"})
 					r.check(t, true)
 				case "launch":
 					requireBPF(t)

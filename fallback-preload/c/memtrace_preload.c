@@ -713,8 +713,8 @@ static void flush_state(tstate *t)
 // so that the traced threads never wait for write(2) (the page-cache copy
 // costs more than formatting). Per thread the order is kept: a thread's
 // buffers enter the FIFO in order and one writer takes them in order.
-// Without the writer (the default; MEMTRACE_WRITER=1 starts it; never in a
-// fork child or in unbuffered mode) the owner writes its buffer itself.
+// Without the writer (MEMTRACE_WRITER=0, a fork child, unbuffered mode)
+// the owner writes its buffer itself.
 
 #define QMAX 32
 
@@ -840,10 +840,9 @@ static void owner_flush(tstate *t, int final)
 
 static void writer_start(void)
 {
-	// Opt-in: it adds a thread to the program, and on a loaded machine
-	// with few CPUs it measured no faster (docs/preload.md).
+	// MEMTRACE_WRITER=0 keeps the program's thread list untouched.
 	const char *w = getenv("MEMTRACE_WRITER");
-	if (unbuffered || !w || strcmp(w, "1") != 0)
+	if (unbuffered || (w && strcmp(w, "0") == 0))
 		return;
 	pthread_attr_t at;
 	pthread_attr_init(&at);
