@@ -560,6 +560,21 @@ func TestEveryKey(t *testing.T) {
 	}
 	press(tcell.KeyRune, 'W')
 	h.press(tcell.KeyCtrlU, 0)
+	typeText(out) // exists: asks first
+	h.contains("exists; overwrite? (y/N)")
+	typeText("n")
+	h.contains("export cancelled")
+	press(tcell.KeyRune, 'f') // Leaks only, then overwrite
+	press(tcell.KeyRune, 'W')
+	h.press(tcell.KeyCtrlU, 0)
+	typeText(out)
+	typeText("y")
+	h.contains("exported 50 rows")
+	press(tcell.KeyRune, 'f')
+	press(tcell.KeyRune, 'f')
+	press(tcell.KeyRune, 'f')
+	press(tcell.KeyRune, 'W')
+	h.press(tcell.KeyCtrlU, 0)
 	typeText(filepath.Join(t.TempDir(), "no", "such", "dir", "x"))
 	h.contains("export: open")
 

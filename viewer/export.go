@@ -13,6 +13,21 @@ func (a *App) export(path string) {
 		a.message = "export cancelled: no file name"
 		return
 	}
+	if _, err := os.Stat(path); err == nil {
+		// Never overwrite what the user has without asking.
+		a.startPrompt(path+" exists; overwrite? (y/N)", "", func(a *App, s string) {
+			if s == "y" || s == "Y" || s == "yes" {
+				a.writeAndReport(path)
+			} else {
+				a.message = "export cancelled: " + path + " kept"
+			}
+		})
+		return
+	}
+	a.writeAndReport(path)
+}
+
+func (a *App) writeAndReport(path string) {
 	n, err := a.writeExport(path)
 	if err != nil {
 		a.message = err.Error()

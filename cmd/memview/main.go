@@ -170,82 +170,27 @@ func run(a args) error {
 	m := analysis.New()
 	m.Demangle = symbols.Demangle
 	opt := viewer.Options{Source: a.target, Progress: new(atomic.Int64), Lines: symbols.NewCache(nil)}
-	var src io.Reader
-	var closer func()
-	var streamErr func() error
-	isTCP := !a.follow && a.target != "-" && tcpRe.MatchString(a.target)
-	if isTCP {
-		if _, err := os.Stat(a.target); err == nil {
-			isTCP = false // a file that happens to look like host:port
-		}
+	in, err := openInput(a, &opt)
+	if err != nil {
+		return err
 	}
-	switch {
-	case isTCP:
-		addr := a.target
-		if strings.HasPrefix(addr, ":") {
-			addr = "127.0.0.1" + addr
-		}
-		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
-		if err != nil {
-			return fmt.Errorf("connect to %s: %w (is memtrace --port or MEMTRACK_PORT running there?)", addr, err)
-		}
-		var tee *lineTee
-		if a.save != "" {
-			f, err := os.Create(a.save)
-			if err != nil {
-				conn.Close()
-				return fmt.Errorf("create the saved log: %w", err)
-			}
-			tee = &lineTee{f: f}
-		}
-		var w io.Writer
-		if tee != nil {
-			w = tee
-		}
-		sr := analysis.NewStreamReader(conn, w)
-		src, opt.Live = sr, true
-		streamErr = sr.Err
-		closer = func() {
-			conn.Close()
-			if tee != nil {
-				tee.f.Close()
-			}
-		}
-	case a.save != "":
-		return errors.New("-o/--save only applies to a TCP stream ([HOST]:PORT)")
-	case a.target == "-":
-		if !a.follow {
-			return errors.New("read stdin with -f -")
-		}
-		sr := analysis.NewStreamReader(os.Stdin, nil)
-		src, opt.Live, opt.Source = sr, true, "stdin"
-		streamErr = sr.Err
-	default:
-		f, err := openLog(a.target)
-		if err != nil {
+	defer in.close()
+	scr, err := tcell.NewScreen()
+	if err == nil {
+		err = scr.Init()
+	}
+	if err != nil {
+		return fmt.Errorf("open the terminal: %w (memview needs a terminal; --dump-threads works without)", err)
+	}
+	// A TCP stream is served once: connect only once nothing else can fail.
+	if in.connect != nil {
+		if err := in.connect(); err != nil {
+			scr.Fini()
 			return err
 		}
-		closer = func() { f.Close() }
-		if st, err := f.Stat(); err == nil {
-			opt.Size = st.Size()
-		}
-		if a.follow {
-			src, opt.Live = &analysis.Follower{R: f, Poll: 250 * time.Millisecond}, true
-		} else {
-			src = f
-		}
 	}
-	if closer != nil {
-		defer closer()
-	}
+	src, streamErr := in.src, in.streamErr
 
-	scr, err := tcell.NewScreen()
-	if err != nil {
-		return fmt.Errorf("open the terminal: %w", err)
-	}
-	if err := scr.Init(); err != nil {
-		return fmt.Errorf("open the terminal: %w (memview needs a terminal)", err)
-	}
 	app := viewer.New(scr, m, opt)
 	stop := make(chan struct{})
 	var changed atomic.Bool
@@ -392,4 +337,93 @@ func followBench(path string) error {
 			return nil
 		}
 	}
+}
+
+// input is where the log comes from.
+type input struct {
+	src       io.Reader
+	streamErr func() error // why a stream ended, if not normally
+	connect   func() error // TCP: connect (sets src); nil otherwise
+	closers   []func()
+}
+
+func (in *input) close() {
+	for _, c := range in.closers {
+		c()
+	}
+}
+
+// openInput opens a file, stdin, or prepares a TCP stream (and its -o
+// copy), failing with one clear error before anything is consumed.
+func openInput(a args, opt *viewer.Options) (*input, error) {
+	in := &input{}
+	isTCP := !a.follow && a.target != "-" && tcpRe.MatchString(a.target)
+	if isTCP {
+		if _, err := os.Stat(a.target); err == nil {
+			isTCP = false // a file that happens to look like host:port
+		}
+	}
+	switch {
+	case isTCP:
+		addr := a.target
+		if strings.HasPrefix(addr, ":") {
+			addr = "127.0.0.1" + addr
+		}
+		var tee *lineTee
+		if a.save != "" {
+			// O_EXCL: an existing log is never overwritten.
+			f, err := os.OpenFile(a.save, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				if errors.Is(err, os.ErrExist) {
+					return nil, fmt.Errorf("%s exists: remove it or save to another name", a.save)
+				}
+				return nil, fmt.Errorf("create the saved log: %w", err)
+			}
+			tee = &lineTee{f: f}
+			in.closers = append(in.closers, func() { f.Close() })
+		}
+		opt.Live = true
+		in.connect = func() error {
+			conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			if err != nil {
+				if tee != nil {
+					tee.f.Close()
+					os.Remove(a.save)
+				}
+				return fmt.Errorf("connect to %s: %w (is memtrace --port or MEMTRACK_PORT running there?)", addr, err)
+			}
+			in.closers = append(in.closers, func() { conn.Close() })
+			var w io.Writer
+			if tee != nil {
+				w = tee
+			}
+			sr := analysis.NewStreamReader(conn, w)
+			in.src, in.streamErr = sr, sr.Err
+			return nil
+		}
+	case a.save != "":
+		return nil, errors.New("-o/--save only applies to a TCP stream ([HOST]:PORT)")
+	case a.target == "-":
+		if !a.follow {
+			return nil, errors.New("read stdin with -f -")
+		}
+		sr := analysis.NewStreamReader(os.Stdin, nil)
+		in.src, in.streamErr = sr, sr.Err
+		opt.Live, opt.Source = true, "stdin"
+	default:
+		f, err := openLog(a.target)
+		if err != nil {
+			return nil, err
+		}
+		in.closers = append(in.closers, func() { f.Close() })
+		if st, err := f.Stat(); err == nil {
+			opt.Size = st.Size()
+		}
+		if a.follow {
+			in.src, opt.Live = &analysis.Follower{R: f, Poll: 250 * time.Millisecond}, true
+		} else {
+			in.src = f
+		}
+	}
+	return in, nil
 }

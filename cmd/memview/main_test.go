@@ -121,6 +121,7 @@ func TestDumpThreadsGarbage(t *testing.T) {
 
 func TestBadArguments(t *testing.T) {
 	dir := t.TempDir()
+	existing := writeTemp(t, "kept.log", []byte("precious\n"))
 	cases := []struct {
 		args []string
 		code int
@@ -132,8 +133,9 @@ func TestBadArguments(t *testing.T) {
 		{[]string{}, 2, "no log given"},
 		{[]string{"-f"}, 2, "-f needs an argument"},
 		{[]string{"a.log", "b.log"}, 2, "more than one log"},
-		{[]string{"127.0.0.1:1"}, 1, "connect to 127.0.0.1:1"},
+		{[]string{"127.0.0.1:1"}, 1, "memview needs a terminal"}, // no terminal here: checked before connecting
 		{[]string{"x.log", "-o", "y.log"}, 1, "only applies to a TCP stream"},
+		{[]string{"127.0.0.1:1", "-o", existing}, 1, "exists: remove it"},
 	}
 	for _, c := range cases {
 		_, errs, code := runBin(t, c.args...)
@@ -143,6 +145,9 @@ func TestBadArguments(t *testing.T) {
 		if first := strings.SplitN(errs, "\n", 2)[0]; !strings.HasPrefix(first, "memview: ") {
 			t.Errorf("%q: first stderr line %q", c.args, first)
 		}
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "precious\n" {
+		t.Fatalf("-o overwrote an existing file: %q", b)
 	}
 	if out, _, code := runBin(t, "--help"); code != 0 || !strings.Contains(out, "--dump-threads") {
 		t.Fatalf("--help: %d %q", code, out)

@@ -167,3 +167,15 @@ func TestTmuxTCPSave(t *testing.T) {
 		t.Fatalf("replay: %d\n%s", code, out)
 	}
 }
+
+func TestTmuxConnectRefused(t *testing.T) {
+	save := filepath.Join(t.TempDir(), "never.log")
+	tm := newTerm(t, "sh -c '"+bin+" 127.0.0.1:1 -o "+save+"; echo rc=$?; sleep 30'")
+	s := tm.waitFor("rc=1")
+	if !strings.Contains(s, "memview: connect to 127.0.0.1:1") {
+		t.Fatalf("no clear error:\n%s", s)
+	}
+	if _, err := os.Stat(save); err == nil {
+		t.Fatal("a failed connection left an empty saved log behind")
+	}
+}
