@@ -30,7 +30,8 @@ func newTerm(t *testing.T, cmdline string) *term {
 	}
 	termN++
 	tm := &term{t: t, sock: fmt.Sprintf("memview-test-%d", os.Getpid()), sess: fmt.Sprintf("s%d", termN)}
-	tm.tmux("new-session", "-d", "-s", tm.sess, "-x", "140", "-y", "40", cmdline)
+	// TERM inside is one that tcell knows without a terminfo database.
+	tm.tmux("new-session", "-d", "-e", "TERM=xterm-256color", "-s", tm.sess, "-x", "140", "-y", "40", cmdline)
 	t.Cleanup(func() {
 		exec.Command("tmux", "-L", tm.sock, "kill-session", "-t", tm.sess).Run()
 	})
@@ -39,7 +40,7 @@ func newTerm(t *testing.T, cmdline string) *term {
 
 func (tm *term) tmux(args ...string) string {
 	tm.t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-L", tm.sock}, args...)...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-L", tm.sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
 	if err != nil {
 		tm.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}
