@@ -60,18 +60,19 @@ type Stats struct {
 
 // Session is one log being written.
 type Session struct {
-	cfg     Config
-	w       *bufio.Writer
-	buf     []byte
-	procs   map[uint32]*process
-	threads map[uint32]*thread
-	pending []tracer.Event
-	maxTS   uint64
-	window  uint64
-	Stats   Stats
-	err     error
-	calls   *callsites
-	stacks  map[uint64]*stackInfo
+	cfg      Config
+	w        *bufio.Writer
+	buf      []byte
+	procs    map[uint32]*process
+	threads  map[uint32]*thread
+	pending  []tracer.Event
+	maxTS    uint64
+	window   uint64
+	Stats    Stats
+	err      error
+	calls    *callsites
+	stacks   map[uint64]*stackInfo
+	received uint64
 }
 
 // New starts a session writing to cfg.Out.
@@ -125,9 +126,13 @@ func (s *Session) Flush() error {
 	return s.err
 }
 
+// Received counts the events queued so far.
+func (s *Session) Received() uint64 { return s.received }
+
 // Add queues one event; events leave the queue in time order once they are
 // older than the window.
 func (s *Session) Add(e *tracer.Event) {
+	s.received++
 	s.pending = append(s.pending, *e)
 	if e.TS > s.maxTS {
 		s.maxTS = e.TS

@@ -31,8 +31,22 @@ var rootSymbols = map[string]bool{
 	"thread_start": true, "__libc_start_main_impl": true,
 }
 
-// AddStack records a stack the kernel side sent; events refer to it by ID.
-func (s *Session) AddStack(st *tracer.Stack) {
+// Event queues an event (tracer.Handler).
+func (s *Session) Event(e *tracer.Event) { s.Add(e) }
+
+// File learns the path of an inode that frames lie in (tracer.Handler).
+func (s *Session) File(f *tracer.File) {
+	if f.Truncated {
+		return
+	}
+	if _, known := s.calls.byIno[f.Ino]; !known {
+		s.calls.byIno[f.Ino] = f.Path
+	}
+}
+
+// Stack records a stack the kernel side sent; events refer to it by ID
+// (tracer.Handler).
+func (s *Session) Stack(st *tracer.Stack) {
 	if s.stacks == nil {
 		s.stacks = map[uint64]*stackInfo{}
 	}

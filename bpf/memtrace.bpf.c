@@ -54,6 +54,14 @@ struct {
 	__type(value, struct stackbuf);
 } stack_scratch SEC(".maps");
 
+/* Files whose path was sent, by inode. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} files_sent SEC(".maps");
+
 /* Stacks already sent to the agent, by id (which hashes the tgid in). LRU:
  * an evicted stack is simply sent again. */
 struct {
@@ -199,17 +207,94 @@ struct mt_send_ctx {
 	struct task_struct *task;
 };
 
+struct mt_vma_out {
+	struct mt_frame f;
+	struct file *file;
+};
+
 #if defined(__TARGET_ARCH_x86)
+struct mt_path_ctx {
+	struct mt_file *r;
+	struct dentry *d;
+	struct vfsmount *vmnt;
+	int done;
+};
+
+/* One step of d_path: name the dentry, go to its parent, and at the root
+ * of a mount continue from the mountpoint in the parent mount. */
+static long path_cb(__u64 i, void *data)
+{
+	struct mt_path_ctx *c = data;
+	if (i >= MT_PATH_PARTS)
+		return 1;
+	struct dentry *d = c->d;
+	/* Locals, not c->...: BPF_CORE_READ would relocate our own struct. */
+	struct vfsmount *vmnt = c->vmnt;
+	struct dentry *root = BPF_CORE_READ(vmnt, mnt_root);
+	if (d == root) {
+		struct mount *m = container_of(vmnt, struct mount, mnt);
+		struct mount *parent = BPF_CORE_READ(m, mnt_parent);
+		if (parent == m) {
+			c->done = 1;
+			return 1;
+		}
+		c->d = BPF_CORE_READ(m, mnt_mountpoint);
+		c->vmnt = &parent->mnt;
+		return 0; /* no name for a mount root */
+	}
+	struct dentry *up = BPF_CORE_READ(d, d_parent);
+	if (up == d) {
+		c->done = 1;
+		return 1;
+	}
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	__u32 n = c->r->nparts;
+	if (n >= MT_PATH_PARTS)
+		return 1;
+	long len = bpf_probe_read_kernel_str(c->r->parts[n], MT_PART_LEN, name);
+	if (len >= MT_PART_LEN)
+		c->r->truncated = 1;
+	c->r->nparts = n + 1;
+	c->d = up;
+	return 0;
+}
+
+static __always_inline void send_file(struct file *file, __u64 ino)
+{
+	if (bpf_map_lookup_elem(&files_sent, &ino))
+		return;
+	__u8 one = 1;
+	bpf_map_update_elem(&files_sent, &ino, &one, BPF_ANY);
+	struct mt_file *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&lost_records, 1);
+		return;
+	}
+	r->ino = ino;
+	r->nparts = 0;
+	r->truncated = 0;
+	struct mt_path_ctx c = {
+		.r = r,
+		.d = BPF_CORE_READ(file, f_path.dentry),
+		.vmnt = BPF_CORE_READ(file, f_path.mnt),
+	};
+	bpf_loop(MT_PATH_PARTS * 2, path_cb, &c, 0);
+	if (!c.done)
+		r->truncated = 1;
+	submit((struct mt_event *)r);
+}
+
 static long frame_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
-	struct mt_frame *f = data;
+	struct mt_vma_out *o = data;
 	struct file *file = BPF_CORE_READ(vma, vm_file);
 	if (!file) {
-		f->ino = 0;
+		o->f.ino = 0;
 		return 0;
 	}
-	f->ino = BPF_CORE_READ(file, f_inode, i_ino);
-	f->fileoff = f->addr - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
+	o->file = file;
+	o->f.ino = BPF_CORE_READ(file, f_inode, i_ino);
+	o->f.fileoff = o->f.addr - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
 	return 0;
 }
 #endif
@@ -220,11 +305,13 @@ static long frame_cb(__u64 i, void *data)
 	if (i >= MT_MAX_FRAMES)
 		return 1;
 	/* find_vma's context must live on the BPF stack. */
-	struct mt_frame f = {.addr = c->buf->ips[i], .ino = ~0ULL};
+	struct mt_vma_out o = {.f = {.addr = c->buf->ips[i], .ino = ~0ULL}};
 #if defined(__TARGET_ARCH_x86)
-	bpf_find_vma(c->task, f.addr, frame_vma_cb, &f, 0);
+	bpf_find_vma(c->task, o.f.addr, frame_vma_cb, &o, 0);
+	if (o.file)
+		send_file(o.file, o.f.ino);
 #endif
-	c->r->frames[i] = f;
+	c->r->frames[i] = o.f;
 	return 0;
 }
 
@@ -655,4 +742,5 @@ const volatile struct {
 	enum mt_sig sig;
 	struct mt_event ev;
 	struct mt_stack stack;
+	struct mt_file file;
 } mt_abi_types = {};

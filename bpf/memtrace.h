@@ -84,6 +84,21 @@ struct mt_frame {
 	__u64 ino;
 };
 
+#define MT_PATH_PARTS 24
+#define MT_PART_LEN 64
+
+/* The path of a file that frames lie in, sent once per inode before the
+ * first stack that needs it, so that a library dlclose'd (or a process
+ * gone) before the agent looks is still found: its components, the file's
+ * name first, up to the root across mounts. A component cut at
+ * MT_PART_LEN-1 bytes or a path deeper than MT_PATH_PARTS is flagged. */
+struct mt_file {
+	__u64 ino;
+	__u32 nparts;
+	__u32 truncated;
+	char parts[MT_PATH_PARTS][MT_PART_LEN];
+};
+
 /* Sent once per distinct (process, stack): events then carry its id.
  * Told apart from mt_event by its size. */
 struct mt_stack {

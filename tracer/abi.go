@@ -1,8 +1,10 @@
 package tracer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"strings"
 )
 
 // Event kinds, mirroring enum mt_kind in bpf/memtrace.h.
@@ -41,7 +43,42 @@ const (
 	maxFrames = 127
 	frameSize = 24
 	stackSize = 24 + maxFrames*frameSize
+	pathParts = 24
+	partLen   = 64
+	fileSize  = 16 + pathParts*partLen
 )
+
+// File names the file behind an inode that frames lie in, as the kernel
+// saw it when a stack first used it.
+type File struct {
+	Ino       uint64
+	Path      string
+	Truncated bool // a component or the depth was cut: the path is unreliable
+}
+
+func (f *File) decode(b []byte) error {
+	if len(b) < fileSize {
+		return errShortRecord
+	}
+	le := binary.LittleEndian
+	f.Ino = le.Uint64(b[0:])
+	n := int(le.Uint32(b[8:]))
+	f.Truncated = le.Uint32(b[12:]) != 0
+	if n > pathParts {
+		n = pathParts
+	}
+	// Components come leaf first.
+	parts := make([]string, 0, n)
+	for i := n - 1; i >= 0; i-- {
+		c := b[16+i*partLen : 16+(i+1)*partLen]
+		if j := bytes.IndexByte(c, 0); j >= 0 {
+			c = c[:j]
+		}
+		parts = append(parts, string(c))
+	}
+	f.Path = "/" + strings.Join(parts, "/")
+	return nil
+}
 
 // InoUnknown in a Frame means the VMA could not be read when the stack was
 // captured: resolve Addr against the process's recorded mappings instead.

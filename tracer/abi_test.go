@@ -72,6 +72,35 @@ func TestStackABI(t *testing.T) {
 	}
 }
 
+// TestFileABI checks struct mt_file.
+func TestFileABI(t *testing.T) {
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *btf.Struct
+	if err := spec.Types.TypeByName("mt_file", &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != fileSize {
+		t.Fatalf("sizeof mt_file %d, Go decodes %d", st.Size, fileSize)
+	}
+	// The sizes must stay apart: Read tells the records by size.
+	if !(eventSize < fileSize && fileSize < stackSize) {
+		t.Fatalf("record sizes %d %d %d overlap", eventSize, fileSize, stackSize)
+	}
+	b := make([]byte, fileSize)
+	b[0] = 7
+	b[8] = 3
+	copy(b[16:], "libx.so")
+	copy(b[16+partLen:], "lib")
+	copy(b[16+2*partLen:], "usr")
+	var f File
+	if err := f.decode(b); err != nil || f.Path != "/usr/lib/libx.so" || f.Ino != 7 {
+		t.Fatalf("decoded %+v %v", f, err)
+	}
+}
+
 // TestOpNumbers checks that the C op numbers are logfmt's.
 func TestOpNumbers(t *testing.T) {
 	spec, err := LoadMemtrace()

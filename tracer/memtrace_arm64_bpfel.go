@@ -49,6 +49,7 @@ type MemtraceTstate struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	MemtraceMapEvents             = "events"
+	MemtraceMapFilesSent          = "files_sent"
 	MemtraceMapStackScratch       = "stack_scratch"
 	MemtraceMapStacksSent         = "stacks_sent"
 	MemtraceMapTargets            = "targets"
@@ -136,6 +137,7 @@ type MemtraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
+	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
 	Targets      *ebpf.MapSpec `ebpf:"targets"`
@@ -175,6 +177,7 @@ func (o *MemtraceObjects) Close() error {
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
+	FilesSent    *ebpf.Map `ebpf:"files_sent"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
 	Targets      *ebpf.Map `ebpf:"targets"`
@@ -184,6 +187,7 @@ type MemtraceMaps struct {
 func (m *MemtraceMaps) Close() error {
 	return _MemtraceClose(
 		m.Events,
+		m.FilesSent,
 		m.StackScratch,
 		m.StacksSent,
 		m.Targets,

@@ -174,13 +174,21 @@ func (t *Tracer) FellBack() []string {
 	return out
 }
 
+// Handler receives what Read decodes. Files and stacks arrive before the
+// events that need them.
+type Handler interface {
+	Event(*Event)
+	Stack(*Stack)
+	File(*File)
+}
+
 // Read delivers every record available now, waiting at most PollInterval
-// for the first one: events to fn, stacks (which precede the events that
-// refer to them) to stack. It returns ringbuf.ErrClosed after Close.
-func (t *Tracer) Read(fn func(*Event), stack func(*Stack)) error {
+// for the first one. It returns ringbuf.ErrClosed after Close.
+func (t *Tracer) Read(h Handler) error {
 	var rec ringbuf.Record
 	var ev Event
 	var st Stack
+	var f File
 	t.rd.SetDeadline(time.Now().Add(PollInterval))
 	for {
 		err := t.rd.ReadInto(&rec)
@@ -190,12 +198,20 @@ func (t *Tracer) Read(fn func(*Event), stack func(*Stack)) error {
 		if err != nil {
 			return err
 		}
-		if len(rec.RawSample) >= stackSize {
-			if st.decode(rec.RawSample) == nil && stack != nil {
-				stack(&st)
+		// The record kinds differ in size (the ring pads to 8 bytes).
+		switch n := len(rec.RawSample); {
+		case n >= stackSize:
+			if st.decode(rec.RawSample) == nil {
+				h.Stack(&st)
 			}
-		} else if ev.decode(rec.RawSample) == nil {
-			fn(&ev)
+		case n >= fileSize:
+			if f.decode(rec.RawSample) == nil {
+				h.File(&f)
+			}
+		default:
+			if ev.decode(rec.RawSample) == nil {
+				h.Event(&ev)
+			}
 		}
 		if t.rd.AvailableBytes() == 0 {
 			return nil

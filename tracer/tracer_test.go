@@ -104,11 +104,11 @@ func TestAttachCountsExact(t *testing.T) {
 			cmd.Wait()
 			var evs []Event
 			for i := 0; i < 20; i++ {
-				if err := tr.Read(func(e *Event) {
+				if err := tr.Read(handlerFunc(func(e *Event) {
 					if e.TGID == uint32(pid) && e.Kind != KindExit {
 						evs = append(evs, *e)
 					}
-				}, nil); err != nil {
+				})); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -162,3 +162,9 @@ func TestAttachCountsExact(t *testing.T) {
 		})
 	}
 }
+
+type handlerFunc func(*Event)
+
+func (f handlerFunc) Event(e *Event) { f(e) }
+func (handlerFunc) Stack(*Stack)     {}
+func (handlerFunc) File(*File)       {}

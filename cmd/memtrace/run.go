@@ -180,7 +180,7 @@ func (l *loop) run(stop <-chan struct{}) error {
 			return l.finish()
 		default:
 		}
-		if err := l.tr.Read(l.sess.Add, l.sess.AddStack); err != nil {
+		if err := l.tr.Read(l.sess); err != nil {
 			if errors.Is(err, ringbuf.ErrClosed) {
 				return l.finish()
 			}
@@ -213,11 +213,11 @@ func (l *loop) finish() error {
 	// Everything the targets did is in the ring by now; read until it
 	// is empty.
 	for {
-		n := 0
-		if err := l.tr.Read(func(e *tracer.Event) { n++; l.sess.Add(e) }, l.sess.AddStack); err != nil {
+		before := l.sess.Received()
+		if err := l.tr.Read(l.sess); err != nil {
 			break
 		}
-		if n == 0 {
+		if l.sess.Received() == before {
 			break
 		}
 	}
