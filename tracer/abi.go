@@ -7,6 +7,14 @@ import (
 	"strings"
 )
 
+// Handler receives what Read decodes. Files and stacks arrive before the
+// events that need them.
+type Handler interface {
+	Event(*Event)
+	Stack(*Stack)
+	File(*File)
+}
+
 // Event kinds, mirroring enum mt_kind in bpf/memtrace.h.
 const (
 	KindAlloc   = 1

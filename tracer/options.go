@@ -1,0 +1,39 @@
+package tracer
+
+import (
+	"errors"
+	"time"
+)
+
+// Options configure a Tracer.
+type Options struct {
+	// RingBytes is the ring buffer size (a power of two, at least a page);
+	// 0 means DefaultRingBytes.
+	RingBytes int
+	// WakeupBytes: records are submitted without waking the reader until
+	// this much is pending; the reader also polls every PollInterval.
+	WakeupBytes int
+	// Floor attaches empty programs on the same probe points and reads
+	// nothing: the baseline that benchmarks compare against.
+	Floor bool
+	// NoMulti forces classic uprobe links even where uprobe_multi exists.
+	NoMulti bool
+	// StackDepth is how many user frames each event carries (0: none,
+	// at most 127); StackThreads limits stacks to threads whose name
+	// contains one of these substrings (at most 8, each under 16 bytes).
+	StackDepth   int
+	StackThreads []string
+}
+
+// DefaultRingBytes holds about 30 ms of events at the fastest rate a single
+// thread can produce under uprobes, so a reader that is briefly descheduled
+// loses nothing.
+const DefaultRingBytes = 32 << 20
+
+// PollInterval bounds how long an event waits in the ring buffer when
+// wake-ups are batched.
+const PollInterval = 20 * time.Millisecond
+
+// ErrUnavailable wraps every failure that means BPF cannot be used here
+// (no permission, no BTF, a kernel without the needed features).
+var ErrUnavailable = errors.New("eBPF tracing unavailable")

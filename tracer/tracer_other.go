@@ -1,0 +1,26 @@
+//go:build !amd64 && !arm64
+
+package tracer
+
+import "fmt"
+
+// The BPF objects are built for x86-64 and arm64 only; elsewhere (32-bit
+// ARM boards) memtrace uses the LD_PRELOAD fallback, and New says so.
+
+// Tracer is not available on this architecture.
+type Tracer struct{}
+
+// New reports that eBPF tracing is not built for this architecture.
+func New(Options) (*Tracer, error) {
+	return nil, fmt.Errorf("%w: memtrace's BPF programs are built for x86-64 and arm64 only", ErrUnavailable)
+}
+
+func (*Tracer) Multi() bool                             { return false }
+func (*Tracer) AddProcess(int) error                    { return ErrUnavailable }
+func (*Tracer) RemoveProcess(int)                       {}
+func (*Tracer) Lost() uint64                            { return 0 }
+func (*Tracer) FellBack() []string                      { return nil }
+func (*Tracer) Read(Handler) error                      { return ErrUnavailable }
+func (*Tracer) Close() error                            { return nil }
+func (*Tracer) AttachLibrary(int, string) (bool, error) { return false, ErrUnavailable }
+func (*Tracer) ScanProcess(int) ([]string, error)       { return nil, ErrUnavailable }
