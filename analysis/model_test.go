@@ -511,3 +511,18 @@ func TestRadixSortStable(t *testing.T) {
 		}
 	}
 }
+
+// Two writers interleaved inside lines (no O_APPEND atomicity): what can be
+// read is read, the rest counted, nothing matched wrongly.
+func TestInterleavedLines(t *testing.T) {
+	a := string(logfmt.AppendAlloc(nil, 1, "a", "malloc", 1, 10, 10, 0x10))
+	b := string(logfmt.AppendAlloc(nil, 2, "b", "malloc", 2, 20, 20, 0x20))
+	f := string(logfmt.AppendFree(nil, 1, "a", "free", 3, 10, 0x10))
+	mixed := a[:40] + b + a[40:] + f
+	m := load(t, []byte(mixed))
+	// Line 1 (a's head + b) does not parse, line 2 (a's tail) is not a log
+	// line, line 3 frees an address whose allocation was lost.
+	if m.Counts.Lines != 3 || m.Counts.Malformed != 1 || m.Counts.Other != 1 || m.Len() != 0 || m.Counts.UnmatchedFrees != 1 {
+		t.Fatalf("len %d counts %+v", m.Len(), m.Counts)
+	}
+}
