@@ -44,6 +44,7 @@ demo: build progs
 # into a failure.
 test: build progs
 	$(GO) vet ./...
+	./scripts/check-generated.sh
 	$(GO) test -count=1 -timeout 30m ./...
 
 bench: build progs

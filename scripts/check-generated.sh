@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# make check-generated: regenerate the BPF objects and fail if they differ
+# from the committed ones (same clang, same headers: the build is
+# deterministic).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gen=$(find . -name '*_bpfel.go' -o -name '*_bpfel.o' | grep -v '^./.git/' | sort)
+for f in $gen; do mkdir -p "$tmp/$(dirname "$f")"; cp "$f" "$tmp/$f"; done
+go generate ./...
+status=0
+for f in $gen; do
+	if ! cmp -s "$f" "$tmp/$f"; then
+		echo "check-generated: $f differs from its source; run make generate and commit" >&2
+		status=1
+	fi
+done
+[ $status = 0 ] && echo "check-generated: $(echo "$gen" | wc -l) generated files match their sources"
+exit $status
