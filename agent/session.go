@@ -23,6 +23,11 @@ type Config struct {
 	// StackDepth is the depth asked for, to tell a stack cut by depth
 	// from one cut by a broken frame-pointer chain.
 	StackDepth int
+	// OnProcess is called as soon as a fork or exec event is read (before
+	// it is put in time order), to probe the new process or image.
+	OnProcess func(e *tracer.Event)
+	// ProcessExited is called when a traced process's main thread exits.
+	ProcessExited func(pid uint32)
 	// Window is how long events are held to be put in time order across
 	// CPUs; 0 means DefaultWindow.
 	Window time.Duration
@@ -232,6 +237,22 @@ func (s *Session) proc(pid uint32) *process {
 
 func (s *Session) emit(e *tracer.Event) {
 	s.Stats.Events++
+	switch e.Kind {
+	case tracer.KindFork:
+		s.forked(e)
+		return
+	case tracer.KindExec:
+		s.execd(e)
+		return
+	}
+	if e.Kind == tracer.KindExit && e.TID == e.TGID {
+		s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "exit"},
+			logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
+			logfmt.KV{Key: "ts", Value: strconv.FormatUint(s.ts(e), 10)})
+		if s.cfg.ProcessExited != nil {
+			s.cfg.ProcessExited(e.TGID)
+		}
+	}
 	if e.Kind == tracer.KindExit {
 		// Only threads that were logged get an EXIT line, as with
 		// memtrack: the launcher's own threads, which exec ends, and
@@ -341,4 +362,32 @@ func (s *Session) Lost(n uint64, nowNS uint64) {
 		logfmt.KV{Key: "count", Value: strconv.FormatUint(n, 10)},
 		logfmt.KV{Key: "total", Value: strconv.FormatUint(s.Stats.Lost, 10)},
 		logfmt.KV{Key: "ts", Value: strconv.FormatUint(ts, 10)})
+}
+
+// forked: the child starts with a copy of its parent's heap, so the
+// parent's live blocks are the child's too (their frees then carry sizes).
+func (s *Session) forked(e *tracer.Event) {
+	child := uint32(e.Ptr)
+	parent := s.proc(e.TGID)
+	c := s.proc(child)
+	for ptr, v := range parent.live {
+		c.live[ptr] = v
+	}
+	c.attached = parent.attached
+	s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "fork"},
+		logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(child), 10)},
+		logfmt.KV{Key: "ppid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
+		logfmt.KV{Key: "ts", Value: strconv.FormatUint(s.ts(e), 10)})
+}
+
+// execd: a new image has a new heap.
+func (s *Session) execd(e *tracer.Event) {
+	p := s.proc(e.TGID)
+	clear(p.live)
+	p.attached = false
+	p.scanned = false
+	s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "exec"},
+		logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
+		logfmt.KV{Key: "comm", Value: e.CommString()},
+		logfmt.KV{Key: "ts", Value: strconv.FormatUint(s.ts(e), 10)})
 }

@@ -31,8 +31,14 @@ var rootSymbols = map[string]bool{
 	"thread_start": true, "__libc_start_main_impl": true,
 }
 
-// Event queues an event (tracer.Handler).
-func (s *Session) Event(e *tracer.Event) { s.Add(e) }
+// Event queues an event (tracer.Handler). Process events are also handed
+// to Config.OnProcess at once: a held process waits for it.
+func (s *Session) Event(e *tracer.Event) {
+	if (e.Kind == tracer.KindFork || e.Kind == tracer.KindExec) && s.cfg.OnProcess != nil {
+		s.cfg.OnProcess(e)
+	}
+	s.Add(e)
+}
 
 // File learns the path of an inode that frames lie in (tracer.Handler).
 func (s *Session) File(f *tracer.File) {

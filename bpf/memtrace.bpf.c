@@ -26,6 +26,9 @@ const volatile __u32 stack_depth = 0;
 const volatile __u32 n_stack_threads = 0;
 const volatile char stack_threads[8][16] = {};
 
+/* --follow: trace the processes the targets fork. */
+const volatile __u8 follow = 0;
+
 /* Records the ring buffer could not take; the agent reads and reports it. */
 __u64 lost_records = 0;
 
@@ -70,6 +73,14 @@ struct {
 	__type(key, __u64);
 	__type(value, __u8);
 } stacks_sent SEC(".maps");
+
+/* Children to stop at their first instruction until their probes exist. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} hold SEC(".maps");
 
 struct tstate {
 	__u64 outer_sp;      /* stack pointer at the outermost traced call */
@@ -709,6 +720,84 @@ int BPF_PROG(mt_exit)
 	e->ptr = 0;
 	e->size = 0;
 	submit(e);
+	return 0;
+}
+
+static __always_inline void proc_event(__u8 kind, __u32 tgid, __u64 child, __u16 flags)
+{
+	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_records, 1);
+		return;
+	}
+	e->ts_ns = bpf_ktime_get_ns();
+	e->tgid = tgid;
+	e->tid = bpf_get_current_pid_tgid();
+	e->kind = kind;
+	e->op = 0;
+	e->flags = flags;
+	e->ptr = child;
+	e->size = 0;
+	e->old_ptr = 0;
+	e->old_size = 0;
+	e->stack = 0;
+	e->pad = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	/* The agent must act now: a held process waits for it. */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
+/* A traced process forked: with --follow the child is traced too. Its
+ * probes are PID-filtered links the agent creates, so the child is held
+ * (stopped before its first user instruction, see mt_child_start) until
+ * they exist, or its first allocations would be missed. Threads are not
+ * processes and need nothing. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!follow)
+		return 0;
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	if (!bpf_map_lookup_elem(&targets, &ptgid))
+		return 0;
+	__u32 cpid = BPF_CORE_READ(child, pid), ctgid = BPF_CORE_READ(child, tgid);
+	if (cpid != ctgid)
+		return 0;
+	__u8 one = 1;
+	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	bpf_map_update_elem(&hold, &ctgid, &one, BPF_ANY);
+	proc_event(MT_EV_FORK, ptgid, ctgid, MT_FLAG_HELD);
+	return 0;
+}
+
+/* The child's first moment in its own context is its return from the
+ * fork system call. Attached only with --follow, since it runs at every
+ * system call's exit. */
+SEC("raw_tp/sys_exit")
+int BPF_PROG(mt_child_start)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&hold, &tgid))
+		return 0;
+	bpf_map_delete_elem(&hold, &tgid);
+	bpf_send_signal_thread(MT_SIGSTOP);
+	return 0;
+}
+
+/* A traced process exec'd: its new image may link other allocators. With
+ * --follow it is held until the agent has probed them. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(mt_exec)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	__u16 flags = 0;
+	if (follow) {
+		bpf_send_signal_thread(MT_SIGSTOP);
+		flags = MT_FLAG_HELD;
+	}
+	proc_event(MT_EV_EXEC, tgid, 0, flags);
 	return 0;
 }
 

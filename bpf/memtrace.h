@@ -33,6 +33,8 @@ enum mt_kind {
 	MT_EV_FREE = 2,    /* ptr (size from the agent's live map; munmap: size) */
 	MT_EV_REALLOC = 3, /* free old_ptr (old_size for mremap), then alloc ptr, size */
 	MT_EV_EXIT = 4,    /* thread exit */
+	MT_EV_FORK = 5,    /* tgid forked a process: ptr = the child's pid; flags: MT_FLAG_HELD */
+	MT_EV_EXEC = 6,    /* tgid exec'd; flags: MT_FLAG_HELD */
 };
 
 /* Attach cookie layout: the low byte is the op; the next byte says how the
@@ -115,5 +117,8 @@ struct mt_stack {
  * old_ptr = its address when old_size is all ones. */
 #define MT_FLAG_CALLSITE 0x2
 
+#define MT_FLAG_HELD 0x4     /* the process was stopped (SIGSTOP) until the agent attaches */
+
 #define MT_MAP_ANONYMOUS 0x20
+#define MT_SIGSTOP 19
 #endif

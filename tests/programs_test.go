@@ -15,8 +15,9 @@ var programs = []string{"basic", "mmaps", "cxx", "threads", "dlopen", "fork", "f
 
 // modes: preload = memtrace --preload; ldpreload = the library used
 // directly as memtrack.so is; ldsync = the same without its writer thread
-// (MEMTRACE_WRITER=0); launch and attach = the eBPF tracer.
-var modes = []string{"preload", "ldpreload", "ldsync", "launch", "attach"}
+// (MEMTRACE_WRITER=0); launch and attach = the eBPF tracer; follow =
+// launch with --follow, where forked children must be logged exactly.
+var modes = []string{"preload", "ldpreload", "ldsync", "launch", "attach", "follow"}
 
 const runLimit = 90 * time.Second
 
@@ -50,6 +51,10 @@ func TestPrograms(t *testing.T) {
 					requireBPF(t)
 					r.runAttach(t, memtrace, exe)
 					r.check(t, false)
+				case "follow":
+					requireBPF(t)
+					r.runMemtrace(t, memtrace, []string{"--follow", "-o", r.log, "--", exe})
+					r.check(t, true)
 				}
 			})
 		}

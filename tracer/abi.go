@@ -21,6 +21,8 @@ const (
 	KindFree    = 2
 	KindRealloc = 3 // free OldPtr (OldSize for mremap), then alloc Ptr
 	KindExit    = 4
+	KindFork    = 5 // TGID forked the process Ptr
+	KindExec    = 6 // TGID exec'd
 )
 
 // Signatures, mirroring enum mt_sig: how the entry program finds the size.
@@ -42,6 +44,7 @@ const (
 const (
 	FlagFile     = 0x1 // an mmap of a file
 	FlagCallsite = 0x2 // OldPtr holds the PLT stub the program called
+	FlagHeld     = 0x4 // the process is stopped until the agent sends SIGCONT
 )
 
 // eventSize is sizeof(struct mt_event), stackSize sizeof(struct mt_stack);

@@ -165,7 +165,8 @@ func TestSigNumbers(t *testing.T) {
 	if err := spec.Types.TypeByName("mt_kind", &kinds); err != nil {
 		t.Fatal(err)
 	}
-	goKinds := map[string]uint64{"MT_EV_ALLOC": KindAlloc, "MT_EV_FREE": KindFree, "MT_EV_REALLOC": KindRealloc, "MT_EV_EXIT": KindExit}
+	goKinds := map[string]uint64{"MT_EV_ALLOC": KindAlloc, "MT_EV_FREE": KindFree, "MT_EV_REALLOC": KindRealloc, "MT_EV_EXIT": KindExit,
+		"MT_EV_FORK": KindFork, "MT_EV_EXEC": KindExec}
 	for _, v := range kinds.Values {
 		if goKinds[v.Name] != v.Value {
 			t.Errorf("%s = %d in C, Go has %d", v.Name, v.Value, goKinds[v.Name])

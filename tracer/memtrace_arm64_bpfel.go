@@ -50,23 +50,28 @@ type MemtraceTstate struct {
 const (
 	MemtraceMapEvents             = "events"
 	MemtraceMapFilesSent          = "files_sent"
+	MemtraceMapHold               = "hold"
 	MemtraceMapStackScratch       = "stack_scratch"
 	MemtraceMapStacksSent         = "stacks_sent"
 	MemtraceMapTargets            = "targets"
 	MemtraceMapTstates            = "tstates"
+	MemtraceProgMtChildStart      = "mt_child_start"
 	MemtraceProgMtEmpty           = "mt_empty"
 	MemtraceProgMtEmptyMulti      = "mt_empty_multi"
 	MemtraceProgMtEnter           = "mt_enter"
 	MemtraceProgMtEnterMulti      = "mt_enter_multi"
+	MemtraceProgMtExec            = "mt_exec"
 	MemtraceProgMtExit            = "mt_exit"
 	MemtraceProgMtFloorStack      = "mt_floor_stack"
 	MemtraceProgMtFloorStackMulti = "mt_floor_stack_multi"
+	MemtraceProgMtFork            = "mt_fork"
 	MemtraceProgMtFree            = "mt_free"
 	MemtraceProgMtFreeMulti       = "mt_free_multi"
 	MemtraceProgMtNew             = "mt_new"
 	MemtraceProgMtNewMulti        = "mt_new_multi"
 	MemtraceProgMtReturn          = "mt_return"
 	MemtraceProgMtReturnMulti     = "mt_return_multi"
+	MemtraceVarFollow             = "follow"
 	MemtraceVarLostRecords        = "lost_records"
 	MemtraceVarMtAbiTypes         = "mt_abi_types"
 	MemtraceVarN_stackThreads     = "n_stack_threads"
@@ -117,13 +122,16 @@ type MemtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceProgramSpecs struct {
+	MtChildStart      *ebpf.ProgramSpec `ebpf:"mt_child_start"`
 	MtEmpty           *ebpf.ProgramSpec `ebpf:"mt_empty"`
 	MtEmptyMulti      *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
 	MtEnter           *ebpf.ProgramSpec `ebpf:"mt_enter"`
 	MtEnterMulti      *ebpf.ProgramSpec `ebpf:"mt_enter_multi"`
+	MtExec            *ebpf.ProgramSpec `ebpf:"mt_exec"`
 	MtExit            *ebpf.ProgramSpec `ebpf:"mt_exit"`
 	MtFloorStack      *ebpf.ProgramSpec `ebpf:"mt_floor_stack"`
 	MtFloorStackMulti *ebpf.ProgramSpec `ebpf:"mt_floor_stack_multi"`
+	MtFork            *ebpf.ProgramSpec `ebpf:"mt_fork"`
 	MtFree            *ebpf.ProgramSpec `ebpf:"mt_free"`
 	MtFreeMulti       *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
 	MtNew             *ebpf.ProgramSpec `ebpf:"mt_new"`
@@ -138,6 +146,7 @@ type MemtraceProgramSpecs struct {
 type MemtraceMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
+	Hold         *ebpf.MapSpec `ebpf:"hold"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
 	Targets      *ebpf.MapSpec `ebpf:"targets"`
@@ -148,6 +157,7 @@ type MemtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceVariableSpecs struct {
+	Follow         *ebpf.VariableSpec `ebpf:"follow"`
 	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.VariableSpec `ebpf:"mt_abi_types"`
 	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
@@ -178,6 +188,7 @@ func (o *MemtraceObjects) Close() error {
 type MemtraceMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
+	Hold         *ebpf.Map `ebpf:"hold"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
 	Targets      *ebpf.Map `ebpf:"targets"`
@@ -188,6 +199,7 @@ func (m *MemtraceMaps) Close() error {
 	return _MemtraceClose(
 		m.Events,
 		m.FilesSent,
+		m.Hold,
 		m.StackScratch,
 		m.StacksSent,
 		m.Targets,
@@ -199,6 +211,7 @@ func (m *MemtraceMaps) Close() error {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceVariables struct {
+	Follow         *ebpf.Variable `ebpf:"follow"`
 	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.Variable `ebpf:"mt_abi_types"`
 	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
@@ -211,13 +224,16 @@ type MemtraceVariables struct {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtracePrograms struct {
+	MtChildStart      *ebpf.Program `ebpf:"mt_child_start"`
 	MtEmpty           *ebpf.Program `ebpf:"mt_empty"`
 	MtEmptyMulti      *ebpf.Program `ebpf:"mt_empty_multi"`
 	MtEnter           *ebpf.Program `ebpf:"mt_enter"`
 	MtEnterMulti      *ebpf.Program `ebpf:"mt_enter_multi"`
+	MtExec            *ebpf.Program `ebpf:"mt_exec"`
 	MtExit            *ebpf.Program `ebpf:"mt_exit"`
 	MtFloorStack      *ebpf.Program `ebpf:"mt_floor_stack"`
 	MtFloorStackMulti *ebpf.Program `ebpf:"mt_floor_stack_multi"`
+	MtFork            *ebpf.Program `ebpf:"mt_fork"`
 	MtFree            *ebpf.Program `ebpf:"mt_free"`
 	MtFreeMulti       *ebpf.Program `ebpf:"mt_free_multi"`
 	MtNew             *ebpf.Program `ebpf:"mt_new"`
@@ -228,13 +244,16 @@ type MemtracePrograms struct {
 
 func (p *MemtracePrograms) Close() error {
 	return _MemtraceClose(
+		p.MtChildStart,
 		p.MtEmpty,
 		p.MtEmptyMulti,
 		p.MtEnter,
 		p.MtEnterMulti,
+		p.MtExec,
 		p.MtExit,
 		p.MtFloorStack,
 		p.MtFloorStackMulti,
+		p.MtFork,
 		p.MtFree,
 		p.MtFreeMulti,
 		p.MtNew,

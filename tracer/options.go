@@ -23,6 +23,9 @@ type Options struct {
 	// contains one of these substrings (at most 8, each under 16 bytes).
 	StackDepth   int
 	StackThreads []string
+	// Follow traces the processes the targets fork, holding each child
+	// (SIGSTOP before its first instruction) until its probes exist.
+	Follow bool
 }
 
 // DefaultRingBytes holds about 30 ms of events at the fastest rate a single

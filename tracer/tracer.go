@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -19,6 +20,7 @@ type Tracer struct {
 	objs     MemtraceObjects
 	rd       *ringbuf.Reader
 	exit     link.Link
+	procs    []link.Link
 	opts     Options
 	multi    bool
 	mu       sync.Mutex
@@ -65,7 +67,12 @@ func New(opts Options) (*Tracer, error) {
 		}
 		copy(pats[i][:], p)
 	}
+	follow := uint8(0)
+	if opts.Follow {
+		follow = 1
+	}
 	for name, v := range map[string]any{
+		"follow":          follow,
 		"stack_depth":     uint32(opts.StackDepth),
 		"n_stack_threads": uint32(len(opts.StackThreads)),
 		"stack_threads":   pats,
@@ -83,6 +90,25 @@ func New(opts Options) (*Tracer, error) {
 		if err != nil {
 			t.objs.Close()
 			return nil, fmt.Errorf("%w: attach to sched_process_exit: %w", ErrUnavailable, err)
+		}
+		for _, p := range []struct {
+			name string
+			prog *ebpf.Program
+		}{{"sched_process_fork", t.objs.MtFork}, {"sched_process_exec", t.objs.MtExec}} {
+			l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
+			if err != nil {
+				t.Close()
+				return nil, fmt.Errorf("%w: attach to %s: %w", ErrUnavailable, p.name, err)
+			}
+			t.procs = append(t.procs, l)
+		}
+		if opts.Follow {
+			l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_exit", Program: t.objs.MtChildStart})
+			if err != nil {
+				t.Close()
+				return nil, fmt.Errorf("%w: attach to sys_exit (to hold forked children): %w", ErrUnavailable, err)
+			}
+			t.procs = append(t.procs, l)
 		}
 	}
 	t.rd, err = ringbuf.NewReader(t.objs.Events)
@@ -193,6 +219,9 @@ func (t *Tracer) Close() error {
 	t.mu.Unlock()
 	if t.exit != nil {
 		t.exit.Close()
+	}
+	for _, l := range t.procs {
+		l.Close()
 	}
 	if t.rd != nil {
 		t.rd.Close()

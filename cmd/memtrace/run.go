@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -93,7 +94,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
-		StackDepth: o.stackDepth, StackThreads: o.stackThreads})
+		StackDepth: o.stackDepth, StackThreads: o.stackThreads, Follow: o.follow})
 	if err != nil {
 		if errors.Is(err, tracer.ErrUnavailable) && len(o.argv) > 0 {
 			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
@@ -124,14 +125,63 @@ type loop struct {
 	out     io.WriteCloser
 	stderr  io.Writer
 	start   uint64
-	pids    map[int]bool
+	mu      sync.Mutex   // guards pids: the launch waiter reads it too
+	pids    map[int]bool // traced processes still alive
 	lost    uint64
 	started time.Time
 }
 
+// onProcess probes a forked child (stopped by the kernel side until now)
+// or a freshly exec'd image, then lets a held process go.
+func (l *loop) onProcess(e *tracer.Event) {
+	pid := int(e.TGID)
+	switch e.Kind {
+	case tracer.KindFork:
+		pid = int(e.Ptr)
+		l.mu.Lock()
+		l.pids[pid] = true
+		l.mu.Unlock()
+		// The child's mappings are its parent's: the same libraries.
+		if _, err := l.tr.ScanProcess(pid); err != nil {
+			fmt.Fprintf(l.stderr, "memtrace: probe child process %d: %v\n", pid, err)
+		}
+	case tracer.KindExec:
+		for _, lib := range launchLibs("/proc/" + strconv.Itoa(pid) + "/exe") {
+			if _, err := l.tr.AttachLibrary(pid, lib); err != nil && l.o.verbose {
+				fmt.Fprintf(l.stderr, "memtrace: probe %s in process %d: %v\n", lib, pid, err)
+			}
+			l.sess.KnownFile(lib)
+		}
+	}
+	if e.Flags&tracer.FlagHeld != 0 {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && l.o.verbose {
+			fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
+		}
+	}
+}
+
 func newLoop(o *options, tr *tracer.Tracer, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
-	return &loop{o: o, tr: tr, out: out, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(),
-		sess: agent.New(agent.Config{Out: out, MinSize: o.minSize, TrackThreads: o.trackThreads, StartNS: start, StackDepth: o.stackDepth})}
+	l := &loop{o: o, tr: tr, out: out, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now()}
+	l.sess = agent.New(agent.Config{Out: out, MinSize: o.minSize, TrackThreads: o.trackThreads, StartNS: start,
+		StackDepth: o.stackDepth, OnProcess: l.onProcess,
+		ProcessExited: func(pid uint32) { l.mu.Lock(); delete(l.pids, int(pid)); l.mu.Unlock() }})
+	return l
+}
+
+// othersAlive reports whether traced processes other than main are still
+// running (followed children).
+func (l *loop) othersAlive(main int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for pid := range l.pids {
+		if pid != main {
+			if err := syscall.Kill(pid, 0); err == nil {
+				return true
+			}
+			delete(l.pids, pid)
+		}
+	}
+	return false
 }
 
 func (l *loop) header(pids []int, comm, cmdline string) {
@@ -195,7 +245,13 @@ func (l *loop) run(stop <-chan struct{}) error {
 			lastFlush = time.Now()
 		}
 		if time.Since(lastScan) > 250*time.Millisecond {
+			l.mu.Lock()
+			pids := make([]int, 0, len(l.pids))
 			for pid := range l.pids {
+				pids = append(pids, pid)
+			}
+			l.mu.Unlock()
+			for _, pid := range pids {
 				if _, err := l.tr.ScanProcess(pid); err != nil && l.o.verbose {
 					fmt.Fprintf(l.stderr, "memtrace: rescan process %d: %v\n", pid, err)
 				}
@@ -407,6 +463,17 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	go func() {
 		select {
 		case <-done:
+			// With --follow, the log goes on while children the
+			// program left behind still run.
+			for o.follow && l.othersAlive(pid) {
+				select {
+				case <-sig:
+					interrupted = true
+					close(stop)
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
 		case <-sig:
 			// Detach and flush; the program keeps running. Give a
 			// program that got the same Ctrl-C a moment to finish so

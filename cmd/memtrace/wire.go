@@ -6,6 +6,7 @@ import (
 	"os"
 
 	preload "github.com/memtrace/memtrace/fallback-preload"
+	"github.com/memtrace/memtrace/report"
 )
 
 // runPreload runs PROG under the bundled LD_PRELOAD library with memtrace's
@@ -31,6 +32,5 @@ func runPreload(o *options, stderr io.Writer) (int, error) {
 }
 
 func runReport(args []string, stderr io.Writer) int {
-	_, _ = io.WriteString(stderr, "memtrace: report is not built into this memtrace\n")
-	return 2
+	return report.Main(args, os.Stdout, stderr)
 }
