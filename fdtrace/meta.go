@@ -142,3 +142,33 @@ func (e *Event) kind() Kind {
 	}
 	return e.Kind
 }
+
+// Meta renders an open descriptor of process pid as a summary line for
+// the end of a session: "fd event=leak", with ts and tid saying when and by
+// which thread it was opened, and the buffer it holds if any.
+func (o Open) Meta(pid uint32, startNS uint64) (string, []logfmt.KV) {
+	ts := uint64(0)
+	if o.TS > startNS {
+		ts = (o.TS - startNS) / 1000
+	}
+	kv := []logfmt.KV{
+		{Key: "event", Value: logfmt.FDLeak},
+		{Key: "tid", Value: strconv.FormatUint(uint64(o.TID), 10)},
+		{Key: "pid", Value: strconv.FormatUint(uint64(pid), 10)},
+		{Key: "ts", Value: strconv.FormatUint(ts, 10)},
+		{Key: "fd", Value: strconv.FormatInt(int64(o.FD), 10)},
+		{Key: "call", Value: o.Call.String()},
+		{Key: "kind", Value: o.Kind.String()},
+	}
+	if o.Path != "" {
+		kv = append(kv, logfmt.KV{Key: "path", Value: o.Path})
+	}
+	if o.Cloexec {
+		kv = append(kv, logfmt.KV{Key: "cloexec", Value: "1"})
+	}
+	if o.Buf != 0 {
+		kv = append(kv, logfmt.KV{Key: "buf", Value: strconv.FormatUint(o.Buf, 10)},
+			logfmt.KV{Key: "size", Value: strconv.FormatUint(o.Size, 10)})
+	}
+	return logfmt.WordFD, kv
+}

@@ -78,3 +78,30 @@ func FuzzMetaRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestLeakLine(t *testing.T) {
+	tab := NewTable(trackAll)
+	e := Event{Type: TypeDmabufAlloc, Call: CallIoctl, FD: 7, FD2: 3, Size: 4096, Path: "system", TS: 3_000_000, TGID: 9, TID: 10, Flags: oCloexec}
+	tab.Apply(&e, func(*Event) {})
+	e = Event{Type: TypeOpen, Call: CallOpenat, FD: 4, FD2: -1, Path: "/a b", TS: 4_000_000, TGID: 9, TID: 11}
+	tab.Apply(&e, func(*Event) {})
+	var got []string
+	for _, o := range tab.Exit(9) {
+		w, kvs := o.Meta(9, 1_000_000)
+		got = append(got, string(logfmt.AppendMeta(nil, w, kvs...)))
+	}
+	want := []string{
+		"[memtrace] fd event=leak tid=11 pid=9 ts=3000 fd=4 call=openat kind=file path=\"/a b\"\n",
+		"[memtrace] fd event=leak tid=10 pid=9 ts=2000 fd=7 call=ioctl kind=dmabuf cloexec=1 buf=1 size=4096\n",
+	}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	var l logfmt.Line
+	if err := l.Parse([]byte(got[0][:len(got[0])-1])); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := logfmt.ParseFD(l.Word, l.Rest); err != nil || r.Event != logfmt.FDLeak || r.FD != 4 || r.Path != "/a b" {
+		t.Fatalf("%+v %v", r, err)
+	}
+}

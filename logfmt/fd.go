@@ -19,6 +19,7 @@ const (
 	FDOpen       = "open"        // fd: a new descriptor
 	FDClose      = "close"       // fd: a descriptor closed
 	FDCloseRange = "close_range" // fd: a range not expanded (only from a raw tracer event)
+	FDLeak       = "leak"        // fd: still open when its process exited (summary; ts/tid: when and by whom opened)
 	BufAlloc     = "alloc"       // dmabuf, ion: a buffer allocated
 	BufRelease   = "release"     // dmabuf, ion: its last descriptor (or handle) is gone
 	BufFree      = "free"        // ion: a legacy handle freed (only from a raw tracer event)
