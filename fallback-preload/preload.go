@@ -48,6 +48,15 @@ type Options struct {
 	// sorts a file log by time once the program has exited, so that the
 	// file is in global time order as SPEC §2 promises.
 	Unordered bool
+	// Text makes the library format and write the log itself (its
+	// drop-in mode, as with LD_PRELOAD and MEMTRACK_OUTPUT) instead of
+	// handing binary records to Run through shared memory. A TCP Port
+	// always uses the text mode.
+	Text bool
+	// SharedMemory is the size in bytes of the region the library writes
+	// its records to in binary mode (0: DefaultSharedMemory). It bounds
+	// how far the program may run ahead of the conversion to text.
+	SharedMemory int
 	// Stdin, Stdout and Stderr default to the process's own.
 	Stdin  *os.File
 	Stdout *os.File
@@ -161,6 +170,14 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	cmd.Args[0] = argv[0]
 	cmd.Env = childEnv(os.Environ(), lib, env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pick(opts.Stdin, os.Stdin), pick(opts.Stdout, os.Stdout), pick(opts.Stderr, os.Stderr)
+	var bin *binRun
+	if !opts.Text && opts.Port == 0 && opts.Listen == "" {
+		bin, err = startBinary(opts, cmd)
+		if err != nil {
+			return 1, err
+		}
+		defer bin.close()
+	}
 
 	// The program shares the terminal: Ctrl-C reaches it directly, and
 	// memtrace stays to finish the log after it exits.
@@ -169,6 +186,9 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return 127, fmt.Errorf("cannot start %s: %w", argv[0], err)
+	}
+	if bin != nil {
+		bin.start()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -202,6 +222,9 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 			status = ee.ExitCode()
 		}
 	}
+	if bin != nil {
+		return status, bin.finish(opts)
+	}
 	if opts.Output != "" && opts.Port == 0 && !opts.Unordered {
 		if err := SortFile(opts.Output); err != nil {
 			return status, err
@@ -225,7 +248,7 @@ func childEnv(base []string, lib string, extra []string) []string {
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION":
+		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv:
 			continue
 		case k == "LD_PRELOAD":
 			if v != "" {

@@ -300,6 +300,7 @@ static volatile int out_dead;      // the reader went away: stop logging
 static volatile int g_ready;       // constructor done: log events
 static volatile int g_off;         // tracing disabled in this process
 static volatile int g_exiting;     // process exit: write unbuffered
+static volatile int g_bin;         // binary records to memtrace's shared region
 static size_t min_size;
 static int stack_depth;
 static size_t buf_size = 64 << 10;
@@ -1119,8 +1120,15 @@ static inline int want_log(tstate **tp)
 
 static void slow_event(int op, uint64_t size, const void *p, int is_free);
 
+static inline void bin_event(int op, uint64_t ts, const void *p, uint64_t size);
+static inline uint64_t bin_now(void);
+
 static inline void on_alloc(int op, uint64_t size, const void *p, uint64_t kind)
 {
+	if (g_bin) {
+		bin_event(op, bin_now(), p, size);
+		return;
+	}
 	tstate *t = NULL;
 	int log = want_log(&t) && size >= min_size;
 	tbl_put(p, (size << 2) | kind | (log ? V_LOGGED : 0));
@@ -1255,8 +1263,14 @@ static void flush_all(int exits)
 	spin_unlock(&reg_lock);
 }
 
+static void bin_process_exit(void);
+
 static void process_exit(void)
 {
+	if (g_bin) {
+		bin_process_exit();
+		return;
+	}
 	if (g_exiting)
 		return;
 	int in = t_in;
@@ -1400,6 +1414,506 @@ static void atfork_child(void)
 		o = kv_u(o, "ts", now_us());
 		o[-1] = 0;
 		put_meta_line(self, "proc", kv);
+	}
+	t_in = in;
+}
+
+static void read_cmdline(char *dst, size_t n);
+static void err_line(const char *a, const char *b);
+
+// ---------------------------------------------------------------------------
+// Binary mode (memtrace --preload): compact 32-byte records appended to
+// per-thread chunks of a shared-memory region that the memtrace process
+// (package preload, shm.go) created, maps too, and turns into the text log.
+// No syscall, no lock and no size table per event: the consumer keeps the
+// ptr->size map, filters by size and thread name, and formats with logfmt.
+// The layout here must match shm.go (see the constants there).
+//
+// Lock-free on purpose: a traced process may fork or be SIGKILLed at any
+// instant, and no lock of the region may ever be held by a dead process.
+
+#define SHM_ENV "MEMTRACE_SHM"
+#define SHM_MAGIC 0x4853544du
+#define SHM_VERSION 1u
+#define CH_FREE 2u
+#define CH_OWNED 1u
+// Record ops beyond the allocation ops (OP_*): see shm.go.
+#define R_NAME 32
+#define R_START 33
+#define R_EXEC 34
+#define R_FORK 35
+#define R_PEXIT 36
+
+typedef struct {
+	uint32_t magic, version, chunk_size, nchunks;
+	uint32_t hw, nfree, clock_state, clock_kind;
+	uint64_t epoch_ns, cnt0, mono0, mult;
+	uint32_t lost, beat, stream_next, gone;
+	uint32_t data_off, pad_[3];
+} shm_hdr;
+
+typedef struct {
+	uint32_t committed, sealed, pid, tid, stream, seq;
+	uint32_t pad_[10];
+} chunk_hdr; // 64 bytes, records follow
+
+typedef struct {
+	uint64_t ts, ptr, size, meta; // meta: op | nslots<<16 | aux<<32
+} brec;
+
+typedef struct {
+	chunk_hdr *ch;
+	brec *recs;
+	uint32_t n, cap;
+	uint32_t stream, seq;
+	uint32_t lost;      // dropped, not yet added to the header
+	unsigned gen;
+	int stacks, keyed;
+	pid_t tid;
+	uint64_t retry_at;  // while dropping: next time a chunk is tried
+	char name[16];
+} bstate;
+
+static shm_hdr *shm;
+static uint32_t *shm_state;
+static char *shm_data;
+static size_t shm_len;
+static int shm_clock_kind;
+static volatile int consumer_lost; // waited in vain once: never wait again
+static __thread bstate tb __attribute__((tls_model("initial-exec")));
+static uint64_t fork_ts;
+
+static inline uint64_t bin_now(void)
+{
+	if (LIKELY(shm_clock_kind == 1))
+		return read_counter();
+	return mono_ns();
+}
+
+static uint64_t bin_now_ns(void)
+{
+	// The region's clock in ns since the epoch, for the library's own use.
+	uint64_t r = bin_now();
+	if (shm_clock_kind == 1) {
+		uint64_t d = r - shm->cnt0;
+		uint64_t hi = (d >> 32) * shm->mult, lo = ((d & 0xffffffffu) * shm->mult) >> 32;
+		return shm->mono0 + hi + lo - shm->epoch_ns;
+	}
+	return r - shm->epoch_ns;
+}
+
+static void bin_publish_lost(void)
+{
+	if (tb.lost) {
+		__atomic_add_fetch(&shm->lost, tb.lost, __ATOMIC_RELAXED);
+		tb.lost = 0;
+	}
+}
+
+static void bin_seal(void)
+{
+	if (tb.ch) {
+		__atomic_store_n(&tb.ch->sealed, 1, __ATOMIC_RELEASE);
+		tb.ch = NULL;
+		tb.recs = NULL;
+		tb.n = tb.cap = 0;
+	}
+}
+
+static int bin_try_claim(uint32_t *idx)
+{
+	uint32_t nch = shm->nchunks;
+	if (__atomic_load_n(&shm->nfree, __ATOMIC_ACQUIRE) > 0) {
+		// Chunks the consumer has emptied: reuse them before touching
+		// new pages. The scan is rare (once per chunk's worth of records).
+		uint32_t hw = __atomic_load_n(&shm->hw, __ATOMIC_ACQUIRE);
+		if (hw > nch)
+			hw = nch;
+		uint32_t start = (uint32_t)tb.tid % (hw ? hw : 1);
+		for (uint32_t k = 0; k < hw; k++) {
+			uint32_t i = (start + k) % hw;
+			uint32_t want = CH_FREE;
+			if (__atomic_load_n(&shm_state[i], __ATOMIC_RELAXED) == CH_FREE &&
+			    __atomic_compare_exchange_n(&shm_state[i], &want, CH_OWNED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				__atomic_sub_fetch(&shm->nfree, 1, __ATOMIC_RELAXED);
+				*idx = i;
+				return 1;
+			}
+		}
+	}
+	uint32_t hw = __atomic_load_n(&shm->hw, __ATOMIC_RELAXED);
+	while (hw < nch) {
+		if (__atomic_compare_exchange_n(&shm->hw, &hw, hw + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&shm_state[hw], CH_OWNED, __ATOMIC_RELEASE);
+			*idx = hw;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+// bin_claim gives the thread a fresh chunk. With the region full it waits
+// for the consumer as long as the consumer shows signs of life (so that a
+// burst is slowed down, not lost), then drops and counts.
+static int bin_claim(void)
+{
+	uint32_t idx;
+	int ok = bin_try_claim(&idx);
+	if (!ok && !consumer_lost && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE)) {
+		uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
+		int still = 0, waited = 0;
+		// At most 2 s in all: a region held by idle live threads
+		// never frees up, however lively the consumer.
+		while (!ok && still < 2000 && waited++ < 4000 && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE)) {
+			struct timespec ts = {0, 500000};
+			nanosleep(&ts, NULL);
+			ok = bin_try_claim(&idx);
+			uint32_t b = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
+			still = b == beat ? still + 1 : 0;
+			beat = b;
+		}
+		if (!ok && still >= 2000)
+			consumer_lost = 1; // 1 s without a beat: memtrace is gone
+	}
+	if (!ok)
+		return 0;
+	chunk_hdr *c = (chunk_hdr *)(shm_data + (size_t)idx * shm->chunk_size);
+	c->committed = 0;
+	c->sealed = 0;
+	c->pid = (uint32_t)g_pid;
+	c->tid = (uint32_t)tb.tid;
+	c->seq = tb.seq++;
+	// stream last: the consumer reads a chunk only once it is set.
+	__atomic_store_n(&c->stream, tb.stream, __ATOMIC_RELEASE);
+	tb.ch = c;
+	tb.recs = (brec *)(c + 1);
+	tb.n = 0;
+	tb.cap = (shm->chunk_size - (uint32_t)sizeof(chunk_hdr)) / (uint32_t)sizeof(brec);
+	return 1;
+}
+
+static inline void bin_commit(uint32_t n)
+{
+	tb.n = n;
+	__atomic_store_n(&tb.ch->committed, n, __ATOMIC_RELEASE);
+}
+
+static void bin_thread_exit(void *arg);
+
+static void bin_refresh_name(void)
+{
+	char nm[17] = {0};
+	tb.gen = __atomic_load_n(&name_gen, __ATOMIC_RELAXED);
+	if (syscall(SYS_prctl, PR_GET_NAME, nm, 0, 0, 0) != 0)
+		nm[0] = 0;
+	nm[15] = 0;
+	tb.stacks = stack_depth > 0 && name_matches(nm, stack_threads);
+	if (tb.ch && tb.n > 0 && memcmp(nm, tb.name, 16) == 0)
+		return;
+	memcpy(tb.name, nm, 16);
+	if (tb.ch && tb.n < tb.cap) {
+		brec *r = &tb.recs[tb.n];
+		r->ts = bin_now();
+		memcpy(&r->ptr, nm, 16); // ptr and size hold the 16 name bytes
+		r->meta = R_NAME;
+		bin_commit(tb.n + 1);
+	}
+}
+
+// bin_room makes room for a record of 1+extra slots: a new stream on the
+// thread's first event, a new chunk when this one is full, the name when it
+// changed. 0 means drop (the region is full and the consumer gone).
+static int bin_room(uint32_t extra)
+{
+	if (UNLIKELY(!tb.stream)) {
+		tb.tid = gettid_raw();
+		tb.stream = __atomic_add_fetch(&shm->stream_next, 1, __ATOMIC_RELAXED);
+		tb.seq = 0;
+		tb.gen = name_gen - 1;
+		if (!tb.keyed) {
+			// The key's destructor writes the thread's EXIT record.
+			tb.keyed = 1;
+			pthread_setspecific(exit_key, &tb);
+		}
+	}
+	if (tb.ch && tb.n + 2 + extra <= tb.cap) {
+		if (UNLIKELY(tb.gen != name_gen))
+			bin_refresh_name();
+		return 1;
+	}
+	if (!tb.ch && tb.retry_at && bin_now_ns() < tb.retry_at)
+		return 0;
+	bin_seal();
+	if (!bin_claim()) {
+		tb.retry_at = bin_now_ns() + 10000000; // try again in 10 ms
+		return 0;
+	}
+	tb.retry_at = 0;
+	bin_publish_lost();
+	// A new chunk re-reads the name: a rename through /proc has no hook.
+	tb.gen = name_gen - 1;
+	bin_refresh_name();
+	return tb.n + 1 + extra <= tb.cap;
+}
+
+static uint32_t frame_slots(void)
+{
+	return (uint32_t)((8 + (size_t)stack_depth * (24 + 256 + 600) + 31) / 32);
+}
+
+static uint32_t bin_frames(char *blob);
+
+static inline void bin_event(int op, uint64_t ts, const void *p, uint64_t size)
+{
+	if (UNLIKELY(!g_ready || g_off))
+		return;
+	if (UNLIKELY(!tb.ch || tb.n + 2 > tb.cap || tb.gen != name_gen || tb.stacks)) {
+		uint32_t extra = stack_depth ? frame_slots() : 0;
+		if (!bin_room(extra)) {
+			tb.lost++;
+			return;
+		}
+		if (tb.stacks) {
+			brec *r = &tb.recs[tb.n];
+			uint32_t ns = bin_frames((char *)(r + 1));
+			r->ts = ts;
+			r->ptr = (uint64_t)(uintptr_t)p;
+			r->size = size;
+			r->meta = (uint64_t)op | ((uint64_t)ns << 16);
+			bin_commit(tb.n + 1 + ns);
+			return;
+		}
+	}
+	brec *r = &tb.recs[tb.n];
+	r->ts = ts;
+	r->ptr = (uint64_t)(uintptr_t)p;
+	r->size = size;
+	r->meta = (uint64_t)op;
+	bin_commit(tb.n + 1);
+}
+
+// bin_blob writes a record followed by n bytes of data (strings of the
+// header and exec records).
+static void bin_blob(int op, uint64_t ptr, uint64_t size, const char *data, size_t n, uint64_t ts)
+{
+	uint32_t ns = (uint32_t)((n + 31) / 32);
+	if (!bin_room(ns)) {
+		tb.lost++;
+		return;
+	}
+	brec *r = &tb.recs[tb.n];
+	memcpy(r + 1, data, n);
+	r->ts = ts ? ts : bin_now();
+	r->ptr = ptr;
+	r->size = size;
+	r->meta = (uint64_t)op | ((uint64_t)ns << 16) | ((uint64_t)n << 32);
+	bin_commit(tb.n + 1 + ns);
+}
+
+static void bin_thread_exit(void *arg)
+{
+	int in = t_in;
+	t_in = 1;
+	if (g_ready && !g_off)
+		bin_blob(OP_EXIT, 0, 0, NULL, 0, 0);
+	bin_publish_lost();
+	// The chunk stays the thread's: frees made by later TLS destructors
+	// still go there. The consumer frees it once the thread is gone.
+	t_in = in;
+	(void)arg;
+}
+
+static void bin_process_exit(void)
+{
+	if (g_exiting)
+		return;
+	g_exiting = 1;
+	int in = t_in;
+	t_in = 1;
+	if (g_ready && !g_off)
+		bin_blob(R_PEXIT, (uint64_t)g_pid, 0, NULL, 0, 0);
+	bin_publish_lost();
+	t_in = in;
+}
+
+// Frames: u32 count, then per frame u64 addr, u64 off, u16 module length
+// (0xffff: no module), u16 symbol length, module bytes, symbol bytes.
+static uint32_t bin_frames(char *blob)
+{
+	void *pcs[128 + 16];
+	int want = stack_depth + 16;
+	if (want > (int)(sizeof pcs / sizeof pcs[0]))
+		want = (int)(sizeof pcs / sizeof pcs[0]);
+	int n = backtrace(pcs, want);
+	char *o = blob + 4;
+	uint32_t count = 0;
+	for (int i = 0; i < n && (int)count < stack_depth; i++) {
+		Dl_info info;
+		struct link_map *lm = NULL;
+		uintptr_t a = (uintptr_t)pcs[i];
+		int ok = dladdr1(pcs[i], &info, (void **)&lm, RTLD_DL_LINKMAP);
+		if (ok && (uintptr_t)info.dli_fbase == self_base)
+			continue; // our own frames
+		uint64_t addr = a, off = 0;
+		uint16_t ml = 0xffff, sl = 0;
+		const char *mod = NULL, *sy = NULL;
+		if (ok && info.dli_fname && info.dli_fname[0]) {
+			mod = info.dli_fname;
+			size_t l = strlen(mod);
+			ml = (uint16_t)(l > 256 ? 256 : l);
+			if (info.dli_sname && info.dli_saddr) {
+				sy = info.dli_sname;
+				l = strlen(sy);
+				sl = (uint16_t)(l > 600 ? 600 : l);
+				off = a - (uintptr_t)info.dli_saddr;
+			} else {
+				off = a - (lm ? (uintptr_t)lm->l_addr : (uintptr_t)info.dli_fbase);
+			}
+		}
+		memcpy(o, &addr, 8);
+		memcpy(o + 8, &off, 8);
+		memcpy(o + 16, &ml, 2);
+		memcpy(o + 18, &sl, 2);
+		o += 20;
+		if (mod) {
+			memcpy(o, mod, ml);
+			o += ml;
+		}
+		if (sy) {
+			memcpy(o, sy, sl);
+			o += sl;
+		}
+		count++;
+	}
+	memcpy(blob, &count, 4);
+	return (uint32_t)((size_t)(o - blob) + 31) / 32;
+}
+
+// bin_attach maps the region named by MEMTRACE_SHM ("fd:dev:ino", or "off"
+// when the parent does not want children traced). 1: binary mode (g_off
+// set when the region is not usable); 0: not asked for.
+static int bin_attach(void)
+{
+	const char *s = getenv(SHM_ENV);
+	if (!s)
+		return 0;
+	g_bin = 1;
+	int fd;
+	unsigned long long dev, ino;
+	if (strcmp(s, "off") == 0 || sscanf(s, "%d:%llu:%llu", &fd, &dev, &ino) != 3) {
+		g_off = 1;
+		return 1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino) {
+		// Closed or reused by the program: never map someone else's file.
+		g_off = 1;
+		return 1;
+	}
+	shm_hdr h;
+	if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != SHM_MAGIC || h.version != SHM_VERSION) {
+		err_line("MEMTRACE_SHM is not a memtrace region of this version: ", s);
+		g_off = 1;
+		return 1;
+	}
+	shm_len = (size_t)h.data_off + (size_t)h.chunk_size * h.nchunks;
+	void *m = mmap(NULL, shm_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		err_line("cannot map the shared region (address space?): ", s);
+		g_off = 1;
+		return 1;
+	}
+	shm = m;
+	shm_state = (uint32_t *)((char *)m + 4096);
+	shm_data = (char *)m + h.data_off;
+	if (fd < 900) {
+		// Out of the way of the program's own descriptors, and open
+		// across exec so that exec'd programs find the region.
+		int hi = fcntl(fd, F_DUPFD, 900);
+		if (hi >= 0) {
+			close(fd);
+			fd = hi;
+		}
+	}
+	char v[96];
+	if (follow) {
+		int fl = fcntl(fd, F_GETFD);
+		fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+		snprintf(v, sizeof v, "%d:%llu:%llu", fd, dev, ino);
+	} else {
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		strcpy(v, "off");
+	}
+	setenv(SHM_ENV, v, 1);
+	// The first process sets the time axis; the others share it.
+	uint32_t zero = 0;
+	if (__atomic_compare_exchange_n(&shm->clock_state, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		epoch_ns = mono_ns();
+		clock_init(2);
+		shm->epoch_ns = epoch_ns;
+		shm->clock_kind = (uint32_t)use_counter;
+		shm->cnt0 = cnt0;
+		shm->mono0 = mono0;
+		shm->mult = cnt_mult;
+		__atomic_store_n(&shm->clock_state, 2, __ATOMIC_RELEASE);
+	} else {
+		for (int i = 0; i < 2000 && __atomic_load_n(&shm->clock_state, __ATOMIC_ACQUIRE) != 2; i++) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	shm_clock_kind = (int)shm->clock_kind;
+	epoch_ns = shm->epoch_ns;
+	return zero == 0 ? 1 : 2;
+}
+
+static void bin_start_record(int exec_child)
+{
+	char comm[17], cmd[1024], blob[1100];
+	read_comm(comm);
+	read_cmdline(cmd, sizeof cmd);
+	size_t n = 0;
+	if (!exec_child) {
+		memcpy(blob, VERSION, sizeof VERSION);
+		n = sizeof VERSION;
+	}
+	size_t cl = strlen(comm) + 1, dl = strlen(cmd) + 1;
+	memcpy(blob + n, comm, cl);
+	n += cl;
+	memcpy(blob + n, cmd, dl);
+	n += dl;
+	if (exec_child) {
+		bin_blob(R_EXEC, (uint64_t)g_pid, (uint64_t)getppid(), blob, n, 0);
+	} else {
+		struct timespec rt;
+		clock_gettime(CLOCK_REALTIME, &rt);
+		uint64_t real = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+		bin_blob(R_START, (uint64_t)g_pid, real, blob, n, 0);
+	}
+}
+
+static void bin_atfork_prepare(void)
+{
+	fork_ts = bin_now();
+	fork_parent = getpid();
+	bin_publish_lost();
+}
+
+static void bin_atfork_child(void)
+{
+	int in = t_in;
+	t_in = 1;
+	g_pid = getpid();
+	// The chunk is the parent's: the child starts its own stream.
+	tb.ch = NULL;
+	tb.recs = NULL;
+	tb.n = tb.cap = 0;
+	tb.stream = 0;
+	tb.lost = 0;
+	if (!follow) {
+		g_off = 1;
+	} else if (g_ready && !g_off) {
+		bin_blob(R_FORK, (uint64_t)g_pid, (uint64_t)fork_parent, NULL, 0, fork_ts);
 	}
 	t_in = in;
 }
@@ -1679,6 +2193,17 @@ __attribute__((constructor)) static void init(void)
 	const char *mf = getenv("MEMTRACE_MMAP_FILES");
 	mmap_files = mf && strcmp(mf, "1") == 0;
 
+	int bm = bin_attach();
+	if (bm) {
+		if (!g_off) {
+			pthread_key_create(&exit_key, bin_thread_exit);
+			pthread_atfork(bin_atfork_prepare, NULL, bin_atfork_child);
+			__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
+			bin_start_record(bm == 2);
+		}
+		t_in = in;
+		return;
+	}
 	int exec_child = join_session();
 	if (!exec_child)
 		epoch_ns = mono_ns();
@@ -1754,6 +2279,12 @@ EXPORT void free(void *p)
 		return;
 	}
 	ENTER;
+	if (g_bin) {
+		uint64_t bts = bin_now();
+		real_free(p);
+		bin_event(OP_FREE, bts, p, 0);
+		return;
+	}
 	uint64_t ts = free_ts(), size = 0;
 	int log = before_free(p, &size, 0);
 	real_free(p);
@@ -1774,6 +2305,17 @@ static void *do_realloc(void *p, size_t n, int op, void *(*fn)(void *, size_t, s
 	if (t_in)
 		return op == OP_REALLOC ? real_realloc(p, n) : fn(p, a, b);
 	ENTER;
+	if (g_bin) {
+		// The consumer knows the old block's size; a failed realloc
+		// logs nothing, realloc(p, 0) only the free.
+		uint64_t bts = p ? bin_now() : 0;
+		void *q = op == OP_REALLOC ? real_realloc(p, n) : fn(p, a, b);
+		if (p && (q || n == 0))
+			bin_event(OP_FREE, bts, p, 0);
+		if (q)
+			bin_event(op, bin_now(), q, n);
+		return q;
+	}
 	uint64_t ts = 0, oldsize = 0, oldval = 0;
 	int had = 0, log = 0;
 	if (p) {
@@ -1917,6 +2459,14 @@ EXPORT int munmap(void *p, size_t len)
 	if (t_in)
 		return real_munmap(p, len);
 	ENTER;
+	if (g_bin) {
+		// Logged by the consumer only for a mapping it saw created.
+		uint64_t bts = bin_now();
+		int br = real_munmap(p, len);
+		if (br == 0)
+			bin_event(OP_MUNMAP, bts, p, len);
+		return br;
+	}
 	uint64_t ts = free_ts(), size = 0, v = 0;
 	int log = before_free(p, &size, 1);
 	int r = real_munmap(p, len);
@@ -1946,6 +2496,15 @@ EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
 	if (t_in)
 		return real_mremap(old, oldlen, newlen, flags, na);
 	ENTER;
+	if (g_bin) {
+		uint64_t bts = bin_now();
+		void *br = real_mremap(old, oldlen, newlen, flags, na);
+		if (br != MAP_FAILED) {
+			bin_event(OP_MUNMAP, bts, old, oldlen);
+			bin_event(OP_MREMAP, bin_now(), br, newlen);
+		}
+		return br;
+	}
 	uint64_t ts = free_ts(), size = 0;
 	int log = before_free(old, &size, 1);
 	void *r = real_mremap(old, oldlen, newlen, flags, na);
@@ -2016,6 +2575,12 @@ NEW_HOOK(mt_newa_al_nt, "_Zna" ZSZ "St11align_val_tRKSt9nothrow_t", OP_NEWARR, (
 			return;                                 \
 		}                                               \
 		ENTER;                                          \
+		if (g_bin) {                                    \
+			uint64_t bts = bin_now();               \
+			fn CALL;                                \
+			bin_event(OP, bts, p, 0);               \
+			return;                                 \
+		}                                               \
 		uint64_t ts = free_ts(), size = 0;              \
 		int log = before_free(p, &size, 0);             \
 		fn CALL;                                        \
@@ -2064,11 +2629,20 @@ EXPORT int prctl(int option, ...)
 
 // exec and _exit discard the process's memory: write the buffers first.
 
+static void bin_seal(void);
+static void bin_publish_lost(void);
+
 static void before_exec(void)
 {
 	int in = t_in;
 	t_in = 1;
-	if (g_ready)
+	if (g_bin) {
+		// The new image starts its own streams; this chunk is done.
+		if (g_ready && !g_off) {
+			bin_publish_lost();
+			bin_seal();
+		}
+	} else if (g_ready)
 		flush_all(0);
 	t_in = in;
 }

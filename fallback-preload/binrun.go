@@ -1,0 +1,100 @@
+package preload
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// binRun is Run's binary mode: the library appends records to a shared
+// region and this process converts them to the text log while the program
+// runs (see shm.go and convert.go).
+type binRun struct {
+	reg  *region
+	out  io.Writer
+	file *os.File
+	conv *converter
+	stop chan struct{}
+	done chan struct{}
+	// started: the converter goroutine runs and must be waited for.
+	started bool
+}
+
+// startBinary creates the region and the output and sets up cmd: the
+// region as fd 3 and in the environment; size and thread filters are
+// applied by the converter, so the library is not told about them.
+func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
+	reg, err := newRegion(opts.SharedMemory)
+	if err != nil {
+		return nil, fmt.Errorf("%w (or run with the library's text mode)", err)
+	}
+	b := &binRun{reg: reg, stop: make(chan struct{}), done: make(chan struct{})}
+	if opts.Output != "" {
+		f, err := os.OpenFile(opts.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			reg.close()
+			return nil, fmt.Errorf("cannot write the log: %w: check the directory and permissions", err)
+		}
+		b.file, b.out = f, f
+	} else {
+		b.out = pick(opts.Stderr, os.Stderr)
+	}
+	var env []string
+	for _, kv := range cmd.Env {
+		if k, _, _ := strings.Cut(kv, "="); k == "MEMTRACK_MIN_SIZE" || k == "MEMTRACK_TRACK_THREADS" || k == "MEMTRACK_OUTPUT" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	cmd.Env = append(env, reg.env)
+	cmd.ExtraFiles = []*os.File{reg.f}
+	b.conv = newConverter(reg, b.out, opts)
+	return b, nil
+}
+
+func (b *binRun) start() {
+	b.started = true
+	go func() {
+		b.conv.run(b.stop)
+		close(b.done)
+	}()
+}
+
+// finish drains the region once the program has exited and completes the
+// log; a log that had to take records late is sorted by time afterwards.
+func (b *binRun) finish(opts Options) error {
+	close(b.stop)
+	<-b.done
+	b.stop = nil
+	err := b.conv.werr
+	if b.file != nil {
+		if cerr := b.file.Close(); err == nil {
+			err = cerr
+		}
+		b.file = nil
+	}
+	if err != nil {
+		return fmt.Errorf("write the log: %w: check the disk", err)
+	}
+	if b.conv.late > 0 && opts.Output != "" && !opts.Unordered {
+		return SortFile(opts.Output)
+	}
+	return nil
+}
+
+// close releases what finish did not (Run returning early): the
+// converter is stopped before the region is unmapped under it.
+func (b *binRun) close() {
+	if b.stop != nil {
+		close(b.stop)
+		if b.started {
+			<-b.done
+		}
+	}
+	if b.file != nil {
+		b.file.Close()
+	}
+	b.reg.close()
+}

@@ -1,0 +1,524 @@
+package preload
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// mergeSlack is how long a record may take to become visible after its
+// timestamp was read (a thread preempted between the two) and still be
+// written in time order. Records are written once they are this old.
+const mergeSlack = 50 * time.Millisecond
+
+// ev is one decoded record.
+type ev struct {
+	ts        uint64 // ns since the epoch
+	ptr, size uint64
+	op        uint16
+	data      []byte // names, frames (a copy: the chunk is reused)
+}
+
+type stream struct {
+	id       uint32
+	pid, tid int64
+	name     string
+	tracked  bool
+	total    uint64
+	exited   bool // EXIT written (or the process exited)
+	closed   bool // the process exec'd: nothing more comes
+	pending  []ev
+	head     int
+	lastTS   uint64
+}
+
+type liveEnt struct {
+	size   uint64
+	mmap   bool
+	logged bool
+}
+
+type chunkPos struct {
+	stream, seq uint32
+	read        uint32
+	idle        int // polls with nothing new, for the dead-owner check
+}
+
+// converter drains the region and writes the text log.
+type converter struct {
+	r       *region
+	w       io.Writer
+	opts    Options
+	clockOK bool
+	kind    uint32
+	epoch   uint64
+	cnt0    uint64
+	mono0   uint64
+	mult    uint64
+	chunks  []chunkPos
+	streams map[uint32]*stream
+	live    map[int64]map[uint64]liveEnt
+	out     []byte
+	lastTS  uint64
+	late    int
+	lost    uint32
+	lostTot uint64
+	werr    error
+	polls   int
+	maxTS   uint64
+	order   []int
+}
+
+func newConverter(r *region, w io.Writer, opts Options) *converter {
+	return &converter{r: r, w: w, opts: opts, chunks: make([]chunkPos, r.nchunks),
+		streams: map[uint32]*stream{}, live: map[int64]map[uint64]liveEnt{}}
+}
+
+// run polls until stop is closed, then drains everything.
+func (c *converter) run(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			c.poll(true)
+			c.finish()
+			return
+		default:
+		}
+		if n := c.poll(false); n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Sec)*1e9 + uint64(ts.Nsec)
+}
+
+func (c *converter) initClock() bool {
+	if c.clockOK {
+		return true
+	}
+	if c.r.load(hClockState) != 2 {
+		return false
+	}
+	c.kind = c.r.load(hClockKind)
+	c.epoch, c.cnt0, c.mono0, c.mult = c.r.u64(hEpoch), c.r.u64(hCnt0), c.r.u64(hMono0), c.r.u64(hMult)
+	c.clockOK = true
+	return true
+}
+
+// toNS turns a record's raw time (counter ticks or CLOCK_MONOTONIC ns) into
+// ns since the epoch, as the library's text mode computes it.
+func (c *converter) toNS(raw uint64) uint64 {
+	var ns int64
+	if c.kind == 1 {
+		d := raw - c.cnt0
+		hi, lo := (d>>32)*c.mult, ((d&0xffffffff)*c.mult)>>32
+		ns = int64(c.mono0-c.epoch) + int64(hi+lo)
+	} else {
+		ns = int64(raw - c.epoch)
+	}
+	if ns < 0 {
+		return 0
+	}
+	return uint64(ns)
+}
+
+// poll reads every chunk's new records into the streams, frees the chunks
+// that are done and writes what is old enough. It returns the number of
+// records read.
+func (c *converter) poll(final bool) int {
+	r := c.r
+	atomic.AddUint32(r.p32(hBeat), 1)
+	c.polls++
+	if !c.initClock() {
+		return 0
+	}
+	hw := int(r.load(hHW))
+	if hw > r.nchunks {
+		hw = r.nchunks
+	}
+	// A stream's chunks are read in seq order, so that its records stay in
+	// the order the thread wrote them.
+	c.order = c.order[:0]
+	for i := 0; i < hw; i++ {
+		if r.load(statesOff+4*i) != chOwned {
+			continue
+		}
+		base := r.chunk(i)
+		sid := r.load(base + cStream)
+		if sid == 0 {
+			continue
+		}
+		seq := r.load(base + cSeq)
+		p := &c.chunks[i]
+		if p.stream != sid || p.seq != seq {
+			*p = chunkPos{stream: sid, seq: seq}
+		}
+		c.order = append(c.order, i)
+	}
+	sort.Slice(c.order, func(a, b int) bool {
+		pa, pb := &c.chunks[c.order[a]], &c.chunks[c.order[b]]
+		if pa.stream != pb.stream {
+			return pa.stream < pb.stream
+		}
+		return pa.seq < pb.seq
+	})
+	n := 0
+	checkDead := c.polls%200 == 0
+	for _, i := range c.order {
+		n += c.readChunk(i, checkDead && !final)
+	}
+	if final {
+		c.emit(^uint64(0))
+	} else if now := monoNow(); now > c.epoch+uint64(mergeSlack) {
+		c.emit(now - c.epoch - uint64(mergeSlack))
+	}
+	c.reportLost()
+	if len(c.out) > 0 && (final || len(c.out) >= 256<<10 || n == 0) {
+		c.flush()
+	}
+	return n
+}
+
+func (c *converter) readChunk(i int, checkDead bool) int {
+	r := c.r
+	base := r.chunk(i)
+	p := &c.chunks[i]
+	sealed := r.load(base+cSealed) != 0
+	committed := r.load(base + cCommitted)
+	capRecs := uint32((chunkSize - chunkHdr) / recSize)
+	if committed > capRecs {
+		committed = capRecs
+	}
+	st := c.streams[p.stream]
+	if st == nil {
+		st = &stream{id: p.stream, pid: int64(r.load(base + cPID)), tid: int64(r.load(base + cTID)), tracked: len(c.opts.TrackThreads) == 0}
+		c.streams[p.stream] = st
+	}
+	n := 0
+	for p.read < committed {
+		off := base + chunkHdr + int(p.read)*recSize
+		meta := r.u64(off + 24)
+		op := uint16(meta)
+		slots := uint32(uint16(meta >> 16))
+		e := ev{ts: c.toNS(r.u64(off)), ptr: r.u64(off + 8), size: r.u64(off + 16), op: op}
+		if slots > 0 {
+			end := off + recSize + int(slots)*recSize
+			if p.read+1+slots > committed || end > base+chunkSize {
+				break // never half a record
+			}
+			dl := int(meta >> 32)
+			if dl == 0 || dl > int(slots)*recSize {
+				dl = int(slots) * recSize
+			}
+			e.data = append([]byte(nil), r.mem[off+recSize:off+recSize+dl]...)
+		} else if op == rName {
+			e.data = append([]byte(nil), r.mem[off+8:off+24]...)
+		}
+		st.pending = append(st.pending, e)
+		p.read += 1 + slots
+		n++
+	}
+	if n > 0 {
+		p.idle = 0
+	} else {
+		p.idle++
+	}
+	// Free the chunk when its thread moved on (sealed) or is gone, and
+	// every record of it is read.
+	done := sealed && p.read >= r.load(base+cCommitted)
+	if !done && checkDead && p.idle > 0 {
+		pid, tid := int(r.load(base+cPID)), int(r.load(base+cTID))
+		if err := unix.Tgkill(pid, tid, 0); errors.Is(err, unix.ESRCH) && p.read >= r.load(base+cCommitted) {
+			done = true
+		}
+	}
+	if done {
+		r.put32(base+cStream, 0)
+		r.put32(base+cCommitted, 0)
+		r.put32(base+cSealed, 0)
+		*p = chunkPos{}
+		r.put32(statesOff+4*i, chFree)
+		atomic.AddUint32(r.p32(hNFree), 1)
+	}
+	return n
+}
+
+// emit writes the pending records older than w, merged across streams in
+// time order (ties: the older stream first).
+func (c *converter) emit(w uint64) {
+	var act []*stream
+	for _, st := range c.streams {
+		if st.head < len(st.pending) && st.pending[st.head].ts < w {
+			act = append(act, st)
+		}
+	}
+	if len(act) == 0 {
+		return
+	}
+	sort.Slice(act, func(a, b int) bool { return act[a].id < act[b].id })
+	for {
+		var best *stream
+		for _, st := range act {
+			if st.head < len(st.pending) && st.pending[st.head].ts < w &&
+				(best == nil || st.pending[st.head].ts < best.pending[best.head].ts) {
+				best = st
+			}
+		}
+		if best == nil {
+			break
+		}
+		// Run of this stream while it stays the oldest.
+		limit := w
+		for _, st := range act {
+			if st != best && st.head < len(st.pending) && st.pending[st.head].ts < limit {
+				limit = st.pending[st.head].ts + 1
+			}
+		}
+		for best.head < len(best.pending) && best.pending[best.head].ts < limit {
+			c.handle(best, &best.pending[best.head])
+			best.pending[best.head] = ev{}
+			best.head++
+		}
+	}
+	for _, st := range act {
+		if st.head == len(st.pending) {
+			st.pending, st.head = st.pending[:0], 0
+		} else if st.head > 4096 && st.head*2 > len(st.pending) {
+			st.pending, st.head = append(st.pending[:0], st.pending[st.head:]...), 0
+		}
+	}
+}
+
+func (c *converter) liveOf(pid int64) map[uint64]liveEnt {
+	m := c.live[pid]
+	if m == nil {
+		m = map[uint64]liveEnt{}
+		c.live[pid] = m
+	}
+	return m
+}
+
+func (c *converter) setName(st *stream, raw []byte) {
+	if i := bytes.IndexByte(raw, 0); i >= 0 {
+		raw = raw[:i]
+	}
+	st.name = string(raw)
+	st.tracked = matchAny(st.name, c.opts.TrackThreads)
+}
+
+func matchAny(name string, subs []string) bool {
+	if len(subs) == 0 {
+		return true
+	}
+	for _, s := range subs {
+		if s != "" && strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// handle applies one record: the live map, totals, filters, and its lines.
+func (c *converter) handle(st *stream, e *ev) {
+	ts := e.ts / 1000
+	if e.ts < c.lastTS {
+		c.late++
+	} else {
+		c.lastTS = e.ts
+	}
+	if ts > c.maxTS {
+		c.maxTS = ts
+	}
+	switch op := e.op; {
+	case op == rName:
+		c.setName(st, e.data)
+	case op == rStart:
+		f := splitZ(e.data, 3)
+		start := time.Unix(0, int64(e.size)).UTC().Format("2006-01-02T15:04:05.000000Z")
+		c.out = logfmt.AppendMeta(c.out, logfmt.WordHeader,
+			logfmt.KV{Key: "version", Value: f[0]}, logfmt.KV{Key: "pid", Value: strconv.FormatUint(e.ptr, 10)},
+			logfmt.KV{Key: "start", Value: start}, logfmt.KV{Key: "mode", Value: "preload"},
+			logfmt.KV{Key: "comm", Value: f[1]}, logfmt.KV{Key: "cmd", Value: f[2]})
+	case op == rExec:
+		// A new image: the old one's threads are gone without EXIT
+		// lines (as the library's text mode does) and its heap too.
+		for _, o := range c.streams {
+			if o.pid == st.pid && o != st {
+				o.closed = true
+			}
+		}
+		c.live[st.pid] = map[uint64]liveEnt{}
+		f := splitZ(e.data, 2)
+		c.out = logfmt.AppendMeta(c.out, logfmt.WordProc, logfmt.KV{Key: "event", Value: "exec"},
+			logfmt.KV{Key: "pid", Value: strconv.FormatUint(e.ptr, 10)}, logfmt.KV{Key: "ppid", Value: strconv.FormatUint(e.size, 10)},
+			logfmt.KV{Key: "ts", Value: strconv.FormatUint(ts, 10)}, logfmt.KV{Key: "comm", Value: f[0]}, logfmt.KV{Key: "cmd", Value: f[1]})
+	case op == rFork:
+		// The child starts with a copy of the parent's heap.
+		parent := c.live[int64(e.size)]
+		m := make(map[uint64]liveEnt, len(parent))
+		for k, v := range parent {
+			m[k] = v
+		}
+		c.live[int64(e.ptr)] = m
+		c.out = logfmt.AppendMeta(c.out, logfmt.WordProc, logfmt.KV{Key: "event", Value: "fork"},
+			logfmt.KV{Key: "pid", Value: strconv.FormatUint(e.ptr, 10)}, logfmt.KV{Key: "ppid", Value: strconv.FormatUint(e.size, 10)},
+			logfmt.KV{Key: "ts", Value: strconv.FormatUint(ts, 10)})
+	case op == rPExit:
+		ids := make([]uint32, 0, 4)
+		for id, o := range c.streams {
+			if o.pid == st.pid && !o.exited && !o.closed {
+				ids = append(ids, id)
+			}
+		}
+		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+		for _, id := range ids {
+			c.exit(c.streams[id], ts)
+		}
+	case op == opExit:
+		c.exit(st, ts)
+	case op == opFree || op == opDelete || op == opDeleteArr:
+		m := c.liveOf(st.pid)
+		ent, ok := m[e.ptr]
+		if ok {
+			delete(m, e.ptr)
+		}
+		if !st.tracked || (ok && !ent.logged) || (!ok && c.opts.MinSize > 0) {
+			return
+		}
+		c.out = logfmt.AppendFree(c.out, st.tid, st.name, opNames[op], ts, ent.size, e.ptr)
+		c.frames(e.data)
+	case op == opMunmap:
+		m := c.liveOf(st.pid)
+		ent, ok := m[e.ptr]
+		if !ok || !ent.mmap {
+			return // not a mapping this log announced
+		}
+		delete(m, e.ptr)
+		if !st.tracked || !ent.logged {
+			return
+		}
+		c.out = logfmt.AppendFree(c.out, st.tid, st.name, opNames[op], ts, e.size, e.ptr)
+		c.frames(e.data)
+	case int(op) < len(opNames):
+		logged := st.tracked && e.size >= c.opts.MinSize
+		c.liveOf(st.pid)[e.ptr] = liveEnt{size: e.size, mmap: op == opMmap || op == opMremap, logged: logged}
+		if !logged {
+			return
+		}
+		st.total += e.size
+		c.out = logfmt.AppendAlloc(c.out, st.tid, st.name, opNames[op], ts, e.size, st.total, e.ptr)
+		c.frames(e.data)
+	}
+	if len(c.out) >= 1<<20 {
+		c.flush()
+	}
+}
+
+func (c *converter) exit(st *stream, ts uint64) {
+	if st.exited || st.closed {
+		return
+	}
+	st.exited = true
+	if st.tracked {
+		c.out = logfmt.AppendExit(c.out, st.tid, st.name, ts, st.total)
+	}
+}
+
+// frames writes the stack the library captured (see bin_frames).
+func (c *converter) frames(d []byte) {
+	if len(d) < 4 {
+		return
+	}
+	n := int(binary.LittleEndian.Uint32(d))
+	d = d[4:]
+	for i := 0; i < n && len(d) >= 20; i++ {
+		addr := binary.LittleEndian.Uint64(d)
+		off := binary.LittleEndian.Uint64(d[8:])
+		ml := int(binary.LittleEndian.Uint16(d[16:]))
+		sl := int(binary.LittleEndian.Uint16(d[18:]))
+		d = d[20:]
+		var mod, sym string
+		if ml != 0xffff {
+			if ml+sl > len(d) {
+				return
+			}
+			mod, sym = string(d[:ml]), string(d[ml:ml+sl])
+			d = d[ml+sl:]
+		} else {
+			off = 0
+		}
+		c.out = logfmt.AppendFrame(c.out, i, mod, sym, off, addr)
+	}
+}
+
+// reportLost writes a lost line when the library dropped records since
+// the last one (count: new drops, total: all so far).
+func (c *converter) reportLost() {
+	l := c.r.load(hLost)
+	if l == c.lost {
+		return
+	}
+	d := l - c.lost
+	c.lost = l
+	c.lostTot += uint64(d)
+	c.out = logfmt.AppendMeta(c.out, "lost", logfmt.KV{Key: "count", Value: strconv.FormatUint(uint64(d), 10)},
+		logfmt.KV{Key: "total", Value: strconv.FormatUint(c.lostTot, 10)})
+}
+
+// finish writes EXIT lines for the threads the log saw end with their
+// process without one (a killed program), and tells the library that
+// nobody reads the region any more.
+func (c *converter) finish() {
+	ids := make([]uint32, 0, len(c.streams))
+	for id, st := range c.streams {
+		if !st.exited && !st.closed {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	for _, id := range ids {
+		c.exit(c.streams[id], c.maxTS)
+	}
+	c.reportLost()
+	c.flush()
+	c.r.put32(hGone, 1)
+}
+
+func (c *converter) flush() {
+	if len(c.out) == 0 {
+		return
+	}
+	if c.werr == nil {
+		_, c.werr = c.w.Write(c.out)
+	}
+	c.out = c.out[:0]
+}
+
+func splitZ(b []byte, n int) []string {
+	out := make([]string, n)
+	for i := 0; i < n; i++ {
+		j := bytes.IndexByte(b, 0)
+		if j < 0 {
+			out[i] = string(b)
+			b = nil
+			continue
+		}
+		out[i] = string(b[:j])
+		b = b[j+1:]
+	}
+	return out
+}

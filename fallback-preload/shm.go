@@ -1,0 +1,144 @@
+package preload
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The shared region between memtrace and the library in binary mode. The
+// layout is fixed-width and little-endian on every target (the C side,
+// memtrace_preload.c "Binary mode", declares the same structures):
+//
+//	header (4 KiB): magic, version, chunk size, chunk count, hw (chunks
+//	  ever handed out), nfree (chunks the consumer emptied), clock state
+//	  and kind, epoch/calibration, lost count, consumer heartbeat, stream
+//	  serial, gone flag, data offset
+//	chunk states: one uint32 per chunk (0 never used, 1 owned, 2 free)
+//	chunks: a 64-byte header (committed records, sealed, pid, tid, stream,
+//	  seq) and 32-byte records
+//
+// A record is ts, ptr, size and a word holding op (16 bits), the number of
+// extra 32-byte slots of data that follow (16 bits) and a data length.
+const (
+	shmMagic   = 0x4853544d
+	shmVersion = 1
+
+	hMagic, hVersion, hChunkSize, hNChunks = 0, 4, 8, 12
+	hHW, hNFree, hClockState, hClockKind   = 16, 20, 24, 28
+	hEpoch, hCnt0, hMono0, hMult           = 32, 40, 48, 56
+	hLost, hBeat, hStreamNext, hGone       = 64, 68, 72, 76
+	hDataOff                               = 80
+
+	statesOff = 4096
+
+	chOwned = 1
+	chFree  = 2
+
+	cCommitted, cSealed, cPID, cTID, cStream, cSeq = 0, 4, 8, 12, 16, 20
+	chunkHdr                                       = 64
+	recSize                                        = 32
+
+	// Ops beyond the allocation ops (which use the library's OP_* numbers).
+	rName  = 32
+	rStart = 33
+	rExec  = 34
+	rFork  = 35
+	rPExit = 36
+	opExit = 19
+
+	// ShmEnv passes the region to the library: "fd:dev:ino".
+	ShmEnv = "MEMTRACE_SHM"
+)
+
+// opNames are the library's OP_* values (memtrace_preload.c) by number.
+var opNames = [...]string{
+	"malloc", "calloc", "realloc", "reallocarray", "free", "new", "new[]",
+	"delete", "delete[]", "strdup", "strndup", "mmap", "munmap", "mremap",
+	"posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc", "EXIT",
+}
+
+const (
+	opFree, opDelete, opDeleteArr, opMmap, opMunmap, opMremap = 4, 7, 8, 11, 12, 13
+)
+
+// DefaultSharedMemory is the region's default size: the backlog the traced
+// program may run ahead of the converter before it is slowed down. The
+// region is a sparse memfd: only pages written take memory.
+func DefaultSharedMemory() int {
+	if unsafe.Sizeof(uintptr(0)) == 4 {
+		return 64 << 20
+	}
+	return 256 << 20
+}
+
+const chunkSize = 256 << 10
+
+type region struct {
+	f       *os.File
+	mem     []byte
+	nchunks int
+	dataOff int
+	env     string
+}
+
+// newRegion creates the memfd, sizes it and maps it.
+func newRegion(size int) (*region, error) {
+	if size <= 0 {
+		size = DefaultSharedMemory()
+	}
+	n := size / chunkSize
+	if n < 4 {
+		n = 4
+	}
+	dataOff := statesOff + (n*4+4095)&^4095
+	total := dataOff + n*chunkSize
+	fd, err := unix.MemfdCreate("memtrace-preload", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create the shared region (memfd_create): %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "memtrace-preload-shm")
+	if err := unix.Ftruncate(fd, int64(total)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("size the shared region to %d bytes: %w", total, err)
+	}
+	mem, err := unix.Mmap(fd, 0, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("map the shared region (%d bytes; lower Options.SharedMemory): %w", total, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat the shared region: %w", err)
+	}
+	r := &region{f: f, mem: mem, nchunks: n, dataOff: dataOff}
+	r.put32(hMagic, shmMagic)
+	r.put32(hVersion, shmVersion)
+	r.put32(hChunkSize, chunkSize)
+	r.put32(hNChunks, uint32(n))
+	r.put32(hDataOff, uint32(dataOff))
+	// The child sees the memfd as fd 3 (exec.Cmd.ExtraFiles[0]).
+	r.env = fmt.Sprintf("%s=3:%d:%d", ShmEnv, uint64(st.Dev), uint64(st.Ino))
+	return r, nil
+}
+
+func (r *region) close() {
+	unix.Munmap(r.mem)
+	r.f.Close()
+}
+
+func (r *region) p32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+func (r *region) load(off int) uint32 { return atomic.LoadUint32(r.p32(off)) }
+func (r *region) put32(off int, v uint32) {
+	atomic.StoreUint32(r.p32(off), v)
+}
+func (r *region) u64(off int) uint64 {
+	b := r.mem[off : off+8]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+func (r *region) chunk(i int) int { return r.dataOff + i*chunkSize }
