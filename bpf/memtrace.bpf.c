@@ -104,12 +104,16 @@ struct tstate {
 	__u8 flags;
 };
 
-/* Task-local storage: cheaper than a hash keyed by tid, and freed by the
- * kernel when the thread exits. */
+/* Per-thread state in a hash keyed by tid, not task-local storage: task
+ * storage is guarded by a per-CPU busy counter held with only migration
+ * disabled, so a program preempted there made another thread's lookup on
+ * the same CPU fail, and its calls went unlogged (seen under load). A hash
+ * lookup takes no lock; only a thread's first call inserts its entry,
+ * which is deleted when the thread exits. */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
 	__type(value, struct tstate);
 } tstates SEC(".maps");
 
@@ -121,8 +125,13 @@ static __always_inline int is_target(void)
 
 static __always_inline struct tstate *state(int create)
 {
-	return bpf_task_storage_get(&tstates, bpf_get_current_task_btf(), 0,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	__u32 tid = bpf_get_current_pid_tgid();
+	struct tstate *st = bpf_map_lookup_elem(&tstates, &tid);
+	if (st || !create)
+		return st;
+	static const struct tstate zero = {};
+	bpf_map_update_elem(&tstates, &tid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&tstates, &tid);
 }
 
 static __always_inline void submit(struct mt_event *e)
@@ -712,6 +721,8 @@ int BPF_PROG(mt_exit)
 {
 	if (!is_target())
 		return 0;
+	__u32 tid = bpf_get_current_pid_tgid();
+	bpf_map_delete_elem(&tstates, &tid);
 	struct mt_event *e = reserve();
 	if (!e)
 		return 0;

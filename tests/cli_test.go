@@ -234,12 +234,12 @@ func TestCLITCP(t *testing.T) {
 	if conn == nil {
 		t.Fatalf("no server on port %d: %s", port, se.String())
 	}
-	if !strings.Contains(se.String(), "127.0.0.1") {
-		t.Errorf("server should listen on loopback: %q", se.String())
-	}
 	data, _ := io.ReadAll(conn)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("memtrace: %v %s", err, se.String())
+	}
+	if !strings.Contains(se.String(), "waiting for a viewer on 127.0.0.1:") {
+		t.Errorf("server should listen on loopback: %q", se.String())
 	}
 	var ptrs [3]uint64
 	if _, err := fmt.Sscanf(so.String(), "%v %v %v", &ptrs[0], &ptrs[1], &ptrs[2]); err != nil {
