@@ -8,7 +8,7 @@ package analysis
 //     per-thread buffered logs it is the order in which things happened,
 //     and within one thread it is exactly that thread's read order.
 //   - A temporary allocation is one freed by the thread that made it before
-//     that thread allocates again.
+//     that thread allocates again (Model.Temporary).
 //   - A process's peak is the maximum of its live bytes over its events in
 //     that order (the first time it is reached); the blocks live at that
 //     moment are the peak's live set (mem_monitor's peak snapshot).
@@ -58,19 +58,15 @@ type ProcCosts struct {
 	Proc int32
 	CostFigures
 	PeakTS          uint64 // time stamp at which the peak was first reached
-	FirstTS, LastTS uint64 // span of the process's events
+	FirstTS, LastTS uint64 // span of its allocations and their frees (and thread exits)
 	Stacks          []StackCost
 }
 
 // Costs is the result of ReportCosts.
 type Costs struct {
 	Procs []ProcCosts // in Model.Procs order, processes without allocations left out
-	temp  []uint64    // bitset by allocation id: temporary
 	peak  []uint64    // bitset by allocation id: live at its process's peak
 }
-
-// IsTemporary reports whether allocation id is a temporary allocation.
-func (c *Costs) IsTemporary(id uint32) bool { return bitGet(c.temp, id) }
 
 // AtPeak reports whether allocation id is live at its process's peak.
 func (c *Costs) AtPeak(id uint32) bool { return bitGet(c.peak, id) }
@@ -124,7 +120,6 @@ func (m *Model) ReportCosts() *Costs {
 	}
 	n := len(m.TS)
 	words := (n + 63) / 64
-	c.temp = make([]uint64, words)
 	c.peak = make([]uint64, words)
 	seen := make([]uint64, words)
 	early := make([]uint64, words) // freed before the allocation came in order (clock ties across threads)
@@ -137,16 +132,10 @@ func (m *Model) ReportCosts() *Costs {
 	for p := range peakPos {
 		peakPos[p] = -1
 	}
-	lastAlloc := make([]uint32, len(m.Threads))
-	for t := range lastAlloc {
-		lastAlloc[t] = ^uint32(0)
-	}
 	for k, e := range ev {
 		id := e &^ freeEvent
-		t := m.Thread[id]
-		p := m.Threads[t].Proc
+		p := m.Threads[m.Thread[id]].Proc
 		if e&freeEvent == 0 {
-			lastAlloc[t] = id
 			if bitGet(early, id) {
 				continue
 			}
@@ -162,9 +151,6 @@ func (m *Model) ReportCosts() *Costs {
 			continue
 		}
 		live[p] -= int64(m.Size[id])
-		if m.FreeThread[id] == t && lastAlloc[t] == id {
-			bitSet(c.temp, id)
-		}
 	}
 	// The live set at each process's peak: replay up to it.
 	last := -1
@@ -207,13 +193,16 @@ func (m *Model) ReportCosts() *Costs {
 			if len(th.allocs) == 0 {
 				continue
 			}
-			if first || th.FirstTS < pc.FirstTS {
-				pc.FirstTS = th.FirstTS
-			}
-			first = false
-			pc.LastTS = max(pc.LastTS, th.LastTS, th.ExitTS)
+			pc.LastTS = max(pc.LastTS, th.ExitTS)
 			leaks := m.threadLeaks(th)
 			for _, id := range th.allocs {
+				if ts := m.TS[id]; first || ts < pc.FirstTS {
+					pc.FirstTS, first = ts, false
+				}
+				pc.LastTS = max(pc.LastTS, m.TS[id])
+				if m.FreeThread[id] != NoThread {
+					pc.LastTS = max(pc.LastTS, m.FreeTS[id])
+				}
 				s := m.Stack[id]
 				var k int32
 				if s == 0 {
@@ -235,7 +224,7 @@ func (m *Model) ReportCosts() *Costs {
 				sz := m.Size[id]
 				sc.Calls++
 				sc.Bytes += sz
-				if bitGet(c.temp, id) {
+				if m.Temporary(id) {
 					sc.Temporary++
 					sc.TempBytes += sz
 				}

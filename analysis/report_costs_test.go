@@ -70,8 +70,8 @@ func TestReportCostsKnownLog(t *testing.T) {
 	for i := range m.TS {
 		id := uint32(i)
 		wantTemp := m.Ptr[i] == 0x10 || m.Ptr[i] == 0x30 || m.Ptr[i] == 0x60
-		if c.IsTemporary(id) != wantTemp {
-			t.Errorf("%x temporary %v", m.Ptr[i], c.IsTemporary(id))
+		if m.Temporary(id) != wantTemp {
+			t.Errorf("%x temporary %v", m.Ptr[i], m.Temporary(id))
 		}
 	}
 }
@@ -183,7 +183,7 @@ func TestReportCostsMatchReference(t *testing.T) {
 
 func TestReportCostsEmptyAndSummary(t *testing.T) {
 	m := load(t, []byte("garbage\n[memtrack] tid=x\n"))
-	if c := m.ReportCosts(); len(c.Procs) != 0 || c.IsTemporary(0) || c.AtPeak(5) {
+	if c := m.ReportCosts(); len(c.Procs) != 0 || c.AtPeak(5) {
 		t.Fatalf("empty model: %+v", c)
 	}
 	s := New()

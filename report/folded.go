@@ -1,0 +1,89 @@
+package report
+
+import (
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// costOf maps a --cost name (heaptrack's --flamegraph-cost-type) to the
+// figure it uses: allocations and temporary count calls, leaked and peak
+// count bytes.
+func costOf(name string) (int, bool) {
+	switch name {
+	case "allocations":
+		return fCalls, true
+	case "temporary":
+		return fTemp, true
+	case "leaked":
+		return fLeaked, true
+	case "peak":
+		return fPeak, true
+	}
+	return 0, false
+}
+
+// costUnit is what a cost counts, for labels.
+func costUnit(fig int) string {
+	if fig == fLeaked || fig == fPeak {
+		return "bytes"
+	}
+	return "calls"
+}
+
+// frameText is a frame name as one folded field: no ';' (the separator)
+// and no line breaks.
+func frameText(s string) string {
+	if strings.ContainsAny(s, ";\n\r") {
+		s = strings.NewReplacer(";", ":", "\n", " ", "\r", " ").Replace(s)
+	}
+	return s
+}
+
+// foldedFrames is a site's stack, outermost first, as folded fields.
+func foldedFrames(s *site) []string {
+	if len(s.frames) == 0 {
+		return []string{"[no stack]", frameText(s.op)}
+	}
+	out := make([]string, len(s.frames))
+	for k := range s.frames {
+		out[len(s.frames)-1-k] = frameText(s.frames[k].name)
+	}
+	return out
+}
+
+// foldedLines returns "root;...;leaf VALUE" lines of the chosen cost, one
+// per call stack (and per process when there are several), sorted.
+func (r *report) foldedLines(fig int) []string {
+	secs := []*section{r.all}
+	if r.multi() {
+		secs = r.secs
+	}
+	var lines []string
+	for _, s := range secs {
+		prefix := ""
+		if r.multi() {
+			prefix = frameText(s.title) + ";"
+		}
+		for id, c := range s.bySite {
+			v := figsOf(c)[fig]
+			if v <= 0 {
+				continue
+			}
+			lines = append(lines, prefix+strings.Join(foldedFrames(r.t.sites[id]), ";")+" "+strconv.FormatInt(v, 10))
+		}
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+func (r *report) writeFolded(w io.Writer) error {
+	fig, _ := costOf(r.opt.cost)
+	for _, l := range r.foldedLines(fig) {
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,422 @@
+package report
+
+import (
+	"cmp"
+	_ "embed"
+	"fmt"
+	"hash/fnv"
+	"html"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The HTML report is one file with no reference to anything outside it:
+// the summary, a chart of live bytes over time, a flame graph per cost
+// (the --cost one shown first), and the rankings. The chart and the flame
+// graphs are SVG drawn here; a few lines of script switch flame graphs and
+// zoom into a frame on click.
+
+//go:embed report.css
+var reportCSS string
+
+//go:embed report.js
+var reportJS string
+
+var esc = html.EscapeString
+
+const (
+	chartW, chartH     = 960, 280
+	chartL, chartR     = 70, 20
+	chartT, chartB     = 16, 36
+	chartSamples       = 480
+	flameW             = 1200
+	flameRow           = 17
+	flameMinFrac       = 0.0005 // frames narrower than this share of the root are left out
+	flameCharPx        = 6.6    // width of one character of the labels (11px monospace)
+	flameMaxDepthShown = 256
+)
+
+var costNames = []string{"allocations", "temporary", "leaked", "peak"}
+
+var costTitles = map[string]string{
+	"allocations": "calls to allocation functions",
+	"temporary":   "temporary allocations",
+	"leaked":      "leaked bytes",
+	"peak":        "bytes live at the peak",
+}
+
+func (r *report) writeHTML(w io.Writer) error {
+	title := "memtrace report: " + logNames(r.logs)
+	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s</style>\n</head>\n<body>\n", esc(title), reportCSS)
+	fmt.Fprintf(w, "<h1>memtrace report</h1>\n<p class=\"sub\">%s", esc(logNames(r.logs)))
+	if r.all.cmd != "" {
+		fmt.Fprintf(w, " &middot; <code>%s</code>", esc(r.all.cmd))
+	}
+	fmt.Fprintln(w, "</p>")
+	r.htmlSummary(w)
+	r.htmlChart(w)
+	r.htmlFlames(w)
+	r.htmlRankings(w)
+	if r.base != nil {
+		r.htmlDiff(w)
+	}
+	fmt.Fprintf(w, "<script>\n%s</script>\n</body>\n</html>\n", reportJS)
+	return nil
+}
+
+func (r *report) htmlSummary(w io.Writer) {
+	s := r.all
+	t := &s.total
+	fmt.Fprintln(w, `<section id="summary"><h2>Summary</h2><table class="kv">`)
+	row := func(k, v string) { fmt.Fprintf(w, "<tr><th>%s</th><td>%s</td></tr>\n", esc(k), v) }
+	row("total runtime", esc(secs(s.runtime)))
+	row("calls to allocation functions", esc(strconv.FormatInt(t.Calls, 10)+rate(t.Calls, s.runtime)))
+	row("temporary memory allocations", esc(strconv.FormatInt(t.Temporary, 10)+rate(t.Temporary, s.runtime)))
+	peak := fmtBytes(int64(t.PeakBytes))
+	if s.procs > 1 {
+		peak += " (the sum of " + strconv.Itoa(s.procs) + " processes' own peaks)"
+	} else if t.PeakBytes > 0 {
+		peak += " after " + secs(s.peakTS)
+	}
+	row("peak heap memory consumption", esc(peak))
+	row("total memory leaked", esc(fmt.Sprintf("%s (%d leaks)", fmtBytes(int64(t.LeakedBytes)), t.Leaks)))
+	if sp := r.supd[s]; sp.leaks > 0 {
+		row("suppressed leaks", esc(fmt.Sprintf("%s (%d leaks)", fmtBytes(int64(sp.bytes)), sp.leaks)))
+	}
+	if s.lost > 0 {
+		row("LOST EVENTS", `<span class="warn">`+esc(fmt.Sprintf("%d: the tracer could not keep up, every figure misses them", s.lost))+"</span>")
+	}
+	if s.garbage > 0 {
+		row("unreadable lines skipped", esc(strconv.FormatInt(s.garbage, 10)))
+	}
+	if s.unmatched > 0 {
+		row("frees of blocks not seen allocated", esc(strconv.FormatInt(s.unmatched, 10)))
+	}
+	if t.Calls == 0 {
+		row("note", `<span class="warn">no allocation in these logs</span>`)
+	}
+	fmt.Fprintln(w, "</table>")
+	if r.multi() {
+		fmt.Fprintln(w, `<table class="grid"><tr><th>process</th><th>calls</th><th>temporary</th><th>peak</th><th>leaked</th><th>leaks</th><th>runtime</th></tr>`)
+		for _, p := range r.secs {
+			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td></tr>\n", esc(p.title), p.total.Calls, p.total.Temporary,
+				fmtBytes(int64(p.total.PeakBytes)), fmtBytes(int64(p.total.LeakedBytes)), p.total.Leaks, secs(p.runtime))
+		}
+		fmt.Fprintln(w, "</table>")
+	}
+	fmt.Fprintln(w, "</section>")
+}
+
+var palette = []string{"#d9480f", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f59f00", "#0ca678", "#e64980", "#5c7cfa"}
+
+func (r *report) htmlChart(w io.Writer) {
+	fmt.Fprintln(w, `<section id="timeline"><h2>Live heap over time</h2>`)
+	var secs []*section
+	var end uint64
+	for _, s := range r.secs {
+		if s.log != nil && s.total.Calls > 0 {
+			secs = append(secs, s)
+			end = max(end, s.log.m.MaxTS)
+		}
+	}
+	if len(secs) == 0 || end == 0 {
+		fmt.Fprintln(w, "<p>No allocation to draw.</p></section>")
+		return
+	}
+	times := make([]uint64, chartSamples)
+	for k := range times {
+		times[k] = spread(end, k, chartSamples-1)
+	}
+	series := make([][]uint64, len(secs))
+	var top uint64
+	for i, s := range secs {
+		series[i] = s.log.m.LiveSeries(s.proc, times)
+		for _, v := range series[i] {
+			top = max(top, v)
+		}
+		top = max(top, s.total.PeakBytes)
+	}
+	top = max(top, 1)
+	pw, ph := float64(chartW-chartL-chartR), float64(chartH-chartT-chartB)
+	x := func(t uint64) float64 { return chartL + float64(t)/float64(end)*pw }
+	y := func(v uint64) float64 { return chartT + ph - float64(v)/float64(top)*ph }
+	fmt.Fprintf(w, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="live heap bytes over time">`+"\n", chartW, chartH, chartW, chartH)
+	for k := 0; k <= 4; k++ {
+		v := spread(top, k, 4)
+		fmt.Fprintf(w, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/><text class="ax" x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
+			chartL, chartW-chartR, y(v), y(v), chartL-6, y(v)+4, esc(fmtBytes(int64(v))))
+		t := spread(end, k, 4)
+		fmt.Fprintf(w, `<text class="ax" x="%.1f" y="%d" text-anchor="middle">%ss</text>`+"\n", x(t), chartH-chartB+16, strconv.FormatFloat(float64(t)/1e6, 'g', 4, 64))
+	}
+	fmt.Fprintf(w, `<line class="axis" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`+"\n", chartL, chartW-chartR, y(0), y(0))
+	for i, s := range secs {
+		var b strings.Builder
+		for k, v := range series[i] {
+			fmt.Fprintf(&b, "%.1f,%.1f ", x(times[k]), y(v))
+		}
+		col := palette[i%len(palette)]
+		fmt.Fprintf(w, `<polyline class="live" fill="none" stroke="%s" stroke-width="1.6" points="%s"><title>%s</title></polyline>`+"\n", col, b.String(), esc(s.title))
+		if s.total.PeakBytes > 0 {
+			px, py := x(s.peakTS), y(s.total.PeakBytes)
+			fmt.Fprintf(w, `<circle class="peak" cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", px, py, col,
+				esc(fmt.Sprintf("peak of %s: %s after %s", s.title, fmtBytes(int64(s.total.PeakBytes)), secs2(s.peakTS))))
+			anchor := "start"
+			if px > chartW/2 {
+				anchor = "end"
+				px -= 8
+			} else {
+				px += 8
+			}
+			fmt.Fprintf(w, `<text class="lbl" x="%.1f" y="%.1f" text-anchor="%s">peak %s</text>`+"\n", px, max(py, chartT+10), anchor, esc(fmtBytes(int64(s.total.PeakBytes))))
+		}
+	}
+	fmt.Fprintf(w, `<text class="ax" x="%d" y="%d" text-anchor="middle">time since tracing started</text>`+"\n", chartL+int(pw)/2, chartH-4)
+	fmt.Fprintln(w, "</svg>")
+	if len(secs) > 1 {
+		fmt.Fprint(w, `<p class="legend">`)
+		for i, s := range secs {
+			fmt.Fprintf(w, `<span><i style="background:%s"></i>%s</span> `, palette[i%len(palette)], esc(s.title))
+		}
+		fmt.Fprintln(w, "</p>")
+	}
+	fmt.Fprintln(w, "</section>")
+}
+
+func secs2(us uint64) string { return strconv.FormatFloat(float64(us)/1e6, 'f', 3, 64) + "s" }
+
+// flameNode is a frame of the flame graph: its callees are its children.
+type flameNode struct {
+	name  string
+	value int64
+	kids  []*flameNode
+	idx   map[string]int
+}
+
+func (n *flameNode) kid(name string) *flameNode {
+	if n.idx == nil {
+		n.idx = map[string]int{}
+	}
+	if i, ok := n.idx[name]; ok {
+		return n.kids[i]
+	}
+	k := &flameNode{name: name}
+	n.idx[name] = len(n.kids)
+	n.kids = append(n.kids, k)
+	return k
+}
+
+func (r *report) flameTree(fig int) *flameNode {
+	root := &flameNode{name: "all"}
+	secs := []*section{r.all}
+	if r.multi() {
+		secs = r.secs
+	}
+	for _, s := range secs {
+		top := root
+		if r.multi() {
+			top = root.kid(s.title)
+		}
+		for id, c := range s.bySite {
+			v := figsOf(c)[fig]
+			if v <= 0 {
+				continue
+			}
+			root.value += v
+			n := top
+			if n != root {
+				n.value += v
+			}
+			for _, f := range foldedFrames(r.t.sites[id]) {
+				n = n.kid(f)
+				n.value += v
+			}
+		}
+	}
+	return root
+}
+
+func hue(name string) string {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	v := h.Sum32()
+	// Warm colours, as flamegraph.pl's default palette.
+	return fmt.Sprintf("hsl(%d,%d%%,%d%%)", 5+v%45, 70+(v>>8)%20, 55+(v>>16)%10)
+}
+
+// fit cuts a label to the width of its frame, as the script does on zoom.
+func fit(name string, px float64) string {
+	n := int((px - 6) / flameCharPx)
+	if n < 3 {
+		return ""
+	}
+	if len([]rune(name)) <= n {
+		return name
+	}
+	rs := []rune(name)
+	return string(rs[:n-2]) + ".."
+}
+
+func (r *report) writeFlame(w io.Writer, name string, fig int, visible bool) {
+	root := r.flameTree(fig)
+	style := ""
+	if !visible {
+		style = ` style="display:none"`
+	}
+	fmt.Fprintf(w, `<div class="flame" id="flame-%s"%s>`+"\n", name, style)
+	if root.value == 0 {
+		fmt.Fprintf(w, "<p>Nothing to draw: no %s.</p></div>\n", esc(costTitles[name]))
+		return
+	}
+	// Lay out: x and width as fractions of the root, depth from the root.
+	type box struct {
+		n    *flameNode
+		x, w float64
+		d    int
+	}
+	var boxes []box
+	depth := 0
+	var walk func(n *flameNode, x float64, d int)
+	walk = func(n *flameNode, x float64, d int) {
+		wf := float64(n.value) / float64(root.value)
+		if (wf < flameMinFrac && d > 0) || d > flameMaxDepthShown {
+			return
+		}
+		boxes = append(boxes, box{n, x, wf, d})
+		depth = max(depth, d)
+		kids := slices.Clone(n.kids)
+		slices.SortFunc(kids, func(a, b *flameNode) int { return cmp.Compare(a.name, b.name) })
+		for _, k := range kids {
+			walk(k, x, d+1)
+			x += float64(k.value) / float64(root.value)
+		}
+	}
+	walk(root, 0, 0)
+	h := (depth + 1) * flameRow
+	unit := costUnit(fig)
+	fmt.Fprintf(w, `<svg class="fg" data-w="%d" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="flame graph of %s">`+"\n", flameW, flameW, h, flameW, h, esc(costTitles[name]))
+	for _, b := range boxes {
+		px := b.x * flameW
+		pw := b.w * flameW
+		y := h - (b.d+1)*flameRow
+		label := b.n.name
+		val := strconv.FormatInt(b.n.value, 10) + " " + unit
+		if unit == "bytes" {
+			val = fmtBytes(b.n.value)
+		}
+		fill := hue(label)
+		if b.d == 0 {
+			fill = "#b8b8b8"
+		}
+		fmt.Fprintf(w, `<g class="f" data-x="%.6f" data-w="%.6f" data-d="%d" data-n="%s"><title>%s (%s, %s)</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" rx="1"/><text x="%.2f" y="%d">%s</text></g>`+"\n",
+			b.x, b.w, b.d, esc(label), esc(label), esc(val), esc(pct(b.n.value, root.value)), px, y, max(pw-0.5, 0.1), flameRow-1, fill, px+3, y+12, esc(fit(label, pw)))
+	}
+	fmt.Fprintln(w, "</svg></div>")
+}
+
+func (r *report) htmlFlames(w io.Writer) {
+	fmt.Fprintln(w, `<section id="flamegraph"><h2>Flame graph</h2><p class="tabs">`)
+	for _, c := range costNames {
+		cls := ""
+		if c == r.opt.cost {
+			cls = ` class="on"`
+		}
+		fmt.Fprintf(w, `<button type="button" data-cost="%s"%s>%s</button>`+"\n", c, cls, esc(costTitles[c]))
+	}
+	fmt.Fprintln(w, `</p><p class="hint">Callers below, callees above; the width is the cost. Click a frame to zoom, the bottom bar to zoom out.</p>`)
+	for _, c := range costNames {
+		fig, _ := costOf(c)
+		r.writeFlame(w, c, fig, c == r.opt.cost)
+	}
+	fmt.Fprintln(w, "</section>")
+}
+
+func (r *report) htmlStack(w io.Writer, st *site) {
+	if len(st.frames) == 0 {
+		fmt.Fprintf(w, "<code>%s</code>%s", esc(st.label()), esc(r.noStackHint()))
+		return
+	}
+	fmt.Fprintf(w, "<details><summary><code>%s</code></summary><ol class=\"stack\">", esc(st.frames[0].name))
+	for k := range st.frames {
+		f := &st.frames[k]
+		r.resolve(f)
+		fmt.Fprintf(w, "<li><code>%s</code>", esc(f.name))
+		if f.file != "" {
+			fmt.Fprintf(w, " <span class=\"at\">at %s:%d</span>", esc(f.file), f.line)
+		}
+		if f.module != "" {
+			fmt.Fprintf(w, " <span class=\"in\">in %s</span>", esc(f.module))
+		}
+		fmt.Fprint(w, "</li>")
+	}
+	fmt.Fprint(w, "</ol></details>")
+}
+
+var htmlRankTitles = [numMetrics]string{
+	byCalls:     "Most calls to allocation functions",
+	byPeak:      "Peak memory consumers (live at the peak)",
+	byLeaks:     "Memory leaks",
+	byTemporary: "Most temporary allocations",
+}
+
+func (r *report) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
+	list := rank(r.t, es, mt, r.opt.limit)
+	if len(list) == 0 {
+		fmt.Fprintln(w, "<p>None.</p>")
+		return
+	}
+	fmt.Fprintln(w, `<table class="grid rank"><tr><th>#</th><th>calls</th><th>allocated</th><th>temporary</th><th>peak</th><th>leaked</th><th>call stack (innermost first)</th></tr>`)
+	for i, e := range list {
+		cell := func(k int, v string) string {
+			if k == mt.fig() {
+				return "<td class=\"key\">" + v + "</td>"
+			}
+			return "<td>" + v + "</td>"
+		}
+		fmt.Fprintf(w, "<tr><td>%d</td>%s%s%s%s%s<td>", i+1,
+			cell(fCalls, num(e.f[fCalls], signed)), cell(fBytes, bytesOf(e.f[fBytes], signed)), cell(fTemp, num(e.f[fTemp], signed)),
+			cell(fPeak, bytesOf(e.f[fPeak], signed)), cell(fLeaked, bytesOf(e.f[fLeaked], signed)+" ("+num(e.f[fLeaks], signed)+")"))
+		r.htmlStack(w, r.t.sites[e.site])
+		fmt.Fprintln(w, "</td></tr>")
+	}
+	fmt.Fprintln(w, "</table>")
+}
+
+func (r *report) htmlRankings(w io.Writer) {
+	fmt.Fprintln(w, `<section id="rankings"><h2>Rankings by call stack</h2>`)
+	es := entriesOf(r.all)
+	for mt := range numMetrics {
+		if r.opt.show[mt] {
+			fmt.Fprintf(w, "<h3>%s</h3>\n", esc(htmlRankTitles[mt]))
+			r.htmlTable(w, es, mt, false)
+		}
+	}
+	fmt.Fprintln(w, "</section>")
+}
+
+func (r *report) htmlDiff(w io.Writer) {
+	fmt.Fprintf(w, "<section id=\"diff\"><h2>Compared with %s</h2>\n", esc(logNames(r.bases)))
+	a, b := &r.all.total, &r.base.total
+	fmt.Fprintln(w, `<table class="grid"><tr><th></th><th>these logs</th><th>base</th><th>difference</th></tr>`)
+	row := func(k string, x, y int64, bytes bool) {
+		f := num
+		if bytes {
+			f = bytesOf
+		}
+		fmt.Fprintf(w, "<tr><th>%s</th><td>%s</td><td>%s</td><td>%s</td></tr>\n", esc(k), f(x, false), f(y, false), f(x-y, true))
+	}
+	row("calls to allocation functions", a.Calls, b.Calls, false)
+	row("temporary memory allocations", a.Temporary, b.Temporary, false)
+	row("peak heap memory consumption", int64(a.PeakBytes), int64(b.PeakBytes), true)
+	row("total memory leaked", int64(a.LeakedBytes), int64(b.LeakedBytes), true)
+	fmt.Fprintln(w, "</table>")
+	es := diffEntries(r.all, r.base)
+	for mt := range numMetrics {
+		if r.opt.show[mt] {
+			fmt.Fprintf(w, "<h3>%s: these logs minus base</h3>\n", esc(htmlRankTitles[mt]))
+			r.htmlTable(w, es, mt, true)
+		}
+	}
+	fmt.Fprintln(w, "</section>")
+}

@@ -1,0 +1,246 @@
+package report
+
+import (
+	"encoding/json"
+	"io"
+)
+
+// The JSON report. Byte and count figures are integers; times are seconds.
+// The top level has the figures of all processes added up (calls,
+// temporary, peak_bytes, leaked_bytes, leaks) for automation, then the
+// summary, the rankings, one object per process, the suppressions and,
+// with --diff, the comparison.
+
+type jsonFrame struct {
+	Function string `json:"function"`
+	Symbol   string `json:"symbol,omitempty"` // the ELF name (mangled): as logged, or looked up
+	Module   string `json:"module,omitempty"`
+	Offset   uint64 `json:"offset,omitempty"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+}
+
+type jsonFigs struct {
+	Calls          int64 `json:"calls"`
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	Temporary      int64 `json:"temporary"`
+	TemporaryBytes int64 `json:"temporary_bytes"`
+	PeakCount      int64 `json:"peak_count"`
+	PeakBytes      int64 `json:"peak_bytes"`
+	Leaks          int64 `json:"leaks"`
+	LeakedBytes    int64 `json:"leaked_bytes"`
+}
+
+func jsonFigsOf(f figs) jsonFigs {
+	return jsonFigs{f[fCalls], f[fBytes], f[fTemp], f[fTempBytes], f[fPeakCount], f[fPeak], f[fLeaks], f[fLeaked]}
+}
+
+type jsonEntry struct {
+	jsonFigs
+	Op    string      `json:"op,omitempty"` // for allocations without a call stack
+	Stack []jsonFrame `json:"stack"`        // innermost first
+}
+
+type jsonDiffEntry struct {
+	Delta  jsonFigs    `json:"delta"`
+	After  jsonFigs    `json:"after"`
+	Before jsonFigs    `json:"before"`
+	Op     string      `json:"op,omitempty"`
+	Stack  []jsonFrame `json:"stack"`
+}
+
+type jsonRankings[E any] struct {
+	Calls     []E `json:"calls"`
+	Peak      []E `json:"peak"`
+	Leaks     []E `json:"leaks"`
+	Temporary []E `json:"temporary"`
+}
+
+func (j *jsonRankings[E]) set(mt metric, es []E) {
+	switch mt {
+	case byCalls:
+		j.Calls = es
+	case byPeak:
+		j.Peak = es
+	case byLeaks:
+		j.Leaks = es
+	case byTemporary:
+		j.Temporary = es
+	}
+}
+
+type jsonSummary struct {
+	RuntimeS         float64 `json:"runtime_s"`
+	Calls            int64   `json:"calls"`
+	CallsPerS        float64 `json:"calls_per_s"`
+	Temporary        int64   `json:"temporary"`
+	TemporaryPerS    float64 `json:"temporary_per_s"`
+	AllocatedBytes   int64   `json:"allocated_bytes"`
+	PeakBytes        int64   `json:"peak_bytes"`
+	PeakTimeS        float64 `json:"peak_time_s"` // when the peak was first reached; 0 for several processes
+	PeakIsSum        bool    `json:"peak_is_sum,omitempty"`
+	Leaks            int64   `json:"leaks"`
+	LeakedBytes      int64   `json:"leaked_bytes"`
+	SuppressedLeaks  int64   `json:"suppressed_leaks,omitempty"`
+	SuppressedBytes  int64   `json:"suppressed_bytes,omitempty"`
+	LostEvents       int64   `json:"lost_events"`
+	UnreadableLines  int64   `json:"unreadable_lines"`
+	UnmatchedFrees   int64   `json:"unmatched_frees"`
+	Lines            int64   `json:"lines"`
+	Events           int64   `json:"events"`
+	TruncatedGzipped int     `json:"truncated_gzipped_logs,omitempty"`
+}
+
+type jsonProcess struct {
+	Title    string                  `json:"title"`
+	PID      int64                   `json:"pid"`
+	Comm     string                  `json:"comm,omitempty"`
+	Cmd      string                  `json:"cmd,omitempty"`
+	Log      string                  `json:"log"`
+	Summary  jsonSummary             `json:"summary"`
+	Rankings jsonRankings[jsonEntry] `json:"rankings"`
+}
+
+type jsonSuppression struct {
+	Pattern     string `json:"pattern"`
+	File        string `json:"file"`
+	Line        int    `json:"line"`
+	Leaks       int64  `json:"leaks"`
+	LeakedBytes int64  `json:"leaked_bytes"`
+	Stacks      int    `json:"stacks"`
+}
+
+type jsonDiff struct {
+	Base     []string                    `json:"base"`
+	Summary  map[string][3]float64       `json:"summary"` // figure → [after, before, delta]
+	Rankings jsonRankings[jsonDiffEntry] `json:"rankings"`
+}
+
+type jsonReport struct {
+	FormatVersion int      `json:"format_version"`
+	Logs          []string `json:"logs"`
+	Calls         int64    `json:"calls"`
+	Temporary     int64    `json:"temporary"`
+	PeakBytes     int64    `json:"peak_bytes"`
+	LeakedBytes   int64    `json:"leaked_bytes"`
+	Leaks         int64    `json:"leaks"`
+
+	Summary      jsonSummary             `json:"summary"`
+	Rankings     jsonRankings[jsonEntry] `json:"rankings"`
+	Processes    []jsonProcess           `json:"processes"`
+	Suppressions []jsonSuppression       `json:"suppressions,omitempty"`
+	Diff         *jsonDiff               `json:"diff,omitempty"`
+}
+
+func perS(n int64, us uint64) float64 {
+	if us == 0 {
+		return 0
+	}
+	return float64(n) / (float64(us) / 1e6)
+}
+
+func (r *report) jsonSummaryOf(s *section) jsonSummary {
+	t := &s.total
+	j := jsonSummary{
+		RuntimeS: float64(s.runtime) / 1e6, Calls: t.Calls, CallsPerS: perS(t.Calls, s.runtime),
+		Temporary: t.Temporary, TemporaryPerS: perS(t.Temporary, s.runtime), AllocatedBytes: int64(t.Bytes),
+		PeakBytes: int64(t.PeakBytes), PeakIsSum: s.procs > 1, Leaks: t.Leaks, LeakedBytes: int64(t.LeakedBytes),
+		LostEvents: s.lost, UnreadableLines: s.garbage, UnmatchedFrees: s.unmatched, Lines: s.lines, Events: s.events,
+		TruncatedGzipped: s.truncated,
+	}
+	if s.procs <= 1 {
+		j.PeakTimeS = float64(s.peakTS) / 1e6
+	}
+	sp := r.supd[s]
+	j.SuppressedLeaks, j.SuppressedBytes = sp.leaks, int64(sp.bytes)
+	return j
+}
+
+func (r *report) jsonStack(st *site) (string, []jsonFrame) {
+	frames := make([]jsonFrame, 0, len(st.frames))
+	for k := range st.frames {
+		f := &st.frames[k]
+		r.resolve(f)
+		jf := jsonFrame{Function: f.name, Symbol: f.mangled, Module: f.module, File: f.file, Line: f.line}
+		if !f.mixed {
+			jf.Offset = f.offset
+		}
+		frames = append(frames, jf)
+	}
+	return st.op, frames
+}
+
+func (r *report) jsonRankingsOf(s *section) jsonRankings[jsonEntry] {
+	var out jsonRankings[jsonEntry]
+	es := entriesOf(s)
+	for mt := range numMetrics {
+		if !r.opt.show[mt] {
+			continue
+		}
+		list := []jsonEntry{}
+		for _, e := range rank(r.t, es, mt, r.opt.limit) {
+			op, stack := r.jsonStack(r.t.sites[e.site])
+			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f), Op: op, Stack: stack})
+		}
+		out.set(mt, list)
+	}
+	return out
+}
+
+func (r *report) writeJSON(w io.Writer) error {
+	j := jsonReport{FormatVersion: 1, Processes: []jsonProcess{}}
+	for _, l := range r.logs {
+		j.Logs = append(j.Logs, l.path)
+	}
+	t := &r.all.total
+	j.Calls, j.Temporary, j.PeakBytes, j.LeakedBytes, j.Leaks = t.Calls, t.Temporary, int64(t.PeakBytes), int64(t.LeakedBytes), t.Leaks
+	j.Summary = r.jsonSummaryOf(r.all)
+	j.Rankings = r.jsonRankingsOf(r.all)
+	for _, s := range r.secs {
+		p := jsonProcess{Title: s.title, PID: s.pid, Comm: s.comm, Cmd: s.cmd, Summary: r.jsonSummaryOf(s)}
+		if s.log != nil {
+			p.Log = s.log.path
+		}
+		if r.multi() {
+			p.Rankings = r.jsonRankingsOf(s)
+		} else {
+			p.Rankings = j.Rankings
+		}
+		j.Processes = append(j.Processes, p)
+	}
+	for _, sp := range r.sups {
+		j.Suppressions = append(j.Suppressions, jsonSuppression{sp.pattern, sp.file, sp.line, sp.leaks, int64(sp.bytes), sp.sites})
+	}
+	if r.base != nil {
+		d := &jsonDiff{Summary: map[string][3]float64{}}
+		for _, l := range r.bases {
+			d.Base = append(d.Base, l.path)
+		}
+		a, b := &r.all.total, &r.base.total
+		put := func(k string, x, y float64) { d.Summary[k] = [3]float64{x, y, x - y} }
+		put("runtime_s", float64(r.all.runtime)/1e6, float64(r.base.runtime)/1e6)
+		put("calls", float64(a.Calls), float64(b.Calls))
+		put("temporary", float64(a.Temporary), float64(b.Temporary))
+		put("allocated_bytes", float64(a.Bytes), float64(b.Bytes))
+		put("peak_bytes", float64(a.PeakBytes), float64(b.PeakBytes))
+		put("leaked_bytes", float64(a.LeakedBytes), float64(b.LeakedBytes))
+		put("leaks", float64(a.Leaks), float64(b.Leaks))
+		es := diffEntries(r.all, r.base)
+		for mt := range numMetrics {
+			if !r.opt.show[mt] {
+				continue
+			}
+			list := []jsonDiffEntry{}
+			for _, e := range rank(r.t, es, mt, r.opt.limit) {
+				op, stack := r.jsonStack(r.t.sites[e.site])
+				list = append(list, jsonDiffEntry{Delta: jsonFigsOf(e.f), After: jsonFigsOf(figsOf(r.all.bySite[e.site])),
+					Before: jsonFigsOf(figsOf(r.base.bySite[e.site])), Op: op, Stack: stack})
+			}
+			d.Rankings.set(mt, list)
+		}
+		j.Diff = d
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(&j)
+}

@@ -1,0 +1,151 @@
+package report
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/symbols"
+)
+
+// loaded is one log read into the model.
+type loaded struct {
+	path  string // as given ("-" for stdin)
+	name  string // for display
+	m     *analysis.Model
+	costs *analysis.Costs
+	sites *modelSites // its stacks' sites
+	// truncated: a gzipped log whose compressed stream was cut short.
+	truncated bool
+}
+
+// loadLog reads one log to its end. A truncated or garbled log is not an
+// error (the model counts what it skipped); a file that cannot be opened or
+// read is. progress, when not nil, receives the bytes read so far and the
+// size when known.
+func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
+	var r io.Reader
+	var size int64
+	name := path
+	if path == "-" {
+		r, name = os.Stdin, "stdin"
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("open the log: %w", err)
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("open the log: %w", err)
+		}
+		if st.IsDir() {
+			return nil, fmt.Errorf("open the log: %s is a directory, give a log file", path)
+		}
+		if st.Mode().IsRegular() {
+			size = st.Size()
+		}
+		r = f
+	}
+	// A gzipped log (memtrace -o run.log; gzip run.log) is read as is.
+	br := bufio.NewReaderSize(r, 1<<16)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("read the gzipped log %s: %w", path, err)
+		}
+		r, size = zr, 0
+	} else if f, ok := r.(*os.File); ok && size > 0 {
+		// Keep the *os.File, so that the loader sees its size and reads
+		// without a copy through bufio: nothing was consumed by Peek yet
+		// but the buffer, so seek back.
+		if _, err := f.Seek(0, io.SeekStart); err == nil {
+			r = f
+		} else {
+			r = br
+		}
+	} else {
+		r = br
+	}
+	m := analysis.New()
+	m.Demangle = symbols.Demangle
+	opts := analysis.StreamOptions{SizeHint: size}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	if progress != nil {
+		var n atomic.Int64
+		opts.Progress = &n
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(200 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					progress(n.Load(), size)
+				}
+			}
+		}()
+	}
+	err := m.Stream(r, opts)
+	close(done)
+	wg.Wait()
+	l := &loaded{path: path, name: displayName(name), m: m}
+	if _, gz := r.(*gzip.Reader); gz && errors.Is(err, io.ErrUnexpectedEOF) {
+		// A truncated gzip stream ends the log like a truncated file.
+		err, l.truncated = nil, true
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	l.costs = m.ReportCosts()
+	return l, nil
+}
+
+func displayName(path string) string {
+	if path == "stdin" {
+		return path
+	}
+	return filepath.Base(path)
+}
+
+// progressLine returns a progress callback that rewrites one line on w.
+func progressLine(w io.Writer, name string) (func(read, size int64), func()) {
+	shown := false
+	update := func(read, size int64) {
+		s := "\rmemtrace report: reading " + name + ": " + strconv.FormatInt(read>>20, 10) + " MB"
+		if size > 0 {
+			s += " of " + strconv.FormatInt(size>>20, 10) + " MB (" + strconv.FormatInt(min(read*100/size, 100), 10) + "%)"
+		}
+		io.WriteString(w, s+"\x1b[K")
+		shown = true
+	}
+	clear := func() {
+		if shown {
+			io.WriteString(w, "\r\x1b[K")
+		}
+	}
+	return update, clear
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,533 @@
+package report
+
+import (
+	"cmp"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/symbols"
+)
+
+// A site is a call stack named by its functions rather than by addresses,
+// so that the same stack in several processes, logs or builds is one site.
+// With merging (the default, heaptrack_print's -m) a frame with a symbol is
+// module base name and symbol: call sites within one function are one
+// frame, and a rebuilt binary's stacks match the old one's. Without merging
+// the offset counts too. A frame without a symbol is module+offset, or its
+// address. Allocations without frames are one site per op.
+type site struct {
+	key    string
+	frames []frameInfo // innermost first: frames[0] called the allocation function
+	op     string      // the op, for a site without frames
+}
+
+// frameInfo is a frame for display, from the first place the site was met.
+type frameInfo struct {
+	name    string // demangled function, module+0xOFF, or 0xADDR
+	module  string
+	symbol  string // as logged (mangled); "" when the log had none
+	mangled string // the function's ELF name: as logged, or looked up in the module
+	offset  uint64 // as logged: from the symbol, or from the module's base
+	mixed  bool // merged frames at different offsets: no single source line
+	file   string
+	line   int
+	looked bool // source line looked up
+}
+
+// label is the site's name in one line: its innermost frame, or the op.
+func (s *site) label() string {
+	if len(s.frames) == 0 {
+		return "[no stack] " + s.op
+	}
+	return s.frames[0].name
+}
+
+type siteTable struct {
+	merge bool
+	sites []*site
+	idx   map[string]int32
+	cache *symbols.Cache            // names frames that the log gave without one; nil: off
+	mods  map[string]*symbols.Module // opened modules, nil where they cannot be
+}
+
+func newSiteTable(merge bool, cache *symbols.Cache) *siteTable {
+	return &siteTable{merge: merge, idx: map[string]int32{}, cache: cache, mods: map[string]*symbols.Module{}}
+}
+
+// lookupName names a frame logged as MODULE(+0xOFF) (OFF from the module's
+// base, as glibc's backtrace_symbols prints a function it has no name
+// for): the ELF symbol covering the call in MODULE, or "".
+func (t *siteTable) lookupName(module string, off uint64) string {
+	if t.cache == nil || module == "" || strings.HasPrefix(module, "[") {
+		return ""
+	}
+	mod, ok := t.mods[module]
+	if !ok {
+		mod, _ = t.cache.Open(module)
+		t.mods[module] = mod
+	}
+	if mod == nil {
+		return ""
+	}
+	pc := off
+	if pc > 0 {
+		pc-- // a return address: the call is the byte before
+	}
+	name, _, err := mod.Symbol(pc)
+	if err != nil {
+		return ""
+	}
+	return name
+}
+
+func frameKey(b []byte, fr *analysis.Frame, merge bool) []byte {
+	mod := filepath.Base(fr.Module)
+	switch {
+	case fr.Symbol != "":
+		b = append(b, mod...)
+		b = append(b, '(')
+		b = append(b, fr.Symbol...)
+		if !merge {
+			b = append(b, "+0x"...)
+			b = strconv.AppendUint(b, fr.Offset, 16)
+		}
+		b = append(b, ')')
+	case fr.Module != "":
+		b = append(b, mod...)
+		b = append(b, "(+0x"...)
+		b = strconv.AppendUint(b, fr.Offset, 16)
+		b = append(b, ')')
+	default:
+		b = append(b, "0x"...)
+		b = strconv.AppendUint(b, fr.Addr, 16)
+	}
+	return b
+}
+
+// modelSites maps one model's stacks (and, for stack 0, ops) to sites.
+type modelSites struct {
+	byStack []int32 // stack id → site id, -1 = not mapped yet
+	byOp    [256]int32
+	names   map[uint32]string // frame id → name looked up for a frame logged without one
+}
+
+func (t *siteTable) forModel(m *analysis.Model) *modelSites {
+	ms := &modelSites{byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}}
+	for i := range ms.byStack {
+		ms.byStack[i] = -1
+	}
+	for i := range ms.byOp {
+		ms.byOp[i] = -1
+	}
+	return ms
+}
+
+// site returns the site id of a stack cost of model m.
+func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCost) int32 {
+	if sc.Stack == 0 {
+		if id := ms.byOp[sc.Op]; id >= 0 {
+			return id
+		}
+		op := m.OpName(sc.Op)
+		id := t.intern("\x00"+op, func() *site { return &site{op: op} }, nil)
+		ms.byOp[sc.Op] = id
+		return id
+	}
+	if id := ms.byStack[sc.Stack]; id >= 0 {
+		return id
+	}
+	frames := m.Frames(sc.Stack)
+	// Frames logged without a function name get one from their module.
+	looked := make([]string, len(frames))
+	for k, f := range frames {
+		if fr := m.Frame(f); fr.Symbol == "" && fr.Module != "" {
+			name, ok := ms.names[f]
+			if !ok {
+				name = t.lookupName(fr.Module, fr.Offset)
+				ms.names[f] = name
+			}
+			looked[k] = name
+		}
+	}
+	var key []byte
+	for k, f := range frames {
+		if k > 0 {
+			key = append(key, ';')
+		}
+		fr := m.Frame(f)
+		if looked[k] != "" && t.merge {
+			named := analysis.Frame{Module: fr.Module, Symbol: looked[k]}
+			key = frameKey(key, &named, true)
+		} else {
+			key = frameKey(key, fr, t.merge)
+		}
+	}
+	id := t.intern(string(key), func() *site {
+		s := &site{frames: make([]frameInfo, len(frames))}
+		for k, f := range frames {
+			fr := m.Frame(f)
+			fi := frameInfo{name: m.FrameName(f), module: fr.Module, symbol: fr.Symbol, mangled: fr.Symbol, offset: fr.Offset}
+			if looked[k] != "" {
+				fi.name, fi.mangled = symbols.Demangle(looked[k]), looked[k]
+			}
+			s.frames[k] = fi
+		}
+		return s
+	}, func(s *site) {
+		// Merged: note frames that stand for several offsets.
+		for k, f := range frames {
+			if fr := m.Frame(f); k < len(s.frames) && fr.Offset != s.frames[k].offset {
+				s.frames[k].mixed = true
+			}
+		}
+	})
+	ms.byStack[sc.Stack] = id
+	return id
+}
+
+// siteOfAlloc returns the site of allocation id of model m.
+func (t *siteTable) siteOfAlloc(m *analysis.Model, ms *modelSites, id uint32) int32 {
+	sc := analysis.StackCost{Stack: m.Stack[id], Op: analysis.NoOp}
+	if sc.Stack == 0 {
+		sc.Op = m.Op[id]
+	}
+	return t.site(m, ms, &sc)
+}
+
+func (t *siteTable) intern(key string, mk func() *site, seen func(*site)) int32 {
+	if id, ok := t.idx[key]; ok {
+		if seen != nil && t.merge {
+			seen(t.sites[id])
+		}
+		return id
+	}
+	s := mk()
+	s.key = key
+	t.sites = append(t.sites, s)
+	id := int32(len(t.sites) - 1)
+	t.idx[key] = id
+	return id
+}
+
+// hasFunction reports whether a frame of site id names a function that
+// contains name (demangled or as logged).
+func (t *siteTable) hasFunction(id int32, name string) bool {
+	for _, f := range t.sites[id].frames {
+		if strings.Contains(f.name, name) || strings.Contains(f.mangled, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// section is the figures of one process, or of several added up.
+type section struct {
+	title   string // "pid 4242 app (run.log)", or "all 3 processes"
+	pid     int64
+	comm    string
+	cmd     string
+	log     *loaded // nil for a merged section
+	proc    int32   // index in log.m.Procs
+	total   analysis.CostFigures
+	peakTS  uint64 // µs since tracing started; for a merged section, unknown (0)
+	runtime uint64 // µs
+	bySite  map[int32]*analysis.CostFigures
+	procs   int // processes added up
+
+	// Per log, not per process: on the first section of each log, and
+	// added up in a merged one.
+	lost, garbage, unmatched, lines, events int64
+	truncated                              int
+}
+
+func newSection() *section { return &section{bySite: map[int32]*analysis.CostFigures{}} }
+
+func (s *section) add(site int32, c *analysis.CostFigures) {
+	f := s.bySite[site]
+	if f == nil {
+		f = &analysis.CostFigures{}
+		s.bySite[site] = f
+	}
+	f.Add(c)
+}
+
+// sectionsOf makes a section per process of log l (of the wanted pids).
+// With filterFn, only stacks with a function whose name contains it count,
+// and the process's totals are theirs.
+func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) []*section {
+	m := l.m
+	if l.sites == nil {
+		l.sites = t.forModel(m)
+	}
+	ms := l.sites
+	var out []*section
+	for i := range l.costs.Procs {
+		pc := &l.costs.Procs[i]
+		pr := &m.Procs[pc.Proc]
+		if len(pids) > 0 && !pids[pr.PID] {
+			continue
+		}
+		s := newSection()
+		s.log, s.proc, s.pid, s.comm, s.cmd, s.procs = l, pc.Proc, pr.PID, pr.Comm, pr.Cmd, 1
+		if s.comm == "" && pc.Proc == 0 {
+			s.comm, s.cmd = m.Header.Comm, m.Header.Cmd
+		}
+		s.title = procTitle(s.pid, s.comm, l.name)
+		s.total = pc.CostFigures
+		s.peakTS = pc.PeakTS
+		// Runtime counts from the start of tracing (time stamps are µs
+		// since then) for a log's first process, from its first event
+		// for a process that came later (a fork).
+		start := uint64(0)
+		if i > 0 {
+			start = pc.FirstTS
+		}
+		s.runtime = pc.LastTS - min(start, pc.LastTS)
+		if filterFn != "" {
+			s.total = analysis.CostFigures{}
+		}
+		for k := range pc.Stacks {
+			sc := &pc.Stacks[k]
+			id := t.site(m, ms, sc)
+			if filterFn != "" {
+				if !t.hasFunction(id, filterFn) {
+					continue
+				}
+				s.total.Add(&sc.CostFigures)
+			}
+			s.add(id, &sc.CostFigures)
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 && len(pids) == 0 {
+		// A log without a single allocation still gets its section, so
+		// that the report says what was read.
+		s := newSection()
+		s.log, s.comm, s.cmd = l, m.Header.Comm, m.Header.Cmd
+		s.pid = m.Header.PID
+		s.title = procTitle(s.pid, s.comm, l.name)
+		out = append(out, s)
+	}
+	if len(out) > 0 {
+		c := m.Counts
+		f := out[0]
+		f.lost, f.garbage, f.unmatched, f.lines, f.events = m.LostEvents, c.Garbage(), c.UnmatchedFrees, c.Lines, c.Events
+		if l.truncated {
+			f.truncated = 1
+		}
+	}
+	return out
+}
+
+func procTitle(pid int64, comm, log string) string {
+	var b strings.Builder
+	if pid > 0 {
+		b.WriteString("pid ")
+		b.WriteString(strconv.FormatInt(pid, 10))
+		b.WriteByte(' ')
+	}
+	if comm != "" {
+		b.WriteString(comm)
+		b.WriteByte(' ')
+	}
+	b.WriteString("(" + log + ")")
+	return b.String()
+}
+
+// merge adds sections up. The peak of several processes is the sum of
+// their own peaks (they need not peak together, and logs of separate runs
+// share no clock); the runtime is the longest.
+func merge(title string, secs []*section) *section {
+	out := newSection()
+	out.title = title
+	for _, s := range secs {
+		out.total.Add(&s.total)
+		out.runtime = max(out.runtime, s.runtime)
+		out.procs += s.procs
+		for id, c := range s.bySite {
+			out.add(id, c)
+		}
+		out.lost += s.lost
+		out.garbage += s.garbage
+		out.unmatched += s.unmatched
+		out.lines += s.lines
+		out.events += s.events
+		out.truncated += s.truncated
+	}
+	if len(secs) == 1 {
+		only := secs[0]
+		out.title, out.pid, out.comm, out.cmd, out.log, out.peakTS = only.title, only.pid, only.comm, only.cmd, only.log, only.peakTS
+	}
+	return out
+}
+
+// figs are a site's figures as signed numbers, so that a comparison's
+// deltas rank and print like the figures themselves.
+type figs [numFigs]int64
+
+const (
+	fCalls = iota
+	fBytes
+	fTemp
+	fTempBytes
+	fPeakCount
+	fPeak
+	fLeaks
+	fLeaked
+	numFigs
+)
+
+func figsOf(c *analysis.CostFigures) figs {
+	if c == nil {
+		return figs{}
+	}
+	return figs{c.Calls, int64(c.Bytes), c.Temporary, int64(c.TempBytes), c.PeakCount, int64(c.PeakBytes), c.Leaks, int64(c.LeakedBytes)}
+}
+
+func (f *figs) add(o figs) {
+	for i := range f {
+		f[i] += o[i]
+	}
+}
+
+func (f figs) sub(o figs) figs {
+	for i := range f {
+		f[i] -= o[i]
+	}
+	return f
+}
+
+// metric is one ranking's cost.
+type metric int
+
+// The rankings, in heaptrack_print's order.
+const (
+	byCalls metric = iota
+	byPeak
+	byLeaks
+	byTemporary
+	numMetrics
+)
+
+var metricNames = [numMetrics]string{"calls", "peak", "leaks", "temporary"}
+
+func (mt metric) fig() int {
+	return [numMetrics]int{fCalls, fPeak, fLeaked, fTemp}[mt]
+}
+
+// tie is the figure that breaks equal costs: the other one on the line.
+func (mt metric) tie() int {
+	return [numMetrics]int{fBytes, fCalls, fCalls, fBytes}[mt]
+}
+
+// entry is a site with its figures (or, in a comparison, their deltas).
+type entry struct {
+	site int32
+	f    figs
+}
+
+func entriesOf(s *section) []entry {
+	out := make([]entry, 0, len(s.bySite))
+	for id, c := range s.bySite {
+		out = append(out, entry{id, figsOf(c)})
+	}
+	return out
+}
+
+// diffEntries is after minus base, per site, for sites in either.
+func diffEntries(after, base *section) []entry {
+	out := make([]entry, 0, len(after.bySite))
+	for id, c := range after.bySite {
+		out = append(out, entry{id, figsOf(c).sub(figsOf(base.bySite[id]))})
+	}
+	for id, c := range base.bySite {
+		if after.bySite[id] == nil {
+			out = append(out, entry{id, figs{}.sub(figsOf(c))})
+		}
+	}
+	return out
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// rank returns the entries with a non-zero cost, largest (in absolute
+// value, for deltas) first, at most n (n <= 0: all).
+func rank(t *siteTable, es []entry, mt metric, n int) []entry {
+	k, tie := mt.fig(), mt.tie()
+	var out []entry
+	for _, e := range es {
+		if e.f[k] != 0 {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b entry) int {
+		if c := cmp.Compare(abs(b.f[k]), abs(a.f[k])); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
+			return c
+		}
+		return cmp.Compare(t.sites[a.site].key, t.sites[b.site].key)
+	})
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// group is heaptrack_print's merged entry: the stacks that share their
+// innermost frame (the function that called the allocation function).
+type group struct {
+	f     figs
+	sites []entry // costliest first
+}
+
+// groups folds ranked-to-be entries by innermost frame and ranks the
+// groups by mt; each group's stacks are ranked too.
+func groups(t *siteTable, es []entry, mt metric, n int) []group {
+	idx := map[string]int{}
+	var gs []group
+	for _, e := range es {
+		if e.f[mt.fig()] == 0 {
+			continue
+		}
+		s := t.sites[e.site]
+		key := s.key
+		if i := strings.IndexByte(key, ';'); i >= 0 {
+			key = key[:i]
+		}
+		k, ok := idx[key]
+		if !ok {
+			k = len(gs)
+			idx[key] = k
+			gs = append(gs, group{})
+		}
+		gs[k].f.add(e.f)
+		gs[k].sites = append(gs[k].sites, e)
+	}
+	k, tie := mt.fig(), mt.tie()
+	slices.SortFunc(gs, func(a, b group) int {
+		if c := cmp.Compare(abs(b.f[k]), abs(a.f[k])); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
+			return c
+		}
+		return cmp.Compare(t.sites[a.sites[0].site].key, t.sites[b.sites[0].site].key)
+	})
+	if n > 0 && len(gs) > n {
+		gs = gs[:n]
+	}
+	for i := range gs {
+		gs[i].sites = rank(t, gs[i].sites, mt, 0)
+	}
+	return gs
+}

@@ -1,0 +1,332 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// fmtBytes formats bytes as heaptrack_print does: 1000-based, two
+// decimals, "838B", "1.68K", "45.23M".
+func fmtBytes(n int64) string {
+	neg := n < 0
+	u := uint64(n)
+	if neg {
+		u = uint64(-n)
+	}
+	var s string
+	if u < 1000 {
+		s = strconv.FormatUint(u, 10) + "B"
+	} else {
+		v := float64(u)
+		units := "KMGTPE"
+		i := -1
+		for v >= 1000 && i < len(units)-1 {
+			v /= 1000
+			i++
+		}
+		s = strconv.FormatFloat(v, 'f', 2, 64) + units[i:i+1]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// num formats a figure; signed (a delta) shows its sign.
+func num(v int64, signed bool) string {
+	if signed && v > 0 {
+		return "+" + strconv.FormatInt(v, 10)
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func bytesOf(v int64, signed bool) string {
+	if signed && v > 0 {
+		return "+" + fmtBytes(v)
+	}
+	return fmtBytes(v)
+}
+
+func secs(us uint64) string { return strconv.FormatFloat(float64(us)/1e6, 'f', 6, 64) + "s" }
+
+func pct(a, b int64) string {
+	if b == 0 {
+		return "0.00%"
+	}
+	return strconv.FormatFloat(float64(a)*100/float64(b), 'f', 2, 64) + "%"
+}
+
+var rankTitles = [numMetrics]string{
+	byCalls:     "MOST CALLS TO ALLOCATION FUNCTIONS",
+	byPeak:      "PEAK MEMORY CONSUMERS",
+	byLeaks:     "MEMORY LEAKS",
+	byTemporary: "MOST TEMPORARY ALLOCATIONS",
+}
+
+// entryLine is the line above a stack: heaptrack_print's wording. sub is
+// the shorter form of the stacks listed under a merged entry.
+func entryLine(mt metric, f figs, signed, sub bool) string {
+	switch mt {
+	case byPeak:
+		if sub {
+			return bytesOf(f[fPeak], signed) + " consumed over " + num(f[fCalls], signed) + " calls from:"
+		}
+		return bytesOf(f[fPeak], signed) + " peak memory consumed over " + num(f[fCalls], signed) + " calls from"
+	case byLeaks:
+		s := bytesOf(f[fLeaked], signed) + " leaked over " + num(f[fCalls], signed) + " calls from"
+		if sub {
+			s += ":"
+		}
+		return s
+	case byTemporary:
+		s := num(f[fTemp], signed) + " temporary allocations of " + num(f[fCalls], signed) + " allocations in total"
+		if !signed {
+			s += " (" + pct(f[fTemp], f[fCalls]) + ")"
+		}
+		if sub {
+			return s + " from:"
+		}
+		return s + " from"
+	}
+	if sub {
+		return num(f[fCalls], signed) + " calls with " + bytesOf(f[fPeak], signed) + " peak consumption from:"
+	}
+	return num(f[fCalls], signed) + " calls to allocation functions with " + bytesOf(f[fPeak], signed) + " peak consumption from"
+}
+
+// otherPlaces is the cost of the stacks not listed under an entry.
+func otherPlaces(mt metric, f figs, n int, signed bool) string {
+	v := f[mt.fig()]
+	s := num(v, signed)
+	if mt == byPeak || mt == byLeaks {
+		s = bytesOf(v, signed)
+	}
+	return "  and " + s + " from " + strconv.Itoa(n) + " other places"
+}
+
+// resolve looks up a frame's source line once.
+func (r *report) resolve(f *frameInfo) {
+	if f.looked {
+		return
+	}
+	f.looked = true
+	if r.cache == nil || f.mixed || f.module == "" || strings.HasPrefix(f.module, "[") {
+		return
+	}
+	file, line, err := r.cache.SourceLine(f.module, f.symbol, f.offset)
+	if err == nil && file != "" {
+		f.file, f.line = file, line
+	}
+}
+
+func (r *report) writeFrame(w io.Writer, f *frameInfo, indent string) {
+	r.resolve(f)
+	io.WriteString(w, indent+f.name+"\n")
+	if f.file != "" {
+		io.WriteString(w, indent+"  at "+f.file+":"+strconv.Itoa(f.line)+"\n")
+	}
+	if f.module != "" {
+		io.WriteString(w, indent+"  in "+f.module+"\n")
+	}
+}
+
+// noStackHint follows the name of allocations that have no call stack.
+func (r *report) noStackHint() string {
+	for _, l := range append(append([]*loaded(nil), r.logs...), r.bases...) {
+		if l.m.Counts.Frames > 0 {
+			return " (no call stack recorded)"
+		}
+	}
+	return " (the log has no call stacks: trace with --stack-depth N)"
+}
+
+// writeRanking writes one ranking of es in heaptrack_print's merged form:
+// the function that called the allocation function, then its call stacks.
+func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool) {
+	io.WriteString(w, rankTitles[mt])
+	if signed {
+		io.WriteString(w, " (LOG minus BASE)")
+	}
+	io.WriteString(w, "\n")
+	gs := groups(r.t, es, mt, r.opt.limit)
+	if len(gs) == 0 {
+		io.WriteString(w, "(none)\n")
+	}
+	for _, g := range gs {
+		io.WriteString(w, entryLine(mt, g.f, signed, false)+"\n")
+		first := r.t.sites[g.sites[0].site]
+		if len(first.frames) == 0 {
+			io.WriteString(w, first.label()+r.noStackHint()+"\n\n")
+			continue
+		}
+		r.writeFrame(w, &first.frames[0], "")
+		shown := min(len(g.sites), r.opt.subLimit)
+		for _, e := range g.sites[:shown] {
+			io.WriteString(w, entryLine(mt, e.f, signed, true)+"\n")
+			s := r.t.sites[e.site]
+			for k := range s.frames {
+				r.writeFrame(w, &s.frames[k], "    ")
+			}
+		}
+		if rest := len(g.sites) - shown; rest > 0 {
+			var f figs
+			for _, e := range g.sites[shown:] {
+				f.add(e.f)
+			}
+			io.WriteString(w, otherPlaces(mt, f, rest, signed)+"\n")
+		}
+		io.WriteString(w, "\n")
+	}
+	io.WriteString(w, "\n")
+}
+
+func rate(n int64, us uint64) string {
+	if us == 0 {
+		return ""
+	}
+	return " (" + strconv.FormatInt(int64(float64(n)/(float64(us)/1e6)), 10) + "/s)"
+}
+
+// writeSummary writes heaptrack_print's summary block for s, and what the
+// reader could not use.
+func (r *report) writeSummary(w io.Writer, s *section) {
+	t := &s.total
+	fmt.Fprintf(w, "total runtime: %s.\n", secs(s.runtime))
+	fmt.Fprintf(w, "calls to allocation functions: %d%s\n", t.Calls, rate(t.Calls, s.runtime))
+	fmt.Fprintf(w, "temporary memory allocations: %d%s\n", t.Temporary, rate(t.Temporary, s.runtime))
+	fmt.Fprintf(w, "peak heap memory consumption: %s", fmtBytes(int64(t.PeakBytes)))
+	switch {
+	case s.procs > 1:
+		fmt.Fprintf(w, " (the sum of %d processes' own peaks)\n", s.procs)
+	case t.PeakBytes > 0:
+		fmt.Fprintf(w, " after %s\n", secs(s.peakTS))
+	default:
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", fmtBytes(int64(t.LeakedBytes)), t.Leaks)
+	if sp := r.supd[s]; sp.leaks > 0 {
+		fmt.Fprintf(w, "suppressed leaks: %s (%d leaks)\n", fmtBytes(int64(sp.bytes)), sp.leaks)
+	}
+	r.writeNotes(w, s)
+}
+
+func (r *report) writeNotes(w io.Writer, s *section) {
+	if s.lost > 0 {
+		fmt.Fprintf(w, "LOST EVENTS: %d (the tracer could not keep up: every figure above misses them)\n", s.lost)
+	}
+	if s.truncated > 0 {
+		fmt.Fprintf(w, "the gzipped log ends early: the report covers what was read\n")
+	}
+	if s.garbage > 0 {
+		fmt.Fprintf(w, "unreadable lines skipped: %d\n", s.garbage)
+	}
+	if s.unmatched > 0 {
+		fmt.Fprintf(w, "frees of blocks not seen allocated (made before tracing started, or lost): %d\n", s.unmatched)
+	}
+	if s.total.Calls == 0 && s.log != nil {
+		switch {
+		case s.lines == 0:
+			fmt.Fprintf(w, "%s is empty: no allocation to report\n", s.log.name)
+		case s.events == 0:
+			fmt.Fprintf(w, "no allocation in %s: %d lines read, none of them an allocation or free (is it a memtrace or memtrack log?)\n", s.log.name, s.lines)
+		default:
+			fmt.Fprintf(w, "no allocation in %s: %d lines read, %d frees\n", s.log.name, s.lines, s.events)
+		}
+	}
+}
+
+func (r *report) writeSection(w io.Writer, s *section) {
+	es := entriesOf(s)
+	for mt := range numMetrics {
+		if r.opt.show[mt] {
+			r.writeRanking(w, es, mt, false)
+		}
+	}
+	r.writeSummary(w, s)
+}
+
+func (r *report) writeText(w io.Writer) error {
+	if r.base != nil {
+		r.writeDiff(w)
+	} else if r.multi() {
+		for _, s := range r.secs {
+			fmt.Fprintf(w, "========== %s ==========\n", strings.ToUpper(s.title))
+			if s.cmd != "" {
+				fmt.Fprintf(w, "command: %s\n", s.cmd)
+			}
+			fmt.Fprintln(w)
+			r.writeSection(w, s)
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "========== %s ==========\n\n", strings.ToUpper(r.all.title))
+		r.writeSection(w, r.all)
+	} else {
+		s := r.all
+		fmt.Fprintf(w, "memtrace report of %s\n", s.title)
+		if s.cmd != "" {
+			fmt.Fprintf(w, "command: %s\n", s.cmd)
+		}
+		fmt.Fprintln(w)
+		r.writeSection(w, s)
+	}
+	if r.opt.printSupps {
+		r.writeSuppressions(w)
+	}
+	return nil
+}
+
+func (r *report) writeSuppressions(w io.Writer) {
+	fmt.Fprintln(w, "\nSUPPRESSIONS")
+	if len(r.sups) == 0 {
+		fmt.Fprintln(w, "(none given: --suppressions FILE)")
+		return
+	}
+	var n int64
+	var b uint64
+	for _, sp := range r.sups {
+		fmt.Fprintf(w, "leak:%s  (%s:%d) matched %d leaks, %s, in %d call stacks\n", sp.pattern, sp.file, sp.line, sp.leaks, fmtBytes(int64(sp.bytes)), sp.sites)
+		n += sp.leaks
+		b += sp.bytes
+	}
+	fmt.Fprintf(w, "suppressed in total: %d leaks, %s\n", n, fmtBytes(int64(b)))
+}
+
+// writeDiff writes every ranking as LOG minus BASE, and the summary with
+// both figures and their difference.
+func (r *report) writeDiff(w io.Writer) {
+	fmt.Fprintf(w, "memtrace report: %s compared with %s\n\n", logNames(r.logs), logNames(r.bases))
+	es := diffEntries(r.all, r.base)
+	for mt := range numMetrics {
+		if r.opt.show[mt] {
+			r.writeRanking(w, es, mt, true)
+		}
+	}
+	a, b := &r.all.total, &r.base.total
+	fmt.Fprintf(w, "total runtime: %s (base %s).\n", secs(r.all.runtime), secs(r.base.runtime))
+	line := func(name string, after, before int64, bytes bool) {
+		f := func(v int64, signed bool) string { return num(v, signed) }
+		if bytes {
+			f = bytesOf
+		}
+		fmt.Fprintf(w, "%s: %s (base %s, %s)\n", name, f(after, false), f(before, false), f(after-before, true))
+	}
+	line("calls to allocation functions", a.Calls, b.Calls, false)
+	line("temporary memory allocations", a.Temporary, b.Temporary, false)
+	line("peak heap memory consumption", int64(a.PeakBytes), int64(b.PeakBytes), true)
+	line("total memory leaked", int64(a.LeakedBytes), int64(b.LeakedBytes), true)
+	line("leaks", a.Leaks, b.Leaks, false)
+	r.writeNotes(w, r.all)
+	if r.base.lost > 0 {
+		fmt.Fprintf(w, "LOST EVENTS in the base: %d\n", r.base.lost)
+	}
+}
+
+func logNames(ls []*loaded) string {
+	var s []string
+	for _, l := range ls {
+		s = append(s, l.name)
+	}
+	return strings.Join(s, ", ")
+}
