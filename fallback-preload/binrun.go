@@ -5,8 +5,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
+
+// converterNice is the converter thread's nice value.
+const converterNice = 10
 
 // binRun is Run's binary mode: the library appends records to a shared
 // region and this process converts them to the text log while the program
@@ -57,6 +63,13 @@ func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
 func (b *binRun) start() {
 	b.started = true
 	go func() {
+		// The converter yields to the traced program: on a machine with
+		// few CPUs it would otherwise take time from the program it
+		// measures. The region absorbs the lag; when it is full the
+		// program waits for the converter (never loses records while
+		// memtrace lives).
+		runtime.LockOSThread()
+		_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), converterNice)
 		b.conv.run(b.stop)
 		close(b.done)
 	}()

@@ -21,12 +21,24 @@ import (
 // written in time order. Records are written once they are this old.
 const mergeSlack = 50 * time.Millisecond
 
+// clockMargin covers the difference between the library's calibrated
+// counter and CLOCK_MONOTONIC read here.
+const clockMargin = 2 * time.Millisecond
+
 // ev is one decoded record.
 type ev struct {
 	ts        uint64 // ns since the epoch
 	ptr, size uint64
 	op        uint16
-	data      []byte // names, frames (a copy: the chunk is reused)
+	data      []byte // names, frames: points into the region (read before the chunk is freed)
+}
+
+// seg is a run of records of one chunk that are read but not yet written.
+// Records stay in the region until written: no copy, and the chunk is
+// handed back only once every record of it is written.
+type seg struct {
+	idx      int
+	pos, end uint32
 }
 
 type stream struct {
@@ -37,9 +49,9 @@ type stream struct {
 	total    uint64
 	exited   bool // EXIT written (or the process exited)
 	closed   bool // the process exec'd: nothing more comes
-	pending  []ev
+	segs     []seg
 	head     int
-	lastTS   uint64
+	lastTS   uint64 // time of the newest record read: later ones are not older
 }
 
 type liveEnt struct {
@@ -50,8 +62,9 @@ type liveEnt struct {
 
 type chunkPos struct {
 	stream, seq uint32
-	read        uint32
-	idle        int // polls with nothing new, for the dead-owner check
+	read        uint32 // records queued on the stream
+	written     uint32 // records written to the log
+	idle        int    // polls with nothing new, for the dead-owner check
 }
 
 // converter drains the region and writes the text log.
@@ -146,6 +159,10 @@ func (c *converter) poll(final bool) int {
 	if !c.initClock() {
 		return 0
 	}
+	// Taken before the pass: a stream with a later serial reads its
+	// first time after t0 (see watermark).
+	nStreams := r.load(hStreamNext)
+	t0 := monoNow()
 	hw := int(r.load(hHW))
 	if hw > r.nchunks {
 		hw = r.nchunks
@@ -183,8 +200,8 @@ func (c *converter) poll(final bool) int {
 	}
 	if final {
 		c.emit(^uint64(0))
-	} else if now := monoNow(); now > c.epoch+uint64(mergeSlack) {
-		c.emit(now - c.epoch - uint64(mergeSlack))
+	} else {
+		c.emit(c.watermark(nStreams, t0))
 	}
 	c.reportLost()
 	if len(c.out) > 0 && (final || len(c.out) >= 256<<10 || n == 0) {
@@ -197,7 +214,6 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 	r := c.r
 	base := r.chunk(i)
 	p := &c.chunks[i]
-	sealed := r.load(base+cSealed) != 0
 	committed := r.load(base + cCommitted)
 	capRecs := uint32((chunkSize - chunkHdr) / recSize)
 	if committed > capRecs {
@@ -208,61 +224,159 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 		st = &stream{id: p.stream, pid: int64(r.load(base + cPID)), tid: int64(r.load(base + cTID)), tracked: len(c.opts.TrackThreads) == 0}
 		c.streams[p.stream] = st
 	}
-	n := 0
+	from := p.read
 	for p.read < committed {
 		off := base + chunkHdr + int(p.read)*recSize
-		meta := r.u64(off + 24)
-		op := uint16(meta)
-		slots := uint32(uint16(meta >> 16))
-		e := ev{ts: c.toNS(r.u64(off)), ptr: r.u64(off + 8), size: r.u64(off + 16), op: op}
-		if slots > 0 {
-			end := off + recSize + int(slots)*recSize
-			if p.read+1+slots > committed || end > base+chunkSize {
-				break // never half a record
-			}
-			dl := int(meta >> 32)
-			if dl == 0 || dl > int(slots)*recSize {
-				dl = int(slots) * recSize
-			}
-			e.data = append([]byte(nil), r.mem[off+recSize:off+recSize+dl]...)
-		} else if op == rName {
-			e.data = append([]byte(nil), r.mem[off+8:off+24]...)
+		slots := uint32(uint16(r.u64(off+24) >> 16))
+		if p.read+1+slots > committed {
+			break // never half a record
 		}
-		st.pending = append(st.pending, e)
 		p.read += 1 + slots
-		n++
 	}
+	n := int(p.read - from)
 	if n > 0 {
 		p.idle = 0
-	} else {
-		p.idle++
+		if ts := c.lastRecordTS(i, from, p.read); ts > st.lastTS {
+			st.lastTS = ts
+		}
+		if k := len(st.segs) - 1; k >= st.head && st.segs[k].idx == i && st.segs[k].end == from {
+			st.segs[k].end = p.read
+		} else {
+			st.segs = append(st.segs, seg{i, from, p.read})
+		}
+		return n
 	}
-	// Free the chunk when its thread moved on (sealed) or is gone, and
-	// every record of it is read.
-	done := sealed && p.read >= r.load(base+cCommitted)
-	if !done && checkDead && p.idle > 0 {
+	p.idle++
+	if checkDead && p.written == p.read {
+		// A thread that is gone (exited, or its process exec'd or was
+		// killed) leaves its last chunk unsealed.
 		pid, tid := int(r.load(base+cPID)), int(r.load(base+cTID))
 		if err := unix.Tgkill(pid, tid, 0); errors.Is(err, unix.ESRCH) && p.read >= r.load(base+cCommitted) {
-			done = true
+			c.release(i)
+			return 0
 		}
 	}
-	if done {
-		r.put32(base+cStream, 0)
-		r.put32(base+cCommitted, 0)
-		r.put32(base+cSealed, 0)
-		*p = chunkPos{}
-		r.put32(statesOff+4*i, chFree)
-		atomic.AddUint32(r.p32(hNFree), 1)
-	}
-	return n
+	c.maybeRelease(i)
+	return 0
 }
 
-// emit writes the pending records older than w, merged across streams in
-// time order (ties: the older stream first).
+// lastRecordTS is the time of the last record in [from, to) of chunk i.
+func (c *converter) lastRecordTS(i int, from, to uint32) uint64 {
+	base := c.r.chunk(i) + chunkHdr
+	var ts uint64
+	for pos := from; pos < to; {
+		off := base + int(pos)*recSize
+		ts = c.toNS(c.r.u64(off))
+		pos += 1 + uint32(uint16(c.r.u64(off+24)>>16))
+	}
+	return ts
+}
+
+// maybeRelease hands a chunk back once its thread moved on (sealed) and
+// every record of it is written.
+func (c *converter) maybeRelease(i int) {
+	p := &c.chunks[i]
+	base := c.r.chunk(i)
+	if p.written == p.read && c.r.load(base+cSealed) != 0 && p.read >= c.r.load(base+cCommitted) {
+		c.release(i)
+	}
+}
+
+func (c *converter) release(i int) {
+	r := c.r
+	base := r.chunk(i)
+	r.put32(base+cStream, 0)
+	r.put32(base+cCommitted, 0)
+	r.put32(base+cSealed, 0)
+	c.chunks[i] = chunkPos{}
+	r.put32(statesOff+4*i, chFree)
+	atomic.AddUint32(r.p32(hNFree), 1)
+}
+
+// headTS is the time of a stream's oldest unwritten record.
+func (c *converter) headTS(st *stream) (uint64, bool) {
+	if st.head >= len(st.segs) {
+		return 0, false
+	}
+	sg := &st.segs[st.head]
+	return c.toNS(c.r.u64(c.r.chunk(sg.idx) + chunkHdr + int(sg.pos)*recSize)), true
+}
+
+// next decodes and consumes a stream's oldest unwritten record.
+func (c *converter) next(st *stream) ev {
+	r := c.r
+	sg := &st.segs[st.head]
+	off := r.chunk(sg.idx) + chunkHdr + int(sg.pos)*recSize
+	meta := r.u64(off + 24)
+	slots := uint32(uint16(meta >> 16))
+	e := ev{ts: c.toNS(r.u64(off)), ptr: r.u64(off + 8), size: r.u64(off + 16), op: uint16(meta)}
+	if slots > 0 {
+		dl := int(meta >> 32)
+		if dl == 0 || dl > int(slots)*recSize {
+			dl = int(slots) * recSize
+		}
+		e.data = r.mem[off+recSize : off+recSize+dl]
+	} else if e.op == rName {
+		e.data = r.mem[off+8 : off+24]
+	}
+	sg.pos += 1 + slots
+	return e
+}
+
+// done finishes with the record next returned: the chunk may go back.
+func (c *converter) done(st *stream) {
+	sg := &st.segs[st.head]
+	c.chunks[sg.idx].written = sg.pos
+	if sg.pos >= sg.end {
+		idx := sg.idx
+		st.head++
+		if st.head == len(st.segs) {
+			st.segs, st.head = st.segs[:0], 0
+		}
+		c.maybeRelease(idx)
+	}
+}
+
+// watermark is the time below which no record can still come:
+//   - a stream that has written a record at T writes none older than T;
+//   - a stream that wrote nothing for mergeSlack is taken to write nothing
+//     older than now-mergeSlack (a thread preempted longer than that
+//     between reading the clock and committing is written late, and the
+//     file is sorted at the end);
+//   - a thread takes its stream serial before its first timestamp, so a
+//     stream born after the pass started (serial > nStreams) has times
+//     after t0, and one with a serial but no chunk yet gets the slack rule.
+func (c *converter) watermark(nStreams uint32, t0 uint64) uint64 {
+	now := monoNow()
+	if now < c.epoch+uint64(mergeSlack)+uint64(clockMargin) || t0 < c.epoch+uint64(clockMargin) {
+		return 0
+	}
+	floor := now - c.epoch - uint64(mergeSlack)
+	w := t0 - c.epoch - uint64(clockMargin)
+	known := uint32(0)
+	for id, st := range c.streams {
+		if id <= nStreams {
+			known++
+		}
+		if st.closed {
+			continue
+		}
+		if v := max(st.lastTS, floor); v < w {
+			w = v
+		}
+	}
+	if known < nStreams {
+		w = min(w, floor)
+	}
+	return w
+}
+
+// emit writes the records older than w, merged across streams in time
+// order (ties: the older stream first).
 func (c *converter) emit(w uint64) {
 	var act []*stream
 	for _, st := range c.streams {
-		if st.head < len(st.pending) && st.pending[st.head].ts < w {
+		if ts, ok := c.headTS(st); ok && ts < w {
 			act = append(act, st)
 		}
 	}
@@ -272,33 +386,38 @@ func (c *converter) emit(w uint64) {
 	sort.Slice(act, func(a, b int) bool { return act[a].id < act[b].id })
 	for {
 		var best *stream
+		var bestTS uint64
+		limit := w
 		for _, st := range act {
-			if st.head < len(st.pending) && st.pending[st.head].ts < w &&
-				(best == nil || st.pending[st.head].ts < best.pending[best.head].ts) {
-				best = st
+			ts, ok := c.headTS(st)
+			if !ok || ts >= w {
+				continue
+			}
+			if best == nil || ts < bestTS {
+				if best != nil && bestTS < limit {
+					limit = bestTS
+				}
+				best, bestTS = st, ts
+			} else if ts < limit {
+				limit = ts
 			}
 		}
 		if best == nil {
 			break
 		}
-		// Run of this stream while it stays the oldest.
-		limit := w
-		for _, st := range act {
-			if st != best && st.head < len(st.pending) && st.pending[st.head].ts < limit {
-				limit = st.pending[st.head].ts + 1
+		// A run of this stream while it stays the oldest (ties go to
+		// the stream listed first).
+		if limit < w {
+			limit++
+		}
+		for {
+			ts, ok := c.headTS(best)
+			if !ok || ts >= limit {
+				break
 			}
-		}
-		for best.head < len(best.pending) && best.pending[best.head].ts < limit {
-			c.handle(best, &best.pending[best.head])
-			best.pending[best.head] = ev{}
-			best.head++
-		}
-	}
-	for _, st := range act {
-		if st.head == len(st.pending) {
-			st.pending, st.head = st.pending[:0], 0
-		} else if st.head > 4096 && st.head*2 > len(st.pending) {
-			st.pending, st.head = append(st.pending[:0], st.pending[st.head:]...), 0
+			e := c.next(best)
+			c.handle(best, &e)
+			c.done(best)
 		}
 	}
 }

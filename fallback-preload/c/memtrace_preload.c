@@ -1120,13 +1120,14 @@ static inline int want_log(tstate **tp)
 
 static void slow_event(int op, uint64_t size, const void *p, int is_free);
 
-static inline void bin_event(int op, uint64_t ts, const void *p, uint64_t size);
+static inline __attribute__((always_inline)) void bin_event(int op, uint64_t ts, const void *p, uint64_t size);
 static inline uint64_t bin_now(void);
+static inline uint64_t bin_ts(void);
 
 static inline void on_alloc(int op, uint64_t size, const void *p, uint64_t kind)
 {
 	if (g_bin) {
-		bin_event(op, bin_now(), p, size);
+		bin_event(op, bin_ts(), p, size);
 		return;
 	}
 	tstate *t = NULL;
@@ -1465,6 +1466,7 @@ typedef struct {
 	chunk_hdr *ch;
 	brec *recs;
 	uint32_t n, cap;
+	uint32_t fast;      // records below this index take the fast path
 	uint32_t stream, seq;
 	uint32_t lost;      // dropped, not yet added to the header
 	unsigned gen;
@@ -1482,6 +1484,7 @@ static int shm_clock_kind;
 static volatile int consumer_lost; // waited in vain once: never wait again
 static __thread bstate tb __attribute__((tls_model("initial-exec")));
 static uint64_t fork_ts;
+static uint32_t fork_serial; // the fork child's stream, taken before fork_ts
 
 static inline uint64_t bin_now(void)
 {
@@ -1516,7 +1519,7 @@ static void bin_seal(void)
 		__atomic_store_n(&tb.ch->sealed, 1, __ATOMIC_RELEASE);
 		tb.ch = NULL;
 		tb.recs = NULL;
-		tb.n = tb.cap = 0;
+		tb.n = tb.cap = tb.fast = 0;
 	}
 }
 
@@ -1545,6 +1548,9 @@ static int bin_try_claim(uint32_t *idx)
 	while (hw < nch) {
 		if (__atomic_compare_exchange_n(&shm->hw, &hw, hw + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			__atomic_store_n(&shm_state[hw], CH_OWNED, __ATOMIC_RELEASE);
+			// Fault the fresh chunk's pages in one call rather than
+			// one fault per 128 records (EINVAL before Linux 5.14).
+			madvise(shm_data + (size_t)hw * shm->chunk_size, shm->chunk_size, 23 /* MADV_POPULATE_WRITE */);
 			*idx = hw;
 			return 1;
 		}
@@ -1600,7 +1606,9 @@ static inline void bin_commit(uint32_t n)
 
 static void bin_thread_exit(void *arg);
 
-static void bin_refresh_name(void)
+// bin_refresh_name writes a NAME record stamped ts: the time of the event
+// it comes before, so that a stream's times never go back.
+static void bin_refresh_name(uint64_t ts)
 {
 	char nm[17] = {0};
 	tb.gen = __atomic_load_n(&name_gen, __ATOMIC_RELAXED);
@@ -1608,37 +1616,57 @@ static void bin_refresh_name(void)
 		nm[0] = 0;
 	nm[15] = 0;
 	tb.stacks = stack_depth > 0 && name_matches(nm, stack_threads);
+	tb.fast = (tb.ch && !tb.stacks && tb.cap > 2) ? tb.cap - 2 : 0;
 	if (tb.ch && tb.n > 0 && memcmp(nm, tb.name, 16) == 0)
 		return;
 	memcpy(tb.name, nm, 16);
 	if (tb.ch && tb.n < tb.cap) {
 		brec *r = &tb.recs[tb.n];
-		r->ts = bin_now();
+		r->ts = ts;
 		memcpy(&r->ptr, nm, 16); // ptr and size hold the 16 name bytes
 		r->meta = R_NAME;
 		bin_commit(tb.n + 1);
 	}
 }
 
+// bin_new_stream gives the thread its stream serial. It runs before the
+// thread's first timestamp is read, so that the consumer, which knows how
+// many serials exist when it starts a pass, can tell which records may
+// still come with older times (see converter.watermark).
+static void bin_new_stream(void)
+{
+	tb.tid = gettid_raw();
+	tb.stream = fork_serial ? fork_serial : __atomic_add_fetch(&shm->stream_next, 1, __ATOMIC_SEQ_CST);
+	fork_serial = 0;
+	tb.seq = 0;
+	tb.gen = name_gen - 1;
+	if (!tb.keyed) {
+		// The key's destructor writes the thread's EXIT record.
+		tb.keyed = 1;
+		pthread_setspecific(exit_key, &tb);
+	}
+#if defined(__x86_64__)
+	__asm__ __volatile__("lfence" ::: "memory"); // rdtsc after the serial
+#endif
+}
+
+static inline uint64_t bin_ts(void)
+{
+	if (UNLIKELY(!tb.stream) && g_ready && !g_off)
+		bin_new_stream();
+	return bin_now();
+}
+
 // bin_room makes room for a record of 1+extra slots: a new stream on the
 // thread's first event, a new chunk when this one is full, the name when it
 // changed. 0 means drop (the region is full and the consumer gone).
-static int bin_room(uint32_t extra)
+static int bin_room(uint32_t extra, uint64_t ts)
 {
-	if (UNLIKELY(!tb.stream)) {
-		tb.tid = gettid_raw();
-		tb.stream = __atomic_add_fetch(&shm->stream_next, 1, __ATOMIC_RELAXED);
-		tb.seq = 0;
-		tb.gen = name_gen - 1;
-		if (!tb.keyed) {
-			// The key's destructor writes the thread's EXIT record.
-			tb.keyed = 1;
-			pthread_setspecific(exit_key, &tb);
-		}
-	}
+	if (UNLIKELY(!tb.stream))
+		bin_new_stream();
 	if (tb.ch && tb.n + 2 + extra <= tb.cap) {
 		if (UNLIKELY(tb.gen != name_gen))
-			bin_refresh_name();
+			bin_refresh_name(ts);
 		return 1;
 	}
 	if (!tb.ch && tb.retry_at && bin_now_ns() < tb.retry_at)
@@ -1652,7 +1680,7 @@ static int bin_room(uint32_t extra)
 	bin_publish_lost();
 	// A new chunk re-reads the name: a rename through /proc has no hook.
 	tb.gen = name_gen - 1;
-	bin_refresh_name();
+	bin_refresh_name(ts);
 	return tb.n + 1 + extra <= tb.cap;
 }
 
@@ -1663,13 +1691,33 @@ static uint32_t frame_slots(void)
 
 static uint32_t bin_frames(char *blob);
 
-static inline void bin_event(int op, uint64_t ts, const void *p, uint64_t size)
+static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size);
+
+// bin_event is the hot path: four stores and a release store of the count,
+// into memory the consumer reads; everything else is bin_event_slow.
+static inline __attribute__((always_inline)) void bin_event(int op, uint64_t ts, const void *p, uint64_t size)
+{
+	uint32_t n = tb.n;
+	if (LIKELY(n < tb.fast && tb.gen == name_gen)) {
+		brec *r = &tb.recs[n];
+		r->ts = ts;
+		r->ptr = (uint64_t)(uintptr_t)p;
+		r->size = size;
+		r->meta = (uint64_t)op;
+		tb.n = n + 1;
+		__atomic_store_n(&tb.ch->committed, n + 1, __ATOMIC_RELEASE);
+		return;
+	}
+	bin_event_slow(op, ts, p, size);
+}
+
+static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size)
 {
 	if (UNLIKELY(!g_ready || g_off))
 		return;
-	if (UNLIKELY(!tb.ch || tb.n + 2 > tb.cap || tb.gen != name_gen || tb.stacks)) {
+	{
 		uint32_t extra = stack_depth ? frame_slots() : 0;
-		if (!bin_room(extra)) {
+		if (!bin_room(extra, ts)) {
 			tb.lost++;
 			return;
 		}
@@ -1697,13 +1745,15 @@ static inline void bin_event(int op, uint64_t ts, const void *p, uint64_t size)
 static void bin_blob(int op, uint64_t ptr, uint64_t size, const char *data, size_t n, uint64_t ts)
 {
 	uint32_t ns = (uint32_t)((n + 31) / 32);
-	if (!bin_room(ns)) {
+	if (!ts)
+		ts = bin_ts();
+	if (!bin_room(ns, ts)) {
 		tb.lost++;
 		return;
 	}
 	brec *r = &tb.recs[tb.n];
 	memcpy(r + 1, data, n);
-	r->ts = ts ? ts : bin_now();
+	r->ts = ts;
 	r->ptr = ptr;
 	r->size = size;
 	r->meta = (uint64_t)op | ((uint64_t)ns << 16) | ((uint64_t)n << 32);
@@ -1894,9 +1944,17 @@ static void bin_start_record(int exec_child)
 
 static void bin_atfork_prepare(void)
 {
+	fork_serial = 0;
+	if (g_ready && !g_off && follow)
+		fork_serial = __atomic_add_fetch(&shm->stream_next, 1, __ATOMIC_SEQ_CST);
 	fork_ts = bin_now();
 	fork_parent = getpid();
 	bin_publish_lost();
+}
+
+static void bin_atfork_parent(void)
+{
+	fork_serial = 0;
 }
 
 static void bin_atfork_child(void)
@@ -1907,12 +1965,14 @@ static void bin_atfork_child(void)
 	// The chunk is the parent's: the child starts its own stream.
 	tb.ch = NULL;
 	tb.recs = NULL;
-	tb.n = tb.cap = 0;
+	tb.n = tb.cap = tb.fast = 0;
 	tb.stream = 0;
 	tb.lost = 0;
 	if (!follow) {
 		g_off = 1;
 	} else if (g_ready && !g_off) {
+		tb.tid = gettid_raw();
+		bin_new_stream();
 		bin_blob(R_FORK, (uint64_t)g_pid, (uint64_t)fork_parent, NULL, 0, fork_ts);
 	}
 	t_in = in;
@@ -2197,7 +2257,7 @@ __attribute__((constructor)) static void init(void)
 	if (bm) {
 		if (!g_off) {
 			pthread_key_create(&exit_key, bin_thread_exit);
-			pthread_atfork(bin_atfork_prepare, NULL, bin_atfork_child);
+			pthread_atfork(bin_atfork_prepare, bin_atfork_parent, bin_atfork_child);
 			__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
 			bin_start_record(bm == 2);
 		}
@@ -2280,7 +2340,7 @@ EXPORT void free(void *p)
 	}
 	ENTER;
 	if (g_bin) {
-		uint64_t bts = bin_now();
+		uint64_t bts = bin_ts();
 		real_free(p);
 		bin_event(OP_FREE, bts, p, 0);
 		return;
@@ -2308,12 +2368,12 @@ static void *do_realloc(void *p, size_t n, int op, void *(*fn)(void *, size_t, s
 	if (g_bin) {
 		// The consumer knows the old block's size; a failed realloc
 		// logs nothing, realloc(p, 0) only the free.
-		uint64_t bts = p ? bin_now() : 0;
+		uint64_t bts = p ? bin_ts() : 0;
 		void *q = op == OP_REALLOC ? real_realloc(p, n) : fn(p, a, b);
 		if (p && (q || n == 0))
 			bin_event(OP_FREE, bts, p, 0);
 		if (q)
-			bin_event(op, bin_now(), q, n);
+			bin_event(op, bin_ts(), q, n);
 		return q;
 	}
 	uint64_t ts = 0, oldsize = 0, oldval = 0;
@@ -2461,7 +2521,7 @@ EXPORT int munmap(void *p, size_t len)
 	ENTER;
 	if (g_bin) {
 		// Logged by the consumer only for a mapping it saw created.
-		uint64_t bts = bin_now();
+		uint64_t bts = bin_ts();
 		int br = real_munmap(p, len);
 		if (br == 0)
 			bin_event(OP_MUNMAP, bts, p, len);
@@ -2497,11 +2557,11 @@ EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
 		return real_mremap(old, oldlen, newlen, flags, na);
 	ENTER;
 	if (g_bin) {
-		uint64_t bts = bin_now();
+		uint64_t bts = bin_ts();
 		void *br = real_mremap(old, oldlen, newlen, flags, na);
 		if (br != MAP_FAILED) {
 			bin_event(OP_MUNMAP, bts, old, oldlen);
-			bin_event(OP_MREMAP, bin_now(), br, newlen);
+			bin_event(OP_MREMAP, bin_ts(), br, newlen);
 		}
 		return br;
 	}
@@ -2576,7 +2636,7 @@ NEW_HOOK(mt_newa_al_nt, "_Zna" ZSZ "St11align_val_tRKSt9nothrow_t", OP_NEWARR, (
 		}                                               \
 		ENTER;                                          \
 		if (g_bin) {                                    \
-			uint64_t bts = bin_now();               \
+			uint64_t bts = bin_ts();               \
 			fn CALL;                                \
 			bin_event(OP, bts, p, 0);               \
 			return;                                 \
