@@ -57,6 +57,7 @@ func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
 	cmd.Env = append(env, reg.env)
 	cmd.ExtraFiles = []*os.File{reg.f}
 	b.conv = newConverter(reg, b.out, opts)
+	b.conv.prefault(0)
 	return b, nil
 }
 

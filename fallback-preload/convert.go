@@ -88,8 +88,11 @@ type converter struct {
 	lostTot uint64
 	werr    error
 	polls   int
-	maxTS   uint64
-	order   []int
+	// populated: chunks [0, populated) have their pages allocated (see
+	// prefault).
+	populated int
+	maxTS     uint64
+	order     []int
 }
 
 func newConverter(r *region, w io.Writer, opts Options) *converter {
@@ -167,6 +170,7 @@ func (c *converter) poll(final bool) int {
 	if hw > r.nchunks {
 		hw = r.nchunks
 	}
+	c.prefault(hw)
 	// A stream's chunks are read in seq order, so that its records stay in
 	// the order the thread wrote them.
 	c.order = c.order[:0]
@@ -258,6 +262,24 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 	}
 	c.maybeRelease(i)
 	return 0
+}
+
+// prefaultAhead is how many never-used chunks the converter keeps
+// allocated ahead of the library: zeroing fresh pages is then done here,
+// on another CPU, not in the traced thread that first writes them.
+const prefaultAhead = 32
+
+func (c *converter) prefault(hw int) {
+	want := min(hw+prefaultAhead, c.r.nchunks)
+	if c.populated >= want {
+		return
+	}
+	lo, hi := c.r.chunk(c.populated), c.r.chunk(want)
+	if err := unix.Madvise(c.r.mem[lo:hi], 23 /* MADV_POPULATE_WRITE, Linux 5.14 */); err != nil {
+		c.populated = c.r.nchunks // older kernel: the library faults them
+		return
+	}
+	c.populated = want
 }
 
 // lastRecordTS is the time of the last record in [from, to) of chunk i.
