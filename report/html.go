@@ -113,14 +113,7 @@ var palette = []string{"#d9480f", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f59f00", "#
 
 func (r *report) htmlChart(w io.Writer) {
 	fmt.Fprintln(w, `<section id="timeline"><h2>Live heap over time</h2>`)
-	var secs []*section
-	var end uint64
-	for _, s := range r.secs {
-		if s.log != nil && s.total.Calls > 0 {
-			secs = append(secs, s)
-			end = max(end, s.log.m.MaxTS)
-		}
-	}
+	secs, end := r.timed()
 	if len(secs) == 0 || end == 0 {
 		fmt.Fprintln(w, "<p>No allocation to draw.</p></section>")
 		return

@@ -49,20 +49,25 @@ func (r *report) massifText(f *frameInfo) string {
 	return "0x0: " + name
 }
 
-// writeMassif writes valgrind massif's format, which ms_print and
-// massif-visualizer read: live heap bytes at evenly spaced times of the
-// logs' clock (ms since tracing started, summed over the processes), every
-// --massif-detailed-freq'th snapshot with its tree of allocating stacks,
-// and the peak's snapshot with the stacks live at the peak.
-func (r *report) writeMassif(w io.Writer) error {
-	var secs []*section
-	var end uint64
+// timed returns the sections with allocations, whose live bytes can be
+// drawn over time, and the last time stamp of their logs.
+func (r *report) timed() (secs []*section, end uint64) {
 	for _, s := range r.secs {
 		if s.log != nil && s.total.Calls > 0 {
 			secs = append(secs, s)
 			end = max(end, s.log.m.MaxTS)
 		}
 	}
+	return secs, end
+}
+
+// writeMassif writes valgrind massif's format, which ms_print and
+// massif-visualizer read: live heap bytes at evenly spaced times of the
+// logs' clock (ms since tracing started, summed over the processes), every
+// --massif-detailed-freq'th snapshot with its tree of allocating stacks,
+// and the peak's snapshot with the stacks live at the peak.
+func (r *report) writeMassif(w io.Writer) error {
+	secs, end := r.timed()
 	type snap struct {
 		ts    uint64
 		bytes uint64

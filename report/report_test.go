@@ -323,9 +323,9 @@ func TestManyProcesses(t *testing.T) {
 		"========== PID 2 CHILD (FORKED.LOG) ==========",
 		"========== PID 100 APP (KNOWN.LOG) ==========",
 		"========== ALL 3 PROCESSES ==========",
-		"calls to allocation functions: 10 (", // 2 + 1 + 7
+		"calls to allocation functions: 10 (",                                     // 2 + 1 + 7
 		"peak heap memory consumption: 8.40K (the sum of 3 processes' own peaks)", // 1100 + 300 + 7000
-		"total memory leaked: 3.11K (5 leaks)", // 1100 + 2010
+		"total memory leaked: 3.11K (5 leaks)",                                    // 1100 + 2010
 		// Stacks add up across processes and logs: A made 1 + 1 + 3 calls.
 		"5 calls to allocation functions with 400B peak consumption from\nmake_tmp\n",
 	)

@@ -31,10 +31,10 @@ type frameInfo struct {
 	symbol  string // as logged (mangled); "" when the log had none
 	mangled string // the function's ELF name: as logged, or looked up in the module
 	offset  uint64 // as logged: from the symbol, or from the module's base
-	mixed  bool // merged frames at different offsets: no single source line
-	file   string
-	line   int
-	looked bool // source line looked up
+	mixed   bool   // merged frames at different offsets: no single source line
+	file    string
+	line    int
+	looked  bool // source line looked up
 }
 
 // label is the site's name in one line: its innermost frame, or the op.
@@ -49,7 +49,7 @@ type siteTable struct {
 	merge bool
 	sites []*site
 	idx   map[string]int32
-	cache *symbols.Cache            // names frames that the log gave without one; nil: off
+	cache *symbols.Cache             // names frames that the log gave without one; nil: off
 	mods  map[string]*symbols.Module // opened modules, nil where they cannot be
 }
 
@@ -240,7 +240,7 @@ type section struct {
 	// Per log, not per process: on the first section of each log, and
 	// added up in a merged one.
 	lost, garbage, unmatched, lines, events int64
-	truncated                              int
+	truncated                               int
 }
 
 func newSection() *section { return &section{bySite: map[int32]*analysis.CostFigures{}} }
