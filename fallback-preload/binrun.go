@@ -12,7 +12,7 @@ import (
 )
 
 // converterNice is the converter thread's nice value.
-const converterNice = 10
+const converterNice = 19
 
 // binRun is Run's binary mode: the library appends records to a shared
 // region and this process converts them to the text log while the program

@@ -1559,17 +1559,22 @@ static int bin_try_claim(uint32_t *idx)
 }
 
 // bin_claim gives the thread a fresh chunk. With the region full it waits
-// for the consumer as long as the consumer shows signs of life (so that a
-// burst is slowed down, not lost), then drops and counts.
+// for the consumer (so that a burst is slowed down, not lost) while the
+// consumer shows signs of life:
+//   - no heartbeat for 1 s: memtrace is gone (killed, or it finished while
+//     this process lives on): never wait again, drop and count;
+//   - 2 s without a free chunk although the consumer lives (the region is
+//     held by live threads that write little): drop and count, and do not
+//     wait again for 1 s.
 static int bin_claim(void)
 {
+	static uint64_t nowait_until;
 	uint32_t idx;
 	int ok = bin_try_claim(&idx);
-	if (!ok && !consumer_lost && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE)) {
+	if (!ok && !consumer_lost && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) &&
+	    bin_now_ns() >= __atomic_load_n(&nowait_until, __ATOMIC_RELAXED)) {
 		uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
 		int still = 0, waited = 0;
-		// At most 2 s in all: a region held by idle live threads
-		// never frees up, however lively the consumer.
 		while (!ok && still < 2000 && waited++ < 4000 && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE)) {
 			struct timespec ts = {0, 500000};
 			nanosleep(&ts, NULL);
@@ -1579,7 +1584,9 @@ static int bin_claim(void)
 			beat = b;
 		}
 		if (!ok && still >= 2000)
-			consumer_lost = 1; // 1 s without a beat: memtrace is gone
+			consumer_lost = 1;
+		else if (!ok)
+			__atomic_store_n(&nowait_until, bin_now_ns() + 1000000000ull, __ATOMIC_RELAXED);
 	}
 	if (!ok)
 		return 0;
