@@ -3,11 +3,16 @@ package agent
 import (
 	"bufio"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -28,6 +33,14 @@ type Config struct {
 	OnProcess func(e *tracer.Event)
 	// ProcessExited is called when a traced process's main thread exits.
 	ProcessExited func(pid uint32)
+	// Track says what is logged (default malloc,mmap); fd, dmabuf and
+	// ion events come through AddFD. MmapFiles logs file mappings too.
+	Track     config.Track
+	MmapFiles bool
+	// Reports keeps per-process figures (current, peak, the call stacks
+	// live at the peak and at exit) for Snapshot and Report.
+	Reports  bool
+	PeakTopN int
 	// Window is how long events are held to be put in time order across
 	// CPUs; 0 means DefaultWindow.
 	Window time.Duration
@@ -65,19 +78,27 @@ type Stats struct {
 
 // Session is one log being written.
 type Session struct {
-	cfg      Config
-	w        *bufio.Writer
-	buf      []byte
-	procs    map[uint32]*process
-	threads  map[uint32]*thread
-	pending  []tracer.Event
-	maxTS    uint64
-	window   uint64
-	Stats    Stats
-	err      error
-	calls    *callsites
-	stacks   map[uint64]*stackInfo
-	received uint64
+	cfg       Config
+	w         *bufio.Writer
+	buf       []byte
+	procs     map[uint32]*process
+	threads   map[uint32]*thread
+	pending   []tracer.Event
+	window    uint64
+	Stats     Stats
+	err       error
+	calls     *callsites
+	stacks    map[uint64]*stackInfo
+	received  uint64
+	fds       *fdtrace.Table
+	pendingFD []fdtrace.Event
+	pstats    map[uint32]*procStats
+	reported  map[uint32]bool
+	procNames map[uint32]string
+	procCmds  map[uint32]string
+	// OnProcessReport receives a process's figures as it exits (with
+	// Reports set).
+	OnProcessReport func(r *ProcessReport)
 }
 
 // New starts a session writing to cfg.Out.
@@ -86,7 +107,18 @@ func New(cfg Config) *Session {
 	if w == 0 {
 		w = DefaultWindow
 	}
+	if cfg.Track == 0 {
+		cfg.Track = config.TrackMalloc | config.TrackMmap
+	}
+	if cfg.PeakTopN == 0 {
+		cfg.PeakTopN = 10
+	}
+	var fds *fdtrace.Table
+	if cfg.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
+		fds = fdtrace.NewTable(cfg.Track)
+	}
 	return &Session{
+		fds:     fds,
 		cfg:     cfg,
 		w:       bufio.NewWriterSize(cfg.Out, 256<<10),
 		buf:     make([]byte, 0, 512),
@@ -139,38 +171,40 @@ func (s *Session) Received() uint64 { return s.received }
 func (s *Session) Add(e *tracer.Event) {
 	s.received++
 	s.pending = append(s.pending, *e)
-	if e.TS > s.maxTS {
-		s.maxTS = e.TS
-	}
 }
 
 // Drain writes every queued event older than the window, or all of them
 // when all is set (at the end, or when the source is known quiet).
 func (s *Session) Drain(all bool) {
-	if len(s.pending) == 0 {
-		return
-	}
 	// Nearly sorted already: the ring buffer is filled in reserve order.
 	if !slices.IsSortedFunc(s.pending, cmpTS) {
 		slices.SortStableFunc(s.pending, cmpTS)
 	}
-	n := len(s.pending)
+	limit := ^uint64(0)
 	if !all {
-		limit := uint64(0)
-		if s.maxTS > s.window {
-			limit = s.maxTS - s.window
+		// Measured against the clock, not the newest event: when the
+		// program goes quiet its last events must still come out.
+		now := monotonicNS()
+		limit = 0
+		if now > s.window {
+			limit = now - s.window
 		}
-		n, _ = slices.BinarySearchFunc(s.pending, limit+1, func(e tracer.Event, ts uint64) int {
-			if e.TS < ts {
-				return -1
-			}
-			return 1
-		})
 	}
-	for i := 0; i < n; i++ {
-		s.emit(&s.pending[i])
+	i := 0
+	emitUpTo := func(ts uint64) {
+		for i < len(s.pending) && s.pending[i].TS <= ts {
+			s.emit(&s.pending[i])
+			i++
+		}
 	}
-	s.pending = append(s.pending[:0], s.pending[n:]...)
+	s.drainFD(limit, all, emitUpTo)
+	s.pending = append(s.pending[:0], s.pending[i:]...)
+}
+
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
 
 func cmpTS(a, b tracer.Event) int {
@@ -249,6 +283,7 @@ func (s *Session) emit(e *tracer.Event) {
 		s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "exit"},
 			logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
 			logfmt.KV{Key: "ts", Value: strconv.FormatUint(s.ts(e), 10)})
+		s.processExit(e.TGID)
 		if s.cfg.ProcessExited != nil {
 			s.cfg.ProcessExited(e.TGID)
 		}
@@ -268,16 +303,29 @@ func (s *Session) emit(e *tracer.Event) {
 		return
 	}
 	t := s.thread(e)
+	if e.TID == e.TGID {
+		if s.procNames == nil {
+			s.procNames = map[uint32]string{}
+		}
+		s.procNames[e.TGID] = t.name
+	}
 	p := s.proc(e.TGID)
 	if !p.scanned {
 		p.scanned = true
 		s.KnownProcess(int(e.TGID), false)
+		if s.cfg.Reports {
+			if s.procCmds == nil {
+				s.procCmds = map[uint32]string{}
+			}
+			b, _ := os.ReadFile("/proc/" + strconv.FormatUint(uint64(e.TGID), 10) + "/cmdline")
+			s.procCmds[e.TGID] = strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+		}
 	}
 	ts := s.ts(e)
 	switch e.Kind {
 	case tracer.KindAlloc:
 		op := logfmt.Op(e.Op)
-		if e.Flags&tracer.FlagFile != 0 {
+		if e.Flags&tracer.FlagFile != 0 && !s.cfg.MmapFiles {
 			// A file mapping: not logged, but remembered so that its
 			// munmap is left out too.
 			p.live[e.Ptr] = e.Size | filteredBit
@@ -303,12 +351,23 @@ func (s *Session) emit(e *tracer.Event) {
 	}
 }
 
+// tracked reports whether --track covers op.
+func (s *Session) trackedOp(op logfmt.Op) bool {
+	if op == logfmt.OpMmap || op == logfmt.OpMremap || op == logfmt.OpMunmap {
+		return s.cfg.Track.Has(config.TrackMmap)
+	}
+	return s.cfg.Track.Has(config.TrackMalloc)
+}
+
 func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
-	if !t.track || size < s.cfg.MinSize {
+	if !t.track || size < s.cfg.MinSize || !s.trackedOp(op) {
 		p.live[ptr] = size | filteredBit
 		return
 	}
 	p.live[ptr] = size
+	if s.cfg.Reports {
+		s.account(e.TGID, ts, ptr, size, e.Stack)
+	}
 	t.total += size
 	s.Stats.Allocs++
 	s.buf = logfmt.AppendAlloc(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, t.total, ptr)
@@ -337,8 +396,11 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 	} else {
 		size = 0
 	}
-	if !t.track {
+	if !t.track || !s.trackedOp(op) {
 		return
+	}
+	if s.cfg.Reports && known {
+		s.unaccount(e.TGID, ts, ptr, size)
 	}
 	s.Stats.Frees++
 	s.buf = logfmt.AppendFree(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, ptr)
@@ -374,6 +436,9 @@ func (s *Session) forked(e *tracer.Event) {
 		c.live[ptr] = v
 	}
 	c.attached = parent.attached
+	if s.fds != nil {
+		s.fds.Fork(e.TGID, child)
+	}
 	s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "fork"},
 		logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(child), 10)},
 		logfmt.KV{Key: "ppid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
@@ -386,6 +451,9 @@ func (s *Session) execd(e *tracer.Event) {
 	clear(p.live)
 	p.attached = false
 	p.scanned = false
+	if s.fds != nil {
+		s.fds.Exec(e.TGID, e.TS, s.writeFD)
+	}
 	s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "exec"},
 		logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
 		logfmt.KV{Key: "comm", Value: e.CommString()},

@@ -115,7 +115,7 @@ func (m *Model) eventOrder() []uint32 {
 // the model only. A summary-only model has no events: it gives nothing.
 func (m *Model) ReportCosts() *Costs {
 	c := &Costs{}
-	if m.SummaryOnly || len(m.TS) == 0 || len(m.TS) >= int(freeEvent) {
+	if m.SummaryOnly || len(m.TS) == 0 || uint64(len(m.TS)) >= uint64(freeEvent) {
 		return c
 	}
 	n := len(m.TS)

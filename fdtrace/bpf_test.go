@@ -1,3 +1,5 @@
+//go:build amd64 || arm64
+
 package fdtrace
 
 import (
@@ -37,8 +39,6 @@ func requireBPF(t testing.TB) {
 	}
 	t.Skipf("BPF unavailable: %s", why)
 }
-
-const trackAll = config.TrackFD | config.TrackDmabuf | config.TrackION
 
 // drain reads until a Read delivers nothing: after the traced program has
 // exited, everything it caused is already in the ring.

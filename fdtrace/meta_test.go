@@ -1,6 +1,7 @@
 package fdtrace
 
 import (
+	"github.com/memtrace/memtrace/config"
 	"testing"
 
 	"github.com/memtrace/memtrace/logfmt"
@@ -105,3 +106,5 @@ func TestLeakLine(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 }
+
+const trackAll = config.TrackFD | config.TrackDmabuf | config.TrackION

@@ -1,3 +1,5 @@
+//go:build amd64 || arm64
+
 package fdtrace
 
 import (
@@ -13,30 +15,6 @@ import (
 
 	"github.com/memtrace/memtrace/config"
 )
-
-// Options configure a Tracer.
-type Options struct {
-	// Track says which of config.TrackFD, TrackDmabuf and TrackION to
-	// trace; the other bits are ignored.
-	Track config.Track
-	// RingBytes is the ring buffer size (a power of two, at least a page);
-	// 0 means DefaultRingBytes.
-	RingBytes int
-	// WakeupBytes: records are submitted without waking the reader until
-	// this much is pending; 0 means RingBytes/4.
-	WakeupBytes int
-}
-
-// DefaultRingBytes holds about 12,000 records: a program that opens and
-// closes as fast as it can fills a tenth of it per PollInterval.
-const DefaultRingBytes = 4 << 20
-
-// PollInterval bounds how long a record waits in the ring buffer when
-// wake-ups are batched.
-const PollInterval = 20 * time.Millisecond
-
-// ErrUnavailable wraps every failure that means BPF cannot be used here.
-var ErrUnavailable = errors.New("eBPF descriptor tracing unavailable")
 
 type objects struct {
 	SysEnter    *ebpf.Program  `ebpf:"fd_sys_enter"`

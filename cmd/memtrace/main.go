@@ -10,6 +10,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/memtrace/memtrace/config"
 )
 
 // version is stamped into every log header.
@@ -26,6 +29,11 @@ type options struct {
 	pids         []int
 	preload      bool
 	follow       bool
+	track        config.Track
+	mmapFiles    bool
+	reportDir    string
+	interval     time.Duration
+	peakTopN     int
 	ringBytes    int
 	floor        bool
 	noMulti      bool
@@ -95,7 +103,8 @@ options:
 		fs.PrintDefaults()
 	}
 	fs.Usage = func() {}
-	var pids, stackThreads, trackThreads, minSize, bufSize string
+	var pids, stackThreads, trackThreads, minSize, bufSize, track, configPath string
+	var interval time.Duration
 	fs.StringVar(&o.output, "o", "", "write the log to `FILE` (default stderr)")
 	fs.IntVar(&o.port, "port", 0, "serve the log over TCP on 127.0.0.1:`PORT`; in -- mode PROG starts once a client connects")
 	fs.StringVar(&o.listen, "listen", "", "serve the log over TCP on `ADDR:PORT`")
@@ -111,6 +120,12 @@ options:
 	fs.BoolVar(&o.floor, "floor", false, "benchmark baseline: attach empty probes on the same points, log nothing")
 	fs.BoolVar(&o.noMulti, "no-uprobe-multi", false, "use classic uprobe links even where uprobe_multi exists")
 	fs.BoolVar(&o.verbose, "v", false, "say where each probe went")
+	fs.StringVar(&track, "track", "malloc,mmap", "what to trace: `LIST` of malloc, mmap, fd, dmabuf, ion")
+	fs.BoolVar(&o.mmapFiles, "mmap-files", false, "log file-backed mmaps too")
+	fs.StringVar(&configPath, "config", "", "read settings from `FILE` (mem_monitor's keys; flags over MEMTRACE_* variables over the file)")
+	fs.StringVar(&o.reportDir, "report-dir", "", "write <process>_<timestamp>.txt and .html per process into `DIR` as each exits")
+	fs.DurationVar(&interval, "interval", 0, "write a snapshot (current, peak, top live stacks, open fds) into the log every `DURATION`")
+	fs.IntVar(&o.peakTopN, "peak-top-n", 10, "call stacks in snapshots and per-process reports")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage()
@@ -122,6 +137,33 @@ options:
 	var err error
 	if o.minSize, err = parseSize(minSize); err != nil {
 		return nil, usageError{fmt.Sprintf("bad --min-size %q: %v", minSize, err)}
+	}
+	if o.track, err = config.ParseTrack(track); err != nil {
+		return nil, usageError{fmt.Sprintf("bad --track: %v", err)}
+	}
+	if interval < 0 || (interval > 0 && interval < time.Millisecond) {
+		return nil, usageError{fmt.Sprintf("bad --interval %v: give 1ms or more", interval)}
+	}
+	// Flags over MEMTRACE_* variables over the config file.
+	loaded, err := config.Load(configPath, os.Environ())
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	flagKeys := map[string]string{"track": config.KeyTrack, "stack-depth": config.KeyStackDepth, "report-dir": config.KeyReportDir,
+		"interval": config.KeySnapshotIntervalMS, "peak-top-n": config.KeyPeakTopN, "min-size": config.KeyMinAlloc}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) {
+		if k, ok := flagKeys[f.Name]; ok {
+			set[k] = true
+		}
+	})
+	merged := config.Merge(loaded, config.Settings{Track: o.track, StackDepth: o.stackDepth, ReportDir: o.reportDir,
+		SnapshotIntervalMS: int(interval / time.Millisecond), PeakTopN: o.peakTopN, MinAlloc: o.minSize}, set)
+	o.track, o.stackDepth, o.reportDir = merged.Track, merged.StackDepth, merged.ReportDir
+	o.interval = time.Duration(merged.SnapshotIntervalMS) * time.Millisecond
+	o.peakTopN, o.minSize = merged.PeakTopN, merged.MinAlloc
+	if o.peakTopN <= 0 {
+		return nil, usageError{fmt.Sprintf("bad --peak-top-n %d: give 1 or more", o.peakTopN)}
 	}
 	if bufSize != "" {
 		n, err := parseSize(bufSize)

@@ -20,7 +20,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/procreport"
 	"github.com/memtrace/memtrace/tracer"
 )
 
@@ -121,6 +124,8 @@ func unwrapExecErr(err error) error {
 type loop struct {
 	o       *options
 	tr      *tracer.Tracer
+	fd      *fdtrace.Tracer // nil unless --track has fd, dmabuf or ion
+	fdEvs   chan fdtrace.Event
 	sess    *agent.Session
 	out     io.WriteCloser
 	stderr  io.Writer
@@ -141,6 +146,7 @@ func (l *loop) onProcess(e *tracer.Event) {
 		l.mu.Lock()
 		l.pids[pid] = true
 		l.mu.Unlock()
+		l.addPID(pid)
 		// The child's mappings are its parent's: the same libraries.
 		if _, err := l.tr.ScanProcess(pid); err != nil {
 			fmt.Fprintf(l.stderr, "memtrace: probe child process %d: %v\n", pid, err)
@@ -164,8 +170,77 @@ func newLoop(o *options, tr *tracer.Tracer, out io.WriteCloser, stderr io.Writer
 	l := &loop{o: o, tr: tr, out: out, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now()}
 	l.sess = agent.New(agent.Config{Out: out, MinSize: o.minSize, TrackThreads: o.trackThreads, StartNS: start,
 		StackDepth: o.stackDepth, OnProcess: l.onProcess,
-		ProcessExited: func(pid uint32) { l.mu.Lock(); delete(l.pids, int(pid)); l.mu.Unlock() }})
+		ProcessExited: func(pid uint32) {
+			l.mu.Lock()
+			delete(l.pids, int(pid))
+			l.mu.Unlock()
+			if l.fd != nil {
+				l.fd.RemoveProcess(int(pid))
+			}
+		},
+		Track: o.track, MmapFiles: o.mmapFiles, Reports: o.reportDir != "" || o.interval > 0, PeakTopN: o.peakTopN})
+	if o.reportDir != "" {
+		l.sess.OnProcessReport = func(r *agent.ProcessReport) {
+			txt, _, err := procreport.Write(o.reportDir, r)
+			if err != nil {
+				fmt.Fprintf(stderr, "memtrace: %v\n", err)
+			} else if o.verbose {
+				fmt.Fprintf(stderr, "memtrace: wrote %s\n", txt)
+			}
+		}
+	}
 	return l
+}
+
+// startFD starts descriptor tracing when --track asks for it; its events
+// come through a channel from their own reader.
+func (l *loop) startFD() error {
+	if !l.o.track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
+		return nil
+	}
+	fd, err := fdtrace.New(fdtrace.Options{Track: l.o.track})
+	if err != nil {
+		return err
+	}
+	l.fd = fd
+	l.fdEvs = make(chan fdtrace.Event, 4096)
+	go func() {
+		for {
+			err := fd.Read(func(e *fdtrace.Event) { l.fdEvs <- *e })
+			if err != nil {
+				close(l.fdEvs)
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// addPID traces pid's descriptors too.
+func (l *loop) addPID(pid int) {
+	if l.fd != nil {
+		if err := l.fd.AddProcess(pid); err != nil {
+			fmt.Fprintf(l.stderr, "memtrace: trace descriptors of process %d: %v\n", pid, err)
+		}
+	}
+}
+
+func (l *loop) takeFD() {
+	if l.fdEvs == nil {
+		return
+	}
+	for {
+		select {
+		case e, ok := <-l.fdEvs:
+			if !ok {
+				l.fdEvs = nil
+				return
+			}
+			l.sess.AddFD(&e)
+		default:
+			return
+		}
+	}
 }
 
 // othersAlive reports whether traced processes other than main are still
@@ -211,8 +286,17 @@ func (l *loop) header(pids []int, comm, cmdline string) {
 	l.sess.Flush()
 }
 
+func (l *loop) closeFD() {
+	if l.fd != nil {
+		l.fd.Close()
+	}
+}
+
 func (l *loop) checkLost() {
 	n := l.tr.Lost()
+	if l.fd != nil {
+		n += l.fd.Lost()
+	}
 	if n > l.lost {
 		l.sess.Lost(n-l.lost, monoNow())
 		l.lost = n
@@ -224,6 +308,7 @@ func (l *loop) checkLost() {
 func (l *loop) run(stop <-chan struct{}) error {
 	lastScan := time.Now()
 	lastFlush := time.Now()
+	lastSnap := time.Now()
 	for {
 		select {
 		case <-stop:
@@ -236,7 +321,12 @@ func (l *loop) run(stop <-chan struct{}) error {
 			}
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
+		l.takeFD()
 		l.sess.Drain(false)
+		if l.o.interval > 0 && time.Since(lastSnap) >= l.o.interval {
+			l.sess.Snapshot(monoNow())
+			lastSnap = time.Now()
+		}
 		if time.Since(lastFlush) > 100*time.Millisecond {
 			l.checkLost()
 			if err := l.sess.Flush(); err != nil {
@@ -277,7 +367,12 @@ func (l *loop) finish() error {
 			break
 		}
 	}
+	if l.fd != nil {
+		time.Sleep(tracer.PollInterval) // let the descriptor reader catch up
+		l.takeFD()
+	}
 	l.sess.Drain(true)
+	l.sess.FinalReports()
 	l.checkLost()
 	st := l.sess.Stats
 	l.sess.Meta(logfmt.WordSummary,
@@ -337,7 +432,12 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 	}
 	defer out.Close()
 	l := newLoop(o, tr, out, stderr, start)
+	if err := l.startFD(); err != nil {
+		return err
+	}
+	defer l.closeFD()
 	for _, pid := range o.pids {
+		l.addPID(pid)
 		l.pids[pid] = true
 		l.sess.AddProcess(uint32(pid), true)
 		l.sess.KnownProcess(pid, true)
@@ -438,6 +538,11 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	}
 	defer out.Close()
 	l := newLoop(o, tr, out, stderr, start)
+	if err := l.startFD(); err != nil {
+		return abort(err)
+	}
+	defer l.closeFD()
+	l.addPID(pid)
 	l.pids[pid] = true
 	l.sess.AddProcess(uint32(pid), false)
 	l.sess.KnownFile(path)

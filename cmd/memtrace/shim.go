@@ -41,7 +41,9 @@ func runShim() {
 		// PROG untraced behind the user's back.
 		os.Exit(127)
 	}
-	start.Close()
+	// Closed by the exec, not here: a close(2) now would be logged as
+	// the program's under --track fd.
+	syscall.CloseOnExec(3)
 	env := os.Environ()
 	if cred := os.Getenv(shimCredEnv); cred != "" {
 		if err := dropTo(cred); err != nil {

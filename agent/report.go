@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/procreport"
+)
+
+// ProcessReport is a process's figures at its exit (see procreport).
+type ProcessReport = procreport.Report
+
+const stackTextFrames = 12
+
+func (s *Session) entries(cs []StackCost) []procreport.Entry {
+	out := make([]procreport.Entry, len(cs))
+	for i, c := range cs {
+		out[i] = procreport.Entry{Bytes: c.Bytes, Blocks: c.Blocks, Stack: s.StackText(c.Stack, stackTextFrames)}
+	}
+	return out
+}
+
+// processReport builds pid's report; open are its descriptors left open.
+func (s *Session) processReport(pid uint32, open []procreport.FD) *ProcessReport {
+	ps := s.stats(pid)
+	if ps.peakDirty {
+		ps.peakTop = ps.top(s.cfg.PeakTopN)
+		ps.peakDirty = false
+	}
+	r := &ProcessReport{
+		Process: procName(int(pid)), PID: pid, End: time.Now(),
+		AllocCalls: ps.allocs, AllocBytes: ps.allocBytes,
+		Current: ps.cur, Peak: ps.peak, PeakUS: ps.peakTS, LeakBlocks: uint64(len(ps.blocks)),
+		PeakTop: s.entries(ps.peakTop), Leaks: s.entries(ps.top(s.cfg.PeakTopN)), OpenFDs: open,
+	}
+	if name := s.procNames[pid]; name != "" {
+		r.Process = name
+	}
+	r.Cmd = s.procCmds[pid]
+	return r
+}
+
+// FinalReports hands the report of every process still running (an
+// attach session ended by Ctrl-C) to OnProcessReport.
+func (s *Session) FinalReports() {
+	if !s.cfg.Reports || s.OnProcessReport == nil {
+		return
+	}
+	for pid := range s.pstats {
+		if !s.reported[pid] {
+			s.OnProcessReport(s.processReport(pid, s.openFDs(pid, false)))
+		}
+	}
+}
+
+func (s *Session) openFDs(pid uint32, exiting bool) []procreport.FD {
+	if s.fds == nil {
+		return nil
+	}
+	var out []procreport.FD
+	var opens = s.fds.Open(pid)
+	if exiting {
+		opens = s.fdLeaks(pid)
+	}
+	for _, o := range opens {
+		out = append(out, procreport.FD{FD: o.FD, Kind: o.Kind.String(), Call: o.Call.String(), Path: o.Path})
+	}
+	return out
+}
+
+// processExit writes the fd leak lines and hands over the report.
+func (s *Session) processExit(pid uint32) {
+	open := s.openFDs(pid, true)
+	if !s.cfg.Reports || s.OnProcessReport == nil {
+		return
+	}
+	if s.reported == nil {
+		s.reported = map[uint32]bool{}
+	}
+	s.reported[pid] = true
+	s.OnProcessReport(s.processReport(pid, open))
+}
+
+// Snapshot writes, for each traced process, its current and peak bytes,
+// the call stacks holding the most live memory now and its open
+// descriptors (--interval), as [memtrace] lines; nothing is signalled.
+func (s *Session) Snapshot(nowNS uint64) {
+	ts := uint64(0)
+	if nowNS > s.cfg.StartNS {
+		ts = (nowNS - s.cfg.StartNS) / 1000
+	}
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	for pid, ps := range s.pstats {
+		if s.reported[pid] {
+			continue
+		}
+		opens := s.openFDs(pid, false)
+		s.Meta(logfmt.WordSnapshot, logfmt.KV{Key: "pid", Value: u(uint64(pid))}, logfmt.KV{Key: "ts", Value: u(ts)},
+			logfmt.KV{Key: "current", Value: u(ps.cur)}, logfmt.KV{Key: "peak", Value: u(ps.peak)},
+			logfmt.KV{Key: "peak_ts", Value: u(ps.peakTS)}, logfmt.KV{Key: "blocks", Value: u(uint64(len(ps.blocks)))},
+			logfmt.KV{Key: "fds", Value: u(uint64(len(opens)))})
+		for i, c := range ps.top(s.cfg.PeakTopN) {
+			s.Meta(logfmt.WordSnapshotTop, logfmt.KV{Key: "pid", Value: u(uint64(pid))}, logfmt.KV{Key: "rank", Value: strconv.Itoa(i + 1)},
+				logfmt.KV{Key: "bytes", Value: u(c.Bytes)}, logfmt.KV{Key: "blocks", Value: u(c.Blocks)},
+				logfmt.KV{Key: "stack", Value: s.StackText(c.Stack, stackTextFrames)})
+		}
+		for _, o := range opens {
+			s.Meta(logfmt.WordSnapshotFD, logfmt.KV{Key: "pid", Value: u(uint64(pid))}, logfmt.KV{Key: "fd", Value: strconv.Itoa(int(o.FD))},
+				logfmt.KV{Key: "kind", Value: o.Kind}, logfmt.KV{Key: "call", Value: o.Call}, logfmt.KV{Key: "path", Value: o.Path})
+		}
+	}
+	s.Flush()
+}
+
+// procName is a process's comm while it runs.
+func procName(pid int) string {
+	b, _ := readSmall("/proc/" + strconv.Itoa(pid) + "/comm")
+	return trimNL(b)
+}
+
+func readSmall(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func trimNL(b []byte) string { return strings.TrimSpace(string(b)) }

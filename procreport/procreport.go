@@ -1,0 +1,256 @@
+package procreport
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Entry is a call stack and the live memory it holds.
+type Entry struct {
+	Bytes, Blocks uint64
+	Stack         string // "f < g < main", innermost first
+}
+
+// FD is a descriptor open at exit (a leak).
+type FD struct {
+	FD         int32
+	Kind, Call string
+	Path       string
+}
+
+// Report is one process's figures.
+type Report struct {
+	Process    string // comm
+	PID        uint32
+	Cmd        string
+	End        time.Time
+	AllocCalls uint64
+	AllocBytes uint64
+	Current    uint64 // live at exit: the leak total
+	Peak       uint64
+	PeakUS     uint64 // µs since tracing started
+	LeakBlocks uint64
+	PeakTop    []Entry // stacks live at the peak
+	Leaks      []Entry // stacks live at exit
+	OpenFDs    []FD
+}
+
+// Name is the file name stem: <process>_<timestamp>, the process being
+// comm-pid so that two processes of one name never collide.
+func (r *Report) Name() string {
+	proc := strings.Map(func(c rune) rune {
+		if c == '/' || c == ' ' || c < ' ' {
+			return '_'
+		}
+		return c
+	}, r.Process)
+	return fmt.Sprintf("%s-%d_%s", proc, r.PID, r.End.UTC().Format("20060102T150405.000Z"))
+}
+
+// Write writes dir/<name>.txt and .html and returns their paths.
+func Write(dir string, r *Report) (string, string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("create report directory %s: %w", dir, err)
+	}
+	txt := filepath.Join(dir, r.Name()+".txt")
+	htm := filepath.Join(dir, r.Name()+".html")
+	if err := writeFile(txt, func(w io.Writer) { r.text(w) }); err != nil {
+		return "", "", err
+	}
+	if err := writeFile(htm, func(w io.Writer) { r.html(w) }); err != nil {
+		return "", "", err
+	}
+	return txt, htm, nil
+}
+
+func writeFile(path string, fn func(io.Writer)) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	fn(w)
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func (r *Report) text(w io.Writer) {
+	fmt.Fprintf(w, "process: %s\npid: %d\ncmd: %s\nend: %s\n", r.Process, r.PID, r.Cmd, r.End.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "alloc_calls: %d\nalloc_bytes: %d\ncurrent_bytes: %d\npeak_bytes: %d\npeak_us: %d\nleak_blocks: %d\nopen_fds: %d\n",
+		r.AllocCalls, r.AllocBytes, r.Current, r.Peak, r.PeakUS, r.LeakBlocks, len(r.OpenFDs))
+	fmt.Fprintf(w, "\nPeak snapshot (%s at %.6fs), top %d call stacks live then:\n", human(r.Peak), float64(r.PeakUS)/1e6, len(r.PeakTop))
+	for i, e := range r.PeakTop {
+		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, human(e.Bytes), e.Blocks, e.Stack)
+	}
+	fmt.Fprintf(w, "\nLeaked allocations (live at exit): %s in %d blocks\n", human(r.Current), r.LeakBlocks)
+	for i, e := range r.Leaks {
+		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, human(e.Bytes), e.Blocks, e.Stack)
+	}
+	fmt.Fprintf(w, "\nLeaked file descriptors (open at exit): %d\n", len(r.OpenFDs))
+	for _, f := range r.OpenFDs {
+		fmt.Fprintf(w, "  fd %d %s (%s) %s\n", f.FD, f.Kind, f.Call, f.Path)
+	}
+}
+
+func (r *Report) html(w io.Writer) {
+	e := html.EscapeString
+	fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><title>memtrace: %s %d</title>\n%s\n", e(r.Process), r.PID, style)
+	fmt.Fprintf(w, "<h1>%s (pid %d)</h1><p><code>%s</code></p>\n", e(r.Process), r.PID, e(r.Cmd))
+	fmt.Fprintf(w, "<table><tr><th>allocation calls</th><td>%d</td></tr><tr><th>bytes allocated</th><td>%s</td></tr>"+
+		"<tr><th>peak</th><td>%s at %.6f s</td></tr><tr><th>leaked</th><td>%s in %d blocks</td></tr><tr><th>open fds at exit</th><td>%d</td></tr></table>\n",
+		r.AllocCalls, human(r.AllocBytes), human(r.Peak), float64(r.PeakUS)/1e6, human(r.Current), r.LeakBlocks, len(r.OpenFDs))
+	table := func(title string, es []Entry) {
+		fmt.Fprintf(w, "<h2>%s</h2><table><tr><th>#</th><th>bytes</th><th>blocks</th><th>call stack</th></tr>\n", title)
+		for i, x := range es {
+			fmt.Fprintf(w, "<tr><td>%d</td><td>%s</td><td>%d</td><td><code>%s</code></td></tr>\n", i+1, human(x.Bytes), x.Blocks, e(x.Stack))
+		}
+		fmt.Fprint(w, "</table>\n")
+	}
+	table("Live at the peak", r.PeakTop)
+	table("Leaked (live at exit)", r.Leaks)
+	fmt.Fprint(w, "<h2>Open file descriptors at exit</h2><table><tr><th>fd</th><th>kind</th><th>call</th><th>path</th></tr>\n")
+	for _, f := range r.OpenFDs {
+		fmt.Fprintf(w, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", f.FD, e(f.Kind), e(f.Call), e(f.Path))
+	}
+	fmt.Fprint(w, "</table>\n")
+}
+
+const style = `<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}code{font-size:90%}</style>`
+
+func human(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2fG", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.2fM", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.2fK", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", b)
+}
+
+// Summary is one report read back.
+type Summary struct {
+	File                                          string
+	Process                                       string
+	PID                                           uint32
+	AllocCalls, AllocBytes, Current, Peak, Blocks uint64
+	OpenFDs                                       uint64
+}
+
+// ErrNoReports means a directory holds no report to aggregate.
+var ErrNoReports = errors.New("no memtrace process reports")
+
+// Read parses the key: value head of a report file.
+func Read(path string) (Summary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer f.Close()
+	s := Summary{File: filepath.Base(path)}
+	sc := bufio.NewScanner(f)
+	seen := 0
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ": ")
+		if !ok {
+			break
+		}
+		n, _ := strconv.ParseUint(v, 10, 64)
+		switch k {
+		case "process":
+			s.Process = v
+		case "pid":
+			s.PID = uint32(n)
+		case "alloc_calls":
+			s.AllocCalls = n
+		case "alloc_bytes":
+			s.AllocBytes = n
+		case "current_bytes":
+			s.Current = n
+		case "peak_bytes":
+			s.Peak = n
+		case "leak_blocks":
+			s.Blocks = n
+		case "open_fds":
+			s.OpenFDs = n
+		default:
+			continue
+		}
+		seen++
+	}
+	if seen < 8 || s.Process == "" {
+		return s, fmt.Errorf("%s is not a memtrace process report", path)
+	}
+	return s, nil
+}
+
+// Aggregate merges every report in dir into dir/<prefix>.txt and .html
+// (mem_monitor's aggregator) and returns the summaries it read. Files that
+// are not reports are skipped and named in skipped.
+func Aggregate(dir, prefix string) (sums []Summary, skipped []string, err error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range paths {
+		if filepath.Base(p) == prefix+".txt" {
+			continue
+		}
+		s, err := Read(p)
+		if err != nil {
+			skipped = append(skipped, filepath.Base(p))
+			continue
+		}
+		sums = append(sums, s)
+	}
+	if len(sums) == 0 {
+		return nil, skipped, fmt.Errorf("%s: %w: run memtrace with --report-dir %s first", dir, ErrNoReports, dir)
+	}
+	sort.Slice(sums, func(i, j int) bool { return sums[i].Peak > sums[j].Peak })
+	var tot Summary
+	for _, s := range sums {
+		tot.AllocCalls += s.AllocCalls
+		tot.AllocBytes += s.AllocBytes
+		tot.Current += s.Current
+		tot.Peak += s.Peak
+		tot.Blocks += s.Blocks
+		tot.OpenFDs += s.OpenFDs
+	}
+	err = writeFile(filepath.Join(dir, prefix+".txt"), func(w io.Writer) {
+		fmt.Fprintf(w, "%d processes: %d allocation calls, %s allocated, peaks add up to %s, %s leaked in %d blocks, %d fds left open\n\n",
+			len(sums), tot.AllocCalls, human(tot.AllocBytes), human(tot.Peak), human(tot.Current), tot.Blocks, tot.OpenFDs)
+		fmt.Fprintf(w, "%-24s %8s %12s %12s %12s %8s  %s\n", "process", "pid", "calls", "peak", "leaked", "fds", "report")
+		for _, s := range sums {
+			fmt.Fprintf(w, "%-24s %8d %12d %12s %12s %8d  %s\n", s.Process, s.PID, s.AllocCalls, human(s.Peak), human(s.Current), s.OpenFDs, s.File)
+		}
+	})
+	if err != nil {
+		return sums, skipped, err
+	}
+	err = writeFile(filepath.Join(dir, prefix+".html"), func(w io.Writer) {
+		fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><title>memtrace summary</title>\n%s\n<h1>%d processes</h1>\n", style, len(sums))
+		fmt.Fprintf(w, "<p>%d allocation calls, %s allocated, peaks add up to %s, %s leaked in %d blocks, %d fds left open</p>\n",
+			tot.AllocCalls, human(tot.AllocBytes), human(tot.Peak), human(tot.Current), tot.Blocks, tot.OpenFDs)
+		fmt.Fprint(w, "<table><tr><th>process</th><th>pid</th><th>calls</th><th>peak</th><th>leaked</th><th>fds</th><th>report</th></tr>\n")
+		for _, s := range sums {
+			link := strings.TrimSuffix(s.File, ".txt") + ".html"
+			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td><a href=\"%s\">%s</a></td></tr>\n",
+				html.EscapeString(s.Process), s.PID, s.AllocCalls, human(s.Peak), human(s.Current), s.OpenFDs, html.EscapeString(link), html.EscapeString(link))
+		}
+		fmt.Fprint(w, "</table>\n")
+	})
+	return sums, skipped, err
+}
