@@ -1483,8 +1483,10 @@ static size_t shm_len;
 static int shm_clock_kind;
 static volatile int consumer_lost; // waited in vain once: never wait again
 static __thread bstate tb __attribute__((tls_model("initial-exec")));
-static uint64_t fork_ts;
-static uint32_t fork_serial; // the fork child's stream, taken before fork_ts
+// Per thread: two threads may fork at once; each child is a copy of its
+// forking thread and takes that thread's values.
+static __thread uint64_t fork_ts __attribute__((tls_model("initial-exec")));
+static __thread uint32_t fork_serial __attribute__((tls_model("initial-exec"))); // the child's stream, taken before fork_ts
 
 static inline uint64_t bin_now(void)
 {
