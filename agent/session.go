@@ -63,10 +63,13 @@ type process struct {
 }
 
 type thread struct {
+	tid   uint32
+	comm  [16]byte // as the kernel sent it: compared without making a string
 	name  string
 	tgid  uint32
 	total uint64
 	track bool
+	proc  *process
 }
 
 // Stats counts what a session wrote.
@@ -93,6 +96,7 @@ type Session struct {
 	fds       *fdtrace.Table
 	pendingFD []fdtrace.Event
 	pstats    map[uint32]*procStats
+	last      *thread
 	reported  map[uint32]bool
 	procNames map[uint32]string
 	procCmds  map[uint32]string
@@ -225,19 +229,23 @@ func (s *Session) ts(e *tracer.Event) uint64 {
 }
 
 func (s *Session) thread(e *tracer.Event) *thread {
-	t := s.threads[e.TID]
-	name := e.CommString()
+	// Events come in runs from one thread: remember the last one.
+	t := s.last
+	if t == nil || t.tid != e.TID {
+		t = s.threads[e.TID]
+	}
 	if t == nil {
-		t = &thread{name: name, tgid: e.TGID}
-		t.track = s.tracked(name)
+		t = &thread{tid: e.TID, comm: e.Comm, name: e.CommString(), tgid: e.TGID}
+		t.track = s.tracked(t.name)
 		s.threads[e.TID] = t
 		s.announce(e.TID, t)
-	} else if t.name != name {
+	} else if t.comm != e.Comm {
 		// A renamed thread shows its new name from here on.
-		t.name = name
-		t.track = s.tracked(name)
+		t.comm, t.name = e.Comm, e.CommString()
+		t.track = s.tracked(t.name)
 		s.announce(e.TID, t)
 	}
+	s.last = t
 	return t
 }
 
@@ -299,17 +307,23 @@ func (s *Session) emit(e *tracer.Event) {
 				s.write(s.buf)
 			}
 			delete(s.threads, e.TID)
+			if s.last == t {
+				s.last = nil
+			}
 		}
 		return
 	}
 	t := s.thread(e)
+	if t.proc == nil {
+		t.proc = s.proc(e.TGID)
+	}
 	if e.TID == e.TGID {
 		if s.procNames == nil {
 			s.procNames = map[uint32]string{}
 		}
 		s.procNames[e.TGID] = t.name
 	}
-	p := s.proc(e.TGID)
+	p := t.proc
 	if !p.scanned {
 		p.scanned = true
 		s.KnownProcess(int(e.TGID), false)
