@@ -229,6 +229,7 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 		c.streams[p.stream] = st
 	}
 	from := p.read
+	last := -1
 	for p.read < committed {
 		off := base + chunkHdr + int(p.read)*recSize
 		slots := uint32(uint16(r.u64(off+24) >> 16))
@@ -236,11 +237,12 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 			break // never half a record
 		}
 		p.read += 1 + slots
+		last = off
 	}
 	n := int(p.read - from)
 	if n > 0 {
 		p.idle = 0
-		if ts := c.lastRecordTS(i, from, p.read); ts > st.lastTS {
+		if ts := c.toNS(r.u64(last)); ts > st.lastTS {
 			st.lastTS = ts
 		}
 		if k := len(st.segs) - 1; k >= st.head && st.segs[k].idx == i && st.segs[k].end == from {
@@ -280,18 +282,6 @@ func (c *converter) prefault(hw int) {
 		return
 	}
 	c.populated = want
-}
-
-// lastRecordTS is the time of the last record in [from, to) of chunk i.
-func (c *converter) lastRecordTS(i int, from, to uint32) uint64 {
-	base := c.r.chunk(i) + chunkHdr
-	var ts uint64
-	for pos := from; pos < to; {
-		off := base + int(pos)*recSize
-		ts = c.toNS(c.r.u64(off))
-		pos += 1 + uint32(uint16(c.r.u64(off+24)>>16))
-	}
-	return ts
 }
 
 // maybeRelease hands a chunk back once its thread moved on (sealed) and
