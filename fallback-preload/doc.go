@@ -5,6 +5,10 @@
 // The library is embedded in the memtrace binary when it was built after
 // `make -C fallback-preload` (as `make build` does); otherwise Run looks for
 // memtrace-preload.so beside the executable. No Go code runs inside the
-// traced process: the library is plain C, configured through memtrack's
-// MEMTRACK_* variables, which Run sets from Options.
+// traced process: the library is plain C. Run uses its binary mode: the
+// library appends 32-byte records to a shared-memory region (shm.go) and
+// Run converts them to the text log while the program runs (convert.go).
+// Used alone (LD_PRELOAD with memtrack's MEMTRACK_* variables), or for a
+// TCP viewer, the library formats and writes the text log itself.
+// docs/preload.md describes both.
 package preload
