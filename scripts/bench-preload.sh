@@ -32,8 +32,15 @@ LIB=$PWD/bin/memtrace-preload.so
 # memtrace built from this tree ($MEMTRACE names another one); the library
 # is named explicitly, so an older embedded copy is never measured.
 if [ -z "${MEMTRACE:-}" ]; then
-	go build -o "$OUT/memtrace" ./cmd/memtrace
-	MEMTRACE=$OUT/memtrace
+	if go build -o "$OUT/memtrace" ./cmd/memtrace; then
+		MEMTRACE=$OUT/memtrace
+	elif [ -x bin/memtrace ]; then
+		echo "cmd/memtrace does not build: measuring bin/memtrace (its converter may be older)" >&2
+		MEMTRACE=$PWD/bin/memtrace
+	else
+		echo "cmd/memtrace does not build and there is no bin/memtrace: fix the build or set MEMTRACE" >&2
+		exit 1
+	fi
 fi
 export MEMTRACE_PRELOAD_LIB=$LIB
 
