@@ -26,8 +26,11 @@ const volatile __u32 stack_depth = 0;
 const volatile __u32 n_stack_threads = 0;
 const volatile char stack_threads[8][16] = {};
 
-/* --follow: trace the processes the targets fork. */
+/* --follow: trace the processes the targets fork. hold_exec: stop a
+ * target that execs until the agent has read its new image's mappings
+ * (always in -- mode, where memtrace is the parent; with --follow). */
 const volatile __u8 follow = 0;
+const volatile __u8 hold_exec = 0;
 
 /* Records the ring buffer could not take; the agent reads and reports it. */
 __u64 lost_records = 0;
@@ -97,6 +100,8 @@ struct tstate {
 	__u64 ovr_stack;
 	__u64 comm_lo, comm_hi; /* the name stack_ok was decided for */
 	__u8 stack_ok;       /* 1: capture, 2: do not */
+	__u8 comm_ok;        /* comm holds the thread's current name */
+	char comm[16];
 	__u32 depth;
 	__u8 op;
 	__u8 sig;
@@ -140,7 +145,7 @@ static __always_inline void submit(struct mt_event *e)
 	bpf_ringbuf_submit(e, avail >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-static __always_inline struct mt_event *reserve(void)
+static __always_inline struct mt_event *reserve(struct tstate *st)
 {
 	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -156,7 +161,17 @@ static __always_inline struct mt_event *reserve(void)
 	e->flags = 0;
 	e->old_ptr = 0;
 	e->old_size = 0;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	/* The thread's name is read once and kept until it changes
+	 * (mt_rename clears it): one helper call less per event. */
+	if (st) {
+		if (!st->comm_ok) {
+			bpf_get_current_comm(st->comm, sizeof(st->comm));
+			st->comm_ok = 1;
+		}
+		__builtin_memcpy(e->comm, st->comm, sizeof(e->comm));
+	} else {
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
+	}
 	return e;
 }
 
@@ -606,7 +621,7 @@ static __always_inline int do_return(struct pt_regs *ctx)
 	}
 	if (ptr == 0)
 		return 0;
-	struct mt_event *e = reserve();
+	struct mt_event *e = reserve(st);
 	if (!e)
 		return 0;
 	e->kind = kind;
@@ -693,7 +708,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	}
 	/* Captured first: a new stack's record must precede its event. */
 	__u64 stack = st ? capture_stack(ctx, st) : 0;
-	struct mt_event *e = reserve();
+	struct mt_event *e = reserve(st);
 	if (!e)
 		return 0;
 	e->kind = MT_EV_FREE;
@@ -716,6 +731,18 @@ SEC("uprobe") int mt_new(struct pt_regs *ctx) { return do_new(ctx); }
 SEC("uprobe.multi") int mt_new_multi(struct pt_regs *ctx) { return do_new(ctx); }
 SEC("uprobe.multi") int mt_free_multi(struct pt_regs *ctx) { return do_free(ctx); }
 
+/* A thread was renamed (prctl, pthread_setname_np, /proc/.../comm, exec):
+ * its next event reads the name again. */
+SEC("tp_btf/task_rename")
+int BPF_PROG(mt_rename, struct task_struct *task)
+{
+	__u32 tid = BPF_CORE_READ(task, pid);
+	struct tstate *st = bpf_map_lookup_elem(&tstates, &tid);
+	if (st)
+		st->comm_ok = 0;
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mt_exit)
 {
@@ -723,7 +750,7 @@ int BPF_PROG(mt_exit)
 		return 0;
 	__u32 tid = bpf_get_current_pid_tgid();
 	bpf_map_delete_elem(&tstates, &tid);
-	struct mt_event *e = reserve();
+	struct mt_event *e = reserve(0);
 	if (!e)
 		return 0;
 	e->kind = MT_EV_EXIT;
@@ -804,7 +831,7 @@ int BPF_PROG(mt_exec)
 	if (!bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
 	__u16 flags = 0;
-	if (follow) {
+	if (follow || hold_exec) {
 		bpf_send_signal_thread(MT_SIGSTOP);
 		flags = MT_FLAG_HELD;
 	}

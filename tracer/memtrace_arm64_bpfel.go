@@ -35,7 +35,9 @@ type MemtraceTstate struct {
 	CommLo      uint64
 	CommHi      uint64
 	StackOk     uint8
-	_           [3]byte
+	CommOk      uint8
+	Comm        [16]int8
+	_           [2]byte
 	Depth       uint32
 	Op          uint8
 	Sig         uint8
@@ -69,9 +71,11 @@ const (
 	MemtraceProgMtFreeMulti       = "mt_free_multi"
 	MemtraceProgMtNew             = "mt_new"
 	MemtraceProgMtNewMulti        = "mt_new_multi"
+	MemtraceProgMtRename          = "mt_rename"
 	MemtraceProgMtReturn          = "mt_return"
 	MemtraceProgMtReturnMulti     = "mt_return_multi"
 	MemtraceVarFollow             = "follow"
+	MemtraceVarHoldExec           = "hold_exec"
 	MemtraceVarLostRecords        = "lost_records"
 	MemtraceVarMtAbiTypes         = "mt_abi_types"
 	MemtraceVarN_stackThreads     = "n_stack_threads"
@@ -136,6 +140,7 @@ type MemtraceProgramSpecs struct {
 	MtFreeMulti       *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
 	MtNew             *ebpf.ProgramSpec `ebpf:"mt_new"`
 	MtNewMulti        *ebpf.ProgramSpec `ebpf:"mt_new_multi"`
+	MtRename          *ebpf.ProgramSpec `ebpf:"mt_rename"`
 	MtReturn          *ebpf.ProgramSpec `ebpf:"mt_return"`
 	MtReturnMulti     *ebpf.ProgramSpec `ebpf:"mt_return_multi"`
 }
@@ -158,6 +163,7 @@ type MemtraceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceVariableSpecs struct {
 	Follow         *ebpf.VariableSpec `ebpf:"follow"`
+	HoldExec       *ebpf.VariableSpec `ebpf:"hold_exec"`
 	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.VariableSpec `ebpf:"mt_abi_types"`
 	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
@@ -212,6 +218,7 @@ func (m *MemtraceMaps) Close() error {
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceVariables struct {
 	Follow         *ebpf.Variable `ebpf:"follow"`
+	HoldExec       *ebpf.Variable `ebpf:"hold_exec"`
 	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.Variable `ebpf:"mt_abi_types"`
 	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
@@ -238,6 +245,7 @@ type MemtracePrograms struct {
 	MtFreeMulti       *ebpf.Program `ebpf:"mt_free_multi"`
 	MtNew             *ebpf.Program `ebpf:"mt_new"`
 	MtNewMulti        *ebpf.Program `ebpf:"mt_new_multi"`
+	MtRename          *ebpf.Program `ebpf:"mt_rename"`
 	MtReturn          *ebpf.Program `ebpf:"mt_return"`
 	MtReturnMulti     *ebpf.Program `ebpf:"mt_return_multi"`
 }
@@ -258,6 +266,7 @@ func (p *MemtracePrograms) Close() error {
 		p.MtFreeMulti,
 		p.MtNew,
 		p.MtNewMulti,
+		p.MtRename,
 		p.MtReturn,
 		p.MtReturnMulti,
 	)

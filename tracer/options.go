@@ -26,6 +26,9 @@ type Options struct {
 	// Follow traces the processes the targets fork, holding each child
 	// (SIGSTOP before its first instruction) until its probes exist.
 	Follow bool
+	// HoldExec stops a target that execs until the agent has read the
+	// new image (SIGCONT); memtrace uses it when it started the program.
+	HoldExec bool
 }
 
 // DefaultRingBytes holds about 30 ms of events at the fastest rate a single

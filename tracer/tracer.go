@@ -67,12 +67,15 @@ func New(opts Options) (*Tracer, error) {
 		}
 		copy(pats[i][:], p)
 	}
-	follow := uint8(0)
-	if opts.Follow {
-		follow = 1
+	b2u := func(b bool) uint8 {
+		if b {
+			return 1
+		}
+		return 0
 	}
 	for name, v := range map[string]any{
-		"follow":          follow,
+		"follow":          b2u(opts.Follow),
+		"hold_exec":       b2u(opts.HoldExec),
 		"stack_depth":     uint32(opts.StackDepth),
 		"n_stack_threads": uint32(len(opts.StackThreads)),
 		"stack_threads":   pats,
@@ -94,7 +97,7 @@ func New(opts Options) (*Tracer, error) {
 		for _, p := range []struct {
 			name string
 			prog *ebpf.Program
-		}{{"sched_process_fork", t.objs.MtFork}, {"sched_process_exec", t.objs.MtExec}} {
+		}{{"sched_process_fork", t.objs.MtFork}, {"sched_process_exec", t.objs.MtExec}, {"task_rename", t.objs.MtRename}} {
 			l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
 			if err != nil {
 				t.Close()

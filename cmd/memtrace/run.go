@@ -97,7 +97,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
-		StackDepth: o.stackDepth, StackThreads: o.stackThreads, Follow: o.follow})
+		StackDepth: o.stackDepth, StackThreads: o.stackThreads, Follow: o.follow, HoldExec: len(o.argv) > 0})
 	if err != nil {
 		if errors.Is(err, tracer.ErrUnavailable) && len(o.argv) > 0 {
 			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
@@ -152,6 +152,9 @@ func (l *loop) onProcess(e *tracer.Event) {
 			fmt.Fprintf(l.stderr, "memtrace: probe child process %d: %v\n", pid, err)
 		}
 	case tracer.KindExec:
+		// Read now, while the process is held: a short-lived program
+		// may be gone by the time its events come out of the queue.
+		l.sess.KnownProcess(pid, false)
 		for _, lib := range launchLibs("/proc/" + strconv.Itoa(pid) + "/exe") {
 			if _, err := l.tr.AttachLibrary(pid, lib); err != nil && l.o.verbose {
 				fmt.Fprintf(l.stderr, "memtrace: probe %s in process %d: %v\n", lib, pid, err)
@@ -160,6 +163,11 @@ func (l *loop) onProcess(e *tracer.Event) {
 		}
 	}
 	if e.Flags&tracer.FlagHeld != 0 {
+		if e.Kind == tracer.KindFork {
+			// The child stops itself on its way out of fork; a
+			// SIGCONT before that would be lost and leave it stopped.
+			waitStopped(pid, 2*time.Second)
+		}
 		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && l.o.verbose {
 			fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
 		}
@@ -239,6 +247,23 @@ func (l *loop) takeFD() {
 			l.sess.AddFD(&e)
 		default:
 			return
+		}
+	}
+}
+
+// waitStopped waits until pid is in the stopped state (or gone).
+func waitStopped(pid int, limit time.Duration) {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		// pid (comm) STATE ...: comm may hold spaces and parentheses.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+			if st := b[i+2]; st == 'T' || st == 't' || st == 'Z' || st == 'X' {
+				return
+			}
 		}
 	}
 }

@@ -55,7 +55,7 @@ static __thread char truth_tname[16];
 
 /* The sink makes every pointer escape, so that the compiler cannot elide a
  * malloc/free or new/delete pair. */
-static void *volatile truth_sink;
+static __thread void *volatile truth_sink; /* per thread: a shared one hands one thread another's pointer */
 
 static inline void *escape(void *p)
 {
