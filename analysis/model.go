@@ -182,6 +182,8 @@ type Model struct {
 	target     int64 // event the open frames belong to: allocation id, ^orphan id, or noTarget
 	openFree   bool  // target is the free of allocation `target`
 
+	fd fdState // descriptors and buffers (fd.go)
+
 	lastTS  uint64
 	anyTS   bool
 	orders  [numSortKeys]order
@@ -653,9 +655,16 @@ func (m *Model) applyMeta(word []byte, rest []byte) {
 		if c := get("cmd"); c != "" {
 			p.Cmd = c
 		}
-		if get("event") == "exit" {
+		switch get("event") {
+		case "exit":
 			p.Exited = true
+		case "fork":
+			if pp, ok := num("ppid"); ok {
+				m.fdFork(pi, m.proc(pp))
+			}
 		}
+	case logfmt.WordFD, logfmt.WordDmabuf, logfmt.WordION:
+		m.applyFD(word, rest)
 	case logfmt.WordNotice:
 		if msg := get("msg"); msg != "" {
 			if len(m.Notices) >= 16 {
