@@ -83,6 +83,10 @@ type App struct {
 	dscroll       int
 
 	hist, noTimeline, srcLines bool
+	fdView                     bool     // the list pane shows descriptors (o)
+	fdFilter                   fdFilter // its own status filter
+	fdSel                      []int    // descriptors shown, at the last draw
+	fcursor, ftop              int
 	follow                     bool
 	markers                    [9]marker
 	rangeFrom, rangeTo         uint64
@@ -238,6 +242,10 @@ func (a *App) move(d int) {
 	case PaneThreads:
 		a.tcursor += d
 	default:
+		if a.fdView {
+			a.fcursor = max(min(a.fcursor+d, len(a.fdSelect())-1), 0)
+			return
+		}
 		if a.groupMode && !a.hist {
 			a.gcursor += d
 		} else {

@@ -602,6 +602,14 @@ func TestEveryKey(t *testing.T) {
 	h.contains("Follow: ON [F]")
 	press(tcell.KeyRune, 'F')
 
+	// Descriptor view: this log has no fd lines, the view says so and o
+	// brings the list back.
+	press(tcell.KeyRune, 'o')
+	h.contains("no descriptor lines in this log")
+	h.contains("0 descriptors shown")
+	press(tcell.KeyRune, 'o')
+	h.contains("60 shown")
+
 	// Process filter with one process.
 	press(tcell.KeyRune, 'p')
 	h.contains("the log holds one process")

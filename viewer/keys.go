@@ -39,7 +39,12 @@ func init() {
 		{[]key{{tcell.KeyEnd, 0}, rk('G')}, "End / G", "jump to bottom", func(a *App) { a.end() }},
 		{[]key{{tcell.KeyTab, 0}, {tcell.KeyRight, 0}, rk('l')}, "Tab / → / l", "focus forward: list → detail → threads", func(a *App) { a.focus = (a.focus + 1) % numPanes }},
 		{[]key{{tcell.KeyLeft, 0}, {tcell.KeyBacktab, 0}, rk('h')}, "← / h", "focus backward", func(a *App) { a.focus = (a.focus + numPanes - 1) % numPanes }},
-		{[]key{rk('f')}, "f", "filter: All → Leaks → Active → Freed", func(a *App) {
+		{[]key{rk('f')}, "f", "filter: All → Leaks → Active → Freed (descriptors: Open+Leaked → Leaked → Open → Closed → All)", func(a *App) {
+			if a.fdView {
+				a.fdFilter = (a.fdFilter + 1) % numFDFilters
+				a.fcursor = 0
+				return
+			}
 			a.q.Status = (a.q.Status + 1) % analysis.NumStatusFilters
 			a.cursor, a.gcursor = 0, 0
 		}},
@@ -142,6 +147,7 @@ func init() {
 		{[]key{rk('1')}, "1", "sort the list by time", func(a *App) { a.q.Sort = analysis.SortTime }},
 		{[]key{rk('2')}, "2", "sort the list by size", func(a *App) { a.q.Sort = analysis.SortSize }},
 		{[]key{rk('3')}, "3", "sort the list by thread", func(a *App) { a.q.Sort = analysis.SortThread }},
+		{[]key{rk('o')}, "o", "descriptor view: open and leaked file descriptors (--track fd) instead of the list", func(a *App) { a.toggleFDs() }},
 		{[]key{rk('H')}, "H", "size histogram instead of the list", func(a *App) { a.hist = !a.hist }},
 		{[]key{rk('W')}, "W", "export the visible records (or groups) to a text file", func(a *App) {
 			a.startPrompt("Export to", "memview-export.txt", func(a *App, s string) { a.export(strings.TrimSpace(s)) })

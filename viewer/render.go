@@ -94,6 +94,8 @@ func (a *App) draw() {
 	}
 	a.listRows = paneBottom - y - 1
 	switch {
+	case a.fdView:
+		a.drawFDs(1, y, split, paneBottom)
 	case a.hist:
 		a.drawHistogram(1, y, split, paneBottom)
 	case a.groupMode:
@@ -147,7 +149,9 @@ func (a *App) drawTitle(w int) {
 	x = a.put(x, 0, w-2, strconv.Itoa(m.Len())+" allocs", stDefault)
 	x = sep(x, 0, w-2, a)
 	shown := len(a.sel)
-	if a.groupMode {
+	if a.fdView {
+		x = a.put(x, 0, w-2, strconv.Itoa(len(a.fdSelect()))+" descriptors shown", stDefault)
+	} else if a.groupMode {
 		x = a.put(x, 0, w-2, strconv.Itoa(shown)+" shown in "+strconv.Itoa(len(a.groups))+" groups", stDefault)
 	} else {
 		x = a.put(x, 0, w-2, strconv.Itoa(shown)+" shown", stDefault)
@@ -175,7 +179,11 @@ func (a *App) drawTitle(w int) {
 func (a *App) drawHeader(y, w int) {
 	m := a.M
 	mx := w - 1
-	x := a.put(2, y, mx, "Filter: "+a.q.Status.String(), stDefault)
+	filter := a.q.Status.String()
+	if a.fdView {
+		filter = "FDs " + a.fdFilter.String()
+	}
+	x := a.put(2, y, mx, "Filter: "+filter, stDefault)
 	x = sep(x, y, mx, a)
 	x = a.put(x, y, mx, "Thread: "+a.threadLabel(), stDefault)
 	if len(m.Procs) > 1 {
@@ -191,6 +199,10 @@ func (a *App) drawHeader(y, w int) {
 		st = stRedBold
 	}
 	x = a.put(x, y, mx, "Leaks: "+strconv.FormatInt(n, 10)+"  ("+Bytes(b)+")", st)
+	if nfd := m.FDLeakCount(a.q.Proc); nfd > 0 {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, "FD leaks: "+strconv.Itoa(nfd), stRedBold)
+	}
 	x = sep(x, y, mx, a)
 	f := "OFF"
 	if a.follow {
@@ -487,6 +499,9 @@ func (a *App) drawHistogram(x0, y0, x1, y1 int) {
 // detailLines builds the detail pane's text for the selection.
 func (a *App) detailLines() []styled {
 	m := a.M
+	if a.fdView {
+		return a.fdDetail()
+	}
 	var out []styled
 	add := func(s string, st tcell.Style) { out = append(out, styled{s, st}) }
 	if a.groupMode && !a.hist {
