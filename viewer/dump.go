@@ -38,8 +38,27 @@ func WriteThreadTable(out io.Writer, m *analysis.Model) error {
 		fmt.Fprintf(w, "; %d unreadable lines skipped", g)
 	}
 	fmt.Fprintln(w)
+	writeFDLeaks(w, m)
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write thread table: %w", err)
 	}
 	return nil
+}
+
+// writeFDLeaks lists the leaked descriptors (--track fd), when there are any.
+func writeFDLeaks(w io.Writer, m *analysis.Model) {
+	ids := m.FDLeaks(-1)
+	if len(ids) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d file descriptors leaked (open at exit or at the end of the log):\n", len(ids))
+	fmt.Fprintf(w, "%8s %5s %-8s %-12s %8s %12s  %s\n", "PID", "FD", "Kind", "Call", "TID", "Opened(us)", "Path")
+	for _, i := range ids {
+		d := &m.Descriptors()[i]
+		path := d.Path
+		if d.Size > 0 {
+			path = fmt.Sprintf("%s buffer %d bytes %s", d.Kind, d.Size, d.Heap)
+		}
+		fmt.Fprintf(w, "%8d %5d %-8s %-12s %8d %12d  %s\n", d.PID, d.FD, d.Kind, d.Call, d.TID, d.TS, path)
+	}
 }

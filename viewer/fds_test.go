@@ -1,10 +1,12 @@
 package viewer
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
 	"github.com/gdamore/tcell/v2"
+	"github.com/memtrace/memtrace/analysis"
 )
 
 // fdViewLog: process 100 (threads app 100, worker 101) opens a file it
@@ -141,4 +143,35 @@ func TestDescriptorView(t *testing.T) {
 	h.keys("o")
 	h.contains("Filter: All")
 	h.contains("3 shown")
+}
+
+func TestDumpThreadsListsFDLeaks(t *testing.T) {
+	m := analysis.New()
+	m.SummaryOnly = true
+	if err := m.ReadAll(strings.NewReader(fdViewLog)); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := WriteThreadTable(&out, m); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	_, list, ok := strings.Cut(s, "5 file descriptors leaked")
+	if !ok {
+		t.Fatalf("no fd leak count:\n%s", s)
+	}
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(list), "\n")[2:] {
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	want := []string{
+		"100 3 file openat 100 12 /tmp/kept.txt",
+		"100 4 pipe pipe2 100 13",
+		"100 6 socket socket 101 15",
+		"100 7 dmabuf ioctl 100 16 dmabuf buffer 8192 bytes system",
+		"200 3 socket socket 200 19",
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rows\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
 }
