@@ -59,6 +59,7 @@ func (r *report) writeHTML(w io.Writer) error {
 	r.htmlChart(w)
 	r.htmlFlames(w)
 	r.htmlRankings(w)
+	r.htmlFDLeaks(w)
 	if r.base != nil {
 		r.htmlDiff(w)
 	}
@@ -94,15 +95,18 @@ func (r *report) htmlSummary(w io.Writer) {
 	if s.unmatched > 0 {
 		row("frees of blocks not seen allocated", esc(strconv.FormatInt(s.unmatched, 10)))
 	}
+	if s.fdSeen {
+		row("file descriptors leaked", esc(strconv.Itoa(len(s.fdLeaks))))
+	}
 	if t.Calls == 0 {
 		row("note", `<span class="warn">no allocation in these logs</span>`)
 	}
 	fmt.Fprintln(w, "</table>")
 	if r.multi() {
-		fmt.Fprintln(w, `<table class="grid"><tr><th>process</th><th>calls</th><th>temporary</th><th>peak</th><th>leaked</th><th>leaks</th><th>runtime</th></tr>`)
+		fmt.Fprintln(w, `<table class="grid"><tr><th>process</th><th>calls</th><th>temporary</th><th>peak</th><th>leaked</th><th>leaks</th><th>fd leaks</th><th>runtime</th></tr>`)
 		for _, p := range r.secs {
-			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td></tr>\n", esc(p.title), p.total.Calls, p.total.Temporary,
-				fmtBytes(int64(p.total.PeakBytes)), fmtBytes(int64(p.total.LeakedBytes)), p.total.Leaks, secs(p.runtime))
+			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td></tr>\n", esc(p.title), p.total.Calls, p.total.Temporary,
+				fmtBytes(int64(p.total.PeakBytes)), fmtBytes(int64(p.total.LeakedBytes)), p.total.Leaks, len(p.fdLeaks), secs(p.runtime))
 		}
 		fmt.Fprintln(w, "</table>")
 	}

@@ -89,6 +89,7 @@ type jsonSummary struct {
 	Lines            int64   `json:"lines"`
 	Events           int64   `json:"events"`
 	TruncatedGzipped int     `json:"truncated_gzipped_logs,omitempty"`
+	FDLeaks          int     `json:"fd_leaks"`
 }
 
 type jsonProcess struct {
@@ -99,6 +100,7 @@ type jsonProcess struct {
 	Log      string                  `json:"log"`
 	Summary  jsonSummary             `json:"summary"`
 	Rankings jsonRankings[jsonEntry] `json:"rankings"`
+	FDLeaks  *jsonFDLeaks            `json:"fd_leaks"`
 }
 
 type jsonSuppression struct {
@@ -127,6 +129,7 @@ type jsonReport struct {
 
 	Summary      jsonSummary             `json:"summary"`
 	Rankings     jsonRankings[jsonEntry] `json:"rankings"`
+	FDLeaks      *jsonFDLeaks            `json:"fd_leaks"`
 	Processes    []jsonProcess           `json:"processes"`
 	Suppressions []jsonSuppression       `json:"suppressions,omitempty"`
 	Diff         *jsonDiff               `json:"diff,omitempty"`
@@ -146,7 +149,7 @@ func (r *report) jsonSummaryOf(s *section) jsonSummary {
 		Temporary: t.Temporary, TemporaryPerS: perS(t.Temporary, s.runtime), AllocatedBytes: int64(t.Bytes),
 		PeakBytes: int64(t.PeakBytes), PeakIsSum: s.procs > 1, Leaks: t.Leaks, LeakedBytes: int64(t.LeakedBytes),
 		LostEvents: s.lost, UnreadableLines: s.garbage, UnmatchedFrees: s.unmatched, Lines: s.lines, Events: s.events,
-		TruncatedGzipped: s.truncated,
+		TruncatedGzipped: s.truncated, FDLeaks: len(s.fdLeaks),
 	}
 	if s.procs <= 1 {
 		j.PeakTimeS = float64(s.peakTS) / 1e6
@@ -196,8 +199,9 @@ func (r *report) writeJSON(w io.Writer) error {
 	j.Calls, j.Temporary, j.PeakBytes, j.LeakedBytes, j.Leaks = t.Calls, t.Temporary, int64(t.PeakBytes), int64(t.LeakedBytes), t.Leaks
 	j.Summary = r.jsonSummaryOf(r.all)
 	j.Rankings = r.jsonRankingsOf(r.all)
+	j.FDLeaks = jsonFDLeaksOf(r.all)
 	for _, s := range r.secs {
-		p := jsonProcess{Title: s.title, PID: s.pid, Comm: s.comm, Cmd: s.cmd, Summary: r.jsonSummaryOf(s)}
+		p := jsonProcess{Title: s.title, PID: s.pid, Comm: s.comm, Cmd: s.cmd, Summary: r.jsonSummaryOf(s), FDLeaks: jsonFDLeaksOf(s)}
 		if s.log != nil {
 			p.Log = s.log.path
 		}

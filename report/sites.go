@@ -241,6 +241,11 @@ type section struct {
 	// added up in a merged one.
 	lost, garbage, unmatched, lines, events int64
 	truncated                               int
+
+	// Leaked file descriptors (fd.go); fdSeen: the log has descriptor
+	// lines; fdOnly: a process with descriptor leaks and no allocation.
+	fdLeaks        []fdLeak
+	fdSeen, fdOnly bool
 }
 
 func newSection() *section { return &section{bySite: map[int32]*analysis.CostFigures{}} }
@@ -302,6 +307,7 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 		}
 		out = append(out, s)
 	}
+	out = addFDSections(l, out, pids)
 	if len(out) == 0 && len(pids) == 0 {
 		// A log without a single allocation still gets its section, so
 		// that the report says what was read.
@@ -356,6 +362,8 @@ func merge(title string, secs []*section) *section {
 		out.lines += s.lines
 		out.events += s.events
 		out.truncated += s.truncated
+		out.fdLeaks = append(out.fdLeaks, s.fdLeaks...)
+		out.fdSeen = out.fdSeen || s.fdSeen
 	}
 	if len(secs) == 1 {
 		only := secs[0]

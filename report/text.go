@@ -209,6 +209,9 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 	if sp := r.supd[s]; sp.leaks > 0 {
 		fmt.Fprintf(w, "suppressed leaks: %s (%d leaks)\n", fmtBytes(int64(sp.bytes)), sp.leaks)
 	}
+	if l := fdSummaryLine(s); l != "" {
+		fmt.Fprintln(w, l)
+	}
 	r.writeNotes(w, s)
 }
 
@@ -225,7 +228,7 @@ func (r *report) writeNotes(w io.Writer, s *section) {
 	if s.unmatched > 0 {
 		fmt.Fprintf(w, "frees of blocks not seen allocated (made before tracing started, or lost): %d\n", s.unmatched)
 	}
-	if s.total.Calls == 0 && s.log != nil {
+	if s.total.Calls == 0 && s.log != nil && (!s.fdOnly || s.lines > 0) {
 		switch {
 		case s.lines == 0:
 			fmt.Fprintf(w, "%s is empty: no allocation to report\n", s.log.name)
@@ -244,6 +247,7 @@ func (r *report) writeSection(w io.Writer, s *section) {
 			r.writeRanking(w, es, mt, false)
 		}
 	}
+	r.writeFDLeaks(w, s)
 	r.writeSummary(w, s)
 }
 
