@@ -169,3 +169,6 @@ func TestFDBadLines(t *testing.T) {
 		t.Fatalf("unknown closes %d", c.UnknownCloses)
 	}
 }
+
+// The descriptor logs join the fuzz corpus (and TestFuzzSeeds' mixes).
+func init() { fuzzSeeds = append(fuzzSeeds, fdLog) }

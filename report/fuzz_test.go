@@ -14,6 +14,7 @@ func FuzzReport(f *testing.F) {
 	f.Add(known)
 	f.Add(known[:len(known)/2])
 	f.Add(baseLog())
+	f.Add([]byte(fdReportLog))
 	f.Add(richLog(300, 1))
 	f.Add([]byte("[memtrack] tid=1 (a) free ts=5 ptr=0x10\n[memtrack]   #0 ./x(f+0x1) [0x2]\n\x00\xff"))
 	f.Add([]byte("[memtrace] header pid=1\n[memtrace] thread tid=2 pid=3\n[memtrack] tid=2 (b) malloc ts=1 size=5 total=5 ptr=0x9\n"))
