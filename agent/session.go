@@ -407,6 +407,12 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 		}
 	} else if known {
 		size = v
+	} else if !p.attached {
+		// Launched: every block the program allocated was seen, so this
+		// is allocator bookkeeping (libc emptying a thread's tcache as
+		// it exits calls free directly) or a double free glibc itself
+		// stops; not the program's release of a block.
+		return
 	} else {
 		size = 0
 	}

@@ -12,12 +12,14 @@ ROUNDS=${ROUNDS:-7}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -o "$tmp/loop" tests/bench/loop.c
+# Stacks are taken by frame pointers: the stack runs trace a build with them.
+gcc -O2 -fno-omit-frame-pointer -o "$tmp/loopfp" tests/bench/loop.c
 MT=./bin/memtrace
 [ -x "$MT" ] || { echo "bench-bpf: build first (make build)" >&2; exit 1; }
 if [ "$(id -u)" != 0 ]; then echo "bench-bpf: needs root for BPF" >&2; exit 1; fi
 
 declare -A res
-modes="untraced floor floor-classic memtrace memtrace-classic"
+modes="untraced floor floor-classic memtrace memtrace-classic floor-stack8 memtrace-stack8"
 for r in $(seq "$ROUNDS"); do
 	res[untraced]+="$("$tmp/loop" "$N") "
 	res[floor]+="$($MT --floor -o /dev/null -- "$tmp/loop" "$N") "
@@ -26,6 +28,8 @@ for r in $(seq "$ROUNDS"); do
 	lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log")
 	[ "$lost" = 0 ] || echo "round $r: memtrace lost $lost records" >&2
 	res[memtrace-classic]+="$($MT --no-uprobe-multi -o "$tmp/log" -- "$tmp/loop" "$N") "
+	res[floor-stack8]+="$($MT --floor --stack-depth 8 -o /dev/null -- "$tmp/loopfp" "$N") "
+	res[memtrace-stack8]+="$($MT --stack-depth 8 -o "$tmp/log8" -- "$tmp/loopfp" "$N") "
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 declare -A med
@@ -38,4 +42,6 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "  memtrace / floor (uprobe_multi):  $(ratio "${med[memtrace]}" "${med[floor]}")x   (target <= 1.25x)"
 echo "  memtrace / floor (classic):       $(ratio "${med[memtrace-classic]}" "${med[floor-classic]}")x"
 echo "  floor classic / floor multi:      $(ratio "${med[floor-classic]}" "${med[floor]}")x"
-echo "  last memtrace log: $(grep -c 'ptr=' "$tmp/log") event lines, lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log")"
+echo "  memtrace / floor, 8 frames:       $(ratio "${med[memtrace-stack8]}" "${med[floor-stack8]}")x   (target <= 1.3x)"
+echo "  last memtrace log: $(grep -c 'ptr=' "$tmp/log") event lines, lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log"); with stacks: lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log8")"
+echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -102,7 +102,7 @@ func (t *Tracer) progs() (enter, ret, free, nw *ebpf.Program) {
 	return t.objs.MtEnter, t.objs.MtReturn, t.objs.MtFree, t.objs.MtNew
 }
 
-func (pp *probePoint) cookie() uint64 {
+func (pp *probePoint) cookie(checkInternal bool) uint64 {
 	var before, after uint64
 	switch pp.def.sig {
 	case sigMmap, sigMremap:
@@ -111,7 +111,7 @@ func (pp *probePoint) cookie() uint64 {
 	if pp.def.op == logfmt.OpMunmap {
 		before, after = pp.textFrom, pp.textTo
 	}
-	if pp.def.op == logfmt.OpFree && pp.x86 && pp.delta < 256 {
+	if pp.def.op == logfmt.OpFree && pp.x86 && pp.delta < 256 && checkInternal {
 		// A clamped range only lets a rare internal call through.
 		return uint64(pp.def.op) | sigFreeChecked<<8 | pp.delta<<16 | min(pp.textFrom, 1<<20-1)<<24 | min(pp.textTo, 1<<20-1)<<44
 	}
@@ -126,13 +126,13 @@ func (t *Tracer) attachMulti(ex *link.Executable, pid int, pps []probePoint) ([]
 		switch pp.def.kind {
 		case probeAlloc:
 			allocAddr = append(allocAddr, pp.fileOff)
-			allocCookie = append(allocCookie, pp.cookie())
+			allocCookie = append(allocCookie, pp.cookie(t.opts.CheckInternalFrees))
 		case probeFree:
 			freeAddr = append(freeAddr, pp.fileOff)
-			freeCookie = append(freeCookie, pp.cookie())
+			freeCookie = append(freeCookie, pp.cookie(t.opts.CheckInternalFrees))
 		case probeNew:
 			newAddr = append(newAddr, pp.fileOff)
-			newCookie = append(newCookie, pp.cookie())
+			newCookie = append(newCookie, pp.cookie(t.opts.CheckInternalFrees))
 		}
 	}
 	var ls []link.Link
@@ -170,7 +170,7 @@ func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) (
 	var ls []link.Link
 	for i := range pps {
 		pp := &pps[i]
-		opts := &link.UprobeOptions{Address: pp.fileOff, PID: pid, Cookie: pp.cookie()}
+		opts := &link.UprobeOptions{Address: pp.fileOff, PID: pid, Cookie: pp.cookie(t.opts.CheckInternalFrees)}
 		if pp.def.kind != probeAlloc {
 			prog := free
 			if pp.def.kind == probeNew {

@@ -29,6 +29,13 @@ type Options struct {
 	// HoldExec stops a target that execs until the agent has read the
 	// new image (SIGCONT); memtrace uses it when it started the program.
 	HoldExec bool
+	// CheckInternalFrees makes the kernel side recognise libc's direct
+	// internal calls to free (the tcache emptied at thread exit) by
+	// reading the call site: one user-memory read per free. Attaching needs
+	// it, since a free of a block the agent never saw may then be the
+	// program's; a launched program's agent knows every block and drops
+	// frees of unknown ones itself, which is cheaper.
+	CheckInternalFrees bool
 }
 
 // DefaultRingBytes holds about 30 ms of events at the fastest rate a single

@@ -97,7 +97,8 @@ func run(o *options, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
-		StackDepth: o.stackDepth, StackThreads: o.stackThreads, Follow: o.follow, HoldExec: len(o.argv) > 0})
+		StackDepth: o.stackDepth, StackThreads: o.stackThreads, Follow: o.follow, HoldExec: len(o.argv) > 0,
+		CheckInternalFrees: len(o.pids) > 0})
 	if err != nil {
 		if errors.Is(err, tracer.ErrUnavailable) && len(o.argv) > 0 {
 			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
