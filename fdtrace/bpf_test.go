@@ -5,6 +5,7 @@ package fdtrace
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,23 +22,9 @@ import (
 	"github.com/memtrace/memtrace/logfmt"
 )
 
-// requireBPF skips where BPF is really unavailable; MEMTRACE_REQUIRE_BPF=1
-// (CI) makes that a failure.
 func requireBPF(t testing.TB) {
 	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	} else if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		why = "no kernel BTF"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("MEMTRACE_REQUIRE_BPF") == "1" {
-		t.Fatalf("BPF unavailable (%s) but MEMTRACE_REQUIRE_BPF=1", why)
-	}
-	t.Skipf("BPF unavailable: %s", why)
+	bpftest.Require(t)
 }
 
 // drain reads until a Read delivers nothing: after the traced program has

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"io"
 	"os"
 	"os/exec"
@@ -48,23 +49,9 @@ func need(t testing.TB, rel string) string {
 	return p
 }
 
-// requireBPF skips a test where eBPF cannot run (not root, no BTF), unless
-// MEMTRACE_REQUIRE_BPF=1 says the machine must have it.
 func requireBPF(t testing.TB) {
 	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	} else if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		why = "no /sys/kernel/btf/vmlinux"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("MEMTRACE_REQUIRE_BPF") == "1" {
-		t.Fatalf("eBPF unavailable (%s) but MEMTRACE_REQUIRE_BPF=1", why)
-	}
-	t.Skipf("eBPF unavailable: %s", why)
+	bpftest.Require(t)
 }
 
 // truthRec is one line of a program's record (progs/truth.h).

@@ -5,6 +5,7 @@ package tracer
 import (
 	"bufio"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,23 +17,9 @@ import (
 	"github.com/memtrace/memtrace/logfmt"
 )
 
-// requireBPF skips where BPF is really unavailable; MEMTRACE_REQUIRE_BPF=1
-// (CI) makes that a failure.
 func requireBPF(t *testing.T) {
 	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	} else if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		why = "no kernel BTF"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("MEMTRACE_REQUIRE_BPF") == "1" {
-		t.Fatalf("BPF unavailable (%s) but MEMTRACE_REQUIRE_BPF=1", why)
-	}
-	t.Skipf("BPF unavailable: %s", why)
+	bpftest.Require(t)
 }
 
 const probeProg = `

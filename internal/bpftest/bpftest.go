@@ -1,0 +1,28 @@
+// Package bpftest holds the one rule for tests that need BPF: they skip
+// only where BPF is really unavailable (not root, no kernel BTF), and
+// MEMTRACE_REQUIRE_BPF=1 (set by CI, whose machines have BPF) turns that
+// skip into a failure.
+package bpftest
+
+import (
+	"os"
+	"testing"
+)
+
+// Require skips or fails t when BPF cannot be used here.
+func Require(t testing.TB) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root"
+	} else if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		why = "no kernel BTF (/sys/kernel/btf/vmlinux)"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("MEMTRACE_REQUIRE_BPF") == "1" {
+		t.Fatalf("BPF unavailable (%s) but MEMTRACE_REQUIRE_BPF=1", why)
+	}
+	t.Skipf("BPF unavailable: %s", why)
+}
