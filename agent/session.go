@@ -97,6 +97,7 @@ type Session struct {
 	pendingFD []fdtrace.Event
 	pstats    map[uint32]*procStats
 	last      *thread
+	unsorted  bool
 	reported  map[uint32]bool
 	procNames map[uint32]string
 	procCmds  map[uint32]string
@@ -174,15 +175,20 @@ func (s *Session) Received() uint64 { return s.received }
 // older than the window.
 func (s *Session) Add(e *tracer.Event) {
 	s.received++
+	if n := len(s.pending); n > 0 && e.TS < s.pending[n-1].TS {
+		s.unsorted = true
+	}
 	s.pending = append(s.pending, *e)
 }
 
 // Drain writes every queued event older than the window, or all of them
 // when all is set (at the end, or when the source is known quiet).
 func (s *Session) Drain(all bool) {
-	// Nearly sorted already: the ring buffer is filled in reserve order.
-	if !slices.IsSortedFunc(s.pending, cmpTS) {
+	// Nearly always sorted already: the ring buffer is filled in reserve
+	// order, and Add notes when it is not.
+	if s.unsorted {
 		slices.SortStableFunc(s.pending, cmpTS)
+		s.unsorted = false
 	}
 	limit := ^uint64(0)
 	if !all {
