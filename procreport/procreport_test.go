@@ -15,12 +15,13 @@ func TestWriteReadAggregate(t *testing.T) {
 	a := &Report{Process: "svc a/b", PID: 10, End: end, AllocCalls: 5, AllocBytes: 500, Current: 100, Peak: 300,
 		LeakBlocks: 1, Leaks: []Entry{{Bytes: 100, Blocks: 1, Stack: "f < main"}}, OpenFDs: []FD{{FD: 3, Kind: "file", Call: "openat", Path: "/x"}}}
 	b := &Report{Process: "worker", PID: 11, End: end, AllocCalls: 7, AllocBytes: 700, Current: 0, Peak: 700}
+	stems := map[*Report]string{a: "svc_a_b-10_20261129T120000.000Z", b: "worker-11_20261129T120000.000Z"}
 	for _, r := range []*Report{a, b} {
 		txt, htm, err := Write(dir, r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(filepath.Base(txt), strings.ReplaceAll(r.Process, "/", "_")+"-") {
+		if filepath.Base(txt) != stems[r]+".txt" {
 			t.Errorf("file name %s", txt)
 		}
 		if h, _ := os.ReadFile(htm); !strings.Contains(string(h), "<table>") {
