@@ -2,6 +2,10 @@ package agent
 
 import (
 	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/memtrace/memtrace/symbols"
 
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/logfmt"
@@ -34,6 +38,9 @@ func (s *Session) drainFD(limit uint64, all bool, emitUpTo func(ts uint64)) {
 			break
 		}
 		emitUpTo(e.TS)
+		if p := s.procs[e.TGID]; p != nil && p.preExec {
+			continue // memtrace's launcher, not the program
+		}
 		s.fds.Apply(e, s.writeFD)
 	}
 	s.pendingFD = append(s.pendingFD[:0], s.pendingFD[n:]...)
@@ -52,7 +59,53 @@ func cmpFD(a, b fdtrace.Event) int {
 
 func (s *Session) writeFD(e *fdtrace.Event) {
 	word, kvs := e.Meta(s.cfg.StartNS)
+	if len(e.Frames) > 0 {
+		kvs = append(kvs, logfmt.KV{Key: "stack", Value: s.addrStack(int(e.TGID), e.Frames)})
+	}
 	s.Meta(word, kvs...)
+}
+
+// addrStack names raw user addresses through the process's recorded
+// mappings: "open64 < main < __libc_start_call_main". Frame 0 is the
+// interrupted instruction itself, the others return addresses.
+func (s *Session) addrStack(pid int, frames []uint64) string {
+	c := s.calls
+	as := c.spaces[pid]
+	if as == nil {
+		s.KnownProcess(pid, false)
+		as = c.spaces[pid]
+	}
+	var parts []string
+	refreshed := false
+	for i, a := range frames {
+		name := ""
+		look := a
+		if i > 0 {
+			look = a - 1
+		}
+		if as != nil {
+			if _, ok := as.Lookup(look); !ok && !refreshed {
+				// Mapped since the last look (a library the loader
+				// was still opening, say): read the maps again.
+				refreshed = true
+				s.KnownProcess(pid, false)
+			}
+			if fr, err := as.Resolve(look, 0); err == nil || fr.Module != "" {
+				name = symbols.Demangle(fr.Symbol)
+				if name == "" {
+					name = displayPath(fr.Module)
+				}
+			}
+		}
+		if name == "" {
+			if i > 0 {
+				break // a frame-pointer walk into garbage
+			}
+			name = "0x" + strconv.FormatUint(a, 16)
+		}
+		parts = append(parts, name)
+	}
+	return strings.Join(parts, " < ")
 }
 
 // fdLeaks writes the descriptors pid still holds as it exits.
@@ -67,5 +120,3 @@ func (s *Session) fdLeaks(pid uint32) []fdtrace.Open {
 	}
 	return open
 }
-
-var _ = logfmt.WordFD

@@ -60,6 +60,9 @@ type process struct {
 	// scanned: its mappings were read at its first event, when a
 	// launched program's loader has mapped everything it links.
 	scanned bool
+	// preExec: memtrace's own launcher, not yet the program; its calls
+	// (a cgo-linked memtrace's runtime, say) are not the program's.
+	preExec bool
 }
 
 type thread struct {
@@ -132,6 +135,13 @@ func New(cfg Config) *Session {
 		window:  uint64(w.Nanoseconds()),
 		calls:   newCallsites(),
 	}
+}
+
+// AddLaunched declares the process memtrace started: its events count from
+// its exec of the program.
+func (s *Session) AddLaunched(pid uint32) {
+	s.AddProcess(pid, false)
+	s.procs[pid].preExec = true
 }
 
 // AddProcess declares a traced process; attached says it ran before
@@ -301,6 +311,9 @@ func (s *Session) emit(e *tracer.Event) {
 		if s.cfg.ProcessExited != nil {
 			s.cfg.ProcessExited(e.TGID)
 		}
+	}
+	if p := s.procs[e.TGID]; p != nil && p.preExec {
+		return
 	}
 	if e.Kind == tracer.KindExit {
 		// Only threads that were logged get an EXIT line, as with
@@ -475,6 +488,7 @@ func (s *Session) forked(e *tracer.Event) {
 func (s *Session) execd(e *tracer.Event) {
 	p := s.proc(e.TGID)
 	clear(p.live)
+	p.preExec = false
 	p.attached = false
 	p.scanned = false
 	if s.fds != nil {

@@ -56,14 +56,31 @@ struct fstate {
 	__u8 call;
 };
 
-/* Task-local storage: freed by the kernel with the thread, so a thread
- * killed inside a blocking accept leaves nothing behind. */
+/* Per-thread state keyed by tid, in an LRU hash rather than task-local
+ * storage: task storage lookups fail while another program on the same
+ * CPU is preempted inside one, and the call would go unlogged (seen under
+ * load in memtrace.bpf.c). LRU: a thread killed inside a blocking accept
+ * leaves an entry that ages out. */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
 	__type(value, struct fstate);
 } fd_states SEC(".maps");
+
+static __always_inline struct fstate *fstate_get(int create)
+{
+	__u32 tid = bpf_get_current_pid_tgid();
+	struct fstate *st = bpf_map_lookup_elem(&fd_states, &tid);
+	if (st || !create)
+		return st;
+	static const struct fstate zero = {};
+	bpf_map_update_elem(&fd_states, &tid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&fd_states, &tid);
+}
+
+/* --stack-depth: user frames per descriptor event (at most FD_MAX_FRAMES). */
+const volatile __u32 stack_depth = 0;
 
 /* CO-RE flavours of the kernel types walked to name a device fd: matched
  * by name against the running kernel's BTF, on every architecture. */
@@ -141,8 +158,7 @@ static __always_inline int on_enter(__u8 call, __u64 a0, __u64 a1, __u64 a2, __u
 			return 0;
 		break;
 	}
-	struct fstate *st = bpf_task_storage_get(&fd_states, bpf_get_current_task_btf(), 0,
-						 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct fstate *st = fstate_get(1);
 	if (!st)
 		return 0;
 	st->call = call;
@@ -289,9 +305,59 @@ static __always_inline int on_ioctl(struct fd_event *e, struct fstate *st)
 	return 0;
 }
 
-static __always_inline int on_exit(long ret)
+/* The user stack at a system call's exit. Frame 0 is in libc's wrapper,
+ * which keeps no frame pointer, so the kernel's walk misses the wrapper's
+ * caller. The first of the words just above the user stack pointer that
+ * is a return address (the five bytes before it are a call rel32 into
+ * the PLT or the wrapper) is put in as frame 1. The rest is the
+ * frame-pointer walk. */
+#if defined(__TARGET_ARCH_x86)
+struct fd_scan {
+	__u64 sp;
+	__u64 ret;
+};
+
+static long scan_cb(__u64 i, void *data)
 {
-	struct fstate *st = bpf_task_storage_get(&fd_states, bpf_get_current_task_btf(), 0, 0);
+	struct fd_scan *c = data;
+	__u64 w = 0;
+	__u8 insn[5];
+	if (bpf_probe_read_user(&w, sizeof(w), (void *)(c->sp + i * 8)))
+		return 1;
+	if (w < 4096 || bpf_probe_read_user(insn, sizeof(insn), (void *)(w - 5)) || insn[0] != 0xe8)
+		return 0;
+	c->ret = w;
+	return 1;
+}
+#endif
+
+static __always_inline void fd_stack(__u64 *ctx, struct fd_event *e)
+{
+	__u32 n = stack_depth < FD_MAX_FRAMES ? stack_depth : FD_MAX_FRAMES;
+	long got = bpf_get_stack(ctx, e->frames, n * 8, BPF_F_USER_STACK);
+	if (got <= 0)
+		return;
+	e->nframes = got / 8;
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct fd_scan c = {.sp = BPF_CORE_READ(regs, sp)};
+	bpf_loop(24, scan_cb, &c, 0);
+	if (!c.ret || n < 2)
+		return;
+	if (e->nframes > 1 && e->frames[1] == c.ret)
+		return;
+	for (int i = FD_MAX_FRAMES - 1; i > 1; i--)
+		e->frames[i] = e->frames[i - 1];
+	e->frames[1] = c.ret;
+	if (e->nframes < n)
+		e->nframes++;
+#endif
+}
+
+static __always_inline int on_exit(void *ctx, long ret)
+{
+	struct fstate *st = fstate_get(0);
 	if (!st || st->call == 0)
 		return 0;
 	__u8 call = st->call;
@@ -305,6 +371,10 @@ static __always_inline int on_exit(long ret)
 	struct fd_event *e = reserve();
 	if (!e)
 		return 0;
+	e->nframes = 0;
+	e->pad = 0;
+	if (stack_depth)
+		fd_stack(ctx, e);
 	e->call = call;
 	e->type = FD_EV_OPEN;
 	e->fd = ret;
@@ -419,7 +489,7 @@ int fd_sys_enter(__u64 *ctx)
 SEC("raw_tp/sys_exit")
 int fd_sys_exit(__u64 *ctx)
 {
-	return on_exit((long)ctx[1]);
+	return on_exit(ctx, (long)ctx[1]);
 }
 
 /* The same entry and exit logic with the syscall's arguments given
@@ -438,7 +508,7 @@ int fd_test_enter(__u64 *ctx)
 SEC("raw_tp")
 int fd_test_exit(__u64 *ctx)
 {
-	return on_exit((long)ctx[0]);
+	return on_exit(ctx, (long)ctx[0]);
 }
 
 /* Unused by the programs: keeps the ABI types in BTF so that the Go tests

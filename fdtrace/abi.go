@@ -94,8 +94,9 @@ const (
 // eventSize is sizeof(struct fd_event); abi_test.go checks it, and the
 // offsets decode reads, against the BTF of the compiled object.
 const (
-	eventSize = 328
+	eventSize = 592
 	pathLen   = 256
+	maxFrames = 32
 )
 
 // Event is one record from the kernel or one the Table emits.
@@ -112,6 +113,9 @@ type Event struct {
 	Truncated bool // Path was cut at 255 bytes
 	Comm      [16]byte
 	Path      string // the path opened, a memfd's name, or a device's name (the heap)
+	// Frames is the user stack at the call (--stack-depth), innermost
+	// first: frame 0 lies in the system call's libc wrapper.
+	Frames []uint64
 
 	// Set by the Table.
 	Kind   Kind   // what the descriptor is
@@ -149,6 +153,16 @@ func (e *Event) decode(b []byte) error {
 		p = p[:i]
 	}
 	e.Path = string(p)
+	n := int(le.Uint32(b[328:]))
+	if n > maxFrames {
+		n = maxFrames
+	}
+	if n > 0 {
+		e.Frames = make([]uint64, n)
+		for i := range e.Frames {
+			e.Frames[i] = le.Uint64(b[336+8*i:])
+		}
+	}
 	return nil
 }
 

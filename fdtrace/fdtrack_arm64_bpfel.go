@@ -38,6 +38,7 @@ const (
 	FdtrackProgFdTestExit  = "fd_test_exit"
 	FdtrackVarFdAbiTypes   = "fd_abi_types"
 	FdtrackVarLostRecords  = "lost_records"
+	FdtrackVarStackDepth   = "stack_depth"
 	FdtrackVarWakeupBytes  = "wakeup_bytes"
 )
 
@@ -105,6 +106,7 @@ type FdtrackMapSpecs struct {
 type FdtrackVariableSpecs struct {
 	FdAbiTypes  *ebpf.VariableSpec `ebpf:"fd_abi_types"`
 	LostRecords *ebpf.VariableSpec `ebpf:"lost_records"`
+	StackDepth  *ebpf.VariableSpec `ebpf:"stack_depth"`
 	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -149,6 +151,7 @@ func (m *FdtrackMaps) Close() error {
 type FdtrackVariables struct {
 	FdAbiTypes  *ebpf.Variable `ebpf:"fd_abi_types"`
 	LostRecords *ebpf.Variable `ebpf:"lost_records"`
+	StackDepth  *ebpf.Variable `ebpf:"stack_depth"`
 	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

@@ -18,6 +18,9 @@ type Options struct {
 	// WakeupBytes: records are submitted without waking the reader until
 	// this much is pending; 0 means RingBytes/4.
 	WakeupBytes int
+	// StackDepth is how many user frames each event carries (0: none; at
+	// most 32).
+	StackDepth int
 }
 
 // DefaultRingBytes holds about 12,000 records: a program that opens and

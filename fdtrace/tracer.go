@@ -94,6 +94,9 @@ func newTracer(opts Options, test bool) (*Tracer, error) {
 		return nil, fmt.Errorf("load the fd BPF object: %w", err)
 	}
 	spec.Maps["fd_events"].MaxEntries = uint32(opts.RingBytes)
+	if err := spec.Variables["stack_depth"].Set(uint32(min(max(opts.StackDepth, 0), maxFrames))); err != nil {
+		return nil, fmt.Errorf("configure descriptor tracing: %w", err)
+	}
 	if err := spec.Variables["wakeup_bytes"].Set(uint64(opts.WakeupBytes)); err != nil {
 		return nil, fmt.Errorf("configure the fd BPF object: %w", err)
 	}

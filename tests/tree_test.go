@@ -221,6 +221,10 @@ func TestSnapshotsWhileRunning(t *testing.T) {
 	if !bytes.Contains(b, []byte("[memtrace] fd event=leak")) {
 		t.Errorf("no fd leak line at exit")
 	}
+	// With --stack-depth, descriptor lines carry the call stack.
+	if open := grepLines(b, "call=openat kind=file path=/etc/hostname"); !strings.Contains(open, "stack=") || !strings.Contains(open, "main") {
+		t.Errorf("the open of /etc/hostname has no stack through main: %q", open)
+	}
 	txts, _ := filepath.Glob(filepath.Join(reports, "slow-*_*.txt"))
 	htmls, _ := filepath.Glob(filepath.Join(reports, "slow-*_*.html"))
 	if len(txts) != 1 || len(htmls) != 1 {

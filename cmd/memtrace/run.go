@@ -207,7 +207,7 @@ func (l *loop) startFD() error {
 	if !l.o.track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
 		return nil
 	}
-	fd, err := fdtrace.New(fdtrace.Options{Track: l.o.track})
+	fd, err := fdtrace.New(fdtrace.Options{Track: l.o.track, StackDepth: l.o.stackDepth})
 	if err != nil {
 		return err
 	}
@@ -570,7 +570,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	defer l.closeFD()
 	l.addPID(pid)
 	l.pids[pid] = true
-	l.sess.AddProcess(uint32(pid), false)
+	l.sess.AddLaunched(uint32(pid))
 	l.sess.KnownFile(path)
 	for _, lib := range libs {
 		l.sess.KnownFile(lib)
