@@ -62,7 +62,8 @@ type process struct {
 	scanned bool
 	// preExec: memtrace's own launcher, not yet the program; its calls
 	// (a cgo-linked memtrace's runtime, say) are not the program's.
-	preExec bool
+	preExec  bool
+	released uint64 // when the launcher was told to exec the program
 }
 
 type thread struct {
@@ -142,6 +143,15 @@ func New(cfg Config) *Session {
 func (s *Session) AddLaunched(pid uint32) {
 	s.AddProcess(pid, false)
 	s.procs[pid].preExec = true
+}
+
+// Released records when the launcher of pid was let go: its exec of the
+// program is the first exec after that (the launcher's own exec, of
+// memtrace, comes before).
+func (s *Session) Released(pid uint32, ns uint64) {
+	if p := s.procs[pid]; p != nil {
+		p.released = ns
+	}
 }
 
 // AddProcess declares a traced process; attached says it ran before
@@ -487,6 +497,9 @@ func (s *Session) forked(e *tracer.Event) {
 // execd: a new image has a new heap.
 func (s *Session) execd(e *tracer.Event) {
 	p := s.proc(e.TGID)
+	if p.preExec && e.TS < p.released {
+		return // the launcher's own exec
+	}
 	clear(p.live)
 	p.preExec = false
 	p.attached = false

@@ -86,6 +86,7 @@ struct {
 } hold SEC(".maps");
 
 struct tstate {
+	__u64 owner;         /* the tid using this slot (tslots); 0: free */
 	__u64 outer_sp;      /* stack pointer at the outermost traced call */
 	__u64 arg_size;
 	__u64 arg_ptr;       /* realloc's old pointer, posix_memalign's out */
@@ -128,15 +129,53 @@ static __always_inline int is_target(void)
 	return bpf_map_lookup_elem(&targets, &tgid) != 0;
 }
 
+/* The fast path: an array slot per tid modulo its size, claimed with a
+ * compare-and-swap, so that the three lookups of a malloc+free pair cost
+ * an index each instead of a hash. Two live threads whose tids collide
+ * are rare; the second one uses the hash. */
+#define MT_SLOTS 32768
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct tstate);
+} tslots SEC(".maps");
+
 static __always_inline struct tstate *state(int create)
 {
 	__u32 tid = bpf_get_current_pid_tgid();
-	struct tstate *st = bpf_map_lookup_elem(&tstates, &tid);
+	__u32 idx = tid & (MT_SLOTS - 1);
+	struct tstate *st = bpf_map_lookup_elem(&tslots, &idx);
+	if (st) {
+		if (st->owner == tid)
+			return st;
+		if (create && st->owner == 0 && __sync_val_compare_and_swap(&st->owner, 0, (__u64)tid) == 0) {
+			/* A slot another thread left: start clean. */
+			st->depth = 0;
+			st->comm_ok = 0;
+			st->stack_ok = 0;
+			st->ovr_op = 0;
+			st->skip_free_ptr = 0;
+			st->callsite_ino = 0;
+			st->stack = 0;
+			return st;
+		}
+	}
+	st = bpf_map_lookup_elem(&tstates, &tid);
 	if (st || !create)
 		return st;
 	static const struct tstate zero = {};
 	bpf_map_update_elem(&tstates, &tid, &zero, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&tstates, &tid);
+}
+
+static __always_inline void state_release(__u32 tid)
+{
+	__u32 idx = tid & (MT_SLOTS - 1);
+	struct tstate *st = bpf_map_lookup_elem(&tslots, &idx);
+	if (st && st->owner == tid)
+		__sync_val_compare_and_swap(&st->owner, (__u64)tid, 0);
+	bpf_map_delete_elem(&tstates, &tid);
 }
 
 static __always_inline void submit(struct mt_event *e)
@@ -737,7 +776,11 @@ SEC("tp_btf/task_rename")
 int BPF_PROG(mt_rename, struct task_struct *task)
 {
 	__u32 tid = BPF_CORE_READ(task, pid);
-	struct tstate *st = bpf_map_lookup_elem(&tstates, &tid);
+	__u32 idx = tid & (MT_SLOTS - 1);
+	struct tstate *st = bpf_map_lookup_elem(&tslots, &idx);
+	if (st && st->owner == tid)
+		st->comm_ok = 0;
+	st = bpf_map_lookup_elem(&tstates, &tid);
 	if (st)
 		st->comm_ok = 0;
 	return 0;
@@ -748,8 +791,7 @@ int BPF_PROG(mt_exit)
 {
 	if (!is_target())
 		return 0;
-	__u32 tid = bpf_get_current_pid_tgid();
-	bpf_map_delete_elem(&tstates, &tid);
+	state_release(bpf_get_current_pid_tgid());
 	struct mt_event *e = reserve(0);
 	if (!e)
 		return 0;

@@ -20,6 +20,7 @@ type MemtraceStackbuf struct {
 
 type MemtraceTstate struct {
 	_           structs.HostLayout
+	Owner       uint64
 	OuterSp     uint64
 	ArgSize     uint64
 	ArgPtr      uint64
@@ -56,6 +57,7 @@ const (
 	MemtraceMapStackScratch       = "stack_scratch"
 	MemtraceMapStacksSent         = "stacks_sent"
 	MemtraceMapTargets            = "targets"
+	MemtraceMapTslots             = "tslots"
 	MemtraceMapTstates            = "tstates"
 	MemtraceProgMtChildStart      = "mt_child_start"
 	MemtraceProgMtEmpty           = "mt_empty"
@@ -155,6 +157,7 @@ type MemtraceMapSpecs struct {
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
 	Targets      *ebpf.MapSpec `ebpf:"targets"`
+	Tslots       *ebpf.MapSpec `ebpf:"tslots"`
 	Tstates      *ebpf.MapSpec `ebpf:"tstates"`
 }
 
@@ -198,6 +201,7 @@ type MemtraceMaps struct {
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
 	Targets      *ebpf.Map `ebpf:"targets"`
+	Tslots       *ebpf.Map `ebpf:"tslots"`
 	Tstates      *ebpf.Map `ebpf:"tstates"`
 }
 
@@ -209,6 +213,7 @@ func (m *MemtraceMaps) Close() error {
 		m.StackScratch,
 		m.StacksSent,
 		m.Targets,
+		m.Tslots,
 		m.Tstates,
 	)
 }

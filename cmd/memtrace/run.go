@@ -576,6 +576,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 		l.sess.KnownFile(lib)
 	}
 	l.header([]int{pid}, filepath.Base(path), strings.Join(o.argv, " "))
+	l.sess.Released(uint32(pid), monoNow())
 	if _, err := w.Write([]byte{1}); err != nil {
 		return abort(fmt.Errorf("release %s: %w", o.argv[0], err))
 	}
