@@ -1,4 +1,4 @@
 package memtrace
 
-//go:generate go tool bpf2go -cc clang-19 -target amd64,arm64 -go-package tracer -output-dir tracer -output-stem memtrace Memtrace bpf/memtrace.bpf.c -- -I bpf/include -I bpf -O2 -g -Wall -Werror
-//go:generate go tool bpf2go -cc clang-19 -target amd64,arm64 -go-package fdtrace -output-dir fdtrace -output-stem fdtrack Fdtrack bpf/fdtrack.bpf.c -- -I bpf/include -I bpf -O2 -g -Wall -Werror
+//go:generate go tool bpf2go -cc clang-19 -target amd64,arm64 -go-package tracer -output-dir tracer -output-stem memtrace Memtrace bpf/memtrace.bpf.c -- -I bpf/include -I bpf -O2 -g -Wall -Werror -mcpu=v3
+//go:generate go tool bpf2go -cc clang-19 -target amd64,arm64 -go-package fdtrace -output-dir fdtrace -output-stem fdtrack Fdtrack bpf/fdtrack.bpf.c -- -I bpf/include -I bpf -O2 -g -Wall -Werror -mcpu=v3
