@@ -177,7 +177,7 @@ const slowSrc = `#include <stdlib.h>
 int main(void) {
 	int fd = open("/etc/hostname", O_RDONLY); /* leaked */
 	void *volatile keep = malloc(7777);      /* leaked */
-	for (int i = 0; i < 30; i++) { void *volatile p = malloc(100); free(p); usleep(20000); }
+	for (int i = 0; i < 60; i++) { void *volatile p = malloc(100); free(p); usleep(25000); }
 	return fd < 0;
 }
 `
@@ -198,21 +198,34 @@ func TestSnapshotsWhileRunning(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// While the target (pid= in the header) still runs, a snapshot must
+	// already be in the file: snapshots are written and flushed as they
+	// are taken, not at the end.
 	sawWhileRunning := false
-	for i := 0; i < 100; i++ {
-		time.Sleep(20 * time.Millisecond)
-		if b, _ := os.ReadFile(log); bytes.Contains(b, []byte("[memtrace] snapshot pid=")) {
-			if cmd.ProcessState == nil && exec.Command("kill", "-0", fmt.Sprint(cmd.Process.Pid)).Run() == nil {
-				sawWhileRunning = true
-			}
-			break
+	why := "no snapshot line within 3 s"
+	for i := 0; i < 300 && !sawWhileRunning; i++ {
+		time.Sleep(10 * time.Millisecond)
+		b, _ := os.ReadFile(log)
+		if !bytes.Contains(b, []byte("[memtrace] snapshot pid=")) {
+			continue
 		}
+		var pid int
+		if h := grepLines(b, "[memtrace] header "); h != "" {
+			fmt.Sscanf(h[strings.Index(h, " pid=")+5:], "%d", &pid)
+		}
+		// A zombie still answers kill 0: look at its state instead.
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := bytes.LastIndexByte(st, ')'); pid > 0 && i > 0 && i+2 < len(st) && st[i+2] != 'Z' {
+			sawWhileRunning = true
+		}
+		why = fmt.Sprintf("first snapshot seen after %d ms, target pid %d: %q %v", i*10, pid, st, err)
+		break
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("memtrace: %v %s", err, se.String())
 	}
 	if !sawWhileRunning {
-		t.Fatal("no snapshot appeared in the log while the target ran")
+		t.Fatalf("no snapshot appeared in the log while the target ran: %s", why)
 	}
 	b, _ := os.ReadFile(log)
 	if !bytes.Contains(b, []byte("[memtrace] snapshot-top ")) || !bytes.Contains(b, []byte("path=/etc/hostname")) {
