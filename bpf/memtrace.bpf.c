@@ -17,6 +17,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* kfunc of session uprobes (Linux 6.13+); weak, so older kernels load. */
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+
 /* Set by the agent before load. */
 const volatile __u64 wakeup_bytes = 64 * 1024;
 
@@ -765,6 +769,16 @@ SEC("uprobe") int mt_enter(struct pt_regs *ctx) { return do_enter(ctx); }
 SEC("uprobe.multi") int mt_enter_multi(struct pt_regs *ctx) { return do_enter(ctx); }
 SEC("uretprobe") int mt_return(struct pt_regs *ctx) { return do_return(ctx); }
 SEC("uretprobe.multi") int mt_return_multi(struct pt_regs *ctx) { return do_return(ctx); }
+
+/* A session uprobe (kernels with BPF_TRACE_UPROBE_SESSION): one consumer
+ * serves the entry and the return of each call, instead of two links. */
+SEC("uprobe.session") int mt_session(struct pt_regs *ctx)
+{
+	if (bpf_session_is_return())
+		return do_return(ctx);
+	do_enter(ctx);
+	return 0;
+}
 SEC("uprobe") int mt_free(struct pt_regs *ctx) { return do_free(ctx); }
 SEC("uprobe") int mt_new(struct pt_regs *ctx) { return do_new(ctx); }
 SEC("uprobe.multi") int mt_new_multi(struct pt_regs *ctx) { return do_new(ctx); }
@@ -885,6 +899,7 @@ int BPF_PROG(mt_exec)
  * compare against. */
 SEC("uprobe") int mt_empty(struct pt_regs *ctx) { return 0; }
 SEC("uprobe.multi") int mt_empty_multi(struct pt_regs *ctx) { return 0; }
+SEC("uprobe.session") int mt_empty_session(struct pt_regs *ctx) { return 0; }
 
 /* The floor for stack capture: the same stack_depth frames taken the same
  * way (return address at [sp] plus the kernel's frame-pointer walk), and
@@ -902,6 +917,12 @@ static __always_inline int floor_stack(struct pt_regs *ctx)
 }
 SEC("uprobe") int mt_floor_stack(struct pt_regs *ctx) { return floor_stack(ctx); }
 SEC("uprobe.multi") int mt_floor_stack_multi(struct pt_regs *ctx) { return floor_stack(ctx); }
+SEC("uprobe.session") int mt_floor_stack_session(struct pt_regs *ctx)
+{
+	if (!bpf_session_is_return())
+		floor_stack(ctx);
+	return 0;
+}
 
 /* Unused by the programs: keeps the ABI types in BTF so that the Go tests
  * can compare them with logfmt and the tracer. */

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The eBPF tracer's cost per malloc+free pair, side by side in one run:
 #   untraced      the loop alone
-#   floor         empty BPF programs on the same probe points (memtrace --floor)
+#   floor         empty BPF programs on the same probe points and links (memtrace --floor)
+#                 (default links: one uprobe_session link per library where the
+#                 kernel has them, else uprobe_multi entry + return links)
 #   memtrace      the real programs, the log written to a file
 # Rounds interleave the modes so that drift on a shared machine hits all
 # of them alike; each figure is the median over the rounds.
@@ -39,7 +41,7 @@ for m in $modes; do
 	printf "  %-18s %10s ns   (runs: %s)\n" "$m" "${med[$m]}" "${res[$m]}"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-echo "  memtrace / floor (uprobe_multi):  $(ratio "${med[memtrace]}" "${med[floor]}")x   (target <= 1.25x)"
+echo "  memtrace / floor (default links): $(ratio "${med[memtrace]}" "${med[floor]}")x   (target <= 1.25x)"
 echo "  memtrace / floor (classic):       $(ratio "${med[memtrace-classic]}" "${med[floor-classic]}")x"
 echo "  floor classic / floor multi:      $(ratio "${med[floor-classic]}" "${med[floor]}")x"
 echo "  memtrace / floor, 8 frames:       $(ratio "${med[memtrace-stack8]}" "${med[floor-stack8]}")x   (target <= 1.3x)"

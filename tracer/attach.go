@@ -59,7 +59,7 @@ func (t *Tracer) AttachLibrary(pid int, path string) (bool, error) {
 	}
 	var ls []link.Link
 	if t.multi {
-		ls, err = t.attachMulti(ex, pid, pps)
+		ls, err = t.attachMulti(ex, path, pid, pps)
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			t.multi = false
 		}
@@ -118,7 +118,7 @@ func (pp *probePoint) cookie(checkInternal bool) uint64 {
 	return cookie(uint8(pp.def.op), pp.def.sig, before, after)
 }
 
-func (t *Tracer) attachMulti(ex *link.Executable, pid int, pps []probePoint) ([]link.Link, error) {
+func (t *Tracer) attachMulti(ex *link.Executable, path string, pid int, pps []probePoint) ([]link.Link, error) {
 	enter, ret, free, nw := t.progs()
 	var allocAddr, allocCookie, freeAddr, freeCookie, newAddr, newCookie []uint64
 	for i := range pps {
@@ -136,6 +136,25 @@ func (t *Tracer) attachMulti(ex *link.Executable, pid int, pps []probePoint) ([]
 		}
 	}
 	var ls []link.Link
+	if len(allocAddr) > 0 && t.session {
+		// The floor uses the same kind of link, with an empty program.
+		prog := t.objs.MtSession
+		if t.opts.Floor {
+			prog = t.objs.MtEmptySession
+			if t.opts.StackDepth > 0 {
+				prog = t.objs.MtFloorStackSession
+			}
+		}
+		l, err := createSessionLink(prog, path, allocAddr, allocCookie, pid)
+		if err == nil {
+			ls = append(ls, l)
+			allocAddr = nil
+		} else if errors.Is(err, errNoSession) {
+			t.session = false
+		} else {
+			return ls, err
+		}
+	}
 	if len(allocAddr) > 0 {
 		opts := &link.UprobeMultiOptions{Addresses: allocAddr, Cookies: allocCookie, PID: uint32(pid)}
 		l, err := ex.UprobeMulti(nil, enter, opts)

@@ -51,39 +51,42 @@ type MemtraceTstate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	MemtraceMapEvents             = "events"
-	MemtraceMapFilesSent          = "files_sent"
-	MemtraceMapHold               = "hold"
-	MemtraceMapStackScratch       = "stack_scratch"
-	MemtraceMapStacksSent         = "stacks_sent"
-	MemtraceMapTargets            = "targets"
-	MemtraceMapTslots             = "tslots"
-	MemtraceMapTstates            = "tstates"
-	MemtraceProgMtChildStart      = "mt_child_start"
-	MemtraceProgMtEmpty           = "mt_empty"
-	MemtraceProgMtEmptyMulti      = "mt_empty_multi"
-	MemtraceProgMtEnter           = "mt_enter"
-	MemtraceProgMtEnterMulti      = "mt_enter_multi"
-	MemtraceProgMtExec            = "mt_exec"
-	MemtraceProgMtExit            = "mt_exit"
-	MemtraceProgMtFloorStack      = "mt_floor_stack"
-	MemtraceProgMtFloorStackMulti = "mt_floor_stack_multi"
-	MemtraceProgMtFork            = "mt_fork"
-	MemtraceProgMtFree            = "mt_free"
-	MemtraceProgMtFreeMulti       = "mt_free_multi"
-	MemtraceProgMtNew             = "mt_new"
-	MemtraceProgMtNewMulti        = "mt_new_multi"
-	MemtraceProgMtRename          = "mt_rename"
-	MemtraceProgMtReturn          = "mt_return"
-	MemtraceProgMtReturnMulti     = "mt_return_multi"
-	MemtraceVarFollow             = "follow"
-	MemtraceVarHoldExec           = "hold_exec"
-	MemtraceVarLostRecords        = "lost_records"
-	MemtraceVarMtAbiTypes         = "mt_abi_types"
-	MemtraceVarN_stackThreads     = "n_stack_threads"
-	MemtraceVarStackDepth         = "stack_depth"
-	MemtraceVarStackThreads       = "stack_threads"
-	MemtraceVarWakeupBytes        = "wakeup_bytes"
+	MemtraceMapEvents               = "events"
+	MemtraceMapFilesSent            = "files_sent"
+	MemtraceMapHold                 = "hold"
+	MemtraceMapStackScratch         = "stack_scratch"
+	MemtraceMapStacksSent           = "stacks_sent"
+	MemtraceMapTargets              = "targets"
+	MemtraceMapTslots               = "tslots"
+	MemtraceMapTstates              = "tstates"
+	MemtraceProgMtChildStart        = "mt_child_start"
+	MemtraceProgMtEmpty             = "mt_empty"
+	MemtraceProgMtEmptyMulti        = "mt_empty_multi"
+	MemtraceProgMtEmptySession      = "mt_empty_session"
+	MemtraceProgMtEnter             = "mt_enter"
+	MemtraceProgMtEnterMulti        = "mt_enter_multi"
+	MemtraceProgMtExec              = "mt_exec"
+	MemtraceProgMtExit              = "mt_exit"
+	MemtraceProgMtFloorStack        = "mt_floor_stack"
+	MemtraceProgMtFloorStackMulti   = "mt_floor_stack_multi"
+	MemtraceProgMtFloorStackSession = "mt_floor_stack_session"
+	MemtraceProgMtFork              = "mt_fork"
+	MemtraceProgMtFree              = "mt_free"
+	MemtraceProgMtFreeMulti         = "mt_free_multi"
+	MemtraceProgMtNew               = "mt_new"
+	MemtraceProgMtNewMulti          = "mt_new_multi"
+	MemtraceProgMtRename            = "mt_rename"
+	MemtraceProgMtReturn            = "mt_return"
+	MemtraceProgMtReturnMulti       = "mt_return_multi"
+	MemtraceProgMtSession           = "mt_session"
+	MemtraceVarFollow               = "follow"
+	MemtraceVarHoldExec             = "hold_exec"
+	MemtraceVarLostRecords          = "lost_records"
+	MemtraceVarMtAbiTypes           = "mt_abi_types"
+	MemtraceVarN_stackThreads       = "n_stack_threads"
+	MemtraceVarStackDepth           = "stack_depth"
+	MemtraceVarStackThreads         = "stack_threads"
+	MemtraceVarWakeupBytes          = "wakeup_bytes"
 )
 
 // LoadMemtrace returns the embedded CollectionSpec for Memtrace.
@@ -128,23 +131,26 @@ type MemtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceProgramSpecs struct {
-	MtChildStart      *ebpf.ProgramSpec `ebpf:"mt_child_start"`
-	MtEmpty           *ebpf.ProgramSpec `ebpf:"mt_empty"`
-	MtEmptyMulti      *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
-	MtEnter           *ebpf.ProgramSpec `ebpf:"mt_enter"`
-	MtEnterMulti      *ebpf.ProgramSpec `ebpf:"mt_enter_multi"`
-	MtExec            *ebpf.ProgramSpec `ebpf:"mt_exec"`
-	MtExit            *ebpf.ProgramSpec `ebpf:"mt_exit"`
-	MtFloorStack      *ebpf.ProgramSpec `ebpf:"mt_floor_stack"`
-	MtFloorStackMulti *ebpf.ProgramSpec `ebpf:"mt_floor_stack_multi"`
-	MtFork            *ebpf.ProgramSpec `ebpf:"mt_fork"`
-	MtFree            *ebpf.ProgramSpec `ebpf:"mt_free"`
-	MtFreeMulti       *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
-	MtNew             *ebpf.ProgramSpec `ebpf:"mt_new"`
-	MtNewMulti        *ebpf.ProgramSpec `ebpf:"mt_new_multi"`
-	MtRename          *ebpf.ProgramSpec `ebpf:"mt_rename"`
-	MtReturn          *ebpf.ProgramSpec `ebpf:"mt_return"`
-	MtReturnMulti     *ebpf.ProgramSpec `ebpf:"mt_return_multi"`
+	MtChildStart        *ebpf.ProgramSpec `ebpf:"mt_child_start"`
+	MtEmpty             *ebpf.ProgramSpec `ebpf:"mt_empty"`
+	MtEmptyMulti        *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
+	MtEmptySession      *ebpf.ProgramSpec `ebpf:"mt_empty_session"`
+	MtEnter             *ebpf.ProgramSpec `ebpf:"mt_enter"`
+	MtEnterMulti        *ebpf.ProgramSpec `ebpf:"mt_enter_multi"`
+	MtExec              *ebpf.ProgramSpec `ebpf:"mt_exec"`
+	MtExit              *ebpf.ProgramSpec `ebpf:"mt_exit"`
+	MtFloorStack        *ebpf.ProgramSpec `ebpf:"mt_floor_stack"`
+	MtFloorStackMulti   *ebpf.ProgramSpec `ebpf:"mt_floor_stack_multi"`
+	MtFloorStackSession *ebpf.ProgramSpec `ebpf:"mt_floor_stack_session"`
+	MtFork              *ebpf.ProgramSpec `ebpf:"mt_fork"`
+	MtFree              *ebpf.ProgramSpec `ebpf:"mt_free"`
+	MtFreeMulti         *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
+	MtNew               *ebpf.ProgramSpec `ebpf:"mt_new"`
+	MtNewMulti          *ebpf.ProgramSpec `ebpf:"mt_new_multi"`
+	MtRename            *ebpf.ProgramSpec `ebpf:"mt_rename"`
+	MtReturn            *ebpf.ProgramSpec `ebpf:"mt_return"`
+	MtReturnMulti       *ebpf.ProgramSpec `ebpf:"mt_return_multi"`
+	MtSession           *ebpf.ProgramSpec `ebpf:"mt_session"`
 }
 
 // MemtraceMapSpecs contains maps before they are loaded into the kernel.
@@ -236,23 +242,26 @@ type MemtraceVariables struct {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtracePrograms struct {
-	MtChildStart      *ebpf.Program `ebpf:"mt_child_start"`
-	MtEmpty           *ebpf.Program `ebpf:"mt_empty"`
-	MtEmptyMulti      *ebpf.Program `ebpf:"mt_empty_multi"`
-	MtEnter           *ebpf.Program `ebpf:"mt_enter"`
-	MtEnterMulti      *ebpf.Program `ebpf:"mt_enter_multi"`
-	MtExec            *ebpf.Program `ebpf:"mt_exec"`
-	MtExit            *ebpf.Program `ebpf:"mt_exit"`
-	MtFloorStack      *ebpf.Program `ebpf:"mt_floor_stack"`
-	MtFloorStackMulti *ebpf.Program `ebpf:"mt_floor_stack_multi"`
-	MtFork            *ebpf.Program `ebpf:"mt_fork"`
-	MtFree            *ebpf.Program `ebpf:"mt_free"`
-	MtFreeMulti       *ebpf.Program `ebpf:"mt_free_multi"`
-	MtNew             *ebpf.Program `ebpf:"mt_new"`
-	MtNewMulti        *ebpf.Program `ebpf:"mt_new_multi"`
-	MtRename          *ebpf.Program `ebpf:"mt_rename"`
-	MtReturn          *ebpf.Program `ebpf:"mt_return"`
-	MtReturnMulti     *ebpf.Program `ebpf:"mt_return_multi"`
+	MtChildStart        *ebpf.Program `ebpf:"mt_child_start"`
+	MtEmpty             *ebpf.Program `ebpf:"mt_empty"`
+	MtEmptyMulti        *ebpf.Program `ebpf:"mt_empty_multi"`
+	MtEmptySession      *ebpf.Program `ebpf:"mt_empty_session"`
+	MtEnter             *ebpf.Program `ebpf:"mt_enter"`
+	MtEnterMulti        *ebpf.Program `ebpf:"mt_enter_multi"`
+	MtExec              *ebpf.Program `ebpf:"mt_exec"`
+	MtExit              *ebpf.Program `ebpf:"mt_exit"`
+	MtFloorStack        *ebpf.Program `ebpf:"mt_floor_stack"`
+	MtFloorStackMulti   *ebpf.Program `ebpf:"mt_floor_stack_multi"`
+	MtFloorStackSession *ebpf.Program `ebpf:"mt_floor_stack_session"`
+	MtFork              *ebpf.Program `ebpf:"mt_fork"`
+	MtFree              *ebpf.Program `ebpf:"mt_free"`
+	MtFreeMulti         *ebpf.Program `ebpf:"mt_free_multi"`
+	MtNew               *ebpf.Program `ebpf:"mt_new"`
+	MtNewMulti          *ebpf.Program `ebpf:"mt_new_multi"`
+	MtRename            *ebpf.Program `ebpf:"mt_rename"`
+	MtReturn            *ebpf.Program `ebpf:"mt_return"`
+	MtReturnMulti       *ebpf.Program `ebpf:"mt_return_multi"`
+	MtSession           *ebpf.Program `ebpf:"mt_session"`
 }
 
 func (p *MemtracePrograms) Close() error {
@@ -260,12 +269,14 @@ func (p *MemtracePrograms) Close() error {
 		p.MtChildStart,
 		p.MtEmpty,
 		p.MtEmptyMulti,
+		p.MtEmptySession,
 		p.MtEnter,
 		p.MtEnterMulti,
 		p.MtExec,
 		p.MtExit,
 		p.MtFloorStack,
 		p.MtFloorStackMulti,
+		p.MtFloorStackSession,
 		p.MtFork,
 		p.MtFree,
 		p.MtFreeMulti,
@@ -274,6 +285,7 @@ func (p *MemtracePrograms) Close() error {
 		p.MtRename,
 		p.MtReturn,
 		p.MtReturnMulti,
+		p.MtSession,
 	)
 }
 

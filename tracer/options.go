@@ -16,8 +16,11 @@ type Options struct {
 	// Floor attaches empty programs on the same probe points and reads
 	// nothing: the baseline that benchmarks compare against.
 	Floor bool
-	// NoMulti forces classic uprobe links even where uprobe_multi exists.
-	NoMulti bool
+	// NoMulti forces classic uprobe links even where uprobe_multi exists;
+	// NoSession uprobe_multi entry and return links even where session
+	// links exist.
+	NoMulti   bool
+	NoSession bool
 	// StackDepth is how many user frames each event carries (0: none,
 	// at most 127); StackThreads limits stacks to threads whose name
 	// contains one of these substrings (at most 8, each under 16 bytes).

@@ -23,6 +23,7 @@ type Tracer struct {
 	procs    []link.Link
 	opts     Options
 	multi    bool
+	session  bool // entry and return in one uprobe session link
 	mu       sync.Mutex
 	links    map[attachKey][]link.Link
 	fellBack map[string]bool
@@ -84,9 +85,22 @@ func New(opts Options) (*Tracer, error) {
 			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
 		}
 	}
-	t := &Tracer{opts: opts, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}}
+	t := &Tracer{opts: opts, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}, session: !opts.NoMulti && !opts.NoSession}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		return nil, fmt.Errorf("%w: load BPF programs: %w", ErrUnavailable, err)
+		// A kernel without session uprobes refuses mt_session; load
+		// an empty program in its place and use two links per call.
+		if !t.session {
+			return nil, fmt.Errorf("%w: load BPF programs: %w", ErrUnavailable, err)
+		}
+		for _, name := range []string{"mt_session", "mt_empty_session", "mt_floor_stack_session"} {
+			repl := spec.Programs["mt_empty_multi"].Copy()
+			repl.Name = spec.Programs[name].Name
+			spec.Programs[name] = repl
+		}
+		t.session = false
+		if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+			return nil, fmt.Errorf("%w: load BPF programs: %w", ErrUnavailable, err)
+		}
 	}
 	if !opts.Floor {
 		t.exit, err = link.AttachTracing(link.TracingOptions{Program: t.objs.MtExit})
@@ -124,6 +138,9 @@ func New(opts Options) (*Tracer, error) {
 	t.multi = !opts.NoMulti
 	return t, nil
 }
+
+// Session reports whether allocation functions use session uprobe links.
+func (t *Tracer) Session() bool { return t.session && t.multi }
 
 // Multi reports whether probes use uprobe_multi links.
 func (t *Tracer) Multi() bool { return t.multi }

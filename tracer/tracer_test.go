@@ -4,7 +4,6 @@ package tracer
 
 import (
 	"bufio"
-	"fmt"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
@@ -55,9 +54,10 @@ func TestAttachCountsExact(t *testing.T) {
 	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	for _, multi := range []bool{true, false} {
-		t.Run(fmt.Sprintf("multi=%v", multi), func(t *testing.T) {
-			tr, err := New(Options{NoMulti: !multi})
+	for _, mode := range []string{"session", "multi", "classic"} {
+		multi := mode != "classic"
+		t.Run(mode, func(t *testing.T) {
+			tr, err := New(Options{NoMulti: !multi, NoSession: mode != "session"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -291,7 +291,9 @@ func (l *loop) header(pids []int, comm, cmdline string) {
 		ps[i] = strconv.Itoa(p)
 	}
 	probes := "uprobe"
-	if l.tr.Multi() {
+	if l.tr.Session() {
+		probes = "uprobe_session"
+	} else if l.tr.Multi() {
 		probes = "uprobe_multi"
 	}
 	kv := []logfmt.KV{
