@@ -1,5 +1,3 @@
-// Command memtrace traces a program's allocations and writes a
-// memtrack-format log. See the README for usage.
 package main
 
 import (

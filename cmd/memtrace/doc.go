@@ -1,0 +1,6 @@
+// Command memtrace traces a program's allocations and writes a
+// memtrack-format log: `memtrace -- PROG` starts and traces a program,
+// `memtrace -p PID` attaches, `memtrace --preload -- PROG` uses the
+// LD_PRELOAD fallback, and `memtrace report LOG` reports. It wires the
+// tracer, fdtrace and preload packages to the agent; see the README.
+package main
