@@ -133,7 +133,7 @@ options:
 	}
 	o.argv = fs.Args()
 	var err error
-	if o.minSize, err = parseSize(minSize); err != nil {
+	if o.minSize, err = config.ParseSize(strings.TrimSpace(minSize)); err != nil {
 		return nil, usageError{fmt.Sprintf("bad --min-size %q: %v", minSize, err)}
 	}
 	if o.track, err = config.ParseTrack(track); err != nil {
@@ -164,7 +164,7 @@ options:
 		return nil, usageError{fmt.Sprintf("bad --peak-top-n %d: give 1 or more", o.peakTopN)}
 	}
 	if bufSize != "" {
-		n, err := parseSize(bufSize)
+		n, err := config.ParseSize(strings.TrimSpace(bufSize))
 		if err != nil || n < 4096 || n&(n-1) != 0 || n > 1<<30 {
 			return nil, usageError{fmt.Sprintf("bad --buffer-size %q: give a power of two between 4K and 1G", bufSize)}
 		}
@@ -200,28 +200,4 @@ options:
 		return nil, usageError{"--preload starts a program (-- PROG); it cannot attach to a running process"}
 	}
 	return o, nil
-}
-
-// parseSize reads a byte count with an optional K, M or G suffix.
-func parseSize(s string) (uint64, error) {
-	s = strings.TrimSpace(s)
-	mul := uint64(1)
-	if n := len(s); n > 0 {
-		switch s[n-1] {
-		case 'k', 'K':
-			mul, s = 1<<10, s[:n-1]
-		case 'm', 'M':
-			mul, s = 1<<20, s[:n-1]
-		case 'g', 'G':
-			mul, s = 1<<30, s[:n-1]
-		}
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, errors.New("not a byte count")
-	}
-	if v > (1<<63)/mul {
-		return 0, errors.New("too large")
-	}
-	return v * mul, nil
 }
