@@ -114,12 +114,13 @@ struct tstate {
 	__u8 flags;
 };
 
-/* Per-thread state in a hash keyed by tid, not task-local storage: task
- * storage is guarded by a per-CPU busy counter held with only migration
- * disabled, so a program preempted there made another thread's lookup on
- * the same CPU fail, and its calls went unlogged (seen under load). A hash
- * lookup takes no lock; only a thread's first call inserts its entry,
- * which is deleted when the thread exits. */
+/* Per-thread state: an array slot (tslots, below) and, for a thread whose
+ * tid collides with a live one's slot, this hash keyed by tid. Not
+ * task-local storage: task storage is guarded by a per-CPU busy counter
+ * held with only migration disabled, so a program preempted there made
+ * another thread's lookup on the same CPU fail, and its calls went
+ * unlogged (seen under load). Lookups here take no lock; entries go when
+ * the thread exits. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);

@@ -153,7 +153,7 @@ func resolveLib(path string) ([]probePoint, error) {
 		if ef.Machine == elf.EM_X86_64 {
 			code := make([]byte, 64)
 			n, _ := f.ReadAt(code, int64(fileOff))
-			spec := probeSpec{args: sigArgs(d), keepSP: d.kind != probeFree, skipNullTest: d.kind == probeFree}
+			spec := probeSpec{args: sigArgs(d), skipNullTest: d.kind == probeFree}
 			delta, pp.placed = placeX86(code[:n], spec)
 		}
 		pp.fileOff = fileOff + delta

@@ -66,8 +66,8 @@ func TestPlaceX86(t *testing.T) {
 		off  uint64
 		ok   bool
 	}{
-		{"push first", []byte{0x41, 0x54, 0x55}, probeSpec{args: 1, keepSP: true}, 0, true},
-		{"endbr then push", []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55}, probeSpec{args: 1, keepSP: true}, 4, true},
+		{"push first", []byte{0x41, 0x54, 0x55}, probeSpec{args: 1}, 0, true},
+		{"endbr then push", []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55}, probeSpec{args: 1}, 4, true},
 		// free: test rdi,rdi; je +0xbf; push rbp
 		{"free null test", []byte{0x48, 0x85, 0xff, 0x0f, 0x84, 0xbf, 0, 0, 0, 0x55}, probeSpec{args: 1, skipNullTest: true}, 9, true},
 		// the same without permission to skip the NULL test
@@ -75,7 +75,7 @@ func TestPlaceX86(t *testing.T) {
 		// mov rbx,rdi is harmless; mov rdi,rbx clobbers the argument
 		{"harmless mov", []byte{0x48, 0x89, 0xfb, 0x55}, probeSpec{args: 1}, 3, true},
 		{"clobbered arg", []byte{0x48, 0x89, 0xdf, 0x55}, probeSpec{args: 1}, 0, false},
-		{"sub rsp", []byte{0x48, 0x83, 0xec, 0x08, 0x55}, probeSpec{args: 1, keepSP: true}, 0, false},
+		{"sub rsp", []byte{0x48, 0x83, 0xec, 0x08, 0x55}, probeSpec{args: 1}, 0, false},
 		{"jmp tail call", []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xe9, 1, 2, 3, 4}, probeSpec{args: 1}, 4, true},
 		{"garbage", []byte{0x0f, 0x0b}, probeSpec{args: 1}, 0, false},
 		{"empty", nil, probeSpec{args: 1}, 0, false},

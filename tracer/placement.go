@@ -11,14 +11,13 @@ import (
 // measured. So each probe goes on the first emulated instruction at which the
 // arguments are still in their registers and which every logged call passes.
 
-// probeSpec says what a probe point must preserve.
+// probeSpec says what a probe point must preserve besides the stack
+// pointer, which it always does: return probes hijack the return address at
+// [sp], and the entry programs read the caller and compare stack pointers
+// there.
 type probeSpec struct {
 	// args is how many integer argument registers the entry program reads.
 	args int
-	// keepSP: the point must precede any stack change, because a return
-	// probe there hijacks the return address at [sp] and the nesting
-	// logic compares stack pointers.
-	keepSP bool
 	// skipNullTest: calls with a NULL first argument log nothing (free),
 	// so a leading "test rdi,rdi; je" may be stepped over.
 	skipNullTest bool
