@@ -268,6 +268,9 @@ static __always_inline int stack_wanted(struct tstate *st)
 {
 	if (n_stack_threads == 0)
 		return 1;
+	/* comm_ok: no rename since the name was last read (mt_rename). */
+	if (st->stack_ok && st->comm_ok)
+		return st->stack_ok == 1;
 	struct mt_match_ctx m = {};
 	bpf_get_current_comm(m.comm, sizeof(m.comm));
 	__u64 lo = *(__u64 *)&m.comm[0], hi = *(__u64 *)&m.comm[8];
