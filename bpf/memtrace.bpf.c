@@ -105,8 +105,8 @@ struct tstate {
 	__u64 ovr_stack;
 	__u64 comm_lo, comm_hi; /* the name stack_ok was decided for */
 	__u8 stack_ok;       /* 1: capture, 2: do not */
-	__u8 comm_ok;        /* comm holds the thread's current name */
-	char comm[16];
+	__u8 comm_ok;        /* the agent has the thread's current name */
+	__u32 nev;           /* events sent: paces the wake-up test */
 	__u32 depth;
 	__u8 op;
 	__u8 sig;
@@ -183,40 +183,89 @@ static __always_inline void state_release(__u32 tid)
 	bpf_map_delete_elem(&tstates, &tid);
 }
 
-static __always_inline void submit(struct mt_event *e)
+/* Whether the reader should wake: asked every 32nd event of a thread
+ * only, since the query reads the consumer's position, a cache line the
+ * reader writes. The reader also polls every PollInterval. */
+static __always_inline void submit(void *e, struct tstate *st)
 {
-	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	bpf_ringbuf_submit(e, avail >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	if (!st || (++st->nev & 31) == 0) {
+		if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+			flags = BPF_RB_FORCE_WAKEUP;
+	}
+	bpf_ringbuf_submit(e, flags);
 }
 
-static __always_inline struct mt_event *reserve(struct tstate *st)
+/* Tells the agent the current thread's process and name, unless it has
+ * them already. Returns 0 when the record could not be sent. */
+static __always_inline int send_thread(struct tstate *st)
 {
-	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
+	if (st && st->comm_ok)
+		return 1;
+	struct mt_thread *t = bpf_ringbuf_reserve(&events, sizeof(*t), 0);
+	if (!t) {
 		__sync_fetch_and_add(&lost_records, 1);
 		return 0;
 	}
 	__u64 id = bpf_get_current_pid_tgid();
+	t->tgid = id >> 32;
+	t->tid = (__u32)id;
+	bpf_get_current_comm(t->comm, sizeof(t->comm));
+	bpf_ringbuf_submit(t, BPF_RB_NO_WAKEUP);
+	if (st)
+		st->comm_ok = 1;
+	return 1;
+}
+
+static __always_inline void fill(struct mt_event *e, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size)
+{
 	e->ts_ns = bpf_ktime_get_ns();
-	e->tgid = id >> 32;
-	e->tid = (__u32)id;
-	e->stack = 0;
-	e->pad = 0;
-	e->flags = 0;
-	e->old_ptr = 0;
-	e->old_size = 0;
-	/* The thread's name is read once and kept until it changes
-	 * (mt_rename clears it): one helper call less per event. */
-	if (st) {
-		if (!st->comm_ok) {
-			bpf_get_current_comm(st->comm, sizeof(st->comm));
-			st->comm_ok = 1;
-		}
-		__builtin_memcpy(e->comm, st->comm, sizeof(e->comm));
-	} else {
-		bpf_get_current_comm(e->comm, sizeof(e->comm));
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->kind = kind;
+	e->op = op;
+	e->flags = flags;
+	e->ptr = ptr;
+	e->size = size;
+}
+
+/* An event with stack, old_ptr and old_size zero: the short record. */
+static __always_inline void send_short(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size)
+{
+	if (!send_thread(st))
+		return;
+	struct mt_event *e = bpf_ringbuf_reserve(&events, MT_EVENT_SHORT, 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_records, 1);
+		return;
 	}
-	return e;
+	fill(e, kind, op, flags, ptr, size);
+	submit(e, st);
+}
+
+static __always_inline void send_full(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
+				      __u64 stack, __u64 old_ptr, __u64 old_size)
+{
+	if (!send_thread(st))
+		return;
+	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_records, 1);
+		return;
+	}
+	fill(e, kind, op, flags, ptr, size);
+	e->stack = stack;
+	e->old_ptr = old_ptr;
+	e->old_size = old_size;
+	submit(e, st);
+}
+
+static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
+				 __u64 stack, __u64 old_ptr, __u64 old_size)
+{
+	if (stack | old_ptr | old_size)
+		send_full(st, kind, op, flags, ptr, size, stack, old_ptr, old_size);
+	else
+		send_short(st, kind, op, flags, ptr, size);
 }
 
 /* mmap, munmap and mremap called from inside libc (malloc's own mmap, a
@@ -363,7 +412,7 @@ static __always_inline void send_file(struct file *file, __u64 ino)
 	bpf_loop(MT_PATH_PARTS * 2, path_cb, &c, 0);
 	if (!c.done)
 		r->truncated = 1;
-	submit((struct mt_event *)r);
+	submit(r, 0);
 }
 
 static long frame_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
@@ -412,7 +461,7 @@ static __always_inline void send_stack(__u64 id, struct stackbuf *buf, __u32 n)
 	r->nframes = n;
 	struct mt_send_ctx c = {.r = r, .buf = buf, .task = bpf_get_current_task_btf()};
 	bpf_loop(n, frame_cb, &c, 0);
-	submit((struct mt_event *)r);
+	submit(r, 0);
 }
 
 /* The user stack at an outermost call, frame 0 being the caller: at the
@@ -668,24 +717,17 @@ static __always_inline int do_return(struct pt_regs *ctx)
 	}
 	if (ptr == 0)
 		return 0;
-	struct mt_event *e = reserve(st);
-	if (!e)
-		return 0;
-	e->kind = kind;
-	e->op = st->op;
-	e->ptr = ptr;
-	e->size = size;
-	e->flags = st->flags;
-	e->stack = st->stack;
+	__u64 old_ptr = 0, old_size = 0;
+	__u16 flags = st->flags;
 	if (kind == MT_EV_REALLOC) {
-		e->old_ptr = st->arg_ptr;
-		e->old_size = st->inner_size;
+		old_ptr = st->arg_ptr;
+		old_size = st->inner_size;
 	} else if (st->callsite_ino) {
-		e->old_ptr = st->callsite;
-		e->old_size = st->callsite_ino;
-		e->flags |= MT_FLAG_CALLSITE;
+		old_ptr = st->callsite;
+		old_size = st->callsite_ino;
+		flags |= MT_FLAG_CALLSITE;
 	}
-	submit(e);
+	send(st, kind, st->op, flags, ptr, size, st->stack, old_ptr, old_size);
 	return 0;
 }
 
@@ -724,7 +766,8 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	__u8 op = cookie & 0xff;
 	__u64 sp = PT_REGS_SP(ctx);
 	__u64 size = 0;
-	struct tstate *st = state(stack_depth || (op != MT_OP_FREE && op != MT_OP_MUNMAP));
+	/* Created for a thread that only frees too: its name goes once. */
+	struct tstate *st = state(1);
 	if (op == MT_OP_MUNMAP) {
 		if (called_from_module(ctx, cookie))
 			return 0;
@@ -755,15 +798,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	}
 	/* Captured first: a new stack's record must precede its event. */
 	__u64 stack = st ? capture_stack(ctx, st) : 0;
-	struct mt_event *e = reserve(st);
-	if (!e)
-		return 0;
-	e->kind = MT_EV_FREE;
-	e->op = op;
-	e->ptr = ptr;
-	e->size = size;
-	e->stack = stack;
-	submit(e);
+	send(st, MT_EV_FREE, op, 0, ptr, size, stack, 0, 0);
 	return 0;
 }
 
@@ -810,37 +845,20 @@ int BPF_PROG(mt_exit)
 	if (!is_target())
 		return 0;
 	state_release(bpf_get_current_pid_tgid());
-	struct mt_event *e = reserve(0);
-	if (!e)
-		return 0;
-	e->kind = MT_EV_EXIT;
-	e->op = 0;
-	e->ptr = 0;
-	e->size = 0;
-	submit(e);
+	send_short(0, MT_EV_EXIT, 0, 0, 0, 0);
 	return 0;
 }
 
-static __always_inline void proc_event(__u8 kind, __u32 tgid, __u64 child, __u16 flags)
+static __always_inline void proc_event(__u8 kind, __u64 child, __u16 flags)
 {
-	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!send_thread(0))
+		return;
+	struct mt_event *e = bpf_ringbuf_reserve(&events, MT_EVENT_SHORT, 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost_records, 1);
 		return;
 	}
-	e->ts_ns = bpf_ktime_get_ns();
-	e->tgid = tgid;
-	e->tid = bpf_get_current_pid_tgid();
-	e->kind = kind;
-	e->op = 0;
-	e->flags = flags;
-	e->ptr = child;
-	e->size = 0;
-	e->old_ptr = 0;
-	e->old_size = 0;
-	e->stack = 0;
-	e->pad = 0;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	fill(e, kind, 0, flags, child, 0);
 	/* The agent must act now: a held process waits for it. */
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
@@ -864,7 +882,8 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 	__u8 one = 1;
 	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
 	bpf_map_update_elem(&hold, &ctgid, &one, BPF_ANY);
-	proc_event(MT_EV_FORK, ptgid, ctgid, MT_FLAG_HELD);
+	/* Runs in the parent: the thread record names ptgid. */
+	proc_event(MT_EV_FORK, ctgid, MT_FLAG_HELD);
 	return 0;
 }
 
@@ -895,7 +914,7 @@ int BPF_PROG(mt_exec)
 		bpf_send_signal_thread(MT_SIGSTOP);
 		flags = MT_FLAG_HELD;
 	}
-	proc_event(MT_EV_EXEC, tgid, 0, flags);
+	proc_event(MT_EV_EXEC, 0, flags);
 	return 0;
 }
 
@@ -935,6 +954,7 @@ const volatile struct {
 	enum mt_kind kind;
 	enum mt_sig sig;
 	struct mt_event ev;
+	struct mt_thread thread;
 	struct mt_stack stack;
 	struct mt_file file;
 } mt_abi_types = {};

@@ -58,19 +58,32 @@ enum mt_sig {
  * module's text lie before and after the probe point (see
  * called_from_module); zero turns the test off. */
 
+/* An event is sent in one of two lengths: MT_EVENT_SHORT bytes (ts_ns to
+ * flags) when stack, old_ptr and old_size are all zero, which is nearly
+ * always, else the whole struct. The ring buffer's cost per record grows
+ * with its length (each record fills fresh cache lines), and the thread's
+ * process and name travel apart, in an mt_thread record sent before the
+ * thread's first event and again after each rename. */
 struct mt_event {
 	__u64 ts_ns;    /* CLOCK_MONOTONIC */
 	__u64 ptr;
 	__u64 size;
-	__u64 old_ptr;
-	__u64 old_size;
-	__u64 stack;    /* id of a stack sent before in an mt_stack record; 0: none */
-	__u32 tgid;
 	__u32 tid;
 	__u8 kind;
 	__u8 op;
 	__u16 flags;
-	__u32 pad;
+	__u64 stack;    /* id of a stack sent before in an mt_stack record; 0: none */
+	__u64 old_ptr;
+	__u64 old_size;
+};
+
+#define MT_EVENT_SHORT 32
+
+/* Who a thread is: it applies to the thread's events that follow it in
+ * the ring buffer. */
+struct mt_thread {
+	__u32 tgid;
+	__u32 tid;
 	char comm[16];
 };
 
@@ -102,7 +115,8 @@ struct mt_file {
 };
 
 /* Sent once per distinct (process, stack): events then carry its id.
- * Told apart from mt_event by its size. */
+ * Records are told apart by their sizes: mt_thread, short and whole
+ * mt_event, mt_file and mt_stack all differ. */
 struct mt_stack {
 	__u64 ts_ns;
 	__u64 id;

@@ -47,16 +47,19 @@ const (
 	FlagHeld     = 0x4 // the process is stopped until the agent sends SIGCONT
 )
 
-// eventSize is sizeof(struct mt_event), stackSize sizeof(struct mt_stack);
+// eventSize is sizeof(struct mt_event), eventShort MT_EVENT_SHORT,
+// threadSize sizeof(struct mt_thread), stackSize sizeof(struct mt_stack);
 // abi_test.go checks them against the BTF of the compiled object.
 const (
-	eventSize = 80
-	maxFrames = 127
-	frameSize = 24
-	stackSize = 24 + maxFrames*frameSize
-	pathParts = 24
-	partLen   = 64
-	fileSize  = 16 + pathParts*partLen
+	eventSize  = 56
+	eventShort = 32
+	threadSize = 24
+	maxFrames  = 127
+	frameSize  = 24
+	stackSize  = 24 + maxFrames*frameSize
+	pathParts  = 24
+	partLen    = 64
+	fileSize   = 16 + pathParts*partLen
 )
 
 // File names the file behind an inode that frames lie in, as the kernel
@@ -129,7 +132,8 @@ func (s *Stack) decode(b []byte) error {
 	return nil
 }
 
-// Event is one decoded ring-buffer record.
+// Event is one decoded ring-buffer record. TGID and Comm come from the
+// thread record that preceded it.
 type Event struct {
 	TS      uint64 // CLOCK_MONOTONIC nanoseconds
 	Ptr     uint64
@@ -150,23 +154,41 @@ var errShortRecord = errors.New("short ring-buffer record")
 // decode reads struct mt_event by hand: binary.Read's reflection would cost
 // more than the rest of the agent's per-event work.
 func (e *Event) decode(b []byte) error {
-	if len(b) < eventSize {
+	if len(b) < eventShort {
 		return errShortRecord
 	}
 	le := binary.LittleEndian
 	e.TS = le.Uint64(b[0:])
 	e.Ptr = le.Uint64(b[8:])
 	e.Size = le.Uint64(b[16:])
-	e.OldPtr = le.Uint64(b[24:])
-	e.OldSize = le.Uint64(b[32:])
-	e.Stack = le.Uint64(b[40:])
-	e.TGID = le.Uint32(b[48:])
-	e.TID = le.Uint32(b[52:])
-	e.Kind = b[56]
-	e.Op = b[57]
-	e.Flags = le.Uint16(b[58:])
-	copy(e.Comm[:], b[64:80])
+	e.TID = le.Uint32(b[24:])
+	e.Kind = b[28]
+	e.Op = b[29]
+	e.Flags = le.Uint16(b[30:])
+	e.Stack, e.OldPtr, e.OldSize = 0, 0, 0
+	if len(b) >= eventSize {
+		e.Stack = le.Uint64(b[32:])
+		e.OldPtr = le.Uint64(b[40:])
+		e.OldSize = le.Uint64(b[48:])
+	}
 	return nil
+}
+
+// threadInfo is what an mt_thread record says of a thread.
+type threadInfo struct {
+	tgid uint32
+	comm [16]byte
+}
+
+func decodeThread(b []byte) (tid uint32, t threadInfo, err error) {
+	if len(b) < threadSize {
+		return 0, t, errShortRecord
+	}
+	le := binary.LittleEndian
+	t.tgid = le.Uint32(b[0:])
+	tid = le.Uint32(b[4:])
+	copy(t.comm[:], b[8:24])
+	return tid, t, nil
 }
 
 // CommString returns the thread name up to its NUL.

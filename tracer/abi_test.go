@@ -25,8 +25,8 @@ func TestEventABI(t *testing.T) {
 		t.Fatalf("sizeof(struct mt_event) = %d, Go decodes %d", st.Size, eventSize)
 	}
 	want := map[string]uint32{
-		"ts_ns": 0, "ptr": 8, "size": 16, "old_ptr": 24, "old_size": 32, "stack": 40,
-		"tgid": 48, "tid": 52, "kind": 56, "op": 57, "flags": 58, "pad": 60, "comm": 64,
+		"ts_ns": 0, "ptr": 8, "size": 16, "tid": 24, "kind": 28, "op": 29, "flags": 30,
+		"stack": 32, "old_ptr": 40, "old_size": 48,
 	}
 	for _, m := range st.Members {
 		off, ok := want[m.Name]
@@ -41,6 +41,50 @@ func TestEventABI(t *testing.T) {
 	}
 	for name := range want {
 		t.Errorf("Go decodes %s, which the C struct lacks", name)
+	}
+}
+
+// TestThreadABI checks struct mt_thread and that the short event ends
+// where the Go decoder stops reading it.
+func TestThreadABI(t *testing.T) {
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st, ev *btf.Struct
+	if err := spec.Types.TypeByName("mt_thread", &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != threadSize {
+		t.Fatalf("sizeof mt_thread %d, Go decodes %d", st.Size, threadSize)
+	}
+	want := map[string]uint32{"tgid": 0, "tid": 4, "comm": 8}
+	for _, m := range st.Members {
+		if off, ok := want[m.Name]; !ok || m.Offset.Bytes() != off {
+			t.Errorf("mt_thread.%s at %d, Go reads %d (known %v)", m.Name, m.Offset.Bytes(), off, ok)
+		}
+	}
+	if err := spec.Types.TypeByName("mt_event", &ev); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ev.Members {
+		if m.Name == "stack" && m.Offset.Bytes() != eventShort {
+			t.Errorf("MT_EVENT_SHORT must end at mt_event.stack (%d), Go uses %d", m.Offset.Bytes(), eventShort)
+		}
+	}
+	b := make([]byte, threadSize)
+	b[0], b[4] = 9, 11
+	copy(b[8:], "worker")
+	tid, ti, err := decodeThread(b)
+	if err != nil || tid != 11 || ti.tgid != 9 || string(ti.comm[:6]) != "worker" {
+		t.Fatalf("decoded tid %d %+v %v", tid, ti, err)
+	}
+	var e Event
+	short := make([]byte, eventShort)
+	short[8], short[24], short[28] = 0x40, 11, KindAlloc
+	e.Stack = 5
+	if err := e.decode(short); err != nil || e.Ptr != 0x40 || e.TID != 11 || e.Kind != KindAlloc || e.Stack != 0 {
+		t.Fatalf("short event decoded as %+v %v", e, err)
 	}
 }
 
@@ -88,8 +132,8 @@ func TestFileABI(t *testing.T) {
 		t.Fatalf("sizeof mt_file %d, Go decodes %d", st.Size, fileSize)
 	}
 	// The sizes must stay apart: Read tells the records by size.
-	if !(eventSize < fileSize && fileSize < stackSize) {
-		t.Fatalf("record sizes %d %d %d overlap", eventSize, fileSize, stackSize)
+	if !(threadSize < eventShort && eventShort <= eventSize && eventSize < fileSize && fileSize < stackSize) {
+		t.Fatalf("record sizes %d %d %d %d %d overlap", threadSize, eventShort, eventSize, fileSize, stackSize)
 	}
 	b := make([]byte, fileSize)
 	b[0] = 7

@@ -37,14 +37,13 @@ type MemtraceTstate struct {
 	CommHi      uint64
 	StackOk     uint8
 	CommOk      uint8
-	Comm        [16]int8
 	_           [2]byte
+	Nev         uint32
 	Depth       uint32
 	Op          uint8
 	Sig         uint8
 	OvrOp       uint8
 	Flags       uint8
-	_           [4]byte
 }
 
 // Names of all BPF objects in the ELF.

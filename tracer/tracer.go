@@ -3,22 +3,21 @@
 package tracer
 
 import (
-	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 )
 
 // Tracer owns the loaded programs, the links and the ring-buffer reader.
 type Tracer struct {
 	objs     MemtraceObjects
-	rd       *ringbuf.Reader
+	rd       *ring
 	exit     link.Link
 	procs    []link.Link
 	opts     Options
@@ -27,6 +26,11 @@ type Tracer struct {
 	mu       sync.Mutex
 	links    map[attachKey][]link.Link
 	fellBack map[string]bool
+	// Read's decode targets, kept to avoid an allocation per call.
+	threads map[uint32]threadInfo // from mt_thread records, by tid
+	ev      Event
+	st      Stack
+	f       File
 }
 
 type attachKey struct {
@@ -85,7 +89,7 @@ func New(opts Options) (*Tracer, error) {
 			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
 		}
 	}
-	t := &Tracer{opts: opts, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}, session: !opts.NoMulti && !opts.NoSession}
+	t := &Tracer{opts: opts, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}, threads: map[uint32]threadInfo{}, session: !opts.NoMulti && !opts.NoSession}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		// A kernel without session uprobes refuses mt_session; load
 		// an empty program in its place and use two links per call.
@@ -128,7 +132,7 @@ func New(opts Options) (*Tracer, error) {
 			t.procs = append(t.procs, l)
 		}
 	}
-	t.rd, err = ringbuf.NewReader(t.objs.Events)
+	t.rd, err = newRing(t.objs.Events.FD(), int(t.objs.Events.MaxEntries()))
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
@@ -192,38 +196,58 @@ func (t *Tracer) FellBack() []string {
 // Read delivers every record available now, waiting at most PollInterval
 // for the first one. It returns ringbuf.ErrClosed after Close.
 func (t *Tracer) Read(h Handler) error {
-	var rec ringbuf.Record
-	var ev Event
-	var st Stack
-	var f File
-	t.rd.SetDeadline(time.Now().Add(PollInterval))
-	for {
-		err := t.rd.ReadInto(&rec)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		// The record kinds differ in size (the ring pads to 8 bytes).
-		switch n := len(rec.RawSample); {
+	return t.rd.read(PollInterval, func(b []byte) {
+		// The record kinds differ in size.
+		switch n := len(b); {
 		case n >= stackSize:
-			if st.decode(rec.RawSample) == nil {
-				h.Stack(&st)
+			if t.st.decode(b) == nil {
+				h.Stack(&t.st)
 			}
 		case n >= fileSize:
-			if f.decode(rec.RawSample) == nil {
-				h.File(&f)
+			if t.f.decode(b) == nil {
+				h.File(&t.f)
+			}
+		case n == threadSize:
+			if tid, ti, err := decodeThread(b); err == nil {
+				t.threads[tid] = ti
 			}
 		default:
-			if ev.decode(rec.RawSample) == nil {
-				h.Event(&ev)
+			if t.ev.decode(b) != nil {
+				return
+			}
+			ti, ok := t.threads[t.ev.TID]
+			if !ok {
+				// Its thread record was lost (the ring was full).
+				ti = procThread(t.ev.TID)
+				t.threads[t.ev.TID] = ti
+			}
+			t.ev.TGID, t.ev.Comm = ti.tgid, ti.comm
+			h.Event(&t.ev)
+			if t.ev.Kind == KindExit {
+				delete(t.threads, t.ev.TID)
 			}
 		}
-		if t.rd.AvailableBytes() == 0 {
-			return nil
+	})
+}
+
+// procThread asks /proc about a thread whose record is missing; for one
+// gone too, it guesses a single-threaded process.
+func procThread(tid uint32) threadInfo {
+	ti := threadInfo{tgid: tid}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return ti
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Name:\t"); ok {
+			copy(ti.comm[:15], v)
+		} else if v, ok := strings.CutPrefix(line, "Tgid:\t"); ok {
+			if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+				ti.tgid = uint32(n)
+			}
 		}
 	}
+	return ti
 }
 
 // Close detaches everything and unloads the programs. Probes vanish from
@@ -244,7 +268,7 @@ func (t *Tracer) Close() error {
 		l.Close()
 	}
 	if t.rd != nil {
-		t.rd.Close()
+		t.rd.close()
 	}
 	return t.objs.Close()
 }
