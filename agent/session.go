@@ -97,6 +97,8 @@ type Session struct {
 	calls     *callsites
 	stacks    map[uint64]*stackInfo
 	received  uint64
+	cutoff    uint64 // see Cutoff
+	from      uint64 // see From
 	fds       *fdtrace.Table
 	pendingFD []fdtrace.Event
 	pstats    map[uint32]*procStats
@@ -191,10 +193,23 @@ func (s *Session) Flush() error {
 // Received counts the events queued so far.
 func (s *Session) Received() uint64 { return s.received }
 
+// Cutoff drops the events after ns (CLOCK_MONOTONIC): the agent stops
+// reading at ns, and the probes go one at a time after it, so that later
+// events would show frees whose allocation was no longer seen.
+func (s *Session) Cutoff(ns uint64) { s.cutoff = ns }
+
+// From drops the events before ns: when attaching to running processes,
+// probes go on one at a time, and until the last one is on a malloc
+// could be seen without its free.
+func (s *Session) From(ns uint64) { s.from = ns }
+
 // Add queues one event; events leave the queue in time order once they are
 // older than the window.
 func (s *Session) Add(e *tracer.Event) {
 	s.received++
+	if s.cutoff != 0 && e.TS > s.cutoff || e.TS < s.from {
+		return
+	}
 	if n := len(s.pending); n > 0 && e.TS < s.pending[n-1].TS {
 		s.unsorted = true
 	}

@@ -384,8 +384,11 @@ func (l *loop) run(stop <-chan struct{}) error {
 }
 
 func (l *loop) finish() error {
-	// Everything the targets did is in the ring by now; read until it
-	// is empty.
+	// Probes off first: a target still running (Ctrl-C, or -p) would
+	// otherwise keep the ring from ever being empty. Everything before is
+	// in the ring by now; read until it is.
+	l.sess.Cutoff(monoNow())
+	l.tr.Detach()
 	for {
 		before := l.sess.Received()
 		if err := l.tr.Read(l.sess); err != nil {
@@ -454,12 +457,14 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 		}
 		watchers = append(watchers, fd)
 	}
+	attached := monoNow()
 	out, err := openOutput(o, stderr)
 	if err != nil {
 		return err
 	}
 	defer out.Close()
 	l := newLoop(o, tr, out, stderr, start)
+	l.sess.From(attached)
 	if err := l.startFD(); err != nil {
 		return err
 	}
