@@ -171,7 +171,10 @@ static __always_inline struct tstate *state(int create)
 		return st;
 	static const struct tstate zero = {};
 	bpf_map_update_elem(&tstates, &tid, &zero, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&tstates, &tid);
+	st = bpf_map_lookup_elem(&tstates, &tid);
+	if (st)
+		st->owner = tid; /* events take their tid from it */
+	return st;
 }
 
 static __always_inline void state_release(__u32 tid)
@@ -247,12 +250,18 @@ static __always_inline struct mt_slot *slot_at(__u64 pos)
 	return bpf_map_lookup_elem(&evring, &idx);
 }
 
-/* Publishes a filled slot: the word goes last, by an exchange, which
- * orders the stores before it on every architecture. */
+/* Publishes a filled slot: the word goes last. x86 keeps stores in
+ * program order, so a plain store after a compiler barrier does; elsewhere
+ * an exchange orders the stores before it. */
 static __always_inline void publish(__u32 *word, __u64 pos, __u32 tid)
 {
 	__u32 w = (tid & ((1 << MT_TID_BITS) - 1)) | ((__u32)(pos >> ring_shift) & MT_LAP_MASK) << MT_TID_BITS;
+#if defined(__TARGET_ARCH_x86)
+	asm volatile("" ::: "memory");
+	*(volatile __u32 *)word = w;
+#else
 	__sync_lock_test_and_set(word, w);
+#endif
 }
 
 /* Wakes the agent: a discarded ring-buffer record carries the wake-up. */
@@ -304,7 +313,8 @@ static __always_inline __u64 send_event(struct tstate *st, __u8 kind, __u8 op, _
 	__u64 pos, pending;
 	if (!claim(ext ? 2 : 1, &pos, &pending))
 		return 0;
-	__u32 tid = bpf_get_current_pid_tgid();
+	/* A slot's owner is its thread: no helper call needed. */
+	__u32 tid = st ? (__u32)st->owner : (__u32)bpf_get_current_pid_tgid();
 	if (ext) {
 		struct mt_slot_ext *y = (struct mt_slot_ext *)slot_at(pos + 1);
 		if (y) {
