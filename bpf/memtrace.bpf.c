@@ -187,7 +187,8 @@ static __always_inline void state_release(__u32 tid)
 }
 
 /* Whether the reader should wake: asked every 32nd event of a thread
- * only. The reader also polls every PollInterval. */
+ * only, since the query reads the consumer's position, a cache line the
+ * reader writes. The reader also polls every PollInterval. */
 static __always_inline void submit(void *e, struct tstate *st)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
@@ -198,153 +199,88 @@ static __always_inline void submit(void *e, struct tstate *st)
 	bpf_ringbuf_submit(e, flags);
 }
 
-/* BPF_F_MMAPABLE, which the minimal arm64 vmlinux.h lacks. */
-#define MT_F_MMAPABLE (1U << 10)
-
-/* The event slots (see struct mt_slot); their number, a power of two, and
- * its log are set by the agent before load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, MT_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct mt_slot);
-} evring SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
-	__uint(map_flags, MT_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct mt_ctl);
-} evctl SEC(".maps");
-
-const volatile __u64 ring_slots = 1;
-const volatile __u32 ring_shift = 0;
-/* Pending slots at which the reader is woken. */
-const volatile __u64 wakeup_slots = 1;
-
-/* Claims n consecutive slots, or counts a lost record when the agent is
- * too far behind: the test comes before the claim (a claimed slot must be
- * written), so it keeps 1/16 of the ring spare for racing writers. */
-static __always_inline int claim(__u32 n, __u64 *pos, __u64 *pending)
-{
-	__u32 k0 = 0, k1 = 1;
-	struct mt_ctl *head = bpf_map_lookup_elem(&evctl, &k0);
-	struct mt_ctl *cons = bpf_map_lookup_elem(&evctl, &k1);
-	if (!head || !cons)
-		return 0;
-	__s64 used = head->pos - cons->pos;
-	if (used > (__s64)(ring_slots - ring_slots / 16)) {
-		__sync_fetch_and_add(&lost_records, 1);
-		return 0;
-	}
-	*pos = __sync_fetch_and_add(&head->pos, n);
-	*pending = used + n;
-	return 1;
-}
-
-static __always_inline struct mt_slot *slot_at(__u64 pos)
-{
-	__u32 idx = pos & (ring_slots - 1);
-	return bpf_map_lookup_elem(&evring, &idx);
-}
-
-/* Publishes a filled slot: the word goes last. x86 keeps stores in
- * program order, so a plain store after a compiler barrier does; elsewhere
- * an exchange orders the stores before it. */
-static __always_inline void publish(__u32 *word, __u64 pos, __u32 tid)
-{
-	__u32 w = (tid & ((1 << MT_TID_BITS) - 1)) | ((__u32)(pos >> ring_shift) & MT_LAP_MASK) << MT_TID_BITS;
-#if defined(__TARGET_ARCH_x86)
-	asm volatile("" ::: "memory");
-	*(volatile __u32 *)word = w;
-#else
-	__sync_lock_test_and_set(word, w);
-#endif
-}
-
-/* Wakes the agent: a discarded ring-buffer record carries the wake-up. */
-static __always_inline void kick(void)
-{
-	void *r = bpf_ringbuf_reserve(&events, 8, 0);
-	if (r)
-		bpf_ringbuf_discard(r, BPF_RB_FORCE_WAKEUP);
-}
-
-static __always_inline void maybe_kick(struct tstate *st, __u64 pending)
-{
-	if ((!st || (++st->nev & 31) == 0) && pending >= wakeup_slots)
-		kick();
-}
-
 /* Tells the agent the current thread's process and name, unless it has
- * them already. Returns 0 when the slot could not be had. */
+ * them already. Returns 0 when the record could not be sent. */
 static __always_inline int send_thread(struct tstate *st)
 {
 	if (st && st->comm_ok)
 		return 1;
-	__u64 pos, pending;
-	if (!claim(1, &pos, &pending))
+	struct mt_thread *t = bpf_ringbuf_reserve(&events, sizeof(*t), 0);
+	if (!t) {
+		__sync_fetch_and_add(&lost_records, 1);
 		return 0;
-	struct mt_slot *x = slot_at(pos);
-	if (!x)
-		return 0;
+	}
 	__u64 id = bpf_get_current_pid_tgid();
-	x->ts_ns = id >> 32;
-	bpf_get_current_comm(&x->ptr, 16);
-	x->kind = MT_EV_THREAD;
-	x->op = 0;
-	x->flags = 0;
-	publish(&x->word, pos, (__u32)id);
+	t->tgid = id >> 32;
+	t->tid = (__u32)id;
+	t->pad = 0;
+	bpf_get_current_comm(t->comm, sizeof(t->comm));
+	bpf_ringbuf_submit(t, BPF_RB_NO_WAKEUP);
 	if (st)
 		st->comm_ok = 1;
 	return 1;
 }
 
-/* Sends one event: one slot, or two when stack, old_ptr or old_size is
- * set. Returns the number of pending slots (0 when nothing was sent). */
-static __always_inline __u64 send_event(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr,
-					__u64 size, __u64 stack, __u64 old_ptr, __u64 old_size)
+static __always_inline __u32 cur_tid(struct tstate *st)
+{
+	/* A state's owner is its thread: no helper call needed. */
+	return st ? (__u32)st->owner : (__u32)bpf_get_current_pid_tgid();
+}
+
+static __always_inline void fill(struct tstate *st, struct mt_event *e, __u8 kind, __u8 op, __u16 flags,
+				 __u64 ptr, __u64 size)
+{
+	e->ts_ns = bpf_ktime_get_ns();
+	e->tid = cur_tid(st);
+	e->kind = kind;
+	e->op = op;
+	e->flags = flags;
+	e->ptr = ptr;
+	e->size = size;
+}
+
+/* An event with stack, old_ptr and old_size zero whose pointer, size and
+ * flags fit: the 24-byte record. */
+static __always_inline void send_packed(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size)
 {
 	if (!send_thread(st))
-		return 0;
-	int ext = (stack | old_ptr | old_size) != 0;
-	__u64 pos, pending;
-	if (!claim(ext ? 2 : 1, &pos, &pending))
-		return 0;
-	/* A slot's owner is its thread: no helper call needed. */
-	__u32 tid = st ? (__u32)st->owner : (__u32)bpf_get_current_pid_tgid();
-	if (ext) {
-		struct mt_slot_ext *y = (struct mt_slot_ext *)slot_at(pos + 1);
-		if (y) {
-			y->stack = stack;
-			y->old_ptr = old_ptr;
-			y->old_size = old_size;
-			y->pad = 0;
-			publish(&y->word, pos + 1, tid);
-		}
-		kind |= MT_KIND_EXT;
+		return;
+	struct mt_event_packed *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_records, 1);
+		return;
 	}
-	struct mt_slot *x = slot_at(pos);
-	if (!x)
-		return 0;
-	x->ts_ns = bpf_ktime_get_ns();
-	x->ptr = ptr;
-	x->size = size;
-	x->kind = kind;
-	x->op = op;
-	x->flags = flags;
-	publish(&x->word, pos, tid);
-	return pending;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->ptr_op = ptr | (__u64)op << MT_PTR_BITS | (__u64)kind << 56 | (__u64)flags << 59;
+	e->size_tid = size | (__u64)cur_tid(st) << MT_SIZE_BITS;
+	submit(e, st);
+}
+
+static __always_inline void send_full(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
+				      __u64 stack, __u64 old_ptr, __u64 old_size)
+{
+	if (!send_thread(st))
+		return;
+	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_records, 1);
+		return;
+	}
+	fill(st, e, kind, op, flags, ptr, size);
+	e->stack = stack;
+	e->old_ptr = old_ptr;
+	e->old_size = old_size;
+	submit(e, st);
 }
 
 static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
 				 __u64 stack, __u64 old_ptr, __u64 old_size)
 {
-	__u64 pending = send_event(st, kind, op, flags, ptr, size, stack, old_ptr, old_size);
-	if (pending)
-		maybe_kick(st, pending);
+	if ((stack | old_ptr | old_size) == 0 && ptr >> MT_PTR_BITS == 0 && size >> MT_SIZE_BITS == 0 &&
+	    (flags & ~MT_PACKED_FLAGS) == 0)
+		send_packed(st, kind, op, flags, ptr, size);
+	else
+		send_full(st, kind, op, flags, ptr, size, stack, old_ptr, old_size);
 }
 
 /* mmap, munmap and mremap called from inside libc (malloc's own mmap, a
@@ -924,15 +860,25 @@ int BPF_PROG(mt_exit)
 	if (!is_target())
 		return 0;
 	state_release(bpf_get_current_pid_tgid());
-	send(0, MT_EV_EXIT, 0, 0, 0, 0, 0, 0, 0);
+	send_packed(0, MT_EV_EXIT, 0, 0, 0, 0);
 	return 0;
 }
 
 static __always_inline void proc_event(__u8 kind, __u64 child, __u16 flags)
 {
+	if (!send_thread(0))
+		return;
+	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_records, 1);
+		return;
+	}
+	fill(0, e, kind, 0, flags, child, 0);
+	e->stack = 0;
+	e->old_ptr = 0;
+	e->old_size = 0;
 	/* The agent must act now: a held process waits for it. */
-	if (send_event(0, kind, 0, flags, child, 0, 0, 0, 0))
-		kick();
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 /* A traced process forked: with --follow the child is traced too. Its
@@ -1025,9 +971,9 @@ const volatile struct {
 	enum mt_op op;
 	enum mt_kind kind;
 	enum mt_sig sig;
-	struct mt_slot slot;
-	struct mt_slot_ext ext;
-	struct mt_ctl ctl;
+	struct mt_event ev;
+	struct mt_event_packed packed;
+	struct mt_thread thread;
 	struct mt_stack stack;
 	struct mt_file file;
 } mt_abi_types = {};

@@ -35,7 +35,6 @@ enum mt_kind {
 	MT_EV_EXIT = 4,    /* thread exit */
 	MT_EV_FORK = 5,    /* tgid forked a process: ptr = the child's pid; flags: MT_FLAG_HELD */
 	MT_EV_EXEC = 6,    /* tgid exec'd; flags: MT_FLAG_HELD */
-	MT_EV_THREAD = 7,  /* who a thread is (see struct mt_slot) */
 };
 
 /* Attach cookie layout: the low byte is the op; the next byte says how the
@@ -59,47 +58,45 @@ enum mt_sig {
  * module's text lie before and after the probe point (see
  * called_from_module); zero turns the test off. */
 
-/* Events travel through evring, an array of 32-byte slots shared with the
- * agent by mmap, not through the BPF ring buffer: a slot is claimed with
- * one atomic add on a counter and published by one exchange, where the
- * ring buffer's reserve and commit take a lock and write a header, and
- * cost a malloc+free pair about a twentieth of the traced program's time
- * more (see the README). Slots are claimed in global order, which is the
- * order of the log. A slot is ready when its word holds the writer's tid
- * and the lap of its position (see mt_word); the agent waits at the first
- * slot that is not ready.
- *
- * MT_EV_THREAD slots say who a thread is (ts_ns: its tgid, ptr and size:
- * its name, 16 bytes) and come before the thread's first event and again
- * after each rename. An event whose kind has MT_KIND_EXT set continues in
- * the next slot, read as an mt_slot_ext. */
-struct mt_slot {
+/* An event is sent in one of two forms. Nearly always (no stack, no old
+ * pointer, the pointer under 2^48 and the size under 2^42) it is an
+ * mt_event_packed of 24 bytes; else the whole mt_event of 56. The ring
+ * buffer's cost per record grows with its length, because each record
+ * fills fresh cache lines: the 80-byte events of before cost a malloc+free
+ * pair about a tenth of the floor more (see the README). For the same
+ * reason the thread's process and name travel apart, in an mt_thread
+ * record sent before the thread's first event and again after each
+ * rename. */
+struct mt_event {
 	__u64 ts_ns;    /* CLOCK_MONOTONIC */
 	__u64 ptr;
 	__u64 size;
+	__u32 tid;
 	__u8 kind;
 	__u8 op;
 	__u16 flags;
-	__u32 word;
-};
-
-struct mt_slot_ext {
 	__u64 stack;    /* id of a stack sent before in an mt_stack record; 0: none */
 	__u64 old_ptr;
 	__u64 old_size;
-	__u32 pad;
-	__u32 word;
 };
 
-#define MT_KIND_EXT 0x80
-#define MT_TID_BITS 22   /* PID_MAX_LIMIT is 1 << 22 */
-#define MT_LAP_MASK 0x3ff
+struct mt_event_packed {
+	__u64 ts_ns;
+	__u64 ptr_op;   /* ptr | op << 48 | kind << 56 | flags << 59 */
+	__u64 size_tid; /* size | tid << 42 (PID_MAX_LIMIT is 2^22) */
+};
 
-/* evctl: the claim counter and the agent's read position, a cache line
- * each. */
-struct mt_ctl {
-	__u64 pos;
-	__u64 pad[7];
+#define MT_PTR_BITS 48
+#define MT_SIZE_BITS 42
+#define MT_PACKED_FLAGS 0x7
+
+/* Who a thread is: it applies to the thread's events that follow it in
+ * the ring buffer. */
+struct mt_thread {
+	__u32 tgid;
+	__u32 tid;
+	char comm[16];
+	__u64 pad;      /* keeps its size apart from mt_event_packed's */
 };
 
 #define MT_MAX_FRAMES 127
@@ -129,9 +126,9 @@ struct mt_file {
 	char parts[MT_PATH_PARTS][MT_PART_LEN];
 };
 
-/* Sent once per distinct (process, stack) through the ring buffer, before
- * any event that carries its id. The ring buffer holds files and stacks,
- * told apart by size. */
+/* Sent once per distinct (process, stack): events then carry its id.
+ * Records are told apart by their sizes: mt_thread, short and whole
+ * mt_event, mt_file and mt_stack all differ. */
 struct mt_stack {
 	__u64 ts_ns;
 	__u64 id;

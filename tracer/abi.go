@@ -23,7 +23,6 @@ const (
 	KindExit    = 4
 	KindFork    = 5 // TGID forked the process Ptr
 	KindExec    = 6 // TGID exec'd
-	KindThread  = 7 // who a thread is: the agent never sees these
 )
 
 // Signatures, mirroring enum mt_sig: how the entry program finds the size.
@@ -48,16 +47,22 @@ const (
 	FlagHeld     = 0x4 // the process is stopped until the agent sends SIGCONT
 )
 
-// slotSize (in ring.go) is sizeof(struct mt_slot) and of mt_slot_ext,
-// stackSize sizeof(struct mt_stack); abi_test.go checks them against the
-// BTF of the compiled object.
+// eventSize is sizeof(struct mt_event), packedSize sizeof(struct
+// mt_event_packed), threadSize sizeof(struct mt_thread), stackSize
+// sizeof(struct mt_stack);
+// abi_test.go checks them against the BTF of the compiled object.
 const (
-	maxFrames = 127
-	frameSize = 24
-	stackSize = 24 + maxFrames*frameSize
-	pathParts = 24
-	partLen   = 64
-	fileSize  = 16 + pathParts*partLen
+	eventSize  = 56
+	packedSize = 24
+	threadSize = 32
+	ptrBits    = 48 // MT_PTR_BITS
+	sizeBits   = 42 // MT_SIZE_BITS
+	maxFrames  = 127
+	frameSize  = 24
+	stackSize  = 24 + maxFrames*frameSize
+	pathParts  = 24
+	partLen    = 64
+	fileSize   = 16 + pathParts*partLen
 )
 
 // File names the file behind an inode that frames lie in, as the kernel
@@ -149,38 +154,53 @@ type Event struct {
 
 var errShortRecord = errors.New("short ring-buffer record")
 
-// decode reads struct mt_slot (and its mt_slot_ext) by hand: binary.Read's
+// decode reads struct mt_event or mt_event_packed by hand: binary.Read's
 // reflection would cost more than the rest of the agent's per-event work.
-// It returns the writer's tid; TGID and Comm are the caller's to fill.
-func (e *Event) decode(s, ext []byte) (tid uint32) {
+func (e *Event) decode(b []byte) error {
 	le := binary.LittleEndian
-	e.TS = le.Uint64(s[0:])
-	e.Ptr = le.Uint64(s[8:])
-	e.Size = le.Uint64(s[16:])
-	e.Kind = s[24] &^ kindExt
-	e.Op = s[25]
-	e.Flags = le.Uint16(s[26:])
-	tid = le.Uint32(s[28:]) & tidMask
-	e.TID = tid
-	e.Stack, e.OldPtr, e.OldSize = 0, 0, 0
-	if ext != nil {
-		e.Stack = le.Uint64(ext[0:])
-		e.OldPtr = le.Uint64(ext[8:])
-		e.OldSize = le.Uint64(ext[16:])
+	if len(b) == packedSize {
+		e.TS = le.Uint64(b[0:])
+		po, st := le.Uint64(b[8:]), le.Uint64(b[16:])
+		e.Ptr = po & (1<<ptrBits - 1)
+		e.Op = uint8(po >> ptrBits)
+		e.Kind = uint8(po>>56) & 7
+		e.Flags = uint16(po >> 59)
+		e.Size = st & (1<<sizeBits - 1)
+		e.TID = uint32(st >> sizeBits)
+		e.Stack, e.OldPtr, e.OldSize = 0, 0, 0
+		return nil
 	}
-	return tid
+	if len(b) < eventSize {
+		return errShortRecord
+	}
+	e.TS = le.Uint64(b[0:])
+	e.Ptr = le.Uint64(b[8:])
+	e.Size = le.Uint64(b[16:])
+	e.TID = le.Uint32(b[24:])
+	e.Kind = b[28]
+	e.Op = b[29]
+	e.Flags = le.Uint16(b[30:])
+	e.Stack = le.Uint64(b[32:])
+	e.OldPtr = le.Uint64(b[40:])
+	e.OldSize = le.Uint64(b[48:])
+	return nil
 }
 
-// threadInfo is what an MT_EV_THREAD slot says of a thread.
+// threadInfo is what an mt_thread record says of a thread.
 type threadInfo struct {
 	tgid uint32
 	comm [16]byte
 }
 
-func threadOf(s []byte) threadInfo {
-	t := threadInfo{tgid: binary.LittleEndian.Uint32(s[0:])}
-	copy(t.comm[:], s[8:24])
-	return t
+func decodeThread(b []byte) (tid uint32, t threadInfo, err error) {
+	if len(b) < threadSize {
+		return 0, t, errShortRecord
+	}
+	le := binary.LittleEndian
+	t.tgid = le.Uint32(b[0:])
+	tid = le.Uint32(b[4:])
+	copy(t.comm[:], b[8:24])
+	return tid, t, nil
 }
 
 // CommString returns the thread name up to its NUL.

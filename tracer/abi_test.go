@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
@@ -10,73 +11,88 @@ import (
 	"github.com/memtrace/memtrace/logfmt"
 )
 
-// members checks a struct's size and member offsets against the Go
-// decoder's.
-func members(t *testing.T, name string, size uint32, want map[string]uint32) {
-	t.Helper()
+// TestEventABI checks the Go decoder against struct mt_event as the
+// compiler laid it out, read back from the BTF of the committed object.
+func TestEventABI(t *testing.T) {
 	spec, err := LoadMemtrace()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var st *btf.Struct
-	if err := spec.Types.TypeByName(name, &st); err != nil {
-		t.Fatalf("%s not in BTF: %v", name, err)
+	if err := spec.Types.TypeByName("mt_event", &st); err != nil {
+		t.Fatalf("mt_event not in BTF: %v", err)
 	}
-	if st.Size != size {
-		t.Fatalf("sizeof(struct %s) = %d, Go decodes %d", name, st.Size, size)
+	if st.Size != eventSize {
+		t.Fatalf("sizeof(struct mt_event) = %d, Go decodes %d", st.Size, eventSize)
+	}
+	want := map[string]uint32{
+		"ts_ns": 0, "ptr": 8, "size": 16, "tid": 24, "kind": 28, "op": 29, "flags": 30,
+		"stack": 32, "old_ptr": 40, "old_size": 48,
 	}
 	for _, m := range st.Members {
 		off, ok := want[m.Name]
 		if !ok {
-			t.Errorf("member %s.%s is not known to Go", name, m.Name)
+			t.Errorf("member %s is not decoded by Go", m.Name)
 			continue
 		}
 		if got := m.Offset.Bytes(); got != off {
-			t.Errorf("member %s.%s at %d, Go reads it at %d", name, m.Name, got, off)
+			t.Errorf("member %s at %d, Go reads it at %d", m.Name, got, off)
 		}
 		delete(want, m.Name)
 	}
-	for m := range want {
-		t.Errorf("Go decodes %s.%s, which the C struct lacks", name, m)
+	for name := range want {
+		t.Errorf("Go decodes %s, which the C struct lacks", name)
 	}
 }
 
-// TestEventABI checks the Go decoder against struct mt_slot, mt_slot_ext
-// and mt_ctl as the compiler laid them out, read back from the BTF of the
-// committed object.
-func TestEventABI(t *testing.T) {
-	members(t, "mt_slot", slotSize, map[string]uint32{
-		"ts_ns": 0, "ptr": 8, "size": 16, "kind": 24, "op": 25, "flags": 26, "word": 28,
-	})
-	members(t, "mt_slot_ext", slotSize, map[string]uint32{
-		"stack": 0, "old_ptr": 8, "old_size": 16, "pad": 24, "word": 28,
-	})
-	// ring.go reads the read position at 64: the second mt_ctl.
-	members(t, "mt_ctl", 64, map[string]uint32{"pos": 0, "pad": 8})
-}
+// TestThreadABI checks struct mt_thread and mt_event_packed, and decodes
+// a packed event the way the BPF side packs one.
+func TestThreadABI(t *testing.T) {
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, size uint32, want map[string]uint32) {
+		var st *btf.Struct
+		if err := spec.Types.TypeByName(name, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Size != size {
+			t.Fatalf("sizeof %s %d, Go decodes %d", name, st.Size, size)
+		}
+		for _, m := range st.Members {
+			if off, ok := want[m.Name]; !ok || m.Offset.Bytes() != off {
+				t.Errorf("%s.%s at %d, Go reads %d (known %v)", name, m.Name, m.Offset.Bytes(), off, ok)
+			}
+		}
+	}
+	check("mt_thread", threadSize, map[string]uint32{"tgid": 0, "tid": 4, "comm": 8, "pad": 24})
+	check("mt_event_packed", packedSize, map[string]uint32{"ts_ns": 0, "ptr_op": 8, "size_tid": 16})
 
-// TestSlotDecode checks the decoding of an event slot, its extension and a
-// thread slot.
-func TestSlotDecode(t *testing.T) {
-	s := make([]byte, slotSize)
-	s[0], s[8], s[16], s[24], s[25], s[26] = 5, 0x40, 64, KindAlloc|kindExt, 1, 2
-	s[28], s[29], s[30], s[31] = 11, 0, 0xc0, 0x00 // tid 11, lap 3
-	ext := make([]byte, slotSize)
-	ext[0], ext[8], ext[16] = 7, 8, 9
-	var e Event
-	tid := e.decode(s, ext)
-	if tid != 11 || e.TID != 11 || e.TS != 5 || e.Ptr != 0x40 || e.Size != 64 || e.Kind != KindAlloc ||
-		e.Op != 1 || e.Flags != 2 || e.Stack != 7 || e.OldPtr != 8 || e.OldSize != 9 {
-		t.Fatalf("decoded %+v tid %d", e, tid)
+	b := make([]byte, threadSize)
+	b[0], b[4] = 9, 11
+	copy(b[8:], "worker")
+	tid, ti, err := decodeThread(b)
+	if err != nil || tid != 11 || ti.tgid != 9 || string(ti.comm[:6]) != "worker" {
+		t.Fatalf("decoded tid %d %+v %v", tid, ti, err)
 	}
-	if e.decode(s, nil); e.Stack != 0 || e.OldPtr != 0 {
-		t.Fatalf("a slot without extension kept %+v", e)
+
+	// As send_packed packs: ptr | op << 48 | kind << 56 | flags << 59,
+	// size | tid << 42.
+	const ptr, size, tidv = 0x7ffd_1234_5678, 1<<41 + 3, 1<<22 - 1
+	le := binary.LittleEndian
+	p := make([]byte, packedSize)
+	le.PutUint64(p[0:], 77)
+	le.PutUint64(p[8:], ptr|uint64(logfmt.OpMmap)<<48|uint64(KindAlloc)<<56|uint64(FlagFile|FlagHeld)<<59)
+	le.PutUint64(p[16:], size|uint64(tidv)<<42)
+	e := Event{Stack: 5, OldPtr: 6}
+	if err := e.decode(p); err != nil || e.TS != 77 || e.Ptr != ptr || e.Op != uint8(logfmt.OpMmap) ||
+		e.Kind != KindAlloc || e.Flags != FlagFile|FlagHeld || e.Size != size || e.TID != tidv ||
+		e.Stack != 0 || e.OldPtr != 0 {
+		t.Fatalf("packed event decoded as %+v %v", e, err)
 	}
-	th := make([]byte, slotSize)
-	th[0] = 9
-	copy(th[8:], "worker")
-	if ti := threadOf(th); ti.tgid != 9 || string(ti.comm[:6]) != "worker" || ti.comm[6] != 0 {
-		t.Fatalf("thread slot decoded as %+v", ti)
+	if err := e.decode(p[:20]); err == nil {
+		t.Fatalf("a 20-byte record decoded")
 	}
 }
 
@@ -124,8 +140,8 @@ func TestFileABI(t *testing.T) {
 		t.Fatalf("sizeof mt_file %d, Go decodes %d", st.Size, fileSize)
 	}
 	// The sizes must stay apart: Read tells the records by size.
-	if !(fileSize < stackSize) {
-		t.Fatalf("record sizes %d %d overlap", fileSize, stackSize)
+	if !(packedSize < threadSize && threadSize < eventSize && eventSize < fileSize && fileSize < stackSize) {
+		t.Fatalf("record sizes %d %d %d %d %d overlap", packedSize, threadSize, eventSize, fileSize, stackSize)
 	}
 	b := make([]byte, fileSize)
 	b[0] = 7
@@ -202,7 +218,7 @@ func TestSigNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 	goKinds := map[string]uint64{"MT_EV_ALLOC": KindAlloc, "MT_EV_FREE": KindFree, "MT_EV_REALLOC": KindRealloc, "MT_EV_EXIT": KindExit,
-		"MT_EV_FORK": KindFork, "MT_EV_EXEC": KindExec, "MT_EV_THREAD": KindThread}
+		"MT_EV_FORK": KindFork, "MT_EV_EXEC": KindExec}
 	for _, v := range kinds.Values {
 		if goKinds[v.Name] != v.Value {
 			t.Errorf("%s = %d in C, Go has %d", v.Name, v.Value, goKinds[v.Name])

@@ -13,23 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type MemtraceMtCtl struct {
-	_   structs.HostLayout
-	Pos uint64
-	Pad [7]uint64
-}
-
-type MemtraceMtSlot struct {
-	_     structs.HostLayout
-	TsNs  uint64
-	Ptr   uint64
-	Size  uint64
-	Kind  uint8
-	Op    uint8
-	Flags uint16
-	Word  uint32
-}
-
 type MemtraceStackbuf struct {
 	_   structs.HostLayout
 	Ips [128]uint64
@@ -67,9 +50,7 @@ type MemtraceTstate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	MemtraceMapEvctl                = "evctl"
 	MemtraceMapEvents               = "events"
-	MemtraceMapEvring               = "evring"
 	MemtraceMapFilesSent            = "files_sent"
 	MemtraceMapHold                 = "hold"
 	MemtraceMapStackScratch         = "stack_scratch"
@@ -102,12 +83,9 @@ const (
 	MemtraceVarLostRecords          = "lost_records"
 	MemtraceVarMtAbiTypes           = "mt_abi_types"
 	MemtraceVarN_stackThreads       = "n_stack_threads"
-	MemtraceVarRingShift            = "ring_shift"
-	MemtraceVarRingSlots            = "ring_slots"
 	MemtraceVarStackDepth           = "stack_depth"
 	MemtraceVarStackThreads         = "stack_threads"
 	MemtraceVarWakeupBytes          = "wakeup_bytes"
-	MemtraceVarWakeupSlots          = "wakeup_slots"
 )
 
 // LoadMemtrace returns the embedded CollectionSpec for Memtrace.
@@ -178,9 +156,7 @@ type MemtraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceMapSpecs struct {
-	Evctl        *ebpf.MapSpec `ebpf:"evctl"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
-	Evring       *ebpf.MapSpec `ebpf:"evring"`
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
 	Hold         *ebpf.MapSpec `ebpf:"hold"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
@@ -199,12 +175,9 @@ type MemtraceVariableSpecs struct {
 	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.VariableSpec `ebpf:"mt_abi_types"`
 	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
-	RingShift      *ebpf.VariableSpec `ebpf:"ring_shift"`
-	RingSlots      *ebpf.VariableSpec `ebpf:"ring_slots"`
 	StackDepth     *ebpf.VariableSpec `ebpf:"stack_depth"`
 	StackThreads   *ebpf.VariableSpec `ebpf:"stack_threads"`
 	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
-	WakeupSlots    *ebpf.VariableSpec `ebpf:"wakeup_slots"`
 }
 
 // MemtraceObjects contains all objects after they have been loaded into the kernel.
@@ -227,9 +200,7 @@ func (o *MemtraceObjects) Close() error {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceMaps struct {
-	Evctl        *ebpf.Map `ebpf:"evctl"`
 	Events       *ebpf.Map `ebpf:"events"`
-	Evring       *ebpf.Map `ebpf:"evring"`
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
 	Hold         *ebpf.Map `ebpf:"hold"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
@@ -241,9 +212,7 @@ type MemtraceMaps struct {
 
 func (m *MemtraceMaps) Close() error {
 	return _MemtraceClose(
-		m.Evctl,
 		m.Events,
-		m.Evring,
 		m.FilesSent,
 		m.Hold,
 		m.StackScratch,
@@ -263,12 +232,9 @@ type MemtraceVariables struct {
 	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.Variable `ebpf:"mt_abi_types"`
 	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
-	RingShift      *ebpf.Variable `ebpf:"ring_shift"`
-	RingSlots      *ebpf.Variable `ebpf:"ring_slots"`
 	StackDepth     *ebpf.Variable `ebpf:"stack_depth"`
 	StackThreads   *ebpf.Variable `ebpf:"stack_threads"`
 	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
-	WakeupSlots    *ebpf.Variable `ebpf:"wakeup_slots"`
 }
 
 // MemtracePrograms contains all programs after they have been loaded into the kernel.

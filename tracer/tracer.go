@@ -55,25 +55,9 @@ func New(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load BPF object: %w", err)
 	}
-	// Events take RingBytes of slots; files and stacks, rarer, a ring
-	// buffer a quarter of that.
-	slots := uint64(opts.RingBytes / slotSize)
-	rb := max(opts.RingBytes/4, 256<<10)
-	spec.Maps["evring"].MaxEntries = uint32(slots)
-	spec.Maps["events"].MaxEntries = uint32(rb)
-	shift := uint32(0)
-	for uint64(1)<<shift < slots {
-		shift++
-	}
-	for name, v := range map[string]any{
-		"wakeup_bytes": uint64(rb / 16),
-		"ring_slots":   slots,
-		"ring_shift":   shift,
-		"wakeup_slots": max(uint64(opts.WakeupBytes/slotSize), 1),
-	} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
-		}
+	spec.Maps["events"].MaxEntries = uint32(opts.RingBytes)
+	if err := spec.Variables["wakeup_bytes"].Set(uint64(opts.WakeupBytes)); err != nil {
+		return nil, fmt.Errorf("configure BPF object: %w", err)
 	}
 	if opts.StackDepth < 0 || opts.StackDepth > maxFrames {
 		return nil, fmt.Errorf("stack depth %d out of range: give 0 to %d", opts.StackDepth, maxFrames)
@@ -148,7 +132,7 @@ func New(opts Options) (*Tracer, error) {
 			t.procs = append(t.procs, l)
 		}
 	}
-	t.rd, err = newRing(t.objs.Events.FD(), int(t.objs.Events.MaxEntries()), t.objs.Evring.FD(), t.objs.Evctl.FD(), uint64(t.objs.Evring.MaxEntries()))
+	t.rd, err = newRing(t.objs.Events.FD(), int(t.objs.Events.MaxEntries()))
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
@@ -194,9 +178,6 @@ func (t *Tracer) Lost() uint64 {
 	if v := t.objs.LostRecords; v != nil {
 		_ = v.Get(&n)
 	}
-	if t.rd != nil {
-		n += t.rd.skipped.Load()
-	}
 	return n
 }
 
@@ -226,23 +207,25 @@ func (t *Tracer) Read(h Handler) error {
 			if t.f.decode(b) == nil {
 				h.File(&t.f)
 			}
-		}
-	}, func(s, ext []byte) {
-		tid := t.ev.decode(s, ext)
-		if t.ev.Kind == KindThread {
-			t.threads[tid] = threadOf(s)
-			return
-		}
-		ti, ok := t.threads[tid]
-		if !ok {
-			// Its thread slot was lost (the ring was full).
-			ti = procThread(tid)
-			t.threads[tid] = ti
-		}
-		t.ev.TGID, t.ev.Comm = ti.tgid, ti.comm
-		h.Event(&t.ev)
-		if t.ev.Kind == KindExit {
-			delete(t.threads, tid)
+		case n == threadSize:
+			if tid, ti, err := decodeThread(b); err == nil {
+				t.threads[tid] = ti
+			}
+		default:
+			if t.ev.decode(b) != nil {
+				return
+			}
+			ti, ok := t.threads[t.ev.TID]
+			if !ok {
+				// Its thread record was lost (the ring was full).
+				ti = procThread(t.ev.TID)
+				t.threads[t.ev.TID] = ti
+			}
+			t.ev.TGID, t.ev.Comm = ti.tgid, ti.comm
+			h.Event(&t.ev)
+			if t.ev.Kind == KindExit {
+				delete(t.threads, t.ev.TID)
+			}
 		}
 	})
 }

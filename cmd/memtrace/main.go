@@ -114,7 +114,7 @@ options:
 	fs.BoolVar(&o.preload, "preload", false, "use the LD_PRELOAD library instead of eBPF")
 	fs.BoolVar(&o.follow, "follow", false, "also trace the processes the targets fork, and the programs they exec")
 	fs.BoolVar(&o.follow, "f", false, "short for --follow")
-	fs.StringVar(&bufSize, "buffer-size", "", "event buffer `SIZE` (power of two, K/M suffixes; default 32M)")
+	fs.StringVar(&bufSize, "buffer-size", "", "ring buffer `SIZE` (power of two, K/M suffixes; default 32M)")
 	fs.BoolVar(&o.floor, "floor", false, "benchmark baseline: attach empty probes on the same points, log nothing")
 	fs.BoolVar(&o.noMulti, "no-uprobe-multi", false, "use classic uprobe links even where uprobe_multi exists")
 	fs.BoolVar(&o.verbose, "v", false, "say where each probe went")
