@@ -41,9 +41,15 @@ for m in $modes; do
 	printf "  %-18s %10s ns   (runs: %s)\n" "$m" "${med[$m]}" "${res[$m]}"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-echo "  memtrace / floor (default links): $(ratio "${med[memtrace]}" "${med[floor]}")x   (target <= 1.25x)"
+# The median of each round's own ratio: rounds pair runs made seconds
+# apart, so drift between rounds cancels.
+paired() {
+	paste <(echo "${res[$1]}" | tr ' ' '\n' | grep -v '^$') <(echo "${res[$2]}" | tr ' ' '\n' | grep -v '^$') |
+		awk '{ print $1 / $2 }' | median | awk '{ printf "%.2f", $1 }'
+}
+echo "  memtrace / floor (default links): $(ratio "${med[memtrace]}" "${med[floor]}")x   (target <= 1.25x; median of per-round ratios $(paired memtrace floor)x)"
 echo "  memtrace / floor (classic):       $(ratio "${med[memtrace-classic]}" "${med[floor-classic]}")x"
 echo "  floor classic / floor multi:      $(ratio "${med[floor-classic]}" "${med[floor]}")x"
-echo "  memtrace / floor, 8 frames:       $(ratio "${med[memtrace-stack8]}" "${med[floor-stack8]}")x   (target <= 1.3x)"
+echo "  memtrace / floor, 8 frames:       $(ratio "${med[memtrace-stack8]}" "${med[floor-stack8]}")x   (target <= 1.3x; per round $(paired memtrace-stack8 floor-stack8)x)"
 echo "  last memtrace log: $(grep -c 'ptr=' "$tmp/log") event lines, lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log"); with stacks: lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log8")"
 echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
