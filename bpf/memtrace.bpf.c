@@ -200,16 +200,15 @@ static __always_inline void submit(void *e, struct tstate *st)
 }
 
 /* Tells the agent the current thread's process and name, unless it has
- * them already. Returns 0 when the record could not be sent. */
+ * them already. Returns 0 when the record could not be sent: the caller
+ * then drops its event and counts that as lost. */
 static __always_inline int send_thread(struct tstate *st)
 {
 	if (st && st->comm_ok)
 		return 1;
 	struct mt_thread *t = bpf_ringbuf_reserve(&events, sizeof(*t), 0);
-	if (!t) {
-		__sync_fetch_and_add(&lost_records, 1);
+	if (!t)
 		return 0;
-	}
 	__u64 id = bpf_get_current_pid_tgid();
 	t->tgid = id >> 32;
 	t->tid = (__u32)id;
@@ -243,8 +242,10 @@ static __always_inline void fill(struct tstate *st, struct mt_event *e, __u8 kin
  * flags fit: the 24-byte record. */
 static __always_inline void send_packed(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size)
 {
-	if (!send_thread(st))
+	if (!send_thread(st)) {
+		__sync_fetch_and_add(&lost_records, 1);
 		return;
+	}
 	struct mt_event_packed *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost_records, 1);
@@ -259,8 +260,10 @@ static __always_inline void send_packed(struct tstate *st, __u8 kind, __u8 op, _
 static __always_inline void send_full(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
 				      __u64 stack, __u64 old_ptr, __u64 old_size)
 {
-	if (!send_thread(st))
+	if (!send_thread(st)) {
+		__sync_fetch_and_add(&lost_records, 1);
 		return;
+	}
 	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost_records, 1);
@@ -866,8 +869,10 @@ int BPF_PROG(mt_exit)
 
 static __always_inline void proc_event(__u8 kind, __u64 child, __u16 flags)
 {
-	if (!send_thread(0))
+	if (!send_thread(0)) {
+		__sync_fetch_and_add(&lost_records, 1);
 		return;
+	}
 	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost_records, 1);
