@@ -238,52 +238,51 @@ static __always_inline void fill(struct tstate *st, struct mt_event *e, __u8 kin
 	e->size = size;
 }
 
+/* Room for an event of n bytes, after the thread's record if it needs
+ * one; a failure counts the event lost. */
+static __always_inline void *reserve_event(struct tstate *st, __u64 n)
+{
+	void *e = send_thread(st) ? bpf_ringbuf_reserve(&events, n, 0) : 0;
+	if (!e)
+		__sync_fetch_and_add(&lost_records, 1);
+	return e;
+}
+
 /* An event with stack, old_ptr and old_size zero whose pointer, size and
  * flags fit: the 24-byte record. */
 static __always_inline void send_packed(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size)
 {
-	if (!send_thread(st)) {
-		__sync_fetch_and_add(&lost_records, 1);
+	struct mt_event_packed *e = reserve_event(st, sizeof(*e));
+	if (!e)
 		return;
-	}
-	struct mt_event_packed *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost_records, 1);
-		return;
-	}
 	e->ts_ns = bpf_ktime_get_ns();
 	e->ptr_op = ptr | (__u64)op << MT_PTR_BITS | (__u64)kind << 56 | (__u64)flags << 59;
 	e->size_tid = size | (__u64)cur_tid(st) << MT_SIZE_BITS;
 	submit(e, st);
 }
 
-static __always_inline void send_full(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
-				      __u64 stack, __u64 old_ptr, __u64 old_size)
+static __always_inline struct mt_event *reserve_full(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr,
+						     __u64 size, __u64 stack, __u64 old_ptr, __u64 old_size)
 {
-	if (!send_thread(st)) {
-		__sync_fetch_and_add(&lost_records, 1);
-		return;
-	}
-	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost_records, 1);
-		return;
-	}
+	struct mt_event *e = reserve_event(st, sizeof(*e));
+	if (!e)
+		return 0;
 	fill(st, e, kind, op, flags, ptr, size);
 	e->stack = stack;
 	e->old_ptr = old_ptr;
 	e->old_size = old_size;
-	submit(e, st);
+	return e;
 }
 
 static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
 				 __u64 stack, __u64 old_ptr, __u64 old_size)
 {
+	struct mt_event *e;
 	if ((stack | old_ptr | old_size) == 0 && ptr >> MT_PTR_BITS == 0 && size >> MT_SIZE_BITS == 0 &&
 	    (flags & ~MT_PACKED_FLAGS) == 0)
 		send_packed(st, kind, op, flags, ptr, size);
-	else
-		send_full(st, kind, op, flags, ptr, size, stack, old_ptr, old_size);
+	else if ((e = reserve_full(st, kind, op, flags, ptr, size, stack, old_ptr, old_size)))
+		submit(e, st);
 }
 
 /* mmap, munmap and mremap called from inside libc (malloc's own mmap, a
@@ -869,21 +868,10 @@ int BPF_PROG(mt_exit)
 
 static __always_inline void proc_event(__u8 kind, __u64 child, __u16 flags)
 {
-	if (!send_thread(0)) {
-		__sync_fetch_and_add(&lost_records, 1);
-		return;
-	}
-	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost_records, 1);
-		return;
-	}
-	fill(0, e, kind, 0, flags, child, 0);
-	e->stack = 0;
-	e->old_ptr = 0;
-	e->old_size = 0;
+	struct mt_event *e = reserve_full(0, kind, 0, flags, child, 0, 0, 0, 0);
 	/* The agent must act now: a held process waits for it. */
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	if (e)
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 /* A traced process forked: with --follow the child is traced too. Its
