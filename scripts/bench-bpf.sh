@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-300000}
-ROUNDS=${ROUNDS:-7}
+ROUNDS=${ROUNDS:-9}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -o "$tmp/loop" tests/bench/loop.c
