@@ -226,18 +226,6 @@ static __always_inline __u32 cur_tid(struct tstate *st)
 	return st ? (__u32)st->owner : (__u32)bpf_get_current_pid_tgid();
 }
 
-static __always_inline void fill(struct tstate *st, struct mt_event *e, __u8 kind, __u8 op, __u16 flags,
-				 __u64 ptr, __u64 size)
-{
-	e->ts_ns = bpf_ktime_get_ns();
-	e->tid = cur_tid(st);
-	e->kind = kind;
-	e->op = op;
-	e->flags = flags;
-	e->ptr = ptr;
-	e->size = size;
-}
-
 /* Room for an event of n bytes, after the thread's record if it needs
  * one; a failure counts the event lost. */
 static __always_inline void *reserve_event(struct tstate *st, __u64 n)
@@ -267,7 +255,13 @@ static __always_inline struct mt_event *reserve_full(struct tstate *st, __u8 kin
 	struct mt_event *e = reserve_event(st, sizeof(*e));
 	if (!e)
 		return 0;
-	fill(st, e, kind, op, flags, ptr, size);
+	e->ts_ns = bpf_ktime_get_ns();
+	e->tid = cur_tid(st);
+	e->kind = kind;
+	e->op = op;
+	e->flags = flags;
+	e->ptr = ptr;
+	e->size = size;
 	e->stack = stack;
 	e->old_ptr = old_ptr;
 	e->old_size = old_size;

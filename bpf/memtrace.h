@@ -127,7 +127,7 @@ struct mt_file {
 };
 
 /* Sent once per distinct (process, stack): events then carry its id.
- * Records are told apart by their sizes: mt_thread, short and whole
+ * Records are told apart by their sizes: mt_event_packed, mt_thread,
  * mt_event, mt_file and mt_stack all differ. */
 struct mt_stack {
 	__u64 ts_ns;

@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/internal/ringread"
 )
 
 type objects struct {
@@ -36,8 +35,7 @@ type testObjects struct {
 type Tracer struct {
 	objs  testObjects
 	links []link.Link
-	rd    *ringbuf.Reader
-	rec   ringbuf.Record
+	rd    *ringread.Reader
 }
 
 // callsFor lists the calls that the kernel side must report for track: the
@@ -130,7 +128,7 @@ func newTracer(opts Options, test bool) (*Tracer, error) {
 			t.links = append(t.links, l)
 		}
 	}
-	if t.rd, err = ringbuf.NewReader(t.objs.Events); err != nil {
+	if t.rd, err = ringread.New(t.objs.Events.FD(), int(t.objs.Events.MaxEntries())); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("open the fd ring buffer: %w", err)
 	}
@@ -166,23 +164,11 @@ func (t *Tracer) Lost() uint64 {
 // returns ringbuf.ErrClosed after Close.
 func (t *Tracer) Read(fn func(*Event)) error {
 	var ev Event
-	t.rd.SetDeadline(time.Now().Add(PollInterval))
-	for {
-		err := t.rd.ReadInto(&t.rec)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil
+	return t.rd.Read(PollInterval, func(b []byte) {
+		if ev.decode(b) == nil {
+			fn(&ev)
 		}
-		if err != nil {
-			return err
-		}
-		if ev.decode(t.rec.RawSample) != nil {
-			continue
-		}
-		fn(&ev)
-		if t.rd.AvailableBytes() == 0 {
-			return nil
-		}
-	}
+	})
 }
 
 // Close detaches the programs and unloads them.

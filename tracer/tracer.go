@@ -12,12 +12,14 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/memtrace/memtrace/internal/ringread"
 )
 
 // Tracer owns the loaded programs, the links and the ring-buffer reader.
 type Tracer struct {
 	objs     MemtraceObjects
-	rd       *ring
+	rd       *ringread.Reader
 	exit     link.Link
 	procs    []link.Link
 	opts     Options
@@ -132,7 +134,7 @@ func New(opts Options) (*Tracer, error) {
 			t.procs = append(t.procs, l)
 		}
 	}
-	t.rd, err = newRing(t.objs.Events.FD(), int(t.objs.Events.MaxEntries()))
+	t.rd, err = ringread.New(t.objs.Events.FD(), int(t.objs.Events.MaxEntries()))
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
@@ -196,7 +198,7 @@ func (t *Tracer) FellBack() []string {
 // Read delivers every record available now, waiting at most PollInterval
 // for the first one. It returns ringbuf.ErrClosed after Close.
 func (t *Tracer) Read(h Handler) error {
-	return t.rd.read(PollInterval, func(b []byte) {
+	return t.rd.Read(PollInterval, func(b []byte) {
 		// The record kinds differ in size.
 		switch n := len(b); {
 		case n >= stackSize:
@@ -274,7 +276,7 @@ func (t *Tracer) Close() error {
 		l.Close()
 	}
 	if t.rd != nil {
-		t.rd.close()
+		t.rd.Close()
 	}
 	return t.objs.Close()
 }

@@ -1,6 +1,4 @@
-//go:build amd64 || arm64
-
-package tracer
+package ringread
 
 import (
 	"encoding/binary"
@@ -9,13 +7,13 @@ import (
 
 // fakeRing is a ring over plain memory laid out as the kernel lays out a
 // BPF ring buffer's data: the data pages twice in a row.
-func fakeRing(size int) (*ring, *uint64, *uint64) {
+func fakeRing(size int) (*Reader, *uint64, *uint64) {
 	var cons, prod uint64
-	return &ring{cons: &cons, prod: &prod, data: make([]byte, 2*size), mask: uint64(size - 1)}, &cons, &prod
+	return &Reader{cons: &cons, prod: &prod, data: make([]byte, 2*size), mask: uint64(size - 1)}, &cons, &prod
 }
 
 // commit writes a record at *prod as the kernel's commit leaves it.
-func commit(r *ring, prod *uint64, payload []byte, flags uint32) {
+func commit(r *Reader, prod *uint64, payload []byte, flags uint32) {
 	off := *prod & r.mask
 	n := uint64(len(payload))
 	binary.LittleEndian.PutUint32(r.data[off:], uint32(n)|flags)
