@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,15 +48,7 @@ func (s *Session) drainFD(limit uint64, all bool, emitUpTo func(ts uint64)) {
 	emitUpTo(limit)
 }
 
-func cmpFD(a, b fdtrace.Event) int {
-	switch {
-	case a.TS < b.TS:
-		return -1
-	case a.TS > b.TS:
-		return 1
-	}
-	return 0
-}
+func cmpFD(a, b fdtrace.Event) int { return cmp.Compare(a.TS, b.TS) }
 
 func (s *Session) writeFD(e *fdtrace.Event) {
 	word, kvs := e.Meta(s.cfg.StartNS)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"io"
 	"os"
 	"slices"
@@ -252,15 +253,7 @@ func monotonicNS() uint64 {
 	return uint64(ts.Nano())
 }
 
-func cmpTS(a, b tracer.Event) int {
-	switch {
-	case a.TS < b.TS:
-		return -1
-	case a.TS > b.TS:
-		return 1
-	}
-	return 0
-}
+func cmpTS(a, b tracer.Event) int { return cmp.Compare(a.TS, b.TS) }
 
 func (s *Session) ts(e *tracer.Event) uint64 {
 	if e.TS <= s.cfg.StartNS {
