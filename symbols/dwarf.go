@@ -37,13 +37,13 @@ type cuRange struct {
 }
 
 type unitInfo struct {
-	entry *dwarf.Entry
-	once  sync.Once
-	rows  []lineRow
-	files []string // row file names
-	callFiles []string // the line program's file table, indexed by DW_AT_call_file
-	funcs []fnRange // top-level subprogram ranges, sorted by lo
-	err   error
+	entry     *dwarf.Entry
+	once      sync.Once
+	rows      []lineRow
+	files     []string  // row file names
+	callFiles []string  // the line program's file table, indexed by DW_AT_call_file
+	funcs     []fnRange // top-level subprogram ranges, sorted by lo
+	err       error
 }
 
 type lineRow struct {

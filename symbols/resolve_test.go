@@ -63,7 +63,7 @@ func TestSourceLineOfKnownCall(t *testing.T) {
 	f := fixtures(t)
 	cases := []struct {
 		mode, fn, mark string
-		inline          []string // expected Source chain: function@mark, innermost first
+		inline         []string // expected Source chain: function@mark, innermost first
 	}{
 		{"direct", "alloc_site", "record", nil},
 		{"static", "static_site", "static-record", nil},

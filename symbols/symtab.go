@@ -205,4 +205,3 @@ func (t *symtab) value(name string) (uint64, bool) {
 	v, ok := t.byName[name]
 	return v, ok
 }
-

@@ -22,5 +22,7 @@ func (*Tracer) Lost() uint64                            { return 0 }
 func (*Tracer) FellBack() []string                      { return nil }
 func (*Tracer) Read(Handler) error                      { return ErrUnavailable }
 func (*Tracer) Close() error                            { return nil }
+func (*Tracer) Detach()                                 {}
+func (*Tracer) Session() bool                           { return false }
 func (*Tracer) AttachLibrary(int, string) (bool, error) { return false, ErrUnavailable }
 func (*Tracer) ScanProcess(int) ([]string, error)       { return nil, ErrUnavailable }

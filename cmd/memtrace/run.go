@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -646,42 +645,4 @@ func exitStatus(ps *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
-}
-
-// launchLibs lists the libraries PROG will load, asking its dynamic linker
-// (what ldd does, without running PROG), plus the system's C++ runtimes so
-// that a C++ library dlopen'ed later is covered from its first call.
-func launchLibs(path string) []string {
-	var libs []string
-	seen := map[string]bool{}
-	add := func(p string) {
-		if p == "" || seen[p] {
-			return
-		}
-		if _, err := os.Stat(p); err == nil {
-			seen[p] = true
-			libs = append(libs, p)
-		}
-	}
-	if interp := elfInterp(path); interp != "" {
-		out, _ := exec.Command(interp, "--list", path).Output()
-		sc := bufio.NewScanner(strings.NewReader(string(out)))
-		for sc.Scan() {
-			// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)"
-			f := strings.Fields(sc.Text())
-			for i, s := range f {
-				if s == "=>" && i+1 < len(f) && strings.HasPrefix(f[i+1], "/") {
-					add(f[i+1])
-				}
-			}
-		}
-	}
-	for _, dir := range []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"} {
-		for _, name := range []string{"libc.so.6", "libstdc++.so.6", "libc++.so.1"} {
-			if p, err := filepath.EvalSymlinks(filepath.Join(dir, name)); err == nil {
-				add(p)
-			}
-		}
-	}
-	return libs
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/user"
@@ -118,24 +117,4 @@ func sudoCredential() (string, bool, error) {
 		}
 	}
 	return uidS + ":" + gidS + ":" + strings.Join(groups, ","), true, nil
-}
-
-// elfInterp returns PROG's dynamic linker, or "" for a static binary or a
-// script.
-func elfInterp(path string) string {
-	f, err := elf.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err != nil {
-				return ""
-			}
-			return strings.TrimRight(string(b), "\x00")
-		}
-	}
-	return ""
 }
