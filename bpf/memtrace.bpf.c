@@ -299,9 +299,12 @@ static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 
 /* --stack-threads: decided once per thread name, not per event. The
  * substring search runs in bpf_loop callbacks so that the verifier checks
- * its body once rather than every unrolled path. */
+ * its body once rather than every unrolled path. The name is held as two
+ * words and shifted, never indexed: a byte read from the stack at a
+ * variable offset is refused by the verifier (the program failed to load
+ * whenever --stack-threads came with --stack-depth). */
 struct mt_match_ctx {
-	char comm[16];
+	__u64 lo, hi; /* the thread's name, little-endian: byte 0 is lo's low byte */
 	int found;
 };
 
@@ -309,13 +312,24 @@ static long match_cb(__u64 idx, void *data)
 {
 	struct mt_match_ctx *m = data;
 	__u32 p = (idx >> 4) & 7, start = idx & 15;
+	__u64 lo = m->lo, hi = m->hi;
+	/* Bytes past the name's 16 shift in as 0, which no pattern byte is. */
+	if (start >= 8) {
+		lo = hi >> ((start - 8) * 8);
+		hi = 0;
+	} else if (start > 0) {
+		lo = lo >> (start * 8) | hi << (64 - start * 8);
+		hi >>= start * 8;
+	}
 	int i;
 	for (i = 0; i < 16; i++) {
 		char want = stack_threads[p][i];
 		if (want == 0)
 			break;
-		if (start + i >= 16 || m->comm[(start + i) & 15] != want)
+		if ((char)(lo & 0xff) != want)
 			return 0;
+		lo = lo >> 8 | hi << 56;
+		hi >>= 8;
 	}
 	if (i > 0) {
 		m->found = 1;
@@ -332,12 +346,11 @@ static __always_inline int stack_wanted(struct tstate *st)
 	if (st->stack_ok && st->comm_ok)
 		return st->stack_ok == 1;
 	struct mt_match_ctx m = {};
-	bpf_get_current_comm(m.comm, sizeof(m.comm));
-	__u64 lo = *(__u64 *)&m.comm[0], hi = *(__u64 *)&m.comm[8];
-	if (st->stack_ok && lo == st->comm_lo && hi == st->comm_hi)
+	bpf_get_current_comm(&m.lo, 16);
+	if (st->stack_ok && m.lo == st->comm_lo && m.hi == st->comm_hi)
 		return st->stack_ok == 1;
-	st->comm_lo = lo;
-	st->comm_hi = hi;
+	st->comm_lo = m.lo;
+	st->comm_hi = m.hi;
 	bpf_loop(n_stack_threads * 16, match_cb, &m, 0);
 	st->stack_ok = m.found ? 1 : 2;
 	return m.found;

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
@@ -41,8 +42,8 @@ type attachKey struct {
 	ino uint64
 }
 
-// New loads the BPF programs. Errors that mean BPF is not usable wrap
-// ErrUnavailable.
+// New loads the BPF programs. Errors that mean BPF is not usable here wrap
+// ErrUnavailable; a program the kernel refuses is a *RejectedError.
 func New(opts Options) (*Tracer, error) {
 	if opts.RingBytes == 0 {
 		opts.RingBytes = DefaultRingBytes
@@ -92,21 +93,21 @@ func New(opts Options) (*Tracer, error) {
 		}
 	}
 	t := &Tracer{opts: opts, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}, threads: map[uint32]threadInfo{}, session: !opts.NoMulti && !opts.NoSession}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		// A kernel without session uprobes refuses mt_session; load
-		// an empty program in its place and use two links per call.
-		if !t.session {
-			return nil, fmt.Errorf("%w: load BPF programs: %w", ErrUnavailable, err)
-		}
+	if !kernelHasSessionUprobes() {
+		// The verifier would refuse mt_session here; an empty program
+		// takes its place and calls use two links. Decided from the
+		// kernel's BTF up front, not by retrying after a failed load,
+		// which would let a real bug in the session program pass as a
+		// missing feature.
 		for _, name := range []string{"mt_session", "mt_empty_session", "mt_floor_stack_session"} {
 			repl := spec.Programs["mt_empty_multi"].Copy()
 			repl.Name = spec.Programs[name].Name
 			spec.Programs[name] = repl
 		}
 		t.session = false
-		if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-			return nil, fmt.Errorf("%w: load BPF programs: %w", ErrUnavailable, err)
-		}
+	}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		return nil, loadError(err)
 	}
 	if !opts.Floor {
 		t.exit, err = link.AttachTracing(link.TracingOptions{Program: t.objs.MtExit})
@@ -143,6 +144,25 @@ func New(opts Options) (*Tracer, error) {
 	// kernels we measured; the first attach finds out if they exist.
 	t.multi = !opts.NoMulti
 	return t, nil
+}
+
+// kernelHasSessionUprobes reports whether the kernel knows session
+// uprobes (Linux 6.13+), by the attach type in its BTF.
+func kernelHasSessionUprobes() bool {
+	ks, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var e *btf.Enum
+	if err := ks.TypeByName("bpf_attach_type", &e); err != nil {
+		return false
+	}
+	for _, v := range e.Values {
+		if v.Name == "BPF_TRACE_UPROBE_SESSION" {
+			return true
+		}
+	}
+	return false
 }
 
 // Session reports whether allocation functions use session uprobe links.
