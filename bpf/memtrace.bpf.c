@@ -81,7 +81,13 @@ struct {
 	__type(value, __u8);
 } stacks_sent SEC(".maps");
 
-/* Children to stop at their first instruction until their probes exist. */
+/* Processes the kernel side stops for the agent: HOLD_PENDING, a forked
+ * child to stop at its first instruction; HOLD_STOPPED, stopped and waiting
+ * for the agent's SIGCONT, which deletes the entry. memtrace's watchdog
+ * resumes every HOLD_STOPPED process when memtrace dies, so no stop can
+ * outlive it. */
+#define HOLD_PENDING 1
+#define HOLD_STOPPED 2
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -899,9 +905,16 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	__u8 one = 1;
 	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
-	bpf_map_update_elem(&hold, &ctgid, &one, BPF_ANY);
-	/* Runs in the parent: the thread record names ptgid. */
-	proc_event(MT_EV_FORK, ctgid, MT_FLAG_HELD);
+	/* Runs in the parent: the thread record names ptgid. The child is
+	 * held only when the event that makes the agent resume it is in the
+	 * ring. */
+	struct mt_event *e = reserve_full(0, MT_EV_FORK, 0, MT_FLAG_HELD, ctgid, 0, 0, 0, 0);
+	if (!e)
+		return 0;
+	__u8 pending = HOLD_PENDING;
+	if (bpf_map_update_elem(&hold, &ctgid, &pending, BPF_ANY))
+		e->flags = 0;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -912,9 +925,11 @@ SEC("raw_tp/sys_exit")
 int BPF_PROG(mt_child_start)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_map_lookup_elem(&hold, &tgid))
+	__u8 *h = bpf_map_lookup_elem(&hold, &tgid);
+	if (!h || *h != HOLD_PENDING)
 		return 0;
-	bpf_map_delete_elem(&hold, &tgid);
+	/* Recorded before the stop: the watchdog must know of every one. */
+	*h = HOLD_STOPPED;
 	bpf_send_signal_thread(MT_SIGSTOP);
 	return 0;
 }
@@ -927,12 +942,23 @@ int BPF_PROG(mt_exec)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
-	__u16 flags = 0;
-	if (follow || hold_exec) {
-		bpf_send_signal_thread(MT_SIGSTOP);
-		flags = MT_FLAG_HELD;
+	if (!(follow || hold_exec)) {
+		proc_event(MT_EV_EXEC, 0, 0);
+		return 0;
 	}
-	proc_event(MT_EV_EXEC, 0, flags);
+	/* Stopped only once the event that makes the agent resume it is in
+	 * the ring and the watchdog can see the stop: a process is never held
+	 * by a record that was lost. A SIGCONT that comes before the stop
+	 * takes effect cancels the pending SIGSTOP. */
+	struct mt_event *e = reserve_full(0, MT_EV_EXEC, 0, MT_FLAG_HELD, 0, 0, 0, 0, 0);
+	if (!e)
+		return 0;
+	__u8 stopped = HOLD_STOPPED;
+	if (bpf_map_update_elem(&hold, &tgid, &stopped, BPF_ANY) == 0)
+		bpf_send_signal_thread(MT_SIGSTOP);
+	else
+		e->flags = 0;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -29,6 +29,7 @@ type Tracer struct {
 	mu       sync.Mutex
 	links    map[attachKey][]link.Link
 	fellBack map[string]bool
+	closing  sync.WaitGroup // ReleaseProcess's link closes in flight
 	// Read's decode targets, kept to avoid an allocation per call.
 	threads map[uint32]threadInfo // from mt_thread records, by tid
 	ev      Event
@@ -276,13 +277,14 @@ func procThread(tid uint32) threadInfo {
 // reader drains what is left; the targets carry on untouched.
 func (t *Tracer) Detach() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	var all []link.Link
 	for k, ls := range t.links {
-		for _, l := range ls {
-			l.Close()
-		}
+		all = append(all, ls...)
 		delete(t.links, k)
 	}
+	t.mu.Unlock()
+	closeLinks(all)
+	t.closing.Wait()
 }
 
 // Close detaches everything and unloads the programs. Probes vanish from

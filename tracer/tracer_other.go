@@ -26,3 +26,9 @@ func (*Tracer) Detach()                                 {}
 func (*Tracer) Session() bool                           { return false }
 func (*Tracer) AttachLibrary(int, string) (bool, error) { return false, ErrUnavailable }
 func (*Tracer) ScanProcess(int) ([]string, error)       { return nil, ErrUnavailable }
+func (*Tracer) Resume(pid int) error                    { return ErrUnavailable }
+func (*Tracer) HoldFD() int                             { return -1 }
+func (*Tracer) ReleaseProcess(int)                      {}
+
+// ResumeHeld has no map to sweep where BPF is not built.
+func ResumeHeld(int) (int, error) { return 0, ErrUnavailable }

@@ -49,6 +49,10 @@ func main() {
 		runShim()
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == watchdogArg {
+		runWatchdog()
+		return
+	}
 	os.Exit(realMain(os.Args[1:], os.Stderr))
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -37,17 +36,7 @@ func monoNow() uint64 {
 func openOutput(o *options, stderr io.Writer) (io.WriteCloser, error) {
 	switch {
 	case o.listen != "":
-		ln, err := net.Listen("tcp", o.listen)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w: pick a free port", o.listen, err)
-		}
-		defer ln.Close()
-		fmt.Fprintf(stderr, "memtrace: waiting for a viewer on %s (memview %s)\n", ln.Addr(), ln.Addr())
-		c, err := ln.Accept()
-		if err != nil {
-			return nil, fmt.Errorf("accept a viewer on %s: %w", o.listen, err)
-		}
-		return c, nil
+		return acceptViewer(o.listen, stderr)
 	case o.output != "":
 		f, err := os.Create(o.output)
 		if err != nil {
@@ -56,6 +45,38 @@ func openOutput(o *options, stderr io.Writer) (io.WriteCloser, error) {
 		return f, nil
 	}
 	return nopCloser{os.Stderr}, nil
+}
+
+// acceptViewer waits for the first viewer, or for Ctrl-C.
+func acceptViewer(addr string, stderr io.Writer) (io.WriteCloser, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w: pick a free port", addr, err)
+	}
+	defer ln.Close()
+	fmt.Fprintf(stderr, "memtrace: waiting for a viewer on %s (memview %s)\n", ln.Addr(), ln.Addr())
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- accepted{c, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			return nil, fmt.Errorf("accept a viewer on %s: %w", addr, a.err)
+		}
+		return a.c, nil
+	case <-interrupted:
+		ln.Close()
+		if a := <-ch; a.c != nil {
+			a.c.Close()
+		}
+		return nil, interruptError{}
+	}
 }
 
 type nopCloser struct{ io.Writer }
@@ -106,11 +127,24 @@ func run(o *options, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	defer tr.Close()
+	catchInterrupts()
+	if o.follow || len(o.argv) > 0 {
+		// Only the kernel closes this pipe, at memtrace's exit: the
+		// watchdog must not resume anything while memtrace may still
+		// hold a process.
+		if watchdogPipe, err = startWatchdog(tr.HoldFD()); err != nil {
+			return 1, err
+		}
+	}
 	if len(o.argv) > 0 {
 		return launch(o, tr, stderr)
 	}
 	return 0, attach(o, tr, stderr)
 }
+
+// watchdogPipe is memtrace's end of the watchdog's pipe, kept open (and
+// reachable, so no finalizer closes it) for memtrace's whole life.
+var watchdogPipe *os.File
 
 func unwrapExecErr(err error) error {
 	var ee *exec.Error
@@ -149,15 +183,16 @@ func (l *loop) onProcess(e *tracer.Event) {
 		l.addPID(pid)
 		// The child's mappings are its parent's: the same libraries.
 		if _, err := l.tr.ScanProcess(pid); err != nil {
-			fmt.Fprintf(l.stderr, "memtrace: probe child process %d: %v\n", pid, err)
+			l.untraced(pid, err)
 		}
 	case tracer.KindExec:
 		// Read now, while the process is held: a short-lived program
 		// may be gone by the time its events come out of the queue.
 		l.sess.KnownProcess(pid, false)
 		for _, lib := range launchLibs("/proc/" + strconv.Itoa(pid) + "/exe") {
-			if _, err := l.tr.AttachLibrary(pid, lib); err != nil && l.o.verbose {
-				fmt.Fprintf(l.stderr, "memtrace: probe %s in process %d: %v\n", lib, pid, err)
+			if _, err := l.tr.AttachLibrary(pid, lib); err != nil {
+				l.untraced(pid, err)
+				break
 			}
 			l.sess.KnownFile(lib)
 		}
@@ -168,10 +203,46 @@ func (l *loop) onProcess(e *tracer.Event) {
 			// SIGCONT before that would be lost and leave it stopped.
 			waitStopped(pid, 2*time.Second)
 		}
-		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && l.o.verbose {
+		if err := l.tr.Resume(pid); err != nil && l.o.verbose {
 			fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
 		}
 	}
+}
+
+// untraced gives up on a process that could not be probed (often: out of
+// file descriptors, each link is one) and says so in the log, so that the
+// report can tell a quiet process from an untraced one. Its partial probes
+// go: half-probed, it would log frees without their mallocs.
+func (l *loop) untraced(pid int, err error) {
+	l.tr.ReleaseProcess(pid)
+	l.mu.Lock()
+	delete(l.pids, pid)
+	l.mu.Unlock()
+	l.sess.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "untraced"},
+		logfmt.KV{Key: "pid", Value: strconv.Itoa(pid)},
+		logfmt.KV{Key: "reason", Value: err.Error()},
+		logfmt.KV{Key: "ts", Value: strconv.FormatUint(monoNow()-l.start, 10)})
+	fmt.Fprintf(l.stderr, "memtrace: process %d is not traced: %v\n", pid, err)
+}
+
+// released drops an exited process's probes once the whole process is gone
+// (its main thread may exit before the others).
+func (l *loop) released(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == nil {
+		go func() {
+			defer unix.Close(fd)
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			for {
+				if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
+					break
+				}
+			}
+			l.tr.ReleaseProcess(pid)
+		}()
+		return
+	}
+	l.tr.ReleaseProcess(pid)
 }
 
 func newLoop(o *options, tr *tracer.Tracer, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
@@ -182,6 +253,7 @@ func newLoop(o *options, tr *tracer.Tracer, out io.WriteCloser, stderr io.Writer
 			l.mu.Lock()
 			delete(l.pids, int(pid))
 			l.mu.Unlock()
+			l.released(int(pid))
 			if l.fd != nil {
 				l.fd.RemoveProcess(int(pid))
 			}
@@ -480,9 +552,6 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 			logfmt.KV{Key: "comm", Value: procComm(pid)}, logfmt.KV{Key: "cmd", Value: procCmdline(pid)})
 	}
 	stop := make(chan struct{})
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	exited := make(chan int, len(watchers))
 	for i, fd := range watchers {
 		go func(pid, fd int) {
@@ -500,7 +569,7 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 		left := len(watchers)
 		for left > 0 {
 			select {
-			case <-sig:
+			case <-interrupted:
 				close(stop)
 				return
 			case pid := <-exited:
@@ -516,6 +585,10 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 // launch starts PROG through a shim that waits, attaches to the shim's PID
 // (which PROG keeps across exec), then lets it exec: PROG is traced from its
 // first allocation, and runs as the user who invoked sudo.
+//
+// Until the release, every way out (an error, Ctrl-C, a viewer that never
+// comes) kills the shim, which has not run PROG yet: nothing is left
+// stopped or waiting.
 func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	path, _ := exec.LookPath(o.argv[0])
 	libs := launchLibs(path)
@@ -523,55 +596,83 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, fmt.Errorf("create the start pipe: %w", err)
 	}
+	defer w.Close()
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		return 1, fmt.Errorf("create the start pipe: %w", err)
+	}
+	defer ready.Close()
 	self, err := os.Executable()
 	if err != nil {
+		r.Close()
+		readyW.Close()
 		return 1, fmt.Errorf("find memtrace's own executable: %w", err)
 	}
 	cmd := exec.Command(self, append([]string{shimArg, path}, o.argv...)...)
 	cmd.Args[0] = o.argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{r}
+	cmd.ExtraFiles = []*os.File{r, readyW}
 	cmd.Env = os.Environ()
 	if cred, ok, err := sudoCredential(); err != nil {
+		r.Close()
+		readyW.Close()
 		return 1, err
 	} else if ok {
 		cmd.Env = append(cmd.Env, shimCredEnv+"="+cred)
 	}
 	start := monoNow()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	r.Close()
+	readyW.Close()
+	if err != nil {
 		return 127, fmt.Errorf("start %s: %w", o.argv[0], err)
 	}
-	r.Close()
 	pid := cmd.Process.Pid
-	abort := func(err error) (int, error) {
-		w.Close() // the shim exits without running PROG
-		cmd.Wait()
-		return 1, err
+	abort := func(status int, err error) (int, error) {
+		w.Close()
+		_ = cmd.Process.Kill() // works on a stopped process too
+		_ = cmd.Wait()
+		if errors.Is(err, interruptError{}) {
+			status = 130
+		}
+		return status, err
+	}
+	// The shim's own exec (of memtrace) must be over before its PID
+	// becomes a target, or the kernel side would hold it at that exec.
+	if err := waitShim(ready); err != nil {
+		return abort(1, err)
 	}
 	if err := tr.AddProcess(pid); err != nil {
-		return abort(err)
+		return abort(1, err)
 	}
 	probed := 0
 	for _, lib := range libs {
+		if wasInterrupted() {
+			return abort(130, interruptError{})
+		}
 		ok, err := tr.AttachLibrary(pid, lib)
 		if err != nil {
-			return abort(err)
+			return abort(1, err)
 		}
 		if ok {
 			probed++
 		}
 	}
 	if probed == 0 {
-		return abort(fmt.Errorf("%s links no library with allocation functions (a static or Go binary?): memtrace traces programs that use a shared libc, libstdc++ or malloc library; try --preload", o.argv[0]))
+		return abort(1, fmt.Errorf("%s links no library with allocation functions (a static or Go binary?): memtrace traces programs that use a shared libc, libstdc++ or malloc library; try --preload", o.argv[0]))
 	}
 	out, err := openOutput(o, stderr)
 	if err != nil {
-		return abort(err)
+		return abort(1, err)
 	}
 	defer out.Close()
+	if wasInterrupted() {
+		return abort(130, interruptError{})
+	}
 	l := newLoop(o, tr, out, stderr, start)
 	if err := l.startFD(); err != nil {
-		return abort(err)
+		return abort(1, err)
 	}
 	defer l.closeFD()
 	l.addPID(pid)
@@ -584,7 +685,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	l.header([]int{pid}, filepath.Base(path), strings.Join(o.argv, " "))
 	l.sess.Released(uint32(pid), monoNow())
 	if _, err := w.Write([]byte{1}); err != nil {
-		return abort(fmt.Errorf("release %s: %w", o.argv[0], err))
+		return abort(1, fmt.Errorf("release %s: %w", o.argv[0], err))
 	}
 	w.Close()
 
@@ -594,10 +695,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 		cmd.Wait()
 		close(done)
 	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	interrupted := false
+	detached := false
 	go func() {
 		select {
 		case <-done:
@@ -605,18 +703,18 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 			// program left behind still run.
 			for o.follow && l.othersAlive(pid) {
 				select {
-				case <-sig:
-					interrupted = true
+				case <-interrupted:
+					detached = true
 					close(stop)
 					return
 				case <-time.After(50 * time.Millisecond):
 				}
 			}
-		case <-sig:
+		case <-interrupted:
 			// Detach and flush; the program keeps running. Give a
 			// program that got the same Ctrl-C a moment to finish so
 			// its status is reported.
-			interrupted = true
+			detached = true
 			select {
 			case <-done:
 			case <-time.After(200 * time.Millisecond):
@@ -630,11 +728,22 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 		return exitStatus(cmd.ProcessState), err
 	default:
 	}
-	if interrupted {
+	if detached {
 		fmt.Fprintf(stderr, "memtrace: detached; %s (pid %d) keeps running\n", o.argv[0], pid)
 		return 130, err
 	}
 	return 1, err
+}
+
+// waitShim waits for the shim's byte that says it runs (its exec is over),
+// or for its end.
+func waitShim(ready *os.File) error {
+	_ = ready.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	if n, err := ready.Read(b[:]); n != 1 {
+		return fmt.Errorf("the exec shim did not start: %w", err)
+	}
+	return nil
 }
 
 func exitStatus(ps *os.ProcessState) int {

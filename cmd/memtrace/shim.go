@@ -34,6 +34,13 @@ func runShim() {
 	}
 	path, argv := os.Args[2], os.Args[3:]
 	start := os.NewFile(3, "memtrace-start")
+	// Running Go code means the shim's own exec is over: memtrace may now
+	// make this PID a target without the kernel side holding that exec.
+	ready := os.NewFile(4, "memtrace-ready")
+	if _, err := ready.Write([]byte{1}); err != nil {
+		os.Exit(127)
+	}
+	ready.Close()
 	var b [1]byte
 	if n, _ := start.Read(b[:]); n != 1 {
 		// memtrace gave up (or died) before attaching: do not run
