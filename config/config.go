@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/memtrace/memtrace/internal/asuser"
 )
 
 // Settings are the values a config file or the environment can give.
@@ -94,10 +97,17 @@ func Load(path string, env []string) (Settings, error) {
 	return s, nil
 }
 
+// readFile opens the file as the user behind sudo, if any: run as root, a
+// path on memtrace's command line must not reach what that user cannot
+// read (/etc/shadow); the kernel refuses it, not a check of our own.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := asuser.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w; check the path given with --config or %s", path, unwrapPath(err), EnvConfig)
+		hint := ""
+		if _, sudo, _ := asuser.Invoker(); sudo && errors.Is(err, fs.ErrPermission) {
+			hint = " (under sudo memtrace reads it as the user who ran sudo)"
+		}
+		return nil, fmt.Errorf("cannot read config file %s: %w; check the path given with --config or %s%s", path, unwrapPath(err), EnvConfig, hint)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -153,33 +163,57 @@ func Parse(name string, data []byte) (Settings, error) {
 			continue
 		}
 		where := name + ":" + strconv.Itoa(lineNo)
+		// Errors name the file, the line and at most a key: the
+		// file may be one the user was never meant to read, or hold
+		// secrets next to the typo, so no value and no raw line is
+		// ever echoed.
 		k, v, ok := bytes.Cut(line, []byte("="))
 		if !ok {
-			return Settings{}, fmt.Errorf("config file %s: %q is not key=value; write one of %s as key=value, or start the line with # to comment it out",
-				where, clip(line), strings.Join(Keys, ", "))
+			return Settings{}, fmt.Errorf("config file %s: line %d is not key=value; write one of %s as key=value, or start the line with # to comment it out",
+				name, lineNo, strings.Join(Keys, ", "))
 		}
 		key := string(bytes.TrimSpace(k))
 		val := string(bytes.TrimSpace(v))
 		if !known(key) {
-			return Settings{}, fmt.Errorf("config file %s: unknown key %q; the keys are %s", where, clip([]byte(key)), strings.Join(Keys, ", "))
+			shown := "unknown key (not shown: not a short name)"
+			if keyLike(key) {
+				shown = fmt.Sprintf("unknown key %q", key)
+			}
+			return Settings{}, fmt.Errorf("config file %s: %s; the keys are %s", where, shown, strings.Join(Keys, ", "))
 		}
 		if prev, dup := s.Origin[key]; dup {
 			return Settings{}, fmt.Errorf("config file %s: %s is set again (first at %s); keep one of the two lines", where, key, prev)
 		}
 		if err := s.set(key, val); err != nil {
-			return Settings{}, fmt.Errorf("config file %s: %s=%q: %w; fix the value", where, key, clip([]byte(val)), err)
+			if key == KeyTrack {
+				// ParseTrack's message quotes the word it rejects.
+				err = errors.New("want a comma-separated list of " + TrackWords)
+			}
+			return Settings{}, fmt.Errorf("config file %s: bad %s value: %w; fix the value", where, key, err)
 		}
 		s.Origin[key] = where
 	}
 	return s, nil
 }
 
-// clip keeps error lines readable when the input is a binary file.
-func clip(b []byte) string {
-	if len(b) > 80 {
-		return string(b[:80]) + "..."
+// maxShownKey bounds an unknown key echoed in an error: long enough for a
+// typo of any real key, too short to carry much of a secret.
+const maxShownKey = 32
+
+// keyLike says whether an unknown key may be named in an error: short, and
+// spelled like a key, so that a line of another kind of file (a password
+// hash, a token) is never shown.
+func keyLike(key string) bool {
+	if key == "" || len(key) > maxShownKey {
+		return false
 	}
-	return string(b)
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func known(key string) bool {

@@ -84,15 +84,19 @@ func TestParseLayout(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"track=malloc\nstack_dpeth=3\n", `f.cfg:2: unknown key "stack_dpeth"; the keys are track, stack_depth`},
-		{"stack_depth=abc", `f.cfg:1: stack_depth="abc": want a whole number from 0 to 127; fix the value`},
+		{"stack_depth=abc", `f.cfg:1: bad stack_depth value: want a whole number from 0 to 127; fix the value`},
 		{"stack_depth=128", `want a whole number from 0 to 127`},
 		{"stack_depth=-1", `want a whole number`},
-		{"\n\npeak_top_n=", `f.cfg:3: peak_top_n="": want a whole number`},
-		{"track=malloc,heap", `f.cfg:1: track="malloc,heap": unknown track word "heap"`},
+		{"\n\npeak_top_n=", `f.cfg:3: bad peak_top_n value: want a whole number`},
+		{"track=malloc,heap", `f.cfg:1: bad track value: want a comma-separated list of malloc,mmap,fd,dmabuf,ion`},
 		{"min_alloc=12Q", `want a byte count`},
 		{"min_alloc=99999999999999999999", `want a byte count`},
-		{"report_dir=", `report_dir="": empty directory`},
-		{"just words", `f.cfg:1: "just words" is not key=value`},
+		{"report_dir=", `bad report_dir value: empty directory`},
+		{"just words", `f.cfg: line 1 is not key=value`},
+		{"# c\n\n  just words", `f.cfg: line 3 is not key=value`},
+		{"$6$salt/hash=1", `f.cfg:1: unknown key (not shown: not a short name); the keys are track`},
+		{strings.Repeat("k", 33) + "=1", `f.cfg:1: unknown key (not shown: not a short name)`},
+		{strings.Repeat("k", 32) + "=1", `f.cfg:1: unknown key "` + strings.Repeat("k", 32) + `"`},
 		{"track=fd\ntrack=ion", `f.cfg:2: track is set again (first at f.cfg:1)`},
 		{"snapshot_interval_ms=86400001", `from 0 to 86400000`},
 	}
@@ -183,10 +187,10 @@ func TestLoadErrors(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{filepath.Join(dir, "missing.cfg"), nil, "missing.cfg: no such file or directory; check the path given with --config or MEMTRACE_CONFIG"},
+		{filepath.Join(dir, "missing.cfg"), nil, "cannot read config file " + filepath.Join(dir, "missing.cfg") + ": no such file or directory; check the path given with --config or MEMTRACE_CONFIG"},
 		{"", []string{"MEMTRACE_CONFIG=" + filepath.Join(dir, "gone")}, "gone: no such file or directory"},
 		{dir, nil, "is a directory"},
-		{writeFile(t, "peak_top_n=x\n"), nil, "memtrace.cfg:1: peak_top_n=\"x\""},
+		{writeFile(t, "peak_top_n=x\n"), nil, "memtrace.cfg:1: bad peak_top_n value"},
 		{"", []string{"MEMTRACE_STACK_DEPTH=deep"}, `environment variable MEMTRACE_STACK_DEPTH="deep": want a whole number from 0 to 127; fix or unset it`},
 		{"", []string{"MEMTRACE_TRACK=malloc,leaks"}, `unknown track word "leaks"`},
 	}
