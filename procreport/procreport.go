@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/asuser"
 )
 
 // Entry is a call stack and the live memory it holds.
@@ -56,8 +58,20 @@ func (r *Report) Name() string {
 	return fmt.Sprintf("%s-%d_%s", proc, r.PID, r.End.UTC().Format("20060102T150405.000Z"))
 }
 
-// Write writes dir/<name>.txt and .html and returns their paths.
-func Write(dir string, r *Report) (string, string, error) {
+// Write writes dir/<name>.txt and .html and returns their paths. Under
+// sudo the directory and the files are created as the user who ran sudo
+// (internal/asuser): the directory is theirs to name, so the kernel's rules
+// for that user decide what may be written there, and what is made is
+// theirs.
+func Write(dir string, r *Report) (txt, htm string, err error) {
+	err = asuser.Do(func() error {
+		txt, htm, err = write(dir, r)
+		return err
+	})
+	return txt, htm, err
+}
+
+func write(dir string, r *Report) (string, string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("create report directory %s: %w", dir, err)
 	}
@@ -153,9 +167,10 @@ type Summary struct {
 // ErrNoReports means a directory holds no report to aggregate.
 var ErrNoReports = errors.New("no memtrace process reports")
 
-// Read parses the key: value head of a report file.
+// Read parses the key: value head of a report file, opened as the user
+// behind sudo, if any.
 func Read(path string) (Summary, error) {
-	f, err := os.Open(path)
+	f, err := asuser.Open(path)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -199,8 +214,17 @@ func Read(path string) (Summary, error) {
 
 // Aggregate merges every report in dir into dir/<prefix>.txt and .html
 // (mem_monitor's aggregator) and returns the summaries it read. Files that
-// are not reports are skipped and named in skipped.
+// are not reports are skipped and named in skipped. Under sudo all of it,
+// listing the directory included, is done as the user who ran sudo.
 func Aggregate(dir, prefix string) (sums []Summary, skipped []string, err error) {
+	err = asuser.Do(func() error {
+		sums, skipped, err = aggregate(dir, prefix)
+		return err
+	})
+	return sums, skipped, err
+}
+
+func aggregate(dir, prefix string) (sums []Summary, skipped []string, err error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
 	if err != nil {
 		return nil, nil, err

@@ -173,3 +173,14 @@ func Create(name string) (*os.File, error) {
 func MkdirAll(path string, perm os.FileMode) error {
 	return Do(func() error { return os.MkdirAll(path, perm) })
 }
+
+// ReadFile is os.ReadFile as the user behind sudo.
+func ReadFile(name string) ([]byte, error) {
+	var b []byte
+	err := Do(func() error {
+		var err error
+		b, err = os.ReadFile(name)
+		return err
+	})
+	return b, err
+}

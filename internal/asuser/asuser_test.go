@@ -290,6 +290,12 @@ func TestHelpersFollowSudo(t *testing.T) {
 	if _, err := Open(filepath.Join(dir, "plain")); !errors.Is(err, fs.ErrPermission) {
 		t.Errorf("a root-only file under sudo: %v, want permission denied", err)
 	}
+	if _, err := ReadFile(filepath.Join(dir, "plain")); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("ReadFile of a root-only file under sudo: %v, want permission denied", err)
+	}
+	if b, err := ReadFile(filepath.Join(dir, "a", "b", "log")); err != nil || len(b) != 0 {
+		t.Errorf("ReadFile of the user's file: %q, %v", b, err)
+	}
 
 	t.Setenv("SUDO_UID", "nobody")
 	if _, err := Create(filepath.Join(dir, "bad")); err == nil || !strings.Contains(err.Error(), "SUDO_UID") {
