@@ -38,9 +38,9 @@ func openOutput(o *options, stderr io.Writer) (io.WriteCloser, error) {
 	case o.listen != "":
 		return acceptViewer(o.listen, stderr)
 	case o.output != "":
-		f, err := os.Create(o.output)
+		f, err := createLog(o.output)
 		if err != nil {
-			return nil, fmt.Errorf("create log %s: %w", o.output, err)
+			return nil, err
 		}
 		return f, nil
 	}
