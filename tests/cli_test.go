@@ -181,12 +181,12 @@ int main(int c, char **v){ void *volatile p = malloc(10); free(p);
 func TestCLISudoRunsAsUser(t *testing.T) {
 	requireBPF(t)
 	code, so, se := memtraceRun(t, []string{"SUDO_UID=" + nobody, "SUDO_GID=" + nobody},
-		"-o", filepath.Join(t.TempDir(), "l"), "--", "/usr/bin/id", "-u")
+		"-o", filepath.Join(sudoDir(t, 0o777, 0), "l"), "--", "/usr/bin/id", "-u") // a directory the user can write
 	if code != 0 || strings.TrimSpace(so) != nobody {
 		t.Errorf("id -u under memtrace with SUDO_UID=%s: %q (exit %d, %s)", nobody, so, code, se)
 	}
 	_, so, _ = memtraceRun(t, []string{"SUDO_UID=" + nobody, "SUDO_GID=" + nobody},
-		"-o", filepath.Join(t.TempDir(), "l"), "--", "/usr/bin/id", "-G")
+		"-o", filepath.Join(sudoDir(t, 0o777, 0), "l"), "--", "/usr/bin/id", "-G")
 	if strings.Contains(" "+strings.TrimSpace(so)+" ", " 0 ") {
 		t.Errorf("supplementary groups kept root's group: %q", so)
 	}
