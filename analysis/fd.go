@@ -167,6 +167,8 @@ func (m *Model) SelectFDs(status StatusFilter, proc int32, thread uint32) []int 
 			if st != FDStateClosed {
 				continue
 			}
+		case FilterUnknown:
+			continue // descriptor records are not matched by address
 		}
 		out = append(out, i)
 	}

@@ -28,6 +28,26 @@ func checkInvariants(t *testing.T, m *Model) {
 			t.Fatalf("thread %d live %d, columns say %d", i, m.Threads[i].LiveCount, live[i])
 		}
 	}
+	// Leaks and unknown blocks are what Status says, and never more
+	// than what is live.
+	var leaks, unknown int64
+	for i := range m.TS {
+		switch m.Status(uint32(i)) {
+		case StatusLeak:
+			leaks++
+		case StatusUnknown:
+			unknown++
+		}
+	}
+	n, _ := m.Leaks()
+	u, ub := m.Unknown()
+	ln, lb := m.Live()
+	if !m.SummaryOnly && (n != leaks || u != unknown) {
+		t.Fatalf("Leaks() %d, Unknown() %d; statuses say %d, %d", n, u, leaks, unknown)
+	}
+	if n < 0 || u < 0 || n+u > ln || ub > lb || lb > MaxBytes {
+		t.Fatalf("leaks %d, unknown %d/%d, live %d/%d", n, u, ub, ln, lb)
+	}
 	q := NewQuery()
 	q.Search = "a"
 	s := m.Select(&q, nil)

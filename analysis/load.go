@@ -140,9 +140,17 @@ func (m *Model) apply(b *batch) {
 				m.Counts.StrayFrames++
 				continue
 			}
+			if len(m.openFrames) >= logfmt.MaxFrames {
+				// More than any tracer writes: a corrupt or hostile
+				// log must not make one stack hold them all.
+				m.Counts.SkippedFrames++
+				m.openCut = true
+				continue
+			}
 			f := m.internFrame(b.text(r.c0, r.c1), b.text(r.a0, r.a1), b.text(r.b0, r.b1), r.size, r.ptr)
 			m.openFrames = append(m.openFrames, f)
 		case logfmt.KindExit:
+			m.Counts.Exits++
 			m.assignStack(true)
 			m.seeTS(r.ts)
 			ti := m.thread(r.tid, b.text(r.a0, r.a1), r.ts)
@@ -303,6 +311,12 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		if !follow || sc.Final {
 			break
 		}
+		if _, file := r.(endsAtSummary); file && m.ended.Load() {
+			// The tracer wrote its summary, its last line: a followed
+			// file is complete. Read what remains, then end.
+			sc.Final = true
+			continue
+		}
 		if !waiter.Wait(o.Stop) {
 			select {
 			case <-o.Stop:
@@ -358,18 +372,26 @@ func (m *Model) Finish() {
 	if m.OutOfOrder {
 		m.rematch()
 	}
+	m.markOverlaps()
 	m.Done = true
 	m.Version++
 }
 
 // Follower wraps a growing file for live mode: at its end it waits Poll and
-// reads again, forever (until stop).
+// reads again, until stop, or until the log's [memtrace] summary line (the
+// tracer's last) has been read.
 type Follower struct {
 	R    io.Reader
 	Poll time.Duration
 }
 
 func (f *Follower) Read(p []byte) (int, error) { return f.R.Read(p) }
+
+// endsAtSummary is implemented by followed sources that only the log's own
+// last line can end (a file); a stream ends when it is closed.
+type endsAtSummary interface{ endsAtSummary() }
+
+func (f *Follower) endsAtSummary() {}
 
 // Wait sleeps one poll interval.
 func (f *Follower) Wait(stop <-chan struct{}) bool {

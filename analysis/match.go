@@ -82,11 +82,17 @@ func (m *Model) rematch() {
 		if m.FreeThread[i] != NoThread {
 			t := &m.Threads[m.Thread[i]]
 			t.Frees--
-			t.FreedBytes -= m.Size[i]
+			t.subFreed(m.Size[i])
 			t.LiveCount++
-			t.LiveBytes += m.Size[i]
+			t.addLive(m.Size[i])
 		}
 		m.FreeTS[i], m.FreeThread[i], m.FreeStack[i], m.FreeOp[i], m.freeSeq[i] = 0, NoThread, 0, 0, 0
+	}
+	// Which blocks a later allocation superseded is decided again, in
+	// time order, with the pairs.
+	clear(m.superseded)
+	for i := range m.Threads {
+		m.Threads[i].supCount, m.Threads[i].sup = 0, wide{}
 	}
 	for i := range m.Procs {
 		p := &m.Procs[i]
@@ -108,6 +114,7 @@ func (m *Model) rematch() {
 		for j < len(evs) && evs[j].proc == evs[k].proc && evs[j].ptr == evs[k].ptr {
 			e := evs[j]
 			if e.ref >= 0 {
+				m.supersedeTop(live, m.Op[e.ref])
 				live = append(live, e.ref)
 			} else {
 				f := &frees[^e.ref]

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -17,6 +18,10 @@ const (
 	StatusActive Status = iota // not freed, its thread and process still running
 	StatusLeak                 // not freed and nothing can free it any more (SPEC §3)
 	StatusFreed
+	// StatusUnknown: not freed in the log, but its free is known to be
+	// among the records the tracer lost (see Model.Unknown), so it is
+	// neither a leak nor live.
+	StatusUnknown
 )
 
 func (s Status) String() string {
@@ -25,6 +30,8 @@ func (s Status) String() string {
 		return "leak"
 	case StatusFreed:
 		return "freed"
+	case StatusUnknown:
+		return "unknown (records lost)"
 	}
 	return "active"
 }
@@ -50,6 +57,36 @@ type Thread struct {
 
 	allocs    []uint32 // this thread's allocation ids in log order
 	unordered bool     // its time stamps went backwards (a broken log): allocs is not in time order
+
+	// The byte figures above are read-outs of these exact sums
+	// (sat.go): live bytes go up and down, and a saturated sum could
+	// not come back down.
+	freed, live wide
+	// Live blocks whose free is proven lost (superseded, see
+	// Model.Unknown): counted whether or not the log reports lost
+	// records; they only become StatusUnknown when it does.
+	supCount int64
+	sup      wide
+}
+
+func (t *Thread) addLive(sz uint64) {
+	t.live.add(sz)
+	t.LiveBytes = t.live.value()
+}
+
+func (t *Thread) subLive(sz uint64) {
+	t.live.sub(sz)
+	t.LiveBytes = t.live.value()
+}
+
+func (t *Thread) addFreed(sz uint64) {
+	t.freed.add(sz)
+	t.FreedBytes = t.freed.value()
+}
+
+func (t *Thread) subFreed(sz uint64) {
+	t.freed.sub(sz)
+	t.FreedBytes = t.freed.value()
 }
 
 // Proc is one traced process.
@@ -99,6 +136,8 @@ type Counts struct {
 	Overlong       int64 // lines longer than logfmt.MaxLine, skipped
 	UnmatchedFrees int64 // frees with no allocation of that address before them
 	StrayFrames    int64 // frame lines with no event before them
+	SkippedFrames  int64 // frame lines past logfmt.MaxFrames of one event, not kept
+	Exits          int64 // EXIT lines
 }
 
 // Garbage is the number of lines skipped as unreadable.
@@ -140,6 +179,9 @@ type Model struct {
 
 	LostEvents int64    // events the tracer reported lost
 	Notices    []string // [memtrace] notice msg= lines, latest last
+	// Ended is set when the log's [memtrace] summary line was read: the
+	// tracer wrote its last line, so a followed file will not grow.
+	Ended bool
 
 	MinTS, MaxTS uint64
 	// Done is set once the end of the log was read: from then on every
@@ -154,6 +196,11 @@ type Model struct {
 	SummaryOnly bool
 	freeSlots   []uint32
 	ordered     bool // a memtrace header came first: lines are in time order
+
+	// superseded is a bitset by allocation id: a later allocation took
+	// the block's memory while the log still had it live, which proves
+	// that its free is missing (see Model.Unknown).
+	superseded []uint64
 
 	// Demangle turns a mangled symbol into a readable one for display and
 	// search (symbols.Demangle); nil shows symbols as written.
@@ -181,8 +228,14 @@ type Model struct {
 	openFrames []uint32
 	target     int64 // event the open frames belong to: allocation id, ^orphan id, or noTarget
 	openFree   bool  // target is the free of allocation `target`
+	openTrunc  uint8 // reason id of a [memtrace] stack truncated=1 line after the open frames
+	openCut    bool  // frames past logfmt.MaxFrames were skipped
+
+	trunc truncState // truncated stacks (truncated.go)
 
 	fd fdState // descriptors and buffers (fd.go)
+
+	ended atomic.Bool // Ended, for Stream's reader, which does not hold the lock
 
 	lastTS  uint64
 	anyTS   bool
@@ -244,6 +297,9 @@ func (m *Model) Status(i uint32) Status {
 	if m.FreeThread[i] != NoThread {
 		return StatusFreed
 	}
+	if m.IsUnknown(i) {
+		return StatusUnknown
+	}
 	if m.Done {
 		return StatusLeak
 	}
@@ -254,19 +310,37 @@ func (m *Model) Status(i uint32) Status {
 	return StatusActive
 }
 
+// IsUnknown reports whether allocation i is not freed in the log but its
+// free is proven lost: the log reports lost records, and a later
+// allocation of the same kind (heap or mapping) in its process took
+// memory the block still held (its address, or, once the log has ended,
+// any byte of it). The allocator never hands out memory that is in use,
+// so the block was freed and that free is among the lost records. Without
+// lost records such a block stays what it was (a leak at the end): a
+// complete log that misses a free is a tracer bug that must stay visible.
+func (m *Model) IsUnknown(i uint32) bool {
+	return m.LostEvents > 0 && m.FreeThread[i] == NoThread && bitGet(m.superseded, i)
+}
+
 // ThreadLeaks reports whether the live blocks of thread t count as leaks.
 func (m *Model) threadLeaks(t *Thread) bool {
 	return m.Done || t.Exited || (t.Proc >= 0 && m.Procs[t.Proc].Exited)
 }
 
+// threadUnknown is thread t's StatusUnknown blocks.
+func (m *Model) threadUnknown(t *Thread) (int64, wide) {
+	if m.LostEvents <= 0 {
+		return 0, wide{}
+	}
+	return t.supCount, t.sup
+}
+
 // Leaks is the number and bytes of leaked allocations.
 func (m *Model) Leaks() (n int64, bytes uint64) {
 	for i := range m.Threads {
-		t := &m.Threads[i]
-		if m.threadLeaks(t) {
-			n += t.LiveCount
-			bytes += t.LiveBytes
-		}
+		ln, lb := m.ThreadLeaks(i)
+		n += ln
+		bytes = satAdd(bytes, lb)
 	}
 	return n, bytes
 }
@@ -274,17 +348,37 @@ func (m *Model) Leaks() (n int64, bytes uint64) {
 // ThreadLeaks is thread i's leaked count and bytes.
 func (m *Model) ThreadLeaks(i int) (int64, uint64) {
 	t := &m.Threads[i]
-	if m.threadLeaks(t) {
-		return t.LiveCount, t.LiveBytes
+	if !m.threadLeaks(t) {
+		return 0, 0
 	}
-	return 0, 0
+	un, ub := m.threadUnknown(t)
+	return t.LiveCount - un, t.live.minus(ub).value()
+}
+
+// Unknown is the number and bytes of StatusUnknown blocks: not freed in
+// the log, their frees lost with the records the tracer dropped.
+func (m *Model) Unknown() (n int64, bytes uint64) {
+	for i := range m.Threads {
+		un, ub := m.threadUnknown(&m.Threads[i])
+		n += un
+		bytes = satAdd(bytes, ub.value())
+	}
+	return n, bytes
+}
+
+// LeaksMayBeOverstated reports whether some leaks may be blocks whose
+// free was lost: the tracer lost records, and only a free proven lost
+// (Unknown) is taken out of the leaks.
+func (m *Model) LeaksMayBeOverstated() bool {
+	n, _ := m.Leaks()
+	return m.LostEvents > 0 && n > 0
 }
 
 // Live is the number and bytes of allocations not freed.
 func (m *Model) Live() (n int64, bytes uint64) {
 	for i := range m.Threads {
 		n += m.Threads[i].LiveCount
-		bytes += m.Threads[i].LiveBytes
+		bytes = satAdd(bytes, m.Threads[i].LiveBytes)
 	}
 	return n, bytes
 }
@@ -414,6 +508,7 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 		m.TS[id], m.Size[id], m.Ptr[id], m.Thread[id], m.Op[id], m.Stack[id] = ts, size, ptr, ti, op, 0
 		m.FreeTS[id], m.FreeThread[id], m.FreeStack[id], m.FreeOp[id] = 0, NoThread, 0, 0
 		m.seq[id] = uint32(m.Counts.Events)
+		bitClear(m.superseded, id)
 	} else {
 		m.seq = append(m.seq, uint32(m.Counts.Events))
 		m.freeSeq = append(m.freeSeq, 0)
@@ -428,12 +523,15 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 		m.FreeThread = append(m.FreeThread, NoThread)
 		m.FreeStack = append(m.FreeStack, 0)
 		m.FreeOp = append(m.FreeOp, 0)
+		if int(id>>6) >= len(m.superseded) {
+			m.superseded = append(m.superseded, 0)
+		}
 	}
 	t := &m.Threads[ti]
 	t.Allocs++
-	t.AllocBytes += size
+	t.AllocBytes = satAdd(t.AllocBytes, size)
 	t.LiveCount++
-	t.LiveBytes += size
+	t.addLive(size)
 	t.LastTS = ts
 	if !m.SummaryOnly {
 		if n := len(t.allocs); n > 0 && m.TS[t.allocs[n-1]] > ts {
@@ -471,6 +569,7 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 		}
 	}
 	if old, ok := p.live[ptr]; ok {
+		m.supersede(old, p.dup[ptr], op)
 		if p.dup == nil {
 			p.dup = map[uint64][]int32{}
 		}
@@ -486,9 +585,13 @@ func (m *Model) setFreed(id uint32, by uint32, op uint8, ts uint64, stack uint32
 	t := &m.Threads[m.Thread[id]]
 	sz := m.Size[id]
 	t.Frees++
-	t.FreedBytes += sz
+	t.addFreed(sz)
 	t.LiveCount--
-	t.LiveBytes -= sz
+	t.subLive(sz)
+	if bitGet(m.superseded, id) {
+		t.supCount--
+		t.sup.sub(sz)
+	}
 	if !m.OutOfOrder {
 		// Only a log that declares time order (a memtrace header before
 		// any event) may have its pairs forgotten: in memtrack's buffered
@@ -627,6 +730,8 @@ func (m *Model) applyMeta(word []byte, rest []byte) {
 		if l, ok := num("lost"); ok && l > m.LostEvents {
 			m.LostEvents = l
 		}
+		m.Ended = true
+		m.ended.Store(true)
 	case logfmt.WordThread:
 		tid, ok := num("tid")
 		if !ok {
@@ -665,6 +770,11 @@ func (m *Model) applyMeta(word []byte, rest []byte) {
 		}
 	case logfmt.WordFD, logfmt.WordDmabuf, logfmt.WordION:
 		m.applyFD(word, rest)
+	case logfmt.WordStack:
+		// It follows the frames of the event it is about.
+		if v, _ := logfmt.Field(kv, "truncated"); v == "1" && m.target != noTarget {
+			m.openTrunc = m.truncReason(get("reason"))
+		}
 	case logfmt.WordNotice:
 		if msg := get("msg"); msg != "" {
 			if len(m.Notices) >= 16 {

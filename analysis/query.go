@@ -19,11 +19,12 @@ const (
 	FilterLeaks
 	FilterActive
 	FilterFreed
+	FilterUnknown // StatusUnknown: frees lost with the tracer's lost records
 	NumStatusFilters
 )
 
 func (f StatusFilter) String() string {
-	return [...]string{"All", "Leaks", "Active", "Freed"}[f]
+	return [...]string{"All", "Leaks", "Active", "Freed", "Unknown"}[f]
 }
 
 // Query selects allocations. The zero value (with Thread = NoThread,
@@ -172,15 +173,19 @@ func (f *filter) test(i uint32) bool {
 	freed := m.FreeThread[i] != NoThread
 	switch q.Status {
 	case FilterLeaks:
-		if freed || !f.leaky[th] {
+		if freed || !f.leaky[th] || m.IsUnknown(i) {
 			return false
 		}
 	case FilterActive:
-		if freed || f.leaky[th] {
+		if freed || f.leaky[th] || m.IsUnknown(i) {
 			return false
 		}
 	case FilterFreed:
 		if !freed {
+			return false
+		}
+	case FilterUnknown:
+		if !m.IsUnknown(i) {
 			return false
 		}
 	}
@@ -403,7 +408,7 @@ func (m *Model) Groups(sel []uint32, base uint64, hasBase bool, key GroupSort, d
 		g := &gs[k]
 		sz := m.Size[i]
 		g.Count++
-		g.Total += sz
+		g.Total = satAdd(g.Total, sz)
 		if m.TS[i] < g.First {
 			g.First = m.TS[i]
 		}
@@ -415,10 +420,10 @@ func (m *Model) Groups(sel []uint32, base uint64, hasBase bool, key GroupSort, d
 			g.Freed++
 		} else {
 			g.LiveCount++
-			g.LiveBytes += sz
+			g.LiveBytes = satAdd(g.LiveBytes, sz)
 		}
 		if hasBase && m.LiveAt(i, base) {
-			g.AtBaseline += sz
+			g.AtBaseline = satAdd(g.AtBaseline, sz)
 		}
 	}
 	for k := range gs {
@@ -472,7 +477,7 @@ func (m *Model) Histogram(sel []uint32) []Bucket {
 		sz := m.Size[i]
 		k := bucketOf(sz)
 		out[k].Count++
-		out[k].Bytes += sz
+		out[k].Bytes = satAdd(out[k].Bytes, sz)
 	}
 	return out
 }
@@ -499,22 +504,15 @@ func (m *Model) Timeline(n int, thread uint32, proc int32) []Cell {
 	if n <= 0 || !m.anyTS || m.SummaryOnly {
 		return cells
 	}
-	span := m.MaxTS - m.MinTS + 1
-	bucket := func(t uint64) int {
-		if t < m.MinTS {
-			return 0
-		}
-		b := int((t - m.MinTS) * uint64(n) / span)
-		if b >= n {
-			b = n - 1
-		}
-		return b
-	}
+	bucket := func(t uint64) int { return m.TimeBucket(t, n) }
+	// Exact sums, read out saturated: sizes near logfmt.MaxSize must
+	// neither wrap a cell nor the running total.
+	nets := make([]wide, n)
 	add := func(i uint32) {
-		sz := int64(m.Size[i])
-		cells[bucket(m.TS[i])].Net += sz
+		sz := m.Size[i]
+		nets[bucket(m.TS[i])].add(sz)
 		if m.FreeThread[i] != NoThread {
-			cells[bucket(m.FreeTS[i])].Net -= sz
+			nets[bucket(m.FreeTS[i])].sub(sz)
 		}
 	}
 	if thread != NoThread && int(thread) < len(m.Threads) {
@@ -529,12 +527,22 @@ func (m *Model) Timeline(n int, thread uint32, proc int32) []Cell {
 			add(uint32(i))
 		}
 	}
-	var live int64
+	var live wide
 	for k := range cells {
-		live += cells[k].Net
-		cells[k].Live = live
+		cells[k].Net = nets[k].signed()
+		live.addWide(nets[k])
+		cells[k].Live = live.signed()
 	}
 	return cells
+}
+
+// TimeBucket is the bucket of time stamp t when the log's span is cut into
+// n buckets (the timeline's columns).
+func (m *Model) TimeBucket(t uint64, n int) int {
+	if n <= 0 || t <= m.MinTS {
+		return 0
+	}
+	return min(scaleIndex(t-m.MinTS, uint64(n), m.MaxTS-m.MinTS+1), n-1)
 }
 
 // Peak is the highest live byte count and when it was reached.
@@ -550,16 +558,16 @@ func (m *Model) Peak() (bytes uint64, ts uint64) {
 		}
 	}
 	radixSort(frees, func(i uint32) uint64 { return m.FreeTS[i] })
-	var live uint64
+	var live wide
 	j := 0
 	for _, i := range allocs {
 		for j < len(frees) && m.FreeTS[frees[j]] < m.TS[i] {
-			live -= m.Size[frees[j]]
+			live.sub(m.Size[frees[j]])
 			j++
 		}
-		live += m.Size[i]
-		if live > bytes {
-			bytes, ts = live, m.TS[i]
+		live.add(m.Size[i])
+		if v := live.value(); v > bytes {
+			bytes, ts = v, m.TS[i]
 		}
 	}
 	return bytes, ts

@@ -247,7 +247,8 @@ func refSelect(m *Model, q *Query) []uint32 {
 			continue
 		}
 		st := m.Status(id)
-		if q.Status == FilterLeaks && st != StatusLeak || q.Status == FilterActive && st != StatusActive || q.Status == FilterFreed && st != StatusFreed {
+		if q.Status == FilterLeaks && st != StatusLeak || q.Status == FilterActive && st != StatusActive || q.Status == FilterFreed && st != StatusFreed ||
+			q.Status == FilterUnknown && st != StatusUnknown {
 			continue
 		}
 		if q.Search != "" {

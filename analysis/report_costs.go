@@ -12,30 +12,37 @@ package analysis
 //   - A process's peak is the maximum of its live bytes over its events in
 //     that order (the first time it is reached); the blocks live at that
 //     moment are the peak's live set (mem_monitor's peak snapshot).
-//   - A leak is an allocation whose Status is StatusLeak (SPEC §3).
+//   - A leak is an allocation whose Status is StatusLeak (SPEC §3); one
+//     whose Status is StatusUnknown (its free lost with records the
+//     tracer dropped) is counted apart, as Unknown.
+//   - Byte figures saturate at MaxBytes (sat.go).
 
 // CostFigures are the report's figures for a set of allocations.
 type CostFigures struct {
-	Calls       int64  // allocation calls
-	Bytes       uint64 // their bytes
-	Temporary   int64  // of those, temporary allocations
-	TempBytes   uint64
-	PeakCount   int64 // blocks live at the peak
-	PeakBytes   uint64
-	Leaks       int64 // leaked blocks
-	LeakedBytes uint64
+	Calls        int64  // allocation calls
+	Bytes        uint64 // their bytes
+	Temporary    int64  // of those, temporary allocations
+	TempBytes    uint64
+	PeakCount    int64 // blocks live at the peak
+	PeakBytes    uint64
+	Leaks        int64 // leaked blocks
+	LeakedBytes  uint64
+	Unknown      int64 // not freed in the log, their frees lost (StatusUnknown)
+	UnknownBytes uint64
 }
 
 // Add adds o's figures to c.
 func (c *CostFigures) Add(o *CostFigures) {
 	c.Calls += o.Calls
-	c.Bytes += o.Bytes
+	c.Bytes = satAdd(c.Bytes, o.Bytes)
 	c.Temporary += o.Temporary
-	c.TempBytes += o.TempBytes
+	c.TempBytes = satAdd(c.TempBytes, o.TempBytes)
 	c.PeakCount += o.PeakCount
-	c.PeakBytes += o.PeakBytes
+	c.PeakBytes = satAdd(c.PeakBytes, o.PeakBytes)
 	c.Leaks += o.Leaks
-	c.LeakedBytes += o.LeakedBytes
+	c.LeakedBytes = satAdd(c.LeakedBytes, o.LeakedBytes)
+	c.Unknown += o.Unknown
+	c.UnknownBytes = satAdd(c.UnknownBytes, o.UnknownBytes)
 }
 
 // IsZero reports whether every figure is zero.
@@ -126,8 +133,8 @@ func (m *Model) ReportCosts() *Costs {
 	ev := m.eventOrder()
 
 	np := len(m.Procs)
-	live := make([]int64, np)
-	peak := make([]int64, np)
+	live := make([]wide, np)
+	peak := make([]uint64, np)
 	peakPos := make([]int, np)
 	for p := range peakPos {
 		peakPos[p] = -1
@@ -140,9 +147,9 @@ func (m *Model) ReportCosts() *Costs {
 				continue
 			}
 			bitSet(seen, id)
-			live[p] += int64(m.Size[id])
-			if live[p] > peak[p] {
-				peak[p], peakPos[p] = live[p], k
+			live[p].add(m.Size[id])
+			if v := live[p].value(); v > peak[p] {
+				peak[p], peakPos[p] = v, k
 			}
 			continue
 		}
@@ -150,7 +157,7 @@ func (m *Model) ReportCosts() *Costs {
 			bitSet(early, id)
 			continue
 		}
-		live[p] -= int64(m.Size[id])
+		live[p].sub(m.Size[id])
 	}
 	// The live set at each process's peak: replay up to it.
 	last := -1
@@ -223,18 +230,23 @@ func (m *Model) ReportCosts() *Costs {
 				sc := &stacks[k]
 				sz := m.Size[id]
 				sc.Calls++
-				sc.Bytes += sz
+				sc.Bytes = satAdd(sc.Bytes, sz)
 				if m.Temporary(id) {
 					sc.Temporary++
-					sc.TempBytes += sz
+					sc.TempBytes = satAdd(sc.TempBytes, sz)
 				}
 				if bitGet(c.peak, id) {
 					sc.PeakCount++
-					sc.PeakBytes += sz
+					sc.PeakBytes = satAdd(sc.PeakBytes, sz)
 				}
-				if leaks && m.FreeThread[id] == NoThread {
+				switch {
+				case m.FreeThread[id] != NoThread:
+				case m.IsUnknown(id):
+					sc.Unknown++
+					sc.UnknownBytes = satAdd(sc.UnknownBytes, sz)
+				case leaks:
 					sc.Leaks++
-					sc.LeakedBytes += sz
+					sc.LeakedBytes = satAdd(sc.LeakedBytes, sz)
 				}
 			}
 		}
@@ -251,7 +263,7 @@ func (m *Model) ReportCosts() *Costs {
 			pc.CostFigures.Add(&sc.CostFigures)
 		}
 		// The stacks' peak bytes add up to the walk's peak (one live set).
-		pc.PeakBytes = uint64(max(peak[p], 0))
+		pc.PeakBytes = peak[p]
 		pc.Stacks = stacks
 		c.Procs = append(c.Procs, pc)
 	}

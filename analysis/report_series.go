@@ -11,7 +11,7 @@ func (m *Model) LiveSeries(proc int32, times []uint64) []uint64 {
 	if len(times) == 0 || m.SummaryOnly {
 		return out
 	}
-	d := make([]int64, len(times)+1)
+	d := make([]wide, len(times)+1)
 	for i := range m.TS {
 		if proc >= 0 && m.Threads[m.Thread[i]].Proc != proc {
 			continue
@@ -22,14 +22,14 @@ func (m *Model) LiveSeries(proc int32, times []uint64) []uint64 {
 			b = a + sort.Search(len(times)-a, func(k int) bool { return times[a+k] >= m.FreeTS[i] })
 		}
 		if a < b {
-			d[a] += int64(m.Size[i])
-			d[b] -= int64(m.Size[i])
+			d[a].add(m.Size[i])
+			d[b].sub(m.Size[i])
 		}
 	}
-	var live int64
+	var live wide
 	for k := range out {
-		live += d[k]
-		out[k] = uint64(max(live, 0))
+		live.addWide(d[k])
+		out[k] = live.value()
 	}
 	return out
 }

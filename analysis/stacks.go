@@ -69,9 +69,19 @@ func (m *Model) InternStack(frames []Frame) uint32 {
 func (m *Model) assignStack(final bool) {
 	if m.target == noTarget {
 		m.openFrames = m.openFrames[:0]
+		m.openTrunc, m.openCut = 0, false
 		return
 	}
 	s := m.internStack(m.openFrames)
+	if final {
+		switch {
+		case m.openTrunc != 0:
+			m.noteTruncated(s, m.openTrunc)
+		case m.openCut:
+			m.noteTruncated(s, m.truncReason(ReasonMaxFrames))
+		}
+		m.openTrunc, m.openCut = 0, false
+	}
 	switch {
 	case m.target < 0:
 		k := ^m.target

@@ -84,17 +84,17 @@ func (m *Model) StackPeaks(sel []uint32) []StackPeak {
 		return 1
 	})
 	radixSort(ids, func(k uint32) uint64 { return evs[k].ts })
-	live := make([]uint64, len(out))
+	live := make([]wide, len(out))
 	for _, k := range ids {
 		e := evs[k]
 		s := m.Stack[e.id]
 		if e.free {
-			live[s] -= m.Size[e.id]
+			live[s].sub(m.Size[e.id])
 			continue
 		}
-		live[s] += m.Size[e.id]
-		if live[s] > out[s].Peak {
-			out[s].Peak, out[s].At = live[s], e.ts
+		live[s].add(m.Size[e.id])
+		if v := live[s].value(); v > out[s].Peak {
+			out[s].Peak, out[s].At = v, e.ts
 		}
 	}
 	return out

@@ -27,6 +27,23 @@ const (
 // be read. Readers count such lines and skip them.
 var ErrMalformed = errors.New("malformed log line")
 
+// Bounds on what a tracer can write. A line past them is corrupt, and is
+// refused (ErrMalformed) rather than read, so that no reader has to add up
+// sizes near 2^64 or divide by a time span that wrapped.
+const (
+	// MaxSize is the largest size= of an alloc or free line: no mapping
+	// can exceed the user address space of a 64-bit process (2^56 bytes
+	// with 5-level page tables).
+	MaxSize = 1 << 56
+	// MaxTS is the largest ts=, in microseconds: 2^53 µs is 285 years,
+	// past any time since tracing started (or since the epoch).
+	MaxTS = 1 << 53
+	// MaxFrames is the most frame lines an event can have: memtrace's
+	// --stack-depth stops at 127. Readers keep that many and count the
+	// rest as skipped.
+	MaxFrames = 127
+)
+
 // Line is one parsed line. Its byte slices point into the input and are valid
 // only until the input buffer is reused.
 type Line struct {
@@ -165,9 +182,11 @@ func (l *Line) parseEvent(b []byte) error {
 		switch string(key) {
 		case "ts":
 			l.TS, i, ok = parseDec(b, i)
+			ok = ok && l.TS <= MaxTS
 			haveTS = ok
 		case "size":
 			l.Size, i, ok = parseDec(b, i)
+			ok = ok && l.Size <= MaxSize
 			l.HasSize = ok
 		case "total":
 			l.Total, i, ok = parseDec(b, i)

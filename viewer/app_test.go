@@ -24,7 +24,8 @@ func testLog() []byte {
 	for i := 0; i < 60; i++ {
 		tid := int64(100 + i%3)
 		ts += 1000
-		ptr := uint64(0x5000 + i*0x100)
+		ptr := uint64(0x5000 + i*0x400) // blocks of up to 1 KB do not overlap
+
 		size := uint64(16 << (i % 7))
 		op := "malloc"
 		if i%5 == 0 {
@@ -267,13 +268,13 @@ func TestEveryKey(t *testing.T) {
 		t.Fatalf("Ctrl-b PgUp: cursor %d", h.a.cursor)
 	}
 	press(tcell.KeyRune, 'G')
-	h.contains(fmt.Sprintf("Ptr     : 0x%x", 0x5000+59*0x100))
+	h.contains(fmt.Sprintf("Ptr     : 0x%x", 0x5000+59*0x400))
 	press(tcell.KeyHome, 0)
 	if h.selectedPtr() != first {
 		t.Fatal("Home")
 	}
 	press(tcell.KeyEnd, 0)
-	h.contains(fmt.Sprintf("Ptr     : 0x%x", 0x5000+59*0x100))
+	h.contains(fmt.Sprintf("Ptr     : 0x%x", 0x5000+59*0x400))
 	press(tcell.KeyRune, 'g')
 	if h.selectedPtr() != first {
 		t.Fatal("g")
@@ -386,9 +387,9 @@ func TestEveryKey(t *testing.T) {
 	for range len("parser::PARSE") {
 		h.press(tcell.KeyBackspace2, 0)
 	}
-	typeText("0x5a00")
+	typeText("0x5c00")
 	h.contains("1 shown")
-	h.contains("0x5a00")
+	h.contains("0x5c00")
 	press(tcell.KeyRune, '/')
 	h.press(tcell.KeyCtrlU, 0)
 	typeText("new")
@@ -719,7 +720,7 @@ func TestLiveModeFollowsNewRecords(t *testing.T) {
 	h := &harness{t: t, sim: sim, a: a, m: m}
 	h.contains("● LIVE")
 	h.contains("Follow: ON [F]")
-	h.contains(fmt.Sprintf("Ptr     : 0x%x", 0x5000+29*0x100))
+	h.contains(fmt.Sprintf("Ptr     : 0x%x", 0x5000+29*0x400))
 	h.contains("Leaks: 0") // nothing has exited or ended yet
 	pw.Write(log[cut:])
 	pw.Close()
@@ -732,7 +733,7 @@ func TestLiveModeFollowsNewRecords(t *testing.T) {
 	a.Draw()
 	h.contains("✕ DONE")
 	h.contains("60 allocs")
-	h.contains(fmt.Sprintf("Ptr     : 0x%x", 0x5000+59*0x100))
+	h.contains(fmt.Sprintf("Ptr     : 0x%x", 0x5000+59*0x400))
 	h.contains("Leaks: 50")
 }
 

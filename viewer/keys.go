@@ -39,13 +39,16 @@ func init() {
 		{[]key{{tcell.KeyEnd, 0}, rk('G')}, "End / G", "jump to bottom", func(a *App) { a.end() }},
 		{[]key{{tcell.KeyTab, 0}, {tcell.KeyRight, 0}, rk('l')}, "Tab / → / l", "focus forward: list → detail → threads", func(a *App) { a.focus = (a.focus + 1) % numPanes }},
 		{[]key{{tcell.KeyLeft, 0}, {tcell.KeyBacktab, 0}, rk('h')}, "← / h", "focus backward", func(a *App) { a.focus = (a.focus + numPanes - 1) % numPanes }},
-		{[]key{rk('f')}, "f", "filter: All → Leaks → Active → Freed (descriptors: Open+Leaked → Leaked → Open → Closed → All)", func(a *App) {
+		{[]key{rk('f')}, "f", "filter: All → Leaks → Active → Freed (→ Unknown, with lost records) (descriptors: Open+Leaked → Leaked → Open → Closed → All)", func(a *App) {
 			if a.fdView {
 				a.fdFilter = (a.fdFilter + 1) % numFDFilters
 				a.fcursor = 0
 				return
 			}
 			a.q.Status = (a.q.Status + 1) % analysis.NumStatusFilters
+			if n, _ := a.M.Unknown(); a.q.Status == analysis.FilterUnknown && n == 0 {
+				a.q.Status = analysis.FilterAll // only a log with lost records has them
+			}
 			a.cursor, a.gcursor = 0, 0
 		}},
 		{[]key{rk('a')}, "a", "minimum lifetime in seconds (0 = off)", func(a *App) {

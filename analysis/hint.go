@@ -1,0 +1,64 @@
+package analysis
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// HasLogLine reports whether any line was read as a log line: an event, a
+// frame, an EXIT or a [memtrace] line. Lines that start like log lines but
+// cannot be read do not count: a file of them is no more a log than random
+// bytes are.
+func (c Counts) HasLogLine() bool { return c.Events+c.Frames+c.Meta+c.Exits > 0 }
+
+// EmptyLogHint is the one line that explains a log that gave no
+// allocation: name is empty, has no allocation or free line at all (not a
+// memtrace or memtrack log, most likely), or only frees. memview and the
+// report say it in the same words.
+func EmptyLogHint(name string, lines, events int64) string {
+	switch {
+	case lines == 0:
+		return name + " is empty: no allocation to report"
+	case events == 0:
+		return fmt.Sprintf("no allocation in %s: %d lines read, none of them an allocation or free (is it a memtrace or memtrack log?)", name, lines)
+	}
+	return fmt.Sprintf("no allocation in %s: %d lines read, %d frees", name, lines, events)
+}
+
+// Sniff reads r until its first log line, or to its end when it has none,
+// and counts the lines read. memview checks a file with it before it opens
+// the screen: a file without a single log line gets one line and an exit
+// status, not an empty viewer. It only parses; it builds no model.
+func Sniff(r io.Reader) (Counts, error) {
+	var c Counts
+	sc := logfmt.NewScanner(r)
+	var l logfmt.Line
+	for sc.Scan() {
+		c.Lines++
+		err := l.Parse(sc.Line())
+		switch {
+		case err != nil:
+			c.Malformed++
+			continue
+		case l.Kind == logfmt.KindOther:
+			c.Other++
+			continue
+		case l.Kind == logfmt.KindAlloc || l.Kind == logfmt.KindFree:
+			c.Events++
+		case l.Kind == logfmt.KindFrame:
+			c.Frames++
+		case l.Kind == logfmt.KindExit:
+			c.Exits++
+		default:
+			c.Meta++
+		}
+		return c, nil
+	}
+	c.Overlong = int64(sc.Overlong)
+	if err := sc.Err(); err != nil {
+		return c, fmt.Errorf("read the log: %w", err)
+	}
+	return c, nil
+}
