@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/procreport"
 
 	preload "github.com/memtrace/memtrace/fallback-preload"
@@ -78,7 +79,9 @@ func runAggregate(args []string, stdout, stderr io.Writer) int {
 	if len(skipped) > 0 {
 		fmt.Fprintf(stderr, "memtrace: skipped %d files that are not process reports: %s\n", len(skipped), strings.Join(skipped, ", "))
 	}
-	b, err := os.ReadFile(filepath.Join(dir, prefix+".txt"))
+	// As the user: read back as root, a summary swapped for a symlink
+	// since Aggregate wrote it would print any file.
+	b, err := asuser.ReadFile(filepath.Join(dir, prefix+".txt"))
 	if err != nil {
 		fmt.Fprintf(stderr, "memtrace: %v\n", err)
 		return 1
