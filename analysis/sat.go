@@ -102,3 +102,10 @@ func scaleIndex(v, n, span uint64) int {
 	q, _ := bits.Div64(hi, lo, span)
 	return int(q)
 }
+
+// SatAdd is a+b for byte figures, at most MaxBytes: the report adds
+// figures of several processes and logs with the model's rule.
+func SatAdd(a, b uint64) uint64 { return satAdd(a, b) }
+
+// SatAddSigned is a+b for signed figures (deltas), within ±MaxBytes.
+func SatAddSigned(a, b int64) int64 { return satAddInt(a, b) }

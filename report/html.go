@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/logfmt"
 )
 
 // The HTML report is one file with no reference to anything outside it:
@@ -83,6 +86,12 @@ func (r *report) htmlSummary(w io.Writer) {
 	}
 	row("peak heap memory consumption", esc(peak))
 	row("total memory leaked", esc(fmt.Sprintf("%s (%d leaks)", fmtBytes(int64(t.LeakedBytes)), t.Leaks)))
+	if t.Unknown > 0 {
+		row("unknown (records lost)", `<span class="warn">`+esc(fmt.Sprintf("%d blocks, %s: not freed in the log, but their memory was allocated again, so their frees were lost; not counted as leaks", t.Unknown, fmtBytes(int64(t.UnknownBytes))))+"</span>")
+	}
+	if lost := s.logLost(); lost > 0 && t.Leaks > 0 {
+		row("leaks may be overstated", `<span class="warn">`+esc(fmt.Sprintf("a leak may be a block whose free was among the %d lost records", lost))+"</span>")
+	}
 	if sp := r.supd[s]; sp.leaks > 0 {
 		row("suppressed leaks", esc(fmt.Sprintf("%s (%d leaks)", fmtBytes(int64(sp.bytes)), sp.leaks)))
 	}
@@ -94,6 +103,18 @@ func (r *report) htmlSummary(w io.Writer) {
 	}
 	if s.unmatched > 0 {
 		row("frees of blocks not seen allocated", esc(strconv.FormatInt(s.unmatched, 10)))
+	}
+	if len(s.truncs) > 0 {
+		stacks, events := analysis.TruncatedTotal(s.truncs)
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d stacks in %d events", stacks, events)
+		for _, tr := range s.truncs {
+			fmt.Fprintf(&b, "; %s: %d stacks, %d events", tr.Reason, tr.Stacks, tr.Events)
+		}
+		row("truncated call stacks", esc(b.String()))
+	}
+	if s.skippedFrames > 0 {
+		row("frame lines skipped", esc(fmt.Sprintf("%d (more than %d after one event)", s.skippedFrames, logfmt.MaxFrames)))
 	}
 	if s.fdSeen {
 		row("file descriptors leaked", esc(strconv.Itoa(len(s.fdLeaks))))
@@ -334,7 +355,11 @@ func (r *report) htmlStack(w io.Writer, st *site) {
 		fmt.Fprintf(w, "<code>%s</code>%s", esc(st.label()), esc(r.noStackHint()))
 		return
 	}
-	fmt.Fprintf(w, "<details><summary><code>%s</code></summary><ol class=\"stack\">", esc(st.frames[0].name))
+	mark := ""
+	if mk := st.truncMark(); mk != "" {
+		mark = ` <span class="trunc">` + esc(mk) + "</span>"
+	}
+	fmt.Fprintf(w, "<details><summary><code>%s</code>%s</summary><ol class=\"stack\">", esc(st.frames[0].name), mark)
 	for k := range st.frames {
 		f := &st.frames[k]
 		r.resolve(f)
@@ -346,6 +371,9 @@ func (r *report) htmlStack(w io.Writer, st *site) {
 			fmt.Fprintf(w, " <span class=\"in\">in %s</span>", esc(f.module))
 		}
 		fmt.Fprint(w, "</li>")
+	}
+	if mark != "" {
+		fmt.Fprintf(w, "<li class=\"trunc\">…%s</li>", mark)
 	}
 	fmt.Fprint(w, "</ol></details>")
 }

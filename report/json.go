@@ -37,16 +37,30 @@ func jsonFigsOf(f figs) jsonFigs {
 
 type jsonEntry struct {
 	jsonFigs
-	Op    string      `json:"op,omitempty"` // for allocations without a call stack
-	Stack []jsonFrame `json:"stack"`        // innermost first
+	Op        string      `json:"op,omitempty"`        // for allocations without a call stack
+	Stack     []jsonFrame `json:"stack"`               // innermost first
+	Truncated []string    `json:"truncated,omitempty"` // why the stack was cut short: the tracer's reasons
 }
 
 type jsonDiffEntry struct {
-	Delta  jsonFigs    `json:"delta"`
-	After  jsonFigs    `json:"after"`
-	Before jsonFigs    `json:"before"`
-	Op     string      `json:"op,omitempty"`
-	Stack  []jsonFrame `json:"stack"`
+	Delta     jsonFigs    `json:"delta"`
+	After     jsonFigs    `json:"after"`
+	Before    jsonFigs    `json:"before"`
+	Op        string      `json:"op,omitempty"`
+	Stack     []jsonFrame `json:"stack"`
+	Truncated []string    `json:"truncated,omitempty"`
+}
+
+type jsonTruncReason struct {
+	Reason string `json:"reason"`
+	Stacks int64  `json:"stacks"`
+	Events int64  `json:"events"`
+}
+
+type jsonTruncated struct {
+	Stacks  int64             `json:"stacks"`
+	Events  int64             `json:"events"`
+	Reasons []jsonTruncReason `json:"reasons"` // most stacks first
 }
 
 type jsonRankings[E any] struct {
@@ -70,26 +84,31 @@ func (j *jsonRankings[E]) set(mt metric, es []E) {
 }
 
 type jsonSummary struct {
-	RuntimeS         float64 `json:"runtime_s"`
-	Calls            int64   `json:"calls"`
-	CallsPerS        float64 `json:"calls_per_s"`
-	Temporary        int64   `json:"temporary"`
-	TemporaryPerS    float64 `json:"temporary_per_s"`
-	AllocatedBytes   int64   `json:"allocated_bytes"`
-	PeakBytes        int64   `json:"peak_bytes"`
-	PeakTimeS        float64 `json:"peak_time_s"` // when the peak was first reached; 0 for several processes
-	PeakIsSum        bool    `json:"peak_is_sum,omitempty"`
-	Leaks            int64   `json:"leaks"`
-	LeakedBytes      int64   `json:"leaked_bytes"`
-	SuppressedLeaks  int64   `json:"suppressed_leaks,omitempty"`
-	SuppressedBytes  int64   `json:"suppressed_bytes,omitempty"`
-	LostEvents       int64   `json:"lost_events"`
-	UnreadableLines  int64   `json:"unreadable_lines"`
-	UnmatchedFrees   int64   `json:"unmatched_frees"`
-	Lines            int64   `json:"lines"`
-	Events           int64   `json:"events"`
-	TruncatedGzipped int     `json:"truncated_gzipped_logs,omitempty"`
-	FDLeaks          int     `json:"fd_leaks"`
+	RuntimeS         float64       `json:"runtime_s"`
+	Calls            int64         `json:"calls"`
+	CallsPerS        float64       `json:"calls_per_s"`
+	Temporary        int64         `json:"temporary"`
+	TemporaryPerS    float64       `json:"temporary_per_s"`
+	AllocatedBytes   int64         `json:"allocated_bytes"`
+	PeakBytes        int64         `json:"peak_bytes"`
+	PeakTimeS        float64       `json:"peak_time_s"` // when the peak was first reached; 0 for several processes
+	PeakIsSum        bool          `json:"peak_is_sum,omitempty"`
+	Leaks            int64         `json:"leaks"`
+	LeakedBytes      int64         `json:"leaked_bytes"`
+	UnknownBlocks    int64         `json:"unknown_blocks"` // not freed in the log, their frees lost: not leaks
+	UnknownBytes     int64         `json:"unknown_bytes"`
+	LeaksOverstated  bool          `json:"leaks_may_be_overstated"` // records were lost and some leaks remain
+	SuppressedLeaks  int64         `json:"suppressed_leaks,omitempty"`
+	SuppressedBytes  int64         `json:"suppressed_bytes,omitempty"`
+	LostEvents       int64         `json:"lost_events"`
+	UnreadableLines  int64         `json:"unreadable_lines"`
+	UnmatchedFrees   int64         `json:"unmatched_frees"`
+	Lines            int64         `json:"lines"`
+	Events           int64         `json:"events"`
+	TruncatedGzipped int           `json:"truncated_gzipped_logs,omitempty"`
+	FDLeaks          int           `json:"fd_leaks"`
+	TruncatedStacks  jsonTruncated `json:"truncated_stacks"`
+	SkippedFrames    int64         `json:"skipped_frames"` // frame lines past 127 after one event
 }
 
 type jsonProcess struct {
@@ -150,6 +169,13 @@ func (r *report) jsonSummaryOf(s *section) jsonSummary {
 		PeakBytes: int64(t.PeakBytes), PeakIsSum: s.procs > 1, Leaks: t.Leaks, LeakedBytes: int64(t.LeakedBytes),
 		LostEvents: s.lost, UnreadableLines: s.garbage, UnmatchedFrees: s.unmatched, Lines: s.lines, Events: s.events,
 		TruncatedGzipped: s.truncated, FDLeaks: len(s.fdLeaks),
+		UnknownBlocks: t.Unknown, UnknownBytes: int64(t.UnknownBytes), LeaksOverstated: s.logLost() > 0 && t.Leaks > 0,
+		SkippedFrames: s.skippedFrames, TruncatedStacks: jsonTruncated{Reasons: []jsonTruncReason{}},
+	}
+	for _, tr := range s.truncs {
+		j.TruncatedStacks.Stacks += tr.Stacks
+		j.TruncatedStacks.Events += tr.Events
+		j.TruncatedStacks.Reasons = append(j.TruncatedStacks.Reasons, jsonTruncReason{tr.Reason, tr.Stacks, tr.Events})
 	}
 	if s.procs <= 1 {
 		j.PeakTimeS = float64(s.peakTS) / 1e6
@@ -182,8 +208,9 @@ func (r *report) jsonRankingsOf(s *section) jsonRankings[jsonEntry] {
 		}
 		list := []jsonEntry{}
 		for _, e := range rank(r.t, es, mt, r.opt.limit) {
-			op, stack := r.jsonStack(r.t.sites[e.site])
-			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f), Op: op, Stack: stack})
+			st := r.t.sites[e.site]
+			op, stack := r.jsonStack(st)
+			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f), Op: op, Stack: stack, Truncated: st.trunc})
 		}
 		out.set(mt, list)
 	}
@@ -236,9 +263,10 @@ func (r *report) writeJSON(w io.Writer) error {
 			}
 			list := []jsonDiffEntry{}
 			for _, e := range rank(r.t, es, mt, r.opt.limit) {
-				op, stack := r.jsonStack(r.t.sites[e.site])
+				st := r.t.sites[e.site]
+				op, stack := r.jsonStack(st)
 				list = append(list, jsonDiffEntry{Delta: jsonFigsOf(e.f), After: jsonFigsOf(figsOf(r.all.bySite[e.site])),
-					Before: jsonFigsOf(figsOf(r.base.bySite[e.site])), Op: op, Stack: stack})
+					Before: jsonFigsOf(figsOf(r.base.bySite[e.site])), Op: op, Stack: stack, Truncated: st.trunc})
 			}
 			d.Rankings.set(mt, list)
 		}

@@ -22,6 +22,23 @@ type site struct {
 	key    string
 	frames []frameInfo // innermost first: frames[0] called the allocation function
 	op     string      // the op, for a site without frames
+	trunc  []string    // why its stacks were cut short (analysis.Model.StackTruncation), sorted; none: whole
+}
+
+// addTrunc notes that one of the site's stacks was cut for reason r.
+func (s *site) addTrunc(r string) {
+	if i, found := slices.BinarySearch(s.trunc, r); !found {
+		s.trunc = slices.Insert(s.trunc, i, r)
+	}
+}
+
+// truncMark is the marker a ranking puts after a site's stack when it was
+// cut short: "[truncated: fp]" ("" for a whole stack).
+func (s *site) truncMark() string {
+	if len(s.trunc) == 0 {
+		return ""
+	}
+	return "[truncated: " + strings.Join(s.trunc, ", ") + "]"
 }
 
 // frameInfo is a frame for display, from the first place the site was met.
@@ -184,6 +201,9 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			}
 		}
 	})
+	if r := m.StackTruncation(sc.Stack); r != "" {
+		t.sites[id].addTrunc(r)
+	}
 	ms.byStack[sc.Stack] = id
 	return id
 }
@@ -241,6 +261,8 @@ type section struct {
 	// added up in a merged one.
 	lost, garbage, unmatched, lines, events int64
 	truncated                               int
+	skippedFrames                           int64
+	truncs                                  []analysis.Truncation // stacks cut short, by reason
 
 	// Leaked file descriptors (fd.go); fdSeen: the log has descriptor
 	// lines; fdOnly: a process with descriptor leaks and no allocation.
@@ -249,6 +271,16 @@ type section struct {
 }
 
 func newSection() *section { return &section{bySite: map[int32]*analysis.CostFigures{}} }
+
+// logLost is the records lost by the tracer of the section's log (or
+// logs): every process of a log is affected, not only the section that
+// carries the log's counts.
+func (s *section) logLost() int64 {
+	if s.lost == 0 && s.log != nil {
+		return s.log.m.LostEvents
+	}
+	return s.lost
+}
 
 func (s *section) add(site int32, c *analysis.CostFigures) {
 	f := s.bySite[site]
@@ -321,6 +353,7 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 		c := m.Counts
 		f := out[0]
 		f.lost, f.garbage, f.unmatched, f.lines, f.events = m.LostEvents, c.Garbage(), c.UnmatchedFrees, c.Lines, c.Events
+		f.skippedFrames, f.truncs = c.SkippedFrames, m.Truncations()
 		if l.truncated {
 			f.truncated = 1
 		}
@@ -362,6 +395,8 @@ func merge(title string, secs []*section) *section {
 		out.lines += s.lines
 		out.events += s.events
 		out.truncated += s.truncated
+		out.skippedFrames += s.skippedFrames
+		out.truncs = addTruncations(out.truncs, s.truncs)
 		out.fdLeaks = append(out.fdLeaks, s.fdLeaks...)
 		out.fdSeen = out.fdSeen || s.fdSeen
 	}
@@ -397,8 +432,25 @@ func figsOf(c *analysis.CostFigures) figs {
 
 func (f *figs) add(o figs) {
 	for i := range f {
-		f[i] += o[i]
+		f[i] = analysis.SatAddSigned(f[i], o[i])
 	}
+}
+
+// addTruncations adds b's counts to a's, reason by reason, most stacks first.
+func addTruncations(a, b []analysis.Truncation) []analysis.Truncation {
+	for _, t := range b {
+		k := slices.IndexFunc(a, func(x analysis.Truncation) bool { return x.Reason == t.Reason })
+		if k < 0 {
+			a = append(a, t)
+			continue
+		}
+		a[k].Stacks += t.Stacks
+		a[k].Events += t.Events
+	}
+	slices.SortStableFunc(a, func(x, y analysis.Truncation) int {
+		return cmp.Or(cmp.Compare(y.Stacks, x.Stacks), cmp.Compare(y.Events, x.Events), cmp.Compare(x.Reason, y.Reason))
+	})
+	return a
 }
 
 func (f figs) sub(o figs) figs {

@@ -5,6 +5,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/logfmt"
 )
 
 // fmtBytes formats bytes as heaptrack_print does: 1000-based, two
@@ -169,6 +172,9 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool) {
 			for k := range s.frames {
 				r.writeFrame(w, &s.frames[k], "    ")
 			}
+			if mk := s.truncMark(); mk != "" {
+				io.WriteString(w, "    … "+mk+"\n")
+			}
 		}
 		if rest := len(g.sites) - shown; rest > 0 {
 			var f figs
@@ -206,6 +212,9 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", fmtBytes(int64(t.LeakedBytes)), t.Leaks)
+	if t.Unknown > 0 {
+		fmt.Fprintln(w, unknownLine(t))
+	}
 	if sp := r.supd[s]; sp.leaks > 0 {
 		fmt.Fprintf(w, "suppressed leaks: %s (%d leaks)\n", fmtBytes(int64(sp.bytes)), sp.leaks)
 	}
@@ -215,9 +224,34 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 	r.writeNotes(w, s)
 }
 
+// unknownLine counts the blocks whose frees were lost (analysis.StatusUnknown).
+func unknownLine(t *analysis.CostFigures) string {
+	return fmt.Sprintf("%d blocks, %s: unknown (records lost): not freed in the log, but their memory was allocated again, so their frees were among the lost records; not counted as leaks",
+		t.Unknown, fmtBytes(int64(t.UnknownBytes)))
+}
+
+// truncLine says how many call stacks were cut short, and why.
+func truncLine(ts []analysis.Truncation) string {
+	stacks, events := analysis.TruncatedTotal(ts)
+	var parts []string
+	for _, t := range ts {
+		parts = append(parts, fmt.Sprintf("%s: %d stacks, %d events", t.Reason, t.Stacks, t.Events))
+	}
+	return fmt.Sprintf("truncated call stacks: %d stacks in %d events (%s); marked [truncated: REASON] in the rankings", stacks, events, strings.Join(parts, "; "))
+}
+
 func (r *report) writeNotes(w io.Writer, s *section) {
 	if s.lost > 0 {
 		fmt.Fprintf(w, "LOST EVENTS: %d (the tracer could not keep up: every figure above misses them)\n", s.lost)
+	}
+	if lost := s.logLost(); lost > 0 && s.total.Leaks > 0 {
+		fmt.Fprintf(w, "leaks may be overstated: a leak above may be a block whose free was among the %d lost records\n", lost)
+	}
+	if len(s.truncs) > 0 {
+		fmt.Fprintln(w, truncLine(s.truncs))
+	}
+	if s.skippedFrames > 0 {
+		fmt.Fprintf(w, "frame lines skipped: %d (more than %d after one event, more than any tracer writes)\n", s.skippedFrames, logfmt.MaxFrames)
 	}
 	if s.truncated > 0 {
 		fmt.Fprintf(w, "the gzipped log ends early: the report covers what was read\n")
@@ -229,14 +263,7 @@ func (r *report) writeNotes(w io.Writer, s *section) {
 		fmt.Fprintf(w, "frees of blocks not seen allocated (made before tracing started, or lost): %d\n", s.unmatched)
 	}
 	if s.total.Calls == 0 && s.log != nil && (!s.fdOnly || s.lines > 0) {
-		switch {
-		case s.lines == 0:
-			fmt.Fprintf(w, "%s is empty: no allocation to report\n", s.log.name)
-		case s.events == 0:
-			fmt.Fprintf(w, "no allocation in %s: %d lines read, none of them an allocation or free (is it a memtrace or memtrack log?)\n", s.log.name, s.lines)
-		default:
-			fmt.Fprintf(w, "no allocation in %s: %d lines read, %d frees\n", s.log.name, s.lines, s.events)
-		}
+		fmt.Fprintln(w, analysis.EmptyLogHint(s.log.name, s.lines, s.events))
 	}
 }
 
