@@ -343,4 +343,3 @@ func mustTable(t *testing.T, path string, cross bool) *Table {
 	}
 	return tab
 }
-
