@@ -92,7 +92,7 @@ func runRegion(t *testing.T, size int, cmd *exec.Cmd, convertLive bool, extraArg
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	b, err := startBinary(opts, cmd)
+	b, err := startBinary(opts, cmd, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package preload
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -18,30 +19,34 @@ const converterNice = 19
 // region and this process converts them to the text log while the program
 // runs (see shm.go and convert.go).
 type binRun struct {
-	reg  *region
-	out  io.Writer
-	file *os.File
-	conv *converter
-	stop chan struct{}
-	done chan struct{}
+	reg    *region
+	out    io.Writer
+	file   *os.File
+	viewer net.Conn
+	conv   *converter
+	stop   chan struct{}
+	done   chan struct{}
 	// started: the converter goroutine runs and must be waited for.
 	started bool
 }
 
-// startBinary creates the region and the output and sets up cmd: the
-// region as fd 3 and in the environment; size and thread filters are
-// applied by the converter, so the library is not told about them.
-func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
+// startBinary creates the region and the output (viewer, when not nil,
+// takes the log instead of a file) and sets up cmd: the region as fd 3 and
+// in the environment; size and thread filters are applied by the
+// converter, so the library is not told about them, nor about the viewer.
+func startBinary(opts Options, cmd *exec.Cmd, viewer net.Conn) (*binRun, error) {
 	reg, err := newRegion(opts.SharedMemory)
 	if err != nil {
 		return nil, fmt.Errorf("%w (or run with the library's text mode)", err)
 	}
 	b := &binRun{reg: reg, stop: make(chan struct{}), done: make(chan struct{})}
-	if opts.Output != "" {
-		f, err := os.OpenFile(opts.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if viewer != nil {
+		b.viewer, b.out = viewer, viewer
+	} else if opts.Output != "" {
+		f, err := opts.openLog()
 		if err != nil {
 			reg.close()
-			return nil, fmt.Errorf("cannot write the log: %w: check the directory and permissions", err)
+			return nil, err
 		}
 		b.file, b.out = f, f
 	} else {
@@ -49,7 +54,8 @@ func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
 	}
 	var env []string
 	for _, kv := range cmd.Env {
-		if k, _, _ := strings.Cut(kv, "="); k == "MEMTRACK_MIN_SIZE" || k == "MEMTRACK_TRACK_THREADS" || k == "MEMTRACK_OUTPUT" {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "MEMTRACK_MIN_SIZE", "MEMTRACK_TRACK_THREADS", "MEMTRACK_OUTPUT", "MEMTRACK_PORT", "MEMTRACE_LISTEN":
 			continue
 		}
 		env = append(env, kv)
@@ -83,6 +89,14 @@ func (b *binRun) finish(opts Options) error {
 	<-b.done
 	b.stop = nil
 	err := b.conv.werr
+	if b.viewer != nil {
+		b.viewer.Close()
+		b.viewer = nil
+		if err != nil {
+			return fmt.Errorf("send the log to the viewer (it left; the program ran on untraced): %w", err)
+		}
+		return nil
+	}
 	if b.file != nil {
 		if cerr := b.file.Close(); err == nil {
 			err = cerr
@@ -98,6 +112,14 @@ func (b *binRun) finish(opts Options) error {
 	return nil
 }
 
+// detach ends the log now, while the program runs on: the library's hooks
+// go quiet, what they committed before this moment is written, and the
+// summary follows (see converter.finish).
+func (b *binRun) detach(opts Options) error {
+	b.conv.detachAt = monoNow()
+	return b.finish(opts)
+}
+
 // close releases what finish did not (Run returning early): the
 // converter is stopped before the region is unmapped under it.
 func (b *binRun) close() {
@@ -109,6 +131,9 @@ func (b *binRun) close() {
 	}
 	if b.file != nil {
 		b.file.Close()
+	}
+	if b.viewer != nil {
+		b.viewer.Close()
 	}
 	b.reg.close()
 }

@@ -93,11 +93,20 @@ type converter struct {
 	populated int
 	maxTS     uint64
 	order     []int
+	// The summary line's counts: records applied (as the eBPF path
+	// counts events), alloc and free lines written.
+	events, allocs, frees uint64
+	started               time.Time
+	// detachAt, when set before stop is closed, is the CLOCK_MONOTONIC
+	// time of a Ctrl-C: the log ends there (cutoff, in ns since the
+	// epoch) and the program, still running, gets no EXIT lines.
+	detachAt uint64
+	cutoff   uint64
 }
 
 func newConverter(r *region, w io.Writer, opts Options) *converter {
 	return &converter{r: r, w: w, opts: opts, chunks: make([]chunkPos, r.nchunks),
-		streams: map[uint32]*stream{}, live: map[int64]map[uint64]liveEnt{}}
+		streams: map[uint32]*stream{}, live: map[int64]map[uint64]liveEnt{}, started: time.Now()}
 }
 
 // run polls until stop is closed, then drains everything.
@@ -105,6 +114,14 @@ func (c *converter) run(stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
+			if c.detachAt != 0 {
+				// Quiet the hooks first; what they committed
+				// up to now is read below.
+				c.r.put32(hStop, 1)
+				if c.initClock() {
+					c.cutoff = max(c.detachAt-c.epoch, 1)
+				}
+			}
 			c.poll(true)
 			c.finish()
 			return
@@ -465,6 +482,9 @@ func matchAny(name string, subs []string) bool {
 
 // handle applies one record: the live map, totals, filters, and its lines.
 func (c *converter) handle(st *stream, e *ev) {
+	if c.cutoff != 0 && e.ts > c.cutoff && e.op != rName {
+		return
+	}
 	ts := e.ts / 1000
 	if e.ts < c.lastTS {
 		c.late++
@@ -473,6 +493,9 @@ func (c *converter) handle(st *stream, e *ev) {
 	}
 	if ts > c.maxTS {
 		c.maxTS = ts
+	}
+	if e.op != rName && e.op != rStart {
+		c.events++
 	}
 	switch op := e.op; {
 	case op == rName:
@@ -530,6 +553,7 @@ func (c *converter) handle(st *stream, e *ev) {
 		if !st.tracked || (ok && !ent.logged) || (!ok && c.opts.MinSize > 0) {
 			return
 		}
+		c.frees++
 		c.out = logfmt.AppendFree(c.out, st.tid, st.name, opNames[op], ts, ent.size, e.ptr)
 		c.frames(e.data)
 	case op == opMunmap:
@@ -542,6 +566,7 @@ func (c *converter) handle(st *stream, e *ev) {
 		if !st.tracked || !ent.logged {
 			return
 		}
+		c.frees++
 		c.out = logfmt.AppendFree(c.out, st.tid, st.name, opNames[op], ts, e.size, e.ptr)
 		c.frames(e.data)
 	case int(op) < len(opNames):
@@ -551,6 +576,7 @@ func (c *converter) handle(st *stream, e *ev) {
 			return
 		}
 		st.total += e.size
+		c.allocs++
 		c.out = logfmt.AppendAlloc(c.out, st.tid, st.name, opNames[op], ts, e.size, st.total, e.ptr)
 		c.frames(e.data)
 	}
@@ -611,22 +637,31 @@ func (c *converter) reportLost() {
 }
 
 // finish writes EXIT lines for the threads the log saw end with their
-// process without one (a killed program), and tells the library that
-// nobody reads the region any more.
+// process without one (a killed program; not after a detach, when they
+// still run), the summary line, and tells the library that nobody reads
+// the region any more.
 func (c *converter) finish() {
-	ids := make([]uint32, 0, len(c.streams))
-	for id, st := range c.streams {
-		if !st.exited && !st.closed {
-			ids = append(ids, id)
+	if c.detachAt == 0 {
+		ids := make([]uint32, 0, len(c.streams))
+		for id, st := range c.streams {
+			if !st.exited && !st.closed {
+				ids = append(ids, id)
+			}
+		}
+		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+		for _, id := range ids {
+			c.exit(c.streams[id], c.maxTS)
 		}
 	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	for _, id := range ids {
-		c.exit(c.streams[id], c.maxTS)
-	}
 	c.reportLost()
+	c.out = logfmt.AppendMeta(c.out, logfmt.WordSummary,
+		logfmt.KV{Key: "events", Value: strconv.FormatUint(c.events, 10)},
+		logfmt.KV{Key: "allocs", Value: strconv.FormatUint(c.allocs, 10)},
+		logfmt.KV{Key: "frees", Value: strconv.FormatUint(c.frees, 10)},
+		logfmt.KV{Key: "lost", Value: strconv.FormatUint(c.lostTot, 10)},
+		logfmt.KV{Key: "duration_us", Value: strconv.FormatInt(time.Since(c.started).Microseconds(), 10)})
 	c.flush()
-	c.r.put32(hGone, 1)
+	c.r.stop()
 }
 
 func (c *converter) flush() {
@@ -634,7 +669,11 @@ func (c *converter) flush() {
 		return
 	}
 	if c.werr == nil {
-		_, c.werr = c.w.Write(c.out)
+		if _, c.werr = c.w.Write(c.out); c.werr != nil {
+			// Nothing more can be written (a full disk, a viewer
+			// that left): the program goes on untraced.
+			c.r.put32(hStop, 1)
+		}
 	}
 	c.out = c.out[:0]
 }

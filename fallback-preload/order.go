@@ -3,10 +3,12 @@ package preload
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"syscall"
 
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -23,14 +25,23 @@ const sortLimit = 2 << 30
 // same way. The rewrite goes through a temporary file and a rename, so the
 // log is never half written.
 func SortFile(path string) error {
-	st, err := os.Stat(path)
+	// Read through one descriptor and copy its owner and mode from it:
+	// under sudo the directory is the user's, and a name swapped for a
+	// symlink between two steps must not make root copy or chmod a
+	// file the user may not read.
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sort the log: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("sort the log: %w", err)
 	}
 	if !st.Mode().IsRegular() || st.Size() > sortLimit {
 		return nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return fmt.Errorf("sort the log: %w", err)
 	}
@@ -43,11 +54,16 @@ func SortFile(path string) error {
 		return fmt.Errorf("sort the log (it stays in per-thread order): %w", err)
 	}
 	_, werr := tmp.Write(out)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && werr == nil && os.Geteuid() == 0 && (int(sys.Uid) != os.Geteuid() || int(sys.Gid) != os.Getegid()) {
+		// root sorting the log of the user behind sudo: the file
+		// that replaces it stays theirs.
+		werr = tmp.Chown(int(sys.Uid), int(sys.Gid))
 	}
 	if werr == nil {
-		werr = os.Chmod(tmp.Name(), st.Mode().Perm())
+		werr = tmp.Chmod(st.Mode().Perm())
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
 	}
 	if werr == nil {
 		werr = os.Rename(tmp.Name(), path)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // LibName is the library's file name beside the executable and in bin/.
@@ -28,8 +30,9 @@ const LibEnv = "MEMTRACE_PRELOAD_LIB"
 type Options struct {
 	// Output is the log file; "" writes to stderr.
 	Output string
-	// Port makes the program wait for one viewer on Listen's address
-	// (127.0.0.1 by default) and stream the log to it.
+	// Port makes Run wait for one viewer on Listen's address (127.0.0.1
+	// by default) before it starts the program, and stream the log to it
+	// (in text mode the library itself waits and streams).
 	Port int
 	// Listen is ADDR:PORT or ADDR; it overrides the loopback default.
 	Listen string
@@ -50,8 +53,7 @@ type Options struct {
 	Unordered bool
 	// Text makes the library format and write the log itself (its
 	// drop-in mode, as with LD_PRELOAD and MEMTRACK_OUTPUT) instead of
-	// handing binary records to Run through shared memory. A TCP Port
-	// always uses the text mode.
+	// handing binary records to Run through shared memory.
 	Text bool
 	// SharedMemory is the size in bytes of the region the library writes
 	// its records to in binary mode (0: DefaultSharedMemory). It bounds
@@ -61,6 +63,26 @@ type Options struct {
 	Stdin  *os.File
 	Stdout *os.File
 	Stderr *os.File
+	// Credential runs the program as another user (with these groups):
+	// under sudo, the user behind it, never root. The library file must
+	// be readable by that user (the embedded one is).
+	Credential *syscall.Credential
+	// OpenLog creates Output for the log (default os.Create); memtrace
+	// passes one that creates it as the user behind sudo. It is not
+	// called when the library writes the log itself as Credential's user.
+	OpenLog func(path string) (*os.File, error)
+}
+
+// openLog creates the log file through OpenLog, whose errors are its own.
+func (o Options) openLog() (*os.File, error) {
+	if o.OpenLog != nil {
+		return o.OpenLog(o.Output)
+	}
+	f, err := os.Create(o.Output)
+	if err != nil {
+		return nil, fmt.Errorf("cannot write the log: %w: check the directory and permissions", err)
+	}
+	return f, nil
 }
 
 // Env returns the environment variables that configure the library for
@@ -139,9 +161,19 @@ func splitListen(s string) (host, port string, hasPort bool) {
 	return s, "", false
 }
 
+// detachGrace is how long a SIGINT or SIGTERM to memtrace waits for the
+// program to end before detaching: a Ctrl-C at the terminal reaches both,
+// and a program that it ends reports its own status (as in eBPF mode).
+const detachGrace = 200 * time.Millisecond
+
 // Run starts argv[0] with the library preloaded, waits for it and returns
 // its exit status (128+N when it was killed by signal N). err is non-nil
 // only when the program could not be run or its log could not be finished.
+//
+// SIGINT or SIGTERM to this process detaches (binary mode): the log ends
+// with its summary, the program keeps running untraced, and Run returns
+// 130 without waiting for it. In text mode, where the library writes the
+// log itself, SIGTERM is passed to the program and SIGINT left to it.
 func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	if len(argv) == 0 {
 		return 2, errors.New("no program given: use memtrace --preload [options] -- PROG ARGS")
@@ -158,11 +190,15 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	if opts.Output != "" {
-		// Fail here, with one line, rather than in the library.
-		f, err := os.OpenFile(opts.Output, os.O_WRONLY|os.O_CREATE, 0o644)
+	binary := !opts.Text
+	tcp := opts.Port != 0 || opts.Listen != ""
+	if opts.Output != "" && !tcp && !binary && (opts.OpenLog != nil || opts.Credential == nil) {
+		// Fail here, with one line, rather than in the library. (The
+		// library, running as Credential's user, creates the file as
+		// that user: memtrace must not create it first as root.)
+		f, err := opts.openLog()
 		if err != nil {
-			return 1, fmt.Errorf("cannot write the log: %w: check the directory and permissions", err)
+			return 1, err
 		}
 		f.Close()
 	}
@@ -170,44 +206,54 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	cmd.Args[0] = argv[0]
 	cmd.Env = childEnv(os.Environ(), lib, env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pick(opts.Stdin, os.Stdin), pick(opts.Stdout, os.Stdout), pick(opts.Stderr, os.Stderr)
+	if opts.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: opts.Credential}
+	}
+	// The program shares the terminal: a Ctrl-C there reaches it too.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
 	var bin *binRun
-	if !opts.Text && opts.Port == 0 && opts.Listen == "" {
-		bin, err = startBinary(opts, cmd)
+	if binary {
+		var viewer net.Conn
+		if tcp {
+			addr, err := opts.viewerAddr()
+			if err != nil {
+				return 2, err
+			}
+			if viewer, err = acceptViewer(addr, pick(opts.Stderr, os.Stderr), sigs); err != nil {
+				if errors.Is(err, errNoViewer{}) {
+					return 130, err
+				}
+				return 1, err
+			}
+		}
+		bin, err = startBinary(opts, cmd, viewer)
 		if err != nil {
+			if viewer != nil {
+				viewer.Close()
+			}
 			return 1, err
 		}
 		defer bin.close()
 	}
-
-	// The program shares the terminal: Ctrl-C reaches it directly, and
-	// memtrace stays to finish the log after it exits.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return 127, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}
 	if bin != nil {
 		bin.start()
 	}
-	done := make(chan struct{})
+	exited := make(chan struct{})
+	var werr error
 	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				if s != syscall.SIGINT && s != syscall.SIGQUIT {
-					_ = cmd.Process.Signal(s)
-				}
-			case <-ctx.Done():
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				ctx = context.Background()
-			case <-done:
-				return
-			}
-		}
+		werr = cmd.Wait()
+		close(exited)
 	}()
-	werr := cmd.Wait()
-	close(done)
+	if detached := waitOrDetach(ctx, cmd, sigs, exited, bin != nil); detached {
+		err := bin.detach(opts)
+		fmt.Fprintf(pick(opts.Stderr, os.Stderr), "memtrace: detached; %s (pid %d) keeps running\n", argv[0], cmd.Process.Pid)
+		return 130, err
+	}
 	status := 0
 	if werr != nil {
 		var ee *exec.ExitError
@@ -225,12 +271,42 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	if bin != nil {
 		return status, bin.finish(opts)
 	}
-	if opts.Output != "" && opts.Port == 0 && !opts.Unordered {
+	if opts.Output != "" && !tcp && !opts.Unordered {
 		if err := SortFile(opts.Output); err != nil {
 			return status, err
 		}
 	}
 	return status, nil
+}
+
+// waitOrDetach waits for the program to exit, passing on the signals that
+// are the program's, and reports whether a SIGINT or SIGTERM asked to
+// detach instead (only when canDetach: binary mode).
+func waitOrDetach(ctx context.Context, cmd *exec.Cmd, sigs <-chan os.Signal, exited <-chan struct{}, canDetach bool) bool {
+	cancelled := ctx.Done()
+	for {
+		select {
+		case <-exited:
+			return false
+		case s := <-sigs:
+			switch {
+			case (s == syscall.SIGINT || s == syscall.SIGTERM) && canDetach:
+				select {
+				case <-exited:
+					return false
+				case <-time.After(detachGrace):
+					return true
+				}
+			case s == syscall.SIGINT || s == syscall.SIGQUIT:
+				// The terminal sent it to the program as well.
+			default:
+				_ = cmd.Process.Signal(s)
+			}
+		case <-cancelled:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			cancelled = nil
+		}
+	}
 }
 
 func pick(f, dflt *os.File) *os.File {
@@ -286,11 +362,13 @@ func Library() (string, error) {
 
 // writeCached writes the embedded library to a file named by its hash, in a
 // directory only this user can write, so that every run (and every traced
-// child process, which needs the path after exec) finds it.
+// child process, which needs the path after exec) finds it. Others may
+// pass through the directory (not list it): under sudo the program runs as
+// the user behind it, whose dynamic linker must open the library.
 func writeCached(data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	dir := filepath.Join(os.TempDir(), "memtrace-"+strconv.Itoa(os.Getuid()))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", fmt.Errorf("create %s for the preload library: %w", dir, err)
 	}
 	st, err := os.Lstat(dir)
@@ -299,6 +377,12 @@ func writeCached(data []byte) (string, error) {
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || !st.IsDir() || int(sys.Uid) != os.Getuid() || st.Mode().Perm()&0o022 != 0 {
 		return "", fmt.Errorf("%s is not a private directory of this user: remove it and run again", dir)
+	}
+	if st.Mode().Perm()&0o011 != 0o011 {
+		// Made by an older memtrace, or under a umask that took x.
+		if err := os.Chmod(dir, st.Mode().Perm()|0o711); err != nil {
+			return "", fmt.Errorf("let others reach the preload library in %s: %w", dir, err)
+		}
 	}
 	p := filepath.Join(dir, "memtrace-preload-"+hex.EncodeToString(sum[:8])+".so")
 	if old, err := os.ReadFile(p); err == nil && sha256.Sum256(old) == sum {

@@ -16,7 +16,8 @@ import (
 //	header (4 KiB): magic, version, chunk size, chunk count, hw (chunks
 //	  ever handed out), nfree (chunks the consumer emptied), clock state
 //	  and kind, epoch/calibration, lost count, consumer heartbeat, stream
-//	  serial, gone flag, data offset
+//	  serial, gone flag, data offset; at 128, alone on its cache line, the
+//	  stop flag (memtrace reads no more: the library's hooks go quiet)
 //	chunk states: one uint32 per chunk (0 never used, 1 owned, 2 free)
 //	chunks: a 64-byte header (committed records, sealed, pid, tid, stream,
 //	  seq) and 32-byte records
@@ -25,13 +26,14 @@ import (
 // extra 32-byte slots of data that follow (16 bits) and a data length.
 const (
 	shmMagic   = 0x4853544d
-	shmVersion = 1
+	shmVersion = 2
 
 	hMagic, hVersion, hChunkSize, hNChunks = 0, 4, 8, 12
 	hHW, hNFree, hClockState, hClockKind   = 16, 20, 24, 28
 	hEpoch, hCnt0, hMono0, hMult           = 32, 40, 48, 56
 	hLost, hBeat, hStreamNext, hGone       = 64, 68, 72, 76
 	hDataOff                               = 80
+	hStop                                  = 128
 
 	statesOff = 4096
 
@@ -124,6 +126,18 @@ func newRegion(size int) (*region, error) {
 	// The child sees the memfd as fd 3 (exec.Cmd.ExtraFiles[0]).
 	r.env = fmt.Sprintf("%s=3:%d:%d", ShmEnv, uint64(st.Dev), uint64(st.Ino))
 	return r, nil
+}
+
+// stop tells every process of the session that nobody reads the region
+// any more, so that their hooks only pass calls through and never wait for
+// a chunk, and gives back the memory the records took: the program may
+// run on for long after memtrace has gone, and the region stays mapped in
+// it. A page a thread still writes into comes back as a fresh zero page.
+func (r *region) stop() {
+	r.put32(hStop, 1)
+	r.put32(hGone, 1)
+	_ = unix.Fallocate(int(r.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE,
+		int64(r.dataOff), int64(r.nchunks)*chunkSize)
 }
 
 func (r *region) close() {

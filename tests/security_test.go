@@ -8,6 +8,7 @@ package tests
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -268,5 +269,41 @@ func TestSudoAggregateReadsAsUser(t *testing.T) {
 	oneLine(t, se, "permission denied")
 	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
 		t.Errorf("root's file overwritten: %q", b)
+	}
+}
+
+// TestSudoLogToStdout: `sudo memtrace -o /dev/stdout -- PROG | memview -f -`
+// keeps working (the user may not reopen a root process's descriptors, so
+// memtrace writes to the one it was given); a descriptor given only for
+// reading is refused, where reopening it as root would truncate the file.
+func TestSudoLogToStdout(t *testing.T) {
+	requireBPF(t)
+	code, so, se := memtraceRun(t, sudoEnv, "-o", "/dev/stdout", "--", "/bin/true")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, se)
+	}
+	p := filepath.Join(t.TempDir(), "stdout.log")
+	os.WriteFile(p, []byte(so), 0o600)
+	requireLogModeBPF(t, p)
+
+	victim := filepath.Join(sudoDir(t, 0o755, 0), "precious")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.Command(need(t, "bin/memtrace"), "-o", "/dev/stdin", "--", "/bin/true")
+	var stderr bytes.Buffer
+	cmd.Stdin, cmd.Stderr = in, &stderr
+	cmd.Env = append(os.Environ(), sudoEnv...)
+	if err := runCmd(t, cmd, 60*time.Second); err == nil {
+		t.Errorf("-o /dev/stdin with a read-only stdin exited 0")
+	}
+	oneLine(t, stderr.String(), "create log /dev/stdin: descriptor 0 is not open for writing")
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("root's file, given as stdin, became %q", b)
 	}
 }

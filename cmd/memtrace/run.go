@@ -85,6 +85,10 @@ func (nopCloser) Close() error { return nil }
 
 // bpfProblem says why eBPF cannot be used here, before anything is started.
 func bpfProblem() error {
+	if os.Getenv("MEMTRACE_TEST_NO_BPF") == "1" {
+		// Tests only: the automatic fallback on a machine with BPF.
+		return fmt.Errorf("%w: MEMTRACE_TEST_NO_BPF=1 is set (a test hook)", tracer.ErrUnavailable)
+	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: loading BPF programs needs root (CAP_BPF and CAP_PERFMON): run memtrace with sudo", tracer.ErrUnavailable)
 	}

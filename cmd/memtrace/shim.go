@@ -74,20 +74,9 @@ func withoutEnv(env []string, key string) []string {
 }
 
 func dropTo(cred string) error {
-	parts := strings.SplitN(cred, ":", 3)
-	if len(parts) != 3 {
-		return fmt.Errorf("bad credential %q", cred)
-	}
-	uid, err1 := strconv.Atoi(parts[0])
-	gid, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("bad credential %q", cred)
-	}
-	var groups []int
-	for _, g := range strings.Split(parts[2], ",") {
-		if n, err := strconv.Atoi(g); err == nil {
-			groups = append(groups, n)
-		}
+	uid, gid, groups, err := parseCred(cred)
+	if err != nil {
+		return err
 	}
 	if err := syscall.Setgroups(groups); err != nil {
 		return fmt.Errorf("setgroups: %w", err)
@@ -99,6 +88,25 @@ func dropTo(cred string) error {
 		return fmt.Errorf("setuid %d: %w", uid, err)
 	}
 	return nil
+}
+
+// parseCred reads a sudoCredential string: uid, gid and groups.
+func parseCred(cred string) (uid, gid int, groups []int, err error) {
+	parts := strings.SplitN(cred, ":", 3)
+	if len(parts) != 3 {
+		return 0, 0, nil, fmt.Errorf("bad credential %q", cred)
+	}
+	uid, err1 := strconv.Atoi(parts[0])
+	gid, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return 0, 0, nil, fmt.Errorf("bad credential %q", cred)
+	}
+	for _, g := range strings.Split(parts[2], ",") {
+		if n, err := strconv.Atoi(g); err == nil {
+			groups = append(groups, n)
+		}
+	}
+	return uid, gid, groups, nil
 }
 
 // sudoCredential returns the user behind sudo, with their supplementary

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,5 +50,64 @@ func TestCreateLogUnderSudo(t *testing.T) {
 	t.Setenv("SUDO_UID", "x1")
 	if _, err := createLog(filepath.Join(shared, "other.log")); err == nil || !strings.Contains(err.Error(), `SUDO_UID="x1" is not a user ID`) {
 		t.Errorf("bad SUDO_UID: %v", err)
+	}
+}
+
+func TestOwnDescriptor(t *testing.T) {
+	cases := map[string]int{"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2, "/dev/fd/7": 7, "/proc/self/fd/12": 12, "/dev//fd/3/": 3}
+	for p, want := range cases {
+		if fd, ok := ownDescriptor(p); !ok || fd != want {
+			t.Errorf("ownDescriptor(%q) = %d, %v; want %d", p, fd, ok, want)
+		}
+	}
+	for _, p := range []string{"/dev/fd/x", "/dev/fd/-1", "/dev/null", "app.log", "/tmp/dev/stdout", "/proc/1/fd/1"} {
+		if fd, ok := ownDescriptor(p); ok {
+			t.Errorf("ownDescriptor(%q) = %d, true", p, fd)
+		}
+	}
+}
+
+// Under sudo, -o /dev/fd/N writes to the descriptor memtrace was given
+// (the user may not reopen a root process's descriptors), and only to one
+// open for writing: reopening it as root would write a file the user only
+// gave memtrace to read.
+func TestCreateLogOwnDescriptorUnderSudo(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("simulating sudo needs root")
+	}
+	t.Setenv("SUDO_UID", "65534")
+	t.Setenv("SUDO_GID", "65534")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f, err := createLog("/dev/fd/" + strconv.Itoa(int(w.Fd())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close() // the log has a descriptor of its own
+	f.WriteString("logged")
+	f.Close()
+	if b, _ := io.ReadAll(r); string(b) != "logged" {
+		t.Errorf("read %q from the pipe", b)
+	}
+
+	ro := filepath.Join(t.TempDir(), "readonly")
+	os.WriteFile(ro, []byte("keep"), 0o644)
+	in, err := os.Open(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	p := "/proc/self/fd/" + strconv.Itoa(int(in.Fd()))
+	if _, err := createLog(p); err == nil || !strings.Contains(err.Error(), "is not open for writing") {
+		t.Errorf("read-only descriptor: %v", err)
+	}
+	if b, _ := os.ReadFile(ro); string(b) != "keep" {
+		t.Errorf("the read-only file became %q", b)
+	}
+	if _, err := createLog("/dev/fd/987"); err == nil || !strings.Contains(err.Error(), "descriptor 987 is not open") {
+		t.Errorf("closed descriptor: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/procreport"
@@ -30,11 +31,32 @@ func runPreload(o *options, stderr io.Writer) (int, error) {
 		Stdin:        os.Stdin,
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
+		// Under sudo the log is created as the user behind it.
+		OpenLog: createLog,
 	}
 	if o.listen != "" {
 		opts.Listen = o.listen // ADDR:PORT; --port made it 127.0.0.1:PORT
 	}
+	// Under sudo the program runs as the user behind it, exactly as in
+	// eBPF mode (the shim's dropTo): never as root.
+	if cred, ok, err := sudoCredential(); err != nil {
+		return 1, err
+	} else if ok {
+		uid, gid, groups, err := parseCred(cred)
+		if err != nil {
+			return 1, err
+		}
+		opts.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: toUint32(groups)}
+	}
 	return preload.Run(ctx, opts, o.argv)
+}
+
+func toUint32(v []int) []uint32 {
+	out := make([]uint32, len(v))
+	for i, n := range v {
+		out[i] = uint32(n)
+	}
+	return out
 }
 
 func runReport(args []string, stderr io.Writer) int {

@@ -1103,6 +1103,64 @@ static char *put_frames(tstate *t, char *o)
 }
 
 // ---------------------------------------------------------------------------
+// Early events: calls made before the constructor has run (constructors of
+// libraries initialised before this one, such as libstdc++'s 72 KiB
+// exception pool) are kept here and replayed, in order, once the output is
+// set up. Static memory only, no lock: a slot is claimed with an atomic add
+// and published with a release store, so a second thread that a constructor
+// started is safe too. A free claims its slot before the real call (so that
+// a block reused by another thread comes after it) and fills it afterwards;
+// a call that failed leaves its slot void. The constructor closes the
+// buffer; calls that find it full or closed go the ordinary way.
+
+#define EARLY_CAP 256
+#define EARLY_CLOSED 0x40000000u
+
+enum { E_EMPTY, E_FILLED, E_VOID };
+
+typedef struct {
+	uint64_t ptr, size, kind;
+	int op, state;
+} early_t;
+
+static early_t early_ev[EARLY_CAP];
+static uint32_t early_n;
+
+static inline int early_open(void)
+{
+	return __atomic_load_n(&early_n, __ATOMIC_RELAXED) < EARLY_CAP;
+}
+
+static int early_claim(void)
+{
+	if (!early_open())
+		return -1;
+	uint32_t i = __atomic_fetch_add(&early_n, 1, __ATOMIC_ACQ_REL);
+	return i < EARLY_CAP ? (int)i : -1;
+}
+
+// early_fill publishes slot i; op < 0 voids it.
+static void early_fill(int i, int op, const void *p, uint64_t size, uint64_t kind)
+{
+	if (i < 0)
+		return;
+	early_t *e = &early_ev[i];
+	e->op = op;
+	e->ptr = (uint64_t)(uintptr_t)p;
+	e->size = size;
+	e->kind = kind;
+	__atomic_store_n(&e->state, op < 0 ? E_VOID : E_FILLED, __ATOMIC_RELEASE);
+}
+
+// early_push records a completed call; 0 when the buffer took nothing.
+static int early_push(int op, const void *p, uint64_t size, uint64_t kind)
+{
+	int i = early_claim();
+	early_fill(i, op, p, size, kind);
+	return i >= 0;
+}
+
+// ---------------------------------------------------------------------------
 // Events. Each hook calls one of these with t_in set.
 
 static inline int want_log(tstate **tp)
@@ -1130,6 +1188,10 @@ static inline void on_alloc(int op, uint64_t size, const void *p, uint64_t kind)
 		bin_event(op, bin_ts(), p, size);
 		return;
 	}
+	// Before the constructor g_bin is not known yet: every early call
+	// comes here, whichever mode the constructor then picks.
+	if (UNLIKELY(!g_ready) && early_push(op, p, size, kind))
+		return;
 	tstate *t = NULL;
 	int log = want_log(&t) && size >= min_size;
 	tbl_put(p, (size << 2) | kind | (log ? V_LOGGED : 0));
@@ -1435,7 +1497,7 @@ static void err_line(const char *a, const char *b);
 
 #define SHM_ENV "MEMTRACE_SHM"
 #define SHM_MAGIC 0x4853544du
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u
 #define CH_FREE 2u
 #define CH_OWNED 1u
 // Record ops beyond the allocation ops (OP_*): see shm.go.
@@ -1450,7 +1512,10 @@ typedef struct {
 	uint32_t hw, nfree, clock_state, clock_kind;
 	uint64_t epoch_ns, cnt0, mono0, mult;
 	uint32_t lost, beat, stream_next, gone;
-	uint32_t data_off, pad_[3];
+	uint32_t data_off, pad_[11];
+	// stop: memtrace detached (Ctrl-C) or finished; alone on its cache
+	// line, which nobody writes again once it is set.
+	uint32_t stop;
 } shm_hdr;
 
 typedef struct {
@@ -1525,6 +1590,24 @@ static void bin_seal(void)
 	}
 }
 
+// bin_stopped says whether memtrace has stopped reading the region (it
+// detached on Ctrl-C, or finished). The process then stops tracing for
+// good and its hooks only pass calls through: g_off makes every slow path
+// return at once, and the new name generation sends every thread's next
+// event to the slow path. Checked out of line only (a new chunk, a rename,
+// a thread's start), so a thread writes at most the rest of its chunk,
+// which nobody reads, before it notices.
+static int bin_stopped(void)
+{
+	if (!__atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE))
+		return 0;
+	if (!g_off) {
+		g_off = 1;
+		__atomic_add_fetch(&name_gen, 1, __ATOMIC_RELAXED);
+	}
+	return 1;
+}
+
 static int bin_try_claim(uint32_t *idx)
 {
 	uint32_t nch = shm->nchunks;
@@ -1577,7 +1660,8 @@ static int bin_claim(void)
 	    bin_now_ns() >= __atomic_load_n(&nowait_until, __ATOMIC_RELAXED)) {
 		uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
 		int still = 0, waited = 0;
-		while (!ok && still < 2000 && waited++ < 4000 && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE)) {
+		while (!ok && still < 2000 && waited++ < 4000 && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) &&
+		       !__atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE)) {
 			struct timespec ts = {0, 500000};
 			nanosleep(&ts, NULL);
 			ok = bin_try_claim(&idx);
@@ -1722,7 +1806,7 @@ static inline __attribute__((always_inline)) void bin_event(int op, uint64_t ts,
 
 static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size)
 {
-	if (UNLIKELY(!g_ready || g_off))
+	if (UNLIKELY(!g_ready || g_off || bin_stopped()))
 		return;
 	{
 		uint32_t extra = stack_depth ? frame_slots() : 0;
@@ -1754,6 +1838,8 @@ static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size)
 static void bin_blob(int op, uint64_t ptr, uint64_t size, const char *data, size_t n, uint64_t ts)
 {
 	uint32_t ns = (uint32_t)((n + 31) / 32);
+	if (bin_stopped())
+		return;
 	if (!ts)
 		ts = bin_ts();
 	if (!bin_room(ns, ts)) {
@@ -1879,6 +1965,15 @@ static int bin_attach(void)
 	void *m = mmap(NULL, shm_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		err_line("cannot map the shared region (address space?): ", s);
+		g_off = 1;
+		return 1;
+	}
+	if (((volatile shm_hdr *)m)->stop) {
+		// memtrace has detached or finished: this program runs
+		// untraced, and so do the programs it execs.
+		munmap(m, shm_len);
+		close(fd);
+		setenv(SHM_ENV, "off", 1);
 		g_off = 1;
 		return 1;
 	}
@@ -2235,10 +2330,65 @@ static void write_start_line(int exec_child)
 	out_write_locked(line, (size_t)(o - line));
 }
 
+// early_replay closes the early buffer and logs what it holds, in order,
+// as the hooks log calls made now (filters and the size table included).
+static void early_replay(void)
+{
+	uint32_t n = __atomic_exchange_n(&early_n, EARLY_CLOSED, __ATOMIC_ACQ_REL);
+	if (n > EARLY_CAP)
+		n = EARLY_CAP;
+	if (!g_ready || g_off)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		early_t *e = &early_ev[i];
+		// A slot is filled as soon as its call returns: another
+		// thread preempted in between is waited for, briefly.
+		for (int k = 0; k < 10000 && __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == E_EMPTY; k++)
+			sched_yield();
+		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != E_FILLED)
+			continue;
+		const void *p = (const void *)(uintptr_t)e->ptr;
+		uint64_t size = 0, ts;
+		switch (e->op) {
+		case OP_FREE:
+		case OP_DELETE:
+		case OP_DELETEARR:
+			if (g_bin) {
+				bin_event(e->op, bin_ts(), p, 0);
+			} else {
+				ts = free_ts();
+				if (before_free(p, &size, 0) == 1)
+					on_free(e->op, size, p, ts);
+			}
+			break;
+		case OP_MUNMAP:
+			if (g_bin) {
+				bin_event(OP_MUNMAP, bin_ts(), p, e->size);
+			} else {
+				ts = free_ts();
+				if (before_free(p, &size, 1) == 1)
+					on_free(OP_MUNMAP, e->size, p, ts);
+			}
+			break;
+		default:
+			on_alloc(e->op, e->size, p, e->kind);
+		}
+	}
+}
+
+static void init_once(void);
+
 __attribute__((constructor)) static void init(void)
 {
 	int in = t_in;
 	t_in = 1;
+	init_once();
+	early_replay();
+	t_in = in;
+}
+
+static void init_once(void)
+{
 	resolve();
 	init_op_cols();
 	g_pid = getpid();
@@ -2270,7 +2420,6 @@ __attribute__((constructor)) static void init(void)
 			__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
 			bin_start_record(bm == 2);
 		}
-		t_in = in;
 		return;
 	}
 	int exec_child = join_session();
@@ -2280,16 +2429,13 @@ __attribute__((constructor)) static void init(void)
 		clock_init(2);
 	if (!exec_child)
 		start_session();
-	if (g_off) {
-		t_in = in;
+	if (g_off)
 		return;
-	}
 	pthread_key_create(&exit_key, thread_exit);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	write_start_line(exec_child);
 	writer_start();
 	__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
-	t_in = in;
 }
 
 // ---------------------------------------------------------------------------
@@ -2354,6 +2500,14 @@ EXPORT void free(void *p)
 		bin_event(OP_FREE, bts, p, 0);
 		return;
 	}
+	if (UNLIKELY(!g_ready)) {
+		int e = early_claim();
+		if (e >= 0) {
+			real_free(p);
+			early_fill(e, OP_FREE, p, 0, 0);
+			return;
+		}
+	}
 	uint64_t ts = free_ts(), size = 0;
 	int log = before_free(p, &size, 0);
 	real_free(p);
@@ -2383,6 +2537,14 @@ static void *do_realloc(void *p, size_t n, int op, void *(*fn)(void *, size_t, s
 			bin_event(OP_FREE, bts, p, 0);
 		if (q)
 			bin_event(op, bin_ts(), q, n);
+		return q;
+	}
+	if (UNLIKELY(!g_ready) && early_open()) {
+		int e = p ? early_claim() : -1;
+		void *q = op == OP_REALLOC ? real_realloc(p, n) : fn(p, a, b);
+		early_fill(e, (q || n == 0) ? OP_FREE : -1, p, 0, 0);
+		if (q)
+			early_push(op, q, n, 0);
 		return q;
 	}
 	uint64_t ts = 0, oldsize = 0, oldval = 0;
@@ -2536,6 +2698,12 @@ EXPORT int munmap(void *p, size_t len)
 			bin_event(OP_MUNMAP, bts, p, len);
 		return br;
 	}
+	if (UNLIKELY(!g_ready) && early_open()) {
+		int e = early_claim();
+		int r = real_munmap(p, len);
+		early_fill(e, r == 0 ? OP_MUNMAP : -1, p, len, 0);
+		return r;
+	}
 	uint64_t ts = free_ts(), size = 0, v = 0;
 	int log = before_free(p, &size, 1);
 	int r = real_munmap(p, len);
@@ -2573,6 +2741,14 @@ EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
 			bin_event(OP_MREMAP, bin_ts(), br, newlen);
 		}
 		return br;
+	}
+	if (UNLIKELY(!g_ready) && early_open()) {
+		int e = early_claim();
+		void *r = real_mremap(old, oldlen, newlen, flags, na);
+		early_fill(e, r != MAP_FAILED ? OP_MUNMAP : -1, old, oldlen, 0);
+		if (r != MAP_FAILED)
+			early_push(OP_MREMAP, r, newlen, V_MMAP);
+		return r;
 	}
 	uint64_t ts = free_ts(), size = 0;
 	int log = before_free(old, &size, 1);
@@ -2649,6 +2825,14 @@ NEW_HOOK(mt_newa_al_nt, "_Zna" ZSZ "St11align_val_tRKSt9nothrow_t", OP_NEWARR, (
 			fn CALL;                                \
 			bin_event(OP, bts, p, 0);               \
 			return;                                 \
+		}                                               \
+		if (UNLIKELY(!g_ready)) {                       \
+			int e_ = early_claim();                 \
+			if (e_ >= 0) {                          \
+				fn CALL;                        \
+				early_fill(e_, OP, p, 0, 0);    \
+				return;                         \
+			}                                       \
 		}                                               \
 		uint64_t ts = free_ts(), size = 0;              \
 		int log = before_free(p, &size, 0);             \

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void *volatile sink;
@@ -30,6 +31,15 @@ static void *named(void *arg)
 		free(sink);
 	}
 	return NULL;
+}
+
+static void *churn(void *arg)
+{
+	for (int i = 0; i < 300000; i++) {
+		void *volatile p = malloc(7777);
+		free(p);
+	}
+	return arg;
 }
 
 int main(int argc, char **argv)
@@ -71,6 +81,34 @@ int main(int argc, char **argv)
 			sink = malloc(32);
 			free(sink);
 		}
+		write(1, "done\n", 5);
+		return 0;
+	}
+	if (!strcmp(m, "detach")) {
+		/* 100 logged pairs, "ready", then, once stdin says so (after
+		 * memtrace detached), heavy work in this thread, a second
+		 * thread and a forked child: none of it may be logged, and
+		 * none of it may block. */
+		for (int i = 0; i < 100; i++) {
+			sink = malloc(1111);
+			free(sink);
+		}
+		write(1, "ready\n", 6);
+		char c;
+		if (read(0, &c, 1) != 1)
+			return 4;
+		pthread_t t;
+		pthread_create(&t, NULL, churn, NULL);
+		pid_t child = fork();
+		if (child == 0) {
+			churn(NULL);
+			_exit(0);
+		}
+		churn(NULL);
+		pthread_join(t, NULL);
+		int st = 0;
+		if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			return 5;
 		write(1, "done\n", 5);
 		return 0;
 	}
