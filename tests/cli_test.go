@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -168,11 +169,15 @@ func TestCLIExitStatus(t *testing.T) {
 int main(int c, char **v){ void *volatile p = malloc(10); free(p);
  if (c > 1 && !strcmp(v[1], "kill")) raise(SIGKILL);
  return c > 1 ? atoi(v[1]) : 0; }`)
-	if code, _, se := memtraceRun(t, nil, "-o", filepath.Join(t.TempDir(), "l"), "--", bin, "7"); code != 7 {
-		t.Errorf("exit %d, want 7 (%s)", code, se)
-	}
-	if code, _, se := memtraceRun(t, nil, "-o", filepath.Join(t.TempDir(), "l"), "--", bin, "kill"); code != 128+9 {
-		t.Errorf("exit %d, want 137 (%s)", code, se)
+	for _, c := range []struct {
+		arg  string
+		code int
+	}{{"7", 7}, {"kill", 128 + 9}} {
+		log := filepath.Join(t.TempDir(), "l")
+		if code, _, se := memtraceRun(t, nil, "-o", log, "--", bin, c.arg); code != c.code {
+			t.Errorf("%s: exit %d, want %d (%s)", c.arg, code, c.code, se)
+		}
+		bpfLog(t, log)
 	}
 }
 
@@ -180,16 +185,20 @@ int main(int c, char **v){ void *volatile p = malloc(10); free(p);
 // their groups, never as root.
 func TestCLISudoRunsAsUser(t *testing.T) {
 	requireBPF(t)
+	log := filepath.Join(sudoDir(t, 0o777, 0), "l") // a directory the user can write
 	code, so, se := memtraceRun(t, []string{"SUDO_UID=" + nobody, "SUDO_GID=" + nobody},
-		"-o", filepath.Join(sudoDir(t, 0o777, 0), "l"), "--", "/usr/bin/id", "-u") // a directory the user can write
+		"-o", log, "--", "/usr/bin/id", "-u")
 	if code != 0 || strings.TrimSpace(so) != nobody {
 		t.Errorf("id -u under memtrace with SUDO_UID=%s: %q (exit %d, %s)", nobody, so, code, se)
 	}
+	bpfLog(t, log)
+	log = filepath.Join(sudoDir(t, 0o777, 0), "l")
 	_, so, _ = memtraceRun(t, []string{"SUDO_UID=" + nobody, "SUDO_GID=" + nobody},
-		"-o", filepath.Join(sudoDir(t, 0o777, 0), "l"), "--", "/usr/bin/id", "-G")
+		"-o", log, "--", "/usr/bin/id", "-G")
 	if strings.Contains(" "+strings.TrimSpace(so)+" ", " 0 ") {
 		t.Errorf("supplementary groups kept root's group: %q", so)
 	}
+	bpfLog(t, log)
 }
 
 const tcpProg = `#include <stdlib.h>
@@ -238,6 +247,7 @@ func TestCLITCP(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("memtrace: %v %s", err, se.String())
 	}
+	bpftest.RequireModeBPF(t, data)
 	if !strings.Contains(se.String(), "waiting for a viewer on 127.0.0.1:") {
 		t.Errorf("server should listen on loopback: %q", se.String())
 	}
@@ -313,8 +323,8 @@ func TestCLISigkillLeavesTarget(t *testing.T) {
 	if strings.TrimSpace(string(rest)) != "done 400" {
 		t.Errorf("target output %q", rest)
 	}
-	b, _ := os.ReadFile(log)
-	if !bytes.Contains(b, []byte("[memtrace] header")) || !bytes.Contains(b, []byte("ptr=")) {
+	b := bpfLog(t, log)
+	if !bytes.Contains(b, []byte("ptr=")) {
 		t.Errorf("log before the kill holds no events:\n%s", b)
 	}
 }
@@ -333,9 +343,7 @@ func TestCLITimeOrder(t *testing.T) {
 	if code, _, se := memtraceRun(t, nil, "-o", log, "--", bin); code != 0 {
 		t.Fatalf("exit %d: %s", code, se)
 	}
-	f, _ := os.Open(log)
-	defer f.Close()
-	sc := logfmt.NewScanner(f)
+	sc := logfmt.NewScanner(bytes.NewReader(bpfLog(t, log)))
 	var l logfmt.Line
 	var last uint64
 	n, threads := 0, map[int64]bool{}
@@ -365,7 +373,7 @@ func TestCLILostRecords(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, se)
 	}
-	b, _ := os.ReadFile(log)
+	b := bpfLog(t, log)
 	sc := logfmt.NewScanner(bytes.NewReader(b))
 	var l logfmt.Line
 	var lostLines, summaryLost, events uint64

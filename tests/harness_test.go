@@ -54,6 +54,18 @@ func requireBPF(t testing.TB) {
 	bpftest.Require(t)
 }
 
+// bpfLog reads a log that the eBPF tracer must have written, and fails t
+// (bpftest.RequireModeBPF) if memtrace fell back to LD_PRELOAD instead.
+func bpfLog(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the log: %v", err)
+	}
+	bpftest.RequireModeBPF(t, b)
+	return b
+}
+
 // truthRec is one line of a program's record (progs/truth.h).
 type truthRec struct {
 	tid  int64

@@ -46,14 +46,17 @@ func TestPrograms(t *testing.T) {
 				case "launch":
 					requireBPF(t)
 					r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", exe})
+					bpfLog(t, r.log)
 					r.check(t, false)
 				case "attach":
 					requireBPF(t)
 					r.runAttach(t, memtrace, exe)
+					bpfLog(t, r.log)
 					r.check(t, false)
 				case "follow":
 					requireBPF(t)
 					r.runMemtrace(t, memtrace, []string{"--follow", "-o", r.log, "--", exe})
+					bpfLog(t, r.log)
 					r.check(t, true)
 				}
 			})

@@ -109,6 +109,7 @@ func TestFollowProcessTree(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, se)
 	}
+	bpfLog(t, log)
 	var parent, child int64
 	fmt.Sscan(so, &parent, &child)
 	tl := readTree(t, log)
@@ -161,6 +162,7 @@ func TestFollowProcessTree(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, se)
 	}
+	bpfLog(t, log)
 	fmt.Sscan(so, &parent, &child)
 	tl = readTree(t, log)
 	for _, e := range tl.events {
@@ -227,7 +229,7 @@ func TestSnapshotsWhileRunning(t *testing.T) {
 	if !sawWhileRunning {
 		t.Fatalf("no snapshot appeared in the log while the target ran: %s", why)
 	}
-	b, _ := os.ReadFile(log)
+	b := bpfLog(t, log)
 	if !bytes.Contains(b, []byte("[memtrace] snapshot-top ")) || !bytes.Contains(b, []byte("path=/etc/hostname")) {
 		t.Errorf("snapshots lack live stacks or open fds:\n%s", grepLines(b, "snapshot"))
 	}
@@ -292,6 +294,7 @@ int main(void) { int fd = open("/etc/hostname", O_RDONLY);
 		if code, _, se := memtraceRun(t, nil, append(args, "--", bin)...); code != 0 {
 			t.Fatalf("exit %d: %s", code, se)
 		}
+		bpfLog(t, log)
 		tl := readTree(t, log)
 		n := 0
 		for _, e := range tl.events {
@@ -334,6 +337,7 @@ func TestBadConfig(t *testing.T) {
 		if code, _, se := memtraceRun(t, nil, append(append(c.args, "-o", log, "--"), bin)...); code != 0 {
 			t.Fatalf("exit %d: %s", code, se)
 		}
+		bpfLog(t, log)
 		got := map[uint64]bool{}
 		for _, e := range readTree(t, log).events {
 			if e.kind == logfmt.KindAlloc && (e.size == 100 || e.size == 5000) {
