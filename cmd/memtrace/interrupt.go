@@ -14,6 +14,7 @@ import (
 var (
 	interruptOnce sync.Once
 	interrupted   = make(chan struct{})
+	interruptSig  syscall.Signal // valid once interrupted is closed
 )
 
 // catchInterrupts starts turning SIGINT and SIGTERM into interrupted.
@@ -22,7 +23,9 @@ func catchInterrupts() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 		go func() {
-			<-sig
+			if s, ok := (<-sig).(syscall.Signal); ok {
+				interruptSig = s
+			}
 			close(interrupted)
 		}()
 	})
@@ -38,7 +41,16 @@ func wasInterrupted() bool {
 	}
 }
 
-// errInterrupted ends memtrace with status 130 before the program ran.
+// interruptStatus is memtrace's exit status after the signal: 130 for
+// Ctrl-C, 143 for SIGTERM, as a shell reports a program they ended.
+func interruptStatus() int {
+	if interruptSig == 0 {
+		return 130
+	}
+	return 128 + int(interruptSig)
+}
+
+// interruptError ends memtrace before the program ran.
 type interruptError struct{}
 
 func (interruptError) Error() string { return "interrupted before the program started; it did not run" }

@@ -174,7 +174,11 @@ options:
 		}
 		o.ringBytes = int(n)
 	}
-	for _, p := range splitList(pids) {
+	for _, p := range strings.Split(pids, ",") {
+		if pids == "" {
+			break
+		}
+		p = strings.TrimSpace(p)
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {
 			return nil, usageError{fmt.Sprintf("bad PID %q: give positive process IDs separated by commas", p)}

@@ -108,8 +108,8 @@ func run(o *options, stderr io.Writer) (int, error) {
 		}
 	} else {
 		for _, pid := range o.pids {
-			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
-				return 1, fmt.Errorf("no process with PID %d: check it with ps -p %d", pid, pid)
+			if err := checkAttachable(pid); err != nil {
+				return 1, err
 			}
 		}
 	}
@@ -233,20 +233,40 @@ func (l *loop) untraced(pid int, err error) {
 // (its main thread may exit before the others).
 func (l *loop) released(pid int) {
 	fd, err := unix.PidfdOpen(pid, 0)
-	if err == nil {
+	if errors.Is(err, unix.ESRCH) {
+		l.tr.ReleaseProcess(pid) // gone, and reaped
+		return
+	}
+	if err != nil {
+		// Out of descriptors, say: ask /proc until it is a zombie.
 		go func() {
-			defer unix.Close(fd)
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			for {
-				if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
-					break
-				}
+			for processAlive(pid) {
+				time.Sleep(100 * time.Millisecond)
 			}
 			l.tr.ReleaseProcess(pid)
 		}()
 		return
 	}
-	l.tr.ReleaseProcess(pid)
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		l.tr.ReleaseProcess(pid)
+	}()
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
 }
 
 func newLoop(o *options, tr *tracer.Tracer, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
@@ -510,6 +530,9 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 	start := monoNow()
 	var watchers []int
 	for _, pid := range o.pids {
+		if wasInterrupted() {
+			return fmt.Errorf("interrupted while attaching: nothing was traced")
+		}
 		if err := tr.AddProcess(pid); err != nil {
 			return err
 		}
@@ -521,7 +544,7 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 			return fmt.Errorf("attach to process %d: %w", pid, err)
 		}
 		if len(added) == 0 {
-			return fmt.Errorf("process %d maps no library with allocation functions (a static or Go binary?): memtrace traces programs that use a shared libc, libstdc++ or malloc library", pid)
+			return untraceableProcess(pid)
 		}
 		if o.verbose {
 			fmt.Fprintf(stderr, "memtrace: process %d: probed %s\n", pid, strings.Join(added, ", "))
@@ -638,7 +661,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 		_ = cmd.Process.Kill() // works on a stopped process too
 		_ = cmd.Wait()
 		if errors.Is(err, interruptError{}) {
-			status = 130
+			status = interruptStatus()
 		}
 		return status, err
 	}
@@ -653,7 +676,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	probed := 0
 	for _, lib := range libs {
 		if wasInterrupted() {
-			return abort(130, interruptError{})
+			return abort(0, interruptError{})
 		}
 		ok, err := tr.AttachLibrary(pid, lib)
 		if err != nil {
@@ -664,7 +687,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 		}
 	}
 	if probed == 0 {
-		return abort(1, fmt.Errorf("%s links no library with allocation functions (a static or Go binary?): memtrace traces programs that use a shared libc, libstdc++ or malloc library; try --preload", o.argv[0]))
+		return abort(1, untraceable(o.argv[0], path, true))
 	}
 	out, err := openOutput(o, stderr)
 	if err != nil {
@@ -672,7 +695,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	}
 	defer out.Close()
 	if wasInterrupted() {
-		return abort(130, interruptError{})
+		return abort(0, interruptError{})
 	}
 	l := newLoop(o, tr, out, stderr, start)
 	if err := l.startFD(); err != nil {
@@ -734,7 +757,7 @@ func launch(o *options, tr *tracer.Tracer, stderr io.Writer) (int, error) {
 	}
 	if detached {
 		fmt.Fprintf(stderr, "memtrace: detached; %s (pid %d) keeps running\n", o.argv[0], pid)
-		return 130, err
+		return interruptStatus(), err
 	}
 	return 1, err
 }

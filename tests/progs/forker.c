@@ -1,4 +1,5 @@
-/* forker OUT COUNT INTERVAL_MS [CHILD_SLEEP_MS]: forks COUNT children,
+/* forker OUT COUNT INTERVAL_MS [CHILD_SLEEP_MS [LINGER_MS]]: writes OUT.started,
+ * forks COUNT children,
  * one every INTERVAL_MS; each allocates 1000+i bytes, fills and frees them,
  * and exits with a checksum of what it wrote. The parent waits for each
  * (a child left stopped blocks it for good) and writes the sum of the
@@ -26,6 +27,12 @@ int main(int argc, char **argv)
 	}
 	int count = atoi(argv[2]);
 	long interval = atol(argv[3]), child_sleep = argc > 4 ? atol(argv[4]) : 0;
+	long linger = argc > 5 ? atol(argv[5]) : 0;
+	char started[4096];
+	snprintf(started, sizeof started, "%s.started", argv[1]);
+	FILE *sf = fopen(started, "w");
+	if (sf)
+		fclose(sf);
 	long sum = 0;
 	pid_t *kids = calloc(count, sizeof(pid_t));
 	for (int i = 0; i < count; i++) {
@@ -56,6 +63,8 @@ int main(int argc, char **argv)
 		}
 		sum += WEXITSTATUS(st) * (i + 1);
 	}
+	if (linger)
+		sleep_ms(linger);
 	FILE *f = fopen(argv[1], "w");
 	if (!f)
 		return 1;

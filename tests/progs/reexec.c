@@ -1,4 +1,4 @@
-/* reexec OUT N ACC: does some allocation work, then re-execs itself with
+/* reexec OUT N ACC: writes OUT.started, does some allocation work, then re-execs itself with
  * N-1 until N is 0, and writes the accumulated checksum to OUT. Used by the
  * fault tests: memtrace holds a process at each exec, and a memtrace killed
  * then must not leave it stopped. */
@@ -16,6 +16,11 @@ int main(int argc, char **argv)
 	}
 	int n = atoi(argv[2]);
 	unsigned long acc = strtoul(argv[3], 0, 10);
+	char started[4096];
+	snprintf(started, sizeof started, "%s.started", argv[1]);
+	FILE *sf = fopen(started, "w");
+	if (sf)
+		fclose(sf);
 	for (int i = 0; i < 50; i++) {
 		char *p = malloc(64 + i + n);
 		memset(p, n + i, 64 + i + n);

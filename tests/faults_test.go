@@ -1,0 +1,446 @@
+package tests
+
+// Fault tests: memtrace killed, failing early, interrupted or out of file
+// descriptors must never leave a traced program stopped, a shim waiting, or
+// a child silently untraced. The faults are timing-dependent, so each case
+// runs many times (MEMTRACE_FAULT_ROUNDS, default 20) at seeded random
+// moments; every wait is bounded.
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
+)
+
+func faultRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("MEMTRACE_FAULT_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 20
+}
+
+// procState is one live process whose command line holds a test's tag.
+type procState struct {
+	pid   int
+	state string
+	cmd   string
+}
+
+// tagged lists the processes, zombies left out, whose command line
+// contains tag: what a run left behind.
+func tagged(tag string) []procState {
+	var out []procState
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cl, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cl, []byte(tag)) {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(st)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			continue
+		}
+		state := s[i+2 : i+3]
+		if state == "Z" || state == "X" {
+			continue
+		}
+		out = append(out, procState{pid, state, strings.ReplaceAll(string(cl), "\x00", " ")})
+	}
+	return out
+}
+
+// waitNoneTagged waits until no process with tag is alive; on timeout it
+// reports what is left, and kills it so the next round starts clean.
+func waitNoneTagged(t *testing.T, tag string, limit time.Duration) bool {
+	t.Helper()
+	end := time.Now().Add(limit)
+	for {
+		left := tagged(tag)
+		if len(left) == 0 {
+			return true
+		}
+		if time.Now().After(end) {
+			for _, p := range left {
+				t.Errorf("process %d (state %s) still there %v later: %s", p.pid, p.state, limit, p.cmd)
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+				_ = syscall.Kill(p.pid, syscall.SIGCONT)
+			}
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// referenceOutput runs argv untraced and returns what it wrote to out.
+func referenceOutput(t *testing.T, out string, argv ...string) string {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("untraced %v: %v\n%s", argv, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSIGKILLNeverLeavesTargetsStopped kills memtrace at random moments
+// while the kernel side holds processes (forked children with --follow,
+// every exec in -- mode, children of an attached process): every program
+// that started must finish with an untraced run's result.
+func TestSIGKILLNeverLeavesTargetsStopped(t *testing.T) {
+	requireBPF(t)
+	mt := need(t, "bin/memtrace")
+	forker := need(t, "tests/progs/build/forker")
+	reexec := need(t, "tests/progs/build/reexec")
+	dir := t.TempDir()
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewSource(seed))
+	t.Logf("seed %d", seed)
+
+	cases := []struct {
+		name    string
+		prog    func(out string) []string
+		attach  bool
+		maxKill time.Duration
+	}{
+		{"follow-forks", func(out string) []string { return []string{forker, out, "25", "10"} }, false, 700 * time.Millisecond},
+		{"reexec", func(out string) []string { return []string{reexec, out, "12", "0"} }, false, 700 * time.Millisecond},
+		{"attach-follow-forks", func(out string) []string { return []string{forker, out, "40", "10"} }, true, 700 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ref := referenceOutput(t, filepath.Join(dir, c.name+".ref"), c.prog(filepath.Join(dir, c.name+".ref"))...)
+			for round := 0; round < faultRounds(); round++ {
+				out := filepath.Join(dir, fmt.Sprintf("%s.%d.out", c.name, round))
+				argv := c.prog(out)
+				var target *exec.Cmd
+				var cmd *exec.Cmd
+				if c.attach {
+					target = exec.Command(argv[0], argv[1:]...)
+					if err := target.Start(); err != nil {
+						t.Fatal(err)
+					}
+					cmd = exec.Command(mt, "--follow", "-o", out+".log", "-p", strconv.Itoa(target.Process.Pid))
+				} else {
+					cmd = exec.Command(mt, append([]string{"--follow", "-o", out + ".log", "--"}, argv...)...)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				kill := time.Duration(rng.Int63n(int64(c.maxKill)))
+				exited := make(chan struct{})
+				go func() { cmd.Wait(); close(exited) }()
+				select {
+				case <-time.After(kill):
+					_ = cmd.Process.Kill()
+					<-exited
+				case <-exited:
+				}
+				if target != nil {
+					done := make(chan error, 1)
+					go func() { done <- target.Wait() }()
+					select {
+					case <-done:
+					case <-time.After(20 * time.Second):
+						t.Errorf("round %d (killed at %v): the attached program did not finish within 20s", round, kill)
+						_ = target.Process.Kill()
+						_ = syscall.Kill(target.Process.Pid, syscall.SIGCONT)
+						<-done
+					}
+				}
+				if !waitNoneTagged(t, out, 20*time.Second) {
+					t.Errorf("round %d: killed at %v", round, kill)
+					continue
+				}
+				got, err := os.ReadFile(out)
+				if err != nil {
+					// In -- mode a memtrace killed before the release
+					// leaves the program never started, by design.
+					if _, serr := os.Stat(out + ".started"); serr == nil {
+						t.Errorf("round %d (killed at %v): the program started but wrote no result", round, kill)
+					}
+					continue
+				}
+				if string(got) != ref {
+					t.Errorf("round %d (killed at %v): result %q, untraced %q", round, kill, got, ref)
+				}
+			}
+		})
+	}
+}
+
+// oneErrorLine checks that stderr is exactly one memtrace error line.
+func oneErrorLine(t *testing.T, stderr string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "memtrace: ") {
+		t.Errorf("stderr is not one memtrace line: %q", stderr)
+	}
+}
+
+// TestEarlyFailuresEndTheShim: an error before the program is released
+// (a log that cannot be created, a port that is taken) ends memtrace with
+// one line and a non-zero status, and ends the exec shim with it.
+func TestEarlyFailuresEndTheShim(t *testing.T) {
+	requireBPF(t)
+	mt := need(t, "bin/memtrace")
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"log-in-missing-dir", []string{"-o", filepath.Join(dir, "no/such/dir/x.log")}, "create log"},
+		{"log-is-a-directory", []string{"-o", dir}, "create log"},
+		{"port-taken", []string{"--port", taken}, "listen on"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for round := 0; round < faultRounds(); round++ {
+				tag := fmt.Sprintf("memtrace-early-%s-%d-%d", c.name, os.Getpid(), round)
+				cmd := exec.Command(mt, append(c.args, "--", "/bin/true", tag)...)
+				var se bytes.Buffer
+				cmd.Stderr = &se
+				err := runCmd(t, cmd, 30*time.Second)
+				if err == nil {
+					t.Fatalf("round %d: exit 0, want an error", round)
+				}
+				if _, ok := err.(*exec.ExitError); !ok {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				oneErrorLine(t, se.String())
+				if !strings.Contains(se.String(), c.want) {
+					t.Errorf("round %d: stderr %q, want it to say %q", round, se.String(), c.want)
+				}
+				waitNoneTagged(t, tag, 5*time.Second)
+			}
+		})
+	}
+}
+
+// TestInterruptWhileWaitingForViewer: Ctrl-C (or SIGTERM) while --port
+// waits for a viewer ends the wait and the shim, exit 128+signal.
+func TestInterruptWhileWaitingForViewer(t *testing.T) {
+	requireBPF(t)
+	mt := need(t, "bin/memtrace")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			for round := 0; round < faultRounds()/2; round++ {
+				tag := fmt.Sprintf("memtrace-wait-%d-%d-%d", sig, os.Getpid(), round)
+				cmd := exec.Command(mt, "--port", strconv.Itoa(freePort(t)), "--", "/bin/true", tag)
+				se := &lockedBuffer{}
+				cmd.Stderr = se
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				if err := waitFor(se, "waiting for a viewer", 20*time.Second); err != nil {
+					_ = cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("round %d: %v (stderr %q)", round, err, se.String())
+				}
+				_ = cmd.Process.Signal(sig)
+				err := runWait(cmd, 10*time.Second)
+				ee, ok := err.(*exec.ExitError)
+				if !ok {
+					t.Fatalf("round %d: after %v: %v (stderr %q)", round, sig, err, se.String())
+				}
+				if ee.ExitCode() != 128+int(sig) {
+					t.Errorf("round %d: exit %d after %v, want %d (stderr %q)", round, ee.ExitCode(), sig, 128+int(sig), se.String())
+				}
+				waitNoneTagged(t, tag, 5*time.Second)
+			}
+		})
+	}
+}
+
+func waitFor(b *lockedBuffer, want string, limit time.Duration) error {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(b.String(), want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %q within %v", want, limit)
+}
+
+// runWait waits for a started command, killing it after limit.
+func runWait(cmd *exec.Cmd, limit time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("did not finish within %v", limit)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// linkFDs counts pid's open BPF links.
+func linkFDs(pid int) int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == "anon_inode:bpf_link" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFollowReleasesExitedChildren: with --follow, the links of a child go
+// when it exits, so 100 short-lived children do not pile up 200 links (and
+// memtrace's exit does not wait for them all).
+func TestFollowReleasesExitedChildren(t *testing.T) {
+	requireBPF(t)
+	mt := need(t, "bin/memtrace")
+	forker := need(t, "tests/progs/build/forker")
+	dir := t.TempDir()
+	ref := referenceOutput(t, filepath.Join(dir, "ref"), forker, filepath.Join(dir, "ref"), "100", "5")
+	out, log := filepath.Join(dir, "out"), filepath.Join(dir, "log")
+	// 100 children, one every 5 ms, each gone at once; then the parent
+	// lingers 2 s with all of them exited.
+	cmd := exec.Command(mt, "--follow", "-o", log, "--", forker, out, "100", "5", "0", "2000")
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitForFile(out+".started", 20*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal(err)
+	}
+	// Forking takes 0.5 s and more under probes; sample late in the
+	// lingering.
+	time.Sleep(1500 * time.Millisecond)
+	links := linkFDs(cmd.Process.Pid)
+	if err := runWait(cmd, 60*time.Second); err != nil {
+		t.Fatalf("memtrace: %v\n%s", err, se.String())
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpftest.RequireModeBPF(t, data)
+	if got, _ := os.ReadFile(out); string(got) != ref {
+		t.Errorf("result %q, untraced %q", got, ref)
+	}
+	if n := bytes.Count(data, []byte("proc event=fork")); n != 100 {
+		t.Errorf("%d fork lines, want 100", n)
+	}
+	// The parent's own links (libc) and a few children still closing.
+	if links > 12 {
+		t.Errorf("memtrace holds %d BPF links with every child gone, want the parent's few", links)
+	}
+}
+
+// TestFollowOutOfDescriptorsSaysUntraced: with too few file descriptors for
+// a link per child, a child memtrace cannot probe is named in the log
+// (proc event=untraced) and runs on unharmed; none is silently missing.
+func TestFollowOutOfDescriptorsSaysUntraced(t *testing.T) {
+	requireBPF(t)
+	mt := need(t, "bin/memtrace")
+	forker := need(t, "tests/progs/build/forker")
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Fatalf("prlimit (util-linux) is missing: run make deps")
+	}
+	dir := t.TempDir()
+	ref := referenceOutput(t, filepath.Join(dir, "ref"), forker, filepath.Join(dir, "ref"), "150", "2", "1500")
+	out, log := filepath.Join(dir, "out"), filepath.Join(dir, "log")
+	// 150 children alive together, 1.5 s each; 200 descriptors cannot
+	// hold two links for each.
+	cmd := exec.Command("prlimit", "--nofile=200:200", mt, "--follow", "-o", log, "--", forker, out, "150", "2", "1500")
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	if err := runCmd(t, cmd, 120*time.Second); err != nil {
+		t.Fatalf("memtrace: %v\n%s", err, se.String())
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpftest.RequireModeBPF(t, data)
+	if got, _ := os.ReadFile(out); string(got) != ref {
+		t.Errorf("result %q, untraced %q", got, ref)
+	}
+	pl, err := parseLog(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	untraced := map[int64]bool{}
+	for _, ln := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(ln, "[memtrace] proc event=untraced pid="); ok {
+			pid, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			untraced[pid] = true
+		}
+	}
+	traced := 0
+	for pid := range pl.forks {
+		switch {
+		case untraced[pid]:
+			if n := len(pl.byTID[pid]); n > 0 {
+				t.Errorf("child %d is called untraced but has %d events", pid, n)
+			}
+		case len(pl.byTID[pid]) > 0:
+			traced++
+		default:
+			t.Errorf("child %d was forked, is not called untraced, and has no event", pid)
+		}
+	}
+	if len(pl.forks) != 150 {
+		t.Errorf("%d forks in the log, want 150", len(pl.forks))
+	}
+	if len(untraced) == 0 {
+		t.Errorf("no child was untraced with 200 descriptors for 150 live children: the test did not test the limit")
+	}
+	t.Logf("%d children traced, %d untraced", traced, len(untraced))
+}
+
+func waitForFile(path string, limit time.Duration) error {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s did not appear within %v", path, limit)
+}
