@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
 )
 
@@ -52,27 +51,6 @@ func uidOf(t *testing.T, path string) (uint32, uint32) {
 		t.Fatal(err)
 	}
 	return st.Uid, st.Gid
-}
-
-// requireLogModeBPF fails t unless the log's header says mode=bpf.
-func requireLogModeBPF(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read the log: %v", err)
-	}
-	sc := logfmt.NewScanner(bytes.NewReader(b))
-	var l logfmt.Line
-	for sc.Scan() {
-		if l.Parse(sc.Line()) != nil || l.Kind != logfmt.KindMeta || string(l.Word) != logfmt.WordHeader {
-			continue
-		}
-		if mode, _ := logfmt.Field(logfmt.Fields(l.Rest), "mode"); mode != "bpf" {
-			t.Fatalf("header says mode=%q, want bpf: %s", mode, sc.Line())
-		}
-		return
-	}
-	t.Fatalf("the log (%d bytes) has no [memtrace] header", len(b))
 }
 
 const shadowSecret = "root:$y$j9T$s3cr3tSALT$s3cr3tHASH:19000:0:99999:7:::"
@@ -131,7 +109,7 @@ func TestSudoLogOwnedByUser(t *testing.T) {
 	if code != 0 || strings.TrimSpace(so) != nobody {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, so, se)
 	}
-	requireLogModeBPF(t, log)
+	bpfLog(t, log)
 	if uid, gid := uidOf(t, log); uid != 65534 || gid != 65534 {
 		t.Errorf("log owned by %d:%d, want %s:%s", uid, gid, nobody, nobody)
 	}
@@ -217,7 +195,7 @@ func TestSudoReportDirOwnedByUser(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, se)
 	}
-	requireLogModeBPF(t, log)
+	bpfLog(t, log)
 	files, _ := filepath.Glob(filepath.Join(reports, "*"))
 	if len(files) < 2 {
 		t.Fatalf("report dir holds %v; want a .txt and an .html", files)
@@ -284,7 +262,7 @@ func TestSudoLogToStdout(t *testing.T) {
 	}
 	p := filepath.Join(t.TempDir(), "stdout.log")
 	os.WriteFile(p, []byte(so), 0o600)
-	requireLogModeBPF(t, p)
+	bpfLog(t, p)
 
 	victim := filepath.Join(sudoDir(t, 0o755, 0), "precious")
 	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
