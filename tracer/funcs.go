@@ -106,22 +106,9 @@ func resolveLib(path string) ([]probePoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read ELF %s: %w", path, err)
 	}
-	syms, err := ef.DynamicSymbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return nil, fmt.Errorf("read dynamic symbols of %s: %w", path, err)
-	}
-	byName := make(map[string]elf.Symbol, 64)
-	for _, s := range syms {
-		if s.Section == elf.SHN_UNDEF || s.Value == 0 {
-			continue
-		}
-		t := elf.ST_TYPE(s.Info)
-		if t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC {
-			continue
-		}
-		if _, dup := byName[s.Name]; !dup {
-			byName[s.Name] = s
-		}
+	byName, own, err := allocSymbols(ef)
+	if err != nil {
+		return nil, fmt.Errorf("read symbols of %s: %w", path, err)
 	}
 	is64 := ef.Class == elf.ELFCLASS64
 	defs := make([]funcDef, 0, len(libcFuncs)+len(cxxFuncs))
@@ -134,6 +121,17 @@ func resolveLib(path string) ([]probePoint, error) {
 			d.name = cxx32(d.name)
 		}
 		defs = append(defs, d)
+	}
+	// A program with its own allocator (a static binary) calls it
+	// directly, never through a PLT stub, so when aligned_alloc and
+	// memalign are one function (glibc before 2.38) nothing tells which
+	// name was called. It is logged under its own name, memalign.
+	if aa, ok := byName["aligned_alloc"]; ok && own && hasMalloc && aa.Value == byName["memalign"].Value {
+		delete(byName, "aligned_alloc")
+	}
+	internalFrom := uint64(0)
+	if own && hasMalloc {
+		internalFrom = libcStart(ef, byName["malloc"].Value)
 	}
 	var out []probePoint
 	seen := map[uint64]bool{}
@@ -162,12 +160,136 @@ func resolveLib(path string) ([]probePoint, error) {
 		vaddr := s.Value + delta
 		pp.textFrom = vaddr - seg.Vaddr
 		pp.textTo = seg.Vaddr + seg.Memsz - vaddr
+		if own {
+			pp.textFrom, pp.textTo = ownRange(d, vaddr, internalFrom, seg.Vaddr+seg.Memsz)
+		}
 		out = append(out, pp)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoAllocFuncs)
 	}
 	return out, nil
+}
+
+// ownRange is, for a function in a program's own text, the part of that
+// text the internal-call tests take for the C library's: in a library all
+// of it is (a call from there is libc's own), but a static program's text
+// holds the program too. Its mmap, munmap and mremap are the library's
+// only from internalFrom on; free's direct-call test is off, since every
+// call a static program makes to free is a direct one.
+func ownRange(d funcDef, vaddr, internalFrom, segEnd uint64) (before, after uint64) {
+	mmapFamily := d.sig == sigMmap || d.sig == sigMremap || d.op == logfmt.OpMunmap
+	if !mmapFamily || internalFrom == 0 || vaddr < internalFrom {
+		return 0, 0
+	}
+	return vaddr - internalFrom, segEnd - vaddr
+}
+
+// allocSymbols returns the defined functions of ef by name: the dynamic
+// symbols and, for an executable, the global ones of .symtab too, where a
+// static program's malloc is (unless it was stripped). own says that an
+// executable defines malloc or operator new itself.
+func allocSymbols(ef *elf.File) (map[string]elf.Symbol, bool, error) {
+	byName := make(map[string]elf.Symbol, 64)
+	add := func(syms []elf.Symbol, global bool) {
+		for _, s := range syms {
+			if s.Section == elf.SHN_UNDEF || s.Value == 0 {
+				continue
+			}
+			t := elf.ST_TYPE(s.Info)
+			if t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC {
+				continue
+			}
+			if b := elf.ST_BIND(s.Info); global && b != elf.STB_GLOBAL && b != elf.STB_WEAK {
+				continue
+			}
+			if _, dup := byName[s.Name]; !dup {
+				byName[s.Name] = s
+			}
+		}
+	}
+	syms, err := ef.DynamicSymbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, false, err
+	}
+	add(syms, false)
+	if !isExecutable(ef) {
+		return byName, false, nil
+	}
+	st, err := ef.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, false, err
+	}
+	add(st, true)
+	own := false
+	for _, n := range []string{"malloc", "_Znwm", "_Znwj"} {
+		if _, ok := byName[n]; ok {
+			own = true
+		}
+	}
+	return byName, own, nil
+}
+
+// isExecutable tells a program from a shared library. A library has a
+// soname (libc.so.6 also names an interpreter, to be runnable); a dynamic
+// program names its interpreter, a static one has no dynamic section, a
+// static PIE says so in DT_FLAGS_1.
+func isExecutable(ef *elf.File) bool {
+	if ef.Type == elf.ET_EXEC {
+		return true
+	}
+	dynamic, interp := false, false
+	for _, p := range ef.Progs {
+		switch p.Type {
+		case elf.PT_INTERP:
+			interp = true
+		case elf.PT_DYNAMIC:
+			dynamic = true
+		}
+	}
+	if !dynamic {
+		return true
+	}
+	if so, err := ef.DynString(elf.DT_SONAME); err == nil && len(so) > 0 {
+		return false
+	}
+	if interp {
+		return true
+	}
+	flags, err := ef.DynValue(elf.DT_FLAGS_1)
+	return err == nil && len(flags) > 0 && flags[0]&uint64(elf.DF_1_PIE) != 0
+}
+
+// libcStart guesses where a static program's C library begins in its text:
+// the linker lays out the program's objects first and the archives'
+// members after them, and identifiers that begin with an underscore are
+// the implementation's (C11 7.1.3), so the first such function after main
+// opens the library's part (C++ names, _Z..., are the program's). Without
+// main it is the allocator's own address, which is in the library's part.
+func libcStart(ef *elf.File, malloc uint64) uint64 {
+	st, err := ef.Symbols()
+	if err != nil {
+		return malloc
+	}
+	var main uint64
+	for _, s := range st {
+		if s.Name == "main" && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
+			main = s.Value
+		}
+	}
+	if main == 0 || main > malloc {
+		return malloc
+	}
+	start := malloc
+	for _, s := range st {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF || s.Value <= main || s.Value >= start {
+			continue
+		}
+		if strings.HasPrefix(s.Name, "_") && !strings.HasPrefix(s.Name, "_Z") {
+			start = s.Value
+		}
+	}
+	return start
 }
 
 func execSegment(ef *elf.File, vaddr uint64) *elf.ProgHeader {
@@ -210,4 +332,20 @@ func isELF(path string) bool {
 		return false
 	}
 	return string(magic[:]) == elf.ELFMAG
+}
+
+// OwnAllocator reports whether the program at path defines malloc or
+// operator new itself, as a static binary does: then the program file is
+// probed like a library.
+func OwnAllocator(path string) bool {
+	ef, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer ef.Close()
+	if !isExecutable(ef) {
+		return false
+	}
+	_, own, err := allocSymbols(ef)
+	return err == nil && own
 }

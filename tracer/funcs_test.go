@@ -2,7 +2,10 @@ package tracer
 
 import (
 	"debug/elf"
+	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -96,4 +99,119 @@ func FuzzPlaceX86(f *testing.F) {
 			t.Fatalf("offset %d past %d bytes", off, len(b))
 		}
 	})
+}
+
+// buildStatic compiles src with gcc -static (libc6-dev's libc.a).
+func buildStatic(t *testing.T, src string, extra ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	c := filepath.Join(dir, "p.c")
+	bin := filepath.Join(dir, "p")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"-O1", "-static", "-o", bin, c}, extra...)
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc -static: %v\n%s", err, out)
+	}
+	return bin
+}
+
+const staticSrc = `#include <stdlib.h>
+#include <sys/mman.h>
+int main(void) { void *volatile p = malloc(10); free(p); p = mmap(0, 4096, 3, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); return 0; }
+`
+
+// TestResolveStaticExecutable: a static program's allocator is found in
+// its .symtab, and the internal-call ranges cover the C library's part of
+// its text only.
+func TestResolveStaticExecutable(t *testing.T) {
+	bin := buildStatic(t, staticSrc)
+	if !OwnAllocator(bin) {
+		t.Fatalf("OwnAllocator(%s) = false for a static glibc program", bin)
+	}
+	pps, err := resolveLib(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, _ := ef.Symbols()
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
+			addr[s.Name] = s.Value
+		}
+	}
+	got := map[string]probePoint{}
+	for _, pp := range pps {
+		got[pp.symbol] = pp
+	}
+	for _, n := range []string{"malloc", "free", "calloc", "realloc", "strdup", "posix_memalign", "memalign", "mmap", "munmap"} {
+		if _, ok := got[n]; !ok {
+			t.Errorf("%s not probed (found %v)", n, keys(got))
+		}
+	}
+	if addr["aligned_alloc"] == addr["memalign"] {
+		if _, ok := got["aligned_alloc"]; ok {
+			t.Errorf("aligned_alloc probed under its own name, though it is memalign's alias and no PLT tells them apart")
+		}
+	}
+	if f := got["free"]; f.textFrom != 0 || f.textTo != 0 {
+		t.Errorf("free's direct-call test is on (%#x, %#x): every call a static program makes is direct", f.textFrom, f.textTo)
+	}
+	m := got["mmap"]
+	seg := execSegment(ef, addr["mmap"])
+	from := addr["mmap"] + m.delta - m.textFrom
+	if m.textFrom == 0 || from <= addr["main"] || from > addr["malloc"] || addr["mmap"]+m.delta+m.textTo != seg.Vaddr+seg.Memsz {
+		t.Errorf("mmap's internal range starts at %#x (main %#x, malloc %#x) and ends at %#x (text ends %#x)",
+			from, addr["main"], addr["malloc"], addr["mmap"]+m.delta+m.textTo, seg.Vaddr+seg.Memsz)
+	}
+}
+
+func keys(m map[string]probePoint) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestResolveNotOwnAllocator: a dynamic program, a stripped static one and
+// libc itself (which names an interpreter, to be runnable) have no
+// allocator of their own; libc keeps its whole text as internal range.
+func TestResolveNotOwnAllocator(t *testing.T) {
+	dir := t.TempDir()
+	c := filepath.Join(dir, "d.c")
+	os.WriteFile(c, []byte(staticSrc), 0o644)
+	dyn := filepath.Join(dir, "d")
+	if out, err := exec.Command("gcc", "-O1", "-o", dyn, c).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	stripped := buildStatic(t, staticSrc, "-s")
+	libc := systemLib(t, "/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6")
+	for _, p := range []string{dyn, stripped, libc} {
+		if OwnAllocator(p) {
+			t.Errorf("OwnAllocator(%s) = true", p)
+		}
+	}
+	for _, p := range []string{dyn, stripped} {
+		if _, err := resolveLib(p); !errors.Is(err, ErrNoAllocFuncs) {
+			t.Errorf("resolveLib(%s): %v, want ErrNoAllocFuncs", p, err)
+		}
+	}
+	pps, err := resolveLib(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pp := range pps {
+		if pp.symbol == "free" || pp.symbol == "mmap" {
+			if pp.textFrom+pp.textTo < 1<<20 {
+				t.Errorf("libc %s: internal range %#x+%#x does not cover libc's text", pp.symbol, pp.textFrom, pp.textTo)
+			}
+		}
+	}
 }

@@ -40,11 +40,19 @@ int main(void)
 	char *r3 = escape(realloc(r2, 32));
 	truth_rec("free", 4096, r2);
 	truth_rec("realloc", 32, r3);
-	/* T08 realloc(p, 0) frees p */
+	/* T08 realloc(p, 0) frees p; musl's returns a new block as well */
 	void *z = escape(realloc(r3, 0));
 	truth_rec("free", 32, r3);
+#ifdef __GLIBC__
 	if (z)
 		truth_die("realloc(p, 0) returned a block\n");
+#else
+	if (z) {
+		truth_rec("realloc", 0, z);
+		free(z);
+		truth_rec("free", 0, z);
+	}
+#endif
 
 	/* T09 five-step realloc chain */
 	size_t sizes[5] = {16, 48, 200, 1000, 24};
@@ -145,14 +153,33 @@ int main(void)
 	void *pm_fail = NULL;
 	if (posix_memalign(&pm_fail, 64, HUGE_SIZE) == 0)
 		truth_die("huge posix_memalign succeeded\n");
+	/* A static glibc (before 2.38) has one function under both names and
+	 * no PLT stub to tell which was called: memtrace logs it as memalign
+	 * (README, "Static programs"), so the static build asks for that. */
+#if defined(TRUTH_STATIC) && defined(__GLIBC__)
+#if !__GLIBC_PREREQ(2, 38)
+#define TRUTH_ONE_MEMALIGN
+#endif
+#endif
+#ifdef TRUTH_ONE_MEMALIGN
+	void *aa = escape(memalign(128, 256));
+	truth_rec("memalign", 256, aa);
+#else
 	void *aa = escape(aligned_alloc(128, 256));
 	truth_rec("aligned_alloc", 256, aa);
+#endif
 	void *ma = escape(memalign(32, 40));
 	truth_rec("memalign", 40, ma);
 	void *va = escape(valloc(5000));
 	truth_rec("valloc", 5000, va);
+#ifdef __GLIBC__
 	void *pv = escape(pvalloc(100));
 	truth_rec("pvalloc", 100, pv);
+#else
+	/* musl has no pvalloc */
+	void *pv = escape(valloc(100));
+	truth_rec("valloc", 100, pv);
+#endif
 	free(pm);
 	truth_rec("free", 300, pm);
 	free(aa);

@@ -1,0 +1,181 @@
+package tests
+
+// Programs that carry their own allocator: static glibc and musl builds are
+// traced through the malloc in their own file (its .symtab), exactly, in
+// both modes; a stripped static program and a Go program, which offer
+// nothing to probe, get one line and a non-zero exit instead of an empty
+// log.
+
+import (
+	"bufio"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// staticProgs are progs linked statically (progs/Makefile): basic's every
+// row of SPEC §3, threads' stacks (which libc maps itself), mmaps' calls
+// of the program's own.
+var staticProgs = []struct{ name, compiler string }{
+	{"basic-static", "gcc"},
+	{"threads-static", "gcc"},
+	{"mmaps-static", "gcc"},
+	{"basic-musl", "musl-gcc"},
+	{"mmaps-musl", "musl-gcc"},
+}
+
+func staticProg(t *testing.T, name, compiler string) string {
+	t.Helper()
+	if _, err := exec.LookPath(compiler); err != nil {
+		t.Skipf("%s is not installed (make deps installs it)", compiler)
+	}
+	exe := filepath.Join(need(t, "tests/progs/build"), name)
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatalf("%s: %v: run make progs", exe, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatalf("%s is dynamically linked: the test needs a static build", exe)
+		}
+	}
+	return exe
+}
+
+// TestStaticPrograms: every call, made through the allocator linked into
+// the program itself, is logged exactly once, with -- and with -p:
+// strdup's malloc, realloc's malloc, free's munmap of a large block and a
+// thread's stack are in the same file as the program's own calls, and must
+// not be logged (again), while the program's own mmap calls must be.
+func TestStaticPrograms(t *testing.T) {
+	memtrace := need(t, "bin/memtrace")
+	for _, p := range staticProgs {
+		for _, mode := range []string{"launch", "attach"} {
+			t.Run(p.name+"/"+mode, func(t *testing.T) {
+				requireBPF(t)
+				exe := staticProg(t, p.name, p.compiler)
+				for round := 0; round < 3; round++ {
+					r := newRun(t)
+					if mode == "launch" {
+						r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", exe})
+					} else {
+						r.runAttach(t, memtrace, exe)
+					}
+					bpfLog(t, r.log)
+					r.check(t, false)
+					if t.Failed() {
+						t.Fatalf("round %d", round)
+					}
+				}
+			})
+		}
+	}
+}
+
+const goProgSrc = `package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadByte()
+	b := make([]byte, 1<<20)
+	fmt.Println(len(b))
+}
+`
+
+// TestUntraceablePrograms: a stripped static program and a Go program say
+// in one line why they cannot be traced, and memtrace exits non-zero,
+// with -- and with -p; neither is left stopped or running.
+func TestUntraceablePrograms(t *testing.T) {
+	requireBPF(t)
+	dir := t.TempDir()
+	stripped := filepath.Join(dir, "stripped-static")
+	data, err := os.ReadFile(staticProg(t, "basic-static", "gcc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stripped, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("strip", "--strip-all", stripped).CombinedOutput(); err != nil {
+		t.Fatalf("strip: %v %s", err, out)
+	}
+	goSrc := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(goSrc, []byte(goProgSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goProg := filepath.Join(dir, "goprog")
+	build := exec.Command("go", "build", "-o", goProg, goSrc)
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v %s", err, out)
+	}
+	for _, c := range []struct {
+		name, exe, want string
+	}{
+		{"stripped static", stripped, "is statically linked and stripped: its malloc has no symbol to probe: memtrace cannot trace it"},
+		{"go", goProg, "is a Go program: its allocator is Go's own, not malloc: memtrace cannot trace it"},
+	} {
+		t.Run(c.name+"/launch", func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "log")
+			marker := filepath.Join(t.TempDir(), "truth")
+			code, so, se := memtraceRun(t, []string{"MEMTRACE_TRUTH=" + marker}, "-o", log, "--", c.exe)
+			if code == 0 {
+				t.Errorf("exit 0, want non-zero (stdout %q)", so)
+			}
+			oneLine(t, se, c.exe+" "+c.want)
+			// The program never ran: it would have written ready (Go)
+			// or its record (basic).
+			if strings.Contains(so, "ready") {
+				t.Errorf("the program ran: %q", so)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the program ran: it wrote its record")
+			}
+		})
+		t.Run(c.name+"/attach", func(t *testing.T) {
+			prog := exec.Command(c.exe)
+			prog.Env = append(os.Environ(), "MEMTRACE_TEST_WAIT=1", "MEMTRACE_TRUTH="+filepath.Join(t.TempDir(), "truth"))
+			in, _ := prog.StdinPipe()
+			out, _ := prog.StdoutPipe()
+			if err := prog.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- prog.Wait() }()
+			defer prog.Process.Kill()
+			rd := bufio.NewReader(out)
+			if l, _ := rd.ReadString('\n'); l != "ready\n" {
+				t.Fatalf("program said %q", l)
+			}
+			code, _, se := memtraceRun(t, nil, "-p", fmt.Sprint(prog.Process.Pid))
+			if code == 0 {
+				t.Errorf("exit 0, want non-zero")
+			}
+			oneLine(t, se, fmt.Sprintf("process %d (%s) %s", prog.Process.Pid, c.exe, c.want))
+			// Left as it was: it still runs, and finishes when let go.
+			in.Write([]byte{'g'})
+			in.Close()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("the program after memtrace -p: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("the program did not finish after memtrace -p gave up")
+			}
+		})
+	}
+}
