@@ -98,10 +98,9 @@ type converter struct {
 	events, allocs, frees uint64
 	started               time.Time
 	// detachAt, when set before stop is closed, is the CLOCK_MONOTONIC
-	// time of a Ctrl-C: the log ends there (cutoff, in ns since the
-	// epoch) and the program, still running, gets no EXIT lines.
+	// time of a Ctrl-C: the log ends there and the program, still
+	// running, gets no EXIT lines.
 	detachAt uint64
-	cutoff   uint64
 }
 
 func newConverter(r *region, w io.Writer, opts Options) *converter {
@@ -118,9 +117,6 @@ func (c *converter) run(stop <-chan struct{}) {
 				// Quiet the hooks first; what they committed
 				// up to now is read below.
 				c.r.put32(hStop, 1)
-				if c.initClock() {
-					c.cutoff = max(c.detachAt-c.epoch, 1)
-				}
 			}
 			c.poll(true)
 			c.finish()
@@ -482,8 +478,8 @@ func matchAny(name string, subs []string) bool {
 
 // handle applies one record: the live map, totals, filters, and its lines.
 func (c *converter) handle(st *stream, e *ev) {
-	if c.cutoff != 0 && e.ts > c.cutoff && e.op != rName {
-		return
+	if c.detachAt != 0 && c.epoch+e.ts > c.detachAt && e.op != rName {
+		return // after the detach
 	}
 	ts := e.ts / 1000
 	if e.ts < c.lastTS {

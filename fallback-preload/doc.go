@@ -7,8 +7,9 @@
 // memtrace-preload.so beside the executable. No Go code runs inside the
 // traced process: the library is plain C. Run uses its binary mode: the
 // library appends 32-byte records to a shared-memory region (shm.go) and
-// Run converts them to the text log while the program runs (convert.go).
-// Used alone (LD_PRELOAD with memtrack's MEMTRACK_* variables), or for a
-// TCP viewer, the library formats and writes the text log itself.
-// docs/preload.md describes both.
+// Run converts them to the text log while the program runs (convert.go),
+// to a file, stderr or one TCP viewer (viewer.go); a SIGINT or SIGTERM
+// detaches, and the log ends with the summary line. Used alone (LD_PRELOAD
+// with memtrack's MEMTRACK_* variables) the library formats and writes the
+// text log itself. docs/preload.md describes both.
 package preload
