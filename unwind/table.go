@@ -149,6 +149,7 @@ type builder struct {
 	opts Options
 	t    *Table
 	ext  map[ExtRule]uint16
+	plts []pltSection
 }
 
 // encode turns ru into a row, storing an extended rule when it needs one.
@@ -197,14 +198,42 @@ func (b *builder) build() (*Table, error) {
 		return nil, fmt.Errorf("no executable segment: %w", ErrNoCFI)
 	}
 
-	var spans []span
-	eh, err := b.ehFrame()
-	if err != nil && eh == nil {
+	for _, s := range f.Sections {
+		if s.Size > 0 && (s.Name == ".plt" || s.Name == ".iplt" || s.Name == ".plt.got" || s.Name == ".plt.sec") {
+			b.plts = append(b.plts, pltSection{name: s.Name, addr: s.Addr, size: s.Size})
+		}
+	}
+	eh, ehErr := b.ehFrame()
+	if ehErr != nil {
+		t.Stats.problem(ehErr)
+	}
+	var dbg *CFI
+	if !b.opts.NoDebugFrame {
+		var err error
+		if dbg, err = b.debugFrame(); err != nil {
+			t.Stats.problem(err)
+		}
+	}
+	if err := b.assemble(eh, dbg); err != nil {
+		if errors.Is(err, ErrNoCFI) && ehErr != nil {
+			return nil, ehErr
+		}
 		return nil, err
 	}
-	if err != nil {
-		t.Stats.problem(err)
-	}
+	return t, nil
+}
+
+// pltSection is a PLT section, which may lack FDEs.
+type pltSection struct {
+	name       string
+	addr, size uint64
+}
+
+// assemble builds t's rows from the parsed sections (either may be nil)
+// and the PLT sections in b.plts.
+func (b *builder) assemble(eh, dbg *CFI) error {
+	t := b.t
+	var spans []span
 	if eh != nil {
 		t.Stats.Skipped += eh.Skipped
 		for i := range eh.FDEs {
@@ -215,37 +244,31 @@ func (b *builder) build() (*Table, error) {
 	}
 	sortSpans(spans)
 	t.Stats.EhFrameFDEs = len(spans)
-	if !b.opts.NoDebugFrame {
-		dbg, err := b.debugFrame()
-		if err != nil {
-			t.Stats.problem(err)
-		}
-		if dbg != nil {
-			t.Stats.Skipped += dbg.Skipped
-			var extra []span
-			for i := range dbg.FDEs {
-				s, ok := b.span(&dbg.FDEs[i])
-				if !ok {
-					continue
-				}
-				if overlapsAny(spans, s.start, s.end) {
-					t.Stats.DebugFrameDup++
-					continue
-				}
-				extra = append(extra, s)
+	if dbg != nil {
+		t.Stats.Skipped += dbg.Skipped
+		var extra []span
+		for i := range dbg.FDEs {
+			s, ok := b.span(&dbg.FDEs[i])
+			if !ok {
+				continue
 			}
-			t.Stats.DebugFrameFDEs = len(extra)
-			spans = append(spans, extra...)
+			if overlapsAny(spans, s.start, s.end) {
+				t.Stats.DebugFrameDup++
+				continue
+			}
+			extra = append(extra, s)
 		}
+		t.Stats.DebugFrameFDEs = len(extra)
+		spans = append(spans, extra...)
 	}
 	sortSpans(spans)
 	spans = append(spans, b.syntheticPLT(spans)...)
 	sortSpans(spans)
 	if len(spans) == 0 {
-		return nil, fmt.Errorf("no FDE covers the executable segments: %w", ErrNoCFI)
+		return fmt.Errorf("no FDE covers the executable segments: %w", ErrNoCFI)
 	}
 	if err := b.rows(spans); err != nil {
-		return nil, err
+		return err
 	}
 	t.Stats.Rows = len(t.Rows)
 	t.Stats.Extended = len(t.Extended)
@@ -256,7 +279,7 @@ func (b *builder) build() (*Table, error) {
 			t.Stats.SignalRows++
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // span is one address range with its source of rules.
@@ -311,21 +334,22 @@ func (b *builder) inText(start, end uint64) bool {
 // x86-64 .plt.got / .plt.sec entries are a single indirect jump.
 func (b *builder) syntheticPLT(spans []span) []span {
 	var out []span
-	for _, s := range b.f.Sections {
+	for _, s := range b.plts {
 		var ru Rule
 		switch {
-		case b.t.Arch == ArchARM64 && (s.Name == ".plt" || s.Name == ".iplt"):
+		case b.t.Arch == ArchARM64 && (s.name == ".plt" || s.name == ".iplt"):
 			ru = Rule{CFA: CFASP, RA: RAInLR}
-		case b.t.Arch == ArchAMD64 && (s.Name == ".plt.got" || s.Name == ".plt.sec"):
+		case b.t.Arch == ArchAMD64 && (s.name == ".plt.got" || s.name == ".plt.sec"):
 			ru = Rule{CFA: CFASP, CFAOffset: 8, RA: RAAtCFA, RAOffset: -8}
 		default:
 			continue
 		}
-		if s.Size == 0 || s.Addr+s.Size < s.Addr || !b.inText(s.Addr, s.Addr+s.Size) ||
-			s.Addr+s.Size-b.t.Base > math.MaxUint32 || overlapsAny(spans, s.Addr, s.Addr+s.Size) {
+		end := s.addr + s.size
+		if s.size == 0 || end < s.addr || !b.inText(s.addr, end) ||
+			end-b.t.Base > math.MaxUint32 || overlapsAny(spans, s.addr, end) {
 			continue
 		}
-		out = append(out, span{start: s.Addr, end: s.Addr + s.Size, synth: &ru})
+		out = append(out, span{start: s.addr, end: end, synth: &ru})
 		b.t.Stats.SyntheticPLT++
 	}
 	return out
