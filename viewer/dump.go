@@ -23,10 +23,10 @@ func WriteThreadTable(out io.Writer, m *analysis.Model) error {
 		ta += t.Allocs
 		tf += t.Frees
 		tl += ln
-		ba += t.AllocBytes
-		bf += t.FreedBytes
-		bn += t.LiveBytes
-		bl += lb
+		ba = analysis.SatAdd(ba, t.AllocBytes)
+		bf = analysis.SatAdd(bf, t.FreedBytes)
+		bn = analysis.SatAdd(bn, t.LiveBytes)
+		bl = analysis.SatAdd(bl, lb)
 	}
 	fmt.Fprintf(w, "%-16s %8s %10d %14d %10d %14d %14d %10d %14d\n", "TOTAL", "", ta, ba, tf, bf, bn, tl, bl)
 	c := m.Counts
@@ -38,6 +38,12 @@ func WriteThreadTable(out io.Writer, m *analysis.Model) error {
 		fmt.Fprintf(w, "; %d unreadable lines skipped", g)
 	}
 	fmt.Fprintln(w)
+	if n, b := m.Unknown(); n > 0 {
+		fmt.Fprintf(w, "%d blocks, %d bytes: unknown (records lost): their memory was allocated again, so their frees were lost; not counted as leaks\n", n, b)
+	}
+	if m.LeaksMayBeOverstated() {
+		fmt.Fprintf(w, "leaks may be overstated: a leak may be a block whose free was among the %d lost records\n", m.LostEvents)
+	}
 	writeFDLeaks(w, m)
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write thread table: %w", err)

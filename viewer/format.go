@@ -13,14 +13,21 @@ func Bytes(n uint64) string {
 		return strconv.FormatFloat(float64(n)/1024, 'f', 1, 64) + " KB"
 	case n < 1<<30:
 		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MB"
+	case n < 1<<40:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 2, 64) + " GB"
+	case n < 1<<50:
+		return strconv.FormatFloat(float64(n)/(1<<40), 'f', 2, 64) + " TB"
+	case n < 1<<60:
+		return strconv.FormatFloat(float64(n)/(1<<50), 'f', 2, 64) + " PB"
 	}
-	return strconv.FormatFloat(float64(n)/(1<<30), 'f', 2, 64) + " GB"
+	// Figures saturate at analysis.MaxBytes, just under 8 EB.
+	return strconv.FormatFloat(float64(n)/(1<<60), 'f', 2, 64) + " EB"
 }
 
 // SBytes formats a signed byte count with its sign.
 func SBytes(n int64) string {
 	if n < 0 {
-		return "-" + Bytes(uint64(-n))
+		return "-" + Bytes(-uint64(n))
 	}
 	return "+" + Bytes(uint64(n))
 }

@@ -24,6 +24,7 @@ var (
 	stDim     = tcell.StyleDefault.Dim(true)
 	stWarn    = tcell.StyleDefault.Foreground(tcell.ColorRed)
 	stPrompt  = tcell.StyleDefault.Foreground(tcell.ColorAqua).Bold(true)
+	stUnknown = tcell.StyleDefault.Foreground(tcell.ColorOlive).Bold(true)
 )
 
 // put writes s from x on row y, not past maxX; it returns the next column.
@@ -128,14 +129,9 @@ func sep(x, y, maxX int, a *App) int {
 
 func (a *App) drawTitle(w int) {
 	m := a.M
+	h := a.header()
 	x := a.put(2, 0, w-2, " ", stBorder)
-	if a.ended || (m.Done && !a.opt.Live) {
-		x = a.put(x, 0, w-2, "✕ DONE", stDone)
-	} else if a.opt.Live {
-		x = a.put(x, 0, w-2, "● LIVE", stLive)
-	} else {
-		x = a.put(x, 0, w-2, "◌ LOADING", stYellow)
-	}
+	x = a.put(x, 0, w-2, h.State.String(), [...]tcell.Style{StateLoading: stYellow, StateLive: stLive, StateDone: stDone}[h.State])
 	x = a.put(x, 0, w-2, "  "+a.opt.Source, stTitle)
 	if m.Header.Seen && (m.Header.Comm != "" || m.Header.Cmd != "") {
 		cmd := m.Header.Cmd
@@ -156,13 +152,21 @@ func (a *App) drawTitle(w int) {
 	} else {
 		x = a.put(x, 0, w-2, strconv.Itoa(shown)+" shown", stDefault)
 	}
-	if m.LostEvents > 0 {
+	if h.Lost > 0 {
 		x = sep(x, 0, w-2, a)
-		x = a.put(x, 0, w-2, "Lost: "+strconv.FormatInt(m.LostEvents, 10), stWarn)
+		x = a.put(x, 0, w-2, "Lost: "+strconv.FormatInt(h.Lost, 10), stWarn)
 	}
-	if g := m.Counts.Garbage(); g > 0 {
+	if s := h.SkippedText(); s != "" {
 		x = sep(x, 0, w-2, a)
-		x = a.put(x, 0, w-2, "Skipped: "+strconv.FormatInt(g, 10)+" bad lines", stWarn)
+		x = a.put(x, 0, w-2, s, stWarn)
+	}
+	if s := h.TruncatedText(); s != "" {
+		x = sep(x, 0, w-2, a)
+		x = a.put(x, 0, w-2, s, stYellow)
+	}
+	if s := h.ShortHint(); s != "" {
+		x = sep(x, 0, w-2, a)
+		x = a.put(x, 0, w-2, s, stWarn)
 	}
 	if !m.Done && !a.ended && a.opt.Progress != nil && a.opt.Size > 0 && !a.opt.Live {
 		pct := a.opt.Progress.Load() * 100 / a.opt.Size
@@ -193,12 +197,16 @@ func (a *App) drawHeader(y, w int) {
 	x = sep(x, y, mx, a)
 	x = a.put(x, y, mx, "Sort: "+a.sortLabel(), stDefault)
 	x = sep(x, y, mx, a)
-	n, b := m.Leaks()
+	h := a.header()
 	st := stDefault
-	if n > 0 {
+	if h.Leaks > 0 {
 		st = stRedBold
 	}
-	x = a.put(x, y, mx, "Leaks: "+strconv.FormatInt(n, 10)+"  ("+Bytes(b)+")", st)
+	x = a.put(x, y, mx, h.LeaksText(), st)
+	if s := h.UnknownText(); s != "" {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, s, stYellow)
+	}
 	if nfd := m.FDLeakCount(a.q.Proc); nfd > 0 {
 		x = sep(x, y, mx, a)
 		x = a.put(x, y, mx, "FD leaks: "+strconv.Itoa(nfd), stRedBold)
@@ -274,14 +282,7 @@ func (a *App) drawTimeline(y, w int) {
 			max = c.Live
 		}
 	}
-	col := func(ts uint64) int {
-		span := m.MaxTS - m.MinTS + 1
-		if ts < m.MinTS {
-			return 0
-		}
-		c := int((ts - m.MinTS) * uint64(n) / span)
-		return min(c, n-1)
-	}
+	col := func(ts uint64) int { return m.TimeBucket(ts, n) }
 	over := map[int]struct {
 		r  rune
 		st tcell.Style
@@ -340,6 +341,8 @@ func (a *App) rowStyle(i uint32) (tcell.Style, string) {
 		return stRedBold, "[L]"
 	case analysis.StatusFreed:
 		return stFreed, "[F]"
+	case analysis.StatusUnknown:
+		return stUnknown, "[?]"
 	}
 	d := m.Duration()
 	if d == 0 {
@@ -400,6 +403,27 @@ func (a *App) drawList(x0, y0, x1, y1 int) {
 			msg = "no records yet"
 		}
 		a.put(x0+1, y0+2, x1, msg, stDim)
+		if h := a.header(); h.Hint != "" {
+			a.putWrapped(x0+1, y0+4, x1, y1, h.Hint, stWarn)
+		}
+	}
+}
+
+// putWrapped writes s from row y, wrapped at spaces to the width x0..x1,
+// not below row y1.
+func (a *App) putWrapped(x0, y, x1, y1 int, s string, st tcell.Style) {
+	w := x1 - x0
+	for s != "" && y < y1 && w > 0 {
+		line := s
+		if runeLen(line) > w {
+			line = cut(s, w)
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				line = line[:i]
+			}
+		}
+		a.put(x0, y, x1, line, st)
+		s = strings.TrimLeft(s[len(line):], " ")
+		y++
 	}
 }
 
@@ -457,7 +481,11 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 		if a.hasBaseline {
 			line += lpad(SBytes(g.Growth), 9) + "  "
 		}
-		line += a.firstFrame(g.Stack) + "  [" + m.Threads[g.Thread].Name + "]"
+		line += a.firstFrame(g.Stack)
+		if r := m.StackTruncation(g.Stack); r != "" {
+			line += " …[truncated: " + r + "]"
+		}
+		line += "  [" + m.Threads[g.Thread].Name + "]"
 		a.put(x, y0+1+r, x1, pad(line, x1-x), st)
 	}
 	if len(a.groups) == 0 {
@@ -544,6 +572,12 @@ func (a *App) detailLines() []styled {
 	}
 	sst, _ := a.rowStyle(i)
 	add("  Status  : "+strings.ToUpper(st.String()), sst)
+	switch {
+	case st == analysis.StatusUnknown:
+		add("  its memory was allocated again: free lost", stDim)
+	case st != analysis.StatusFreed && m.LostEvents > 0:
+		add("  records lost: its free may be one", stDim)
+	}
 	add("  Lifetime: "+Dur(m.Lifetime(i)), stDefault)
 	if st == analysis.StatusFreed {
 		ft := &m.Threads[m.FreeThread[i]]
@@ -567,6 +601,10 @@ type styled struct {
 func (a *App) stackLines(title string, stack uint32) []styled {
 	m := a.M
 	out := []styled{{"── " + title + " ─────────────", stHead}}
+	cut := m.StackTruncation(stack)
+	if cut != "" {
+		out[0] = styled{"── " + title + ", truncated: " + cut + " ──", stHead}
+	}
 	frames := m.Frames(stack)
 	if len(frames) == 0 {
 		return append(out, styled{"  (no frames in the log)", stDim})
@@ -584,6 +622,9 @@ func (a *App) stackLines(title string, stack uint32) []styled {
 			}
 		}
 		out = append(out, styled{"     " + loc, stDim})
+	}
+	if cut != "" {
+		out = append(out, styled{"  … truncated: " + cut + " (the frames above are all there are)", stYellow})
 	}
 	return out
 }

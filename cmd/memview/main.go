@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/debug"
@@ -331,6 +332,27 @@ func followBench(path string) error {
 	}
 }
 
+// checkIsLog reads a file up to its first log line, and rewinds it: a file
+// without any (random bytes, some other program's output, an empty file)
+// gets the report's one line instead of an empty viewer.
+func checkIsLog(f *os.File, path string) error {
+	c, err := analysis.Sniff(f)
+	if err != nil {
+		return err
+	}
+	if !c.HasLogLine() {
+		msg := analysis.EmptyLogHint(filepath.Base(path), c.Lines, c.Events)
+		if c.Lines == 0 {
+			msg += " (memview -f follows a log while it is written)"
+		}
+		return errors.New(msg)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("read the log again from its start: %w", err)
+	}
+	return nil
+}
+
 // input is where the log comes from.
 type input struct {
 	src       io.Reader
@@ -408,8 +430,15 @@ func openInput(a args, opt *viewer.Options) (*input, error) {
 			return nil, err
 		}
 		in.closers = append(in.closers, func() { f.Close() })
-		if st, err := f.Stat(); err == nil {
+		st, err := f.Stat()
+		if err == nil {
 			opt.Size = st.Size()
+		}
+		if !a.follow && err == nil && st.Mode().IsRegular() {
+			if err := checkIsLog(f, a.target); err != nil {
+				in.close()
+				return nil, err
+			}
 		}
 		if a.follow {
 			in.src, opt.Live = &analysis.Follower{R: f, Poll: 250 * time.Millisecond}, true
