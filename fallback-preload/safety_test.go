@@ -517,3 +517,25 @@ func TestBinaryTCP(t *testing.T) {
 		out.Close()
 	}
 }
+
+// FuzzViewerAddr: whatever --listen/--port hold, viewerAddr either says
+// no or gives an address net can split, with a port in range.
+func FuzzViewerAddr(f *testing.F) {
+	for _, s := range []string{"", "127.0.0.1:4242", "[::1]:80", ":9", "0.0.0.0", "[::]", "host:x", "a:b:c", "[::1", "1.2.3.4:70000", "[]:1"} {
+		f.Add(s, 0)
+		f.Add(s, 4242)
+	}
+	f.Fuzz(func(t *testing.T, listen string, port int) {
+		addr, err := Options{Listen: listen, Port: port}.viewerAddr()
+		if err != nil {
+			return
+		}
+		_, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("Listen %q Port %d: address %q: %v", listen, port, addr, err)
+		}
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			t.Fatalf("Listen %q Port %d: address %q has port %q", listen, port, addr, p)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -29,7 +30,11 @@ func (o Options) viewerAddr() (string, error) {
 	if port == 0 {
 		return "", fmt.Errorf("no port to listen on in %q: give ADDR:PORT", o.Listen)
 	}
-	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	if _, _, err := net.SplitHostPort(addr); err != nil || strings.ContainsAny(host, "[]") {
+		return "", fmt.Errorf("bad listen address %q: want ADDR:PORT, [V6ADDR]:PORT or ADDR", o.Listen)
+	}
+	return addr, nil
 }
 
 // errNoViewer ends Run with status 130 when a signal came while it waited
