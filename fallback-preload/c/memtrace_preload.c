@@ -11,7 +11,9 @@
 //     this library (malloc inside strdup, inside operator new, ...) pass
 //     straight through, so that one outermost call logs one event.
 //   - Bootstrap: dlsym may allocate before the real functions are known;
-//     those requests are served from a static arena.
+//     those requests are served from a static arena. Calls made before the
+//     constructor (other libraries' constructors) are kept in a static
+//     buffer and logged once the constructor has set up the output.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
