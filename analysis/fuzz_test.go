@@ -11,6 +11,10 @@ var fuzzSeeds = []string{
 	"[memtrack] tid=2      (w              ) EXIT       ts=9            total=0            bytes allocated\n",
 	"[memtrack]   #0  [0x5]\n[memtrack] tid=",
 	"\x00\x01[memtrack] tid=1 (\xff) malloc ts=1 size=1 total=1 ptr=0x1\n",
+	// Lost records: a reused address, an overlap, a mapping.
+	"[memtrace] lost count=2 total=2 ts=9\n[memtrack] tid=1 (m) malloc ts=1 size=64 total=8 ptr=0x100\n[memtrack] tid=1 (m) malloc ts=2 size=8 total=8 ptr=0x100\n[memtrack] tid=1 (m) malloc ts=3 size=8 total=8 ptr=0x120\n[memtrack] tid=1 (m) mmap ts=4 size=4096 total=8 ptr=0x100\n[memtrack] tid=1 (m) free ts=5 size=8 ptr=0x100\n",
+	// Truncated stacks, and sizes and times at the bounds.
+	"[memtrack] tid=1 (m) malloc ts=1 size=8 total=8 ptr=0x10\n[memtrack]   #0  ./a(f+0x1) [0x2]\n[memtrace] stack truncated=1 reason=fp\n[memtrace] stack truncated=1\n[memtrack] tid=1 (m) malloc ts=9007199254740992 size=72057594037927936 total=1 ptr=0x20\n[memtrack] tid=1 (m) malloc ts=9007199254740992 size=72057594037927936 total=1 ptr=0x40\n[memtrace] summary lost=1\n",
 }
 
 // checkInvariants: per-thread figures agree with the allocation columns.

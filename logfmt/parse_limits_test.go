@@ -44,3 +44,23 @@ func TestParseRefusesImpossibleSizesAndTimes(t *testing.T) {
 		t.Fatalf("ts MaxTS+1 read: %+v", l)
 	}
 }
+
+// FuzzParseBounds: whatever parses as an event is within the bounds.
+func FuzzParseBounds(f *testing.F) {
+	f.Add(AppendAlloc(nil, 1, "m", "malloc", MaxTS, MaxSize, 1<<64-1, 0x10))
+	f.Add(AppendFree(nil, 1, "m", "free", 1<<64-1, 1<<64-1, 0x10))
+	f.Add(AppendExit(nil, 1, "m", MaxTS+1, 8))
+	f.Add([]byte("[memtrack] tid=1 (m) malloc ts=18446744073709551616 size=1 total=1 ptr=0x1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var l Line
+		if err := l.Parse(b); err != nil {
+			return
+		}
+		switch l.Kind {
+		case KindAlloc, KindFree, KindExit:
+			if l.TS > MaxTS || l.Size > MaxSize {
+				t.Fatalf("%q read as ts %d size %d", b, l.TS, l.Size)
+			}
+		}
+	})
+}

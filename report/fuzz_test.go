@@ -16,6 +16,9 @@ func FuzzReport(f *testing.F) {
 	f.Add(baseLog())
 	f.Add([]byte(fdReportLog))
 	f.Add(richLog(300, 1))
+	f.Add(lostLog(true))
+	f.Add(truncLog())
+	f.Add([]byte("[memtrack] tid=1 (m) mmap ts=1 size=72057594037927936 total=1 ptr=0x10\n[memtrack] tid=1 (m) mmap ts=2 size=72057594037927936 total=1 ptr=0x20\n[memtrack] tid=1 (m) malloc ts=3 size=18446744073709551615 total=1 ptr=0x30\n"))
 	f.Add([]byte("[memtrack] tid=1 (a) free ts=5 ptr=0x10\n[memtrack]   #0 ./x(f+0x1) [0x2]\n\x00\xff"))
 	f.Add([]byte("[memtrace] header pid=1\n[memtrace] thread tid=2 pid=3\n[memtrack] tid=2 (b) malloc ts=1 size=5 total=5 ptr=0x9\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -41,7 +44,8 @@ func FuzzReport(f *testing.F) {
 		for _, p := range j.Processes {
 			calls += p.Summary.Calls
 			leaks += p.Summary.Leaks
-			if p.Summary.PeakBytes < 0 || p.Summary.Temporary > p.Summary.Calls || p.Summary.Leaks > p.Summary.Calls {
+			if p.Summary.PeakBytes < 0 || p.Summary.Temporary > p.Summary.Calls || p.Summary.Leaks > p.Summary.Calls ||
+				p.Summary.LeakedBytes < 0 || p.Summary.AllocatedBytes < 0 || p.Summary.UnknownBytes < 0 || p.Summary.Leaks+p.Summary.UnknownBlocks > p.Summary.Calls {
 				t.Fatalf("impossible figures %+v", p.Summary)
 			}
 		}
