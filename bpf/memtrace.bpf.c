@@ -109,6 +109,7 @@ struct tstate {
 	__u64 callsite_ino;  /* as a file offset in this inode */
 	__u64 stack;         /* the outermost call's stack */
 	__u64 ovr_stack;
+	__u64 entry_ts;      /* realloc, mremap: when the call began (see do_return) */
 	__u64 comm_lo, comm_hi; /* the name stack_ok was decided for */
 	__u8 stack_ok;       /* 1: capture, 2: do not */
 	__u8 comm_ok;        /* the agent has the thread's current name */
@@ -243,25 +244,27 @@ static __always_inline void *reserve_event(struct tstate *st, __u64 n)
 }
 
 /* An event with stack, old_ptr and old_size zero whose pointer, size and
- * flags fit: the 24-byte record. */
-static __always_inline void send_packed(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size)
+ * flags fit: the 24-byte record. Its time is now, or at when that is not
+ * 0. */
+static __always_inline void send_packed(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
+					__u64 at)
 {
 	struct mt_event_packed *e = reserve_event(st, sizeof(*e));
 	if (!e)
 		return;
-	e->ts_ns = bpf_ktime_get_ns();
+	e->ts_ns = at ? at : bpf_ktime_get_ns();
 	e->ptr_op = ptr | (__u64)op << MT_PTR_BITS | (__u64)kind << 56 | (__u64)flags << 59;
 	e->size_tid = size | (__u64)cur_tid(st) << MT_SIZE_BITS;
 	submit(e, st);
 }
 
 static __always_inline struct mt_event *reserve_full(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr,
-						     __u64 size, __u64 stack, __u64 old_ptr, __u64 old_size)
+						     __u64 size, __u64 stack, __u64 old_ptr, __u64 old_size, __u64 at)
 {
 	struct mt_event *e = reserve_event(st, sizeof(*e));
 	if (!e)
 		return 0;
-	e->ts_ns = bpf_ktime_get_ns();
+	e->ts_ns = at ? at : bpf_ktime_get_ns();
 	e->tid = cur_tid(st);
 	e->kind = kind;
 	e->op = op;
@@ -275,13 +278,13 @@ static __always_inline struct mt_event *reserve_full(struct tstate *st, __u8 kin
 }
 
 static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
-				 __u64 stack, __u64 old_ptr, __u64 old_size)
+				 __u64 stack, __u64 old_ptr, __u64 old_size, __u64 at)
 {
 	struct mt_event *e;
 	if ((stack | old_ptr | old_size) == 0 && ptr >> MT_PTR_BITS == 0 && size >> MT_SIZE_BITS == 0 &&
 	    (flags & ~MT_PACKED_FLAGS) == 0)
-		send_packed(st, kind, op, flags, ptr, size);
-	else if ((e = reserve_full(st, kind, op, flags, ptr, size, stack, old_ptr, old_size)))
+		send_packed(st, kind, op, flags, ptr, size, at);
+	else if ((e = reserve_full(st, kind, op, flags, ptr, size, stack, old_ptr, old_size, at)))
 		submit(e, st);
 }
 
@@ -673,6 +676,9 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 	st->arg_ptr = ptr;
 	if (sig != MT_SIG_MREMAP)
 		st->inner_size = 0;
+	st->entry_ts = 0;
+	if (sig == MT_SIG_MREMAP || (ptr && (sig == MT_SIG_REALLOC || sig == MT_SIG_REALLOCARRAY)))
+		st->entry_ts = bpf_ktime_get_ns();
 	st->depth = 1;
 	return 0;
 }
@@ -750,14 +756,21 @@ static __always_inline int do_return(struct pt_regs *ctx)
 	__u64 old_ptr = 0, old_size = 0;
 	__u16 flags = st->flags;
 	if (kind == MT_EV_REALLOC) {
-		old_ptr = st->arg_ptr;
-		old_size = st->inner_size;
+		/* The old block is released inside the call, and another
+		 * thread may be given it before this one returns (musl,
+		 * jemalloc: one heap for all threads). So its free goes on its
+		 * own, timed at the call, and the new block at the return: in
+		 * time order each comes where it happened. */
+		__u8 free_op = st->sig == MT_SIG_MREMAP ? MT_OP_MUNMAP : MT_OP_FREE;
+		__u64 old_len = st->sig == MT_SIG_MREMAP ? st->inner_size : 0;
+		send(st, MT_EV_FREE, free_op, 0, st->arg_ptr, old_len, st->stack, 0, 0, st->entry_ts);
+		kind = MT_EV_ALLOC;
 	} else if (st->callsite_ino) {
 		old_ptr = st->callsite;
 		old_size = st->callsite_ino;
 		flags |= MT_FLAG_CALLSITE;
 	}
-	send(st, kind, st->op, flags, ptr, size, st->stack, old_ptr, old_size);
+	send(st, kind, st->op, flags, ptr, size, st->stack, old_ptr, old_size, kind == MT_EV_FREE ? st->entry_ts : 0);
 	return 0;
 }
 
@@ -828,7 +841,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	}
 	/* Captured first: a new stack's record must precede its event. */
 	__u64 stack = st ? capture_stack(ctx, st) : 0;
-	send(st, MT_EV_FREE, op, 0, ptr, size, stack, 0, 0);
+	send(st, MT_EV_FREE, op, 0, ptr, size, stack, 0, 0, 0);
 	return 0;
 }
 
@@ -875,13 +888,13 @@ int BPF_PROG(mt_exit)
 	if (!is_target())
 		return 0;
 	state_release(bpf_get_current_pid_tgid());
-	send_packed(0, MT_EV_EXIT, 0, 0, 0, 0);
+	send_packed(0, MT_EV_EXIT, 0, 0, 0, 0, 0);
 	return 0;
 }
 
 static __always_inline void proc_event(__u8 kind, __u64 child, __u16 flags)
 {
-	struct mt_event *e = reserve_full(0, kind, 0, flags, child, 0, 0, 0, 0);
+	struct mt_event *e = reserve_full(0, kind, 0, flags, child, 0, 0, 0, 0, 0);
 	/* The agent must act now: a held process waits for it. */
 	if (e)
 		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
@@ -908,7 +921,7 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 	/* Runs in the parent: the thread record names ptgid. The child is
 	 * held only when the event that makes the agent resume it is in the
 	 * ring. */
-	struct mt_event *e = reserve_full(0, MT_EV_FORK, 0, MT_FLAG_HELD, ctgid, 0, 0, 0, 0);
+	struct mt_event *e = reserve_full(0, MT_EV_FORK, 0, MT_FLAG_HELD, ctgid, 0, 0, 0, 0, 0);
 	if (!e)
 		return 0;
 	__u8 pending = HOLD_PENDING;
@@ -950,7 +963,7 @@ int BPF_PROG(mt_exec)
 	 * the ring and the watchdog can see the stop: a process is never held
 	 * by a record that was lost. A SIGCONT that comes before the stop
 	 * takes effect cancels the pending SIGSTOP. */
-	struct mt_event *e = reserve_full(0, MT_EV_EXEC, 0, MT_FLAG_HELD, 0, 0, 0, 0, 0);
+	struct mt_event *e = reserve_full(0, MT_EV_EXEC, 0, MT_FLAG_HELD, 0, 0, 0, 0, 0, 0);
 	if (!e)
 		return 0;
 	__u8 stopped = HOLD_STOPPED;

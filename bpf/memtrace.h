@@ -31,7 +31,8 @@ enum mt_op {
 enum mt_kind {
 	MT_EV_ALLOC = 1,   /* ptr, size */
 	MT_EV_FREE = 2,    /* ptr (size from the agent's live map; munmap: size) */
-	MT_EV_REALLOC = 3, /* free old_ptr (old_size for mremap), then alloc ptr, size */
+	MT_EV_REALLOC = 3, /* free old_ptr (old_size for mremap), then alloc ptr, size; no longer
+			    * sent: realloc's free and alloc go apart, each with its own time */
 	MT_EV_EXIT = 4,    /* thread exit */
 	MT_EV_FORK = 5,    /* tgid forked a process: ptr = the child's pid; flags: MT_FLAG_HELD */
 	MT_EV_EXEC = 6,    /* tgid exec'd; flags: MT_FLAG_HELD */

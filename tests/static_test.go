@@ -26,6 +26,7 @@ var staticProgs = []struct{ name, compiler string }{
 	{"threads-static", "gcc"},
 	{"mmaps-static", "gcc"},
 	{"basic-musl", "musl-gcc"},
+	{"threads-musl", "musl-gcc"},
 	{"mmaps-musl", "musl-gcc"},
 }
 

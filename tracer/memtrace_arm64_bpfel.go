@@ -33,6 +33,7 @@ type MemtraceTstate struct {
 	CallsiteIno uint64
 	Stack       uint64
 	OvrStack    uint64
+	EntryTs     uint64
 	CommLo      uint64
 	CommHi      uint64
 	StackOk     uint8

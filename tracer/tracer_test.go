@@ -141,9 +141,21 @@ func TestAttachCountsExact(t *testing.T) {
 			if c.kind != KindAlloc || c.op != logfmt.OpCalloc || c.size != 32 {
 				t.Errorf("calloc: got %+v", c)
 			}
-			r := evs[len(ws)+1]
-			if r.Kind != KindRealloc || logfmt.Op(r.Op) != logfmt.OpRealloc || r.Size != 4000 || r.Ptr != ptrs[6] || r.OldPtr != c.ptr {
-				t.Errorf("realloc: got %+v (calloc ptr %#x)", r, c.ptr)
+			// realloc: the old block's free, timed at the call (another
+			// thread may be given it before realloc returns), then the
+			// new block, timed at the return.
+			if len(evs) < len(ws)+3 {
+				t.Fatalf("got %d events, want at least %d", len(evs), len(ws)+3)
+			}
+			rf, r := evs[len(ws)+1], evs[len(ws)+2]
+			if rf.Kind != KindFree || logfmt.Op(rf.Op) != logfmt.OpFree || rf.Ptr != c.ptr {
+				t.Errorf("realloc's free: got %+v (calloc ptr %#x)", rf, c.ptr)
+			}
+			if r.Kind != KindAlloc || logfmt.Op(r.Op) != logfmt.OpRealloc || r.Size != 4000 || r.Ptr != ptrs[6] {
+				t.Errorf("realloc: got %+v", r)
+			}
+			if rf.TS >= r.TS {
+				t.Errorf("realloc's free at %d, not before its return at %d", rf.TS, r.TS)
 			}
 			if tr.Lost() != 0 {
 				t.Errorf("lost %d records", tr.Lost())
