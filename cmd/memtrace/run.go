@@ -106,12 +106,6 @@ func run(o *options, stderr io.Writer) (int, error) {
 		if _, err := exec.LookPath(o.argv[0]); err != nil {
 			return 127, fmt.Errorf("cannot run %s: %w: check the program's path", o.argv[0], unwrapExecErr(err))
 		}
-	} else {
-		for _, pid := range o.pids {
-			if err := checkAttachable(pid); err != nil {
-				return 1, err
-			}
-		}
 	}
 	if err := bpfProblem(); err != nil {
 		if len(o.argv) > 0 {
@@ -119,6 +113,11 @@ func run(o *options, stderr io.Writer) (int, error) {
 			return runPreload(o, stderr)
 		}
 		return 1, err
+	}
+	for _, pid := range o.pids {
+		if err := checkAttachable(pid); err != nil {
+			return 1, err
+		}
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
 		StackDepth: o.stackDepth, StackThreads: o.stackThreads, Follow: o.follow, HoldExec: len(o.argv) > 0,

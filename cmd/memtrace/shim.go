@@ -3,11 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/user"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/memtrace/memtrace/internal/asuser"
 )
 
 // shimArg marks memtrace re-executed as the launcher shim: it waits on fd 3
@@ -110,26 +111,19 @@ func parseCred(cred string) (uid, gid int, groups []int, err error) {
 }
 
 // sudoCredential returns the user behind sudo, with their supplementary
-// groups, when memtrace runs as root under sudo.
+// groups, when memtrace runs as root under sudo: asuser.Invoker decides,
+// the one place that does.
 func sudoCredential() (string, bool, error) {
-	uidS, gidS := os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")
-	if os.Geteuid() != 0 || uidS == "" || gidS == "" {
-		return "", false, nil
+	u, ok, err := asuser.Invoker()
+	if err != nil || !ok {
+		return "", false, err
 	}
-	if uidS == "0" {
-		return "", false, nil
+	groups := make([]string, 0, len(u.Groups)+1)
+	for _, g := range u.Groups {
+		groups = append(groups, strconv.Itoa(g))
 	}
-	if _, err := strconv.Atoi(uidS); err != nil {
-		return "", false, fmt.Errorf("bad SUDO_UID %q", uidS)
+	if len(groups) == 0 {
+		groups = append(groups, strconv.Itoa(u.GID))
 	}
-	if _, err := strconv.Atoi(gidS); err != nil {
-		return "", false, fmt.Errorf("bad SUDO_GID %q", gidS)
-	}
-	groups := []string{gidS}
-	if u, err := user.LookupId(uidS); err == nil {
-		if gs, err := u.GroupIds(); err == nil {
-			groups = gs
-		}
-	}
-	return uidS + ":" + gidS + ":" + strings.Join(groups, ","), true, nil
+	return strconv.Itoa(u.UID) + ":" + strconv.Itoa(u.GID) + ":" + strings.Join(groups, ","), true, nil
 }
