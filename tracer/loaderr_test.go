@@ -98,3 +98,27 @@ func TestVerifierSummaryBounded(t *testing.T) {
 		t.Error("an empty log gives an empty summary")
 	}
 }
+
+// FuzzVerifierSummary: whatever the kernel's log holds, the summary is one
+// bounded line and nothing panics. The seeds run in plain go test.
+func FuzzVerifierSummary(f *testing.F) {
+	f.Add(strings.Join(stackThreadsLog, "\n"))
+	f.Add("")
+	f.Add("processed 1 insns\n")
+	f.Add("; x @ a.c:1\n0: (95) exit\nR0 !read_ok\n")
+	f.Add("1: (bf) r1 = r2 ; \n\n\n unknown func bpf_loop#181")
+	f.Fuzz(func(t *testing.T, log string) {
+		lines := strings.Split(log, "\n")
+		s := verifierSummary(lines)
+		if strings.Contains(s, "\n") {
+			t.Fatalf("summary has a newline: %q", s)
+		}
+		if len(s) > 800 {
+			t.Fatalf("summary is %d bytes", len(s))
+		}
+		err := loadError(&ebpf.VerifierError{Cause: unix.EINVAL, Log: lines})
+		if strings.Contains(err.Error(), "\n") {
+			t.Fatalf("error has a newline: %q", err)
+		}
+	})
+}
