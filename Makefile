@@ -12,7 +12,7 @@ DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-li
 	libc6-dev-arm64-cross libc6-dev-armhf-cross qemu-user heaptrack valgrind tmux chromium \
 	linux-libc-dev
 
-.PHONY: all build deps demo test test-go bench generate check-generated cross fuzz clean progs
+.PHONY: all build deps demo test test-go bench generate check-generated cross fuzz clean progs lint
 
 all: build
 
@@ -41,11 +41,16 @@ demo: build progs
 	./scripts/demo.sh
 
 # MEMTRACE_REQUIRE_BPF=1 (set by .ci/run) turns every "BPF unavailable" skip
-# into a failure.
-test: build progs
-	$(GO) vet ./...
+# into a failure. The cross builds are part of it: a change that breaks an
+# ARM build fails here, not on a user's board.
+test: build progs lint cross
 	./scripts/check-generated.sh
 	$(GO) test -count=1 -timeout 30m ./...
+
+# lint: gofmt, a tidy go.mod, go vet for every architecture memtrace ships
+# for, and staticcheck (pinned in go.mod as a tool).
+lint:
+	./scripts/lint.sh
 
 bench: build progs
 	./scripts/bench.sh

@@ -1,4 +1,4 @@
 // Package memtrace is the repository root. It holds only gen.go, whose
-// go:generate lines build the BPF objects (bpf/*.bpf.c) into the tracer
+// generate directives build the BPF objects (bpf/*.bpf.c) into the tracer
 // and fdtrace packages with bpf2go; the commands are under cmd/.
 package memtrace

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -53,7 +54,10 @@ func main() {
 		runWatchdog()
 		return
 	}
-	os.Exit(realMain(os.Args[1:], os.Stderr))
+	code := realMain(os.Args[1:], os.Stderr)
+	// The watchdog's pipe closes with the process, not before.
+	runtime.KeepAlive(watchdogPipe)
+	os.Exit(code)
 }
 
 func realMain(args []string, stderr io.Writer) int {
