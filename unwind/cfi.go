@@ -21,8 +21,9 @@ type CIE struct {
 	hasZ         bool
 
 	// initial state, run once per CIE and architecture (see exec.go).
-	init    *state
-	initErr error
+	init     *state
+	initErr  error
+	initArch Arch
 }
 
 // FDE is a Frame Description Entry: the CFA program for [Start, End).

@@ -94,9 +94,10 @@ var (
 // cieInit returns the state after c's initial instructions for arch a,
 // computing it once per CIE.
 func cieInit(c *CIE, a Arch) (*state, error) {
-	if c.init != nil || c.initErr != nil {
+	if c.initArch == a && (c.init != nil || c.initErr != nil) {
 		return c.init, c.initErr
 	}
+	c.initArch, c.init, c.initErr = a, nil, nil
 	in := interp{regs: regsOf(a), cie: c, inCIE: true, end: ^uint64(0)}
 	if c.RAReg != in.regs.ra {
 		c.initErr = fmt.Errorf("CIE return-address column %d is not the ABI's %d: %w", c.RAReg, in.regs.ra, ErrMalformed)
@@ -116,6 +117,9 @@ func cieInit(c *CIE, a Arch) (*state, error) {
 // it have been emitted and the error says where the program went wrong;
 // the caller marks the rest of the range.
 func runFDE(f *FDE, a Arch, emit func(pc uint64, st *state)) (uint64, error) {
+	if f.End <= f.Start {
+		return f.End, nil
+	}
 	init, err := cieInit(f.CIE, a)
 	if err != nil {
 		return f.Start, err
@@ -144,6 +148,9 @@ func (in *interp) advance(to uint64) error {
 	}
 	if to == in.loc {
 		return nil
+	}
+	if in.loc >= in.end {
+		return errPastEnd
 	}
 	in.emit(in.loc, &in.st)
 	if to >= in.end {
