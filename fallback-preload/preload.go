@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/viewconn"
 )
 
 // LibName is the library's file name beside the executable and in bin/.
@@ -222,7 +224,7 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 				return 2, err
 			}
 			if viewer, err = acceptViewer(addr, pick(opts.Stderr, os.Stderr), sigs); err != nil {
-				if errors.Is(err, errNoViewer{}) {
+				if errors.Is(err, viewconn.ErrInterrupted) {
 					return 130, err
 				}
 				return 1, err

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/memtrace/memtrace/internal/viewconn"
 )
 
 // viewerAddr is where a viewer connects: Listen (ADDR:PORT, or ADDR with
@@ -37,48 +39,9 @@ func (o Options) viewerAddr() (string, error) {
 	return addr, nil
 }
 
-// errNoViewer ends Run with status 130 when a signal came while it waited
-// for the viewer: the program was never started.
-type errNoViewer struct{}
-
-func (errNoViewer) Error() string {
-	return "interrupted while waiting for a viewer; the program did not run"
-}
-
 // acceptViewer waits for one viewer on addr, before the program starts (so
-// that the viewer sees it from its first allocation), or for a signal.
+// that the viewer sees it from its first allocation), or for a signal
+// other than SIGQUIT.
 func acceptViewer(addr string, stderr io.Writer, sigs <-chan os.Signal) (net.Conn, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w: pick a free port", addr, err)
-	}
-	defer ln.Close()
-	fmt.Fprintf(stderr, "memtrace: waiting for a viewer on %s (memview %s)\n", ln.Addr(), ln.Addr())
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan accepted, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- accepted{c, err}
-	}()
-	for {
-		select {
-		case a := <-ch:
-			if a.err != nil {
-				return nil, fmt.Errorf("accept a viewer on %s: %w", addr, a.err)
-			}
-			return a.c, nil
-		case s := <-sigs:
-			if s == syscall.SIGQUIT {
-				continue
-			}
-			ln.Close()
-			if a := <-ch; a.c != nil {
-				a.c.Close()
-			}
-			return nil, errNoViewer{}
-		}
-	}
+	return viewconn.Accept(addr, stderr, sigs, func(s os.Signal) bool { return s == syscall.SIGQUIT })
 }

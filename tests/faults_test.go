@@ -290,20 +290,6 @@ func waitFor(b *lockedBuffer, want string, limit time.Duration) error {
 	return fmt.Errorf("no %q within %v", want, limit)
 }
 
-// runWait waits for a started command, killing it after limit.
-func runWait(cmd *exec.Cmd, limit time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(limit):
-		_ = cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("did not finish within %v", limit)
-	}
-}
-
 func freePort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

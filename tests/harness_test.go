@@ -360,6 +360,11 @@ func runCmd(t *testing.T, cmd *exec.Cmd, limit time.Duration) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	return runWait(cmd, limit)
+}
+
+// runWait waits for a started command, killing it after limit.
+func runWait(cmd *exec.Cmd, limit time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

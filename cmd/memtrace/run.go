@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/internal/viewconn"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
 	"github.com/memtrace/memtrace/tracer"
@@ -49,34 +49,11 @@ func openOutput(o *options, stderr io.Writer) (io.WriteCloser, error) {
 
 // acceptViewer waits for the first viewer, or for Ctrl-C.
 func acceptViewer(addr string, stderr io.Writer) (io.WriteCloser, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w: pick a free port", addr, err)
-	}
-	defer ln.Close()
-	fmt.Fprintf(stderr, "memtrace: waiting for a viewer on %s (memview %s)\n", ln.Addr(), ln.Addr())
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan accepted, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- accepted{c, err}
-	}()
-	select {
-	case a := <-ch:
-		if a.err != nil {
-			return nil, fmt.Errorf("accept a viewer on %s: %w", addr, a.err)
-		}
-		return a.c, nil
-	case <-interrupted:
-		ln.Close()
-		if a := <-ch; a.c != nil {
-			a.c.Close()
-		}
+	c, err := viewconn.Accept(addr, stderr, interrupted, nil)
+	if errors.Is(err, viewconn.ErrInterrupted) {
 		return nil, interruptError{}
 	}
+	return c, err
 }
 
 type nopCloser struct{ io.Writer }
