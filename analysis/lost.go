@@ -98,26 +98,29 @@ func (m *Model) markOverlaps() {
 	if m.LostEvents <= 0 || m.SummaryOnly || len(m.TS) == 0 || len(m.TS) >= 1<<32-1 {
 		return
 	}
-	type key struct {
-		proc    int32
-		mapping bool
+	// A group per process and kind: slot 2*proc (+1 for mappings).
+	slot := func(i uint32) int {
+		k := 2 * int(max(m.Threads[m.Thread[i]].Proc, 0))
+		if isMapping(m.Op[i]) {
+			k++
+		}
+		return k
 	}
-	keyOf := func(i uint32) key { return key{m.Threads[m.Thread[i]].Proc, isMapping(m.Op[i])} }
-	groups := map[key]*overlapGroup{}
+	groups := make([]*overlapGroup, 2*max(len(m.Procs), 1))
+	any := false
 	for i := range m.TS {
 		id := uint32(i)
 		if m.FreeThread[id] != NoThread || m.Ptr[id] == 0 || bitGet(m.superseded, id) {
 			continue
 		}
-		k := keyOf(id)
-		g := groups[k]
-		if g == nil {
-			g = &overlapGroup{}
-			groups[k] = g
+		k := slot(id)
+		if groups[k] == nil {
+			groups[k] = &overlapGroup{}
 		}
-		g.cands = append(g.cands, id)
+		groups[k].cands = append(groups[k].cands, id)
+		any = true
 	}
-	if len(groups) == 0 {
+	if !any {
 		return
 	}
 	// Time rank: the log's order when it is in time order, else by time
@@ -136,6 +139,9 @@ func (m *Model) markOverlaps() {
 		return i + 1
 	}
 	for _, g := range groups {
+		if g == nil {
+			continue
+		}
 		for _, c := range g.cands {
 			g.coords = append(g.coords, m.Ptr[c], m.blockEnd(c))
 		}
@@ -163,7 +169,7 @@ func (m *Model) markOverlaps() {
 		if m.Ptr[id] == 0 {
 			continue
 		}
-		g := groups[keyOf(id)]
+		g := groups[slot(id)]
 		if g == nil {
 			continue
 		}
@@ -181,6 +187,9 @@ func (m *Model) markOverlaps() {
 		}
 	}
 	for _, g := range groups {
+		if g == nil {
+			continue
+		}
 		// Push the marks down to the leaves, then build range maxima.
 		for n := 1; n < g.size; n++ {
 			g.tree[2*n] = max(g.tree[2*n], g.tree[n])

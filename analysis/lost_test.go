@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -179,5 +180,17 @@ func TestLostRecordsSummaryOnly(t *testing.T) {
 	}
 	if n, _ := m.Leaks(); n != 9 {
 		t.Fatalf("summary-only leaks %d", n)
+	}
+}
+
+// BenchmarkMarkOverlaps: the end-of-log pass over a million allocations
+// with lost records.
+func BenchmarkMarkOverlaps(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	log := append([]byte("[memtrace] lost count=5 total=5\n"), writeEvents(genHistory(r, 2_000_000, 8), false, r, false)...)
+	m := load(b, log)
+	b.ResetTimer()
+	for range b.N {
+		m.markOverlaps()
 	}
 }
