@@ -72,7 +72,7 @@ type interp struct {
 	cie      *CIE
 	init     state // after the CIE's initial instructions
 	st       state
-	stack    [maxStateStack]state
+	stack    []state // remembered states; reused across FDEs
 	depth    int
 	loc      uint64
 	end      uint64
@@ -117,6 +117,13 @@ func cieInit(c *CIE, a Arch) (*state, error) {
 // it have been emitted and the error says where the program went wrong;
 // the caller marks the rest of the range.
 func runFDE(f *FDE, a Arch, emit func(pc uint64, st *state)) (uint64, error) {
+	var in interp
+	return in.runFDE(f, a, emit)
+}
+
+// runFDE is runFDE with in as scratch space, so that a table build
+// allocates one interpreter, not one per FDE.
+func (in *interp) runFDE(f *FDE, a Arch, emit func(pc uint64, st *state)) (uint64, error) {
 	if f.End <= f.Start {
 		return f.End, nil
 	}
@@ -124,8 +131,8 @@ func runFDE(f *FDE, a Arch, emit func(pc uint64, st *state)) (uint64, error) {
 	if err != nil {
 		return f.Start, err
 	}
-	in := interp{regs: regsOf(a), cie: f.CIE, init: *init, st: *init, loc: f.Start, end: f.End,
-		bases: f.bases, progAddr: f.instrAddr, debug: f.Debug, emit: emit}
+	*in = interp{regs: regsOf(a), cie: f.CIE, init: *init, st: *init, loc: f.Start, end: f.End,
+		bases: f.bases, progAddr: f.instrAddr, debug: f.Debug, emit: emit, stack: in.stack[:0]}
 	err = in.run(f.Instructions)
 	if err == errPastEnd {
 		return f.End, nil
@@ -296,7 +303,11 @@ func (in *interp) extended(op byte, r *reader, caf uint64, daf int64) error {
 		if in.depth == maxStateStack {
 			return errStateStack
 		}
-		in.stack[in.depth] = in.st
+		if in.depth == len(in.stack) {
+			in.stack = append(in.stack, in.st)
+		} else {
+			in.stack[in.depth] = in.st
+		}
 		in.depth++
 	case cfaRestoreState:
 		if in.depth == 0 {

@@ -360,7 +360,8 @@ var errTooManyRows = fmt.Errorf("unwind table has too many rows: %w", ErrTooLarg
 // rows runs every span's program and appends the merged rows.
 func (b *builder) rows(spans []span) error {
 	t := b.t
-	t.Rows = make([]Row, 0, min(len(spans)*4, b.opts.MaxRows))
+	t.Rows = make([]Row, 0, min(len(spans)*8, b.opts.MaxRows))
+	var in interp
 	var tooMany bool
 	add := func(vaddr uint64, row Row) {
 		row.PC = uint32(vaddr - t.Base)
@@ -378,9 +379,17 @@ func (b *builder) rows(spans []span) error {
 		}
 		t.Rows = append(t.Rows, row)
 	}
+	// One emit closure for all FDEs (not one allocation per FDE).
+	var limit uint64
+	var signal bool
+	emit := func(pc uint64, st *state) {
+		if pc < limit {
+			add(pc, b.encode(st.rule(t.Arch, signal)))
+		}
+	}
 	for i := range spans {
 		s := &spans[i]
-		limit := s.end
+		limit = s.end
 		if i+1 < len(spans) && spans[i+1].start < limit {
 			limit = spans[i+1].start
 			t.Stats.Overlapping++
@@ -391,13 +400,8 @@ func (b *builder) rows(spans []span) error {
 		if s.synth != nil {
 			add(s.start, b.encode(*s.synth))
 		} else {
-			signal := s.fde.CIE.Signal
-			at, err := runFDE(s.fde, t.Arch, func(pc uint64, st *state) {
-				if pc >= limit {
-					return
-				}
-				add(pc, b.encode(st.rule(t.Arch, signal)))
-			})
+			signal = s.fde.CIE.Signal
+			at, err := in.runFDE(s.fde, t.Arch, emit)
 			if err != nil {
 				t.Stats.BadPrograms++
 				t.Stats.problem(fmt.Errorf("FDE at %#x: %w", s.fde.Offset, err))
@@ -589,13 +593,11 @@ func (b *builder) section(s *elf.Section) ([]byte, error) {
 	if s.Size > uint64(b.opts.MaxSection) || s.FileSize > uint64(b.opts.MaxSection) {
 		return nil, fmt.Errorf("section %s is %d bytes (limit %d): %w", s.Name, s.Size, b.opts.MaxSection, ErrTooLarge)
 	}
-	rd := io.LimitReader(s.Open(), b.opts.MaxSection+1)
-	data, err := io.ReadAll(rd)
-	if err != nil {
+	// s.Size is the decompressed size for a compressed section, checked
+	// against the limit above; a stream that ends early is malformed.
+	data := make([]byte, s.Size)
+	if _, err := io.ReadFull(s.Open(), data); err != nil {
 		return nil, fmt.Errorf("reading section %s: %w: %w", s.Name, ErrMalformed, err)
-	}
-	if int64(len(data)) > b.opts.MaxSection {
-		return nil, fmt.Errorf("section %s decompresses past %d bytes: %w", s.Name, b.opts.MaxSection, ErrTooLarge)
 	}
 	return data, nil
 }
