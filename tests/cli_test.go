@@ -397,3 +397,43 @@ func TestCLILostRecords(t *testing.T) {
 		t.Errorf("stderr does not report the loss: %q", se)
 	}
 }
+
+// TestCLIHelpAndVersion: GNU style. --help, -h and "memtrace help" print
+// the usage on stdout with --long options and exit 0; --version prints the
+// version; a program called help still runs with "-- help".
+func TestCLIHelpAndVersion(t *testing.T) {
+	mt := need(t, "bin/memtrace")
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		cmd := exec.Command(mt, args...)
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		if err := runCmd(t, cmd, 20*time.Second); err != nil {
+			t.Fatalf("memtrace %v: %v (stderr %q)", args, err, se.String())
+		}
+		out := so.String()
+		for _, want := range []string{"usage: memtrace", "--stack-depth N", "-f, --follow", "-o FILE", "-p PID"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("memtrace %v: the help lacks %q:\n%s", args, want, out)
+			}
+		}
+		if strings.Contains(out, "\n  -stack-depth") || se.Len() != 0 {
+			t.Errorf("memtrace %v: Go's -flag style or output on stderr: %q / %q", args, out, se.String())
+		}
+	}
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, err := exec.Command(mt, args...).Output()
+		if err != nil || !strings.HasPrefix(string(out), "memtrace ") || len(strings.Fields(string(out))) != 2 {
+			t.Errorf("memtrace %v: %q, %v", args, out, err)
+		}
+	}
+	dir := t.TempDir()
+	help := filepath.Join(dir, "help")
+	if err := os.WriteFile(help, []byte("#!/bin/sh\necho ran-help\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(mt, "--preload", "-o", filepath.Join(dir, "log"), "--", help)
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "ran-help") {
+		t.Errorf("memtrace -- help (a program called help): %q, %v", out, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/cli"
 	"io"
 	"os"
 	"runtime"
@@ -15,7 +16,7 @@ import (
 )
 
 // version is stamped into every log header.
-const version = "0.1.0"
+const version = cli.Version
 
 type options struct {
 	output       string
@@ -64,6 +65,17 @@ func realMain(args []string, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "report" {
 		return runReport(args[1:], stderr)
 	}
+	if len(args) == 1 {
+		// memtrace help: help, not a program called help. A program
+		// of that name runs with "-- help".
+		switch args[0] {
+		case "help":
+			args = []string{"--help"}
+		case "version", "--version", "-version":
+			cli.PrintVersion(os.Stdout, "memtrace")
+			return 0
+		}
+	}
 	opts, err := parseArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -98,15 +110,16 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	// The flag package's own messages would make a bad flag cost several
 	// lines; errors are reported in one, usage only on -h.
 	fs.SetOutput(io.Discard)
+	stdout := io.Writer(os.Stdout)
 	usage := func() {
-		fs.SetOutput(stderr)
-		fmt.Fprint(stderr, `usage: memtrace [options] -- PROG [ARGS...]    trace PROG from its first allocation
+		fmt.Fprint(stdout, `usage: memtrace [options] -- PROG [ARGS...]    trace PROG from its first allocation
        memtrace [options] -p PID[,PID...]       attach to running processes
        memtrace --preload [options] -- PROG     LD_PRELOAD fallback (no BPF, no root)
-       memtrace report [flags] LOG...           heaptrack_print-style reports
+       memtrace report [options] LOG...         heaptrack_print-style reports (memtrace report --help)
+       memtrace --version
 options:
 `)
-		fs.PrintDefaults()
+		cli.Usage(stdout, fs)
 	}
 	fs.Usage = func() {}
 	var pids, stackThreads, trackThreads, minSize, bufSize, track, configPath string
