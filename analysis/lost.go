@@ -107,7 +107,7 @@ func (m *Model) markOverlaps() {
 		return k
 	}
 	groups := make([]*overlapGroup, 2*max(len(m.Procs), 1))
-	any := false
+	found := false
 	for i := range m.TS {
 		id := uint32(i)
 		if m.FreeThread[id] != NoThread || m.Ptr[id] == 0 || bitGet(m.superseded, id) {
@@ -118,9 +118,9 @@ func (m *Model) markOverlaps() {
 			groups[k] = &overlapGroup{}
 		}
 		groups[k].cands = append(groups[k].cands, id)
-		any = true
+		found = true
 	}
-	if !any {
+	if !found {
 		return
 	}
 	// Time rank: the log's order when it is in time order, else by time
