@@ -14,8 +14,8 @@ import (
 // Limits bounds what one file may make the builder read or allocate.
 type Limits struct {
 	// MaxSection is the largest CFI section (or PT_GNU_EH_FRAME segment)
-	// read, after decompression. Default 256 MiB (libLLVM's .eh_frame is
-	// 13 MiB).
+	// read, after decompression. Default 256 MiB (libLLVM 19's .eh_frame is
+	// 6 MiB).
 	MaxSection int64
 	// MaxFDEs bounds the FDEs kept from one section. Default 8 Mi.
 	MaxFDEs int
