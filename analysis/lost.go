@@ -95,7 +95,7 @@ func (m *Model) blockEnd(i uint32) uint64 {
 // when a range it covers was touched by an allocation newer than it.
 // O(allocations × log candidates).
 func (m *Model) markOverlaps() {
-	if m.LostEvents <= 0 || m.SummaryOnly || len(m.TS) == 0 || len(m.TS) >= 1<<32-1 {
+	if m.LostEvents <= 0 || m.SummaryOnly || len(m.TS) == 0 || uint64(len(m.TS)) >= 1<<32-1 {
 		return
 	}
 	// A group per process and kind: slot 2*proc (+1 for mappings).

@@ -472,8 +472,6 @@ const (
 	numMetrics
 )
 
-var metricNames = [numMetrics]string{"calls", "peak", "leaks", "temporary"}
-
 func (mt metric) fig() int {
 	return [numMetrics]int{fCalls, fPeak, fLeaked, fTemp}[mt]
 }

@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/memtrace/memtrace/analysis"
@@ -105,7 +104,6 @@ type App struct {
 	tlKey    tlKey
 	hists    []analysis.Bucket // histogram of sel, nil until drawn
 	listRows int               // rows of the list pane at the last draw, for paging
-	lastDraw time.Time
 }
 
 // New returns an App over model m, drawing on scr.

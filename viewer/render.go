@@ -451,7 +451,7 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 			break
 		}
 		g := &a.groups[k]
-		st := stDefault
+		var st tcell.Style
 		switch {
 		case g.LiveCount > 0 && g.Freed == 0:
 			st = stRedBold

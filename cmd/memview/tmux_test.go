@@ -15,10 +15,9 @@ import (
 // term is the real memview in a detached tmux session of fixed size, on
 // a private tmux server.
 type term struct {
-	t      *testing.T
-	sock   string
-	sess   string
-	cancel func()
+	t    *testing.T
+	sock string
+	sess string
 }
 
 var termN int
