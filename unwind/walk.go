@@ -158,6 +158,11 @@ func WalkDetailed(regs Regs, readMem func(addr uint64) (uint64, bool), maps []Ma
 					cfa += 8
 				}
 			}
+			// Checked before any read: a CFA below the stack pointer is a
+			// corrupt frame, and the reads would be of the wrong memory.
+			if cfa < sp || (cfa == sp && !lrValid) {
+				return stop(StopBadFrame)
+			}
 			switch ru.RA {
 			case RAAtCFA:
 				r, ok := readMem(cfa + uint64(ru.RAOffset))
@@ -183,9 +188,6 @@ func WalkDetailed(regs Regs, readMem func(addr uint64) (uint64, bool), maps []Ma
 			}
 		default:
 			return stop(StopUnsupported)
-		}
-		if cfa < sp || (cfa == sp && !lrValid) {
-			return stop(StopBadFrame)
 		}
 		if arch == ArchARM64 {
 			ra &= ARM64PACMask

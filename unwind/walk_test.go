@@ -3,6 +3,7 @@ package unwind
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // requireTool returns the path of a tool, failing when a native one is
@@ -50,6 +52,15 @@ func walkTargets() []walkTarget {
 
 var buildOnce sync.Map // arch -> *builtWalk
 
+// tempDirs are the build directories shared by tests, removed by TestMain.
+var tempDirs sync.Map
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	tempDirs.Range(func(k, _ any) bool { os.RemoveAll(k.(string)); return true })
+	os.Exit(code)
+}
+
 type builtWalk struct {
 	once sync.Once
 	bin  string
@@ -72,6 +83,7 @@ func buildWalk(t *testing.T, wt walkTarget) string {
 			b.err = err
 			return
 		}
+		tempDirs.Store(dir, true)
 		b.bin = filepath.Join(dir, "walk")
 		out, err := exec.Command(cxx, "-O2", "-fomit-frame-pointer", "-pthread", "-o", b.bin, "testdata/walk.cc").CombinedOutput()
 		if err != nil {
@@ -219,7 +231,9 @@ func TestWalkMatchesBacktrace(t *testing.T) {
 			bin := buildWalk(t, wt)
 			dir := t.TempDir()
 			args := append(append([]string(nil), wt.runner...), bin, dir)
-			if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
 				t.Fatalf("%v: %v\n%s", args, err, out)
 			}
 			cases := []string{"qsort", "stdsort", "recursion", "signal", "newhandler", "thread", "noreturn"}
