@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/memtrace/memtrace/logfmt"
@@ -96,6 +98,9 @@ type Proc struct {
 	Comm   string
 	Cmd    string
 	Exited bool
+	// Untraced is why the tracer could not probe the process
+	// (proc event=untraced); "" when it was traced.
+	Untraced string
 
 	live    map[uint64]int32   // address → live allocation id
 	dup     map[uint64][]int32 // further live allocations of the same address (lost frees, unordered logs)
@@ -763,6 +768,11 @@ func (m *Model) applyMeta(word []byte, rest []byte) {
 		switch get("event") {
 		case "exit":
 			p.Exited = true
+		case "untraced":
+			p.Untraced = get("reason")
+			if p.Untraced == "" {
+				p.Untraced = "no reason given"
+			}
 		case "fork":
 			if pp, ok := num("ppid"); ok {
 				m.fdFork(pi, m.proc(pp))
@@ -783,6 +793,40 @@ func (m *Model) applyMeta(word []byte, rest []byte) {
 			m.Notices = append(m.Notices, msg)
 		}
 	}
+}
+
+// Untraced lists the processes the tracer could not probe (their events
+// are missing from the log, not zero), in log order.
+func (m *Model) Untraced() []int {
+	var out []int
+	for i := range m.Procs {
+		if m.Procs[i].Untraced != "" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// UntracedText is one line naming the untraced processes, at most a few
+// of them, "" when every process was traced.
+func (m *Model) UntracedText() string {
+	ps := m.Untraced()
+	if len(ps) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d processes not traced (their allocations are not in the log): ", len(ps))
+	for i, p := range ps {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(ps)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", m.ProcLabel(p), m.Procs[p].Untraced)
+	}
+	return b.String()
 }
 
 // ProcLabel names process p for display.

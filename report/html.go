@@ -113,6 +113,9 @@ func (r *report) htmlSummary(w io.Writer) {
 		}
 		row("truncated call stacks", esc(b.String()))
 	}
+	for _, u := range s.untraced {
+		row("untraced processes", `<span class="warn">`+esc(u)+"</span>")
+	}
 	if s.skippedFrames > 0 {
 		row("frame lines skipped", esc(fmt.Sprintf("%d (more than %d after one event)", s.skippedFrames, logfmt.MaxFrames)))
 	}

@@ -108,7 +108,8 @@ type jsonSummary struct {
 	TruncatedGzipped int           `json:"truncated_gzipped_logs,omitempty"`
 	FDLeaks          int           `json:"fd_leaks"`
 	TruncatedStacks  jsonTruncated `json:"truncated_stacks"`
-	SkippedFrames    int64         `json:"skipped_frames"` // frame lines past 127 after one event
+	SkippedFrames    int64         `json:"skipped_frames"`     // frame lines past 127 after one event
+	Untraced         []string      `json:"untraced_processes"` // processes the tracer could not probe, one line per log
 }
 
 type jsonProcess struct {
@@ -170,7 +171,7 @@ func (r *report) jsonSummaryOf(s *section) jsonSummary {
 		LostEvents: s.lost, UnreadableLines: s.garbage, UnmatchedFrees: s.unmatched, Lines: s.lines, Events: s.events,
 		TruncatedGzipped: s.truncated, FDLeaks: len(s.fdLeaks),
 		UnknownBlocks: t.Unknown, UnknownBytes: int64(t.UnknownBytes), LeaksOverstated: s.logLost() > 0 && t.Leaks > 0,
-		SkippedFrames: s.skippedFrames, TruncatedStacks: jsonTruncated{Reasons: []jsonTruncReason{}},
+		SkippedFrames: s.skippedFrames, Untraced: append([]string{}, s.untraced...), TruncatedStacks: jsonTruncated{Reasons: []jsonTruncReason{}},
 	}
 	for _, tr := range s.truncs {
 		j.TruncatedStacks.Stacks += tr.Stacks

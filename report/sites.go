@@ -262,6 +262,7 @@ type section struct {
 	lost, garbage, unmatched, lines, events int64
 	truncated                               int
 	skippedFrames                           int64
+	untraced                                []string              // the log's proc event=untraced lines, as the model words them
 	truncs                                  []analysis.Truncation // stacks cut short, by reason
 
 	// Leaked file descriptors (fd.go); fdSeen: the log has descriptor
@@ -354,6 +355,9 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 		f := out[0]
 		f.lost, f.garbage, f.unmatched, f.lines, f.events = m.LostEvents, c.Garbage(), c.UnmatchedFrees, c.Lines, c.Events
 		f.skippedFrames, f.truncs = c.SkippedFrames, m.Truncations()
+		if u := m.UntracedText(); u != "" {
+			f.untraced = []string{u}
+		}
 		if l.truncated {
 			f.truncated = 1
 		}
@@ -396,6 +400,7 @@ func merge(title string, secs []*section) *section {
 		out.events += s.events
 		out.truncated += s.truncated
 		out.skippedFrames += s.skippedFrames
+		out.untraced = append(out.untraced, s.untraced...)
 		out.truncs = addTruncations(out.truncs, s.truncs)
 		out.fdLeaks = append(out.fdLeaks, s.fdLeaks...)
 		out.fdSeen = out.fdSeen || s.fdSeen

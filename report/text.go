@@ -250,6 +250,9 @@ func (r *report) writeNotes(w io.Writer, s *section) {
 	if len(s.truncs) > 0 {
 		fmt.Fprintln(w, truncLine(s.truncs))
 	}
+	for _, u := range s.untraced {
+		fmt.Fprintln(w, u)
+	}
 	if s.skippedFrames > 0 {
 		fmt.Fprintf(w, "frame lines skipped: %d (more than %d after one event, more than any tracer writes)\n", s.skippedFrames, logfmt.MaxFrames)
 	}

@@ -420,6 +420,13 @@ func TestFollowOutOfDescriptorsSaysUntraced(t *testing.T) {
 		t.Errorf("no child was untraced with 200 descriptors for 150 live children: the test did not test the limit")
 	}
 	t.Logf("%d children traced, %d untraced", traced, len(untraced))
+	rep, err := exec.Command(mt, "report", log).CombinedOutput()
+	if err != nil {
+		t.Fatalf("memtrace report: %v\n%s", err, rep)
+	}
+	if want := fmt.Sprintf("%d processes not traced", len(untraced)); len(untraced) > 0 && !bytes.Contains(rep, []byte(want)) {
+		t.Errorf("the report does not say %q:\n%s", want, rep)
+	}
 }
 
 func waitForFile(path string, limit time.Duration) error {

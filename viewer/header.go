@@ -45,6 +45,9 @@ type Header struct {
 	Truncated                []analysis.Truncation // stacks cut short, by reason
 	TruncStacks, TruncEvents int64
 
+	// Untraced names the processes the tracer could not probe.
+	Untraced string
+
 	// Hint is set when nothing read so far is a log line: the report's
 	// words (analysis.EmptyLogHint), shown in the list pane; the title
 	// has ShortHint.
@@ -75,6 +78,9 @@ func (a *App) header() Header {
 	}
 	h.Leaks, h.LeakBytes = m.Leaks()
 	h.LeaksOverstated = m.LeaksMayBeOverstated()
+	if n := len(m.Untraced()); n > 0 {
+		h.Untraced = "Untraced: " + strconv.Itoa(n)
+	}
 	h.Unknown, h.UnknownBytes = m.Unknown()
 	h.Truncated = m.Truncations()
 	h.TruncStacks, h.TruncEvents = analysis.TruncatedTotal(h.Truncated)

@@ -258,3 +258,22 @@ func TestViewerSaturatedFigures(t *testing.T) {
 	h.keys("H") // histogram of sizes near 2^56
 	h.contains("8.00 EB")
 }
+
+// A process the tracer could not probe is counted in the header.
+func TestHeaderUntraced(t *testing.T) {
+	var b []byte
+	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "5"}, logfmt.KV{Key: "mode", Value: "bpf"})
+	b = logfmt.AppendAlloc(b, 5, "main", "malloc", 10, 64, 64, 0x1000)
+	h := newHarness(t, b, Options{})
+	if hd := h.a.HeaderInfo(); hd.Untraced != "" {
+		t.Fatalf("untraced %q in a fully traced log", hd.Untraced)
+	}
+	h.lacks("Untraced:")
+	b = logfmt.AppendMeta(b, logfmt.WordProc, logfmt.KV{Key: "event", Value: "untraced"}, logfmt.KV{Key: "pid", Value: "7"},
+		logfmt.KV{Key: "reason", Value: "too many open files"})
+	h = newHarness(t, b, Options{})
+	if hd := h.a.HeaderInfo(); hd.Untraced != "Untraced: 1" {
+		t.Fatalf("header untraced %q, want Untraced: 1", hd.Untraced)
+	}
+	h.contains("Untraced: 1")
+}

@@ -207,6 +207,10 @@ func (a *App) drawHeader(y, w int) {
 		x = sep(x, y, mx, a)
 		x = a.put(x, y, mx, s, stYellow)
 	}
+	if h.Untraced != "" {
+		x = sep(x, y, mx, a)
+		x = a.put(x, y, mx, h.Untraced, stYellow)
+	}
 	if nfd := m.FDLeakCount(a.q.Proc); nfd > 0 {
 		x = sep(x, y, mx, a)
 		x = a.put(x, y, mx, "FD leaks: "+strconv.Itoa(nfd), stRedBold)
