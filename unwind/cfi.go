@@ -76,6 +76,13 @@ func parseCFI(s cfiSection) (*CFI, error) {
 	}
 	p := &cfiParser{s: s, cies: map[uint64]*CIE{}}
 	out := &CFI{}
+	defer func() {
+		for _, c := range p.cies {
+			if c != nil {
+				out.CIEs++
+			}
+		}
+	}()
 	for off := uint64(0); off < uint64(len(s.data)); {
 		e, err := p.entry(off)
 		if err != nil {
@@ -103,14 +110,12 @@ func parseCFI(s cfiSection) (*CFI, error) {
 			out.FDEs = append(out.FDEs, fde)
 		}
 	}
-	out.CIEs = len(p.cies)
 	return out, nil
 }
 
 type cfiParser struct {
 	s    cfiSection
-	cies map[uint64]*CIE // parsed (or failed: nil value with a bad entry) by offset
-	bad  map[uint64]bool
+	cies map[uint64]*CIE // by offset; nil for a CIE that could not be used
 }
 
 func (p *cfiParser) name() string {
@@ -167,7 +172,7 @@ func (p *cfiParser) entry(off uint64) (rawEntry, error) {
 	}
 	e := rawEntry{off: off, end: end, dwarf64: dwarf64, body: p.s.data[r.off:end], bodyOff: uint64(r.off)}
 	if p.s.debug {
-		e.isCIE = id == 0xffffffff || (dwarf64 && id == ^uint64(0))
+		e.isCIE = !dwarf64 && id == 0xffffffff || dwarf64 && id == ^uint64(0)
 		e.cieOff = id
 	} else {
 		e.isCIE = id == 0
