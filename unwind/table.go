@@ -558,7 +558,7 @@ func (b *builder) ehFrame() (*CFI, error) {
 		if err != nil {
 			return nil, err
 		}
-		hdr, err := ParseEhFrameHdr(hdrData, p.Vaddr, 0)
+		hdr, err := ParseEhFrameHdr(hdrData, p.Vaddr, b.opts.MaxFDEs)
 		if err != nil {
 			return nil, err
 		}
