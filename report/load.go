@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/symbols"
 )
 
@@ -39,7 +40,7 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 	if path == "-" {
 		r, name = os.Stdin, "stdin"
 	} else {
-		f, err := os.Open(path)
+		f, err := asuser.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("open the log: %w", err)
 		}

@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/symbols"
 )
 
@@ -360,7 +360,9 @@ func run(o *options, stdout, stderr io.Writer) error {
 			textToStdout = false
 			return writeBuffered(stdout, write)
 		}
-		f, err := os.Create(path)
+		// Under sudo, as the user: the file is theirs, and the
+		// kernel's permission and symlink rules apply.
+		f, err := asuser.Create(path)
 		if err != nil {
 			return fmt.Errorf("create %s: %w", path, err)
 		}

@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/asuser"
 )
 
 // suppression is one leak:PATTERN line, as LeakSanitizer and heaptrack
@@ -32,7 +32,7 @@ type suppression struct {
 func readSuppressions(paths []string, warn io.Writer) ([]*suppression, error) {
 	var out []*suppression
 	for _, p := range paths {
-		f, err := os.Open(p)
+		f, err := asuser.Open(p)
 		if err != nil {
 			return nil, fmt.Errorf("open the suppressions: %w", err)
 		}

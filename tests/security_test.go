@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
 )
 
@@ -283,5 +284,34 @@ func TestSudoLogToStdout(t *testing.T) {
 	oneLine(t, stderr.String(), "create log /dev/stdin: descriptor 0 is not open for writing")
 	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
 		t.Errorf("root's file, given as stdin, became %q", b)
+	}
+}
+
+// TestSudoReportFilesAsUser: `sudo memtrace report` writes its exports as
+// the invoking user and cannot read a log that user may not read.
+func TestSudoReportFilesAsUser(t *testing.T) {
+	dir := sudoDir(t, 0o777, 0)
+	log := filepath.Join(dir, "run.log")
+	var b []byte
+	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "5"}, logfmt.KV{Key: "mode", Value: "bpf"})
+	b = logfmt.AppendAlloc(b, 5, "main", "malloc", 10, 64, 64, 0x1000)
+	if err := os.WriteFile(log, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	html := filepath.Join(dir, "r.html")
+	code, _, se := memtraceRun(t, sudoEnv, "report", "--html", html, log)
+	if code != 0 {
+		t.Fatalf("report: exit %d: %s", code, se)
+	}
+	if uid, gid := uidOf(t, html); uid != 65534 || gid != 65534 {
+		t.Errorf("the HTML report is owned by %d:%d, want the user behind sudo", uid, gid)
+	}
+	secret := filepath.Join(sudoDir(t, 0o700, 0), "root.log")
+	if err := os.WriteFile(secret, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, so, se := memtraceRun(t, sudoEnv, "report", secret)
+	if code == 0 || strings.Contains(so, "main") {
+		t.Errorf("a root-only log was read under sudo: exit %d, %q %q", code, so, se)
 	}
 }

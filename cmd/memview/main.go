@@ -18,6 +18,7 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/symbols"
 	"github.com/memtrace/memtrace/viewer"
 )
@@ -128,7 +129,8 @@ func openLog(path string) (*os.File, error) {
 	if path == "-" {
 		return os.Stdin, nil
 	}
-	f, err := os.Open(path)
+	// Under sudo, as the user behind it: a root-only file stays closed.
+	f, err := asuser.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open the log: %w", err)
 	}
@@ -386,7 +388,7 @@ func openInput(a args, opt *viewer.Options) (*input, error) {
 		var tee *lineTee
 		if a.save != "" {
 			// O_EXCL: an existing log is never overwritten.
-			f, err := os.OpenFile(a.save, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			f, err := asuser.OpenFile(a.save, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 			if err != nil {
 				if errors.Is(err, os.ErrExist) {
 					return nil, fmt.Errorf("%s exists: remove it or save to another name", a.save)
