@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/symbols"
 )
 
@@ -260,6 +261,10 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 // unless an export is written there ("-"); messages go to stderr. It
 // returns the exit status: 0, 1 for an error, 2 for a bad command line.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		cli.PrintVersion(stdout, "memtrace report")
+		return 0
+	}
 	o, err := parseArgs(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

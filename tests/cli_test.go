@@ -437,3 +437,25 @@ func TestCLIHelpAndVersion(t *testing.T) {
 		t.Errorf("memtrace -- help (a program called help): %q, %v", out, err)
 	}
 }
+
+// TestViewerAndReportVersion: memview and memtrace report say their version
+// as memtrace does.
+func TestViewerAndReportVersion(t *testing.T) {
+	for _, c := range []struct {
+		bin  string
+		args []string
+		want string
+	}{
+		{"bin/memview", []string{"--version"}, "memview "},
+		{"bin/memtrace", []string{"report", "--version"}, "memtrace report "},
+	} {
+		out, err := exec.Command(need(t, c.bin), c.args...).Output()
+		if err != nil || !strings.HasPrefix(string(out), c.want) || strings.Count(string(out), "\n") != 1 {
+			t.Errorf("%s %v: %q, %v", c.bin, c.args, out, err)
+		}
+		mt, _ := exec.Command(need(t, "bin/memtrace"), "--version").Output()
+		if v := strings.Fields(string(out)); len(v) == 0 || !strings.HasSuffix(strings.TrimSpace(string(mt)), v[len(v)-1]) {
+			t.Errorf("%s %v says %q, memtrace says %q", c.bin, c.args, out, mt)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/gdamore/tcell/v2"
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/symbols"
 	"github.com/memtrace/memtrace/viewer"
 )
@@ -30,6 +31,8 @@ const usage = `usage: memview LOG | -f LOG | -f - | [HOST]:PORT [-o FILE] | --du
   [HOST]:PORT         connect to a memtrace (--port) or memtrack.so (MEMTRACK_PORT) stream
   -o, --save FILE     with a TCP stream: also save it to FILE
   --dump-threads LOG  print the per-thread table (memtrack's memview --dump-threads) and exit
+  -h, --help          this help
+  --version           memview's version
 Press ? inside memview for the keys.`
 
 type args struct {
@@ -55,6 +58,8 @@ func parseArgs(av []string) (args, error) {
 		switch {
 		case s == "-h" || s == "--help" || s == "-help":
 			return a, errHelp
+		case s == "--version" || s == "-version":
+			return a, errVersion
 		case s == "-f" || s == "--follow":
 			a.follow = true
 			if a.target, err = need(i, s); err != nil {
@@ -102,6 +107,9 @@ func parseArgs(av []string) (args, error) {
 
 var errHelp = errors.New("help")
 
+// errVersion: --version was asked for.
+var errVersion = errors.New("version")
+
 var tcpRe = regexp.MustCompile(`^[^/]*:[0-9]+$`)
 
 func main() {
@@ -113,6 +121,10 @@ func main() {
 	a, err := parseArgs(os.Args[1:])
 	if errors.Is(err, errHelp) {
 		fmt.Println(usage)
+		return
+	}
+	if errors.Is(err, errVersion) {
+		cli.PrintVersion(os.Stdout, "memview")
 		return
 	}
 	if err != nil {
