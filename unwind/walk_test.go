@@ -98,13 +98,12 @@ func buildWalk(t *testing.T, wt walkTarget) string {
 
 // snapshot is one record written by walk.cc's snap_c.
 type snapshot struct {
-	regs       Regs
-	stackLo    uint64
-	stack      []byte
-	backtrace  []uint64
-	maps       []mapLine
-	name       string
-	stackBytes int
+	regs      Regs
+	stackLo   uint64
+	stack     []byte
+	backtrace []uint64
+	maps      []mapLine
+	name      string
 }
 
 type mapLine struct {
