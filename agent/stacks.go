@@ -14,8 +14,9 @@ type stackInfo struct {
 	tgid      uint32
 	raw       []tracer.Frame
 	frames    []outFrame
+	stop      tracer.StopReason
 	resolved  bool
-	truncated string // "", "depth" or "fp"
+	truncated string // "" or the reason: depth, fp, no-unwind-info, bad-read
 }
 
 type outFrame struct {
@@ -58,7 +59,7 @@ func (s *Session) Stack(st *tracer.Stack) {
 	}
 	raw := make([]tracer.Frame, len(st.Frames))
 	copy(raw, st.Frames)
-	s.stacks[st.ID] = &stackInfo{tgid: st.TGID, raw: raw}
+	s.stacks[st.ID] = &stackInfo{tgid: st.TGID, raw: raw, stop: st.Stop}
 }
 
 func (s *Session) writeStack(id uint64) {
@@ -83,6 +84,16 @@ func (s *Session) writeStack(id uint64) {
 func (s *Session) resolve(si *stackInfo) {
 	si.resolved = true
 	pid := int(si.tgid)
+	if si.stop != tracer.StopFPWalk {
+		// The DWARF walk says itself why it ended; every frame it
+		// found is a real one (a frame in anonymous memory, such as
+		// JIT code, included).
+		for _, f := range si.raw {
+			si.frames = append(si.frames, s.resolveFrame(pid, f))
+		}
+		si.truncated = si.stop.Truncation()
+		return
+	}
 	root := false
 	raw := si.raw
 	if len(raw) > 1 && raw[1].Addr == raw[0].Addr {

@@ -480,8 +480,8 @@ static long frame_cb(__u64 i, void *data)
 }
 
 /* Sends a stack the agent has not seen: each frame with the file and
- * offset it lies in now. */
-static __always_inline void send_stack(__u64 id, struct stackbuf *buf, __u32 n)
+ * offset it lies in now, and why the walk ended. */
+static __always_inline void send_stack(__u64 id, struct stackbuf *buf, __u32 n, __u16 reason)
 {
 	struct mt_stack *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
@@ -492,15 +492,493 @@ static __always_inline void send_stack(__u64 id, struct stackbuf *buf, __u32 n)
 	r->id = id;
 	r->tgid = bpf_get_current_pid_tgid() >> 32;
 	r->nframes = n;
+	r->reason = reason;
 	struct mt_send_ctx c = {.r = r, .buf = buf, .task = bpf_get_current_task_btf()};
 	bpf_loop(n, frame_cb, &c, 0);
 	submit(r, 0);
 }
 
-/* The user stack at an outermost call, frame 0 being the caller: at the
- * probe point (before any push) the return address is at [sp], and the
- * frame-pointer walk from the caller's rbp gives the rest. Returns the
- * stack's id, or 0. */
+/* The DWARF walk (--stack-depth without frame pointers). The agent fills
+ * the tables: unwind_rows, unwind_ext and unwind_pages hold every file's
+ * table (max_entries set before load), unwind_procs each process's
+ * executable file mappings, unwind_files each table by file for a mapping
+ * not written yet. unwind_dwarf 0 forces the kernel's frame-pointer walk. */
+const volatile __u8 unwind_dwarf = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct mt_urow);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_pages SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct mt_uext);
+} unwind_ext SEC(".maps");
+
+/* Allocated per process (24 KiB each), not preallocated for all. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct mt_umaps);
+} unwind_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct mt_ufile_key);
+	__type(value, struct mt_ufile);
+} unwind_files SEC(".maps");
+
+/* Processes whose mappings the agent was asked to write again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} unwind_stale SEC(".maps");
+
+/* Row CFA types and rules: unwind/row.go. */
+#define MT_CFA_GAP 0
+#define MT_CFA_SP 1
+#define MT_CFA_FP 2
+#define MT_CFA_PLT 3
+#define MT_CFA_END 4
+#define MT_CFA_UNSUPPORTED 5
+#define MT_CFA_EXTENDED 6
+#define MT_FP_UNCHANGED 0
+#define MT_FP_AT_CFA 1
+#define MT_FP_UNKNOWN 2
+#define MT_RA_ARCH 0
+#define MT_RA_AT_CFA 1
+#define MT_RA_AFTER_FP 2
+/* A frame pointer the fallback may follow is at most this far above sp. */
+#define MT_FP_SANE (8ULL << 20)
+#define MT_ARM64_PAC_MASK ((1ULL << 48) - 1)
+
+struct mt_rule {
+	__s64 cfa_off;
+	__s64 fp_off;
+	__s64 ra_off;
+	__u8 type;
+	__u8 sig;
+	__u8 fp;
+	__u8 ra_at; /* 1: at CFA + ra_off; 0: arm64's LR */
+	__u8 plt;
+};
+
+/* The registers of the frame being unwound. */
+struct mt_wstate {
+	__u64 pc, sp, fp, lr;
+	struct mt_umap cur; /* the last frame's mapping: callers are often in it too */
+	__u8 have_cur;
+	__u8 is_return; /* pc is a return address: its call is at pc - 1 */
+	__u8 fp_known;
+	__u8 lr_valid;
+	__u8 fp_used;
+};
+
+struct mt_walk {
+	struct stackbuf *buf;
+	struct mt_umaps *maps;
+	struct mt_wstate s;
+	__u32 n;
+	__u16 reason;
+};
+
+static __always_inline void arch_ra(struct mt_rule *r)
+{
+#if defined(__TARGET_ARCH_x86)
+	r->ra_at = 1;
+	r->ra_off = -8;
+#else
+	r->ra_at = 0;
+#endif
+}
+
+/* Decodes a row as unwind.Row.Rule and Table.RowRule do. */
+static __always_inline void decode_row(struct mt_urow *row, struct mt_utable *t, struct mt_rule *r)
+{
+	__u8 info = row->info;
+	r->type = info & 7;
+	r->sig = info & 8;
+	if (r->type == MT_CFA_EXTENDED) {
+		__u32 k = t->ext_first + row->cfa;
+		struct mt_uext *e = row->cfa < t->ext_count ? bpf_map_lookup_elem(&unwind_ext, &k) : 0;
+		if (!e) {
+			r->type = MT_CFA_UNSUPPORTED;
+			return;
+		}
+		r->type = e->info & 7;
+		if (r->type != MT_CFA_SP && r->type != MT_CFA_FP && r->type != MT_CFA_PLT) {
+			r->type = MT_CFA_UNSUPPORTED;
+			return;
+		}
+		r->cfa_off = e->cfa_off;
+		r->plt = e->plt;
+		r->fp = (e->info >> 4) & 3;
+		r->fp_off = e->fp_off;
+		if ((e->info >> 6) == MT_RA_AT_CFA) {
+			r->ra_at = 1;
+			r->ra_off = e->ra_off;
+		} else {
+			arch_ra(r);
+		}
+		return;
+	}
+	if (r->type != MT_CFA_SP && r->type != MT_CFA_FP && r->type != MT_CFA_PLT)
+		return;
+	r->cfa_off = (__s64)row->cfa * 8;
+	__s64 reg = (__s64)row->reg * 8;
+	r->fp = MT_FP_UNCHANGED;
+	if (r->type == MT_CFA_PLT) {
+		r->plt = (__u8)row->reg;
+		arch_ra(r);
+		return;
+	}
+	__u8 fp = (info >> 4) & 3;
+	switch (info >> 6) {
+	case MT_RA_ARCH:
+		arch_ra(r);
+		r->fp = fp;
+		r->fp_off = reg;
+		break;
+	case MT_RA_AT_CFA:
+		r->ra_at = 1;
+		r->ra_off = reg;
+		r->fp = fp;
+		break;
+	case MT_RA_AFTER_FP:
+		r->fp = MT_FP_AT_CFA;
+		r->fp_off = reg;
+		r->ra_at = 1;
+		r->ra_off = reg + 8;
+		break;
+	default:
+		r->type = MT_CFA_UNSUPPORTED;
+	}
+}
+
+/* The rule at pc in mapping m: the page gives a few candidate rows, a
+ * binary search the one whose range holds pc. The searches are global
+ * functions, which the verifier checks once each rather than along every
+ * path of the frame loop. */
+__noinline int mt_lookup_rule(struct mt_umap *m, __u64 pc, struct mt_rule *r)
+{
+	if (!m || !r)
+		return 0;
+	r->type = MT_CFA_GAP;
+	r->sig = 0;
+	__u64 off64 = pc - m->base;
+	if (pc < m->base || off64 >> 32)
+		return 0;
+	__u32 off = off64;
+	__u32 p = off >> MT_UPAGE_SHIFT;
+	if (p >= m->t.page_count)
+		return 0;
+	__u32 k = m->t.page_first + p;
+	__u64 *pe = bpf_map_lookup_elem(&unwind_pages, &k);
+	if (!pe)
+		return 0;
+	__u32 lo = (__u32)*pe, hi = *pe >> 32;
+	/* At most 4096 rows start in a page. */
+	for (int i = 0; i < 13 && lo < hi; i++) {
+		__u32 mid = (lo + hi + 1) / 2;
+		k = m->t.row_first + mid;
+		struct mt_urow *row = bpf_map_lookup_elem(&unwind_rows, &k);
+		if (!row)
+			return 0;
+		if (row->pc <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	k = m->t.row_first + lo;
+	struct mt_urow *row = lo < m->t.row_count ? bpf_map_lookup_elem(&unwind_rows, &k) : 0;
+	if (!row || row->pc > off)
+		return 0;
+	decode_row(row, &m->t, r);
+	return 1;
+}
+
+struct mt_fb_vma {
+	__u64 start, end, pgoff, dev, ino;
+	int file;
+};
+
+static long fb_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct mt_fb_vma *c = data;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+	if (!f)
+		return 0;
+	c->file = 1;
+	c->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	c->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	c->start = BPF_CORE_READ(vma, vm_start);
+	c->end = BPF_CORE_READ(vma, vm_end);
+	c->pgoff = BPF_CORE_READ(vma, vm_pgoff);
+	return 0;
+}
+
+/* A PC in no mapping of the process's array: a library mapped since the
+ * agent last wrote it (dlopen, or ld.so's work after exec). Its VMA names
+ * the file, whose table may be built already; the agent is asked, once,
+ * to write the mappings again. */
+__noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
+{
+	if (!out)
+		return 0;
+	struct mt_fb_vma c = {};
+	if (bpf_find_vma(bpf_get_current_task_btf(), pc, fb_vma_cb, &c, 0) || !c.file)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 one = 1;
+	if (bpf_map_update_elem(&unwind_stale, &tgid, &one, BPF_NOEXIST) == 0) {
+		struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
+		if (rm) {
+			rm->tgid = tgid;
+			rm->magic = MT_REMAP_MAGIC;
+			rm->pad = 0;
+			bpf_ringbuf_submit(rm, BPF_RB_FORCE_WAKEUP);
+		} else {
+			bpf_map_delete_elem(&unwind_stale, &tgid);
+		}
+	}
+	struct mt_ufile_key key = {.dev = c.dev, .ino = c.ino};
+	struct mt_ufile *uf = bpf_map_lookup_elem(&unwind_files, &key);
+	if (!uf)
+		return 0;
+	__u64 foff = c.pgoff << 12;
+	if (foff < uf->seg_off || foff >= uf->seg_end)
+		return 0;
+	out->start = c.start;
+	out->end = c.end;
+	out->base = c.start - foff + uf->delta;
+	out->t = uf->t;
+	return 1;
+}
+
+/* pc's mapping in a process's sorted array, copied into out. The agent
+ * pads the array past n with entries that end above every user address,
+ * so a branchless search over all MT_UMAPS entries finds the first that
+ * ends above pc: with branches, the verifier would walk every path,
+ * since an index added to a pointer must be tracked exactly. User
+ * addresses are below 2^63, so a difference's sign is the comparison. */
+__noinline int mt_find_map(struct mt_umaps *ms, __u64 pc, struct mt_umap *out)
+{
+	if (!ms || !out)
+		return 0;
+	__u32 pos = 0;
+#pragma unroll
+	for (__u32 step = MT_UMAPS / 2; step > 0; step >>= 1) {
+		__u64 end = ms->m[(pos + step - 1) & (MT_UMAPS - 1)].end;
+		pos += step & (__u32)((__s64)(end - pc - 1) >> 63); /* end <= pc */
+	}
+	if (pos >= ms->n)
+		return 0;
+	struct mt_umap *m = &ms->m[pos & (MT_UMAPS - 1)];
+	if (m->start > pc || pc >= m->end)
+		return 0;
+	*out = *m;
+	return 1;
+}
+
+static __always_inline int read_u64(__u64 *v, __u64 addr)
+{
+	return bpf_probe_read_user(v, sizeof(*v), (void *)addr) == 0;
+}
+
+static __always_inline int step_stop(struct mt_wstate *w, int reason)
+{
+	if (w->fp_used && (reason == MT_STOP_NO_INFO || reason == MT_STOP_BAD_READ))
+		return MT_STOP_FP;
+	return reason;
+}
+
+/* One frame: from a frame's registers in w to its caller's. Returns 0
+ * with the caller's PC in w->pc, or why the walk ends. A global
+ * function: the verifier checks it once, not along every path of the
+ * frame loop. */
+__noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms)
+{
+	if (!w)
+		return MT_STOP_BAD_READ;
+	__u64 pc = w->pc, sp = w->sp, fp = w->fp;
+	if (!(w->have_cur && pc >= w->cur.start && pc < w->cur.end))
+		w->have_cur = (ms && mt_find_map(ms, pc, &w->cur)) || mt_fallback_map(pc, &w->cur);
+	struct mt_rule r = {};
+	int mapped = w->have_cur && w->cur.t.row_count;
+	if (mapped)
+		mt_lookup_rule(&w->cur, pc - w->is_return, &r);
+	if (r.sig) {
+		/* A signal trampoline: the interrupted registers are in the
+		 * sigcontext on the stack (unwind.SigAMD64RBP and the like). */
+#if defined(__TARGET_ARCH_x86)
+		__u64 g[7];
+		if (bpf_probe_read_user(g, sizeof(g), (void *)(sp + 40 + 10 * 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->fp = g[0];
+		w->sp = g[5];
+		w->pc = g[6];
+#else
+		__u64 g[4];
+		if (bpf_probe_read_user(g, sizeof(g), (void *)(sp + 128 + 176 + 8 + 29 * 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->fp = g[0];
+		w->lr = g[1];
+		w->sp = g[2];
+		w->pc = g[3] & MT_ARM64_PAC_MASK;
+#endif
+		w->fp_known = 1;
+		w->lr_valid = 1;
+		w->is_return = 0;
+		return 0;
+	}
+	__u64 cfa = 0, ra = 0;
+	switch (r.type) {
+	case MT_CFA_END:
+		return MT_STOP_END;
+	case MT_CFA_UNSUPPORTED:
+		return step_stop(w, MT_STOP_NO_INFO);
+	case MT_CFA_GAP: {
+		/* No rule: the frame pointer, if it looks like one. */
+		if (!w->fp_known)
+			return step_stop(w, MT_STOP_NO_INFO);
+		if (fp == 0)
+			return mapped ? MT_STOP_END : step_stop(w, MT_STOP_NO_INFO);
+		if (fp < sp || (fp & 7) || fp - sp > MT_FP_SANE)
+			return step_stop(w, mapped ? MT_STOP_BAD_READ : MT_STOP_NO_INFO);
+		__u64 rec[2];
+		if (bpf_probe_read_user(rec, sizeof(rec), (void *)fp))
+			return step_stop(w, MT_STOP_BAD_READ);
+		cfa = fp + 16;
+		ra = rec[1];
+		w->fp = rec[0];
+		w->fp_used = 1;
+		break;
+	}
+	case MT_CFA_SP:
+	case MT_CFA_FP:
+	case MT_CFA_PLT:
+		if (r.type == MT_CFA_FP) {
+			if (!w->fp_known)
+				return step_stop(w, MT_STOP_NO_INFO);
+			cfa = fp + r.cfa_off;
+		} else {
+			cfa = sp + r.cfa_off;
+			if (r.type == MT_CFA_PLT && (pc & 15) >= r.plt)
+				cfa += 8;
+		}
+		if (r.ra_at && r.fp == MT_FP_AT_CFA && r.fp_off == r.ra_off - 8) {
+			/* The usual frame record: saved fp, then the return
+			 * address, in one read. */
+			__u64 rec[2];
+			if (bpf_probe_read_user(rec, sizeof(rec), (void *)(cfa + r.fp_off)))
+				return step_stop(w, MT_STOP_BAD_READ);
+			w->fp = rec[0];
+			ra = rec[1];
+			break;
+		}
+		if (r.ra_at) {
+			if (!read_u64(&ra, cfa + r.ra_off))
+				return step_stop(w, MT_STOP_BAD_READ);
+		} else {
+			if (!w->lr_valid)
+				return step_stop(w, MT_STOP_BAD_READ);
+			ra = w->lr;
+		}
+		if (r.fp == MT_FP_AT_CFA) {
+			__u64 v;
+			if (!read_u64(&v, cfa + r.fp_off))
+				return step_stop(w, MT_STOP_BAD_READ);
+			w->fp = v;
+		} else if (r.fp == MT_FP_UNKNOWN) {
+			w->fp_known = 0;
+		}
+		break;
+	default:
+		return step_stop(w, MT_STOP_NO_INFO);
+	}
+	if (cfa < sp || (cfa == sp && !w->lr_valid))
+		return step_stop(w, MT_STOP_BAD_READ);
+#if defined(__TARGET_ARCH_arm64)
+	ra &= MT_ARM64_PAC_MASK;
+#endif
+	if (ra == 0)
+		return MT_STOP_END;
+	w->sp = cfa;
+	w->pc = ra;
+	w->lr = ra;
+	w->is_return = 1;
+	w->lr_valid = 0;
+	return 0;
+}
+
+static long walk_cb(__u64 i, void *data)
+{
+	struct mt_walk *w = data;
+	if (w->n >= stack_depth || w->n > MT_MAX_FRAMES) {
+		w->reason = MT_STOP_DEPTH;
+		return 1;
+	}
+	int stop = mt_step(&w->s, w->maps);
+	if (stop) {
+		w->reason = stop;
+		return 1;
+	}
+	w->buf->ips[w->n & MT_MAX_FRAMES] = w->s.pc;
+	w->n++;
+	return 0;
+}
+
+/* The walk from the probe: at the allocation function's entry (before
+ * any push) the caller's return address is at [sp] on x86-64 and in x30
+ * on arm64, and the caller's frame pointer is untouched. */
+static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *buf, __u16 *reason)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct mt_walk w = {
+		.buf = buf,
+		.maps = bpf_map_lookup_elem(&unwind_procs, &tgid),
+		.s = {.fp = PT_REGS_FP(ctx), .is_return = 1, .fp_known = 1},
+		.reason = MT_STOP_DEPTH,
+	};
+#if defined(__TARGET_ARCH_x86)
+	if (!read_u64(&w.s.pc, PT_REGS_SP(ctx)))
+		return 0;
+	w.s.sp = PT_REGS_SP(ctx) + 8;
+#else
+	w.s.pc = ctx->regs[30] & MT_ARM64_PAC_MASK;
+	w.s.sp = PT_REGS_SP(ctx);
+#endif
+	buf->ips[0] = w.s.pc;
+	w.n = 1;
+	if (stack_depth > 1)
+		bpf_loop(stack_depth, walk_cb, &w, 0);
+	*reason = w.n >= stack_depth ? MT_STOP_DEPTH : w.reason;
+	return w.n;
+}
+
+/* The user stack at an outermost call, frame 0 being the caller: the
+ * DWARF walk, or (unwind_dwarf 0) the return address at the probe plus
+ * the kernel's frame-pointer walk from the caller's frame pointer.
+ * Returns the stack's id, or 0. */
 static __always_inline __u64 capture_stack(struct pt_regs *ctx, struct tstate *st)
 {
 	if (stack_depth == 0 || !stack_wanted(st))
@@ -509,16 +987,30 @@ static __always_inline __u64 capture_stack(struct pt_regs *ctx, struct tstate *s
 	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!buf)
 		return 0;
-	if (bpf_probe_read_user(&buf->ips[0], 8, (void *)PT_REGS_SP(ctx)))
-		return 0;
-	__u32 n = 1;
-	if (stack_depth > 1) {
-		/* Skip frame 0 of the walk: the allocation function itself. */
-		long got = bpf_get_stack(ctx, &buf->ips[1], (stack_depth - 1) * 8 & 0x3ff,
-					 BPF_F_USER_STACK | 1);
-		if (got > 0)
-			n += got / 8;
+	__u32 n = 0;
+	__u16 reason = MT_STOP_FPWALK;
+	if (unwind_dwarf) {
+		n = dwarf_stack(ctx, buf, &reason);
+		if (n == 0)
+			return 0;
+	} else {
+#if defined(__TARGET_ARCH_x86)
+		if (bpf_probe_read_user(&buf->ips[0], 8, (void *)PT_REGS_SP(ctx)))
+			return 0;
+#else
+		buf->ips[0] = ctx->regs[30] & MT_ARM64_PAC_MASK;
+#endif
+		n = 1;
+		if (stack_depth > 1) {
+			/* Skip frame 0 of the walk: the allocation function itself. */
+			long got = bpf_get_stack(ctx, &buf->ips[1], (stack_depth - 1) * 8 & 0x3ff,
+						 BPF_F_USER_STACK | 1);
+			if (got > 0)
+				n += got / 8;
+		}
 	}
+	if (n > MT_MAX_FRAMES)
+		n = MT_MAX_FRAMES;
 	__u64 id = 0xcbf29ce484222325ULL ^ (bpf_get_current_pid_tgid() >> 32);
 	for (__u32 i = 0; i < MT_MAX_FRAMES + 1; i++) {
 		if (i >= n)
@@ -529,7 +1021,7 @@ static __always_inline __u64 capture_stack(struct pt_regs *ctx, struct tstate *s
 	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
 		__u8 one = 1;
 		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
-		send_stack(id, buf, n);
+		send_stack(id, buf, n, reason);
 	}
 	return id;
 }
@@ -918,6 +1410,12 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	__u8 one = 1;
 	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	/* The child's mappings are its parent's, until the agent writes them. */
+	if (unwind_dwarf) {
+		struct mt_umaps *pm = bpf_map_lookup_elem(&unwind_procs, &ptgid);
+		if (pm)
+			bpf_map_update_elem(&unwind_procs, &ctgid, pm, BPF_ANY);
+	}
 	/* Runs in the parent: the thread record names ptgid. The child is
 	 * held only when the event that makes the agent resume it is in the
 	 * ring. */
@@ -955,6 +1453,12 @@ int BPF_PROG(mt_exec)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
+	/* A new image: the old mappings mean nothing now, and the first
+	 * miss asks the agent for the new ones. */
+	if (unwind_dwarf) {
+		bpf_map_delete_elem(&unwind_procs, &tgid);
+		bpf_map_delete_elem(&unwind_stale, &tgid);
+	}
 	if (!(follow || hold_exec)) {
 		proc_event(MT_EV_EXEC, 0, 0);
 		return 0;
@@ -1015,4 +1519,11 @@ const volatile struct {
 	struct mt_thread thread;
 	struct mt_stack stack;
 	struct mt_file file;
+	enum mt_stop stop;
+	struct mt_urow urow;
+	struct mt_uext uext;
+	struct mt_umaps umaps;
+	struct mt_ufile_key ufile_key;
+	struct mt_ufile ufile;
+	struct mt_remap remap;
 } mt_abi_types = {};

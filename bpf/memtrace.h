@@ -134,9 +134,97 @@ struct mt_stack {
 	__u64 ts_ns;
 	__u64 id;
 	__u32 tgid;
-	__u32 nframes;
+	__u16 nframes;
+	__u16 reason;   /* enum mt_stop: why the walk ended */
 	struct mt_frame frames[MT_MAX_FRAMES];
 };
+
+/* Why a stack walk ended. MT_STOP_FPWALK: the kernel's frame-pointer
+ * walk (bpf_get_stack) took the stack and does not say; the agent judges
+ * by the frames. */
+enum mt_stop {
+	MT_STOP_FPWALK = 0,
+	MT_STOP_END = 1,      /* the outermost frame: the stack is complete */
+	MT_STOP_DEPTH = 2,    /* --stack-depth frames */
+	MT_STOP_NO_INFO = 3,  /* a PC with no usable unwind rule and no frame pointer */
+	MT_STOP_BAD_READ = 4, /* a stack read failed or gave no frame */
+	MT_STOP_FP = 5,       /* the frame-pointer fallback was used and then broke */
+};
+
+/* The DWARF walk's tables (built by the unwind package; unwind/row.go is
+ * the row ABI): all files' rows in one array, their extended rules in
+ * another, and per 4 KiB page of a table's PCs the range of rows that can
+ * cover it, so that a lookup is one page read and a binary search over a
+ * few rows. */
+#define MT_UPAGE_SHIFT 12
+#define MT_UMAPS 512 /* executable file mappings of one process */
+
+struct mt_urow {
+	__u32 pc;   /* ELF vaddr - the table's base */
+	__u16 cfa;
+	__u8 info;
+	__s8 reg;
+};
+
+struct mt_uext {
+	__s32 cfa_off;
+	__s32 fp_off;
+	__s32 ra_off;
+	__u8 info;
+	__u8 plt;
+	__u16 zero;
+};
+
+/* Where one file's table lies in the shared arrays. A page entry is the
+ * first candidate row | the last << 32, relative to row_first. */
+struct mt_utable {
+	__u32 row_first;
+	__u32 row_count;  /* 0: no table (the frame-pointer fallback applies) */
+	__u32 page_first;
+	__u32 page_count;
+	__u32 ext_first;
+	__u32 ext_count;
+};
+
+/* One executable file mapping of a process; a process's are sorted by
+ * start. base is the runtime address of row PC 0. */
+struct mt_umap {
+	__u64 start;
+	__u64 end;
+	__u64 base;
+	struct mt_utable t;
+};
+
+struct mt_umaps {
+	__u32 n;
+	__u32 pad;
+	struct mt_umap m[MT_UMAPS];
+};
+
+/* A file's table by the VMA's (s_dev, i_ino), for a PC in a mapping the
+ * agent has not written yet (a library mapped since, or just after exec):
+ * the row PC is pc - vm_start + (vm_pgoff << 12) + delta when the VMA's
+ * file offset is within [seg_off, seg_end). */
+struct mt_ufile_key {
+	__u64 dev;
+	__u64 ino;
+};
+
+struct mt_ufile {
+	struct mt_utable t;
+	__u64 seg_off;
+	__u64 seg_end;
+	__u64 delta;
+};
+
+/* Asks the agent to write a process's mappings again: a PC was in a file
+ * mapping its array lacks. Sent once until the agent has done so. */
+struct mt_remap {
+	__u32 tgid;
+	__u32 magic;  /* MT_REMAP_MAGIC */
+	__u64 pad;
+};
+#define MT_REMAP_MAGIC 0x70616d72
 
 /* mt_event.flags */
 #define MT_FLAG_FILE 0x1     /* mmap of a file: not logged unless asked */

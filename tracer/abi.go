@@ -63,6 +63,10 @@ const (
 	pathParts  = 24
 	partLen    = 64
 	fileSize   = 16 + pathParts*partLen
+	// remapSize is sizeof(struct mt_remap): the kernel side asks for a
+	// process's mappings again.
+	remapSize  = 16
+	remapMagic = 0x70616d72 // MT_REMAP_MAGIC
 )
 
 // File names the file behind an inode that frames lie in, as the kernel
@@ -112,7 +116,45 @@ type Stack struct {
 	TS     uint64
 	ID     uint64
 	TGID   uint32
+	Stop   StopReason
 	Frames []Frame
+}
+
+// StopReason says why the kernel side's stack walk ended (enum mt_stop).
+type StopReason uint16
+
+const (
+	// StopFPWalk: the kernel's frame-pointer walk took the stack, which
+	// does not say why it ended; the frames must tell.
+	StopFPWalk StopReason = 0
+	StopEnd    StopReason = 1 // the outermost frame: complete
+	StopDepth  StopReason = 2 // the stack depth asked for
+	// StopNoInfo: a PC with no usable unwind rule (no table, an
+	// unsupported rule, a lost frame pointer) and no frame pointer.
+	StopNoInfo StopReason = 3
+	// StopBadRead: a stack read failed, or gave no frame.
+	StopBadRead StopReason = 4
+	// StopFP: the frame-pointer fallback was used and then broke.
+	StopFP StopReason = 5
+)
+
+// Truncation is the reason the log gives for a stack that stopped
+// short, or "" for a complete one (and for StopFPWalk, which says
+// nothing).
+func (r StopReason) Truncation() string {
+	switch r {
+	case StopEnd, StopFPWalk:
+		return ""
+	case StopDepth:
+		return "depth"
+	case StopNoInfo:
+		return "no-unwind-info"
+	case StopBadRead:
+		return "bad-read"
+	case StopFP:
+		return "fp"
+	}
+	return "bad-read"
 }
 
 func (s *Stack) decode(b []byte) error {
@@ -123,7 +165,8 @@ func (s *Stack) decode(b []byte) error {
 	s.TS = le.Uint64(b[0:])
 	s.ID = le.Uint64(b[8:])
 	s.TGID = le.Uint32(b[16:])
-	n := int(le.Uint32(b[20:]))
+	n := int(le.Uint16(b[20:]))
+	s.Stop = StopReason(le.Uint16(b[22:]))
 	if n > maxFrames {
 		n = maxFrames
 	}

@@ -112,7 +112,7 @@ func TestStackABI(t *testing.T) {
 	if st.Size != stackSize || fr.Size != frameSize {
 		t.Fatalf("sizeof mt_stack %d mt_frame %d; Go decodes %d and %d", st.Size, fr.Size, stackSize, frameSize)
 	}
-	want := map[string]uint32{"ts_ns": 0, "id": 8, "tgid": 16, "nframes": 20, "frames": 24}
+	want := map[string]uint32{"ts_ns": 0, "id": 8, "tgid": 16, "nframes": 20, "reason": 22, "frames": 24}
 	for _, m := range st.Members {
 		if off, ok := want[m.Name]; !ok || m.Offset.Bytes() != off {
 			t.Errorf("mt_stack.%s at %d, Go reads %d (known %v)", m.Name, m.Offset.Bytes(), off, ok)

@@ -36,6 +36,11 @@ func (t *Tracer) AttachLibrary(pid int, path string) (bool, error) {
 	if err := syscall.Stat(path, &st); err != nil {
 		return false, fmt.Errorf("stat %s: %w", path, err)
 	}
+	if t.unw != nil {
+		// Its unwind table, before the program maps it (ld.so does
+		// that after exec): the kernel side finds it by the file.
+		t.unw.loadPath(path)
+	}
 	key := attachKey{pid: pid, dev: uint64(st.Dev), ino: st.Ino}
 	t.mu.Lock()
 	_, done := t.links[key]
@@ -280,6 +285,11 @@ func (t *Tracer) ScanProcess(pid int) ([]string, error) {
 		}
 		if ok {
 			added = append(added, m.Path)
+		}
+	}
+	if t.unw != nil {
+		if err := t.unw.updateProcess(pid, true); err != nil {
+			return added, err
 		}
 	}
 	return added, nil

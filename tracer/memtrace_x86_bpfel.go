@@ -13,6 +13,67 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type MemtraceMtUext struct {
+	_      structs.HostLayout
+	CfaOff int32
+	FpOff  int32
+	RaOff  int32
+	Info   uint8
+	Plt    uint8
+	Zero   uint16
+}
+
+type MemtraceMtUfile struct {
+	_ structs.HostLayout
+	T struct {
+		_         structs.HostLayout
+		RowFirst  uint32
+		RowCount  uint32
+		PageFirst uint32
+		PageCount uint32
+		ExtFirst  uint32
+		ExtCount  uint32
+	}
+	SegOff uint64
+	SegEnd uint64
+	Delta  uint64
+}
+
+type MemtraceMtUfileKey struct {
+	_   structs.HostLayout
+	Dev uint64
+	Ino uint64
+}
+
+type MemtraceMtUmaps struct {
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	M   [512]struct {
+		_     structs.HostLayout
+		Start uint64
+		End   uint64
+		Base  uint64
+		T     struct {
+			_         structs.HostLayout
+			RowFirst  uint32
+			RowCount  uint32
+			PageFirst uint32
+			PageCount uint32
+			ExtFirst  uint32
+			ExtCount  uint32
+		}
+	}
+}
+
+type MemtraceMtUrow struct {
+	_    structs.HostLayout
+	Pc   uint32
+	Cfa  uint16
+	Info uint8
+	Reg  int8
+}
+
 type MemtraceStackbuf struct {
 	_   structs.HostLayout
 	Ips [128]uint64
@@ -59,6 +120,12 @@ const (
 	MemtraceMapTargets              = "targets"
 	MemtraceMapTslots               = "tslots"
 	MemtraceMapTstates              = "tstates"
+	MemtraceMapUnwindExt            = "unwind_ext"
+	MemtraceMapUnwindFiles          = "unwind_files"
+	MemtraceMapUnwindPages          = "unwind_pages"
+	MemtraceMapUnwindProcs          = "unwind_procs"
+	MemtraceMapUnwindRows           = "unwind_rows"
+	MemtraceMapUnwindStale          = "unwind_stale"
 	MemtraceProgMtChildStart        = "mt_child_start"
 	MemtraceProgMtEmpty             = "mt_empty"
 	MemtraceProgMtEmptyMulti        = "mt_empty_multi"
@@ -86,6 +153,7 @@ const (
 	MemtraceVarN_stackThreads       = "n_stack_threads"
 	MemtraceVarStackDepth           = "stack_depth"
 	MemtraceVarStackThreads         = "stack_threads"
+	MemtraceVarUnwindDwarf          = "unwind_dwarf"
 	MemtraceVarWakeupBytes          = "wakeup_bytes"
 )
 
@@ -165,6 +233,12 @@ type MemtraceMapSpecs struct {
 	Targets      *ebpf.MapSpec `ebpf:"targets"`
 	Tslots       *ebpf.MapSpec `ebpf:"tslots"`
 	Tstates      *ebpf.MapSpec `ebpf:"tstates"`
+	UnwindExt    *ebpf.MapSpec `ebpf:"unwind_ext"`
+	UnwindFiles  *ebpf.MapSpec `ebpf:"unwind_files"`
+	UnwindPages  *ebpf.MapSpec `ebpf:"unwind_pages"`
+	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
+	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
+	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
 }
 
 // MemtraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -178,6 +252,7 @@ type MemtraceVariableSpecs struct {
 	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
 	StackDepth     *ebpf.VariableSpec `ebpf:"stack_depth"`
 	StackThreads   *ebpf.VariableSpec `ebpf:"stack_threads"`
+	UnwindDwarf    *ebpf.VariableSpec `ebpf:"unwind_dwarf"`
 	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -209,6 +284,12 @@ type MemtraceMaps struct {
 	Targets      *ebpf.Map `ebpf:"targets"`
 	Tslots       *ebpf.Map `ebpf:"tslots"`
 	Tstates      *ebpf.Map `ebpf:"tstates"`
+	UnwindExt    *ebpf.Map `ebpf:"unwind_ext"`
+	UnwindFiles  *ebpf.Map `ebpf:"unwind_files"`
+	UnwindPages  *ebpf.Map `ebpf:"unwind_pages"`
+	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
+	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
+	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
 }
 
 func (m *MemtraceMaps) Close() error {
@@ -221,6 +302,12 @@ func (m *MemtraceMaps) Close() error {
 		m.Targets,
 		m.Tslots,
 		m.Tstates,
+		m.UnwindExt,
+		m.UnwindFiles,
+		m.UnwindPages,
+		m.UnwindProcs,
+		m.UnwindRows,
+		m.UnwindStale,
 	)
 }
 
@@ -235,6 +322,7 @@ type MemtraceVariables struct {
 	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
 	StackDepth     *ebpf.Variable `ebpf:"stack_depth"`
 	StackThreads   *ebpf.Variable `ebpf:"stack_threads"`
+	UnwindDwarf    *ebpf.Variable `ebpf:"unwind_dwarf"`
 	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

@@ -26,6 +26,16 @@ type Options struct {
 	// contains one of these substrings (at most 8, each under 16 bytes).
 	StackDepth   int
 	StackThreads []string
+	// StackUnwind is how stacks are walked: "dwarf" (the default) with
+	// the files' .eh_frame tables, which needs no frame pointers, or
+	// "fp", the kernel's frame-pointer walk only.
+	StackUnwind string
+	// UnwindRows sizes the shared table of unwind rows (8 bytes each,
+	// allocated at load); 0 means DefaultUnwindRows.
+	UnwindRows int
+	// Logf, if set, receives verbose notes (each unwind table's size and
+	// build time).
+	Logf func(format string, args ...any)
 	// Follow traces the processes the targets fork, holding each child
 	// (SIGSTOP before its first instruction) until its probes exist.
 	Follow bool

@@ -63,6 +63,9 @@ func ResumeHeld(fd int) (int, error) {
 func (t *Tracer) ReleaseProcess(pid int) {
 	_ = t.objs.Targets.Delete(uint32(pid))
 	_ = t.objs.Hold.Delete(uint32(pid))
+	if t.unw != nil {
+		t.unw.forget(pid)
+	}
 	var ls []link.Link
 	t.mu.Lock()
 	for k, kl := range t.links {

@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
@@ -32,6 +33,7 @@ type Tracer struct {
 	closing  sync.WaitGroup // ReleaseProcess's link closes in flight
 	// Read's decode targets, kept to avoid an allocation per call.
 	threads map[uint32]threadInfo // from mt_thread records, by tid
+	unw     *unwinder             // nil unless stacks are walked with tables
 	ev      Event
 	st      Stack
 	f       File
@@ -69,6 +71,17 @@ func New(opts Options) (*Tracer, error) {
 	if len(opts.StackThreads) > 8 {
 		return nil, fmt.Errorf("%d --stack-threads patterns: at most 8 are supported", len(opts.StackThreads))
 	}
+	dwarf := false
+	switch opts.StackUnwind {
+	case "", "dwarf":
+		dwarf = opts.StackDepth > 0
+	case "fp":
+	default:
+		return nil, fmt.Errorf("stack unwinding %q: give dwarf or fp", opts.StackUnwind)
+	}
+	if err := sizeUnwindMaps(spec, dwarf, opts.UnwindRows); err != nil {
+		return nil, err
+	}
 	var pats [8][16]byte
 	for i, p := range opts.StackThreads {
 		if len(p) == 0 || len(p) > 15 {
@@ -86,6 +99,7 @@ func New(opts Options) (*Tracer, error) {
 		"follow":          b2u(opts.Follow),
 		"hold_exec":       b2u(opts.HoldExec),
 		"stack_depth":     uint32(opts.StackDepth),
+		"unwind_dwarf":    b2u(dwarf),
 		"n_stack_threads": uint32(len(opts.StackThreads)),
 		"stack_threads":   pats,
 	} {
@@ -109,6 +123,12 @@ func New(opts Options) (*Tracer, error) {
 	}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, loadError(err)
+	}
+	if dwarf && !opts.Floor {
+		if t.unw, err = newUnwinder(&t.objs, opts.Logf); err != nil {
+			t.objs.Close()
+			return nil, err
+		}
 	}
 	if !opts.Floor {
 		t.exit, err = link.AttachTracing(link.TracingOptions{Program: t.objs.MtExit})
@@ -230,6 +250,13 @@ func (t *Tracer) Read(h Handler) error {
 			if t.f.decode(b) == nil {
 				h.File(&t.f)
 			}
+		case n == remapSize:
+			le := binary.LittleEndian
+			if le.Uint32(b[4:]) == remapMagic && t.unw != nil {
+				// Mappings the kernel side lacks: a library mapped
+				// since the last scan (ld.so's work after exec).
+				_ = t.unw.updateProcess(int(le.Uint32(b[0:])), false)
+			}
 		case n == threadSize:
 			if tid, ti, err := decodeThread(b); err == nil {
 				t.threads[tid] = ti
@@ -245,6 +272,11 @@ func (t *Tracer) Read(h Handler) error {
 				t.threads[t.ev.TID] = ti
 			}
 			t.ev.TGID, t.ev.Comm = ti.tgid, ti.comm
+			if t.ev.Kind == KindExec && t.unw != nil {
+				// The new image, while it is held (in -- mode):
+				// the program and its dynamic linker.
+				_ = t.unw.updateProcess(int(t.ev.TGID), true)
+			}
 			h.Event(&t.ev)
 			if t.ev.Kind == KindExit {
 				delete(t.threads, t.ev.TID)

@@ -47,6 +47,7 @@ enum {
 
 enum {
 	BPF_F_NO_PREALLOC = 1,
+	BPF_F_MMAPABLE = 1024,
 };
 
 enum {
@@ -97,6 +98,29 @@ struct task_struct {
 	int pid;
 	int tgid;
 	struct task_struct *real_parent;
+} __attribute__((preserve_access_index));
+
+/* The DWARF walk's VMA fallback (memtrace.bpf.c fb_vma_cb). */
+typedef __u32 dev_t;
+
+struct super_block {
+	dev_t s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct vm_area_struct {
+	unsigned long vm_start;
+	unsigned long vm_end;
+	unsigned long vm_pgoff;
+	struct file *vm_file;
 } __attribute__((preserve_access_index));
 
 #endif

@@ -1,0 +1,111 @@
+//go:build amd64 || arm64
+
+package tracer
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/memtrace/memtrace/unwind"
+)
+
+// btfStruct checks a struct's size and member offsets in the committed
+// object's BTF against what the Go side writes or reads.
+func btfStruct(t *testing.T, name string, size uint32, want map[string]uint32) {
+	t.Helper()
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *btf.Struct
+	if err := spec.Types.TypeByName(name, &st); err != nil {
+		t.Fatalf("%s not in BTF: %v", name, err)
+	}
+	if st.Size != size {
+		t.Errorf("sizeof %s = %d, Go uses %d", name, st.Size, size)
+	}
+	seen := map[string]bool{}
+	for _, m := range st.Members {
+		off, ok := want[m.Name]
+		if !ok || m.Offset.Bytes() != off {
+			t.Errorf("%s.%s at %d, Go uses %d (known %v)", name, m.Name, m.Offset.Bytes(), off, ok)
+		}
+		seen[m.Name] = true
+	}
+	for n := range want {
+		if !seen[n] {
+			t.Errorf("Go uses %s.%s, which the C struct lacks", name, n)
+		}
+	}
+}
+
+// TestUnwindABI checks the DWARF walk's map layouts: the rows and
+// extended rules the unwind package encodes, the table placement, the
+// mapping array, the file fallback, the remap request and the stop
+// reasons.
+func TestUnwindABI(t *testing.T) {
+	btfStruct(t, "mt_urow", unwind.RowSize, map[string]uint32{
+		"pc": unwind.RowOffPC, "cfa": unwind.RowOffCFA, "info": unwind.RowOffInfo, "reg": unwind.RowOffReg})
+	btfStruct(t, "mt_uext", unwind.ExtSize, map[string]uint32{
+		"cfa_off": unwind.ExtOffCFA, "fp_off": unwind.ExtOffFP, "ra_off": unwind.ExtOffRA,
+		"info": unwind.ExtOffInfo, "plt": unwind.ExtOffPLT, "zero": unwind.ExtOffPLT + 1})
+	btfStruct(t, "mt_utable", uTableSize, map[string]uint32{
+		"row_first": 0, "row_count": 4, "page_first": 8, "page_count": 12, "ext_first": 16, "ext_count": 20})
+	btfStruct(t, "mt_umap", uMapSize, map[string]uint32{"start": 0, "end": 8, "base": 16, "t": 24})
+	btfStruct(t, "mt_umaps", uMapsSize, map[string]uint32{"n": 0, "pad": 4, "m": 8})
+	btfStruct(t, "mt_ufile_key", uFileKeySize, map[string]uint32{"dev": 0, "ino": 8})
+	btfStruct(t, "mt_ufile", uFileSize, map[string]uint32{"t": 0, "seg_off": 24, "seg_end": 32, "delta": 40})
+	btfStruct(t, "mt_remap", remapSize, map[string]uint32{"tgid": 0, "magic": 4, "pad": 8})
+
+	spec, err := LoadMemtrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var en *btf.Enum
+	if err := spec.Types.TypeByName("mt_stop", &en); err != nil {
+		t.Fatalf("mt_stop not in BTF: %v", err)
+	}
+	goStops := map[string]StopReason{"MT_STOP_FPWALK": StopFPWalk, "MT_STOP_END": StopEnd, "MT_STOP_DEPTH": StopDepth,
+		"MT_STOP_NO_INFO": StopNoInfo, "MT_STOP_BAD_READ": StopBadRead, "MT_STOP_FP": StopFP}
+	if len(en.Values) != len(goStops) {
+		t.Errorf("C has %d stop reasons, Go %d", len(en.Values), len(goStops))
+	}
+	for _, v := range en.Values {
+		if g, ok := goStops[v.Name]; !ok || uint64(g) != v.Value {
+			t.Errorf("%s = %d in C, Go has %d (known %v)", v.Name, v.Value, g, ok)
+		}
+	}
+	// Read tells records apart by size.
+	sizes := map[int]string{packedSize: "packed", threadSize: "thread", eventSize: "event", fileSize: "file", stackSize: "stack"}
+	if other, dup := sizes[remapSize]; dup {
+		t.Errorf("mt_remap is as long as mt_%s", other)
+	}
+}
+
+// TestStackDecodeReason: nframes and the stop reason share what was one
+// u32, and the decoder reads both.
+func TestStackDecodeReason(t *testing.T) {
+	b := make([]byte, stackSize)
+	le := binary.LittleEndian
+	le.PutUint64(b[8:], 0xabc)
+	le.PutUint32(b[16:], 42)
+	le.PutUint16(b[20:], 2)
+	le.PutUint16(b[22:], uint16(StopNoInfo))
+	le.PutUint64(b[24:], 0x1111)
+	le.PutUint64(b[24+frameSize:], 0x2222)
+	var s Stack
+	if err := s.decode(b); err != nil {
+		t.Fatal(err)
+	}
+	if s.ID != 0xabc || s.TGID != 42 || len(s.Frames) != 2 || s.Frames[1].Addr != 0x2222 || s.Stop != StopNoInfo {
+		t.Fatalf("decoded %+v", s)
+	}
+	for r, want := range map[StopReason]string{StopEnd: "", StopFPWalk: "", StopDepth: "depth", StopNoInfo: "no-unwind-info",
+		StopBadRead: "bad-read", StopFP: "fp"} {
+		if got := r.Truncation(); got != want {
+			t.Errorf("%d.Truncation() = %q, want %q", r, got, want)
+		}
+	}
+}
