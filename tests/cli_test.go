@@ -85,6 +85,8 @@ func TestCLIBadInput(t *testing.T) {
 		{"both modes", []string{"-p", "1", "--", "true"}, 2, "not both"},
 		{"bad size", []string{"--min-size", "12Q", "--", "true"}, 2, "bad --min-size"},
 		{"unknown flag", []string{"--frobnicate", "--", "true"}, 2, "frobnicate"},
+		{"empty pid in a list", []string{"-p", "1,,2"}, 2, `bad PID ""`},
+		{"kernel thread", []string{"-p", "2"}, 1, "kernel thread"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -91,6 +91,45 @@ func waitNoneTagged(t *testing.T, tag string, limit time.Duration) bool {
 	}
 }
 
+// waitExited waits until pid is gone or a zombie; "" then, else what it is.
+func waitExited(pid int, limit time.Duration) string {
+	for end := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return ""
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X' {
+			return ""
+		}
+		if time.Now().After(end) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			return fmt.Sprintf("still running (state %c) %v later", s[i+2], limit)
+		}
+	}
+}
+
+// exitOf says how the program of out ended, when its zombie is still
+// there to tell (its reaper here may never reap it).
+func exitOf(out string) string {
+	b, err := os.ReadFile(out + ".started")
+	if err != nil {
+		return "no pid"
+	}
+	pid := strings.TrimSpace(string(b))
+	st, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return "pid " + pid + " reaped"
+	}
+	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+	if len(f) == 0 {
+		return "pid " + pid
+	}
+	code, _ := strconv.Atoi(f[len(f)-1])
+	return fmt.Sprintf("pid %s state %s wait status %#x", pid, f[0], code)
+}
+
 // referenceOutput runs argv untraced and returns what it wrote to out.
 func referenceOutput(t *testing.T, out string, argv ...string) string {
 	t.Helper()
@@ -174,12 +213,23 @@ func TestSIGKILLNeverLeavesTargetsStopped(t *testing.T) {
 					t.Errorf("round %d: killed at %v", round, kill)
 					continue
 				}
+				// The program's PID (kept across its execs) is in
+				// .started once it ran; wait for that process itself,
+				// which a command-line scan can miss mid-exec.
+				if b, err := os.ReadFile(out + ".started"); err == nil {
+					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+						if st := waitExited(pid, 20*time.Second); st != "" {
+							t.Errorf("round %d (killed at %v): process %d: %s", round, kill, pid, st)
+							continue
+						}
+					}
+				}
 				got, err := os.ReadFile(out)
 				if err != nil {
 					// In -- mode a memtrace killed before the release
 					// leaves the program never started, by design.
 					if _, serr := os.Stat(out + ".started"); serr == nil {
-						t.Errorf("round %d (killed at %v): the program started but wrote no result", round, kill)
+						t.Errorf("round %d (killed at %v): the program started but wrote no result (%s)", round, kill, exitOf(out))
 					}
 					continue
 				}

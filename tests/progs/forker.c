@@ -31,8 +31,10 @@ int main(int argc, char **argv)
 	char started[4096];
 	snprintf(started, sizeof started, "%s.started", argv[1]);
 	FILE *sf = fopen(started, "w");
-	if (sf)
+	if (sf) {
+		fprintf(sf, "%d\n", (int)getpid());
 		fclose(sf);
+	}
 	long sum = 0;
 	pid_t *kids = calloc(count, sizeof(pid_t));
 	for (int i = 0; i < count; i++) {

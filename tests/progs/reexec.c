@@ -19,8 +19,10 @@ int main(int argc, char **argv)
 	char started[4096];
 	snprintf(started, sizeof started, "%s.started", argv[1]);
 	FILE *sf = fopen(started, "w");
-	if (sf)
+	if (sf) {
+		fprintf(sf, "%d\n", (int)getpid());
 		fclose(sf);
+	}
 	for (int i = 0; i < 50; i++) {
 		char *p = malloc(64 + i + n);
 		memset(p, n + i, 64 + i + n);
