@@ -244,6 +244,11 @@ func (t *Tracer) Read(h Handler) error {
 		switch n := len(b); {
 		case n >= stackSize:
 			if t.st.decode(b) == nil {
+				if t.unw != nil {
+					for _, f := range t.unw.fillFrames(t.st.TGID, t.st.Frames) {
+						h.File(&f)
+					}
+				}
 				h.Stack(&t.st)
 			}
 		case n >= fileSize:

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,6 +83,9 @@ type unwinder struct {
 	nextRow, nextPage   uint32
 	nextExt             uint32
 	tables              map[fileID]*loadedTable // nil: no table (not retried)
+	written             map[int][]umap          // each process's array as last written
+	seen                map[int][]procMapping   // each process's mappings as last read, by start
+	named               map[uint64]bool         // inodes whose path was handed on
 	logf                func(format string, args ...any)
 	arch                unwind.Arch
 	full                bool // said once: the row array is full
@@ -89,7 +93,8 @@ type unwinder struct {
 
 func newUnwinder(objs *MemtraceObjects, logf func(string, ...any)) (*unwinder, error) {
 	u := &unwinder{procs: objs.UnwindProcs, files: objs.UnwindFiles, stale: objs.UnwindStale,
-		tables: map[fileID]*loadedTable{}, logf: logf}
+		tables: map[fileID]*loadedTable{}, written: map[int][]umap{}, seen: map[int][]procMapping{},
+		named: map[uint64]bool{}, logf: logf}
 	var err error
 	for _, m := range []struct {
 		mp  *ebpf.Map
@@ -352,11 +357,11 @@ func encodeUmaps(ms []umap) []byte {
 // uMapsPad starts and ends the unused entries of a mapping array.
 const uMapsPad = 1 << 62
 
-// updateProcess writes pid's mapping array from /proc/PID/maps. clear
-// lets the kernel side ask again at its next miss (see remap): the
-// periodic rescan clears, the answer to a request does not, so that a PC
-// in a file mapping that has no place in the array (a stray frame
-// pointer into data) asks at most once per rescan.
+// updateProcess writes pid's mapping array from /proc/PID/maps. Then
+// the kernel side may ask again at its next miss (mt_remap) if the
+// periodic rescan asks for it (clear) or the array changed: a request
+// that changed nothing (a stray frame pointer into a data mapping) is
+// not answered again before the next rescan.
 func (u *unwinder) updateProcess(pid int, clear bool) error {
 	maps, err := readExecMaps(pid)
 	if err != nil {
@@ -375,10 +380,18 @@ func (u *unwinder) updateProcess(pid int, clear bool) error {
 	if len(ms) > uMaxMaps {
 		u.log("memtrace: process %d has %d executable mappings; stacks use the first %d", pid, len(ms), uMaxMaps)
 	}
-	if err := u.procs.Put(uint32(pid), encodeUmaps(ms)); err != nil {
-		return fmt.Errorf("write the mappings of process %d for the stack walk: %w", pid, err)
+	sort.Slice(maps, func(i, j int) bool { return maps[i].start < maps[j].start })
+	u.mu.Lock()
+	changed := !slices.Equal(u.written[pid], ms)
+	u.written[pid] = ms
+	u.seen[pid] = maps
+	u.mu.Unlock()
+	if changed {
+		if err := u.procs.Put(uint32(pid), encodeUmaps(ms)); err != nil {
+			return fmt.Errorf("write the mappings of process %d for the stack walk: %w", pid, err)
+		}
 	}
-	if clear {
+	if clear || changed {
 		_ = u.stale.Delete(uint32(pid))
 	}
 	return nil
@@ -386,6 +399,10 @@ func (u *unwinder) updateProcess(pid int, clear bool) error {
 
 // forget drops an exited process's mappings.
 func (u *unwinder) forget(pid int) {
+	u.mu.Lock()
+	delete(u.written, pid)
+	delete(u.seen, pid)
+	u.mu.Unlock()
 	_ = u.procs.Delete(uint32(pid))
 	_ = u.stale.Delete(uint32(pid))
 }
@@ -435,4 +452,35 @@ func (t *Tracer) UnwindUsage() (rows, capacity uint32, tables int) {
 		return 0, 0, 0
 	}
 	return t.unw.usage()
+}
+
+// fillFrames locates the frames whose VMA the kernel side could not read
+// (bpf_find_vma only try-locks the process's mappings, and fails while
+// another thread changes them) through the mappings last read, and
+// returns the files it named that way for the first time, so that the
+// frames resolve after the process has gone.
+func (u *unwinder) fillFrames(pid uint32, frames []Frame) []File {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	maps := u.seen[int(pid)]
+	var named []File
+	for i := range frames {
+		f := &frames[i]
+		if f.Ino != InoUnknown {
+			continue
+		}
+		j := sort.Search(len(maps), func(j int) bool { return maps[j].end > f.Addr })
+		if j == len(maps) || maps[j].start > f.Addr {
+			continue
+		}
+		m := maps[j]
+		f.Ino, f.FileOff = m.id.ino, f.Addr-m.start+m.offset
+		if !u.named[m.id.ino] {
+			u.named[m.id.ino] = true
+			if root, err := os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/root"); err == nil && root == "/" {
+				named = append(named, File{Ino: m.id.ino, Path: m.path})
+			}
+		}
+	}
+	return named
 }

@@ -37,6 +37,7 @@ type options struct {
 	ringBytes    int
 	floor        bool
 	noMulti      bool
+	stackUnwind  string
 	verbose      bool
 	argv         []string
 }
@@ -138,6 +139,7 @@ options:
 	fs.StringVar(&bufSize, "buffer-size", "", "ring buffer `SIZE` (power of two, K/M suffixes; default 32M)")
 	fs.BoolVar(&o.floor, "floor", false, "benchmark baseline: attach empty probes on the same points, log nothing")
 	fs.BoolVar(&o.noMulti, "no-uprobe-multi", false, "use classic uprobe links even where uprobe_multi exists")
+	fs.StringVar(&o.stackUnwind, "stack-unwind", "dwarf", "walk stacks with the files' unwind tables (`dwarf`) or with frame pointers only (fp)")
 	fs.BoolVar(&o.verbose, "v", false, "say where each probe went")
 	fs.StringVar(&track, "track", "malloc,mmap", "what to trace: `LIST` of malloc, mmap, fd, dmabuf, ion")
 	fs.BoolVar(&o.mmapFiles, "mmap-files", false, "log file-backed mmaps too")
@@ -206,6 +208,9 @@ options:
 	o.trackThreads = splitList(trackThreads)
 	if o.stackDepth < 0 || o.stackDepth > 127 {
 		return nil, usageError{fmt.Sprintf("bad --stack-depth %d: give 1 to 127 (0 turns stacks off)", o.stackDepth)}
+	}
+	if o.stackUnwind != "dwarf" && o.stackUnwind != "fp" {
+		return nil, usageError{fmt.Sprintf("bad --stack-unwind %q: give dwarf or fp", o.stackUnwind)}
 	}
 	if o.port < 0 || o.port > 65535 {
 		return nil, usageError{fmt.Sprintf("bad --port %d: give 1 to 65535", o.port)}

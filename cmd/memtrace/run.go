@@ -98,7 +98,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
 		StackDepth: o.stackDepth, StackThreads: o.stackThreads, Follow: o.follow, HoldExec: len(o.argv) > 0,
-		CheckInternalFrees: len(o.pids) > 0})
+		CheckInternalFrees: len(o.pids) > 0, StackUnwind: o.stackUnwind, Logf: verboseLogf(o.verbose, stderr)})
 	if err != nil {
 		if errors.Is(err, tracer.ErrUnavailable) && len(o.argv) > 0 {
 			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
@@ -120,6 +120,14 @@ func run(o *options, stderr io.Writer) (int, error) {
 		return launch(o, tr, stderr)
 	}
 	return 0, attach(o, tr, stderr)
+}
+
+// verboseLogf is the tracer's -v output (unwind tables built), or nil.
+func verboseLogf(verbose bool, w io.Writer) func(string, ...any) {
+	if !verbose {
+		return nil
+	}
+	return func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 }
 
 // watchdogPipe is memtrace's end of the watchdog's pipe, kept open (and
@@ -165,6 +173,10 @@ func (l *loop) onProcess(e *tracer.Event) {
 		if _, err := l.tr.ScanProcess(pid); err != nil {
 			l.untraced(pid, err)
 		}
+		// Read now, while it is held: a frame whose VMA the kernel
+		// side could not read resolves through this record, and a
+		// short-lived child is gone by the time its stacks are written.
+		l.sess.KnownProcess(pid, false)
 	case tracer.KindExec:
 		// Read now, while the process is held: a short-lived program
 		// may be gone by the time its events come out of the queue.
