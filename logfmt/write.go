@@ -74,19 +74,13 @@ type KV struct {
 }
 
 // AppendMeta appends a "[memtrace] WORD k=v ..." line. Values that need it
-// are quoted with Go syntax so that any byte survives a round trip.
+// are quoted with Go syntax so that any byte survives a round trip. The
+// lines memtrace writes have typed writers (AppendHeader, AppendProc, ...,
+// AppendFD); this one is for tests and for words without one.
 func AppendMeta(b []byte, word string, kvs ...KV) []byte {
-	b = append(b, TracePrefix...)
-	b = append(b, word...)
+	b = appendWord(b, word)
 	for _, kv := range kvs {
-		b = append(b, ' ')
-		b = append(b, kv.Key...)
-		b = append(b, '=')
-		if needsQuote(kv.Value) {
-			b = strconv.AppendQuote(b, kv.Value)
-		} else {
-			b = append(b, kv.Value...)
-		}
+		b = appendStr(b, kv.Key, kv.Value)
 	}
 	return append(b, '\n')
 }
