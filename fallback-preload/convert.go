@@ -139,7 +139,7 @@ func (c *converter) initClock() bool {
 	if c.clockOK {
 		return true
 	}
-	if c.r.load(hClockState) != 2 {
+	if c.r.load(hClockState) != clockReady {
 		return false
 	}
 	c.kind = c.r.load(hClockKind)
@@ -152,7 +152,7 @@ func (c *converter) initClock() bool {
 // ns since the epoch, as the library's text mode computes it.
 func (c *converter) toNS(raw uint64) uint64 {
 	var ns int64
-	if c.kind == 1 {
+	if c.kind == clockCounter {
 		d := raw - c.cnt0
 		hi, lo := (d>>32)*c.mult, ((d&0xffffffff)*c.mult)>>32
 		ns = int64(c.mono0-c.epoch) + int64(hi+lo)
@@ -245,7 +245,7 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 	last := -1
 	for p.read < committed {
 		off := base + chunkHdr + int(p.read)*recSize
-		slots := uint32(uint16(r.u64(off+24) >> 16))
+		slots := uint32(uint16(r.u64(off+recMetaOff) >> metaSlotsShift))
 		if p.read+1+slots > committed {
 			break // never half a record
 		}
@@ -255,7 +255,7 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 	n := int(p.read - from)
 	if n > 0 {
 		p.idle = 0
-		if ts := c.toNS(r.u64(last)); ts > st.lastTS {
+		if ts := c.toNS(r.u64(last + recTSOff)); ts > st.lastTS {
 			st.lastTS = ts
 		}
 		if k := len(st.segs) - 1; k >= st.head && st.segs[k].idx == i && st.segs[k].end == from {
@@ -324,7 +324,7 @@ func (c *converter) headTS(st *stream) (uint64, bool) {
 		return 0, false
 	}
 	sg := &st.segs[st.head]
-	return c.toNS(c.r.u64(c.r.chunk(sg.idx) + chunkHdr + int(sg.pos)*recSize)), true
+	return c.toNS(c.r.u64(c.r.chunk(sg.idx) + chunkHdr + int(sg.pos)*recSize + recTSOff)), true
 }
 
 // next decodes and consumes a stream's oldest unwritten record.
@@ -332,17 +332,17 @@ func (c *converter) next(st *stream) ev {
 	r := c.r
 	sg := &st.segs[st.head]
 	off := r.chunk(sg.idx) + chunkHdr + int(sg.pos)*recSize
-	meta := r.u64(off + 24)
-	slots := uint32(uint16(meta >> 16))
-	e := ev{ts: c.toNS(r.u64(off)), ptr: r.u64(off + 8), size: r.u64(off + 16), op: uint16(meta)}
+	meta := r.u64(off + recMetaOff)
+	slots := uint32(uint16(meta >> metaSlotsShift))
+	e := ev{ts: c.toNS(r.u64(off + recTSOff)), ptr: r.u64(off + recPtrOff), size: r.u64(off + recSizeOff), op: uint16(meta)}
 	if slots > 0 {
-		dl := int(meta >> 32)
+		dl := int(meta >> metaLenShift)
 		if dl == 0 || dl > int(slots)*recSize {
 			dl = int(slots) * recSize
 		}
 		e.data = r.mem[off+recSize : off+recSize+dl]
 	} else if e.op == rName {
-		e.data = r.mem[off+8 : off+24]
+		e.data = r.mem[off+recPtrOff : off+recPtrOff+nameLen]
 	}
 	sg.pos += 1 + slots
 	return e
@@ -527,7 +527,7 @@ func (c *converter) handle(st *stream, e *ev) {
 		c.out = logfmt.AppendMeta(c.out, logfmt.WordProc, logfmt.KV{Key: "event", Value: "fork"},
 			logfmt.KV{Key: "pid", Value: strconv.FormatUint(e.ptr, 10)}, logfmt.KV{Key: "ppid", Value: strconv.FormatUint(e.size, 10)},
 			logfmt.KV{Key: "ts", Value: strconv.FormatUint(ts, 10)})
-	case op == rPExit:
+	case op == rProcExit:
 		ids := make([]uint32, 0, 4)
 		for id, o := range c.streams {
 			if o.pid == st.pid && !o.exited && !o.closed {
@@ -565,7 +565,7 @@ func (c *converter) handle(st *stream, e *ev) {
 		c.frees++
 		c.out = logfmt.AppendFree(c.out, st.tid, st.name, opNames[op], ts, e.size, e.ptr)
 		c.frames(e.data)
-	case int(op) < len(opNames):
+	case op >= opMalloc && int(op) < len(opNames):
 		logged := st.tracked && e.size >= c.opts.MinSize
 		c.liveOf(st.pid)[e.ptr] = liveEnt{size: e.size, mmap: op == opMmap || op == opMremap, logged: logged}
 		if !logged {
@@ -593,19 +593,19 @@ func (c *converter) exit(st *stream, ts uint64) {
 
 // frames writes the stack the library captured (see bin_frames).
 func (c *converter) frames(d []byte) {
-	if len(d) < 4 {
+	if len(d) < framesHdr {
 		return
 	}
 	n := int(binary.LittleEndian.Uint32(d))
-	d = d[4:]
-	for i := 0; i < n && len(d) >= 20; i++ {
-		addr := binary.LittleEndian.Uint64(d)
-		off := binary.LittleEndian.Uint64(d[8:])
-		ml := int(binary.LittleEndian.Uint16(d[16:]))
-		sl := int(binary.LittleEndian.Uint16(d[18:]))
-		d = d[20:]
+	d = d[framesHdr:]
+	for i := 0; i < n && len(d) >= frameHdr; i++ {
+		addr := binary.LittleEndian.Uint64(d[frameAddr:])
+		off := binary.LittleEndian.Uint64(d[frameOff:])
+		ml := int(binary.LittleEndian.Uint16(d[frameModLen:]))
+		sl := int(binary.LittleEndian.Uint16(d[frameSymLen:]))
+		d = d[frameHdr:]
 		var mod, sym string
-		if ml != 0xffff {
+		if ml != frameNoMod {
 			if ml+sl > len(d) {
 				return
 			}

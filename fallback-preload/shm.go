@@ -9,63 +9,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The shared region between memtrace and the library in binary mode. The
-// layout is fixed-width and little-endian on every target (the C side,
-// memtrace_preload.c "Binary mode", declares the same structures):
+// The shared region between memtrace and the library in binary mode, laid
+// out as c/mt_abi.h says (its constants are in abi_gen.go):
 //
-//	header (4 KiB): magic, version, chunk size, chunk count, hw (chunks
-//	  ever handed out), nfree (chunks the consumer emptied), clock state
-//	  and kind, epoch/calibration, lost count, consumer heartbeat, stream
-//	  serial, gone flag, data offset; at 128, alone on its cache line, the
-//	  stop flag (memtrace reads no more: the library's hooks go quiet)
-//	chunk states: one uint32 per chunk (0 never used, 1 owned, 2 free)
-//	chunks: a 64-byte header (committed records, sealed, pid, tid, stream,
-//	  seq) and 32-byte records
-//
-// A record is ts, ptr, size and a word holding op (16 bits), the number of
-// extra 32-byte slots of data that follow (16 bits) and a data length.
-const (
-	shmMagic   = 0x4853544d
-	shmVersion = 2
+//	header (one page, mt_shm_hdr): written here: magic, version, chunk
+//	  size, chunk count, data offset; by the library: chunks handed out,
+//	  the clock, lost records; the consumer's heartbeat, the stop flag
+//	  (memtrace reads no more: the library's hooks go quiet), alone on its
+//	  cache line, and the gone flag
+//	chunk states at statesOff: one uint32 per chunk (0 never used,
+//	  chOwned, chFree)
+//	chunks at the data offset: an mt_chunk_hdr (committed records,
+//	  sealed, pid, tid, stream, seq) and 32-byte records (mt_rec: ts,
+//	  ptr, size and meta: op, the extra slots of data that follow, the
+//	  data's length)
 
-	hMagic, hVersion, hChunkSize, hNChunks = 0, 4, 8, 12
-	hHW, hNFree, hClockState, hClockKind   = 16, 20, 24, 28
-	hEpoch, hCnt0, hMono0, hMult           = 32, 40, 48, 56
-	hLost, hBeat, hStreamNext, hGone       = 64, 68, 72, 76
-	hDataOff                               = 80
-	hStop                                  = 128
-
-	statesOff = 4096
-
-	chOwned = 1
-	chFree  = 2
-
-	cCommitted, cSealed, cPID, cTID, cStream, cSeq = 0, 4, 8, 12, 16, 20
-	chunkHdr                                       = 64
-	recSize                                        = 32
-
-	// Ops beyond the allocation ops (which use the library's OP_* numbers).
-	rName  = 32
-	rStart = 33
-	rExec  = 34
-	rFork  = 35
-	rPExit = 36
-	opExit = 19
-
-	// ShmEnv passes the region to the library: "fd:dev:ino".
-	ShmEnv = "MEMTRACE_SHM"
-)
-
-// opNames are the library's OP_* values (memtrace_preload.c) by number.
-var opNames = [...]string{
-	"malloc", "calloc", "realloc", "reallocarray", "free", "new", "new[]",
-	"delete", "delete[]", "strdup", "strndup", "mmap", "munmap", "mremap",
-	"posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc", "EXIT",
-}
-
-const (
-	opFree, opDelete, opDeleteArr, opMmap, opMunmap, opMremap = 4, 7, 8, 11, 12, 13
-)
+// ShmEnv passes the region to the library: "fd:dev:ino".
+const ShmEnv = shmEnv
 
 // DefaultSharedMemory is the region's default size: the backlog the traced
 // program may run ahead of the converter before it is slowed down. The

@@ -1,0 +1,146 @@
+// mt_abi.h: the ABI between memtrace-preload.so and memtrace's Go reader
+// (package preload): the binary mode's shared-memory region, its records
+// and the op numbers. This file is the one source: Go does not copy it by
+// hand; `go generate` in fallback-preload turns it into abi_gen.go
+// (internal/mtabi parses it), and abi_test.go checks that the generated
+// file is current and that every compiler (native and both cross targets)
+// lays the structures out as the parser computed (read back from DWARF).
+//
+// What the parser reads: `#define MT_NAME value` with an integer or a
+// string; the MT_OPS list; `typedef struct { ... } mt_name;` with fields of
+// uint8_t/uint16_t/uint32_t/uint64_t, several per line and arrays allowed.
+// A field whose name ends in '_' is padding. Anything else is left to C.
+//
+// Everything is fixed-width and little-endian on every target (x86-64,
+// arm64, 32-bit ARM): a 32-bit library writes what a 64-bit memtrace reads.
+// Change the layout or a number only together with MT_SHM_VERSION.
+#ifndef MT_ABI_H
+#define MT_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// The region is passed to the library as MT_SHM_ENV="fd:dev:ino" (or
+// "off": children untraced); its header starts with MT_SHM_MAGIC and
+// MT_SHM_VERSION, which the library checks before it maps the rest.
+#define MT_SHM_ENV "MEMTRACE_SHM"
+#define MT_SHM_MAGIC 0x4853544d
+#define MT_SHM_VERSION 3
+
+// The ops of call records, numbered as Go's logfmt.Op (malloc is 1) so that
+// one number means one op on both sides; EXIT (a thread's end) follows.
+// X(NAME, number, op column text).
+#define MT_OPS(X)                               \
+	X(MALLOC, 1, "malloc")                  \
+	X(CALLOC, 2, "calloc")                  \
+	X(REALLOC, 3, "realloc")                \
+	X(REALLOCARRAY, 4, "reallocarray")      \
+	X(FREE, 5, "free")                      \
+	X(NEW, 6, "new")                        \
+	X(NEW_ARR, 7, "new[]")                  \
+	X(DELETE, 8, "delete")                  \
+	X(DELETE_ARR, 9, "delete[]")            \
+	X(STRDUP, 10, "strdup")                 \
+	X(STRNDUP, 11, "strndup")               \
+	X(MMAP, 12, "mmap")                     \
+	X(MUNMAP, 13, "munmap")                 \
+	X(MREMAP, 14, "mremap")                 \
+	X(POSIX_MEMALIGN, 15, "posix_memalign") \
+	X(ALIGNED_ALLOC, 16, "aligned_alloc")   \
+	X(MEMALIGN, 17, "memalign")             \
+	X(VALLOC, 18, "valloc")                 \
+	X(PVALLOC, 19, "pvalloc")               \
+	X(EXIT, 20, "EXIT")
+
+enum {
+#define MT_OP_ENUM_(name, num, text) MT_OP_##name = num,
+	MT_OPS(MT_OP_ENUM_)
+#undef MT_OP_ENUM_
+	MT_NOPS // one past the last op: the size of tables indexed by op
+};
+
+// Record ops past the call ops: what the converter needs besides calls.
+#define MT_R_NAME 32      // the thread's name: MT_NAME_LEN bytes from ptr (ptr and size)
+#define MT_R_START 33     // the session's first process: ptr pid, size CLOCK_REALTIME ns; data "version\0comm\0cmd\0"
+#define MT_R_EXEC 34      // an exec'd image: ptr pid, size ppid; data "comm\0cmd\0"
+#define MT_R_FORK 35      // a forked child's first record: ptr pid, size ppid
+#define MT_R_PROC_EXIT 36 // the process exits (exit, _exit): ptr pid
+#define MT_NAME_LEN 16
+
+// Region: the header (one page), then at MT_STATES_OFF one uint32 state
+// per chunk, then at data_off the chunks, chunk_size bytes each: an
+// mt_chunk_hdr and records.
+#define MT_STATES_OFF 4096
+#define MT_CH_OWNED 1 // a thread writes into the chunk
+#define MT_CH_FREE 2  // emptied by the consumer, to be claimed again
+
+// clock_state: the session's first process sets the time axis.
+#define MT_CLOCK_SETTING 1
+#define MT_CLOCK_READY 2
+// clock_kind: what a record's ts counts.
+#define MT_CLOCK_MONOTONIC 0 // CLOCK_MONOTONIC ns
+#define MT_CLOCK_COUNTER 1   // counter ticks: ns = mono0 + (ts - cnt0) * mult >> 32
+
+typedef struct {
+	uint32_t magic, version, chunk_size, n_chunks; // written by memtrace
+	uint32_t hw;          // chunks ever handed out
+	uint32_t n_free;      // chunks in state MT_CH_FREE
+	uint32_t clock_state, clock_kind;
+	uint64_t epoch;       // CLOCK_MONOTONIC ns at the session's start
+	uint64_t cnt0, mono0, mult;
+	uint32_t lost;        // records dropped by the library
+	uint32_t beat;        // the consumer's heartbeat (it polls)
+	uint32_t stream_next; // the last stream serial handed out
+	uint32_t gone;        // memtrace finished: never wait for a chunk
+	uint32_t data_off;    // written by memtrace
+	uint32_t pad_[11];
+	// stop: memtrace detached (Ctrl-C) or finished; alone on its cache
+	// line, which nobody writes again once it is set.
+	uint32_t stop;
+} mt_shm_hdr;
+
+typedef struct {
+	uint32_t committed; // records written (release store), extra slots included
+	uint32_t sealed;    // the thread moved on: nothing more comes
+	uint32_t pid, tid;
+	uint32_t stream;    // the thread's stream serial; stored last (0: not ready)
+	uint32_t seq;       // the chunk's place in its stream
+	uint32_t pad_[10];
+} mt_chunk_hdr;
+
+typedef struct {
+	uint64_t ts, ptr, size;
+	// meta: op (16 bits) | extra slots << MT_META_SLOTS_SHIFT (16 bits:
+	// mt_rec-sized slots of data that follow) | data bytes <<
+	// MT_META_LEN_SHIFT (0: all the slots).
+	uint64_t meta;
+} mt_rec;
+
+#define MT_META_SLOTS_SHIFT 16
+#define MT_META_LEN_SHIFT 32
+#define MT_META(op, slots, len) \
+	((uint64_t)(op) | ((uint64_t)(slots) << MT_META_SLOTS_SHIFT) | ((uint64_t)(len) << MT_META_LEN_SHIFT))
+
+// A call record with a stack has frames as its data: a uint32 count
+// (MT_FRAMES_HDR bytes), then per frame MT_FRAME_HDR bytes (uint64 address
+// at MT_FRAME_ADDR, uint64 offset at MT_FRAME_OFF, uint16 module length at
+// MT_FRAME_MOD_LEN, MT_FRAME_NO_MOD for none, uint16 symbol length at
+// MT_FRAME_SYM_LEN), then the module's and the symbol's bytes. Packed:
+// read and write it with memcpy.
+#define MT_FRAMES_HDR 4
+#define MT_FRAME_ADDR 0
+#define MT_FRAME_OFF 8
+#define MT_FRAME_MOD_LEN 16
+#define MT_FRAME_SYM_LEN 18
+#define MT_FRAME_HDR 20
+#define MT_FRAME_NO_MOD 0xffff
+
+// The design's assumptions, checked by every compiler that builds the
+// library (Go checks the same numbers through the generated file).
+_Static_assert(sizeof(mt_rec) == 32, "a record is 32 bytes");
+_Static_assert(sizeof(mt_chunk_hdr) == 64, "a chunk header is 64 bytes");
+_Static_assert(offsetof(mt_shm_hdr, stop) == 128, "stop starts its own cache line");
+_Static_assert(sizeof(mt_shm_hdr) <= MT_STATES_OFF, "the header fits its page");
+_Static_assert(MT_NOPS <= MT_R_NAME, "call ops and record ops do not overlap");
+
+#endif

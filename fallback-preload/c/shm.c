@@ -1,0 +1,645 @@
+// shm.c: the binary mode (memtrace --preload): compact 32-byte records
+// appended to per-thread chunks of a shared-memory region that the
+// memtrace process (package preload, shm.go) created, maps too, and turns
+// into the text log. No syscall, no lock and no size table per event: the
+// consumer keeps the ptr->size map, filters by size and thread name, and
+// formats with logfmt. The layout is mt_abi.h's.
+//
+// Lock-free on purpose: a traced process may fork or be SIGKILLed at any
+// instant, and no lock of the region may ever be held by a dead process.
+#include "shm.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+
+#include "stack.h"
+
+typedef struct {
+	mt_chunk_hdr *ch;
+	mt_rec *recs;
+	uint32_t n, cap;
+	uint32_t fast;      // records below this index take the fast path
+	uint32_t stream, seq;
+	uint32_t lost;      // dropped, not yet added to the header
+	unsigned gen;
+	int stacks, keyed;
+	pid_t tid;
+	uint64_t retry_at;  // while dropping: next time a chunk is tried
+	char name[MT_NAME_LEN];
+} bstate;
+
+static mt_shm_hdr *shm;
+static uint32_t *shm_state;
+static char *shm_data;
+static size_t shm_len;
+static int shm_clock_kind;
+static volatile int consumer_lost; // waited in vain once: never wait again
+static __thread bstate tb TLS_IE;
+// Per thread: two threads may fork at once; each child is a copy of its
+// forking thread and takes that thread's values.
+static __thread uint64_t fork_ts TLS_IE;
+static __thread uint32_t fork_serial TLS_IE; // the child's stream, taken before fork_ts
+static pid_t fork_parent;
+
+static inline uint64_t bin_now(void)
+{
+	if (LIKELY(shm_clock_kind == MT_CLOCK_COUNTER))
+		return read_counter();
+	return mono_ns();
+}
+
+static uint64_t bin_now_ns(void)
+{
+	// The region's clock in ns since the epoch, for the library's own use.
+	uint64_t r = bin_now();
+	if (shm_clock_kind == MT_CLOCK_COUNTER) {
+		uint64_t d = r - shm->cnt0;
+		uint64_t hi = (d >> 32) * shm->mult, lo = ((d & 0xffffffffu) * shm->mult) >> 32;
+		return shm->mono0 + hi + lo - shm->epoch;
+	}
+	return r - shm->epoch;
+}
+
+static void bin_publish_lost(void)
+{
+	if (tb.lost) {
+		__atomic_add_fetch(&shm->lost, tb.lost, __ATOMIC_RELAXED);
+		tb.lost = 0;
+	}
+}
+
+static void bin_seal(void)
+{
+	if (tb.ch) {
+		__atomic_store_n(&tb.ch->sealed, 1, __ATOMIC_RELEASE);
+		tb.ch = NULL;
+		tb.recs = NULL;
+		tb.n = tb.cap = tb.fast = 0;
+	}
+}
+
+// bin_stopped says whether memtrace has stopped reading the region (it
+// detached on Ctrl-C, or finished). The process then stops tracing for
+// good and its hooks only pass calls through: g_off makes every slow path
+// return at once, and the new name generation sends every thread's next
+// event to the slow path. Checked out of line only (a new chunk, a rename,
+// a thread's start), so a thread writes at most the rest of its chunk,
+// which nobody reads, before it notices.
+static int bin_stopped(void)
+{
+	if (!__atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE))
+		return 0;
+	if (!g_off) {
+		g_off = 1;
+		__atomic_add_fetch(&name_gen, 1, __ATOMIC_RELAXED);
+	}
+	return 1;
+}
+
+static int bin_try_claim(uint32_t *idx)
+{
+	uint32_t nch = shm->n_chunks;
+	if (__atomic_load_n(&shm->n_free, __ATOMIC_ACQUIRE) > 0) {
+		// Chunks the consumer has emptied: reuse them before touching
+		// new pages. The scan is rare (once per chunk's worth of records).
+		uint32_t hw = __atomic_load_n(&shm->hw, __ATOMIC_ACQUIRE);
+		if (hw > nch)
+			hw = nch;
+		uint32_t start = (uint32_t)tb.tid % (hw ? hw : 1);
+		for (uint32_t k = 0; k < hw; k++) {
+			uint32_t i = (start + k) % hw;
+			uint32_t want = MT_CH_FREE;
+			if (__atomic_load_n(&shm_state[i], __ATOMIC_RELAXED) == MT_CH_FREE &&
+			    __atomic_compare_exchange_n(&shm_state[i], &want, MT_CH_OWNED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				__atomic_sub_fetch(&shm->n_free, 1, __ATOMIC_RELAXED);
+				*idx = i;
+				return 1;
+			}
+		}
+	}
+	uint32_t hw = __atomic_load_n(&shm->hw, __ATOMIC_RELAXED);
+	while (hw < nch) {
+		if (__atomic_compare_exchange_n(&shm->hw, &hw, hw + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&shm_state[hw], MT_CH_OWNED, __ATOMIC_RELEASE);
+			// Fault the fresh chunk's pages in one call rather than
+			// one fault per 128 records (EINVAL before Linux 5.14).
+			madvise(shm_data + (size_t)hw * shm->chunk_size, shm->chunk_size, 23 /* MADV_POPULATE_WRITE */);
+			*idx = hw;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+// bin_claim gives the thread a fresh chunk. With the region full it waits
+// for the consumer (so that a burst is slowed down, not lost) while the
+// consumer shows signs of life:
+//   - no heartbeat for 1 s: memtrace is gone (killed, or it finished while
+//     this process lives on): never wait again, drop and count;
+//   - 2 s without a free chunk although the consumer lives (the region is
+//     held by live threads that write little): drop and count, and do not
+//     wait again for 1 s.
+static int bin_claim(void)
+{
+	static uint64_t nowait_until;
+	uint32_t idx;
+	int ok = bin_try_claim(&idx);
+	if (!ok && !consumer_lost && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) &&
+	    bin_now_ns() >= __atomic_load_n(&nowait_until, __ATOMIC_RELAXED)) {
+		uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
+		int still = 0, waited = 0;
+		while (!ok && still < 2000 && waited++ < 4000 && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) &&
+		       !__atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE)) {
+			struct timespec ts = {0, 500000};
+			nanosleep(&ts, NULL);
+			ok = bin_try_claim(&idx);
+			uint32_t b = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
+			still = b == beat ? still + 1 : 0;
+			beat = b;
+		}
+		if (!ok && still >= 2000)
+			consumer_lost = 1;
+		else if (!ok)
+			__atomic_store_n(&nowait_until, bin_now_ns() + 1000000000ull, __ATOMIC_RELAXED);
+	}
+	if (!ok)
+		return 0;
+	mt_chunk_hdr *c = (mt_chunk_hdr *)(shm_data + (size_t)idx * shm->chunk_size);
+	c->committed = 0;
+	c->sealed = 0;
+	c->pid = (uint32_t)g_pid;
+	c->tid = (uint32_t)tb.tid;
+	c->seq = tb.seq++;
+	// stream last: the consumer reads a chunk only once it is set.
+	__atomic_store_n(&c->stream, tb.stream, __ATOMIC_RELEASE);
+	tb.ch = c;
+	tb.recs = (mt_rec *)(c + 1);
+	tb.n = 0;
+	tb.cap = (shm->chunk_size - (uint32_t)sizeof(mt_chunk_hdr)) / (uint32_t)sizeof(mt_rec);
+	return 1;
+}
+
+static inline void bin_commit(uint32_t n)
+{
+	tb.n = n;
+	__atomic_store_n(&tb.ch->committed, n, __ATOMIC_RELEASE);
+}
+
+// bin_refresh_name writes a NAME record stamped ts: the time of the event
+// it comes before, so that a stream's times never go back.
+static void bin_refresh_name(uint64_t ts)
+{
+	char nm[17] = {0};
+	tb.gen = __atomic_load_n(&name_gen, __ATOMIC_RELAXED);
+	if (syscall(SYS_prctl, PR_GET_NAME, nm, 0, 0, 0) != 0)
+		nm[0] = 0;
+	nm[15] = 0;
+	tb.stacks = stack_depth > 0 && name_matches(nm, stack_threads);
+	tb.fast = (tb.ch && !tb.stacks && tb.cap > 2) ? tb.cap - 2 : 0;
+	if (tb.ch && tb.n > 0 && memcmp(nm, tb.name, MT_NAME_LEN) == 0)
+		return;
+	memcpy(tb.name, nm, MT_NAME_LEN);
+	if (tb.ch && tb.n < tb.cap) {
+		mt_rec *r = &tb.recs[tb.n];
+		r->ts = ts;
+		memcpy(&r->ptr, nm, MT_NAME_LEN); // ptr and size hold the name
+		r->meta = MT_R_NAME;
+		bin_commit(tb.n + 1);
+	}
+}
+
+// bin_new_stream gives the thread its stream serial. It runs before the
+// thread's first timestamp is read, so that the consumer, which knows how
+// many serials exist when it starts a pass, can tell which records may
+// still come with older times (see converter.watermark).
+static void bin_new_stream(void)
+{
+	tb.tid = gettid_raw();
+	tb.stream = fork_serial ? fork_serial : __atomic_add_fetch(&shm->stream_next, 1, __ATOMIC_SEQ_CST);
+	fork_serial = 0;
+	tb.seq = 0;
+	tb.gen = name_gen - 1;
+	if (!tb.keyed) {
+		// The key's destructor writes the thread's EXIT record.
+		tb.keyed = 1;
+		pthread_setspecific(exit_key, &tb);
+	}
+#if defined(__x86_64__)
+	__asm__ __volatile__("lfence" ::: "memory"); // rdtsc after the serial
+#endif
+}
+
+static inline uint64_t bin_ts(void)
+{
+	if (UNLIKELY(!tb.stream) && g_ready && !g_off)
+		bin_new_stream();
+	return bin_now();
+}
+
+// bin_room makes room for a record of 1+extra slots: a new stream on the
+// thread's first event, a new chunk when this one is full, the name when it
+// changed. 0 means drop (the region is full and the consumer gone).
+static int bin_room(uint32_t extra, uint64_t ts)
+{
+	if (UNLIKELY(!tb.stream))
+		bin_new_stream();
+	if (tb.ch && tb.n + 2 + extra <= tb.cap) {
+		if (UNLIKELY(tb.gen != name_gen))
+			bin_refresh_name(ts);
+		return 1;
+	}
+	if (!tb.ch && tb.retry_at && bin_now_ns() < tb.retry_at)
+		return 0;
+	bin_seal();
+	if (!bin_claim()) {
+		tb.retry_at = bin_now_ns() + 10000000; // try again in 10 ms
+		return 0;
+	}
+	tb.retry_at = 0;
+	bin_publish_lost();
+	// A new chunk re-reads the name: a rename through /proc has no hook.
+	tb.gen = name_gen - 1;
+	bin_refresh_name(ts);
+	return tb.n + 1 + extra <= tb.cap;
+}
+
+static uint32_t frame_slots(void)
+{
+	// A bound: the frame header and both names at their longest.
+	return (uint32_t)((8 + (size_t)stack_depth * (24 + 256 + 600) + 31) / 32);
+}
+
+typedef struct {
+	char *o;
+	uint32_t count;
+} frames_ctx;
+
+static void put_frame(void *ctx, const mt_frame *f)
+{
+	frames_ctx *c = ctx;
+	char *o = c->o;
+	uint64_t addr = f->addr, off = 0;
+	uint16_t ml = MT_FRAME_NO_MOD, sl = 0;
+	if (f->mod) {
+		size_t l = strlen(f->mod);
+		ml = (uint16_t)(l > 256 ? 256 : l);
+		if (f->sym) {
+			l = strlen(f->sym);
+			sl = (uint16_t)(l > 600 ? 600 : l);
+		}
+		off = f->off;
+	}
+	memcpy(o + MT_FRAME_ADDR, &addr, 8);
+	memcpy(o + MT_FRAME_OFF, &off, 8);
+	memcpy(o + MT_FRAME_MOD_LEN, &ml, 2);
+	memcpy(o + MT_FRAME_SYM_LEN, &sl, 2);
+	o += MT_FRAME_HDR;
+	if (f->mod) {
+		memcpy(o, f->mod, ml);
+		o += ml;
+	}
+	if (f->sym) {
+		memcpy(o, f->sym, sl);
+		o += sl;
+	}
+	c->o = o;
+	c->count++;
+}
+
+// bin_frames writes the stack as a record's data (mt_abi.h) and returns
+// the slots it takes.
+static uint32_t bin_frames(char *blob)
+{
+	frames_ctx c = {blob + MT_FRAMES_HDR, 0};
+	stack_walk(put_frame, &c);
+	memcpy(blob, &c.count, 4);
+	return (uint32_t)((size_t)(c.o - blob) + 31) / 32;
+}
+
+static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size);
+
+// bin_event is the hot path: four stores and a release store of the count,
+// into memory the consumer reads; everything else is bin_event_slow.
+static ALWAYS_INLINE void bin_event(int op, uint64_t ts, const void *p, uint64_t size)
+{
+	uint32_t n = tb.n;
+	if (LIKELY(n < tb.fast && tb.gen == name_gen)) {
+		mt_rec *r = &tb.recs[n];
+		r->ts = ts;
+		r->ptr = (uint64_t)(uintptr_t)p;
+		r->size = size;
+		r->meta = (uint64_t)op;
+		tb.n = n + 1;
+		__atomic_store_n(&tb.ch->committed, n + 1, __ATOMIC_RELEASE);
+		return;
+	}
+	bin_event_slow(op, ts, p, size);
+}
+
+static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size)
+{
+	if (UNLIKELY(!g_ready || g_off || bin_stopped()))
+		return;
+	uint32_t extra = stack_depth ? frame_slots() : 0;
+	if (!bin_room(extra, ts)) {
+		tb.lost++;
+		return;
+	}
+	mt_rec *r = &tb.recs[tb.n];
+	uint32_t ns = tb.stacks ? bin_frames((char *)(r + 1)) : 0;
+	r->ts = ts;
+	r->ptr = (uint64_t)(uintptr_t)p;
+	r->size = size;
+	r->meta = MT_META(op, ns, 0);
+	bin_commit(tb.n + 1 + ns);
+}
+
+// bin_blob writes a record followed by n bytes of data (strings of the
+// header and exec records).
+static void bin_blob(int op, uint64_t ptr, uint64_t size, const char *data, size_t n, uint64_t ts)
+{
+	uint32_t ns = (uint32_t)((n + 31) / 32);
+	if (bin_stopped())
+		return;
+	if (!ts)
+		ts = bin_ts();
+	if (!bin_room(ns, ts)) {
+		tb.lost++;
+		return;
+	}
+	mt_rec *r = &tb.recs[tb.n];
+	if (n)
+		memcpy(r + 1, data, n);
+	r->ts = ts;
+	r->ptr = ptr;
+	r->size = size;
+	r->meta = MT_META(op, ns, n);
+	bin_commit(tb.n + 1 + ns);
+}
+
+static void bin_thread_exit(void *arg)
+{
+	(void)arg;
+	int in = t_in;
+	t_in = 1;
+	if (g_ready && !g_off)
+		bin_blob(MT_OP_EXIT, 0, 0, NULL, 0, 0);
+	bin_publish_lost();
+	// The chunk stays the thread's: frees made by later TLS destructors
+	// still go there. The consumer frees it once the thread is gone.
+	t_in = in;
+}
+
+static void bin_process_exit(void)
+{
+	if (g_exiting)
+		return;
+	g_exiting = 1;
+	int in = t_in;
+	t_in = 1;
+	if (g_ready && !g_off)
+		bin_blob(MT_R_PROC_EXIT, (uint64_t)g_pid, 0, NULL, 0, 0);
+	bin_publish_lost();
+	t_in = in;
+}
+
+static void bin_before_exec(void)
+{
+	// The new image starts its own streams; this chunk is done.
+	if (g_ready && !g_off) {
+		bin_publish_lost();
+		bin_seal();
+	}
+}
+
+// ---------------------------------------------------------------------------
+// The sink: one record per call, the free half timed before the real call.
+
+static void bin_alloc(int op, uint64_t size, const void *p, uint64_t kind)
+{
+	(void)kind; // the converter tells mappings by their op
+	bin_event(op, bin_ts(), p, size);
+}
+
+static void bin_free(int op, void *p, void (*real)(void *))
+{
+	uint64_t ts = bin_ts();
+	real(p);
+	bin_event(op, ts, p, 0);
+}
+
+static void bin_free_pre(mt_call_t *c, const void *p)
+{
+	(void)p;
+	c->ts = bin_ts();
+}
+
+static void bin_free_post(mt_call_t *c, int op, const void *p)
+{
+	bin_event(op, c->ts, p, 0);
+}
+
+static void bin_realloc_pre(mt_call_t *c, const void *p)
+{
+	c->ts = p ? bin_ts() : 0;
+}
+
+static void bin_realloc_post(mt_call_t *c, int op, const void *p, const void *q, size_t n)
+{
+	// The consumer knows the old block's size; a failed realloc logs
+	// nothing, realloc(p, 0) only the free.
+	if (p && (q || n == 0))
+		bin_event(MT_OP_FREE, c->ts, p, 0);
+	if (q)
+		bin_event(op, bin_ts(), q, n);
+}
+
+static void bin_unmap_post(mt_call_t *c, const void *p, size_t len, int ok)
+{
+	// Logged by the consumer only for a mapping it saw created.
+	if (ok)
+		bin_event(MT_OP_MUNMAP, c->ts, p, len);
+}
+
+static void bin_remap_post(mt_call_t *c, const void *old, size_t oldlen, const void *r, size_t newlen)
+{
+	if (r != MAP_FAILED) {
+		bin_event(MT_OP_MUNMAP, c->ts, old, oldlen);
+		bin_event(MT_OP_MREMAP, bin_ts(), r, newlen);
+	}
+}
+
+const mt_sink bin_sink = {
+	.alloc = bin_alloc,
+	.free = bin_free,
+	.free_pre = bin_free_pre,
+	.free_post = bin_free_post,
+	.realloc_pre = bin_realloc_pre,
+	.realloc_post = bin_realloc_post,
+	.unmap_pre = bin_free_pre,
+	.unmap_post = bin_unmap_post,
+	.remap_post = bin_remap_post,
+	.before_exec = bin_before_exec,
+	.process_exit = bin_process_exit,
+};
+
+// ---------------------------------------------------------------------------
+// Attaching to the region, the start record, fork.
+
+// bin_attach maps the region named by MEMTRACE_SHM ("fd:dev:ino", or "off"
+// when the parent does not want children traced).
+int bin_attach(void)
+{
+	const char *s = getenv(MT_SHM_ENV);
+	if (!s)
+		return 0;
+	set_sink(&bin_sink);
+	int fd;
+	unsigned long long dev, ino;
+	if (strcmp(s, "off") == 0 || sscanf(s, "%d:%llu:%llu", &fd, &dev, &ino) != 3) {
+		g_off = 1;
+		return 1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino) {
+		// Closed or reused by the program: never map someone else's file.
+		g_off = 1;
+		return 1;
+	}
+	mt_shm_hdr h;
+	if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != MT_SHM_MAGIC || h.version != MT_SHM_VERSION) {
+		err_line("MEMTRACE_SHM is not a memtrace region of this version: ", s);
+		g_off = 1;
+		return 1;
+	}
+	shm_len = (size_t)h.data_off + (size_t)h.chunk_size * h.n_chunks;
+	void *m = mmap(NULL, shm_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		err_line("cannot map the shared region (address space?): ", s);
+		g_off = 1;
+		return 1;
+	}
+	if (((volatile mt_shm_hdr *)m)->stop) {
+		// memtrace has detached or finished: this program runs
+		// untraced, and so do the programs it execs.
+		munmap(m, shm_len);
+		close(fd);
+		setenv(MT_SHM_ENV, "off", 1);
+		g_off = 1;
+		return 1;
+	}
+	shm = m;
+	shm_state = (uint32_t *)((char *)m + MT_STATES_OFF);
+	shm_data = (char *)m + h.data_off;
+	if (fd < 900) {
+		// Out of the way of the program's own descriptors, and open
+		// across exec so that exec'd programs find the region.
+		int hi = fcntl(fd, F_DUPFD, 900);
+		if (hi >= 0) {
+			close(fd);
+			fd = hi;
+		}
+	}
+	char v[96];
+	if (follow) {
+		int fl = fcntl(fd, F_GETFD);
+		fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+		snprintf(v, sizeof v, "%d:%llu:%llu", fd, dev, ino);
+	} else {
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		strcpy(v, "off");
+	}
+	setenv(MT_SHM_ENV, v, 1);
+	// The first process sets the time axis; the others share it.
+	uint32_t zero = 0;
+	if (__atomic_compare_exchange_n(&shm->clock_state, &zero, MT_CLOCK_SETTING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		epoch_ns = mono_ns();
+		clock_init(2);
+		shm->epoch = epoch_ns;
+		shm->clock_kind = use_counter ? MT_CLOCK_COUNTER : MT_CLOCK_MONOTONIC;
+		shm->cnt0 = cnt0;
+		shm->mono0 = mono0;
+		shm->mult = cnt_mult;
+		__atomic_store_n(&shm->clock_state, MT_CLOCK_READY, __ATOMIC_RELEASE);
+	} else {
+		for (int i = 0; i < 2000 && __atomic_load_n(&shm->clock_state, __ATOMIC_ACQUIRE) != MT_CLOCK_READY; i++) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	shm_clock_kind = (int)shm->clock_kind;
+	epoch_ns = shm->epoch;
+	return zero == 0 ? 1 : 2;
+}
+
+static void bin_start_record(int exec_child)
+{
+	char comm[17], cmd[1024], blob[1100];
+	read_comm(comm);
+	read_cmdline(cmd, sizeof cmd);
+	size_t n = 0;
+	if (!exec_child) {
+		memcpy(blob, VERSION, sizeof VERSION);
+		n = sizeof VERSION;
+	}
+	size_t cl = strlen(comm) + 1, dl = strlen(cmd) + 1;
+	memcpy(blob + n, comm, cl);
+	n += cl;
+	memcpy(blob + n, cmd, dl);
+	n += dl;
+	if (exec_child) {
+		bin_blob(MT_R_EXEC, (uint64_t)g_pid, (uint64_t)getppid(), blob, n, 0);
+	} else {
+		struct timespec rt;
+		clock_gettime(CLOCK_REALTIME, &rt);
+		uint64_t real = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+		bin_blob(MT_R_START, (uint64_t)g_pid, real, blob, n, 0);
+	}
+}
+
+static void bin_atfork_prepare(void)
+{
+	fork_serial = 0;
+	if (g_ready && !g_off && follow)
+		fork_serial = __atomic_add_fetch(&shm->stream_next, 1, __ATOMIC_SEQ_CST);
+	fork_ts = bin_now();
+	fork_parent = getpid();
+	bin_publish_lost();
+}
+
+static void bin_atfork_parent(void)
+{
+	fork_serial = 0;
+}
+
+static void bin_atfork_child(void)
+{
+	int in = t_in;
+	t_in = 1;
+	g_pid = getpid();
+	// The chunk is the parent's: the child starts its own stream.
+	tb.ch = NULL;
+	tb.recs = NULL;
+	tb.n = tb.cap = tb.fast = 0;
+	tb.stream = 0;
+	tb.lost = 0;
+	if (!follow) {
+		g_off = 1;
+	} else if (g_ready && !g_off) {
+		tb.tid = gettid_raw();
+		bin_new_stream();
+		bin_blob(MT_R_FORK, (uint64_t)g_pid, (uint64_t)fork_parent, NULL, 0, fork_ts);
+	}
+	t_in = in;
+}
+
+void bin_start(int exec_child)
+{
+	pthread_key_create(&exit_key, bin_thread_exit);
+	pthread_atfork(bin_atfork_prepare, bin_atfork_parent, bin_atfork_child);
+	__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
+	bin_start_record(exec_child);
+}
