@@ -1,31 +1,22 @@
 package agent
 
 import (
-	"slices"
 	"strings"
 
+	"github.com/memtrace/memtrace/internal/peak"
 	"github.com/memtrace/memtrace/symbols"
 )
 
 // Per-process figures for snapshots and per-process reports: current and
-// peak bytes, and the call stacks holding the live bytes at the peak. The
-// live set at a peak is the one just before the first free that follows
-// it, so it is taken then (or at exit), not at every allocation.
+// peak bytes and the call stacks live at the peak, counted by internal/peak,
+// the model `memtrace report` counts with too, so that a snapshot, a
+// --report-dir file and the report of the same log agree.
 
 // StackCost is what one call stack holds live.
-type StackCost struct {
-	Stack  uint64 // 0: no stack captured
-	Bytes  uint64
-	Blocks uint64
-}
+type StackCost = peak.Cost
 
 type procStats struct {
-	cur, peak  uint64
-	peakTS     uint64
-	peakDirty  bool
-	blocks     map[uint64]uint64 // live ptr -> stack id
-	byStack    map[uint64]*StackCost
-	peakTop    []StackCost
+	*peak.Stacks
 	allocs     uint64
 	allocBytes uint64
 }
@@ -36,7 +27,7 @@ func (s *Session) stats(pid uint32) *procStats {
 	}
 	ps := s.pstats[pid]
 	if ps == nil {
-		ps = &procStats{blocks: map[uint64]uint64{}, byStack: map[uint64]*StackCost{}}
+		ps = &procStats{Stacks: peak.NewStacks(s.cfg.PeakTopN)}
 		s.pstats[pid] = ps
 	}
 	return ps
@@ -44,66 +35,13 @@ func (s *Session) stats(pid uint32) *procStats {
 
 func (s *Session) account(pid uint32, ts, ptr, size, stack uint64) {
 	ps := s.stats(pid)
-	ps.cur += size
 	ps.allocs++
 	ps.allocBytes += size
-	if ps.cur > ps.peak {
-		ps.peak, ps.peakTS, ps.peakDirty = ps.cur, ts, true
-	}
-	ps.blocks[ptr] = stack
-	sc := ps.byStack[stack]
-	if sc == nil {
-		sc = &StackCost{Stack: stack}
-		ps.byStack[stack] = sc
-	}
-	sc.Bytes += size
-	sc.Blocks++
+	ps.Alloc(ptr, size, stack, ts)
 }
 
-func (s *Session) unaccount(pid uint32, ts, ptr, size uint64) {
-	ps := s.stats(pid)
-	stack, ok := ps.blocks[ptr]
-	if !ok {
-		return
-	}
-	if ps.peakDirty {
-		ps.peakTop = ps.top(s.cfg.PeakTopN)
-		ps.peakDirty = false
-	}
-	delete(ps.blocks, ptr)
-	ps.cur -= size
-	if sc := ps.byStack[stack]; sc != nil {
-		sc.Bytes -= size
-		sc.Blocks--
-		if sc.Blocks == 0 {
-			delete(ps.byStack, stack)
-		}
-	}
-}
-
-// top returns the n stacks holding the most live bytes now.
-func (ps *procStats) top(n int) []StackCost {
-	out := make([]StackCost, 0, len(ps.byStack))
-	for _, sc := range ps.byStack {
-		out = append(out, *sc)
-	}
-	slices.SortFunc(out, func(a, b StackCost) int {
-		switch {
-		case a.Bytes > b.Bytes:
-			return -1
-		case a.Bytes < b.Bytes:
-			return 1
-		case a.Stack < b.Stack:
-			return -1
-		case a.Stack > b.Stack:
-			return 1
-		}
-		return 0
-	})
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
+func (s *Session) unaccount(pid uint32, ptr uint64) {
+	s.stats(pid).Free(ptr)
 }
 
 // StackText names a stack's frames, innermost first, demangled, for

@@ -26,15 +26,11 @@ func (s *Session) entries(cs []StackCost) []procreport.Entry {
 // processReport builds pid's report; open are its descriptors left open.
 func (s *Session) processReport(pid uint32, open []procreport.FD) *ProcessReport {
 	ps := s.stats(pid)
-	if ps.peakDirty {
-		ps.peakTop = ps.top(s.cfg.PeakTopN)
-		ps.peakDirty = false
-	}
 	r := &ProcessReport{
 		Process: procName(int(pid)), PID: pid, End: time.Now(),
 		AllocCalls: ps.allocs, AllocBytes: ps.allocBytes,
-		Current: ps.cur, Peak: ps.peak, PeakUS: ps.peakTS, LeakBlocks: uint64(len(ps.blocks)),
-		PeakTop: s.entries(ps.peakTop), Leaks: s.entries(ps.top(s.cfg.PeakTopN)), OpenFDs: open,
+		Current: ps.Current(), Peak: ps.Peak(), PeakUS: ps.PeakTS(), LeakBlocks: ps.Blocks(),
+		PeakTop: s.entries(ps.PeakTop()), Leaks: s.entries(ps.Top(s.cfg.PeakTopN)), OpenFDs: open,
 	}
 	if name := s.procNames[pid]; name != "" {
 		r.Process = name
@@ -99,10 +95,10 @@ func (s *Session) Snapshot(nowNS uint64) {
 		}
 		opens := s.openFDs(pid, false)
 		s.Meta(logfmt.WordSnapshot, logfmt.KV{Key: "pid", Value: u(uint64(pid))}, logfmt.KV{Key: "ts", Value: u(ts)},
-			logfmt.KV{Key: "current", Value: u(ps.cur)}, logfmt.KV{Key: "peak", Value: u(ps.peak)},
-			logfmt.KV{Key: "peak_ts", Value: u(ps.peakTS)}, logfmt.KV{Key: "blocks", Value: u(uint64(len(ps.blocks)))},
+			logfmt.KV{Key: "current", Value: u(ps.Current())}, logfmt.KV{Key: "peak", Value: u(ps.Peak())},
+			logfmt.KV{Key: "peak_ts", Value: u(ps.PeakTS())}, logfmt.KV{Key: "blocks", Value: u(ps.Blocks())},
 			logfmt.KV{Key: "fds", Value: u(uint64(len(opens)))})
-		for i, c := range ps.top(s.cfg.PeakTopN) {
+		for i, c := range ps.Top(s.cfg.PeakTopN) {
 			s.Meta(logfmt.WordSnapshotTop, logfmt.KV{Key: "pid", Value: u(uint64(pid))}, logfmt.KV{Key: "rank", Value: strconv.Itoa(i + 1)},
 				logfmt.KV{Key: "bytes", Value: u(c.Bytes)}, logfmt.KV{Key: "blocks", Value: u(c.Blocks)},
 				logfmt.KV{Key: "stack", Value: s.StackText(c.Stack, stackTextFrames)})

@@ -457,7 +457,7 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 		return
 	}
 	if s.cfg.Reports && known {
-		s.unaccount(e.TGID, ts, ptr, size)
+		s.unaccount(e.TGID, ptr)
 	}
 	s.Stats.Frees++
 	s.buf = logfmt.AppendFree(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, ptr)

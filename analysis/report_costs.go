@@ -1,5 +1,7 @@
 package analysis
 
+import "github.com/memtrace/memtrace/internal/peak"
+
 // The figures of `memtrace report`, computed on the one model that memview
 // also shows. The definitions (docs/report.md has them for users):
 //
@@ -10,8 +12,9 @@ package analysis
 //   - A temporary allocation is one freed by the thread that made it before
 //     that thread allocates again (Model.Temporary).
 //   - A process's peak is the maximum of its live bytes over its events in
-//     that order (the first time it is reached); the blocks live at that
-//     moment are the peak's live set (mem_monitor's peak snapshot).
+//     that order (the first time it is reached), counted by internal/peak
+//     as the agent's snapshots and --report-dir files are; the blocks live
+//     at that moment are the peak's live set (mem_monitor's peak snapshot).
 //   - A leak is an allocation whose Status is StatusLeak (SPEC §3); one
 //     whose Status is StatusUnknown (its free lost with records the
 //     tracer dropped) is counted apart, as Unknown.
@@ -133,8 +136,7 @@ func (m *Model) ReportCosts() *Costs {
 	ev := m.eventOrder()
 
 	np := len(m.Procs)
-	live := make([]wide, np)
-	peak := make([]uint64, np)
+	live := make([]peak.Live, np)
 	peakPos := make([]int, np)
 	for p := range peakPos {
 		peakPos[p] = -1
@@ -147,9 +149,8 @@ func (m *Model) ReportCosts() *Costs {
 				continue
 			}
 			bitSet(seen, id)
-			live[p].add(m.Size[id])
-			if v := live[p].value(); v > peak[p] {
-				peak[p], peakPos[p] = v, k
+			if live[p].Alloc(m.Size[id], m.TS[id]) {
+				peakPos[p] = k
 			}
 			continue
 		}
@@ -157,7 +158,7 @@ func (m *Model) ReportCosts() *Costs {
 			bitSet(early, id)
 			continue
 		}
-		live[p].sub(m.Size[id])
+		live[p].Free(m.Size[id])
 	}
 	// The live set at each process's peak: replay up to it.
 	last := -1
@@ -188,11 +189,7 @@ func (m *Model) ReportCosts() *Costs {
 		}
 	}
 	for p := range np {
-		pc := ProcCosts{Proc: int32(p)}
-		if peakPos[p] >= 0 {
-			id := ev[peakPos[p]]
-			pc.PeakTS = m.TS[id]
-		}
+		pc := ProcCosts{Proc: int32(p), PeakTS: live[p].PeakTS()}
 		var stacks []StackCost
 		first := true
 		for _, t := range byProc[p] {
@@ -263,7 +260,7 @@ func (m *Model) ReportCosts() *Costs {
 			pc.CostFigures.Add(&sc.CostFigures)
 		}
 		// The stacks' peak bytes add up to the walk's peak (one live set).
-		pc.PeakBytes = peak[p]
+		pc.PeakBytes = live[p].Peak()
 		pc.Stacks = stacks
 		c.Procs = append(c.Procs, pc)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/internal/units"
 )
 
 // Entry is a call stack and the live memory it holds.
@@ -104,13 +105,13 @@ func (r *Report) text(w io.Writer) {
 	fmt.Fprintf(w, "process: %s\npid: %d\ncmd: %s\nend: %s\n", r.Process, r.PID, r.Cmd, r.End.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(w, "alloc_calls: %d\nalloc_bytes: %d\ncurrent_bytes: %d\npeak_bytes: %d\npeak_us: %d\nleak_blocks: %d\nopen_fds: %d\n",
 		r.AllocCalls, r.AllocBytes, r.Current, r.Peak, r.PeakUS, r.LeakBlocks, len(r.OpenFDs))
-	fmt.Fprintf(w, "\nPeak snapshot (%s at %.6fs), top %d call stacks live then:\n", human(r.Peak), float64(r.PeakUS)/1e6, len(r.PeakTop))
+	fmt.Fprintf(w, "\nPeak snapshot (%s at %.6fs), top %d call stacks live then:\n", units.Bytes(r.Peak), float64(r.PeakUS)/1e6, len(r.PeakTop))
 	for i, e := range r.PeakTop {
-		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, human(e.Bytes), e.Blocks, e.Stack)
+		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, units.Bytes(e.Bytes), e.Blocks, e.Stack)
 	}
-	fmt.Fprintf(w, "\nLeaked allocations (live at exit): %s in %d blocks\n", human(r.Current), r.LeakBlocks)
+	fmt.Fprintf(w, "\nLeaked allocations (live at exit): %s in %d blocks\n", units.Bytes(r.Current), r.LeakBlocks)
 	for i, e := range r.Leaks {
-		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, human(e.Bytes), e.Blocks, e.Stack)
+		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, units.Bytes(e.Bytes), e.Blocks, e.Stack)
 	}
 	fmt.Fprintf(w, "\nLeaked file descriptors (open at exit): %d\n", len(r.OpenFDs))
 	for _, f := range r.OpenFDs {
@@ -124,11 +125,11 @@ func (r *Report) html(w io.Writer) {
 	fmt.Fprintf(w, "<h1>%s (pid %d)</h1><p><code>%s</code></p>\n", e(r.Process), r.PID, e(r.Cmd))
 	fmt.Fprintf(w, "<table><tr><th>allocation calls</th><td>%d</td></tr><tr><th>bytes allocated</th><td>%s</td></tr>"+
 		"<tr><th>peak</th><td>%s at %.6f s</td></tr><tr><th>leaked</th><td>%s in %d blocks</td></tr><tr><th>open fds at exit</th><td>%d</td></tr></table>\n",
-		r.AllocCalls, human(r.AllocBytes), human(r.Peak), float64(r.PeakUS)/1e6, human(r.Current), r.LeakBlocks, len(r.OpenFDs))
+		r.AllocCalls, units.Bytes(r.AllocBytes), units.Bytes(r.Peak), float64(r.PeakUS)/1e6, units.Bytes(r.Current), r.LeakBlocks, len(r.OpenFDs))
 	table := func(title string, es []Entry) {
 		fmt.Fprintf(w, "<h2>%s</h2><table><tr><th>#</th><th>bytes</th><th>blocks</th><th>call stack</th></tr>\n", title)
 		for i, x := range es {
-			fmt.Fprintf(w, "<tr><td>%d</td><td>%s</td><td>%d</td><td><code>%s</code></td></tr>\n", i+1, human(x.Bytes), x.Blocks, e(x.Stack))
+			fmt.Fprintf(w, "<tr><td>%d</td><td>%s</td><td>%d</td><td><code>%s</code></td></tr>\n", i+1, units.Bytes(x.Bytes), x.Blocks, e(x.Stack))
 		}
 		fmt.Fprint(w, "</table>\n")
 	}
@@ -142,18 +143,6 @@ func (r *Report) html(w io.Writer) {
 }
 
 const style = `<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}code{font-size:90%}</style>`
-
-func human(b uint64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.2fG", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.2fM", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.2fK", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%dB", b)
-}
 
 // Summary is one report read back.
 type Summary struct {
@@ -255,10 +244,10 @@ func aggregate(dir, prefix string) (sums []Summary, skipped []string, err error)
 	}
 	err = writeFile(filepath.Join(dir, prefix+".txt"), func(w io.Writer) {
 		fmt.Fprintf(w, "%d processes: %d allocation calls, %s allocated, peaks add up to %s, %s leaked in %d blocks, %d fds left open\n\n",
-			len(sums), tot.AllocCalls, human(tot.AllocBytes), human(tot.Peak), human(tot.Current), tot.Blocks, tot.OpenFDs)
+			len(sums), tot.AllocCalls, units.Bytes(tot.AllocBytes), units.Bytes(tot.Peak), units.Bytes(tot.Current), tot.Blocks, tot.OpenFDs)
 		fmt.Fprintf(w, "%-24s %8s %12s %12s %12s %8s  %s\n", "process", "pid", "calls", "peak", "leaked", "fds", "report")
 		for _, s := range sums {
-			fmt.Fprintf(w, "%-24s %8d %12d %12s %12s %8d  %s\n", s.Process, s.PID, s.AllocCalls, human(s.Peak), human(s.Current), s.OpenFDs, s.File)
+			fmt.Fprintf(w, "%-24s %8d %12d %12s %12s %8d  %s\n", s.Process, s.PID, s.AllocCalls, units.Bytes(s.Peak), units.Bytes(s.Current), s.OpenFDs, s.File)
 		}
 	})
 	if err != nil {
@@ -267,12 +256,12 @@ func aggregate(dir, prefix string) (sums []Summary, skipped []string, err error)
 	err = writeFile(filepath.Join(dir, prefix+".html"), func(w io.Writer) {
 		fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><title>memtrace summary</title>\n%s\n<h1>%d processes</h1>\n", style, len(sums))
 		fmt.Fprintf(w, "<p>%d allocation calls, %s allocated, peaks add up to %s, %s leaked in %d blocks, %d fds left open</p>\n",
-			tot.AllocCalls, human(tot.AllocBytes), human(tot.Peak), human(tot.Current), tot.Blocks, tot.OpenFDs)
+			tot.AllocCalls, units.Bytes(tot.AllocBytes), units.Bytes(tot.Peak), units.Bytes(tot.Current), tot.Blocks, tot.OpenFDs)
 		fmt.Fprint(w, "<table><tr><th>process</th><th>pid</th><th>calls</th><th>peak</th><th>leaked</th><th>fds</th><th>report</th></tr>\n")
 		for _, s := range sums {
 			link := strings.TrimSuffix(s.File, ".txt") + ".html"
 			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td><a href=\"%s\">%s</a></td></tr>\n",
-				html.EscapeString(s.Process), s.PID, s.AllocCalls, human(s.Peak), human(s.Current), s.OpenFDs, html.EscapeString(link), html.EscapeString(link))
+				html.EscapeString(s.Process), s.PID, s.AllocCalls, units.Bytes(s.Peak), units.Bytes(s.Current), s.OpenFDs, html.EscapeString(link), html.EscapeString(link))
 		}
 		fmt.Fprint(w, "</table>\n")
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/units"
 )
 
 // fdLeak is one leaked file descriptor of a section (docs/fd.md): open
@@ -81,7 +82,7 @@ func fdLeakText(f *fdLeak, withPID bool) string {
 		b.WriteString(" " + d.Path)
 	}
 	if d.Size > 0 {
-		b.WriteString(" buffer " + fmtBytes(int64(d.Size)))
+		b.WriteString(" buffer " + units.Bytes(d.Size))
 		if d.Heap != "" {
 			b.WriteString(" heap " + d.Heap)
 		}
@@ -170,7 +171,7 @@ func (r *report) htmlFDLeaks(w io.Writer) {
 		d := &f.d
 		path := d.Path
 		if d.Size > 0 {
-			path = strings.TrimSpace(path + " buffer " + fmtBytes(int64(d.Size)) + " " + d.Heap)
+			path = strings.TrimSpace(path + " buffer " + units.Bytes(d.Size) + " " + d.Heap)
 		}
 		th := strconv.FormatInt(d.TID, 10)
 		if f.thread != "" {

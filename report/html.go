@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/units"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -78,22 +79,22 @@ func (r *report) htmlSummary(w io.Writer) {
 	row("total runtime", esc(secs(s.runtime)))
 	row("calls to allocation functions", esc(strconv.FormatInt(t.Calls, 10)+rate(t.Calls, s.runtime)))
 	row("temporary memory allocations", esc(strconv.FormatInt(t.Temporary, 10)+rate(t.Temporary, s.runtime)))
-	peak := fmtBytes(int64(t.PeakBytes))
+	peak := units.Bytes(t.PeakBytes)
 	if s.procs > 1 {
 		peak += " (the sum of " + strconv.Itoa(s.procs) + " processes' own peaks)"
 	} else if t.PeakBytes > 0 {
 		peak += " after " + secs(s.peakTS)
 	}
 	row("peak heap memory consumption", esc(peak))
-	row("total memory leaked", esc(fmt.Sprintf("%s (%d leaks)", fmtBytes(int64(t.LeakedBytes)), t.Leaks)))
+	row("total memory leaked", esc(fmt.Sprintf("%s (%d leaks)", units.Bytes(t.LeakedBytes), t.Leaks)))
 	if t.Unknown > 0 {
-		row("unknown (records lost)", `<span class="warn">`+esc(fmt.Sprintf("%d blocks, %s: not freed in the log, but their memory was allocated again, so their frees were lost; not counted as leaks", t.Unknown, fmtBytes(int64(t.UnknownBytes))))+"</span>")
+		row("unknown (records lost)", `<span class="warn">`+esc(fmt.Sprintf("%d blocks, %s: not freed in the log, but their memory was allocated again, so their frees were lost; not counted as leaks", t.Unknown, units.Bytes(t.UnknownBytes)))+"</span>")
 	}
 	if lost := s.logLost(); lost > 0 && t.Leaks > 0 {
 		row("leaks may be overstated", `<span class="warn">`+esc(fmt.Sprintf("a leak may be a block whose free was among the %d lost records", lost))+"</span>")
 	}
 	if sp := r.supd[s]; sp.leaks > 0 {
-		row("suppressed leaks", esc(fmt.Sprintf("%s (%d leaks)", fmtBytes(int64(sp.bytes)), sp.leaks)))
+		row("suppressed leaks", esc(fmt.Sprintf("%s (%d leaks)", units.Bytes(sp.bytes), sp.leaks)))
 	}
 	if s.lost > 0 {
 		row("LOST EVENTS", `<span class="warn">`+esc(fmt.Sprintf("%d: the tracer could not keep up, every figure misses them", s.lost))+"</span>")
@@ -130,7 +131,7 @@ func (r *report) htmlSummary(w io.Writer) {
 		fmt.Fprintln(w, `<table class="grid"><tr><th>process</th><th>calls</th><th>temporary</th><th>peak</th><th>leaked</th><th>leaks</th><th>fd leaks</th><th>runtime</th></tr>`)
 		for _, p := range r.secs {
 			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td></tr>\n", esc(p.title), p.total.Calls, p.total.Temporary,
-				fmtBytes(int64(p.total.PeakBytes)), fmtBytes(int64(p.total.LeakedBytes)), p.total.Leaks, len(p.fdLeaks), secs(p.runtime))
+				units.Bytes(p.total.PeakBytes), units.Bytes(p.total.LeakedBytes), p.total.Leaks, len(p.fdLeaks), secs(p.runtime))
 		}
 		fmt.Fprintln(w, "</table>")
 	}
@@ -167,7 +168,7 @@ func (r *report) htmlChart(w io.Writer) {
 	for k := 0; k <= 4; k++ {
 		v := spread(top, k, 4)
 		fmt.Fprintf(w, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/><text class="ax" x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
-			chartL, chartW-chartR, y(v), y(v), chartL-6, y(v)+4, esc(fmtBytes(int64(v))))
+			chartL, chartW-chartR, y(v), y(v), chartL-6, y(v)+4, esc(units.Bytes(v)))
 		t := spread(end, k, 4)
 		fmt.Fprintf(w, `<text class="ax" x="%.1f" y="%d" text-anchor="middle">%ss</text>`+"\n", x(t), chartH-chartB+16, strconv.FormatFloat(float64(t)/1e6, 'g', 4, 64))
 	}
@@ -182,7 +183,7 @@ func (r *report) htmlChart(w io.Writer) {
 		if s.total.PeakBytes > 0 {
 			px, py := x(s.peakTS), y(s.total.PeakBytes)
 			fmt.Fprintf(w, `<circle class="peak" cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", px, py, col,
-				esc(fmt.Sprintf("peak of %s: %s after %s", s.title, fmtBytes(int64(s.total.PeakBytes)), secs2(s.peakTS))))
+				esc(fmt.Sprintf("peak of %s: %s after %s", s.title, units.Bytes(s.total.PeakBytes), secs2(s.peakTS))))
 			anchor := "start"
 			if px > chartW/2 {
 				anchor = "end"
@@ -190,7 +191,7 @@ func (r *report) htmlChart(w io.Writer) {
 			} else {
 				px += 8
 			}
-			fmt.Fprintf(w, `<text class="lbl" x="%.1f" y="%.1f" text-anchor="%s">peak %s</text>`+"\n", px, max(py, chartT+10), anchor, esc(fmtBytes(int64(s.total.PeakBytes))))
+			fmt.Fprintf(w, `<text class="lbl" x="%.1f" y="%.1f" text-anchor="%s">peak %s</text>`+"\n", px, max(py, chartT+10), anchor, esc(units.Bytes(s.total.PeakBytes)))
 		}
 	}
 	fmt.Fprintf(w, `<text class="ax" x="%d" y="%d" text-anchor="middle">time since tracing started</text>`+"\n", chartL+int(pw)/2, chartH-4)
@@ -324,7 +325,7 @@ func (r *report) writeFlame(w io.Writer, name string, fig int, visible bool) {
 		label := b.n.name
 		val := strconv.FormatInt(b.n.value, 10) + " " + unit
 		if unit == "bytes" {
-			val = fmtBytes(b.n.value)
+			val = units.Signed(b.n.value)
 		}
 		fill := hue(label)
 		if b.d == 0 {

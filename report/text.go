@@ -7,35 +7,9 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/units"
 	"github.com/memtrace/memtrace/logfmt"
 )
-
-// fmtBytes formats bytes as heaptrack_print does: 1000-based, two
-// decimals, "838B", "1.68K", "45.23M".
-func fmtBytes(n int64) string {
-	neg := n < 0
-	u := uint64(n)
-	if neg {
-		u = uint64(-n)
-	}
-	var s string
-	if u < 1000 {
-		s = strconv.FormatUint(u, 10) + "B"
-	} else {
-		v := float64(u)
-		units := "KMGTPE"
-		i := -1
-		for v >= 1000 && i < len(units)-1 {
-			v /= 1000
-			i++
-		}
-		s = strconv.FormatFloat(v, 'f', 2, 64) + units[i:i+1]
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
-}
 
 // num formats a figure; signed (a delta) shows its sign.
 func num(v int64, signed bool) string {
@@ -47,9 +21,9 @@ func num(v int64, signed bool) string {
 
 func bytesOf(v int64, signed bool) string {
 	if signed && v > 0 {
-		return "+" + fmtBytes(v)
+		return "+" + units.Signed(v)
 	}
-	return fmtBytes(v)
+	return units.Signed(v)
 }
 
 func secs(us uint64) string { return strconv.FormatFloat(float64(us)/1e6, 'f', 6, 64) + "s" }
@@ -202,7 +176,7 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 	fmt.Fprintf(w, "total runtime: %s.\n", secs(s.runtime))
 	fmt.Fprintf(w, "calls to allocation functions: %d%s\n", t.Calls, rate(t.Calls, s.runtime))
 	fmt.Fprintf(w, "temporary memory allocations: %d%s\n", t.Temporary, rate(t.Temporary, s.runtime))
-	fmt.Fprintf(w, "peak heap memory consumption: %s", fmtBytes(int64(t.PeakBytes)))
+	fmt.Fprintf(w, "peak heap memory consumption: %s", units.Bytes(t.PeakBytes))
 	switch {
 	case s.procs > 1:
 		fmt.Fprintf(w, " (the sum of %d processes' own peaks)\n", s.procs)
@@ -211,12 +185,12 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 	default:
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", fmtBytes(int64(t.LeakedBytes)), t.Leaks)
+	fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", units.Bytes(t.LeakedBytes), t.Leaks)
 	if t.Unknown > 0 {
 		fmt.Fprintln(w, unknownLine(t))
 	}
 	if sp := r.supd[s]; sp.leaks > 0 {
-		fmt.Fprintf(w, "suppressed leaks: %s (%d leaks)\n", fmtBytes(int64(sp.bytes)), sp.leaks)
+		fmt.Fprintf(w, "suppressed leaks: %s (%d leaks)\n", units.Bytes(sp.bytes), sp.leaks)
 	}
 	if l := fdSummaryLine(s); l != "" {
 		fmt.Fprintln(w, l)
@@ -227,7 +201,7 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 // unknownLine counts the blocks whose frees were lost (analysis.StatusUnknown).
 func unknownLine(t *analysis.CostFigures) string {
 	return fmt.Sprintf("%d blocks, %s: unknown (records lost): not freed in the log, but their memory was allocated again, so their frees were among the lost records; not counted as leaks",
-		t.Unknown, fmtBytes(int64(t.UnknownBytes)))
+		t.Unknown, units.Bytes(t.UnknownBytes))
 }
 
 // truncLine says how many call stacks were cut short, and why.
@@ -320,11 +294,11 @@ func (r *report) writeSuppressions(w io.Writer) {
 	var n int64
 	var b uint64
 	for _, sp := range r.sups {
-		fmt.Fprintf(w, "leak:%s  (%s:%d) matched %d leaks, %s, in %d call stacks\n", sp.pattern, sp.file, sp.line, sp.leaks, fmtBytes(int64(sp.bytes)), sp.sites)
+		fmt.Fprintf(w, "leak:%s  (%s:%d) matched %d leaks, %s, in %d call stacks\n", sp.pattern, sp.file, sp.line, sp.leaks, units.Bytes(sp.bytes), sp.sites)
 		n += sp.leaks
 		b += sp.bytes
 	}
-	fmt.Fprintf(w, "suppressed in total: %d leaks, %s\n", n, fmtBytes(int64(b)))
+	fmt.Fprintf(w, "suppressed in total: %d leaks, %s\n", n, units.Bytes(b))
 }
 
 // writeDiff writes every ranking as LOG minus BASE, and the summary with

@@ -508,7 +508,7 @@ func TestEveryKey(t *testing.T) {
 	press(tcell.KeyRune, '\\')
 	h.contains("Growth")
 	h.contains("Sort: Growth ▼")
-	h.contains("+0 B") // nothing happened since the end of a finished log
+	h.contains("+0B") // nothing happened since the end of a finished log
 	press(tcell.KeyRune, 'b')
 	h.lacks("Baseline")
 	press(tcell.KeyRune, '\\')
@@ -517,7 +517,7 @@ func TestEveryKey(t *testing.T) {
 	press(tcell.KeyRune, '2')
 	h.contains("Sort: Size ▲")
 	press(tcell.KeyRune, 'g')
-	if !strings.Contains(h.listRow(5), "16 B") {
+	if !strings.Contains(h.listRow(5), "16B") {
 		t.Fatalf("smallest first: %q", h.listRow(5))
 	}
 	press(tcell.KeyRune, '3')
@@ -533,7 +533,7 @@ func TestEveryKey(t *testing.T) {
 	press(tcell.KeyRune, 'S')
 	h.contains("Sort: Size ▼")
 	press(tcell.KeyRune, 'g')
-	if !strings.Contains(h.listRow(5), "1.0 KB") {
+	if !strings.Contains(h.listRow(5), "1.02K") {
 		t.Fatalf("largest first: %q", h.listRow(5))
 	}
 	press(tcell.KeyRune, '1')
@@ -542,8 +542,9 @@ func TestEveryKey(t *testing.T) {
 	// Histogram.
 	press(tcell.KeyRune, 'H')
 	h.contains("Size        Count")
-	h.contains("≤16 B")
-	h.contains(">1 MB")
+	h.contains("≤16B")
+	h.contains("≤1.02K") // 1024: bounds are 16·4^k bytes, written 1000-based
+	h.contains(">1.05M")
 	press(tcell.KeyRune, 'H')
 	h.lacks("Size        Count")
 
@@ -767,10 +768,11 @@ func TestTinyTerminalAndGarbageLog(t *testing.T) {
 
 func TestFormats(t *testing.T) {
 	cases := map[string]string{
-		Bytes(512): "512 B", Bytes(1536): "1.5 KB", Bytes(3 << 20): "3.0 MB", Bytes(5 << 30): "5.00 GB",
+		Bytes(512): "512B", Bytes(1536): "1.54K", Bytes(3 << 20): "3.15M", Bytes(5 << 30): "5.37G",
 		Dur(267): "0.267ms", Dur(1234000): "1.234s", Ptr(0): "(nil)", Ptr(0x7f00): "0x7f00",
-		SBytes(-2048): "-2.0 KB", SBytes(10): "+10 B",
-		Bytes(3 << 40): "3.00 TB", Bytes(1 << 56): "64.00 PB", Bytes(analysis.MaxBytes): "8.00 EB", SBytes(math.MinInt64): "-8.00 EB",
+		SBytes(-2048): "-2.05K", SBytes(10): "+10B", SBytes(0): "+0B",
+		Bytes(3 << 40): "3.30T", Bytes(1 << 56): "72.06P", Bytes(analysis.MaxBytes): "9.22E", SBytes(math.MinInt64): "-9.22E",
+		sizeLabel(0): "≤16B", sizeLabel(4): "≤4.10K", sizeLabel(8): "≤1.05M", sizeLabel(9): ">1.05M",
 	}
 	for got, want := range cases {
 		if got != want {

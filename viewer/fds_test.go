@@ -68,7 +68,7 @@ func TestDescriptorView(t *testing.T) {
 		"[L] 3 file openat 0.011ms app /tmp/kept.txt",
 		"[L] 4 pipe pipe2 0.012ms app",
 		"[L] 6 socket socket 0.014ms worker",
-		"[L] 7 dmabuf ioctl 0.015ms app 8.0 KB system",
+		"[L] 7 dmabuf ioctl 0.015ms app 8.19K system",
 		"[L] 3 socket socket 0.018ms kid",
 	}, "\n")
 	if got != want {
@@ -93,7 +93,7 @@ func TestDescriptorView(t *testing.T) {
 	h.press(tcell.KeyDown, 0)
 	h.press(tcell.KeyDown, 0)
 	h.press(tcell.KeyDown, 0)
-	h.contains("Buffer  : #1 8.0 KB system")
+	h.contains("Buffer  : #1 8.19K system")
 
 	// f cycles the view's own filter.
 	h.keys("f")

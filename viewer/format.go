@@ -2,34 +2,31 @@ package viewer
 
 import (
 	"strconv"
+
+	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/units"
 )
 
-// Bytes formats a byte count as memview does: "512 B", "1.5 KB", "3.2 MB".
-func Bytes(n uint64) string {
-	switch {
-	case n < 1024:
-		return strconv.FormatUint(n, 10) + " B"
-	case n < 1<<20:
-		return strconv.FormatFloat(float64(n)/1024, 'f', 1, 64) + " KB"
-	case n < 1<<30:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MB"
-	case n < 1<<40:
-		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 2, 64) + " GB"
-	case n < 1<<50:
-		return strconv.FormatFloat(float64(n)/(1<<40), 'f', 2, 64) + " TB"
-	case n < 1<<60:
-		return strconv.FormatFloat(float64(n)/(1<<50), 'f', 2, 64) + " PB"
-	}
-	// Figures saturate at analysis.MaxBytes, just under 8 EB.
-	return strconv.FormatFloat(float64(n)/(1<<60), 'f', 2, 64) + " EB"
-}
+// Bytes formats a byte count in the one convention of every output people
+// read (internal/units, heaptrack_print's): "512B", "1.54K", "3.15M".
+func Bytes(n uint64) string { return units.Bytes(n) }
 
-// SBytes formats a signed byte count with its sign.
+// SBytes formats a signed byte count with its sign, "+0B" included: a
+// growth column reads as a change even when nothing changed.
 func SBytes(n int64) string {
 	if n < 0 {
-		return "-" + Bytes(-uint64(n))
+		return units.Signed(n)
 	}
-	return "+" + Bytes(uint64(n))
+	return "+" + units.Bytes(uint64(n))
+}
+
+// sizeLabel names histogram bucket k by its bound (16·4^k bytes), in Bytes'
+// convention: "≤16B" … "≤1.05M", ">1.05M" for the last, which has none.
+func sizeLabel(k int) string {
+	if k == len(analysis.SizeBuckets)-1 {
+		return ">" + Bytes(analysis.SizeBuckets[k-1])
+	}
+	return "≤" + Bytes(analysis.SizeBuckets[k])
 }
 
 // Dur formats microseconds: "0.267ms" below a second, "1.234s" above.

@@ -510,13 +510,12 @@ func (a *App) drawHistogram(x0, y0, x1, y1 int) {
 			max = b.Count
 		}
 	}
-	labels := []string{"≤16 B", "≤64 B", "≤256 B", "≤1 KB", "≤4 KB", "≤16 KB", "≤64 KB", "≤256 KB", "≤1 MB", ">1 MB"}
 	for k, b := range hs {
 		y := y0 + 1 + k
 		if y >= y1 {
 			break
 		}
-		x := a.put(x0, y, x1, pad(labels[k], 9)+lpad(strconv.FormatInt(b.Count, 10), 8)+lpad(Bytes(b.Bytes), 12)+"  ", stDefault)
+		x := a.put(x0, y, x1, pad(sizeLabel(k), 9)+lpad(strconv.FormatInt(b.Count, 10), 8)+lpad(Bytes(b.Bytes), 12)+"  ", stDefault)
 		barW := x1 - x - 1
 		if barW > 0 && max > 0 {
 			n := int(b.Count * int64(barW) / max)

@@ -99,7 +99,7 @@ func (tm *term) waitGone() {
 func TestTmuxFile(t *testing.T) {
 	p := writeTemp(t, "s.log", sampleLog())
 	tm := newTerm(t, bin+" "+p)
-	tm.waitFor("✕ DONE", "4 allocs", "4 shown", "pid 4321 ./sample", "Lost: 3", "Leaks: ≤2  (400 B)")
+	tm.waitFor("✕ DONE", "4 allocs", "4 shown", "pid 4321 ./sample", "Lost: 3", "Leaks: ≤2  (400B)")
 	tm.send("f")
 	tm.waitFor("Filter: Leaks", "2 shown")
 	// tmux may capture a frame half drawn: wait for the settled screen.
