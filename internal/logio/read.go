@@ -1,0 +1,262 @@
+package logio
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// ErrTruncated ends a compressed log that was cut short (a writer killed
+// mid-stream, a partial copy): everything before the cut has been read.
+// It wraps io.ErrUnexpectedEOF.
+var ErrTruncated = fmt.Errorf("the compressed log ends early (its writer was killed, or the file was cut): %w", io.ErrUnexpectedEOF)
+
+// ErrDamaged ends a compressed log whose data does not decode.
+var ErrDamaged = errors.New("the compressed log is damaged")
+
+// maxZstdWindow bounds the memory a zstd log may ask the reader for (the
+// decoder allocates the window a frame declares up front): zstd(1)'s own
+// default limit (--memory=128MB), so that what zstdcat decodes without
+// options memtrace decodes too. memtrace writes with ZstdWindow. A
+// variable so that the fuzz test can keep its inputs cheap.
+var maxZstdWindow uint64 = 128 << 20
+
+var errClosed = errors.New("logio: use of a closed log")
+
+// sniffLen is the longest magic number looked at.
+const sniffLen = 10
+
+type magic struct {
+	kind  Kind   // Plain: recognised but not read
+	name  string // for the error of an unread kind
+	tool  string
+	bytes []byte
+}
+
+var magics = []magic{
+	{kind: Zstd, bytes: []byte{0x28, 0xb5, 0x2f, 0xfd}},
+	{kind: Gzip, bytes: []byte{0x1f, 0x8b, 0x08}},
+	{name: "xz", tool: "xz -d", bytes: []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}},
+	{name: "lz4", tool: "lz4 -d", bytes: []byte{0x04, 0x22, 0x4d, 0x18}},
+	{name: "bzip2", tool: "bzip2 -d", bytes: []byte("BZh")}, // checked further in sniff
+}
+
+// sniff decides a log's form from its first bytes. undecided: head is a
+// proper prefix of a magic number and more bytes may come (eof false).
+// A zstd skippable frame (as pzstd and the seekable format write first)
+// counts as zstd.
+func sniff(head []byte, eof bool) (k Kind, undecided bool, err error) {
+	for _, m := range magics {
+		n := min(len(head), len(m.bytes))
+		if !bytes.Equal(head[:n], m.bytes[:n]) {
+			continue
+		}
+		if n < len(m.bytes) {
+			if !eof {
+				return Plain, true, nil
+			}
+			if n >= 2 && m.name == "" {
+				// A file cut inside the magic number: the decoder
+				// says it ends early.
+				return m.kind, false, nil
+			}
+			continue
+		}
+		if m.name == "bzip2" {
+			// "BZh" + block size digit + the block magic 0x314159265359.
+			rest := []byte{0x31, 0x41, 0x59, 0x26, 0x53, 0x59}
+			if len(head) < 10 {
+				if eof {
+					continue
+				}
+				return Plain, true, nil
+			}
+			if head[3] < '1' || head[3] > '9' || !bytes.Equal(head[4:10], rest) {
+				continue
+			}
+		}
+		if m.name != "" {
+			return Plain, false, fmt.Errorf("the log is %s-compressed; memtrace reads zstd and gzip logs: decompress it first (%s FILE)", m.name, m.tool)
+		}
+		return m.kind, false, nil
+	}
+	if len(head) > 0 && head[0]&0xf0 == 0x50 {
+		// Skippable frame: 0x184D2A50-5F, little-endian.
+		want := []byte{0x2a, 0x4d, 0x18}
+		n := min(len(head)-1, 3)
+		if bytes.Equal(head[1:1+n], want[:n]) {
+			if n == 3 {
+				return Zstd, false, nil
+			}
+			if !eof {
+				return Plain, true, nil
+			}
+		}
+	}
+	return Plain, false, nil
+}
+
+// Reader reads a log in any form, decompressed. Plain logs pass through
+// unchanged.
+type Reader struct {
+	src    io.Reader // the bytes as stored
+	head   []byte    // read from src while sniffing, not yet passed on
+	kind   Kind
+	sniffd bool
+	dec    io.Reader // the decompressed log (or head then src)
+	zd     *zstd.Decoder
+	err    error
+}
+
+// NewReader reads r, deciding its form at the first Read (or Kind): a
+// stream that has sent nothing yet is not waited for here.
+func NewReader(r io.Reader) *Reader { return &Reader{src: r} }
+
+// Open is NewReader, with the form decided (and a compressed stream's
+// header checked) at once: a log that memtrace cannot read fails here.
+func Open(r io.Reader) (*Reader, error) {
+	lr := NewReader(r)
+	if _, err := lr.Kind(); err != nil {
+		return nil, err
+	}
+	return lr, nil
+}
+
+// Kind decides the log's form, reading its first bytes if not done yet.
+func (r *Reader) Kind() (Kind, error) {
+	if !r.sniffd {
+		r.start()
+	}
+	return r.kind, r.err
+}
+
+func (r *Reader) start() {
+	r.sniffd = true
+	buf := make([]byte, sniffLen)
+	n, err := io.ReadFull(r.src, buf)
+	r.head = buf[:n]
+	eof := err != nil
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		r.err = fmt.Errorf("read the log: %w", err)
+		return
+	}
+	kind, _, serr := sniff(r.head, eof)
+	if serr != nil {
+		r.err = serr
+		return
+	}
+	r.kind = kind
+	r.dec, r.zd, r.err = decoder(kind, &prefixReader{head: r.head, r: r.src})
+	r.head = nil
+}
+
+// decoder starts decompressing src in the form k.
+func decoder(k Kind, src io.Reader) (io.Reader, *zstd.Decoder, error) {
+	switch k {
+	case Zstd:
+		// Concurrency 1 decodes on the reader's goroutine (the model's
+		// parsers have the other CPUs); low memory and the window limit
+		// keep a hostile or --long file from taking what it asks for.
+		zd, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(maxZstdWindow))
+		if err != nil {
+			return nil, nil, fmt.Errorf("start the zstd decoder: %w", err)
+		}
+		return zd, zd, nil
+	case Gzip:
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return nil, nil, decodeError(Gzip, err)
+		}
+		return zr, nil, nil
+	}
+	return src, nil, nil
+}
+
+// decodeError names what went wrong in a compressed log, without any of
+// its content.
+func decodeError(k Kind, err error) error {
+	if k == Plain {
+		if pe := (*readError)(nil); errors.As(err, &pe) {
+			return pe.err
+		}
+		return err
+	}
+	var pe *readError
+	if errors.As(err, &pe) {
+		return pe.err
+	}
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return ErrTruncated
+	case errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		return fmt.Errorf("the zstd log asks for more than %d MB of memory to decompress (made with zstd --long?): decompress it first (zstd -d --memory=2048MB FILE): %w", maxZstdWindow>>20, err)
+	case errors.Is(err, errClosed) || errors.Is(err, errStopped):
+		return err
+	}
+	return fmt.Errorf("%w (%s: %v): the log is read up to there", ErrDamaged, k, err)
+}
+
+// readError carries an error of the underlying reader (a file's EIO)
+// through the decoder, so that it is not called damage.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// Read reads the decompressed log. A cut compressed log ends with
+// ErrTruncated after everything before the cut.
+func (r *Reader) Read(p []byte) (int, error) {
+	if !r.sniffd {
+		r.start()
+	}
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.dec.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = decodeError(r.kind, err)
+		r.err = err
+	} else if err != nil && r.kind != Plain {
+		// io.EOF from a decoder: the stream ended where a frame or
+		// member did.
+		r.err = io.EOF
+	}
+	return n, err
+}
+
+// Close releases the decoder; it does not close the underlying reader.
+func (r *Reader) Close() error {
+	if r.zd != nil {
+		r.zd.Close()
+		r.zd = nil
+	}
+	if r.err == nil {
+		r.err = errClosed
+	}
+	return nil
+}
+
+// prefixReader returns head, then reads r; errors of r are marked as the
+// reader's own, not the compressed data's.
+type prefixReader struct {
+	head []byte
+	r    io.Reader
+}
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	if len(p.head) > 0 {
+		n := copy(b, p.head)
+		p.head = p.head[n:]
+		return n, nil
+	}
+	n, err := p.r.Read(b)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = &readError{err}
+	}
+	return n, err
+}
