@@ -1479,6 +1479,39 @@ int BPF_PROG(mt_exec)
 	return 0;
 }
 
+/* ld.so calls _dl_debug_state (the debuggers' hook) after each change to
+ * its list of objects; with r_debug.r_state RT_CONSISTENT a dlopen'ed
+ * library is mapped and none of its code has run. The process is held
+ * there, as at exec, until the agent has written its table and mappings
+ * (MT_REMAP_HOLD): stacks through the library are whole from its first
+ * call. The cookie is the address of r_state. */
+SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
+{
+	if (!unwind_dwarf)
+		return 0;
+	__u64 at = bpf_get_attach_cookie(ctx);
+	int state = -1;
+	if (!at || bpf_probe_read_user(&state, sizeof(state), (void *)at) || state != 0 /* RT_CONSISTENT */)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
+	if (!rm)
+		return 0;
+	rm->tgid = tgid;
+	rm->magic = MT_REMAP_MAGIC;
+	rm->pad = 0;
+	/* A key of its own: an exec hold being released (SIGCONT sent, its
+	 * entry not yet deleted) must not be mistaken for this one. */
+	__u32 key = tgid | MT_HOLD_DL;
+	__u8 stopped = HOLD_STOPPED;
+	if (bpf_map_update_elem(&hold, &key, &stopped, BPF_NOEXIST) == 0) {
+		rm->pad = MT_REMAP_HOLD;
+		bpf_send_signal_thread(MT_SIGSTOP);
+	}
+	bpf_ringbuf_submit(rm, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
 /* Empty programs on the same probe points: the floor that benchmarks
  * compare against. */
 SEC("uprobe") int mt_empty(struct pt_regs *ctx) { return 0; }

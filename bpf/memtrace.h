@@ -222,9 +222,12 @@ struct mt_ufile {
 struct mt_remap {
 	__u32 tgid;
 	__u32 magic;  /* MT_REMAP_MAGIC */
-	__u64 pad;
+	__u64 pad;    /* MT_REMAP_HOLD: the process is held until the agent resumes it */
 };
 #define MT_REMAP_MAGIC 0x70616d72
+#define MT_REMAP_HOLD 1
+/* The hold map's key for a dlopen hold: the tgid with this bit. */
+#define MT_HOLD_DL 0x80000000u
 
 /* mt_event.flags */
 #define MT_FLAG_FILE 0x1     /* mmap of a file: not logged unless asked */

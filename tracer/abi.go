@@ -67,6 +67,7 @@ const (
 	// process's mappings again.
 	remapSize  = 16
 	remapMagic = 0x70616d72 // MT_REMAP_MAGIC
+	remapHold  = 1          // MT_REMAP_HOLD
 )
 
 // File names the file behind an inode that frames lie in, as the kernel

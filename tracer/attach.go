@@ -291,6 +291,9 @@ func (t *Tracer) ScanProcess(pid int) ([]string, error) {
 		if err := t.unw.updateProcess(pid, true); err != nil {
 			return added, err
 		}
+		if err := t.watchLoader(pid); err != nil {
+			return added, err
+		}
 	}
 	return added, nil
 }

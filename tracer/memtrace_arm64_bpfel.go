@@ -127,6 +127,7 @@ const (
 	MemtraceMapUnwindRows           = "unwind_rows"
 	MemtraceMapUnwindStale          = "unwind_stale"
 	MemtraceProgMtChildStart        = "mt_child_start"
+	MemtraceProgMtDlState           = "mt_dl_state"
 	MemtraceProgMtEmpty             = "mt_empty"
 	MemtraceProgMtEmptyMulti        = "mt_empty_multi"
 	MemtraceProgMtEmptySession      = "mt_empty_session"
@@ -200,6 +201,7 @@ type MemtraceSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceProgramSpecs struct {
 	MtChildStart        *ebpf.ProgramSpec `ebpf:"mt_child_start"`
+	MtDlState           *ebpf.ProgramSpec `ebpf:"mt_dl_state"`
 	MtEmpty             *ebpf.ProgramSpec `ebpf:"mt_empty"`
 	MtEmptyMulti        *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
 	MtEmptySession      *ebpf.ProgramSpec `ebpf:"mt_empty_session"`
@@ -331,6 +333,7 @@ type MemtraceVariables struct {
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtracePrograms struct {
 	MtChildStart        *ebpf.Program `ebpf:"mt_child_start"`
+	MtDlState           *ebpf.Program `ebpf:"mt_dl_state"`
 	MtEmpty             *ebpf.Program `ebpf:"mt_empty"`
 	MtEmptyMulti        *ebpf.Program `ebpf:"mt_empty_multi"`
 	MtEmptySession      *ebpf.Program `ebpf:"mt_empty_session"`
@@ -355,6 +358,7 @@ type MemtracePrograms struct {
 func (p *MemtracePrograms) Close() error {
 	return _MemtraceClose(
 		p.MtChildStart,
+		p.MtDlState,
 		p.MtEmpty,
 		p.MtEmptyMulti,
 		p.MtEmptySession,

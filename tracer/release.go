@@ -14,6 +14,9 @@ import (
 const (
 	holdPending = 1 // a forked child that stops at its first instruction
 	holdStopped = 2 // stopped by the kernel side, waiting for Resume
+	// holdDL marks the key of a dlopen hold (MT_HOLD_DL): the pid with
+	// this bit.
+	holdDL = 0x80000000
 )
 
 // Resume lets a process the kernel side held (FlagHeld) go on, and forgets
@@ -49,7 +52,7 @@ func ResumeHeld(fd int) (int, error) {
 		}
 	}
 	for _, p := range held {
-		_ = syscall.Kill(int(p), syscall.SIGCONT)
+		_ = syscall.Kill(int(p&^holdDL), syscall.SIGCONT)
 		_ = m.Delete(p)
 	}
 	return len(held), it.Err()

@@ -259,8 +259,8 @@ func (t *Tracer) Read(h Handler) error {
 			le := binary.LittleEndian
 			if le.Uint32(b[4:]) == remapMagic && t.unw != nil {
 				// Mappings the kernel side lacks: a library mapped
-				// since the last scan (ld.so's work after exec).
-				_ = t.unw.updateProcess(int(le.Uint32(b[0:])), false)
+				// since the last scan, or by ld.so just now.
+				t.remap(int(le.Uint32(b[0:])), le.Uint64(b[8:]) == remapHold)
 			}
 		case n == threadSize:
 			if tid, ti, err := decodeThread(b); err == nil {
@@ -280,7 +280,9 @@ func (t *Tracer) Read(h Handler) error {
 			if t.ev.Kind == KindExec && t.unw != nil {
 				// The new image, while it is held (in -- mode):
 				// the program and its dynamic linker.
-				_ = t.unw.updateProcess(int(t.ev.TGID), true)
+				if t.unw.updateProcess(int(t.ev.TGID), true) == nil {
+					_ = t.watchLoader(int(t.ev.TGID))
+				}
 			}
 			h.Event(&t.ev)
 			if t.ev.Kind == KindExit {

@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"bufio"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/unwind"
@@ -69,6 +71,9 @@ type loadedTable struct {
 	base     uint64 // Table.Base
 	segments []unwind.Segment
 	table    *unwind.Table // Bias only; Rows and Extended dropped
+	// The dynamic linker's debugger hook: _dl_debug_state's file offset
+	// and _r_debug's address (0: not a dynamic linker).
+	dlState, rDebug uint64
 }
 
 // unwinder keeps the DWARF walk's tables and mappings in the BPF maps.
@@ -86,6 +91,7 @@ type unwinder struct {
 	written             map[int][]umap          // each process's array as last written
 	seen                map[int][]procMapping   // each process's mappings as last read, by start
 	named               map[uint64]bool         // inodes whose path was handed on
+	loader              map[int]loaderLink      // each process's dlopen hook
 	logf                func(format string, args ...any)
 	arch                unwind.Arch
 	full                bool // said once: the row array is full
@@ -94,7 +100,7 @@ type unwinder struct {
 func newUnwinder(objs *MemtraceObjects, logf func(string, ...any)) (*unwinder, error) {
 	u := &unwinder{procs: objs.UnwindProcs, files: objs.UnwindFiles, stale: objs.UnwindStale,
 		tables: map[fileID]*loadedTable{}, written: map[int][]umap{}, seen: map[int][]procMapping{},
-		named: map[uint64]bool{}, logf: logf}
+		named: map[uint64]bool{}, loader: map[int]loaderLink{}, logf: logf}
 	var err error
 	for _, m := range []struct {
 		mp  *ebpf.Map
@@ -239,7 +245,107 @@ func (u *unwinder) build(path string) (*loadedTable, error) {
 		path, nr, len(t.Rows)*unwind.RowSize, len(pb), ne, time.Since(start).Round(time.Microsecond))
 	t.Rows, t.Extended = nil, nil
 	lt.table = t
+	lt.dlState, lt.rDebug = loaderHook(path)
 	return lt, nil
+}
+
+// loaderHook finds a dynamic linker's _dl_debug_state (as a file offset,
+// for a uprobe) and _r_debug (an ELF address); zeros for other files.
+func loaderHook(path string) (dlState, rDebug uint64) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	if f.Section(".interp") != nil {
+		return 0, 0 // a program, not the loader
+	}
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return 0, 0
+	}
+	var fn, rd uint64
+	for _, s := range syms {
+		switch s.Name {
+		case "_dl_debug_state":
+			fn = s.Value
+		case "_r_debug":
+			rd = s.Value
+		}
+	}
+	if fn == 0 || rd == 0 {
+		return 0, 0
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && fn >= p.Vaddr && fn < p.Vaddr+p.Filesz {
+			return fn - p.Vaddr + p.Off, rd
+		}
+	}
+	return 0, 0
+}
+
+// rStateOff is r_state's offset in struct r_debug (after an int padded
+// to 8, r_map and r_brk) on both 64-bit ABIs.
+const rStateOff = 24
+
+// watchLoader puts the dlopen hold (mt_dl_state) on pid's dynamic
+// linker, or moves it after an exec placed the linker elsewhere.
+func (t *Tracer) watchLoader(pid int) error {
+	u := t.unw
+	u.mu.Lock()
+	var path string
+	var off, cookie uint64
+	for _, m := range u.seen[pid] {
+		lt := u.tables[m.id]
+		if lt == nil || lt.dlState == 0 {
+			continue
+		}
+		if bias, ok := lt.table.Bias(m.start, m.offset); ok {
+			path = fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.start, m.end)
+			off, cookie = lt.dlState, lt.rDebug+bias+rStateOff
+			break
+		}
+	}
+	old, had := u.loader[pid]
+	u.mu.Unlock()
+	if path == "" || had && old.cookie == cookie {
+		return nil
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return fmt.Errorf("open the dynamic linker of process %d for its dlopen hook: %w", pid, err)
+	}
+	l, err := ex.Uprobe("_dl_debug_state", t.objs.MtDlState, &link.UprobeOptions{Address: off, PID: pid, Cookie: cookie})
+	if err != nil {
+		return fmt.Errorf("probe the dynamic linker of process %d (dlopen hook): %w", pid, err)
+	}
+	u.mu.Lock()
+	u.loader[pid] = loaderLink{l: l, cookie: cookie}
+	u.mu.Unlock()
+	if had {
+		old.l.Close()
+	}
+	return nil
+}
+
+type loaderLink struct {
+	l      link.Link
+	cookie uint64
+}
+
+// remap answers an mt_remap record: the kernel side lacks mappings of
+// pid, or (hold) ld.so has mapped a library and the process waits.
+func (t *Tracer) remap(pid int, hold bool) {
+	if hold {
+		// Resumed whatever happens: the tables are only a means.
+		defer func() {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+			_ = t.objs.Hold.Delete(uint32(pid) | holdDL)
+		}()
+	}
+	if err := t.unw.updateProcess(pid, hold); err != nil {
+		t.unw.log("memtrace: process %d: %v", pid, err)
+	}
 }
 
 // procMapping is one executable file mapping from /proc/PID/maps.
@@ -402,7 +508,12 @@ func (u *unwinder) forget(pid int) {
 	u.mu.Lock()
 	delete(u.written, pid)
 	delete(u.seen, pid)
+	ll, had := u.loader[pid]
+	delete(u.loader, pid)
 	u.mu.Unlock()
+	if had {
+		ll.l.Close()
+	}
 	_ = u.procs.Delete(uint32(pid))
 	_ = u.stale.Delete(uint32(pid))
 }
