@@ -55,7 +55,7 @@ func TestFiguresAgree(t *testing.T) {
 	if m := regexp.MustCompile(`(?m)^\[memtrace\] header .* pid=(\d+)`).FindSubmatch(b); m != nil {
 		pid = string(m[1])
 	}
-	snaps := regexp.MustCompile(`(?m)^\[memtrace\] snapshot pid=` + pid + ` ts=\d+ current=(\d+) peak=(\d+) peak_ts=(\d+) `).FindAllSubmatch(b, -1)
+	snaps := regexp.MustCompile(`(?m)^\[memtrace\] snapshot pid=`+pid+` ts=\d+ current=(\d+) peak=(\d+) peak_ts=(\d+) `).FindAllSubmatch(b, -1)
 	if pid == "" || len(snaps) < 2 {
 		t.Fatalf("pid %q, %d snapshots in the log:\n%s", pid, len(snaps), grepLines(b, "[memtrace] "))
 	}
