@@ -14,6 +14,7 @@ const (
 	rProcExit      = 36
 	nameLen        = 16
 	statesOff      = 4096
+	stateSize      = 4
 	chOwned        = 1
 	chFree         = 2
 	clockSetting   = 1

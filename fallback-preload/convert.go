@@ -188,7 +188,7 @@ func (c *converter) poll(final bool) int {
 	// the order the thread wrote them.
 	c.order = c.order[:0]
 	for i := 0; i < hw; i++ {
-		if r.load(statesOff+4*i) != chOwned {
+		if r.load(statesOff+stateSize*i) != chOwned {
 			continue
 		}
 		base := r.chunk(i)
@@ -314,7 +314,7 @@ func (c *converter) release(i int) {
 	r.put32(base+cCommitted, 0)
 	r.put32(base+cSealed, 0)
 	c.chunks[i] = chunkPos{}
-	r.put32(statesOff+4*i, chFree)
+	r.put32(statesOff+stateSize*i, chFree)
 	atomic.AddUint32(r.p32(hNFree), 1)
 }
 

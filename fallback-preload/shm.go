@@ -56,7 +56,7 @@ func newRegion(size int) (*region, error) {
 	if n < 4 {
 		n = 4
 	}
-	dataOff := statesOff + (n*4+4095)&^4095
+	dataOff := statesOff + (n*stateSize+4095)&^4095
 	total := dataOff + n*chunkSize
 	fd, err := unix.MemfdCreate("memtrace-preload", unix.MFD_CLOEXEC)
 	if err != nil {

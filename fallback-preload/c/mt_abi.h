@@ -71,6 +71,7 @@ enum {
 // per chunk, then at data_off the chunks, chunk_size bytes each: an
 // mt_chunk_hdr and records.
 #define MT_STATES_OFF 4096
+#define MT_STATE_SIZE 4 // bytes per chunk state (a uint32_t)
 #define MT_CH_OWNED 1 // a thread writes into the chunk
 #define MT_CH_FREE 2  // emptied by the consumer, to be claimed again
 
@@ -142,5 +143,6 @@ _Static_assert(sizeof(mt_chunk_hdr) == 64, "a chunk header is 64 bytes");
 _Static_assert(offsetof(mt_shm_hdr, stop) == 128, "stop starts its own cache line");
 _Static_assert(sizeof(mt_shm_hdr) <= MT_STATES_OFF, "the header fits its page");
 _Static_assert(MT_NOPS <= MT_R_NAME, "call ops and record ops do not overlap");
+_Static_assert(sizeof(uint32_t) == MT_STATE_SIZE, "a chunk state is a uint32_t");
 
 #endif
