@@ -20,18 +20,6 @@ var heaptrackSizes = []uint64{
 	45230000, 999_999_999, 1_000_000_001, 1_500_000_000,
 }
 
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed (make deps installs it)", name)
-		}
-		t.Skipf("%s is not installed (make deps installs it)", name)
-	}
-	return p
-}
-
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -47,7 +35,19 @@ func run(t *testing.T, name string, args ...string) string {
 // its own function, heaptrack records it, and the installed heaptrack_print
 // must write every size exactly as Bytes does.
 func TestBytesMatchHeaptrackPrint(t *testing.T) {
-	heaptrack, print, cc := needTool(t, "heaptrack"), needTool(t, "heaptrack_print"), needTool(t, "gcc")
+	var tools [3]string
+	for k, name := range []string{"heaptrack", "heaptrack_print", "gcc"} {
+		p, err := exec.LookPath(name)
+		switch {
+		case err == nil:
+			tools[k] = p
+		case os.Getenv("CI") != "":
+			t.Fatalf("%s is not installed (make deps installs it)", name)
+		default:
+			t.Skipf("%s is not installed (make deps installs it)", name)
+		}
+	}
+	heaptrack, print, cc := tools[0], tools[1], tools[2]
 	dir := t.TempDir()
 	var src strings.Builder
 	src.WriteString("#include <stdlib.h>\n")
