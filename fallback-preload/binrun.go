@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/internal/logio"
 )
 
 // converterNice is the converter thread's nice value.
@@ -22,6 +24,7 @@ type binRun struct {
 	reg    *region
 	out    io.Writer
 	file   *os.File
+	zw     io.WriteCloser // the file's compressor (FILE.zst, FILE.gz), closed before it
 	viewer net.Conn
 	conv   *converter
 	stop   chan struct{}
@@ -49,6 +52,15 @@ func startBinary(opts Options, cmd *exec.Cmd, viewer net.Conn) (*binRun, error) 
 			return nil, err
 		}
 		b.file, b.out = f, f
+		if k := logio.KindOf(opts.Output); k != logio.Plain {
+			zw, err := logio.NewWriter(f, k, logio.FlushInterval)
+			if err != nil {
+				f.Close()
+				reg.close()
+				return nil, err
+			}
+			b.zw, b.out = zw, zw
+		}
 	} else {
 		b.out = pick(opts.Stderr, os.Stderr)
 	}
@@ -97,6 +109,12 @@ func (b *binRun) finish(opts Options) error {
 		}
 		return nil
 	}
+	if b.zw != nil {
+		if cerr := b.zw.Close(); err == nil {
+			err = cerr
+		}
+		b.zw = nil
+	}
 	if b.file != nil {
 		if cerr := b.file.Close(); err == nil {
 			err = cerr
@@ -128,6 +146,9 @@ func (b *binRun) close() {
 		if b.started {
 			<-b.done
 		}
+	}
+	if b.zw != nil {
+		b.zw.Close()
 	}
 	if b.file != nil {
 		b.file.Close()

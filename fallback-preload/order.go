@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -41,9 +42,20 @@ func SortFile(path string) error {
 	if !st.Mode().IsRegular() || st.Size() > sortLimit {
 		return nil
 	}
-	data, err := io.ReadAll(f)
+	// A compressed log (-o FILE.zst) is sorted decompressed and written
+	// back in its form.
+	lr, err := logio.Open(f)
 	if err != nil {
 		return fmt.Errorf("sort the log: %w", err)
+	}
+	defer lr.Close()
+	kind, _ := lr.Kind()
+	data, err := io.ReadAll(io.LimitReader(lr, sortLimit+1))
+	if err != nil {
+		return fmt.Errorf("sort the log: %w", err)
+	}
+	if len(data) > sortLimit {
+		return nil
 	}
 	out, sorted := SortLog(data)
 	if sorted {
@@ -53,7 +65,17 @@ func SortFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("sort the log (it stays in per-thread order): %w", err)
 	}
-	_, werr := tmp.Write(out)
+	var werr error
+	if kind == logio.Plain {
+		_, werr = tmp.Write(out)
+	} else {
+		var zw *logio.Writer
+		if zw, werr = logio.NewWriter(tmp, kind, 0); werr == nil {
+			if _, werr = zw.Write(out); werr == nil {
+				werr = zw.Close()
+			}
+		}
+	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && werr == nil && os.Geteuid() == 0 && (int(sys.Uid) != os.Geteuid() || int(sys.Gid) != os.Getegid()) {
 		// root sorting the log of the user behind sudo: the file
 		// that replaces it stays theirs.

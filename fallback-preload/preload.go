@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/internal/viewconn"
 )
 
@@ -194,6 +195,10 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	}
 	binary := !opts.Text
 	tcp := opts.Port != 0 || opts.Listen != ""
+	if !binary && !tcp && opts.Output != "" && logio.KindOf(opts.Output) != logio.Plain {
+		// The library's text mode writes the file itself, as text.
+		return 2, fmt.Errorf("cannot write %s: compressed logs (.zst, .gz) need memtrace's own writer, not the library's text mode: drop the suffix, or use binary mode", opts.Output)
+	}
 	if opts.Output != "" && !tcp && !binary && (opts.OpenLog != nil || opts.Credential == nil) {
 		// Fail here, with one line, rather than in the library. (The
 		// library, running as Credential's user, creates the file as

@@ -1,8 +1,6 @@
 package report
 
 import (
-	"bufio"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/symbols"
 )
 
@@ -25,7 +24,7 @@ type loaded struct {
 	m     *analysis.Model
 	costs *analysis.Costs
 	sites *modelSites // its stacks' sites
-	// truncated: a gzipped log whose compressed stream was cut short.
+	// truncated: a compressed log whose stream was cut short.
 	truncated bool
 }
 
@@ -57,25 +56,28 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 		}
 		r = f
 	}
-	// A gzipped log (memtrace -o run.log; gzip run.log) is read as is.
-	br := bufio.NewReaderSize(r, 1<<16)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("read the gzipped log %s: %w", path, err)
-		}
-		r, size = zr, 0
-	} else if f, ok := r.(*os.File); ok && size > 0 {
+	// A compressed log (memtrace -o run.log.zst, or gzip run.log) is read
+	// as is, decompressed as it streams.
+	lr, err := logio.Open(r)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer lr.Close()
+	kind, _ := lr.Kind()
+	if f, ok := r.(*os.File); ok && kind == logio.Plain && size > 0 {
 		// Keep the *os.File, so that the loader sees its size and reads
-		// without a copy through bufio: nothing was consumed by Peek yet
-		// but the buffer, so seek back.
+		// without a copy: seek back over the bytes the sniffing read.
 		if _, err := f.Seek(0, io.SeekStart); err == nil {
 			r = f
 		} else {
-			r = br
+			r = lr
 		}
 	} else {
-		r = br
+		r = lr
+	}
+	if kind != logio.Plain {
+		// The size on disk says little of what it holds.
+		size = 0
 	}
 	m := analysis.New()
 	m.Demangle = symbols.Demangle
@@ -100,12 +102,13 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 			}
 		}()
 	}
-	err := m.Stream(r, opts)
+	err = m.Stream(r, opts)
 	close(done)
 	wg.Wait()
 	l := &loaded{path: path, name: displayName(name), m: m}
-	if _, gz := r.(*gzip.Reader); gz && errors.Is(err, io.ErrUnexpectedEOF) {
-		// A truncated gzip stream ends the log like a truncated file.
+	if errors.Is(err, logio.ErrTruncated) {
+		// A cut compressed stream (a killed memtrace -o FILE.zst) ends
+		// the log like a truncated file, and the report says so.
 		err, l.truncated = nil, true
 	}
 	if err != nil {

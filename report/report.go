@@ -18,7 +18,7 @@ const usage = `usage: memtrace report [flags] LOG...
 Rank the call stacks of memtrace (or memtrack) logs by allocation calls,
 memory live at the peak, leaks and temporary allocations, like
 heaptrack_print. Several logs (or a log of several processes) give a section
-per process and a merged one. A LOG may be gzipped; - reads stdin.
+per process and a merged one. A LOG may be compressed (zstd, gzip); - reads stdin.
 
 rankings (on/off flags take 1/0, true/false, on/off; alone they mean on):
   -a, --print-allocators 0|1   most calls to allocation functions (on)

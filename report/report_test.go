@@ -366,7 +366,7 @@ func TestBadInput(t *testing.T) {
 		{"cut mid-line", string(known[:len(known)-7]), 0, "total memory leaked"},
 		{"frees only", string(logfmt.AppendFree(nil, 1, "a", "free", 1, 8, 0x10)), 0, "frees of blocks not seen allocated (made before tracing started, or lost): 1"},
 		{"gzipped", gz.String(), 0, "total memory leaked: 2.01K (3 leaks)"},
-		{"gzip cut", gz.String()[:gz.Len()/2], 0, "the gzipped log ends early"},
+		{"gzip cut", gz.String()[:gz.Len()/2], 0, "the compressed log ends early"},
 		{"lost", string(append(append([]byte{}, known...), logfmt.AppendMeta(nil, logfmt.WordLost, logfmt.KV{Key: "count", Value: "5"}, logfmt.KV{Key: "total", Value: "5"})...)), 0, "LOST EVENTS: 5"},
 	}
 	for _, c := range cases {

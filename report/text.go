@@ -231,7 +231,7 @@ func (r *report) writeNotes(w io.Writer, s *section) {
 		fmt.Fprintf(w, "frame lines skipped: %d (more than %d after one event, more than any tracer writes)\n", s.skippedFrames, logfmt.MaxFrames)
 	}
 	if s.truncated > 0 {
-		fmt.Fprintf(w, "the gzipped log ends early: the report covers what was read\n")
+		fmt.Fprintf(w, "the compressed log ends early (its writer was killed, or the file was cut): the report covers what was read\n")
 	}
 	if s.garbage > 0 {
 		fmt.Fprintf(w, "unreadable lines skipped: %d\n", s.garbage)

@@ -20,16 +20,17 @@ import (
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/symbols"
 	"github.com/memtrace/memtrace/viewer"
 )
 
 const usage = `usage: memview LOG | -f LOG | -f - | [HOST]:PORT [-o FILE] | --dump-threads LOG
-  LOG                 open a memtrace or memtrack log
+  LOG                 open a memtrace or memtrack log (plain, or zstd/gzip-compressed)
   -f LOG              follow a growing log (refresh every 250 ms)
   -f -                follow a log on stdin
   [HOST]:PORT         connect to a memtrace (--port) or memtrack.so (MEMTRACK_PORT) stream
-  -o, --save FILE     with a TCP stream: also save it to FILE
+  -o, --save FILE     with a TCP stream: also save it to FILE (FILE.zst, FILE.gz: compressed)
   --dump-threads LOG  print the per-thread table (memtrack's memview --dump-threads) and exit
   -h, --help          this help
   --version           memview's version
@@ -162,8 +163,12 @@ func run(a args) error {
 		defer f.Close()
 		m := analysis.New()
 		m.SummaryOnly = true
-		if err := m.ReadAll(f); err != nil {
+		cut, err := readAll(m, f)
+		if err != nil {
 			return err
+		}
+		if cut {
+			fmt.Fprintf(os.Stderr, "memview: %v: the table covers what was read\n", logio.ErrTruncated)
 		}
 		return viewer.WriteThreadTable(os.Stdout, m)
 	}
@@ -204,7 +209,7 @@ func run(a args) error {
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
-		err := m.Stream(src, analysis.StreamOptions{Lock: &app.Mu, Progress: opt.Progress, Stop: stop, SizeHint: opt.Size, OnBatch: func() { changed.Store(true) }})
+		err := m.Stream(src, analysis.StreamOptions{Lock: &app.Mu, Progress: in.progress, Stop: stop, SizeHint: in.sizeHint, OnBatch: func() { changed.Store(true) }})
 		if err == nil && streamErr != nil {
 			err = streamErr()
 		}
@@ -248,9 +253,11 @@ func run(a args) error {
 }
 
 // lineTee saves a stream to a file in whole lines, so that a stream cut
-// mid-line still leaves a valid log.
+// mid-line still leaves a valid log. f is the file, or its compressor
+// (-o FILE.zst), which ends a block within logio.FlushInterval of a
+// Write: a memview killed mid-stream leaves a file that reads up to then.
 type lineTee struct {
-	f    *os.File
+	f    io.WriteCloser
 	tail []byte
 }
 
@@ -284,7 +291,7 @@ func loadStats(path string) error {
 	t0 := time.Now()
 	m := analysis.New()
 	m.Demangle = symbols.Demangle
-	if err := m.ReadAll(f); err != nil {
+	if _, err := readAll(m, f); err != nil {
 		return err
 	}
 	load := time.Since(t0)
@@ -314,7 +321,9 @@ func followBench(path string) error {
 	var mu sync.Mutex
 	var progress atomic.Int64
 	stop := make(chan struct{})
-	go m.Stream(&analysis.Follower{R: f, Poll: 250 * time.Millisecond}, analysis.StreamOptions{Lock: &mu, Progress: &progress, Stop: stop})
+	fr := logio.Follow(f, followPoll)
+	defer fr.Close()
+	go m.Stream(&analysis.Follower{R: fr, Poll: 250 * time.Millisecond}, analysis.StreamOptions{Lock: &mu, Progress: &progress, Stop: stop})
 	var caughtUp time.Time
 	var lastSize int64 = -1
 	stable := time.Now()
@@ -346,12 +355,31 @@ func followBench(path string) error {
 	}
 }
 
-// checkIsLog reads a file up to its first log line, and rewinds it: a file
-// without any (random bytes, some other program's output, an empty file)
-// gets the report's one line instead of an empty viewer.
+// followPoll is how often a followed compressed log's decoder looks at
+// the end of the file for more.
+const followPoll = 100 * time.Millisecond
+
+// readAll reads a whole log, plain or compressed, into m. cut: a
+// compressed log that ends early (a killed writer), read up to there.
+func readAll(m *analysis.Model, f io.Reader) (cut bool, err error) {
+	lr := logio.NewReader(f)
+	defer lr.Close()
+	err = m.ReadAll(lr)
+	if errors.Is(err, logio.ErrTruncated) {
+		return true, nil
+	}
+	return false, err
+}
+
+// checkIsLog reads a file (decompressed) up to its first log line, and
+// rewinds it: a file without any (random bytes, some other program's
+// output, an empty file) gets the report's one line instead of an empty
+// viewer.
 func checkIsLog(f *os.File, path string) error {
-	c, err := analysis.Sniff(f)
-	if err != nil {
+	lr := logio.NewReader(f)
+	c, err := analysis.Sniff(lr)
+	lr.Close()
+	if err != nil && !errors.Is(err, logio.ErrTruncated) {
 		return err
 	}
 	if !c.HasLogLine() {
@@ -367,12 +395,30 @@ func checkIsLog(f *os.File, path string) error {
 	return nil
 }
 
+// countingReader counts the bytes read from a compressed file, for the
+// viewer's "Loading N%" (the model counts decompressed bytes).
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
 // input is where the log comes from.
 type input struct {
 	src       io.Reader
 	streamErr func() error // why a stream ended, if not normally
 	connect   func() error // TCP: connect (sets src); nil otherwise
 	closers   []func()
+	// progress and sizeHint are the model's: decompressed bytes read and
+	// the log's size when known (opt.Progress and opt.Size, for the
+	// viewer, count a compressed file's own bytes).
+	progress *atomic.Int64
+	sizeHint int64
 }
 
 func (in *input) close() {
@@ -384,7 +430,7 @@ func (in *input) close() {
 // openInput opens a file, stdin, or prepares a TCP stream (and its -o
 // copy), failing with one clear error before anything is consumed.
 func openInput(a args, opt *viewer.Options) (*input, error) {
-	in := &input{}
+	in := &input{progress: opt.Progress}
 	isTCP := !a.follow && a.target != "-" && tcpRe.MatchString(a.target)
 	if isTCP {
 		if _, err := os.Stat(a.target); err == nil {
@@ -407,8 +453,15 @@ func openInput(a args, opt *viewer.Options) (*input, error) {
 				}
 				return nil, fmt.Errorf("create the saved log: %w", err)
 			}
-			tee = &lineTee{f: f}
-			in.closers = append(in.closers, func() { f.Close() })
+			// -o FILE.zst or FILE.gz saves it compressed.
+			w, err := logio.Create(f, a.save)
+			if err != nil {
+				f.Close()
+				os.Remove(a.save)
+				return nil, err
+			}
+			tee = &lineTee{f: w}
+			in.closers = append(in.closers, func() { w.Close() })
 		}
 		opt.Live = true
 		in.connect = func() error {
@@ -435,7 +488,11 @@ func openInput(a args, opt *viewer.Options) (*input, error) {
 		if !a.follow {
 			return nil, errors.New("read stdin with -f -")
 		}
-		sr := analysis.NewStreamReader(os.Stdin, nil)
+		// A compressed stream (cat run.log.zst | memview -f -) is
+		// decompressed; its form is decided on the reading goroutine
+		// when its first bytes come, so the viewer does not wait.
+		lr := logio.NewReader(os.Stdin)
+		sr := analysis.NewStreamReader(lr, nil)
 		in.src, in.streamErr = sr, sr.Err
 		opt.Live, opt.Source = true, "stdin"
 	default:
@@ -448,17 +505,48 @@ func openInput(a args, opt *viewer.Options) (*input, error) {
 		if err == nil {
 			opt.Size = st.Size()
 		}
-		if !a.follow && err == nil && st.Mode().IsRegular() {
+		in.sizeHint = opt.Size
+		if a.follow {
+			// A compressed log is decoded as it grows; its decoder waits
+			// at the file's end rather than take it for the log's end.
+			fr := logio.Follow(f, followPoll)
+			in.closers = append([]func(){func() { fr.Close() }}, in.closers...)
+			in.src, opt.Live = &analysis.Follower{R: fr, Poll: 250 * time.Millisecond}, true
+			break
+		}
+		if err == nil && st.Mode().IsRegular() {
 			if err := checkIsLog(f, a.target); err != nil {
 				in.close()
 				return nil, err
 			}
 		}
-		if a.follow {
-			in.src, opt.Live = &analysis.Follower{R: f, Poll: 250 * time.Millisecond}, true
-		} else {
-			in.src = f
+		lr := logio.NewReader(f)
+		kind, kerr := lr.Kind()
+		if kerr != nil {
+			in.close()
+			return nil, kerr
 		}
+		in.closers = append([]func(){func() { lr.Close() }}, in.closers...)
+		if kind == logio.Plain {
+			if _, err := f.Seek(0, io.SeekStart); err == nil {
+				in.src = f
+			} else {
+				in.src = lr // a pipe: what sniffing read is passed on
+			}
+			break
+		}
+		// Compressed: "Loading N%" counts the file's bytes; the model
+		// gets no size hint from them.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			in.src = lr
+		} else {
+			lr.Close()
+			counted := logio.NewReader(&countingReader{r: f, n: opt.Progress})
+			in.closers[0] = func() { counted.Close() }
+			in.src = counted
+			in.progress = new(atomic.Int64)
+		}
+		in.sizeHint = 0
 	}
 	return in, nil
 }

@@ -3,12 +3,12 @@
 // magic bytes, streaming and in bounded memory.
 //
 // The compressed stream is one zstd frame (or one gzip member) in which
-// every Write ends a block (a zstd block end, a deflate sync flush), so
-// that what a Write returned from can be decoded from the file at once:
-// memview -f shows it, and a writer killed with SIGKILL leaves a file that
-// reads up to its last Write and then says it was cut (ErrTruncated). The
-// agent writes through a buffered writer that only writes at its flush
-// points (every 100 ms, or when its buffer is full), so its flushes are
-// the block ends. Decompressed, the stream is byte for byte the plain log,
+// blocks end (a zstd block end, a deflate sync flush) within
+// FlushInterval of every Write, so that what was written can be decoded
+// from the file: memview -f shows it, and a writer killed with SIGKILL
+// leaves a file that reads up to its last block end and then says it was
+// cut (ErrTruncated). The agent writes through a buffered writer that
+// only writes at its flush points (every 100 ms, or when its buffer is
+// full), so its flushes are the block ends. Decompressed, the stream is byte for byte the plain log,
 // so `zstdcat FILE | memview -f -` works with memtrack's own memview.
 package logio

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func sampleLog(events int, seed uint64) []byte {
 func compress(t testing.TB, data []byte, k Kind, seed uint64) ([]byte, [][2]int) {
 	t.Helper()
 	var out bytes.Buffer
-	w, err := NewWriter(&out, k)
+	w, err := NewWriter(&out, k, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +327,7 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 func TestWriteErrorsAreTheFiles(t *testing.T) {
 	data := sampleLog(5000, 11)
 	for _, k := range []Kind{Zstd, Gzip} {
-		w, err := NewWriter(&failingWriter{n: 1000}, k)
+		w, err := NewWriter(&failingWriter{n: 1000}, k, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -538,5 +539,98 @@ func TestFollowDamaged(t *testing.T) {
 	}
 	if !bytes.HasPrefix(data, got.Bytes()) || got.Len() == 0 {
 		t.Fatalf("read %d bytes before the damage, not a prefix of the log", got.Len())
+	}
+}
+
+// lockedBuffer is written by the Writer's timer as well.
+type lockedBuffer struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	writes int
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writes++
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) snapshot() ([]byte, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte{}, l.b.Bytes()...), l.writes
+}
+
+// TestFlushInterval: small Writes close together share blocks (a bounded
+// number of block ends), and what was written is decodable within the
+// interval, also after the last Write, when only the timer ends the block.
+func TestFlushInterval(t *testing.T) {
+	const interval = 40 * time.Millisecond
+	data := sampleLog(3000, 22)
+	for _, k := range []Kind{Zstd, Gzip} {
+		t.Run(k.String(), func(t *testing.T) {
+			var out lockedBuffer
+			w, err := NewWriter(&out, k, interval)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			written := 0
+			type mark struct {
+				at time.Time
+				n  int
+			}
+			var marks []mark
+			for written < len(data) && time.Since(start) < 400*time.Millisecond {
+				n := min(300, len(data)-written)
+				if _, err := w.Write(data[written : written+n]); err != nil {
+					t.Fatal(err)
+				}
+				written += n
+				marks = append(marks, mark{time.Now(), written})
+				time.Sleep(time.Millisecond)
+				// Everything written an interval (and a margin for a
+				// loaded machine) ago must decode now.
+				snap, _ := out.snapshot()
+				got, _, _ := readAll(t, snap)
+				due := 0
+				for _, m := range marks {
+					if time.Since(m.at) > interval+200*time.Millisecond {
+						due = m.n
+					}
+				}
+				if len(got) < due || !bytes.HasPrefix(data, got) {
+					t.Fatalf("after %v: %d bytes decode, %d were written more than an interval ago", time.Since(start), len(got), due)
+				}
+			}
+			elapsed := time.Since(start)
+			w.mu.Lock()
+			writes := w.ends
+			w.mu.Unlock()
+			if max := int(elapsed/interval) + 3; writes > max {
+				t.Errorf("%d block ends in %v at a %v interval (%d Writes): more than %d", writes, elapsed, interval, len(marks), max)
+			}
+			// The last Write's block is ended by the timer.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				snap, _ := out.snapshot()
+				got, _, _ := readAll(t, snap)
+				if len(got) == written {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("5 s after the last Write, %d of %d bytes decode", len(got), written)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			snap, _ := out.snapshot()
+			if got, _, err := readAll(t, snap); err != nil || len(got) != written {
+				t.Fatalf("closed: %d bytes, %v", len(got), err)
+			}
+		})
 	}
 }
