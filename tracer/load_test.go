@@ -36,6 +36,9 @@ func TestNewLoadsEveryOption(t *testing.T) {
 		{"classic depth+threads", Options{NoMulti: true, StackDepth: 16, StackThreads: []string{"a", "b"}}, false},
 		{"floor depth+threads", Options{Floor: true, StackDepth: 8, StackThreads: []string{"a"}}, true},
 		{"follow check-frees depth+threads", Options{Follow: true, HoldExec: true, CheckInternalFrees: true, StackDepth: 8, StackThreads: []string{"a"}}, true},
+		{"depth frame pointers", Options{StackDepth: 32, StackUnwind: "fp"}, true},
+		{"classic maxdepth dwarf", Options{NoMulti: true, StackDepth: maxFrames, StackUnwind: "dwarf", UnwindRows: 1 << 16}, false},
+		{"follow depth2 dwarf", Options{Follow: true, HoldExec: true, StackDepth: 2}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr, err := New(c.opts)
@@ -85,5 +88,20 @@ func TestVerifierErrorIsNotUnavailable(t *testing.T) {
 	msg := got.Error()
 	if !strings.Contains(msg, "invalid bpf_context access off=4096 size=8") || !strings.Contains(msg, "insn 0: r0 = *(u64 *)(r1 +4096)") || strings.Contains(msg, "\n") {
 		t.Errorf("message %q: want one line with the verdict and the instruction", msg)
+	}
+}
+
+// TestNewRefusesBadUnwind: an unknown unwinding mode or a table size out
+// of range is one error, not a silent default.
+func TestNewRefusesBadUnwind(t *testing.T) {
+	requireBPF(t)
+	for _, o := range []Options{{StackDepth: 8, StackUnwind: "lbr"}, {StackDepth: 8, UnwindRows: -1}} {
+		tr, err := New(o)
+		if err == nil {
+			tr.Close()
+			t.Errorf("New(%+v) accepted", o)
+		} else if errors.Is(err, ErrUnavailable) {
+			t.Errorf("New(%+v): %v is not a usage error", o, err)
+		}
 	}
 }

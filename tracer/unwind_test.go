@@ -1,0 +1,295 @@
+//go:build amd64 || arm64
+
+package tracer
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/unwind"
+)
+
+// TestPageIndex: the page entries bound the rows that can cover each PC
+// of a page, so a search between them finds what a search of the whole
+// table finds, in at most 4096 rows.
+func TestPageIndex(t *testing.T) {
+	tab, err := unwind.BuildTableFile(libcPath(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := tab.Rows
+	pages := pageIndex(rows)
+	if want := int(rows[len(rows)-1].PC>>uPageShift) + 1; len(pages) != want {
+		t.Fatalf("%d pages for a last row at %#x, want %d", len(pages), rows[len(rows)-1].PC, want)
+	}
+	whole := func(off uint32) int { return sort.Search(len(rows), func(i int) bool { return rows[i].PC > off }) - 1 }
+	// The kernel side's search: the last row in [lo, hi] with PC <= off.
+	paged := func(off uint32) int {
+		p := int(off >> uPageShift)
+		if p >= len(pages) {
+			return len(rows) - 1
+		}
+		lo, hi := uint32(pages[p]), uint32(pages[p]>>32)
+		if hi-lo > 4096 {
+			t.Fatalf("page %d spans %d rows", p, hi-lo)
+		}
+		for i := 0; i < 13 && lo < hi; i++ {
+			mid := (lo + hi + 1) / 2
+			if rows[mid].PC <= off {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if rows[lo].PC > off {
+			return -1
+		}
+		return int(lo)
+	}
+	r := rand.New(rand.NewSource(1))
+	end := rows[len(rows)-1].PC + 64
+	for i := 0; i < 200000; i++ {
+		off := uint32(r.Int63n(int64(end)))
+		if i < len(rows) {
+			off = rows[i].PC // every row's own start too
+		}
+		if w, g := whole(off), paged(off); w != g {
+			t.Fatalf("offset %#x: whole-table search row %d, paged search row %d", off, w, g)
+		}
+	}
+}
+
+func libcPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/usr/lib/libc.so.6"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("no glibc to build a table of")
+	return ""
+}
+
+// TestParseMapsLine reads /proc/PID/maps lines as the kernel writes them.
+func TestParseMapsLine(t *testing.T) {
+	m, ok := parseMapsLine("7f12a4c28000-7f12a4d7d000 r-xp 00028000 fe:01 1311213                    /usr/lib/x86_64-linux-gnu/libc.so.6")
+	if !ok || m.start != 0x7f12a4c28000 || m.end != 0x7f12a4d7d000 || m.offset != 0x28000 ||
+		m.id != (fileID{dev: 0xfe<<20 | 1, ino: 1311213}) || m.path != "/usr/lib/x86_64-linux-gnu/libc.so.6" {
+		t.Fatalf("parsed %+v %v", m, ok)
+	}
+	m, ok = parseMapsLine("55d0c7a00000-55d0c7a01000 r-xp 00001000 08:02 42 /tmp/a b (deleted)")
+	if !ok || m.path != "/tmp/a b" {
+		t.Fatalf("a deleted file with a space: %+v %v", m, ok)
+	}
+	for _, l := range []string{
+		"7f12a4c00000-7f12a4c28000 r--p 00000000 fe:01 1311213 /usr/lib/x86_64-linux-gnu/libc.so.6", // not executable
+		"7ffd5a1f2000-7ffd5a1f4000 r-xp 00000000 00:00 0                          [vdso]",
+		"7f0000000000-7f0000001000 r-xp 00000000 00:00 0",
+		"zz-7f0000001000 r-xp 00000000 08:01 5 /x",
+		"7f0000001000-7f0000000000 r-xp 00000000 08:01 5 /x", // end before start
+		"7f0000000000-7f0000001000 r-xp 00000000 0801 5 /x",
+		"",
+	} {
+		if m, ok := parseMapsLine(l); ok {
+			t.Errorf("%q parsed as %+v", l, m)
+		}
+	}
+}
+
+// TestUnwindMappingsOfProcess fills the maps for a real process (a C
+// program built here, linked with libc) and reads them back: every
+// executable file mapping of /proc/PID/maps is in the array in order,
+// the rest is padding, each entry's table is where the tables say, and
+// its base turns the runtime address of a function into the row the
+// table gives for that function's ELF address.
+func TestUnwindMappingsOfProcess(t *testing.T) {
+	requireBPF(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "w.c")
+	bin := filepath.Join(dir, "w")
+	os.WriteFile(src, []byte("#include <unistd.h>\nint work(int x) { return x * 3; }\nint main(void) { pause(); return work(1); }\n"), 0o644)
+	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v %s", err, out)
+	}
+	cmd := exec.Command(bin)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	// Wait for ld.so to have mapped libc.
+	var maps []procMapping
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var err error
+		if maps, err = readExecMaps(pid); err == nil && len(maps) >= 3 {
+			break
+		}
+	}
+	if len(maps) < 3 {
+		t.Fatalf("process %d maps %d executable files, want the program, libc and ld.so", pid, len(maps))
+	}
+
+	tr, err := New(Options{StackDepth: 16, UnwindRows: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	u := tr.unw
+	if u == nil {
+		t.Fatal("no unwinder with --stack-depth 16")
+	}
+	if err := u.updateProcess(pid, true); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := tr.objs.UnwindProcs.LookupBytes(uint32(pid))
+	if err != nil || len(raw) != uMapsSize {
+		t.Fatalf("mapping array: %d bytes, %v", len(raw), err)
+	}
+	le := binary.LittleEndian
+	n := int(le.Uint32(raw))
+	if n != len(maps) {
+		t.Fatalf("array has %d mappings, /proc/%d/maps %d executable file mappings", n, pid, len(maps))
+	}
+	entry := func(i int) (start, end, base uint64, at utable) {
+		o := 8 + i*uMapSize
+		at = utable{le.Uint32(raw[o+24:]), le.Uint32(raw[o+28:]), le.Uint32(raw[o+32:]), le.Uint32(raw[o+36:]),
+			le.Uint32(raw[o+40:]), le.Uint32(raw[o+44:])}
+		return le.Uint64(raw[o:]), le.Uint64(raw[o+8:]), le.Uint64(raw[o+16:]), at
+	}
+	for i := n; i < uMaxMaps; i++ {
+		if s, e, _, _ := entry(i); s != uMapsPad || e != uMapsPad {
+			t.Fatalf("entry %d past n is %#x-%#x, want padding", i, s, e)
+		}
+	}
+	sort.Slice(maps, func(i, j int) bool { return maps[i].start < maps[j].start })
+	rowsMem := make([]byte, int(u.nextRow)*unwind.RowSize)
+	if _, err := u.rows.ReadAt(rowsMem, 0); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for i, m := range maps {
+		start, end, base, at := entry(i)
+		if start != m.start || end != m.end {
+			t.Fatalf("entry %d is %#x-%#x, /proc says %#x-%#x", i, start, end, m.start, m.end)
+		}
+		if at.rowCount == 0 || at.rowFirst+at.rowCount > u.nextRow {
+			t.Fatalf("entry %d (%s): rows %d+%d of %d", i, m.path, at.rowFirst, at.rowCount, u.nextRow)
+		}
+		// A function of this file: its runtime address through base
+		// must find the row its ELF address has in the file's table.
+		path := "/proc/" + strconv.Itoa(pid) + "/root" + m.path
+		tab, err := unwind.BuildTableFile(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn, ok := someFunc(t, path, m)
+		if !ok {
+			continue
+		}
+		bias := m.start - m.offset + fileOffOf(t, path, fn) - fn
+		runtime := fn + bias
+		off := uint32(runtime - base)
+		rows := make([]unwind.Row, at.rowCount)
+		for k := range rows {
+			rows[k] = unwind.ReadRow(rowsMem[int(at.rowFirst+uint32(k))*unwind.RowSize:])
+		}
+		k := sort.Search(len(rows), func(k int) bool { return rows[k].PC > off }) - 1
+		if k < 0 {
+			t.Fatalf("%s: no row at %#x (ELF %#x)", m.path, off, fn)
+		}
+		// The same row, not merely the same rule: most rules repeat.
+		kt := sort.Search(len(tab.Rows), func(k int) bool { return tab.Rows[k].PC > uint32(fn-tab.Base) }) - 1
+		if k != kt || rows[k] != tab.Rows[kt] {
+			t.Fatalf("%s: runtime %#x finds row %d %+v in the map, ELF %#x row %d in the table", m.path, runtime, k, rows[k], fn, kt)
+		}
+		if got, want := tab.RowRule(rows[k]), tab.Lookup(fn); got != want {
+			t.Fatalf("%s: the map gives %+v at runtime %#x, the table %+v at ELF %#x", m.path, got, runtime, want, fn)
+		}
+		checked++
+	}
+	if checked < 2 {
+		t.Fatalf("checked %d files' functions, want the program's and libc's at least", checked)
+	}
+}
+
+// someFunc returns the ELF address of a function of the file that lies in
+// mapping m's part of the file.
+func someFunc(t *testing.T, path string, m procMapping) (uint64, bool) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, _ := f.DynamicSymbols()
+	if s, _ := f.Symbols(); len(s) > 0 {
+		syms = append(syms, s...)
+	}
+	for _, name := range []string{"malloc", "work", "_dl_debug_state"} {
+		for _, s := range syms {
+			if s.Name == name && s.Value != 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				off := fileOffOf(t, path, s.Value)
+				if off >= m.offset && off < m.offset+(m.end-m.start) {
+					return s.Value, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+func fileOffOf(t *testing.T, path string, vaddr uint64) uint64 {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+			return vaddr - p.Vaddr + p.Off
+		}
+	}
+	t.Fatalf("%s: %#x in no segment", path, vaddr)
+	return 0
+}
+
+// TestUnwindTablesFull: tables that do not fit are refused with a note,
+// and a mapping of such a file is listed without a table (the kernel side
+// then follows the frame pointer there) instead of failing.
+func TestUnwindTablesFull(t *testing.T) {
+	requireBPF(t)
+	var notes []string
+	tr, err := New(Options{StackDepth: 8, UnwindRows: 1000, Logf: func(f string, a ...any) { notes = append(notes, f) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	u := tr.unw
+	u.loadPath(libcPath(t)) // 23k rows: too many
+	rows, capacity, tables := tr.UnwindUsage()
+	if rows != 0 || capacity != 1000 || tables != 0 {
+		t.Fatalf("usage %d of %d rows, %d tables after a table too big", rows, capacity, tables)
+	}
+	full := 0
+	for _, n := range notes {
+		if strings.Contains(n, "are full") {
+			full++
+		}
+	}
+	if full != 1 {
+		t.Fatalf("notes %q, want one saying the tables are full", notes)
+	}
+	if err := u.updateProcess(os.Getpid(), true); err != nil {
+		t.Fatal(err)
+	}
+}
