@@ -19,6 +19,7 @@ import (
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/internal/viewconn"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
@@ -42,7 +43,14 @@ func openOutput(o *options, stderr io.Writer) (io.WriteCloser, error) {
 		if err != nil {
 			return nil, err
 		}
-		return f, nil
+		// FILE.zst and FILE.gz are compressed; the agent's flushes end
+		// the compressed blocks (logio).
+		w, err := logio.Create(f, o.output)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return w, nil
 	}
 	return nopCloser{os.Stderr}, nil
 }
