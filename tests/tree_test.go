@@ -179,7 +179,9 @@ const slowSrc = `#include <stdlib.h>
 int main(void) {
 	int fd = open("/etc/hostname", O_RDONLY); /* leaked */
 	void *volatile keep = malloc(7777);      /* leaked */
-	for (int i = 0; i < 60; i++) { void *volatile p = malloc(100); free(p); usleep(25000); }
+	/* Until the test has seen a snapshot (bounded: 15 s). */
+	const char *stop = getenv("STOP_FILE");
+	for (int i = 0; i < 600 && (!stop || access(stop, F_OK) != 0); i++) { void *volatile p = malloc(100); free(p); usleep(25000); }
 	return fd < 0;
 }
 `
@@ -197,15 +199,18 @@ func TestSnapshotsWhileRunning(t *testing.T) {
 		"--report-dir", reports, "-o", log, "--", bin)
 	var se lockedBuffer
 	cmd.Stderr = &se
+	stop := filepath.Join(dir, "stop")
+	cmd.Env = append(os.Environ(), "STOP_FILE="+stop)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// While the target (pid= in the header) still runs, a snapshot must
 	// already be in the file: snapshots are written and flushed as they
-	// are taken, not at the end.
+	// are taken, not at the end. The target runs until the test has
+	// looked (a loaded machine may take seconds to start memtrace).
 	sawWhileRunning := false
-	why := "no snapshot line within 3 s"
-	for i := 0; i < 300 && !sawWhileRunning; i++ {
+	why := "no snapshot line within 15 s"
+	for i := 0; i < 1500 && !sawWhileRunning; i++ {
 		time.Sleep(10 * time.Millisecond)
 		b, _ := os.ReadFile(log)
 		if !bytes.Contains(b, []byte("[memtrace] snapshot pid=")) {
@@ -222,6 +227,9 @@ func TestSnapshotsWhileRunning(t *testing.T) {
 		}
 		why = fmt.Sprintf("first snapshot seen after %d ms, target pid %d: %q %v", i*10, pid, st, err)
 		break
+	}
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("memtrace: %v %s", err, se.String())
