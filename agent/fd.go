@@ -51,11 +51,12 @@ func (s *Session) drainFD(limit uint64, all bool, emitUpTo func(ts uint64)) {
 func cmpFD(a, b fdtrace.Event) int { return cmp.Compare(a.TS, b.TS) }
 
 func (s *Session) writeFD(e *fdtrace.Event) {
-	word, kvs := e.Meta(s.cfg.StartNS)
+	r := e.Record(s.cfg.StartNS)
 	if len(e.Frames) > 0 {
-		kvs = append(kvs, logfmt.KV{Key: "stack", Value: s.addrStack(int(e.TGID), e.Frames)})
+		r.Stack = s.addrStack(int(e.TGID), e.Frames)
 	}
-	s.Meta(word, kvs...)
+	s.buf = logfmt.AppendFD(s.buf[:0], &r)
+	s.write(s.buf)
 }
 
 // addrStack names raw user addresses through the process's recorded
@@ -108,8 +109,9 @@ func (s *Session) fdLeaks(pid uint32) []fdtrace.Open {
 	}
 	open := s.fds.Exit(pid)
 	for _, o := range open {
-		word, kvs := o.Meta(pid, s.cfg.StartNS)
-		s.Meta(word, kvs...)
+		r := o.Record(pid, s.cfg.StartNS)
+		s.buf = logfmt.AppendFD(s.buf[:0], &r)
+		s.write(s.buf)
 	}
 	return open
 }

@@ -88,24 +88,22 @@ func (s *Session) Snapshot(nowNS uint64) {
 	if nowNS > s.cfg.StartNS {
 		ts = (nowNS - s.cfg.StartNS) / 1000
 	}
-	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	for pid, ps := range s.pstats {
 		if s.reported[pid] {
 			continue
 		}
 		opens := s.openFDs(pid, false)
-		s.Meta(logfmt.WordSnapshot, logfmt.KV{Key: "pid", Value: u(uint64(pid))}, logfmt.KV{Key: "ts", Value: u(ts)},
-			logfmt.KV{Key: "current", Value: u(ps.Current())}, logfmt.KV{Key: "peak", Value: u(ps.Peak())},
-			logfmt.KV{Key: "peak_ts", Value: u(ps.PeakTS())}, logfmt.KV{Key: "blocks", Value: u(ps.Blocks())},
-			logfmt.KV{Key: "fds", Value: u(uint64(len(opens)))})
+		s.buf = logfmt.AppendSnapshot(s.buf[:0], logfmt.Snapshot{PID: int64(pid), TS: ts, Current: ps.Current(), Peak: ps.Peak(),
+			PeakTS: ps.PeakTS(), Blocks: ps.Blocks(), FDs: uint64(len(opens))})
+		s.write(s.buf)
 		for i, c := range ps.Top(s.cfg.PeakTopN) {
-			s.Meta(logfmt.WordSnapshotTop, logfmt.KV{Key: "pid", Value: u(uint64(pid))}, logfmt.KV{Key: "rank", Value: strconv.Itoa(i + 1)},
-				logfmt.KV{Key: "bytes", Value: u(c.Bytes)}, logfmt.KV{Key: "blocks", Value: u(c.Blocks)},
-				logfmt.KV{Key: "stack", Value: s.StackText(c.Stack, stackTextFrames)})
+			s.buf = logfmt.AppendSnapshotTop(s.buf[:0], logfmt.SnapshotTop{PID: int64(pid), Rank: int64(i + 1), Bytes: c.Bytes,
+				Blocks: c.Blocks, Stack: s.StackText(c.Stack, stackTextFrames)})
+			s.write(s.buf)
 		}
 		for _, o := range opens {
-			s.Meta(logfmt.WordSnapshotFD, logfmt.KV{Key: "pid", Value: u(uint64(pid))}, logfmt.KV{Key: "fd", Value: strconv.Itoa(int(o.FD))},
-				logfmt.KV{Key: "kind", Value: o.Kind}, logfmt.KV{Key: "call", Value: o.Call}, logfmt.KV{Key: "path", Value: o.Path})
+			s.buf = logfmt.AppendSnapshotFD(s.buf[:0], logfmt.SnapshotFD{PID: int64(pid), FD: int64(o.FD), Kind: o.Kind, Call: o.Call, Path: o.Path})
+			s.write(s.buf)
 		}
 	}
 	s.Flush()

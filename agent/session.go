@@ -165,11 +165,16 @@ func (s *Session) AddProcess(pid uint32, attached bool) {
 	}
 }
 
-// Meta writes a [memtrace] line at once.
+// Meta writes a [memtrace] line at once. The lines memtrace writes have
+// typed writers in logfmt (Line takes what they build); this one remains
+// for stack lines until they use logfmt.AppendStack.
 func (s *Session) Meta(word string, kvs ...logfmt.KV) {
 	s.buf = logfmt.AppendMeta(s.buf[:0], word, kvs...)
 	s.write(s.buf)
 }
+
+// Line writes b, whole lines built by logfmt's writers, at once.
+func (s *Session) Line(b []byte) { s.write(b) }
 
 // Err returns the first write error; after one, nothing more is written.
 func (s *Session) Err() error { return s.err }
@@ -284,10 +289,8 @@ func (s *Session) thread(e *tracer.Event) *thread {
 }
 
 func (s *Session) announce(tid uint32, t *thread) {
-	s.Meta(logfmt.WordThread,
-		logfmt.KV{Key: "tid", Value: strconv.FormatUint(uint64(tid), 10)},
-		logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(t.tgid), 10)},
-		logfmt.KV{Key: "name", Value: t.name})
+	s.buf = logfmt.AppendThread(s.buf[:0], logfmt.Thread{TID: int64(tid), PID: int64(t.tgid), Name: t.name})
+	s.write(s.buf)
 }
 
 func (s *Session) tracked(name string) bool {
@@ -322,9 +325,8 @@ func (s *Session) emit(e *tracer.Event) {
 		return
 	}
 	if e.Kind == tracer.KindExit && e.TID == e.TGID {
-		s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "exit"},
-			logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
-			logfmt.KV{Key: "ts", Value: strconv.FormatUint(s.ts(e), 10)})
+		s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcExit, PID: int64(e.TGID), TS: s.ts(e)})
+		s.write(s.buf)
 		s.processExit(e.TGID)
 		if s.cfg.ProcessExited != nil {
 			s.cfg.ProcessExited(e.TGID)
@@ -477,10 +479,8 @@ func (s *Session) Lost(n uint64, nowNS uint64) {
 	if nowNS > s.cfg.StartNS {
 		ts = (nowNS - s.cfg.StartNS) / 1000
 	}
-	s.Meta(logfmt.WordLost,
-		logfmt.KV{Key: "count", Value: strconv.FormatUint(n, 10)},
-		logfmt.KV{Key: "total", Value: strconv.FormatUint(s.Stats.Lost, 10)},
-		logfmt.KV{Key: "ts", Value: strconv.FormatUint(ts, 10)})
+	s.buf = logfmt.AppendLost(s.buf[:0], logfmt.Lost{Count: n, Total: s.Stats.Lost, TS: ts})
+	s.write(s.buf)
 }
 
 // forked: the child starts with a copy of its parent's heap, so the
@@ -496,10 +496,8 @@ func (s *Session) forked(e *tracer.Event) {
 	if s.fds != nil {
 		s.fds.Fork(e.TGID, child)
 	}
-	s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "fork"},
-		logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(child), 10)},
-		logfmt.KV{Key: "ppid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
-		logfmt.KV{Key: "ts", Value: strconv.FormatUint(s.ts(e), 10)})
+	s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcFork, PID: int64(child), PPID: int64(e.TGID), TS: s.ts(e)})
+	s.write(s.buf)
 }
 
 // execd: a new image has a new heap.
@@ -515,8 +513,6 @@ func (s *Session) execd(e *tracer.Event) {
 	if s.fds != nil {
 		s.fds.Exec(e.TGID, e.TS, s.writeFD)
 	}
-	s.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "exec"},
-		logfmt.KV{Key: "pid", Value: strconv.FormatUint(uint64(e.TGID), 10)},
-		logfmt.KV{Key: "comm", Value: e.CommString()},
-		logfmt.KV{Key: "ts", Value: strconv.FormatUint(s.ts(e), 10)})
+	s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcExec, PID: int64(e.TGID), TS: s.ts(e), Comm: e.CommString()})
+	s.write(s.buf)
 }

@@ -498,11 +498,8 @@ func (c *converter) handle(st *stream, e *ev) {
 		c.setName(st, e.data)
 	case op == rStart:
 		f := splitZ(e.data, 3)
-		start := time.Unix(0, int64(e.size)).UTC().Format("2006-01-02T15:04:05.000000Z")
-		c.out = logfmt.AppendMeta(c.out, logfmt.WordHeader,
-			logfmt.KV{Key: "version", Value: f[0]}, logfmt.KV{Key: "pid", Value: strconv.FormatUint(e.ptr, 10)},
-			logfmt.KV{Key: "start", Value: start}, logfmt.KV{Key: "mode", Value: "preload"},
-			logfmt.KV{Key: "comm", Value: f[1]}, logfmt.KV{Key: "cmd", Value: f[2]})
+		c.out = logfmt.AppendHeader(c.out, logfmt.Header{Version: f[0], PID: int64(e.ptr), Comm: f[1], Cmd: f[2],
+			Start: time.Unix(0, int64(e.size)), Mode: logfmt.ModePreload})
 	case op == rExec:
 		// A new image: the old one's threads are gone without EXIT
 		// lines (as the library's text mode does) and its heap too.
@@ -619,7 +616,8 @@ func (c *converter) frames(d []byte) {
 }
 
 // reportLost writes a lost line when the library dropped records since
-// the last one (count: new drops, total: all so far).
+// the last one (count: new drops, total: all so far), at the time of the
+// latest record written.
 func (c *converter) reportLost() {
 	l := c.r.load(hLost)
 	if l == c.lost {
@@ -628,8 +626,7 @@ func (c *converter) reportLost() {
 	d := l - c.lost
 	c.lost = l
 	c.lostTot += uint64(d)
-	c.out = logfmt.AppendMeta(c.out, "lost", logfmt.KV{Key: "count", Value: strconv.FormatUint(uint64(d), 10)},
-		logfmt.KV{Key: "total", Value: strconv.FormatUint(c.lostTot, 10)})
+	c.out = logfmt.AppendLost(c.out, logfmt.Lost{Count: uint64(d), Total: c.lostTot, TS: c.maxTS})
 }
 
 // finish writes EXIT lines for the threads the log saw end with their

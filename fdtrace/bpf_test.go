@@ -353,8 +353,8 @@ func TestEveryKindExact(t *testing.T) {
 		}
 		tab.Apply(&evs[i], func(o *Event) {
 			// Through the log line and back: what a reader sees.
-			w, kvs := o.Meta(start)
-			b := logfmt.AppendMeta(nil, w, kvs...)
+			rec := o.Record(start)
+			b := logfmt.AppendFD(nil, &rec)
 			if err := line.Parse(b[:len(b)-1]); err != nil || line.Kind != logfmt.KindMeta {
 				t.Fatalf("%s: %v", b, err)
 			}

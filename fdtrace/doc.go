@@ -7,6 +7,7 @@
 // A Table, fed with the records in time order, knows which descriptors
 // each process holds and which buffers they keep alive: it expands
 // close_range, turns the last close of a buffer into a release, and answers
-// the "open at exit" question for leak reports. Event.Meta renders what it
-// emits as [memtrace] fd / dmabuf / ion lines (see docs/fd.md).
+// the "open at exit" question for leak reports. Event.Record gives what it
+// emits as the fields of [memtrace] fd / dmabuf / ion lines, which
+// logfmt.AppendFD writes (see docs/fd.md).
 package fdtrace

@@ -6,132 +6,77 @@ import (
 	"github.com/memtrace/memtrace/logfmt"
 )
 
-// Meta renders e as the word and fields of a [memtrace] line (see
-// docs/fd.md); startNS is CLOCK_MONOTONIC at the start of tracing, from
-// which ts= counts microseconds. Write it with logfmt.AppendMeta.
-func (e *Event) Meta(startNS uint64) (string, []logfmt.KV) {
-	kv := make([]logfmt.KV, 0, 16)
-	add := func(k, v string) { kv = append(kv, logfmt.KV{Key: k, Value: v}) }
-	num := func(k string, v int64) { add(k, strconv.FormatInt(v, 10)) }
-	unum := func(k string, v uint64) { add(k, strconv.FormatUint(v, 10)) }
-	hex := func(k string, v uint64) { add(k, "0x"+strconv.FormatUint(v, 16)) }
-	head := func(event string) {
-		add("event", event)
-		unum("tid", uint64(e.TID))
-		unum("pid", uint64(e.TGID))
-		ts := uint64(0)
-		if e.TS > startNS {
-			ts = (e.TS - startNS) / 1000
-		}
-		unum("ts", ts)
-		add("name", e.CommString())
-	}
-	path := func() {
-		if e.Path != "" {
-			add("path", e.Path)
-			if e.Truncated {
-				add("trunc", "1")
-			}
-		}
-	}
-	word := logfmt.WordFD
+// Record gives e as the fields of its [memtrace] line, to write with
+// logfmt.AppendFD (which decides the layout; see docs/fd.md); startNS is
+// CLOCK_MONOTONIC at the start of tracing, from which ts= counts
+// microseconds.
+func (e *Event) Record(startNS uint64) logfmt.FDRecord {
+	r := logfmt.NewFDRecord(logfmt.WordFD, "")
+	r.TID, r.PID = int64(e.TID), int64(e.TGID)
+	r.TS = sinceStart(e.TS, startNS)
+	r.Name = e.CommString()
 	switch e.Type {
 	case TypeOpen:
-		head(logfmt.FDOpen)
-		num("fd", int64(e.FD))
-		add("call", e.Call.String())
-		add("kind", e.kind().String())
-		path()
+		r.Event = logfmt.FDOpen
+		r.FD, r.Call, r.Kind = int64(e.FD), e.Call.String(), e.kind().String()
+		r.Path, r.Trunc = e.Path, e.Truncated
 		switch e.Call {
 		case CallPipe, CallPipe2, CallSocketpair:
-			num("peer", int64(e.FD2))
+			r.Peer = int64(e.FD2)
 		case CallDup, CallDup2, CallDup3, CallFcntl:
-			num("old", int64(e.FD2))
+			r.Old = int64(e.FD2)
 		case CallIoctl:
-			num("dev", int64(e.FD2))
+			r.Dev = int64(e.FD2)
 		}
-		if d, ok := domainNames[e.Aux]; ok && (e.Call == CallSocket || e.Call == CallSocketpair) {
-			add("domain", d)
-		} else if e.Call == CallSocket || e.Call == CallSocketpair {
-			unum("domain", uint64(e.Aux))
+		if e.Call == CallSocket || e.Call == CallSocketpair {
+			if d, ok := domainNames[e.Aux]; ok {
+				r.Domain = d
+			} else {
+				r.Domain = strconv.FormatUint(uint64(e.Aux), 10)
+			}
 		}
-		if e.Flags != 0 && e.Call != CallFcntl {
-			hex("flags", e.Flags)
+		// fcntl's flags are F_DUPFD's command, not open flags.
+		if e.Call != CallFcntl {
+			r.Flags = e.Flags
 		}
-		if cloexec(e.Call, e.Flags) {
-			add("cloexec", "1")
-		}
+		r.Cloexec = cloexec(e.Call, e.Flags)
 	case TypeClose:
-		head(logfmt.FDClose)
-		num("fd", int64(e.FD))
-		add("call", e.Call.String())
-		add("kind", e.Kind.String())
-		path()
+		r.Event = logfmt.FDClose
+		r.FD, r.Call, r.Kind = int64(e.FD), e.Call.String(), e.Kind.String()
+		r.Path, r.Trunc = e.Path, e.Truncated
 	case TypeCloseRange:
-		head(logfmt.FDCloseRange)
-		num("first", int64(uint32(e.FD)))
-		num("last", int64(uint32(e.FD2)))
-		if e.Flags != 0 {
-			hex("flags", e.Flags)
-		}
+		r.Event = logfmt.FDCloseRange
+		r.First, r.Last, r.Flags = int64(uint32(e.FD)), int64(uint32(e.FD2)), e.Flags
 	case TypeDmabufAlloc:
-		word = logfmt.WordDmabuf
-		head(logfmt.BufAlloc)
-		num("fd", int64(e.FD))
-		unum("size", e.Size)
-		add("heap", e.Path)
-		num("dev", int64(e.FD2))
-		hex("flags", e.Flags)
-		hex("heap_flags", e.Extra)
-		unum("buf", e.Buf)
+		r.Word, r.Event = logfmt.WordDmabuf, logfmt.BufAlloc
+		r.FD, r.Size, r.Heap, r.Dev = int64(e.FD), e.Size, e.Path, int64(e.FD2)
+		r.Flags, r.HeapFlags, r.Buf = e.Flags, e.Extra, e.Buf
 	case TypeDmabufRelease:
-		word = logfmt.WordDmabuf
-		head(logfmt.BufRelease)
-		num("fd", int64(e.FD))
-		unum("size", e.Size)
-		add("heap", e.Path)
-		unum("buf", e.Buf)
-		add("call", e.Call.String())
+		r.Word, r.Event = logfmt.WordDmabuf, logfmt.BufRelease
+		r.FD, r.Size, r.Heap, r.Buf, r.Call = int64(e.FD), e.Size, e.Path, e.Buf, e.Call.String()
 	case TypeIONAlloc, TypeIONLegacyAlloc:
-		word = logfmt.WordION
-		head(logfmt.BufAlloc)
+		r.Word, r.Event = logfmt.WordION, logfmt.BufAlloc
 		if e.Type == TypeIONLegacyAlloc {
-			num("handle", int64(e.FD))
+			r.Handle, r.Legacy, r.Align = int64(e.FD), true, e.Extra
 		} else {
-			num("fd", int64(e.FD))
+			r.FD = int64(e.FD)
 		}
-		unum("size", e.Size)
-		hex("heap_mask", uint64(e.Aux))
-		hex("flags", e.Flags)
-		num("dev", int64(e.FD2))
-		if e.Type == TypeIONLegacyAlloc {
-			unum("align", e.Extra)
-			add("layout", "legacy")
-		}
-		unum("buf", e.Buf)
+		r.Size, r.HeapMask, r.Flags, r.Dev, r.Buf = e.Size, uint64(e.Aux), e.Flags, int64(e.FD2), e.Buf
 	case TypeIONRelease:
-		word = logfmt.WordION
-		head(logfmt.BufRelease)
+		r.Word, r.Event = logfmt.WordION, logfmt.BufRelease
 		if e.Legacy {
-			num("handle", int64(e.FD))
-			num("dev", int64(e.FD2))
+			r.Handle, r.Dev = int64(e.FD), int64(e.FD2)
 		} else {
-			num("fd", int64(e.FD))
+			r.FD = int64(e.FD)
 		}
-		unum("size", e.Size)
-		hex("heap_mask", uint64(e.Aux))
-		unum("buf", e.Buf)
-		add("call", e.Call.String())
+		r.Size, r.HeapMask, r.Buf, r.Call = e.Size, uint64(e.Aux), e.Buf, e.Call.String()
 	case TypeIONFree:
-		word = logfmt.WordION
-		head(logfmt.BufFree)
-		num("handle", int64(e.FD))
-		num("dev", int64(e.FD2))
+		r.Word, r.Event = logfmt.WordION, logfmt.BufFree
+		r.Handle, r.Dev = int64(e.FD), int64(e.FD2)
 	default:
-		head("unknown")
-		unum("type", uint64(e.Type))
+		r.Event, r.Type = logfmt.FDUnknown, uint64(e.Type)
 	}
-	return word, kv
+	return r
 }
 
 // kind is e.Kind, or for an event that has not been through a Table the
@@ -143,32 +88,25 @@ func (e *Event) kind() Kind {
 	return e.Kind
 }
 
-// Meta renders an open descriptor of process pid as a summary line for
-// the end of a session: "fd event=leak", with ts and tid saying when and by
-// which thread it was opened, and the buffer it holds if any.
-func (o Open) Meta(pid uint32, startNS uint64) (string, []logfmt.KV) {
-	ts := uint64(0)
-	if o.TS > startNS {
-		ts = (o.TS - startNS) / 1000
-	}
-	kv := []logfmt.KV{
-		{Key: "event", Value: logfmt.FDLeak},
-		{Key: "tid", Value: strconv.FormatUint(uint64(o.TID), 10)},
-		{Key: "pid", Value: strconv.FormatUint(uint64(pid), 10)},
-		{Key: "ts", Value: strconv.FormatUint(ts, 10)},
-		{Key: "fd", Value: strconv.FormatInt(int64(o.FD), 10)},
-		{Key: "call", Value: o.Call.String()},
-		{Key: "kind", Value: o.Kind.String()},
-	}
-	if o.Path != "" {
-		kv = append(kv, logfmt.KV{Key: "path", Value: o.Path})
-	}
-	if o.Cloexec {
-		kv = append(kv, logfmt.KV{Key: "cloexec", Value: "1"})
-	}
+// Record gives an open descriptor of process pid as the fields of its
+// summary line at the end of a session, "fd event=leak" (logfmt.AppendFD
+// writes it): ts and tid say when and by which thread it was opened, and
+// the buffer it holds if any.
+func (o Open) Record(pid uint32, startNS uint64) logfmt.FDRecord {
+	r := logfmt.NewFDRecord(logfmt.WordFD, logfmt.FDLeak)
+	r.TID, r.PID, r.TS = int64(o.TID), int64(pid), sinceStart(o.TS, startNS)
+	r.FD, r.Call, r.Kind, r.Path, r.Cloexec = int64(o.FD), o.Call.String(), o.Kind.String(), o.Path, o.Cloexec
 	if o.Buf != 0 {
-		kv = append(kv, logfmt.KV{Key: "buf", Value: strconv.FormatUint(o.Buf, 10)},
-			logfmt.KV{Key: "size", Value: strconv.FormatUint(o.Size, 10)})
+		r.Buf, r.Size = o.Buf, o.Size
 	}
-	return logfmt.WordFD, kv
+	return r
+}
+
+// sinceStart is ts in microseconds since startNS; a record stamped before
+// the agent read its clock is at 0.
+func sinceStart(ts, startNS uint64) uint64 {
+	if ts > startNS {
+		return (ts - startNS) / 1000
+	}
+	return 0
 }

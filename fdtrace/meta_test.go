@@ -10,8 +10,8 @@ import (
 // roundTrip renders e as a log line and reads it back as a reader would.
 func roundTrip(t *testing.T, e *Event, start uint64) logfmt.FDRecord {
 	t.Helper()
-	w, kvs := e.Meta(start)
-	b := logfmt.AppendMeta(nil, w, kvs...)
+	r := e.Record(start)
+	b := logfmt.AppendFD(nil, &r)
 	var l logfmt.Line
 	if err := l.Parse(b[:len(b)-1]); err != nil || l.Kind != logfmt.KindMeta {
 		t.Fatalf("%q: %v", b, err)
@@ -88,8 +88,8 @@ func TestLeakLine(t *testing.T) {
 	tab.Apply(&e, func(*Event) {})
 	var got []string
 	for _, o := range tab.Exit(9) {
-		w, kvs := o.Meta(9, 1_000_000)
-		got = append(got, string(logfmt.AppendMeta(nil, w, kvs...)))
+		r := o.Record(9, 1_000_000)
+		got = append(got, string(logfmt.AppendFD(nil, &r)))
 	}
 	want := []string{
 		"[memtrace] fd event=leak tid=11 pid=9 ts=3000 fd=4 call=openat kind=file path=\"/a b\"\n",

@@ -25,8 +25,8 @@ func newFeed(t *testing.T, track config.Track) *feed {
 }
 
 func (f *feed) emit(o *Event) {
-	w, kvs := o.Meta(0)
-	line := string(logfmt.AppendMeta(nil, w, kvs...))
+	r := o.Record(0)
+	line := string(logfmt.AppendFD(nil, &r))
 	// Drop the fields every line has, to keep the expectations short;
 	// check them once here.
 	var keep []string

@@ -9,13 +9,13 @@ import (
 // Meta words memtrace writes after "[memtrace] ". Readers ignore words they
 // do not know.
 const (
-	WordHeader  = "header"  // version= pid= comm= cmd= start= mode=
-	WordLost    = "lost"    // count= (records lost since the last lost line) total= ts=
-	WordThread  = "thread"  // tid= pid= name= : a thread seen for the first time or renamed
-	WordProc    = "proc"    // event=fork|exec|exit pid= ppid= ts= comm= status=
-	WordSummary = "summary" // events= lost= ... at the end of a session
-	WordStack   = "stack"   // truncated=1 after the frames of a stack cut short
-	WordFD      = "fd"      // fd events
+	WordHeader  = "header"  // Header: version= pid= [pids=] comm= cmd= start= mode= ...
+	WordLost    = "lost"    // Lost: count= (records lost since the last lost line) total= ts=
+	WordThread  = "thread"  // Thread: tid= pid= name= : a thread seen for the first time or renamed
+	WordProc    = "proc"    // Proc: event=fork|exec|exit|attach|untraced pid= [ppid=] ts= ...
+	WordSummary = "summary" // Summary: events= allocs= frees= lost= duration_us= at the end of a session
+	WordStack   = "stack"   // Stack: truncated=1 after the frames of a stack cut short
+	WordFD      = "fd"      // FDRecord: fd events
 	WordNotice  = "notice"  // msg= : a notice for the user
 )
 

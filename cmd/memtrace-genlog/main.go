@@ -90,8 +90,7 @@ func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, o
 
 	var b []byte
 	if !memtrack {
-		b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "version", Value: "genlog"}, logfmt.KV{Key: "pid", Value: "4242"},
-			logfmt.KV{Key: "comm", Value: "app"}, logfmt.KV{Key: "cmd", Value: "./app --bench"}, logfmt.KV{Key: "mode", Value: "synthetic"})
+		b = logfmt.AppendHeader(b, logfmt.Header{Version: "genlog", PID: 4242, Comm: "app", Cmd: "./app --bench", Mode: "synthetic"})
 	}
 	ths := make([]*thread, nthreads)
 	for i := range ths {
@@ -102,8 +101,7 @@ func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, o
 		ths[i] = &thread{tid: int64(4242 + i), name: name}
 		if !memtrack {
 			pid := 4242 + (i % procs)
-			b = logfmt.AppendMeta(b, logfmt.WordThread, logfmt.KV{Key: "tid", Value: strconv.FormatInt(ths[i].tid, 10)},
-				logfmt.KV{Key: "pid", Value: strconv.Itoa(pid)}, logfmt.KV{Key: "name", Value: name})
+			b = logfmt.AppendThread(b, logfmt.Thread{TID: ths[i].tid, PID: int64(pid), Name: name})
 		}
 	}
 	if _, err := bw.Write(b); err != nil {
@@ -227,7 +225,7 @@ func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, o
 		}
 	}
 	if lost > 0 && !memtrack {
-		b = logfmt.AppendMeta(b, logfmt.WordLost, logfmt.KV{Key: "count", Value: strconv.Itoa(lost)}, logfmt.KV{Key: "total", Value: strconv.Itoa(lost)})
+		b = logfmt.AppendLost(b, logfmt.Lost{Count: uint64(lost), Total: uint64(lost), TS: ts})
 	}
 	for _, t := range ths {
 		ts++

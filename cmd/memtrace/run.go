@@ -218,10 +218,8 @@ func (l *loop) untraced(pid int, err error) {
 	l.mu.Lock()
 	delete(l.pids, pid)
 	l.mu.Unlock()
-	l.sess.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "untraced"},
-		logfmt.KV{Key: "pid", Value: strconv.Itoa(pid)},
-		logfmt.KV{Key: "reason", Value: err.Error()},
-		logfmt.KV{Key: "ts", Value: strconv.FormatUint(monoNow()-l.start, 10)})
+	l.sess.Line(logfmt.AppendProc(nil, logfmt.Proc{Event: logfmt.ProcUntraced, PID: int64(pid),
+		TS: (monoNow() - l.start) / 1000, Reason: err.Error()}))
 	fmt.Fprintf(l.stderr, "memtrace: process %d is not traced: %v\n", pid, err)
 }
 
@@ -377,31 +375,22 @@ func (l *loop) othersAlive(main int) bool {
 }
 
 func (l *loop) header(pids []int, comm, cmdline string) {
-	ps := make([]string, len(pids))
+	h := logfmt.Header{Version: version, PIDs: make([]int64, len(pids)), Comm: comm, Cmd: cmdline,
+		Start: l.started, Mode: logfmt.ModeBPF, Probes: "uprobe"}
 	for i, p := range pids {
-		ps[i] = strconv.Itoa(p)
+		h.PIDs[i] = int64(p)
 	}
-	probes := "uprobe"
+	h.PID = h.PIDs[0]
 	if l.tr.Session() {
-		probes = "uprobe_session"
+		h.Probes = "uprobe_session"
 	} else if l.tr.Multi() {
-		probes = "uprobe_multi"
-	}
-	kv := []logfmt.KV{
-		{Key: "version", Value: version},
-		{Key: "pid", Value: ps[0]},
-		{Key: "pids", Value: strings.Join(ps, ",")},
-		{Key: "comm", Value: comm},
-		{Key: "cmd", Value: cmdline},
-		{Key: "start", Value: l.started.UTC().Format(time.RFC3339Nano)},
-		{Key: "mode", Value: "bpf"},
-		{Key: "probes", Value: probes},
+		h.Probes = "uprobe_multi"
 	}
 	if fb := l.tr.FellBack(); len(fb) > 0 {
-		kv = append(kv, logfmt.KV{Key: "singlestep", Value: strings.Join(fb, ",")})
+		h.Singlestep = fb
 		fmt.Fprintf(l.stderr, "memtrace: warning: no emulated instruction to probe in %s: probing the first instruction, which the kernel single-steps (slower)\n", strings.Join(fb, ", "))
 	}
-	l.sess.Meta(logfmt.WordHeader, kv...)
+	l.sess.Line(logfmt.AppendHeader(nil, h))
 	l.sess.Flush()
 }
 
@@ -497,12 +486,8 @@ func (l *loop) finish() error {
 	l.sess.FinalReports()
 	l.checkLost()
 	st := l.sess.Stats
-	l.sess.Meta(logfmt.WordSummary,
-		logfmt.KV{Key: "events", Value: strconv.FormatUint(st.Events, 10)},
-		logfmt.KV{Key: "allocs", Value: strconv.FormatUint(st.Allocs, 10)},
-		logfmt.KV{Key: "frees", Value: strconv.FormatUint(st.Frees, 10)},
-		logfmt.KV{Key: "lost", Value: strconv.FormatUint(st.Lost, 10)},
-		logfmt.KV{Key: "duration_us", Value: strconv.FormatInt(time.Since(l.started).Microseconds(), 10)})
+	l.sess.Line(logfmt.AppendSummary(nil, logfmt.Summary{Events: st.Events, Allocs: st.Allocs, Frees: st.Frees,
+		Lost: st.Lost, DurationUS: time.Since(l.started).Microseconds()}))
 	if err := l.sess.Flush(); err != nil {
 		return fmt.Errorf("write log: %w", err)
 	}
@@ -571,8 +556,7 @@ func attach(o *options, tr *tracer.Tracer, stderr io.Writer) error {
 	}
 	l.header(o.pids, procComm(o.pids[0]), procCmdline(o.pids[0]))
 	for _, pid := range o.pids {
-		l.sess.Meta(logfmt.WordProc, logfmt.KV{Key: "event", Value: "attach"}, logfmt.KV{Key: "pid", Value: strconv.Itoa(pid)},
-			logfmt.KV{Key: "comm", Value: procComm(pid)}, logfmt.KV{Key: "cmd", Value: procCmdline(pid)})
+		l.sess.Line(logfmt.AppendProc(nil, logfmt.Proc{Event: logfmt.ProcAttach, PID: int64(pid), Comm: procComm(pid), Cmd: procCmdline(pid)}))
 	}
 	stop := make(chan struct{})
 	exited := make(chan int, len(watchers))

@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// The session's [memtrace] lines, read back with logfmt's typed parsers:
+// each carries exactly what the events said, in logfmt's layout.
+func TestSessionMetaLines(t *testing.T) {
+	var buf bytes.Buffer
+	const start = 1_000_000_000
+	s := New(Config{Out: &buf, StartNS: start})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	at := func(us uint64) uint64 { return start + us*1000 }
+	fork := ev(at(10), 1, tracer.KindFork, 0, 7, 0, "main")
+	exec := ev(at(20), 7, tracer.KindExec, 0, 0, 0, "child prog")
+	exec.TGID = 7
+	exit := ev(at(40), 7, tracer.KindExit, 0, 0, 0, "child prog")
+	exit.TGID = 7
+	alloc := ev(at(30), 7, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 64, "child prog")
+	alloc.TGID = 7
+	for _, e := range []*tracer.Event{ev(at(5), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20, 8, "main"), fork, exec, alloc, exit} {
+		s.Add(e)
+	}
+	s.Drain(true)
+	s.Lost(3, at(50))
+	s.Lost(2, at(60))
+	s.Flush()
+
+	var got []any
+	sc := logfmt.NewScanner(bytes.NewReader(buf.Bytes()))
+	var l logfmt.Line
+	for sc.Scan() {
+		if err := l.Parse(sc.Line()); err != nil {
+			t.Fatalf("%q: %v", sc.Line(), err)
+		}
+		if l.Kind != logfmt.KindMeta {
+			continue
+		}
+		var v any
+		var err error
+		var again []byte
+		switch string(l.Word) {
+		case logfmt.WordThread:
+			var x logfmt.Thread
+			x, err = logfmt.ParseThread(l.Rest)
+			v, again = x, logfmt.AppendThread(nil, x)
+		case logfmt.WordProc:
+			var x logfmt.Proc
+			x, err = logfmt.ParseProc(l.Rest)
+			v, again = x, logfmt.AppendProc(nil, x)
+		case logfmt.WordLost:
+			var x logfmt.Lost
+			x, err = logfmt.ParseLost(l.Rest)
+			v, again = x, logfmt.AppendLost(nil, x)
+		default:
+			t.Fatalf("unexpected line %q", sc.Line())
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", sc.Line(), err)
+		}
+		if string(again) != string(sc.Line())+"\n" {
+			t.Errorf("not in logfmt's layout: %q, logfmt writes %q", sc.Line(), again)
+		}
+		got = append(got, v)
+	}
+	want := []any{
+		logfmt.Thread{TID: 1, PID: 1, Name: "main"},
+		logfmt.Proc{Event: logfmt.ProcFork, PID: 7, PPID: 1, TS: 10},
+		logfmt.Proc{Event: logfmt.ProcExec, PID: 7, TS: 20, Comm: "child prog"},
+		logfmt.Thread{TID: 7, PID: 7, Name: "child prog"},
+		logfmt.Proc{Event: logfmt.ProcExit, PID: 7, TS: 40},
+		logfmt.Lost{Count: 3, Total: 3, TS: 50},
+		logfmt.Lost{Count: 2, Total: 5, TS: 60},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v\n%s", got, want, buf.String())
+	}
+}
