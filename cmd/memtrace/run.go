@@ -469,6 +469,19 @@ func (l *loop) finish() error {
 	// in the ring by now; read until it is.
 	l.sess.Cutoff(monoNow())
 	l.tr.Detach()
+	if l.o.verbose {
+		for _, p := range l.tr.ProgramStats() {
+			fmt.Fprintf(l.stderr, "memtrace: program %s: %d runs, %d ns a run\n", p.Name, p.Runs, p.Runtime.Nanoseconds()/int64(p.Runs))
+		}
+		if rows, capacity, tables := l.tr.UnwindUsage(); tables > 0 {
+			fmt.Fprintf(l.stderr, "memtrace: unwind tables: %d files, %d of %d rows\n", tables, rows, capacity)
+		}
+		var ru unix.Rusage
+		if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+			fmt.Fprintf(l.stderr, "memtrace: own CPU %.3f s (user %.3f, system %.3f) in %.3f s\n",
+				float64(ru.Utime.Nano()+ru.Stime.Nano())/1e9, float64(ru.Utime.Nano())/1e9, float64(ru.Stime.Nano())/1e9, time.Since(l.started).Seconds())
+		}
+	}
 	for {
 		before := l.sess.Received()
 		if err := l.tr.Read(l.sess); err != nil {

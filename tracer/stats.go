@@ -1,0 +1,41 @@
+//go:build amd64 || arm64
+
+package tracer
+
+import (
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// ProgramStat is how often one BPF program ran and for how long in all.
+type ProgramStat struct {
+	Name    string
+	Runs    uint64
+	Runtime time.Duration
+}
+
+// ProgramStats returns the probe programs that ran, by the kernel's
+// counters, which count only while kernel.bpf_stats_enabled is 1 (the
+// stack benchmark's figures of time per run come from here).
+func (t *Tracer) ProgramStats() []ProgramStat {
+	var out []ProgramStat
+	for _, p := range []struct {
+		name string
+		prog *ebpf.Program
+	}{
+		{"mt_session", t.objs.MtSession}, {"mt_enter_multi", t.objs.MtEnterMulti}, {"mt_return_multi", t.objs.MtReturnMulti},
+		{"mt_free_multi", t.objs.MtFreeMulti}, {"mt_new_multi", t.objs.MtNewMulti}, {"mt_enter", t.objs.MtEnter},
+		{"mt_return", t.objs.MtReturn}, {"mt_free", t.objs.MtFree}, {"mt_new", t.objs.MtNew}, {"mt_dl_state", t.objs.MtDlState},
+	} {
+		if p.prog == nil {
+			continue
+		}
+		st, err := p.prog.Stats()
+		if err != nil || st.RunCount == 0 {
+			continue
+		}
+		out = append(out, ProgramStat{Name: p.name, Runs: st.RunCount, Runtime: st.Runtime})
+	}
+	return out
+}
