@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -510,9 +509,7 @@ func (c *converter) handle(st *stream, e *ev) {
 		}
 		c.live[st.pid] = map[uint64]liveEnt{}
 		f := splitZ(e.data, 2)
-		c.out = logfmt.AppendMeta(c.out, logfmt.WordProc, logfmt.KV{Key: "event", Value: "exec"},
-			logfmt.KV{Key: "pid", Value: strconv.FormatUint(e.ptr, 10)}, logfmt.KV{Key: "ppid", Value: strconv.FormatUint(e.size, 10)},
-			logfmt.KV{Key: "ts", Value: strconv.FormatUint(ts, 10)}, logfmt.KV{Key: "comm", Value: f[0]}, logfmt.KV{Key: "cmd", Value: f[1]})
+		c.out = logfmt.AppendProc(c.out, logfmt.Proc{Event: logfmt.ProcExec, PID: int64(e.ptr), PPID: int64(e.size), TS: ts, Comm: f[0], Cmd: f[1]})
 	case op == rFork:
 		// The child starts with a copy of the parent's heap.
 		parent := c.live[int64(e.size)]
@@ -521,9 +518,7 @@ func (c *converter) handle(st *stream, e *ev) {
 			m[k] = v
 		}
 		c.live[int64(e.ptr)] = m
-		c.out = logfmt.AppendMeta(c.out, logfmt.WordProc, logfmt.KV{Key: "event", Value: "fork"},
-			logfmt.KV{Key: "pid", Value: strconv.FormatUint(e.ptr, 10)}, logfmt.KV{Key: "ppid", Value: strconv.FormatUint(e.size, 10)},
-			logfmt.KV{Key: "ts", Value: strconv.FormatUint(ts, 10)})
+		c.out = logfmt.AppendProc(c.out, logfmt.Proc{Event: logfmt.ProcFork, PID: int64(e.ptr), PPID: int64(e.size), TS: ts})
 	case op == rProcExit:
 		ids := make([]uint32, 0, 4)
 		for id, o := range c.streams {
@@ -647,12 +642,8 @@ func (c *converter) finish() {
 		}
 	}
 	c.reportLost()
-	c.out = logfmt.AppendMeta(c.out, logfmt.WordSummary,
-		logfmt.KV{Key: "events", Value: strconv.FormatUint(c.events, 10)},
-		logfmt.KV{Key: "allocs", Value: strconv.FormatUint(c.allocs, 10)},
-		logfmt.KV{Key: "frees", Value: strconv.FormatUint(c.frees, 10)},
-		logfmt.KV{Key: "lost", Value: strconv.FormatUint(c.lostTot, 10)},
-		logfmt.KV{Key: "duration_us", Value: strconv.FormatInt(time.Since(c.started).Microseconds(), 10)})
+	c.out = logfmt.AppendSummary(c.out, logfmt.Summary{Events: c.events, Allocs: c.allocs, Frees: c.frees, Lost: c.lostTot,
+		DurationUS: time.Since(c.started).Microseconds()})
 	c.flush()
 	c.r.stop()
 }
