@@ -213,6 +213,11 @@ func run(a args) error {
 		if err == nil && streamErr != nil {
 			err = streamErr()
 		}
+		if errors.Is(err, logio.ErrTruncated) {
+			// What was read is shown; the title has room for a short
+			// word on why there is no more.
+			err = errCut
+		}
 		app.Mu.Lock()
 		select {
 		case <-stop:
@@ -354,6 +359,9 @@ func followBench(path string) error {
 		}
 	}
 }
+
+// errCut ends a compressed log that was cut short (a killed writer).
+var errCut = errors.New("compressed log ends early (cut)")
 
 // followPoll is how often a followed compressed log's decoder looks at
 // the end of the file for more.

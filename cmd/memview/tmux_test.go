@@ -30,7 +30,19 @@ func newTerm(t *testing.T, cmdline string) *term {
 	termN++
 	tm := &term{t: t, sock: fmt.Sprintf("memview-test-%d", os.Getpid()), sess: fmt.Sprintf("s%d", termN)}
 	// TERM inside is one that tcell knows without a terminfo database.
-	tm.tmux("new-session", "-d", "-e", "TERM=xterm-256color", "-s", tm.sess, "-x", "140", "-y", "40", cmdline)
+	// The private server exits with its last session: a session started
+	// just then meets a server on its way out, and is started again.
+	args := []string{"-L", tm.sock, "-f", "/dev/null", "new-session", "-d", "-e", "TERM=xterm-256color", "-s", tm.sess, "-x", "140", "-y", "40", cmdline}
+	for try := 0; ; try++ {
+		out, err := exec.Command("tmux", args...).CombinedOutput()
+		if err == nil {
+			break
+		}
+		if try == 4 || !strings.Contains(string(out), "server exited unexpectedly") {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	t.Cleanup(func() {
 		exec.Command("tmux", "-L", tm.sock, "kill-session", "-t", tm.sess).Run()
 	})
