@@ -17,6 +17,10 @@ type stackInfo struct {
 	stop      tracer.StopReason
 	resolved  bool
 	truncated string // "" or the reason: depth, fp, no-unwind-info, bad-read
+	// text is the stack's lines as the log has them after each of its
+	// events, formatted once: with 20 frames and more, formatting them
+	// for every event was most of the agent's time.
+	text []byte
 }
 
 type outFrame struct {
@@ -71,14 +75,14 @@ func (s *Session) writeStack(id uint64) {
 	}
 	if !si.resolved {
 		s.resolve(si)
+		for i, f := range si.frames {
+			si.text = logfmt.AppendFrame(si.text, i, f.module, f.symbol, f.off, f.addr)
+		}
+		if si.truncated != "" {
+			si.text = logfmt.AppendMeta(si.text, logfmt.WordStack, logfmt.KV{Key: "truncated", Value: "1"}, logfmt.KV{Key: "reason", Value: si.truncated})
+		}
 	}
-	for i, f := range si.frames {
-		s.buf = logfmt.AppendFrame(s.buf[:0], i, f.module, f.symbol, f.off, f.addr)
-		s.write(s.buf)
-	}
-	if si.truncated != "" {
-		s.Meta(logfmt.WordStack, logfmt.KV{Key: "truncated", Value: "1"}, logfmt.KV{Key: "reason", Value: si.truncated})
-	}
+	s.write(si.text)
 }
 
 func (s *Session) resolve(si *stackInfo) {

@@ -14,7 +14,9 @@ ROUNDS=${ROUNDS:-9}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -o "$tmp/loop" tests/bench/loop.c
-# Stacks are taken by frame pointers: the stack runs trace a build with them.
+# The stack runs compare with the floor's frame-pointer capture, so they
+# trace a build with frame pointers and force that walk; the DWARF walk's
+# cost is scripts/bench-unwind.sh's.
 gcc -O2 -fno-omit-frame-pointer -o "$tmp/loopfp" tests/bench/loop.c
 MT=./bin/memtrace
 [ -x "$MT" ] || { echo "bench-bpf: build first (make build)" >&2; exit 1; }
@@ -31,7 +33,7 @@ for r in $(seq "$ROUNDS"); do
 	[ "$lost" = 0 ] || echo "round $r: memtrace lost $lost records" >&2
 	res[memtrace-classic]+="$($MT --no-uprobe-multi -o "$tmp/log" -- "$tmp/loop" "$N") "
 	res[floor-stack8]+="$($MT --floor --stack-depth 8 -o /dev/null -- "$tmp/loopfp" "$N") "
-	res[memtrace-stack8]+="$($MT --stack-depth 8 -o "$tmp/log8" -- "$tmp/loopfp" "$N") "
+	res[memtrace-stack8]+="$($MT --stack-depth 8 --stack-unwind fp -o "$tmp/log8" -- "$tmp/loopfp" "$N") "
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 declare -A med

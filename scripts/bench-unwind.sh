@@ -76,9 +76,9 @@ sample() { # mode build calls
 	dwarf) args=(--stack-depth "$DEPTH") ;;
 	fp) args=(--stack-depth "$DEPTH" --stack-unwind fp) ;;
 	esac
-	$MT -v "${args[@]}" -o "$tmp/slog" -- "$bin" $((N * 5)) "$c" >/dev/null 2>"$tmp/serr"
+	$MT -v "${args[@]}" -o "$tmp/slog" -- "$bin" $((N * 2)) "$c" >/dev/null 2>"$tmp/serr"
 	sed -n "s|^memtrace: program \(mt_[a-z_]*\): \([0-9]*\) runs, \([0-9]*\) ns a run|    $mode/$c \1 \3 ns a run (\2 runs)|p" "$tmp/serr"
-	sed -n "s|^memtrace: own CPU \([0-9.]*\) s .* in \([0-9.]*\) s|\1 \2|p" "$tmp/serr" | awk -v m="$mode/$c" -v l="$(lost "$tmp/slog")" -v n=$((N * 5)) \
+	sed -n "s|^memtrace: own CPU \([0-9.]*\) s .* in \([0-9.]*\) s|\1 \2|p" "$tmp/serr" | awk -v m="$mode/$c" -v l="$(lost "$tmp/slog")" -v n=$((N * 2)) \
 		'{ printf "    %s memtrace CPU %.2f s in %.2f s (%.0f%% of one CPU, %.0f ns a pair); lost %s\n", m, $1, $2, 100 * $1 / $2, $1 * 1e9 / n, l }'
 }
 echo "BPF program time (kernel.bpf_stats_enabled=1; mt_session runs at malloc's entry and its return, mt_free_multi at free):"
