@@ -54,7 +54,7 @@ func SortFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("sort the log: %w", err)
 	}
-	if len(data) > sortLimit {
+	if int64(len(data)) > sortLimit {
 		return nil
 	}
 	out, sorted := SortLog(data)
