@@ -63,3 +63,10 @@ const PollInterval = 20 * time.Millisecond
 // ErrUnavailable wraps every failure that means BPF cannot be used here
 // (no permission, no BTF, a kernel without the needed features).
 var ErrUnavailable = errors.New("eBPF tracing unavailable")
+
+// ProgramStat is how often one BPF program ran and for how long in all.
+type ProgramStat struct {
+	Name    string
+	Runs    uint64
+	Runtime time.Duration
+}

@@ -3,17 +3,8 @@
 package tracer
 
 import (
-	"time"
-
 	"github.com/cilium/ebpf"
 )
-
-// ProgramStat is how often one BPF program ran and for how long in all.
-type ProgramStat struct {
-	Name    string
-	Runs    uint64
-	Runtime time.Duration
-}
 
 // ProgramStats returns the probe programs that ran, by the kernel's
 // counters, which count only while kernel.bpf_stats_enabled is 1 (the

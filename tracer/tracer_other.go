@@ -32,3 +32,9 @@ func (*Tracer) ReleaseProcess(int)                      {}
 
 // ResumeHeld has no map to sweep where BPF is not built.
 func ResumeHeld(int) (int, error) { return 0, ErrUnavailable }
+
+// ProgramStats has no programs to count where BPF is not built.
+func (*Tracer) ProgramStats() []ProgramStat { return nil }
+
+// UnwindUsage has no tables where BPF is not built.
+func (*Tracer) UnwindUsage() (rows, capacity uint32, tables int) { return 0, 0, 0 }
