@@ -79,7 +79,8 @@ func New(opts Options) (*Tracer, error) {
 	default:
 		return nil, fmt.Errorf("stack unwinding %q: give dwarf or fp", opts.StackUnwind)
 	}
-	if err := sizeUnwindMaps(spec, dwarf, opts.UnwindRows); err != nil {
+	// The floor walks no tables: its arrays stay one element each.
+	if err := sizeUnwindMaps(spec, dwarf && !opts.Floor, opts.UnwindRows); err != nil {
 		return nil, err
 	}
 	var pats [8][16]byte
