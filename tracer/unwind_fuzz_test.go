@@ -1,0 +1,57 @@
+//go:build amd64 || arm64
+
+package tracer
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+)
+
+// FuzzParseMapsLine: any line of /proc/PID/maps, however mangled, is a
+// mapping with a sane range and a path, or refused; never a panic. The
+// seeds run in plain go test.
+func FuzzParseMapsLine(f *testing.F) {
+	for _, s := range []string{
+		"7f12a4c28000-7f12a4d7d000 r-xp 00028000 fe:01 1311213                    /usr/lib/x86_64-linux-gnu/libc.so.6",
+		"55d0c7a00000-55d0c7a01000 r-xp 00001000 08:02 42 /tmp/a b (deleted)",
+		"7ffd5a1f2000-7ffd5a1f4000 r-xp 00000000 00:00 0                          [vdso]",
+		"ffffffffffffffff-0 r-xp ffffffffffffffff ffffffff:ffffffff 18446744073709551615 /x",
+		"1-2 --x 0 0:0 1 /",
+		"", "-", "1-2", "a-b r-xp",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		m, ok := parseMapsLine(line)
+		if !ok {
+			return
+		}
+		if m.end <= m.start || m.id.ino == 0 || !strings.HasPrefix(m.path, "/") {
+			t.Fatalf("%q parsed as %+v", line, m)
+		}
+	})
+}
+
+// FuzzStackDecode: any record of a stack's size decodes to at most
+// MT_MAX_FRAMES frames with its reason, never a panic.
+func FuzzStackDecode(f *testing.F) {
+	b := make([]byte, stackSize)
+	binary.LittleEndian.PutUint16(b[20:], 3)
+	binary.LittleEndian.PutUint16(b[22:], uint16(StopDepth))
+	f.Add(b)
+	f.Add(make([]byte, stackSize-1))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s Stack
+		if err := s.decode(b); err != nil {
+			if len(b) >= stackSize {
+				t.Fatalf("a %d-byte record refused: %v", len(b), err)
+			}
+			return
+		}
+		if len(s.Frames) > maxFrames || s.Stop.Truncation() == "" && s.Stop != StopEnd && s.Stop != StopFPWalk {
+			t.Fatalf("decoded %d frames, stop %d (%q)", len(s.Frames), s.Stop, s.Stop.Truncation())
+		}
+	})
+}
