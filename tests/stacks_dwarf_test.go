@@ -5,9 +5,9 @@ package tests
 // allocation (progs/unwind_truth.h), and every allocation's stack in the
 // log is compared with that record frame for frame, by absolute address,
 // together with the event itself (tid, op, size, ptr). The LD_PRELOAD path
-// takes its stacks from the same unwinder, so it must match today; the eBPF
-// path's comparisons (stacks_dwarf_bpf_test.go, build tag dwarfunwind) are
-// the same helpers.
+// takes its stacks from the same unwinder; the eBPF path's comparisons
+// (stacks_dwarf_bpf_test.go, the .eh_frame walk in BPF) use the same
+// helpers.
 //
 // How a record maps onto the log's frames. backtrace() called in F gives
 // [pc in F after the backtrace call, F's caller, ...]; the log's frame #0
