@@ -1500,12 +1500,13 @@ SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
 	rm->tgid = tgid;
 	rm->magic = MT_REMAP_MAGIC;
 	rm->pad = 0;
-	/* A key of its own: an exec hold being released (SIGCONT sent, its
-	 * entry not yet deleted) must not be mistaken for this one. */
-	__u32 key = tgid | MT_HOLD_DL;
+	/* A key of its own, with a few bits of the clock: a hold being
+	 * released (SIGCONT sent, its entry not yet deleted), of exec or of
+	 * the last dlopen, must not make this one fail. */
+	__u32 key = tgid | MT_HOLD_DL | (__u32)((bpf_ktime_get_ns() >> 10) & MT_HOLD_SEQ_MASK) << MT_HOLD_SEQ_SHIFT;
 	__u8 stopped = HOLD_STOPPED;
 	if (bpf_map_update_elem(&hold, &key, &stopped, BPF_NOEXIST) == 0) {
-		rm->pad = MT_REMAP_HOLD;
+		rm->pad = MT_REMAP_HOLD | (__u64)key << 32;
 		bpf_send_signal_thread(MT_SIGSTOP);
 	}
 	bpf_ringbuf_submit(rm, BPF_RB_FORCE_WAKEUP);

@@ -222,12 +222,16 @@ struct mt_ufile {
 struct mt_remap {
 	__u32 tgid;
 	__u32 magic;  /* MT_REMAP_MAGIC */
-	__u64 pad;    /* MT_REMAP_HOLD: the process is held until the agent resumes it */
+	__u64 pad;    /* MT_REMAP_HOLD: the process is held until the agent resumes it
+		       * and deletes the hold-map key in the upper 32 bits */
 };
 #define MT_REMAP_MAGIC 0x70616d72
 #define MT_REMAP_HOLD 1
-/* The hold map's key for a dlopen hold: the tgid with this bit. */
+/* The hold map's key for a dlopen hold: the tgid (below 2^22,
+ * PID_MAX_LIMIT) with this bit and a 9-bit sequence at bit 22. */
 #define MT_HOLD_DL 0x80000000u
+#define MT_HOLD_SEQ_SHIFT 22
+#define MT_HOLD_SEQ_MASK 0x1ff
 
 /* mt_event.flags */
 #define MT_FLAG_FILE 0x1     /* mmap of a file: not logged unless asked */

@@ -17,6 +17,8 @@ const (
 	// holdDL marks the key of a dlopen hold (MT_HOLD_DL): the pid with
 	// this bit.
 	holdDL = 0x80000000
+	// holdPIDMask keeps the pid of a dlopen hold's key (MT_HOLD_SEQ_SHIFT).
+	holdPIDMask = 1<<22 - 1
 )
 
 // Resume lets a process the kernel side held (FlagHeld) go on, and forgets
@@ -52,7 +54,11 @@ func ResumeHeld(fd int) (int, error) {
 		}
 	}
 	for _, p := range held {
-		_ = syscall.Kill(int(p&^holdDL), syscall.SIGCONT)
+		pid := p
+		if p&holdDL != 0 {
+			pid &= holdPIDMask
+		}
+		_ = syscall.Kill(int(pid), syscall.SIGCONT)
 		_ = m.Delete(p)
 	}
 	return len(held), it.Err()

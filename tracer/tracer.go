@@ -261,7 +261,8 @@ func (t *Tracer) Read(h Handler) error {
 			if le.Uint32(b[4:]) == remapMagic && t.unw != nil {
 				// Mappings the kernel side lacks: a library mapped
 				// since the last scan, or by ld.so just now.
-				t.remap(int(le.Uint32(b[0:])), le.Uint64(b[8:]) == remapHold)
+				pad := le.Uint64(b[8:])
+				t.remap(int(le.Uint32(b[0:])), pad&remapHold != 0, uint32(pad>>32))
 			}
 		case n == threadSize:
 			if tid, ti, err := decodeThread(b); err == nil {

@@ -334,13 +334,14 @@ type loaderLink struct {
 }
 
 // remap answers an mt_remap record: the kernel side lacks mappings of
-// pid, or (hold) ld.so has mapped a library and the process waits.
-func (t *Tracer) remap(pid int, hold bool) {
+// pid, or (hold) ld.so has mapped a library and the process waits, its
+// hold recorded under key.
+func (t *Tracer) remap(pid int, hold bool, key uint32) {
 	if hold {
 		// Resumed whatever happens: the tables are only a means.
 		defer func() {
 			_ = syscall.Kill(pid, syscall.SIGCONT)
-			_ = t.objs.Hold.Delete(uint32(pid) | holdDL)
+			_ = t.objs.Hold.Delete(key)
 		}()
 	}
 	if err := t.unw.updateProcess(pid, hold); err != nil {

@@ -12,8 +12,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/unwind"
 )
@@ -291,5 +294,58 @@ func TestUnwindTablesFull(t *testing.T) {
 	}
 	if err := u.updateProcess(os.Getpid(), true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestResumeHeldDlopenKey: the watchdog's sweep resumes a process held
+// at dlopen, whose hold-map key is its pid with the dlopen bit and a
+// sequence, and forgets the key.
+func TestResumeHeldDlopenKey(t *testing.T) {
+	requireBPF(t)
+	tr, err := New(Options{StackDepth: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	state := func() byte {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0
+		}
+		return b[i+2]
+	}
+	wait := func(want byte) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); state() != want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d in state %c, want %c", pid, state(), want)
+			}
+		}
+	}
+	cmd.Process.Signal(syscall.SIGSTOP)
+	wait('T')
+	key := uint32(pid) | holdDL | 0x1a5<<22
+	if err := tr.objs.Hold.Put(key, uint8(holdStopped)); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Dup(tr.HoldFD()) // ResumeHeld closes what it is given, as the watchdog's copy
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := ResumeHeld(fd)
+	if err != nil || n != 1 {
+		t.Fatalf("ResumeHeld: %d, %v", n, err)
+	}
+	wait('S')
+	var v uint8
+	if err := tr.objs.Hold.Lookup(key, &v); err == nil {
+		t.Errorf("the key is still in the hold map")
 	}
 }
