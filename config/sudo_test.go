@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,7 @@ func rootOnly(t *testing.T, body string) string {
 func sudoAs(t *testing.T, uid string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("simulating sudo needs root")
+		bpftest.Unavailable(t, "simulating sudo needs root")
 	}
 	t.Setenv("SUDO_UID", uid)
 	t.Setenv("SUDO_GID", uid)

@@ -5,6 +5,7 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,7 +132,7 @@ func TestABILayoutMatchesCompilers(t *testing.T) {
 				case cc.required && !cc.cross:
 					t.Fatalf("%s is missing: it builds the library", cc.name)
 				}
-				t.Skipf("%s not installed", cc.name)
+				bpftest.Unavailable(t, "%s not installed", cc.name)
 			}
 			dir := t.TempDir()
 			src, obj := filepath.Join(dir, "probe.c"), filepath.Join(dir, "probe.o")

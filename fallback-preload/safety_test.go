@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"io"
 	"net"
 	"os"
@@ -280,7 +281,7 @@ func TestDetachStopsTheLibrary(t *testing.T) {
 // created through OpenLog.
 func TestRunAsCredential(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run a program as another user")
+		bpftest.Unavailable(t, "needs root to run a program as another user")
 	}
 	lib, _ := build(t)
 	// A directory the other user can walk, for the library.
@@ -301,7 +302,7 @@ func TestRunAsCredential(t *testing.T) {
 	t.Setenv(LibEnv, pubLib)
 	u, err := user.LookupId("65534")
 	if err != nil {
-		t.Skip("no user 65534 here")
+		bpftest.Unavailable(t, "no user 65534 here")
 	}
 	gids, err := u.GroupIds()
 	if err != nil {
@@ -382,7 +383,7 @@ func parseID(t *testing.T, s string) (uid, gid, groups string) {
 // leaves a file that is still the user's, with its mode.
 func TestSortFileKeepsOwner(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to own a file as another user")
+		bpftest.Unavailable(t, "needs root to own a file as another user")
 	}
 	var b []byte
 	b = logfmt.AppendAlloc(b, 1, "a", "malloc", 9, 1, 1, 0x10)

@@ -2,6 +2,7 @@ package procreport
 
 import (
 	"errors"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ const nobody = 65534
 func simulateSudo(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("simulating sudo needs root")
+		bpftest.Unavailable(t, "simulating sudo needs root")
 	}
 	t.Setenv("SUDO_UID", "65534")
 	t.Setenv("SUDO_GID", "65534")

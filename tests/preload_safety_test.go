@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -89,11 +90,11 @@ func preloadPublicDir(t *testing.T) string {
 // user's groups, and the log is created as that user.
 func TestPreloadSudoRunsAsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: memtrace must be root for there to be root to drop")
+		bpftest.Unavailable(t, "needs root: memtrace must be root for there to be root to drop")
 	}
 	u, err := user.LookupId(nobody)
 	if err != nil {
-		t.Skipf("no user %s here", nobody)
+		bpftest.Unavailable(t, "no user %s here", nobody)
 	}
 	gids, err := u.GroupIds()
 	if err != nil {

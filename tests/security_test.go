@@ -7,6 +7,7 @@ package tests
 
 import (
 	"bytes"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,7 @@ var sudoEnv = []string{"SUDO_UID=" + nobody, "SUDO_GID=" + nobody}
 func sudoDir(t *testing.T, mode os.FileMode, uid int) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("simulating sudo needs root")
+		bpftest.Unavailable(t, "simulating sudo needs root")
 	}
 	dir, err := os.MkdirTemp("", "memtrace-sudo")
 	if err != nil {

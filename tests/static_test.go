@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"debug/elf"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +34,7 @@ var staticProgs = []struct{ name, compiler string }{
 func staticProg(t *testing.T, name, compiler string) string {
 	t.Helper()
 	if _, err := exec.LookPath(compiler); err != nil {
-		t.Skipf("%s is not installed (make deps installs it)", compiler)
+		bpftest.Unavailable(t, "%s is not installed (make deps installs it)", compiler)
 	}
 	exe := filepath.Join(need(t, "tests/progs/build"), name)
 	f, err := elf.Open(exe)

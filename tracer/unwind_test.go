@@ -5,6 +5,7 @@ package tracer
 import (
 	"debug/elf"
 	"encoding/binary"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -78,7 +79,7 @@ func libcPath(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no glibc to build a table of")
+	bpftest.Unavailable(t, "no glibc to build a table of")
 	return ""
 }
 

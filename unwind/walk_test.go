@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,7 @@ func requireTool(t testing.TB, name string, cross bool) string {
 	if os.Getenv("MEMTRACE_REQUIRE_CROSS") == "1" {
 		t.Fatalf("%s is missing but MEMTRACE_REQUIRE_CROSS=1: run make deps", name)
 	}
-	t.Skipf("%s not installed", name)
+	bpftest.Unavailable(t, "%s not installed", name)
 	return ""
 }
 

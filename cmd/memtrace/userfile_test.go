@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 
 func TestCreateLogUnderSudo(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("simulating sudo needs root")
+		bpftest.Unavailable(t, "simulating sudo needs root")
 	}
 	t.Setenv("SUDO_UID", "65534")
 	t.Setenv("SUDO_GID", "65534")
@@ -73,7 +74,7 @@ func TestOwnDescriptor(t *testing.T) {
 // gave memtrace to read.
 func TestCreateLogOwnDescriptorUnderSudo(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("simulating sudo needs root")
+		bpftest.Unavailable(t, "simulating sudo needs root")
 	}
 	t.Setenv("SUDO_UID", "65534")
 	t.Setenv("SUDO_GID", "65534")

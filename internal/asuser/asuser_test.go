@@ -2,6 +2,7 @@ package asuser
 
 import (
 	"errors"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ const nobody = 65534
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("changing credentials needs root")
+		bpftest.Unavailable(t, "changing credentials needs root")
 	}
 }
 

@@ -3,6 +3,7 @@ package units
 import (
 	"context"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,7 @@ func TestBytesMatchHeaptrackPrint(t *testing.T) {
 		case os.Getenv("CI") != "":
 			t.Fatalf("%s is not installed (make deps installs it)", name)
 		default:
-			t.Skipf("%s is not installed (make deps installs it)", name)
+			bpftest.Unavailable(t, "%s is not installed (make deps installs it)", name)
 		}
 	}
 	heaptrack, print, cc := tools[0], tools[1], tools[2]
