@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/internal/prof"
 	"io"
 	"os"
 	"runtime"
@@ -56,7 +57,7 @@ func main() {
 		runWatchdog()
 		return
 	}
-	code := realMain(os.Args[1:], os.Stderr)
+	code := prof.Do(func() int { return realMain(os.Args[1:], os.Stderr) })
 	// The watchdog's pipe closes with the process, not before.
 	runtime.KeepAlive(watchdogPipe)
 	os.Exit(code)
