@@ -14,10 +14,8 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/launch"
 )
-
-// version is stamped into every log header.
-const version = cli.Version
 
 type options struct {
 	output       string
@@ -48,19 +46,42 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// The re-exec entry points must be here, in the executable's own main and
+// init: memtrace re-executes itself (os.Executable) as the exec shim and as
+// the watchdog, and only main sees os.Args before anything else runs. The
+// shim's probes are bound to its thread-group leader task, so PROG must be
+// exec'd from the main thread: runtime.LockOSThread in an init function
+// keeps main there (a package's init elsewhere would lock it in every
+// program that imports the package).
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == launch.ShimArg {
+		runtime.LockOSThread()
+	}
+}
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == shimArg {
-		runShim()
+	if len(os.Args) > 1 && os.Args[1] == launch.ShimArg {
+		launch.RunShim()
 		return
 	}
-	if len(os.Args) > 1 && os.Args[1] == watchdogArg {
-		runWatchdog()
+	if len(os.Args) > 1 && os.Args[1] == launch.WatchdogArg {
+		launch.RunWatchdog()
 		return
 	}
-	code := prof.Do(func() int { return realMain(os.Args[1:], os.Stderr) })
-	// The watchdog's pipe closes with the process, not before.
-	runtime.KeepAlive(watchdogPipe)
-	os.Exit(code)
+	os.Exit(prof.Do(func() int { return realMain(os.Args[1:], os.Stderr) }))
+}
+
+// run traces o: through the LD_PRELOAD library with --preload, else with
+// eBPF, which falls back to the library where eBPF is unavailable.
+func run(o *options, stderr io.Writer) (int, error) {
+	if o.preload {
+		return runPreload(o, stderr)
+	}
+	return launch.Run(launch.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, Listen: o.listen,
+		MinSize: o.minSize, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
+		StackUnwind: o.stackUnwind, Follow: o.follow, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
+		Interval: o.interval, PeakTopN: o.peakTopN, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
+		Verbose: o.verbose}, stderr, func() (int, error) { return runPreload(o, stderr) })
 }
 
 func realMain(args []string, stderr io.Writer) int {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/launch"
 	"github.com/memtrace/memtrace/procreport"
 
 	preload "github.com/memtrace/memtrace/fallback-preload"
@@ -32,17 +33,17 @@ func runPreload(o *options, stderr io.Writer) (int, error) {
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
 		// Under sudo the log is created as the user behind it.
-		OpenLog: createLog,
+		OpenLog: launch.CreateLog,
 	}
 	if o.listen != "" {
 		opts.Listen = o.listen // ADDR:PORT; --port made it 127.0.0.1:PORT
 	}
 	// Under sudo the program runs as the user behind it, exactly as in
 	// eBPF mode (the shim's dropTo): never as root.
-	if cred, ok, err := sudoCredential(); err != nil {
+	if cred, ok, err := launch.SudoCredential(); err != nil {
 		return 1, err
 	} else if ok {
-		uid, gid, groups, err := parseCred(cred)
+		uid, gid, groups, err := launch.ParseCred(cred)
 		if err != nil {
 			return 1, err
 		}

@@ -1,4 +1,4 @@
-package main
+package launch
 
 import (
 	"github.com/memtrace/memtrace/internal/bpftest"
@@ -25,7 +25,7 @@ func TestCreateLogUnderSudo(t *testing.T) {
 	os.Chmod(shared, 0o777)
 
 	p := filepath.Join(shared, "app.log")
-	f, err := createLog(p)
+	f, err := CreateLog(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,20 +36,20 @@ func TestCreateLogUnderSudo(t *testing.T) {
 	}
 
 	private := filepath.Join(t.TempDir(), "app.log") // root's 0700 directory
-	_, err = createLog(private)
+	_, err = CreateLog(private)
 	want := "create log " + private + ": permission denied; under sudo the log is created as the user who ran sudo: give a path that user can write"
 	if err == nil || err.Error() != want {
 		t.Errorf("log in root's directory: %v\nwant %s", err, want)
 	}
 
 	t.Setenv("SUDO_UID", "")
-	f, err = createLog(private)
+	f, err = CreateLog(private)
 	if err != nil {
 		t.Fatalf("without sudo, root's own directory: %v", err)
 	}
 	f.Close()
 	t.Setenv("SUDO_UID", "x1")
-	if _, err := createLog(filepath.Join(shared, "other.log")); err == nil || !strings.Contains(err.Error(), `SUDO_UID="x1" is not a user ID`) {
+	if _, err := CreateLog(filepath.Join(shared, "other.log")); err == nil || !strings.Contains(err.Error(), `SUDO_UID="x1" is not a user ID`) {
 		t.Errorf("bad SUDO_UID: %v", err)
 	}
 }
@@ -83,7 +83,7 @@ func TestCreateLogOwnDescriptorUnderSudo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	f, err := createLog("/dev/fd/" + strconv.Itoa(int(w.Fd())))
+	f, err := CreateLog("/dev/fd/" + strconv.Itoa(int(w.Fd())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +102,13 @@ func TestCreateLogOwnDescriptorUnderSudo(t *testing.T) {
 	}
 	defer in.Close()
 	p := "/proc/self/fd/" + strconv.Itoa(int(in.Fd()))
-	if _, err := createLog(p); err == nil || !strings.Contains(err.Error(), "is not open for writing") {
+	if _, err := CreateLog(p); err == nil || !strings.Contains(err.Error(), "is not open for writing") {
 		t.Errorf("read-only descriptor: %v", err)
 	}
 	if b, _ := os.ReadFile(ro); string(b) != "keep" {
 		t.Errorf("the read-only file became %q", b)
 	}
-	if _, err := createLog("/dev/fd/987"); err == nil || !strings.Contains(err.Error(), "descriptor 987 is not open") {
+	if _, err := CreateLog("/dev/fd/987"); err == nil || !strings.Contains(err.Error(), "descriptor 987 is not open") {
 		t.Errorf("closed descriptor: %v", err)
 	}
 }

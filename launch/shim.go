@@ -1,9 +1,8 @@
-package main
+package launch
 
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,25 +10,22 @@ import (
 	"github.com/memtrace/memtrace/internal/asuser"
 )
 
-// shimArg marks memtrace re-executed as the launcher shim: it waits on fd 3
-// until the probes are attached, drops root if asked, and execs PROG, which
-// keeps the PID the probes were attached to.
-const shimArg = "__memtrace_exec_shim"
+// ShimArg, as os.Args[1], marks memtrace re-executed as the launcher shim:
+// it waits on fd 3 until the probes are attached, drops root if asked, and
+// execs PROG, which keeps the PID the probes were attached to. The
+// executable's main calls RunShim then, and nothing else.
+const ShimArg = "__memtrace_exec_shim"
 
 // shimCredEnv carries "uid:gid:g1,g2" of the user behind sudo to the shim.
 const shimCredEnv = "MEMTRACE_SHIM_CRED"
 
-// The probes are bound to the shim's thread-group leader task. An exec from
-// any other thread would hand the PID to a different task and leave the
-// probes on a dead one, so the shim keeps main on the main thread: an init
-// function's LockOSThread does that.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == shimArg {
-		runtime.LockOSThread()
-	}
-}
-
-func runShim() {
+// RunShim is the shim's whole life; it does not return. The probes are
+// bound to the shim's thread-group leader task, and an exec from any other
+// thread would hand the PID to a different task and leave the probes on a
+// dead one: the caller must run it on the main thread, which an init
+// function's runtime.LockOSThread in package main ensures (see
+// cmd/memtrace).
+func RunShim() {
 	if len(os.Args) < 4 {
 		os.Exit(127)
 	}
@@ -75,7 +71,7 @@ func withoutEnv(env []string, key string) []string {
 }
 
 func dropTo(cred string) error {
-	uid, gid, groups, err := parseCred(cred)
+	uid, gid, groups, err := ParseCred(cred)
 	if err != nil {
 		return err
 	}
@@ -91,8 +87,8 @@ func dropTo(cred string) error {
 	return nil
 }
 
-// parseCred reads a sudoCredential string: uid, gid and groups.
-func parseCred(cred string) (uid, gid int, groups []int, err error) {
+// ParseCred reads a SudoCredential string: uid, gid and groups.
+func ParseCred(cred string) (uid, gid int, groups []int, err error) {
 	parts := strings.SplitN(cred, ":", 3)
 	if len(parts) != 3 {
 		return 0, 0, nil, fmt.Errorf("bad credential %q", cred)
@@ -110,10 +106,10 @@ func parseCred(cred string) (uid, gid int, groups []int, err error) {
 	return uid, gid, groups, nil
 }
 
-// sudoCredential returns the user behind sudo, with their supplementary
+// SudoCredential returns the user behind sudo, with their supplementary
 // groups, when memtrace runs as root under sudo: asuser.Invoker decides,
 // the one place that does.
-func sudoCredential() (string, bool, error) {
+func SudoCredential() (string, bool, error) {
 	u, ok, err := asuser.Invoker()
 	if err != nil || !ok {
 		return "", false, err

@@ -1,4 +1,4 @@
-package main
+package launch
 
 import (
 	"fmt"
@@ -12,7 +12,8 @@ import (
 	"github.com/memtrace/memtrace/tracer"
 )
 
-// watchdogArg marks memtrace re-executed as its watchdog. The kernel side
+// WatchdogArg, as os.Args[1], marks memtrace re-executed as its watchdog,
+// whose main calls RunWatchdog. The kernel side
 // stops processes (a forked child before its first instruction, a process
 // at exec) until the agent has probed them; if memtrace dies in between,
 // even by SIGKILL, nothing would ever resume them. The watchdog holds the
@@ -20,7 +21,7 @@ import (
 // to: when the pipe closes, memtrace is gone (its descriptors, and with
 // them its BPF links, are closed by the kernel), and the watchdog resumes
 // every process still held.
-const watchdogArg = "__memtrace_watchdog"
+const WatchdogArg = "__memtrace_watchdog"
 
 // watchdogRounds: the pipe may close before the last link does (the kernel
 // closes a dying process's descriptors one by one, and a link's programs
@@ -53,7 +54,7 @@ func startWatchdog(holdFD int) (*os.File, error) {
 		return nil, fmt.Errorf("create the watchdog pipe: %w", err)
 	}
 	defer r.Close()
-	cmd := exec.Command(self, watchdogArg)
+	cmd := exec.Command(self, WatchdogArg)
 	cmd.ExtraFiles = []*os.File{r, hold}
 	// Its own session: a Ctrl-C or a kill of memtrace's process group
 	// must not take it along. No standard streams: a pipe the program
@@ -68,8 +69,9 @@ func startWatchdog(holdFD int) (*os.File, error) {
 	return w, nil
 }
 
-// runWatchdog waits for memtrace to go, then resumes what it held.
-func runWatchdog() {
+// RunWatchdog waits for memtrace to go, then resumes what it held; it does
+// not return.
+func RunWatchdog() {
 	pipe := os.NewFile(3, "memtrace-watchdog")
 	var b [64]byte
 	for {

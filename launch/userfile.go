@@ -1,4 +1,4 @@
-package main
+package launch
 
 import (
 	"errors"
@@ -14,13 +14,13 @@ import (
 	"github.com/memtrace/memtrace/internal/asuser"
 )
 
-// createLog creates the -o log. Under sudo it is created as the user who
+// CreateLog creates the -o log. Under sudo it is created as the user who
 // ran sudo, so the log is theirs and the kernel applies that user's rights
 // to the path: a symlink planted in a shared directory, or a directory the
 // user may not write, fails as it would without sudo instead of letting
 // root overwrite what it points at. It has the shape of
 // preload.Options.OpenLog so the LD_PRELOAD path can use it too.
-func createLog(path string) (*os.File, error) {
+func CreateLog(path string) (*os.File, error) {
 	_, sudo, err := asuser.Invoker()
 	if err != nil {
 		return nil, fmt.Errorf("create log %s: %w", path, err)

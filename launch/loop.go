@@ -1,0 +1,387 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/procreport"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// loop reads events until done says to stop, then drains what is left.
+type loop struct {
+	o       *Options
+	tr      tracerAPI
+	fd      *fdtrace.Tracer // nil unless --track has fd, dmabuf or ion
+	fdEvs   chan fdtrace.Event
+	sess    *agent.Session
+	out     io.WriteCloser
+	stderr  io.Writer
+	start   uint64
+	mu      sync.Mutex   // guards pids: the launch waiter reads it too
+	pids    map[int]bool // traced processes still alive
+	lost    uint64
+	started time.Time
+	// libs lists what a freshly exec'd image's allocations go through;
+	// launchLibs, replaced by the unit tests.
+	libs func(exe string) []string
+}
+
+// onProcess probes a forked child (stopped by the kernel side until now)
+// or a freshly exec'd image, then lets a held process go.
+func (l *loop) onProcess(e *tracer.Event) {
+	pid := int(e.TGID)
+	switch e.Kind {
+	case tracer.KindFork:
+		pid = int(e.Ptr)
+		l.mu.Lock()
+		l.pids[pid] = true
+		l.mu.Unlock()
+		l.addPID(pid)
+		// The child's mappings are its parent's: the same libraries.
+		if _, err := l.tr.ScanProcess(pid); err != nil {
+			l.untraced(pid, err)
+		}
+		// Read now, while it is held: a frame whose VMA the kernel
+		// side could not read resolves through this record, and a
+		// short-lived child is gone by the time its stacks are written.
+		l.sess.KnownProcess(pid, false)
+	case tracer.KindExec:
+		// Read now, while the process is held: a short-lived program
+		// may be gone by the time its events come out of the queue.
+		l.sess.KnownProcess(pid, false)
+		for _, lib := range l.libs("/proc/" + strconv.Itoa(pid) + "/exe") {
+			if _, err := l.tr.AttachLibrary(pid, lib); err != nil {
+				l.untraced(pid, err)
+				break
+			}
+			l.sess.KnownFile(lib)
+		}
+	}
+	if e.Flags&tracer.FlagHeld != 0 {
+		if e.Kind == tracer.KindFork {
+			// The child stops itself on its way out of fork; a
+			// SIGCONT before that would be lost and leave it stopped.
+			waitStopped(pid, 2*time.Second)
+		}
+		if err := l.tr.Resume(pid); err != nil && l.o.Verbose {
+			fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
+		}
+	}
+}
+
+// untraced gives up on a process that could not be probed (often: out of
+// file descriptors, each link is one) and says so in the log, so that the
+// report can tell a quiet process from an untraced one. Its partial probes
+// go: half-probed, it would log frees without their mallocs.
+func (l *loop) untraced(pid int, err error) {
+	l.tr.ReleaseProcess(pid)
+	l.mu.Lock()
+	delete(l.pids, pid)
+	l.mu.Unlock()
+	l.sess.Line(logfmt.AppendProc(nil, logfmt.Proc{Event: logfmt.ProcUntraced, PID: int64(pid),
+		TS: (monoNow() - l.start) / 1000, Reason: err.Error()}))
+	fmt.Fprintf(l.stderr, "memtrace: process %d is not traced: %v\n", pid, err)
+}
+
+// released drops an exited process's probes once the whole process is gone
+// (its main thread may exit before the others).
+func (l *loop) released(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		l.tr.ReleaseProcess(pid) // gone, and reaped
+		return
+	}
+	if err != nil {
+		// Out of descriptors, say: ask /proc until it is a zombie.
+		go func() {
+			for processAlive(pid) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			l.tr.ReleaseProcess(pid)
+		}()
+		return
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		l.tr.ReleaseProcess(pid)
+	}()
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
+}
+
+func newLoop(o *Options, tr tracerAPI, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
+	l := &loop{o: o, tr: tr, out: out, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(), libs: launchLibs}
+	l.sess = agent.New(agent.Config{Out: out, MinSize: o.MinSize, TrackThreads: o.TrackThreads, StartNS: start,
+		StackDepth: o.StackDepth, OnProcess: l.onProcess,
+		ProcessExited: func(pid uint32) {
+			l.mu.Lock()
+			delete(l.pids, int(pid))
+			l.mu.Unlock()
+			l.released(int(pid))
+			if l.fd != nil {
+				l.fd.RemoveProcess(int(pid))
+			}
+		},
+		Track: o.Track, MmapFiles: o.MmapFiles, Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN})
+	if o.ReportDir != "" {
+		l.sess.OnProcessReport = func(r *agent.ProcessReport) {
+			txt, _, err := procreport.Write(o.ReportDir, r)
+			if err != nil {
+				fmt.Fprintf(stderr, "memtrace: %v\n", err)
+			} else if o.Verbose {
+				fmt.Fprintf(stderr, "memtrace: wrote %s\n", txt)
+			}
+		}
+	}
+	return l
+}
+
+// startFD starts descriptor tracing when --track asks for it; its events
+// come through a channel from their own reader.
+func (l *loop) startFD() error {
+	if !l.o.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
+		return nil
+	}
+	fd, err := fdtrace.New(fdtrace.Options{Track: l.o.Track, StackDepth: l.o.StackDepth})
+	if err != nil {
+		return err
+	}
+	l.fd = fd
+	l.fdEvs = make(chan fdtrace.Event, 4096)
+	go func() {
+		for {
+			err := fd.Read(func(e *fdtrace.Event) { l.fdEvs <- *e })
+			if err != nil {
+				close(l.fdEvs)
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// addPID traces pid's descriptors too.
+func (l *loop) addPID(pid int) {
+	if l.fd != nil {
+		if err := l.fd.AddProcess(pid); err != nil {
+			fmt.Fprintf(l.stderr, "memtrace: trace descriptors of process %d: %v\n", pid, err)
+		}
+	}
+}
+
+func (l *loop) takeFD() {
+	if l.fdEvs == nil {
+		return
+	}
+	for {
+		select {
+		case e, ok := <-l.fdEvs:
+			if !ok {
+				l.fdEvs = nil
+				return
+			}
+			l.sess.AddFD(&e)
+		default:
+			return
+		}
+	}
+}
+
+// waitStopped waits until pid is in the stopped state (or gone).
+func waitStopped(pid int, limit time.Duration) {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		// pid (comm) STATE ...: comm may hold spaces and parentheses.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+			if st := b[i+2]; st == 'T' || st == 't' || st == 'Z' || st == 'X' {
+				return
+			}
+		}
+	}
+}
+
+// othersAlive reports whether traced processes other than main are still
+// running (followed children).
+func (l *loop) othersAlive(main int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for pid := range l.pids {
+		if pid != main {
+			if err := syscall.Kill(pid, 0); err == nil {
+				return true
+			}
+			delete(l.pids, pid)
+		}
+	}
+	return false
+}
+
+func (l *loop) header(pids []int, comm, cmdline string) {
+	h := logfmt.Header{Version: cli.Version, PIDs: make([]int64, len(pids)), Comm: comm, Cmd: cmdline,
+		Start: l.started, Mode: logfmt.ModeBPF, Probes: "uprobe"}
+	for i, p := range pids {
+		h.PIDs[i] = int64(p)
+	}
+	h.PID = h.PIDs[0]
+	if l.tr.Session() {
+		h.Probes = "uprobe_session"
+	} else if l.tr.Multi() {
+		h.Probes = "uprobe_multi"
+	}
+	if fb := l.tr.FellBack(); len(fb) > 0 {
+		h.Singlestep = fb
+		fmt.Fprintf(l.stderr, "memtrace: warning: no emulated instruction to probe in %s: probing the first instruction, which the kernel single-steps (slower)\n", strings.Join(fb, ", "))
+	}
+	l.sess.Line(logfmt.AppendHeader(nil, h))
+	l.sess.Flush()
+}
+
+func (l *loop) closeFD() {
+	if l.fd != nil {
+		l.fd.Close()
+	}
+}
+
+func (l *loop) checkLost() {
+	n := l.tr.Lost()
+	if l.fd != nil {
+		n += l.fd.Lost()
+	}
+	if n > l.lost {
+		l.sess.Lost(n-l.lost, monoNow())
+		l.lost = n
+	}
+}
+
+// run reads until stop is closed, rescanning the targets' libraries now and
+// then so that a dlopen'ed allocator is probed too.
+func (l *loop) run(stop <-chan struct{}) error {
+	lastScan := time.Now()
+	lastFlush := time.Now()
+	lastSnap := time.Now()
+	for {
+		select {
+		case <-stop:
+			return l.finish()
+		default:
+		}
+		if err := l.tr.Read(l.sess); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return l.finish()
+			}
+			return fmt.Errorf("read ring buffer: %w", err)
+		}
+		l.takeFD()
+		l.sess.Drain(false)
+		if l.o.Interval > 0 && time.Since(lastSnap) >= l.o.Interval {
+			l.sess.Snapshot(monoNow())
+			lastSnap = time.Now()
+		}
+		if time.Since(lastFlush) > 100*time.Millisecond {
+			l.checkLost()
+			if err := l.sess.Flush(); err != nil {
+				return fmt.Errorf("write log: %w", err)
+			}
+			lastFlush = time.Now()
+		}
+		if time.Since(lastScan) > 250*time.Millisecond {
+			l.mu.Lock()
+			pids := make([]int, 0, len(l.pids))
+			for pid := range l.pids {
+				pids = append(pids, pid)
+			}
+			l.mu.Unlock()
+			for _, pid := range pids {
+				if _, err := l.tr.ScanProcess(pid); err != nil && l.o.Verbose {
+					fmt.Fprintf(l.stderr, "memtrace: rescan process %d: %v\n", pid, err)
+				}
+				l.sess.KnownProcess(pid, false)
+			}
+			lastScan = time.Now()
+		}
+		if err := l.sess.Err(); err != nil {
+			return fmt.Errorf("write log: %w", err)
+		}
+	}
+}
+
+func (l *loop) finish() error {
+	// Probes off first: a target still running (Ctrl-C, or -p) would
+	// otherwise keep the ring from ever being empty. Everything before is
+	// in the ring by now; read until it is.
+	l.sess.Cutoff(monoNow())
+	l.tr.Detach()
+	if l.o.Verbose {
+		for _, p := range l.tr.ProgramStats() {
+			fmt.Fprintf(l.stderr, "memtrace: program %s: %d runs, %d ns a run\n", p.Name, p.Runs, p.Runtime.Nanoseconds()/int64(p.Runs))
+		}
+		if rows, capacity, tables := l.tr.UnwindUsage(); tables > 0 {
+			fmt.Fprintf(l.stderr, "memtrace: unwind tables: %d files, %d of %d rows\n", tables, rows, capacity)
+		}
+		var ru unix.Rusage
+		if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+			fmt.Fprintf(l.stderr, "memtrace: own CPU %.3f s (user %.3f, system %.3f) in %.3f s\n",
+				float64(ru.Utime.Nano()+ru.Stime.Nano())/1e9, float64(ru.Utime.Nano())/1e9, float64(ru.Stime.Nano())/1e9, time.Since(l.started).Seconds())
+		}
+	}
+	for {
+		before := l.sess.Received()
+		if err := l.tr.Read(l.sess); err != nil {
+			break
+		}
+		if l.sess.Received() == before {
+			break
+		}
+	}
+	if l.fd != nil {
+		time.Sleep(tracer.PollInterval) // let the descriptor reader catch up
+		l.takeFD()
+	}
+	l.sess.Drain(true)
+	l.sess.FinalReports()
+	l.checkLost()
+	st := l.sess.Stats
+	l.sess.Line(logfmt.AppendSummary(nil, logfmt.Summary{Events: st.Events, Allocs: st.Allocs, Frees: st.Frees,
+		Lost: st.Lost, DurationUS: time.Since(l.started).Microseconds()}))
+	if err := l.sess.Flush(); err != nil {
+		return fmt.Errorf("write log: %w", err)
+	}
+	if st.Lost > 0 {
+		fmt.Fprintf(l.stderr, "memtrace: %d records lost: the reader fell behind; raise --buffer-size\n", st.Lost)
+	}
+	return nil
+}

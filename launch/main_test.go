@@ -1,0 +1,161 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// The test binary stands in for memtrace where launch re-executes itself
+// (os.Executable): as the exec shim and as the watchdog, with the same
+// init lock cmd/memtrace's main has, so that launch runs end to end
+// without a memtrace binary.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == ShimArg {
+		runtime.LockOSThread()
+	}
+}
+
+// helperEnv makes the test binary run one check as a helper process (for
+// another user's view of /proc) and print its error.
+const helperEnv = "MEMTRACE_LAUNCH_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case ShimArg:
+			RunShim()
+		case WatchdogArg:
+			RunWatchdog()
+		}
+	}
+	if h := os.Getenv(helperEnv); h != "" {
+		pid, _ := strconv.Atoi(h)
+		fmt.Print(checkAttachable(pid))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fakeTracer is the eBPF tracer's part that the loop talks to, fed events
+// by the test and recording what the loop asked of it.
+type fakeTracer struct {
+	mu       sync.Mutex
+	queue    []tracer.Event
+	closed   bool
+	lost     uint64
+	session  bool
+	multi    bool
+	fellBack []string
+	scanErr  map[int]error
+	scanned  []string // what ScanProcess reports as probed
+	attachOK bool
+	attachE  error
+	addErr   error
+	calls    []string
+}
+
+func newFake() *fakeTracer {
+	return &fakeTracer{scanErr: map[int]error{}, attachOK: true, session: true, multi: true}
+}
+
+func (f *fakeTracer) call(format string, a ...any) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fmt.Sprintf(format, a...))
+	f.mu.Unlock()
+}
+
+// push queues events for the next Read.
+func (f *fakeTracer) push(evs ...tracer.Event) {
+	f.mu.Lock()
+	f.queue = append(f.queue, evs...)
+	f.mu.Unlock()
+}
+
+func (f *fakeTracer) setLost(n uint64) {
+	f.mu.Lock()
+	f.lost = n
+	f.mu.Unlock()
+}
+
+// Read hands over what is queued, as the ring reader does; with nothing
+// queued it waits a little, as the real one waits for PollInterval.
+func (f *fakeTracer) Read(h tracer.Handler) error {
+	f.mu.Lock()
+	evs, closed := f.queue, f.closed
+	f.queue = nil
+	f.mu.Unlock()
+	for i := range evs {
+		h.Event(&evs[i])
+	}
+	if len(evs) == 0 {
+		if closed {
+			return ringbuf.ErrClosed
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+func (f *fakeTracer) Lost() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost
+}
+func (f *fakeTracer) Session() bool      { return f.session }
+func (f *fakeTracer) Multi() bool        { return f.multi }
+func (f *fakeTracer) FellBack() []string { return f.fellBack }
+func (f *fakeTracer) AddProcess(pid int) error {
+	f.call("add %d", pid)
+	return f.addErr
+}
+func (f *fakeTracer) ScanProcess(pid int) ([]string, error) {
+	f.call("scan %d", pid)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.scanErr[pid]; err != nil {
+		return nil, err
+	}
+	return f.scanned, nil
+}
+func (f *fakeTracer) AttachLibrary(pid int, path string) (bool, error) {
+	f.call("attach %d %s", pid, path)
+	return f.attachOK, f.attachE
+}
+func (f *fakeTracer) Resume(pid int) error { f.call("resume %d", pid); return nil }
+func (f *fakeTracer) ReleaseProcess(pid int) {
+	f.call("release %d", pid)
+}
+func (f *fakeTracer) Detach() { f.call("detach") }
+func (f *fakeTracer) ProgramStats() []tracer.ProgramStat {
+	return []tracer.ProgramStat{{Name: "mt_fake", Runs: 4, Runtime: 400 * time.Nanosecond}}
+}
+func (f *fakeTracer) UnwindUsage() (uint32, uint32, int) { return 0, 0, 0 }
+
+// callList is the calls so far.
+func (f *fakeTracer) callList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// waitCall waits (bounded) until the fake has seen call c.
+func (f *fakeTracer) waitCall(t *testing.T, c string) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		for _, got := range f.callList() {
+			if got == c {
+				return
+			}
+		}
+	}
+	t.Fatalf("no %q call in 5 s; calls: %q", c, f.callList())
+}

@@ -1,0 +1,157 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// Options is what memtrace's command line asks of an eBPF run.
+type Options struct {
+	// Argv is the program to start (-- PROG ARGS); PIDs the processes to
+	// attach to (-p). Exactly one of them is set.
+	Argv []string
+	PIDs []int
+	// Output is the -o file ("" for stderr); Listen, if set, serves the
+	// log to one viewer on ADDR:PORT instead.
+	Output string
+	Listen string
+
+	MinSize      uint64
+	StackDepth   int
+	StackThreads []string
+	TrackThreads []string
+	StackUnwind  string // "dwarf" or "fp"
+	Follow       bool
+	Track        config.Track
+	MmapFiles    bool
+	ReportDir    string
+	Interval     time.Duration
+	PeakTopN     int
+	RingBytes    int
+	Floor        bool
+	NoMulti      bool
+	Verbose      bool
+}
+
+// tracerAPI is what the launcher, the attacher and the event loop use of
+// the eBPF tracer: *tracer.Tracer in memtrace, a fake in the unit tests,
+// which feed the loop events no kernel produced.
+type tracerAPI interface {
+	Read(h tracer.Handler) error
+	Lost() uint64
+	Session() bool
+	Multi() bool
+	FellBack() []string
+	AddProcess(pid int) error
+	ScanProcess(pid int) ([]string, error)
+	AttachLibrary(pid int, path string) (bool, error)
+	Resume(pid int) error
+	ReleaseProcess(pid int)
+	Detach()
+	ProgramStats() []tracer.ProgramStat
+	UnwindUsage() (rows, capacity uint32, tables int)
+}
+
+var _ tracerAPI = (*tracer.Tracer)(nil)
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// bpfProblem says why eBPF cannot be used here, before anything is started.
+func bpfProblem() error {
+	if os.Getenv("MEMTRACE_TEST_NO_BPF") == "1" {
+		// Tests only: the automatic fallback on a machine with BPF.
+		return fmt.Errorf("%w: MEMTRACE_TEST_NO_BPF=1 is set (a test hook)", tracer.ErrUnavailable)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: loading BPF programs needs root (CAP_BPF and CAP_PERFMON): run memtrace with sudo", tracer.ErrUnavailable)
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return fmt.Errorf("%w: this kernel has no BTF (/sys/kernel/btf/vmlinux): use a kernel built with CONFIG_DEBUG_INFO_BTF", tracer.ErrUnavailable)
+	}
+	return nil
+}
+
+// Run traces o.Argv (started here) or o.PIDs (attached to) with the eBPF
+// tracer until they end or Ctrl-C, and returns memtrace's exit status:
+// the program's, 128+N for a signal. Where eBPF is unavailable and a
+// program is to be started, it says so in one notice and returns
+// fallback's result (the LD_PRELOAD path, which main wires).
+func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error) {
+	if len(o.Argv) > 0 {
+		if _, err := exec.LookPath(o.Argv[0]); err != nil {
+			return 127, fmt.Errorf("cannot run %s: %w: check the program's path", o.Argv[0], unwrapExecErr(err))
+		}
+	}
+	if err := bpfProblem(); err != nil {
+		if len(o.Argv) > 0 {
+			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
+			return fallback()
+		}
+		return 1, err
+	}
+	for _, pid := range o.PIDs {
+		if err := checkAttachable(pid); err != nil {
+			return 1, err
+		}
+	}
+	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
+		StackDepth: o.StackDepth, StackThreads: o.StackThreads, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
+		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, Logf: verboseLogf(o.Verbose, stderr)})
+	if err != nil {
+		if errors.Is(err, tracer.ErrUnavailable) && len(o.Argv) > 0 {
+			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
+			return fallback()
+		}
+		return 1, err
+	}
+	defer tr.Close()
+	catchInterrupts()
+	if o.Follow || len(o.Argv) > 0 {
+		// Only the kernel closes this pipe, at memtrace's exit: the
+		// watchdog must not resume anything while memtrace may still
+		// hold a process.
+		if watchdogPipe, err = startWatchdog(tr.HoldFD()); err != nil {
+			return 1, err
+		}
+		defer runtime.KeepAlive(watchdogPipe)
+	}
+	if len(o.Argv) > 0 {
+		return launch(&o, tr, stderr)
+	}
+	return 0, attach(&o, tr, stderr)
+}
+
+// verboseLogf is the tracer's -v output (unwind tables built), or nil.
+func verboseLogf(verbose bool, w io.Writer) func(string, ...any) {
+	if !verbose {
+		return nil
+	}
+	return func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+}
+
+// watchdogPipe is memtrace's end of the watchdog's pipe, kept open (and
+// reachable, so no finalizer closes it) for memtrace's whole life, also
+// after Run returns: a package variable is never collected.
+var watchdogPipe *os.File
+
+func unwrapExecErr(err error) error {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err
+	}
+	return err
+}
