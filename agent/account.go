@@ -60,9 +60,9 @@ func (s *Session) StackText(id uint64, max int) string {
 			parts = append(parts, "...")
 			break
 		}
-		name := f.symbol
+		name := f.Symbol
 		if name == "" {
-			name = displayPath(f.module)
+			name = displayPath(f.Module)
 		} else {
 			name = symbols.Demangle(name)
 		}

@@ -9,8 +9,9 @@ import (
 	"github.com/memtrace/memtrace/tracer"
 )
 
-// The session's [memtrace] lines, read back with logfmt's typed parsers:
-// each carries exactly what the events said, in logfmt's layout.
+// The session's [memtrace] lines (stack lines too), read back with
+// logfmt's typed parsers: each carries exactly what the events said, in
+// logfmt's layout.
 func TestSessionMetaLines(t *testing.T) {
 	var buf bytes.Buffer
 	const start = 1_000_000_000
@@ -25,7 +26,12 @@ func TestSessionMetaLines(t *testing.T) {
 	exit.TGID = 7
 	alloc := ev(at(30), 7, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 64, "child prog")
 	alloc.TGID = 7
-	for _, e := range []*tracer.Event{ev(at(5), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20, 8, "main"), fork, exec, alloc, exit} {
+	// A stack cut at --stack-depth, and one the tracer never sent.
+	s.Stack(&tracer.Stack{ID: 5, TGID: 7, Stop: tracer.StopDepth, Frames: []tracer.Frame{{Addr: 0x1000}}})
+	alloc.Stack = 5
+	free := ev(at(35), 7, tracer.KindFree, logfmt.OpFree, 0x10, 0, "child prog")
+	free.TGID, free.Stack = 7, 6
+	for _, e := range []*tracer.Event{ev(at(5), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20, 8, "main"), fork, exec, alloc, free, exit} {
 		s.Add(e)
 	}
 	s.Drain(true)
@@ -59,6 +65,10 @@ func TestSessionMetaLines(t *testing.T) {
 			var x logfmt.Lost
 			x, err = logfmt.ParseLost(l.Rest)
 			v, again = x, logfmt.AppendLost(nil, x)
+		case logfmt.WordStack:
+			var x logfmt.Stack
+			x, err = logfmt.ParseStack(l.Rest)
+			v, again = x, logfmt.AppendStack(nil, x)
 		default:
 			t.Fatalf("unexpected line %q", sc.Line())
 		}
@@ -75,11 +85,16 @@ func TestSessionMetaLines(t *testing.T) {
 		logfmt.Proc{Event: logfmt.ProcFork, PID: 7, PPID: 1, TS: 10},
 		logfmt.Proc{Event: logfmt.ProcExec, PID: 7, TS: 20, Comm: "child prog"},
 		logfmt.Thread{TID: 7, PID: 7, Name: "child prog"},
+		logfmt.Stack{Truncated: true, Reason: "depth"},
+		logfmt.Stack{Missing: true},
 		logfmt.Proc{Event: logfmt.ProcExit, PID: 7, TS: 40},
 		logfmt.Lost{Count: 3, Total: 3, TS: 50},
 		logfmt.Lost{Count: 2, Total: 5, TS: 60},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v\n%s", got, want, buf.String())
+	}
+	if s.Stats.StacksMissing != 1 {
+		t.Errorf("Stats.StacksMissing=%d, want 1", s.Stats.StacksMissing)
 	}
 }

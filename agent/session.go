@@ -45,6 +45,13 @@ type Config struct {
 	// Window is how long events are held to be put in time order across
 	// CPUs; 0 means DefaultWindow.
 	Window time.Duration
+	// InProcess says the events come from a library inside the traced
+	// processes (the LD_PRELOAD path, through Emit): its stacks come
+	// named (ResolvedStack), so /proc is not read for them; a free of a
+	// block it never saw (ld.so's, libc's own) is logged with size 0,
+	// as its text mode does, but not under --min-size; and a thread's
+	// events after its EXIT (its TLS destructors) are still its own.
+	InProcess bool
 }
 
 // DefaultWindow covers the gap between a probe taking its timestamp and
@@ -75,6 +82,7 @@ type thread struct {
 	total uint64
 	track bool
 	proc  *process
+	ended bool // EXIT written (InProcess: later events are still its own)
 }
 
 // Stats counts what a session wrote.
@@ -165,16 +173,23 @@ func (s *Session) AddProcess(pid uint32, attached bool) {
 	}
 }
 
-// Meta writes a [memtrace] line at once. The lines memtrace writes have
-// typed writers in logfmt (Line takes what they build); this one remains
-// for stack lines until they use logfmt.AppendStack.
-func (s *Session) Meta(word string, kvs ...logfmt.KV) {
-	s.buf = logfmt.AppendMeta(s.buf[:0], word, kvs...)
+// Line writes b, whole lines built by logfmt's writers, at once.
+func (s *Session) Line(b []byte) { s.write(b) }
+
+// Header writes the log's header line.
+func (s *Session) Header(h logfmt.Header) {
+	s.buf = logfmt.AppendHeader(s.buf[:0], h)
 	s.write(s.buf)
 }
 
-// Line writes b, whole lines built by logfmt's writers, at once.
-func (s *Session) Line(b []byte) { s.write(b) }
+// Summary writes the closing summary line: the counts of what was written
+// (Stats) and how long tracing took.
+func (s *Session) Summary(durationUS int64) {
+	st := s.Stats
+	s.buf = logfmt.AppendSummary(s.buf[:0], logfmt.Summary{Events: st.Events, Allocs: st.Allocs, Frees: st.Frees,
+		Lost: st.Lost, DurationUS: durationUS})
+	s.write(s.buf)
+}
 
 // Err returns the first write error; after one, nothing more is written.
 func (s *Session) Err() error { return s.err }
@@ -220,6 +235,32 @@ func (s *Session) Add(e *tracer.Event) {
 		s.unsorted = true
 	}
 	s.pending = append(s.pending, *e)
+}
+
+// Emit writes one event at once, for a source that puts its events in
+// time order itself (the preload reader merges its per-thread streams);
+// the tracer's events go through Add and Drain.
+func (s *Session) Emit(e *tracer.Event) {
+	s.received++
+	s.emit(e)
+}
+
+// EmitExec is Emit for an exec the preload library reports, which names
+// the parent and the command line too.
+func (s *Session) EmitExec(e *tracer.Event, ppid uint32, cmd string) {
+	s.received++
+	s.Stats.Events++
+	s.execd(e, ppid, cmd)
+}
+
+// ForgetThread drops what the session knows of thread tid, without an
+// EXIT line: the preload reader sees a new thread (or the new image of an
+// exec) take the tid of one whose end it could not see or already wrote.
+func (s *Session) ForgetThread(tid uint32) {
+	if s.last != nil && s.last.tid == tid {
+		s.last = nil
+	}
+	delete(s.threads, tid)
 }
 
 // Drain writes every queued event older than the window, or all of them
@@ -289,6 +330,13 @@ func (s *Session) thread(e *tracer.Event) *thread {
 }
 
 func (s *Session) announce(tid uint32, t *thread) {
+	if tid == t.tgid {
+		// A report names a process by its main thread.
+		if s.procNames == nil {
+			s.procNames = map[uint32]string{}
+		}
+		s.procNames[tid] = t.name
+	}
 	s.buf = logfmt.AppendThread(s.buf[:0], logfmt.Thread{TID: int64(tid), PID: int64(t.tgid), Name: t.name})
 	s.write(s.buf)
 }
@@ -321,7 +369,7 @@ func (s *Session) emit(e *tracer.Event) {
 		s.forked(e)
 		return
 	case tracer.KindExec:
-		s.execd(e)
+		s.execd(e, 0, "")
 		return
 	}
 	if e.Kind == tracer.KindExit && e.TID == e.TGID {
@@ -332,22 +380,33 @@ func (s *Session) emit(e *tracer.Event) {
 			s.cfg.ProcessExited(e.TGID)
 		}
 	}
-	if p := s.procs[e.TGID]; p != nil && p.preExec {
+	// Events come in runs from one thread: its process is the last one's.
+	if t := s.last; t != nil && t.tid == e.TID && t.proc != nil {
+		if t.proc.preExec {
+			return
+		}
+	} else if p := s.procs[e.TGID]; p != nil && p.preExec {
 		return
 	}
 	if e.Kind == tracer.KindExit {
 		// Only threads that were logged get an EXIT line, as with
 		// memtrack: the launcher's own threads, which exec ends, and
 		// threads that never allocated stay out of the log.
-		if t := s.threads[e.TID]; t != nil {
+		if t := s.threads[e.TID]; t != nil && !t.ended {
 			s.Stats.Exits++
 			if t.track {
 				s.buf = logfmt.AppendExit(s.buf[:0], int64(e.TID), t.name, s.ts(e), t.total)
 				s.write(s.buf)
 			}
-			delete(s.threads, e.TID)
-			if s.last == t {
-				s.last = nil
+			if s.cfg.InProcess {
+				// The library goes on logging what the thread's
+				// later TLS destructors do: still this thread's.
+				t.ended = true
+			} else {
+				delete(s.threads, e.TID)
+				if s.last == t {
+					s.last = nil
+				}
 			}
 		}
 		return
@@ -356,16 +415,12 @@ func (s *Session) emit(e *tracer.Event) {
 	if t.proc == nil {
 		t.proc = s.proc(e.TGID)
 	}
-	if e.TID == e.TGID {
-		if s.procNames == nil {
-			s.procNames = map[uint32]string{}
-		}
-		s.procNames[e.TGID] = t.name
-	}
 	p := t.proc
 	if !p.scanned {
 		p.scanned = true
-		s.KnownProcess(int(e.TGID), false)
+		if !s.cfg.InProcess {
+			s.KnownProcess(int(e.TGID), false)
+		}
 		if s.cfg.Reports {
 			if s.procCmds == nil {
 				s.procCmds = map[uint32]string{}
@@ -446,6 +501,14 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 		}
 	} else if known {
 		size = v
+	} else if s.cfg.InProcess {
+		// A block the library never saw (ld.so's, or one libc
+		// allocated inside itself): size 0, as its text mode writes
+		// it; under --min-size it may have been a small one.
+		if s.cfg.MinSize > 0 {
+			return
+		}
+		size = 0
 	} else if !p.attached {
 		// Launched: every block the program allocated was seen, so this
 		// is allocator bookkeeping (libc emptying a thread's tcache as
@@ -500,8 +563,9 @@ func (s *Session) forked(e *tracer.Event) {
 	s.write(s.buf)
 }
 
-// execd: a new image has a new heap.
-func (s *Session) execd(e *tracer.Event) {
+// execd: a new image has a new heap. ppid and cmd are the preload
+// library's (0 and "" from the kernel side, which leaves them out).
+func (s *Session) execd(e *tracer.Event, ppid uint32, cmd string) {
 	p := s.proc(e.TGID)
 	if p.preExec && e.TS < p.released {
 		return // the launcher's own exec
@@ -513,6 +577,7 @@ func (s *Session) execd(e *tracer.Event) {
 	if s.fds != nil {
 		s.fds.Exec(e.TGID, e.TS, s.writeFD)
 	}
-	s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcExec, PID: int64(e.TGID), TS: s.ts(e), Comm: e.CommString()})
+	s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcExec, PID: int64(e.TGID), PPID: int64(ppid), TS: s.ts(e),
+		Comm: e.CommString(), Cmd: cmd})
 	s.write(s.buf)
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,19 +14,23 @@ import (
 type stackInfo struct {
 	tgid      uint32
 	raw       []tracer.Frame
-	frames    []outFrame
+	frames    []Frame
 	stop      tracer.StopReason
 	resolved  bool
 	truncated string // "" or the reason: depth, fp, no-unwind-info, bad-read
 	// text is the stack's lines as the log has them after each of its
-	// events, formatted once: with 20 frames and more, formatting them
-	// for every event was most of the agent's time.
-	text []byte
+	// events, formatted once (formatted): with 20 frames and more,
+	// formatting them for every event was most of the agent's time.
+	text      []byte
+	formatted bool
 }
 
-type outFrame struct {
-	module, symbol string
-	off, addr      uint64
+// Frame is a frame named: its module (the file's path as the traced
+// process names it), symbol (mangled; "" when none covers it), the offset
+// from the symbol (or from the module without one) and the address.
+type Frame struct {
+	Module, Symbol string
+	Offset, Addr   uint64
 }
 
 // Frame-pointer walks that reach one of these have reached the bottom of
@@ -66,21 +71,35 @@ func (s *Session) Stack(st *tracer.Stack) {
 	s.stacks[st.ID] = &stackInfo{tgid: st.TGID, raw: raw, stop: st.Stop}
 }
 
+// ResolvedStack records a stack whose frames the source named itself (the
+// preload library, through dladdr in the traced process); events refer to
+// it by ID as to the kernel side's stacks. frames is copied.
+func (s *Session) ResolvedStack(id uint64, frames []Frame) {
+	if s.stacks == nil {
+		s.stacks = map[uint64]*stackInfo{}
+	}
+	s.stacks[id] = &stackInfo{frames: slices.Clone(frames), resolved: true}
+}
+
 func (s *Session) writeStack(id uint64) {
 	si := s.stacks[id]
 	if si == nil {
 		s.Stats.StacksMissing++
-		s.Meta(logfmt.WordStack, logfmt.KV{Key: "missing", Value: "1"})
+		s.buf = logfmt.AppendStackMissing(s.buf[:0])
+		s.write(s.buf)
 		return
 	}
-	if !si.resolved {
-		s.resolve(si)
+	if !si.formatted {
+		if !si.resolved {
+			s.resolve(si)
+		}
 		for i, f := range si.frames {
-			si.text = logfmt.AppendFrame(si.text, i, f.module, f.symbol, f.off, f.addr)
+			si.text = logfmt.AppendFrame(si.text, i, f.Module, f.Symbol, f.Offset, f.Addr)
 		}
 		if si.truncated != "" {
-			si.text = logfmt.AppendMeta(si.text, logfmt.WordStack, logfmt.KV{Key: "truncated", Value: "1"}, logfmt.KV{Key: "reason", Value: si.truncated})
+			si.text = logfmt.AppendStackTruncated(si.text, si.truncated)
 		}
+		si.formatted = true
 	}
 	s.write(si.text)
 }
@@ -107,7 +126,7 @@ func (s *Session) resolve(si *stackInfo) {
 	}
 	for i, f := range raw {
 		of := s.resolveFrame(pid, f)
-		if of.module == "" && i > 0 {
+		if of.Module == "" && i > 0 {
 			// A frame in no mapping: the frame-pointer chain went
 			// through code built without frame pointers and read
 			// garbage from here on.
@@ -115,7 +134,7 @@ func (s *Session) resolve(si *stackInfo) {
 			return
 		}
 		si.frames = append(si.frames, of)
-		if rootSymbols[of.symbol] {
+		if rootSymbols[of.Symbol] {
 			root = true
 			break
 		}
@@ -129,9 +148,9 @@ func (s *Session) resolve(si *stackInfo) {
 	}
 }
 
-func (s *Session) resolveFrame(pid int, f tracer.Frame) outFrame {
+func (s *Session) resolveFrame(pid int, f tracer.Frame) Frame {
 	c := s.calls
-	of := outFrame{addr: f.Addr}
+	of := Frame{Addr: f.Addr}
 	if f.Ino != 0 && f.Ino != tracer.InoUnknown {
 		path, ok := c.byIno[f.Ino]
 		if !ok {
@@ -140,14 +159,14 @@ func (s *Session) resolveFrame(pid int, f tracer.Frame) outFrame {
 		}
 		if ok {
 			if m, err := c.cache.Open(path); err == nil {
-				of.module = displayPath(path)
+				of.Module = displayPath(path)
 				v := m.VAddr(f.FileOff)
 				// Return addresses point after the call: look up
 				// the call itself, report the offset as given.
 				if name, off, err := m.Symbol(v - 1); err == nil {
-					of.symbol, of.off = name, off+1
+					of.Symbol, of.Offset = name, off+1
 				} else {
-					of.off = v
+					of.Offset = v
 				}
 				return of
 			}
@@ -163,11 +182,11 @@ func (s *Session) resolveFrame(pid int, f tracer.Frame) outFrame {
 	}
 	if as != nil {
 		if fr, err := as.Resolve(f.Addr-1, 0); err == nil || fr.Module != "" {
-			of.module = displayPath(fr.Module)
+			of.Module = displayPath(fr.Module)
 			if fr.Symbol != "" {
-				of.symbol, of.off = fr.Symbol, fr.Offset+1
+				of.Symbol, of.Offset = fr.Symbol, fr.Offset+1
 			} else {
-				of.off = fr.ModuleOffset + 1
+				of.Offset = fr.ModuleOffset + 1
 			}
 		}
 	}

@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"sort"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/procreport"
+	"github.com/memtrace/memtrace/tracer"
 )
 
 // mergeSlack is how long a record may take to become visible after its
@@ -43,20 +47,14 @@ type seg struct {
 type stream struct {
 	id       uint32
 	pid, tid int64
-	name     string
-	tracked  bool
-	total    uint64
-	exited   bool // EXIT written (or the process exited)
-	closed   bool // the process exec'd: nothing more comes
-	segs     []seg
-	head     int
-	lastTS   uint64 // time of the newest record read: later ones are not older
-}
-
-type liveEnt struct {
-	size   uint64
-	mmap   bool
-	logged bool
+	comm     [16]byte // the thread's name, as its events carry it
+	exited   bool     // EXIT written (or the process exited)
+	closed   bool     // the process exec'd: nothing more comes
+	// owns: the session's thread of tid is this stream's (see own).
+	owns   bool
+	segs   []seg
+	head   int
+	lastTS uint64 // time of the newest record read: later ones are not older
 }
 
 type chunkPos struct {
@@ -66,11 +64,12 @@ type chunkPos struct {
 	idle        int    // polls with nothing new, for the dead-owner check
 }
 
-// converter drains the region and writes the text log.
+// converter drains the region and turns its records into events for an
+// agent.Session, which writes the log (free sizes, thread totals, filters,
+// EXIT lines, stacks, the lost and summary lines) as for the eBPF tracer.
 type converter struct {
 	r       *region
-	w       io.Writer
-	opts    Options
+	sess    *agent.Session
 	clockOK bool
 	kind    uint32
 	epoch   uint64
@@ -79,12 +78,14 @@ type converter struct {
 	mult    uint64
 	chunks  []chunkPos
 	streams map[uint32]*stream
-	live    map[int64]map[uint64]liveEnt
-	out     []byte
+	// owners: the stream whose thread the session knows by each tid.
+	owners  map[int64]*stream
+	ev      tracer.Event // the event handed to the session (reused)
+	stackID map[string]uint64
+	frames  []agent.Frame
 	lastTS  uint64
 	late    int
 	lost    uint32
-	lostTot uint64
 	werr    error
 	polls   int
 	// populated: chunks [0, populated) have their pages allocated (see
@@ -92,10 +93,9 @@ type converter struct {
 	populated int
 	maxTS     uint64
 	order     []int
-	// The summary line's counts: records applied (as the eBPF path
-	// counts events), alloc and free lines written.
-	events, allocs, frees uint64
-	started               time.Time
+	started   time.Time
+	interval  time.Duration // between snapshots (Options.Interval)
+	lastSnap  time.Time
 	// detachAt, when set before stop is closed, is the CLOCK_MONOTONIC
 	// time of a Ctrl-C: the log ends there and the program, still
 	// running, gets no EXIT lines.
@@ -103,8 +103,19 @@ type converter struct {
 }
 
 func newConverter(r *region, w io.Writer, opts Options) *converter {
-	return &converter{r: r, w: w, opts: opts, chunks: make([]chunkPos, r.nchunks),
-		streams: map[uint32]*stream{}, live: map[int64]map[uint64]liveEnt{}, started: time.Now()}
+	// Times are ns since the library's epoch: StartNS is 0.
+	sess := agent.New(agent.Config{Out: w, MinSize: opts.MinSize, TrackThreads: opts.TrackThreads, InProcess: true,
+		Reports: opts.ReportDir != "" || opts.Interval > 0, PeakTopN: opts.PeakTopN})
+	if dir := opts.ReportDir; dir != "" {
+		stderr := pick(opts.Stderr, os.Stderr)
+		sess.OnProcessReport = func(rep *agent.ProcessReport) {
+			if _, _, err := procreport.Write(dir, rep); err != nil {
+				fmt.Fprintf(stderr, "memtrace: %v\n", err)
+			}
+		}
+	}
+	return &converter{r: r, sess: sess, chunks: make([]chunkPos, r.nchunks), streams: map[uint32]*stream{},
+		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: opts.Interval}
 }
 
 // run polls until stop is closed, then drains everything.
@@ -124,6 +135,12 @@ func (c *converter) run(stop <-chan struct{}) {
 		}
 		if n := c.poll(false); n == 0 {
 			time.Sleep(time.Millisecond)
+		}
+		if c.interval > 0 && c.clockOK && time.Since(c.lastSnap) >= c.interval {
+			// The figures of what is written so far, at the time of
+			// the newest record written.
+			c.sess.Snapshot(c.maxTS * 1000)
+			c.lastSnap = time.Now()
 		}
 	}
 }
@@ -220,7 +237,10 @@ func (c *converter) poll(final bool) int {
 		c.emit(c.watermark(nStreams, t0))
 	}
 	c.reportLost()
-	if len(c.out) > 0 && (final || len(c.out) >= 256<<10 || n == 0) {
+	// The session's buffer writes itself out when full; flushing here
+	// too, when the program is quiet, keeps a live reader current, and a
+	// failed write quiets the library at once.
+	if final || n == 0 || c.sess.Err() != nil {
 		c.flush()
 	}
 	return n
@@ -237,7 +257,7 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 	}
 	st := c.streams[p.stream]
 	if st == nil {
-		st = &stream{id: p.stream, pid: int64(r.load(base + cPID)), tid: int64(r.load(base + cTID)), tracked: len(c.opts.TrackThreads) == 0}
+		st = &stream{id: p.stream, pid: int64(r.load(base + cPID)), tid: int64(r.load(base + cTID))}
 		c.streams[p.stream] = st
 	}
 	from := p.read
@@ -446,58 +466,54 @@ func (c *converter) emit(w uint64) {
 	}
 }
 
-func (c *converter) liveOf(pid int64) map[uint64]liveEnt {
-	m := c.live[pid]
-	if m == nil {
-		m = map[uint64]liveEnt{}
-		c.live[pid] = m
-	}
-	return m
-}
-
 func (c *converter) setName(st *stream, raw []byte) {
 	if i := bytes.IndexByte(raw, 0); i >= 0 {
 		raw = raw[:i]
 	}
-	st.name = string(raw)
-	st.tracked = matchAny(st.name, c.opts.TrackThreads)
+	st.comm = [16]byte{}
+	copy(st.comm[:], raw)
 }
 
-func matchAny(name string, subs []string) bool {
-	if len(subs) == 0 {
-		return true
+// own makes the session's thread of st.tid st's: a tid that another
+// stream had (a thread whose tid a new one got once it ended, the thread
+// that exec'd into a new image) is a new thread, with its own total.
+func (c *converter) own(st *stream) {
+	if st.owns {
+		return
 	}
-	for _, s := range subs {
-		if s != "" && strings.Contains(name, s) {
-			return true
-		}
+	st.owns = true
+	if o := c.owners[st.tid]; o != nil {
+		o.owns = false
+		c.sess.ForgetThread(uint32(st.tid))
 	}
-	return false
+	c.owners[st.tid] = st
 }
 
-// handle applies one record: the live map, totals, filters, and its lines.
+// event fills the event handed to the session with st's thread.
+func (c *converter) event(st *stream, kind uint8, ts uint64) *tracer.Event {
+	c.ev = tracer.Event{TS: ts, TGID: uint32(st.pid), TID: uint32(st.tid), Kind: kind, Comm: st.comm}
+	return &c.ev
+}
+
+// handle turns one record into the session's event.
 func (c *converter) handle(st *stream, e *ev) {
 	if c.detachAt != 0 && c.epoch+e.ts > c.detachAt && e.op != rName {
 		return // after the detach
 	}
-	ts := e.ts / 1000
 	if e.ts < c.lastTS {
 		c.late++
 	} else {
 		c.lastTS = e.ts
 	}
-	if ts > c.maxTS {
+	if ts := e.ts / 1000; ts > c.maxTS {
 		c.maxTS = ts
-	}
-	if e.op != rName && e.op != rStart {
-		c.events++
 	}
 	switch op := e.op; {
 	case op == rName:
 		c.setName(st, e.data)
 	case op == rStart:
 		f := splitZ(e.data, 3)
-		c.out = logfmt.AppendHeader(c.out, logfmt.Header{Version: f[0], PID: int64(e.ptr), Comm: f[1], Cmd: f[2],
+		c.sess.Header(logfmt.Header{Version: f[0], PID: int64(e.ptr), Comm: f[1], Cmd: f[2],
 			Start: time.Unix(0, int64(e.size)), Mode: logfmt.ModePreload})
 	case op == rExec:
 		// A new image: the old one's threads are gone without EXIT
@@ -507,18 +523,16 @@ func (c *converter) handle(st *stream, e *ev) {
 				o.closed = true
 			}
 		}
-		c.live[st.pid] = map[uint64]liveEnt{}
 		f := splitZ(e.data, 2)
-		c.out = logfmt.AppendProc(c.out, logfmt.Proc{Event: logfmt.ProcExec, PID: int64(e.ptr), PPID: int64(e.size), TS: ts, Comm: f[0], Cmd: f[1]})
+		x := c.event(st, tracer.KindExec, e.ts)
+		x.TGID, x.Comm = uint32(e.ptr), [16]byte{}
+		copy(x.Comm[:], f[0])
+		c.sess.EmitExec(x, uint32(e.size), f[1])
 	case op == rFork:
-		// The child starts with a copy of the parent's heap.
-		parent := c.live[int64(e.size)]
-		m := make(map[uint64]liveEnt, len(parent))
-		for k, v := range parent {
-			m[k] = v
-		}
-		c.live[int64(e.ptr)] = m
-		c.out = logfmt.AppendProc(c.out, logfmt.Proc{Event: logfmt.ProcFork, PID: int64(e.ptr), PPID: int64(e.size), TS: ts})
+		// The child (ptr) starts with a copy of the parent's heap.
+		x := c.event(st, tracer.KindFork, e.ts)
+		x.TGID, x.Ptr = uint32(e.size), e.ptr
+		c.sess.Emit(x)
 	case op == rProcExit:
 		ids := make([]uint32, 0, 4)
 		for id, o := range c.streams {
@@ -528,49 +542,26 @@ func (c *converter) handle(st *stream, e *ev) {
 		}
 		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
 		for _, id := range ids {
-			c.exit(c.streams[id], ts)
+			c.exit(c.streams[id], e.ts)
 		}
 	case op == opExit:
-		c.exit(st, ts)
-	case op == opFree || op == opDelete || op == opDeleteArr:
-		m := c.liveOf(st.pid)
-		ent, ok := m[e.ptr]
-		if ok {
-			delete(m, e.ptr)
-		}
-		if !st.tracked || (ok && !ent.logged) || (!ok && c.opts.MinSize > 0) {
-			return
-		}
-		c.frees++
-		c.out = logfmt.AppendFree(c.out, st.tid, st.name, opNames[op], ts, ent.size, e.ptr)
-		c.frames(e.data)
-	case op == opMunmap:
-		m := c.liveOf(st.pid)
-		ent, ok := m[e.ptr]
-		if !ok || !ent.mmap {
-			return // not a mapping this log announced
-		}
-		delete(m, e.ptr)
-		if !st.tracked || !ent.logged {
-			return
-		}
-		c.frees++
-		c.out = logfmt.AppendFree(c.out, st.tid, st.name, opNames[op], ts, e.size, e.ptr)
-		c.frames(e.data)
+		c.exit(st, e.ts)
+	case op == opFree || op == opDelete || op == opDeleteArr || op == opMunmap:
+		c.call(st, e, tracer.KindFree)
 	case op >= opMalloc && int(op) < len(opNames):
-		logged := st.tracked && e.size >= c.opts.MinSize
-		c.liveOf(st.pid)[e.ptr] = liveEnt{size: e.size, mmap: op == opMmap || op == opMremap, logged: logged}
-		if !logged {
-			return
-		}
-		st.total += e.size
-		c.allocs++
-		c.out = logfmt.AppendAlloc(c.out, st.tid, st.name, opNames[op], ts, e.size, st.total, e.ptr)
-		c.frames(e.data)
+		c.call(st, e, tracer.KindAlloc)
 	}
-	if len(c.out) >= 1<<20 {
-		c.flush()
+}
+
+// call hands an allocation or a release to the session, with its stack.
+func (c *converter) call(st *stream, e *ev, kind uint8) {
+	c.own(st)
+	x := c.event(st, kind, e.ts)
+	x.Op, x.Ptr, x.Size = uint8(e.op), e.ptr, e.size
+	if e.data != nil {
+		x.Stack = c.stack(e.data)
 	}
+	c.sess.Emit(x)
 }
 
 func (c *converter) exit(st *stream, ts uint64) {
@@ -578,41 +569,62 @@ func (c *converter) exit(st *stream, ts uint64) {
 		return
 	}
 	st.exited = true
-	if st.tracked {
-		c.out = logfmt.AppendExit(c.out, st.tid, st.name, ts, st.total)
+	if st.owns {
+		c.sess.Emit(c.event(st, tracer.KindExit, ts))
 	}
 }
 
-// frames writes the stack the library captured (see bin_frames).
-func (c *converter) frames(d []byte) {
+// stack returns the session's ID of the stack the library captured (see
+// bin_frames), 0 for none. A stack is named once: events with the same
+// frames, bytes for bytes, share its ID, so the session formats its lines
+// once (as it does the kernel side's stacks).
+func (c *converter) stack(d []byte) uint64 {
 	if len(d) < framesHdr {
-		return
+		return 0
 	}
 	n := int(binary.LittleEndian.Uint32(d))
-	d = d[framesHdr:]
-	for i := 0; i < n && len(d) >= frameHdr; i++ {
-		addr := binary.LittleEndian.Uint64(d[frameAddr:])
-		off := binary.LittleEndian.Uint64(d[frameOff:])
-		ml := int(binary.LittleEndian.Uint16(d[frameModLen:]))
-		sl := int(binary.LittleEndian.Uint16(d[frameSymLen:]))
-		d = d[frameHdr:]
-		var mod, sym string
-		if ml != frameNoMod {
-			if ml+sl > len(d) {
-				return
-			}
-			mod, sym = string(d[:ml]), string(d[ml:ml+sl])
-			d = d[ml+sl:]
-		} else {
-			off = 0
+	// The frames' own bytes are the key: the record's last slot is padded
+	// with whatever the chunk held before.
+	end, count := framesHdr, 0
+	for ; count < n && len(d)-end >= frameHdr; count++ {
+		ml := int(binary.LittleEndian.Uint16(d[end+frameModLen:]))
+		sl := int(binary.LittleEndian.Uint16(d[end+frameSymLen:]))
+		if ml == frameNoMod {
+			ml, sl = 0, 0
 		}
-		c.out = logfmt.AppendFrame(c.out, i, mod, sym, off, addr)
+		if ml+sl > len(d)-end-frameHdr {
+			break
+		}
+		end += frameHdr + ml + sl
 	}
+	if count == 0 {
+		return 0
+	}
+	key := d[framesHdr:end]
+	if id, ok := c.stackID[string(key)]; ok {
+		return id
+	}
+	c.frames = c.frames[:0]
+	for o := framesHdr; o < end; {
+		f := agent.Frame{Addr: binary.LittleEndian.Uint64(d[o+frameAddr:])}
+		ml := int(binary.LittleEndian.Uint16(d[o+frameModLen:]))
+		sl := int(binary.LittleEndian.Uint16(d[o+frameSymLen:]))
+		o += frameHdr
+		if ml != frameNoMod {
+			f.Offset = binary.LittleEndian.Uint64(d[o-frameHdr+frameOff:])
+			f.Module, f.Symbol = string(d[o:o+ml]), string(d[o+ml:o+ml+sl])
+			o += ml + sl
+		}
+		c.frames = append(c.frames, f)
+	}
+	id := uint64(len(c.stackID) + 1)
+	c.stackID[string(key)] = id
+	c.sess.ResolvedStack(id, c.frames)
+	return id
 }
 
 // reportLost writes a lost line when the library dropped records since
-// the last one (count: new drops, total: all so far), at the time of the
-// latest record written.
+// the last one, at the time of the latest record written.
 func (c *converter) reportLost() {
 	l := c.r.load(hLost)
 	if l == c.lost {
@@ -620,8 +632,7 @@ func (c *converter) reportLost() {
 	}
 	d := l - c.lost
 	c.lost = l
-	c.lostTot += uint64(d)
-	c.out = logfmt.AppendLost(c.out, logfmt.Lost{Count: uint64(d), Total: c.lostTot, TS: c.maxTS})
+	c.sess.Lost(uint64(d), c.maxTS*1000)
 }
 
 // finish writes EXIT lines for the threads the log saw end with their
@@ -638,28 +649,25 @@ func (c *converter) finish() {
 		}
 		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
 		for _, id := range ids {
-			c.exit(c.streams[id], c.maxTS)
+			c.exit(c.streams[id], c.maxTS*1000)
 		}
 	}
+	c.sess.FinalReports() // the processes still running after a detach
 	c.reportLost()
-	c.out = logfmt.AppendSummary(c.out, logfmt.Summary{Events: c.events, Allocs: c.allocs, Frees: c.frees, Lost: c.lostTot,
-		DurationUS: time.Since(c.started).Microseconds()})
+	c.sess.Summary(time.Since(c.started).Microseconds())
 	c.flush()
 	c.r.stop()
 }
 
 func (c *converter) flush() {
-	if len(c.out) == 0 {
+	if c.werr != nil {
 		return
 	}
-	if c.werr == nil {
-		if _, c.werr = c.w.Write(c.out); c.werr != nil {
-			// Nothing more can be written (a full disk, a viewer
-			// that left): the program goes on untraced.
-			c.r.put32(hStop, 1)
-		}
+	if c.werr = c.sess.Flush(); c.werr != nil {
+		// Nothing more can be written (a full disk, a viewer that
+		// left): the program goes on untraced.
+		c.r.put32(hStop, 1)
 	}
-	c.out = c.out[:0]
 }
 
 func splitZ(b []byte, n int) []string {

@@ -62,6 +62,12 @@ type Options struct {
 	// its records to in binary mode (0: DefaultSharedMemory). It bounds
 	// how far the program may run ahead of the conversion to text.
 	SharedMemory int
+	// Interval writes a snapshot into the log this often, ReportDir a
+	// report file per process as it exits (procreport), PeakTopN stacks
+	// in each (binary mode: the eBPF path's agent.Session does both).
+	Interval  time.Duration
+	ReportDir string
+	PeakTopN  int
 	// Stdin, Stdout and Stderr default to the process's own.
 	Stdin  *os.File
 	Stdout *os.File
