@@ -21,7 +21,12 @@ import (
 // C++ library dlopen'ed later is covered from its first call. A static
 // program loads none of them: probing the system libc for it would only
 // hide that nothing was probed.
-func launchLibs(path string) []string {
+//
+// env is the environment PROG runs with: the linker resolves with its
+// LD_PRELOAD and LD_LIBRARY_PATH, not memtrace's, and lists the preloaded
+// libraries (LD_PRELOAD, /etc/ld.so.preload) too, where an allocator
+// such as jemalloc is often put.
+func launchLibs(path string, env []string) []string {
 	var libs []string
 	seen := map[string]bool{}
 	add := func(p string) {
@@ -41,16 +46,11 @@ func launchLibs(path string) []string {
 		return libs
 	}
 	if interp != "" {
-		out, _ := exec.Command(interp, "--list", path).Output()
-		sc := bufio.NewScanner(strings.NewReader(string(out)))
-		for sc.Scan() {
-			// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)"
-			f := strings.Fields(sc.Text())
-			for i, s := range f {
-				if s == "=>" && i+1 < len(f) && strings.HasPrefix(f[i+1], "/") {
-					add(f[i+1])
-				}
-			}
+		cmd := exec.Command(interp, "--list", path)
+		cmd.Env = loaderEnv(env)
+		out, _ := cmd.Output()
+		for _, lib := range listedLibs(string(out), interp) {
+			add(lib)
 		}
 	}
 	// Also for a script: its interpreter is dynamically linked.
@@ -62,6 +62,63 @@ func launchLibs(path string) []string {
 		}
 	}
 	return libs
+}
+
+// loaderEnv is what of PROG's environment the dynamic linker is run with
+// to list its libraries: only what decides which files it maps. memtrace
+// runs it with its own rights (root), and other variables would make it
+// run code of PROG's choosing (LD_AUDIT's modules, the IFUNC resolvers
+// that LD_BIND_NOW and LD_WARN's relocation runs).
+func loaderEnv(env []string) []string {
+	out := []string{}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "LD_PRELOAD=") || strings.HasPrefix(kv, "LD_LIBRARY_PATH=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// listedLibs reads `ld.so --list` output: the libraries found by name
+// ("libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)") and those
+// preloaded by path ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+// (0x...)"), but not the dynamic linker itself, which is listed the same
+// way and whose minimal malloc is its own, and not the vDSO.
+func listedLibs(out, interp string) []string {
+	self := interp
+	if p, err := filepath.EvalSymlinks(interp); err == nil {
+		self = p
+	}
+	var libs []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) >= 3 && f[1] == "=>":
+			if strings.HasPrefix(f[2], "/") {
+				libs = append(libs, f[2])
+			}
+		case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
+			p := f[0]
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				p = r
+			}
+			if p != self {
+				libs = append(libs, f[0])
+			}
+		}
+	}
+	return libs
+}
+
+// procEnviron is the environment of process pid (its current image's), or
+// none when it cannot be read.
+func procEnviron(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
 // elfInterp returns PROG's dynamic linker, "" for a static binary, and

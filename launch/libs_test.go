@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,20 +32,20 @@ const mallocSrc = "#include <stdlib.h>\nint main(void) { void *volatile p = mall
 // a script through the system libc its interpreter loads.
 func TestLaunchLibs(t *testing.T) {
 	static := gccBuild(t, mallocSrc, "-static")
-	if got := launchLibs(static); !slices.Equal(got, []string{static}) {
+	if got := launchLibs(static, nil); !slices.Equal(got, []string{static}) {
 		t.Errorf("static program: %v, want only the program", got)
 	}
-	if got := launchLibs(gccBuild(t, mallocSrc, "-static", "-s")); len(got) != 0 {
+	if got := launchLibs(gccBuild(t, mallocSrc, "-static", "-s"), nil); len(got) != 0 {
 		t.Errorf("stripped static program: %v, want nothing", got)
 	}
 	dyn := gccBuild(t, mallocSrc)
-	got := launchLibs(dyn)
+	got := launchLibs(dyn, nil)
 	if slices.Contains(got, dyn) || !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(filepath.Base(p), "libc.so") }) {
 		t.Errorf("dynamic program: %v, want its libc and not the program", got)
 	}
 	script := filepath.Join(t.TempDir(), "s.sh")
 	os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755)
-	if got := launchLibs(script); !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(filepath.Base(p), "libc.so") }) {
+	if got := launchLibs(script, nil); !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(filepath.Base(p), "libc.so") }) {
 		t.Errorf("script: %v, want the system libc", got)
 	}
 }
@@ -76,5 +77,77 @@ func TestUntraceable(t *testing.T) {
 		if !c.launch && strings.Contains(msg, "--preload") {
 			t.Errorf("%s: -p offers --preload: %q", c.exe, msg)
 		}
+	}
+}
+
+// jemalloc is Debian's libjemalloc2 (make deps installs it).
+const jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+// TestLaunchLibsPreloaded: a library preloaded in PROG's environment, by
+// path or by name, is among PROG's libraries, found with PROG's
+// environment and not memtrace's; variables that would make the linker
+// run code are not passed to it.
+func TestLaunchLibsPreloaded(t *testing.T) {
+	if _, err := os.Stat(jemalloc); err != nil {
+		bpftest.Unavailable(t, "%s is missing (Debian's libjemalloc2, which make deps installs)", jemalloc)
+	}
+	dyn := gccBuild(t, mallocSrc)
+	t.Setenv("LD_PRELOAD", "") // memtrace's own: not PROG's
+	if got := launchLibs(dyn, nil); slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, "jemalloc") }) {
+		t.Fatalf("without LD_PRELOAD: %v has jemalloc", got)
+	}
+	for _, v := range []string{jemalloc, "libjemalloc.so.2", "libnothere.so " + jemalloc} {
+		got := launchLibs(dyn, []string{"PATH=/usr/bin", "LD_PRELOAD=" + v})
+		if !slices.ContainsFunc(got, func(p string) bool { return strings.HasSuffix(p, "/libjemalloc.so.2") }) {
+			t.Errorf("LD_PRELOAD=%s: %v, want jemalloc", v, got)
+		}
+		if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(filepath.Base(p), "libc.so") }) {
+			t.Errorf("LD_PRELOAD=%s: %v, want libc too", v, got)
+		}
+	}
+	t.Setenv("LD_PRELOAD", jemalloc)
+	if got := launchLibs(dyn, nil); slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, "jemalloc") }) {
+		t.Errorf("LD_PRELOAD in memtrace's environment only: %v has jemalloc, which PROG does not load", got)
+	}
+}
+
+func TestLoaderEnv(t *testing.T) {
+	got := loaderEnv([]string{"HOME=/root", "LD_PRELOAD=/a.so", "LD_AUDIT=/evil.so", "LD_BIND_NOW=1", "LD_WARN=1", "LD_LIBRARY_PATH=/opt/lib", "XLD_PRELOAD=x"})
+	if want := []string{"LD_PRELOAD=/a.so", "LD_LIBRARY_PATH=/opt/lib"}; !slices.Equal(got, want) {
+		t.Errorf("loaderEnv = %q, want %q", got, want)
+	}
+	if got := loaderEnv(nil); got == nil || len(got) != 0 {
+		t.Errorf("loaderEnv(nil) = %#v, want empty and not nil (nil would pass memtrace's own)", got)
+	}
+}
+
+// TestListedLibs reads ld.so --list as glibc writes it: libraries found by
+// name and preloaded by path, without the linker itself and the vDSO.
+func TestListedLibs(t *testing.T) {
+	out := "\tlinux-vdso.so.1 (0x00007ff4edcdb000)\n" +
+		"\t/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 (0x00007ff4ed800000)\n" +
+		"\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007ff4ed61e000)\n" +
+		"\tlibgone.so.1 => not found\n" +
+		"\t/lib64/ld-linux-x86-64.so.2 (0x00007ff4edcdd000)\n"
+	got := listedLibs(out, "/lib64/ld-linux-x86-64.so.2")
+	if want := []string{"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/lib/x86_64-linux-gnu/libc.so.6"}; !slices.Equal(got, want) {
+		t.Errorf("listedLibs = %q, want %q", got, want)
+	}
+}
+
+// TestProcEnviron reads another process's environment.
+func TestProcEnviron(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"A=1", "LD_PRELOAD=/x.so"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	if got := procEnviron(cmd.Process.Pid); !slices.Equal(got, cmd.Env) {
+		t.Errorf("procEnviron = %q, want %q", got, cmd.Env)
+	}
+	if got := procEnviron(1 << 30); got != nil {
+		t.Errorf("procEnviron of no process = %q, want nil", got)
 	}
 }

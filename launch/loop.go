@@ -37,9 +37,9 @@ type loop struct {
 	pids    map[int]bool // traced processes still alive
 	lost    uint64
 	started time.Time
-	// libs lists what a freshly exec'd image's allocations go through;
-	// launchLibs, replaced by the unit tests.
-	libs func(exe string) []string
+	// libs lists what a freshly exec'd image's allocations go through,
+	// with the environment it got: launchLibs, replaced by the unit tests.
+	libs func(exe string, env []string) []string
 }
 
 // onProcess probes a forked child (stopped by the kernel side until now)
@@ -65,7 +65,7 @@ func (l *loop) onProcess(e *tracer.Event) {
 		// Read now, while the process is held: a short-lived program
 		// may be gone by the time its events come out of the queue.
 		l.sess.KnownProcess(pid, false)
-		for _, lib := range l.libs("/proc/" + strconv.Itoa(pid) + "/exe") {
+		for _, lib := range l.libs("/proc/"+strconv.Itoa(pid)+"/exe", procEnviron(pid)) {
 			if _, err := l.tr.AttachLibrary(pid, lib); err != nil {
 				l.untraced(pid, err)
 				break

@@ -107,7 +107,7 @@ func TestLoopLaunched(t *testing.T) {
 	o := &Options{}
 	l := newLoop(o, fake, out, &stderr, start)
 	var libsAsked []string
-	l.libs = func(exe string) []string {
+	l.libs = func(exe string, env []string) []string {
 		libsAsked = append(libsAsked, exe)
 		return []string{"/lib/fake-libc.so.6"}
 	}
@@ -212,7 +212,7 @@ func TestLoopUntraced(t *testing.T) {
 	var stderr syncBuf
 	start := monoNow() - uint64(10*time.Second)
 	l := newLoop(&Options{}, fake, out, &stderr, start)
-	l.libs = func(string) []string { return []string{"/lib/a.so", "/lib/b.so"} }
+	l.libs = func(string, []string) []string { return []string{"/lib/a.so", "/lib/b.so"} }
 	l.pids[parent] = true
 	l.sess.AddProcess(uint32(parent), true)
 	l.header([]int{parent, execer}, "prog", "prog")

@@ -21,7 +21,8 @@ import (
 // stopped or waiting.
 func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 	path, _ := exec.LookPath(o.Argv[0])
-	libs := launchLibs(path)
+	// PROG's environment is memtrace's (the shim passes it on).
+	libs := launchLibs(path, os.Environ())
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 1, fmt.Errorf("create the start pipe: %w", err)

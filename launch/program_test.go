@@ -79,7 +79,7 @@ func TestLaunchRunsProgram(t *testing.T) {
 			}
 			pid := strings.TrimPrefix(calls[0], "add ")
 			sh, _ := exec.LookPath("sh")
-			libs := launchLibs(sh)
+			libs := launchLibs(sh, os.Environ())
 			for i, lib := range libs {
 				if want := "attach " + pid + " " + lib; i+1 >= len(calls) || calls[i+1] != want {
 					t.Fatalf("calls %q: want %q at %d (each of %q)", calls, want, i+1, libs)
