@@ -122,7 +122,7 @@ func New(opts Options) (*Tracer, error) {
 		}
 		t.session = false
 	}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+	if err := loadObjects(spec, &t.objs); err != nil {
 		return nil, loadError(err)
 	}
 	if dwarf && !opts.Floor {
