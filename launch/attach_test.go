@@ -156,7 +156,7 @@ func TestCheckAttachableNotRoot(t *testing.T) {
 	}
 	target := startSleep(t).Process.Pid // root's
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), helperEnv+"="+strconv.Itoa(target))
+	cmd.Env = append(os.Environ(), helperEnv+"=checkattach:"+strconv.Itoa(target))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.Output()
 	if err != nil {

@@ -1,10 +1,12 @@
 package launch
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,9 +26,13 @@ func init() {
 	}
 }
 
-// helperEnv makes the test binary run one check as a helper process (for
-// another user's view of /proc) and print its error.
-const helperEnv = "MEMTRACE_LAUNCH_TEST_HELPER"
+// helperEnv makes the test binary a helper process that runs one thing
+// and prints its outcome: a check as another user (checkattach:PID), or
+// launch where a signal may end it (launch, with helperArgsEnv's options).
+const (
+	helperEnv     = "MEMTRACE_LAUNCH_TEST_HELPER"
+	helperArgsEnv = "MEMTRACE_LAUNCH_TEST_OPTIONS"
+)
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
@@ -37,9 +43,24 @@ func TestMain(m *testing.M) {
 			RunWatchdog()
 		}
 	}
-	if h := os.Getenv(helperEnv); h != "" {
-		pid, _ := strconv.Atoi(h)
+	switch h := os.Getenv(helperEnv); {
+	case strings.HasPrefix(h, "checkattach:"):
+		pid, _ := strconv.Atoi(strings.TrimPrefix(h, "checkattach:"))
 		fmt.Print(checkAttachable(pid))
+		os.Exit(0)
+	case h == "launch":
+		// launch as memtrace runs it, Ctrl-C caught, with a fake
+		// tracer: the options come as JSON, the outcome and the
+		// shim's PID go to stdout.
+		var o Options
+		if err := json.Unmarshal([]byte(os.Getenv(helperArgsEnv)), &o); err != nil {
+			fmt.Println("bad options:", err)
+			os.Exit(2)
+		}
+		catchInterrupts()
+		fake := newFake()
+		status, err := launch(&o, fake, os.Stderr)
+		fmt.Printf("status=%d err=%v calls=%q\n", status, err, fake.callList())
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
