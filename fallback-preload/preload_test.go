@@ -59,10 +59,11 @@ func runDirect(t *testing.T, env []string, args ...string) ([]byte, error) {
 }
 
 // TestLayoutMatchesLogfmt parses every line the library writes with logfmt
-// and renders it again with logfmt's writers: the bytes must be identical.
+// and renders it again with logfmt's writers: the bytes must be identical,
+// the header's too (an argument with bytes to quote goes into its cmd=).
 func TestLayoutMatchesLogfmt(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "log")
-	if out, err := runDirect(t, []string{"MEMTRACK_OUTPUT=" + log, "MEMTRACK_STACK_DEPTH=6"}, "fmt"); err != nil {
+	if out, err := runDirect(t, []string{"MEMTRACK_OUTPUT=" + log, "MEMTRACK_STACK_DEPTH=6"}, "fmt", "a\tb\r\a\"c\\ d\x7f"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	data, err := os.ReadFile(log)
@@ -81,6 +82,7 @@ func checkLayout(t *testing.T, data []byte, stacks bool) {
 	var l logfmt.Line
 	var names = map[string]bool{}
 	var sawLeafFrame bool
+	headers := 0
 	for sc.Scan() {
 		line := sc.Line()
 		if err := l.Parse(line); err != nil {
@@ -102,7 +104,25 @@ func checkLayout(t *testing.T, data []byte, stacks bool) {
 				sawLeafFrame = true
 			}
 		case logfmt.KindMeta:
-			again = logfmt.AppendMeta(nil, string(l.Word), logfmt.Fields(l.Rest)...)
+			// The typed writer where there is one: it fixes the order
+			// of the keys, and the header's start= format.
+			switch string(l.Word) {
+			case logfmt.WordHeader:
+				h, err := logfmt.ParseHeader(l.Rest)
+				if err != nil || h.Mode != logfmt.ModePreload || h.PID <= 0 || h.Start.IsZero() || h.Cmd == "" {
+					t.Errorf("header %q: %+v %v", line, h, err)
+				}
+				again = logfmt.AppendHeader(nil, h)
+				headers++
+			case logfmt.WordProc:
+				p, err := logfmt.ParseProc(l.Rest)
+				if err != nil {
+					t.Errorf("%q: %v", line, err)
+				}
+				again = logfmt.AppendProc(nil, p)
+			default:
+				again = logfmt.AppendMeta(nil, string(l.Word), logfmt.Fields(l.Rest)...)
+			}
 		default:
 			t.Fatalf("not a log line: %q", line)
 		}
@@ -114,6 +134,9 @@ func checkLayout(t *testing.T, data []byte, stacks bool) {
 		if counts[k] == 0 && (stacks || k != logfmt.KindFrame) {
 			t.Errorf("no line of kind %d in the log", k)
 		}
+	}
+	if headers != 1 {
+		t.Errorf("%d header lines, want 1", headers)
 	}
 	// A tab in a thread name is written as '?', as logfmt writes it.
 	if !names["a (b) c?"] || !names["worker"] {

@@ -12,6 +12,7 @@
 #include "mt.h"
 
 #include <signal.h>
+#include <time.h>
 
 #pragma GCC visibility push(hidden)
 
@@ -60,6 +61,9 @@ void init_op_cols(void);
 char *put_meta_val(char *o, char *end, const char *v);
 char *put_name15(char *o, const char *name);
 char *kv_u(char *o, const char *k, uint64_t v);
+// put_start writes a header's start= as logfmt.StartLayout does (RFC 3339
+// in UTC with the nanoseconds, trailing zeros dropped, none when 0).
+char *put_start(char *o, const struct timespec *t);
 
 static inline int ndigits(uint64_t v)
 {

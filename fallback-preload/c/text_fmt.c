@@ -41,8 +41,13 @@ void init_op_cols(void)
 	}
 }
 
-// Meta lines ("[memtrace] WORD k=v"): values are quoted as Go's
-// strconv.Quote would read them back when they hold odd bytes.
+// Meta lines ("[memtrace] WORD k=v"): values with odd bytes are quoted as
+// logfmt quotes them, with strconv.Quote: its one-letter escapes, \xNN for
+// any other control byte and for every byte from 0x7f (strconv.Quote keeps
+// a printable UTF-8 character whole, which this does not).
+static const char ctl_esc[32] = {['\a'] = 'a', ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n',
+				 ['\r'] = 'r', ['\t'] = 't', ['\v'] = 'v'};
+
 char *put_meta_val(char *o, char *end, const char *v)
 {
 	int q = !*v;
@@ -63,10 +68,9 @@ char *put_meta_val(char *o, char *end, const char *v)
 		if (c == '"' || c == '\\') {
 			*o++ = '\\';
 			*o++ = (char)c;
-		} else if (c == '\n') {
-			o = PUT_LIT(o, "\\n");
-		} else if (c == '\t') {
-			o = PUT_LIT(o, "\\t");
+		} else if (c < ' ' && ctl_esc[c]) {
+			*o++ = '\\';
+			*o++ = ctl_esc[c];
 		} else if (c < ' ' || c >= 0x7f) {
 			static const char hx[] = "0123456789abcdef";
 			*o++ = '\\';
@@ -90,6 +94,46 @@ char *put_name15(char *o, const char *name)
 	}
 	for (; n < 15; n++)
 		*o++ = ' ';
+	return o;
+}
+
+// put_0u writes v in exactly w digits, zeros in front.
+static char *put_0u(char *o, uint64_t v, int w)
+{
+	for (int i = w - 1; i >= 0; i--) {
+		o[i] = (char)('0' + v % 10);
+		v /= 10;
+	}
+	return o + w;
+}
+
+char *put_start(char *o, const struct timespec *t)
+{
+	struct tm tm;
+	time_t s = t->tv_sec;
+	gmtime_r(&s, &tm);
+	o = put_0u(o, (uint64_t)(tm.tm_year + 1900), 4);
+	*o++ = '-';
+	o = put_0u(o, (uint64_t)(tm.tm_mon + 1), 2);
+	*o++ = '-';
+	o = put_0u(o, (uint64_t)tm.tm_mday, 2);
+	*o++ = 'T';
+	o = put_0u(o, (uint64_t)tm.tm_hour, 2);
+	*o++ = ':';
+	o = put_0u(o, (uint64_t)tm.tm_min, 2);
+	*o++ = ':';
+	o = put_0u(o, (uint64_t)tm.tm_sec, 2);
+	uint64_t ns = (uint64_t)t->tv_nsec;
+	if (ns) {
+		int w = 9;
+		while (ns % 10 == 0) {
+			ns /= 10;
+			w--;
+		}
+		*o++ = '.';
+		o = put_0u(o, ns, w);
+	}
+	*o++ = 'Z';
 	return o;
 }
 

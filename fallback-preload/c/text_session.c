@@ -95,9 +95,12 @@ void start_session(void)
 	setenv(SESSION_ENV, v, 1);
 }
 
+// The first line, in logfmt's order: AppendHeader's (version pid comm cmd
+// start mode), or for an exec'd child AppendProc's (event pid ppid ts comm
+// cmd, which leaves out an empty comm or cmd).
 void write_start_line(int exec_child)
 {
-	char line[2048], *o = line, *end = line + sizeof line - 32;
+	char line[2048], *o = line, *end = line + sizeof line - 96;
 	char comm[17], cmd[1024];
 	read_comm(comm);
 	read_cmdline(cmd, sizeof cmd);
@@ -106,24 +109,28 @@ void write_start_line(int exec_child)
 		o = kv_u(o, "pid", (uint64_t)g_pid);
 		o = kv_u(o, "ppid", (uint64_t)getppid());
 		o = kv_u(o, "ts", now_us());
+		o--; // kv_u's space
+		if (comm[0]) {
+			o = PUT_LIT(o, " comm=");
+			o = put_meta_val(o, end, comm);
+		}
+		if (cmd[0]) {
+			o = PUT_LIT(o, " cmd=");
+			o = put_meta_val(o, end, cmd);
+		}
 	} else {
 		struct timespec rt;
 		clock_gettime(CLOCK_REALTIME, &rt);
-		struct tm tm;
-		gmtime_r(&rt.tv_sec, &tm);
-		char start[64];
-		snprintf(start, sizeof start, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rt.tv_nsec / 1000);
 		o = PUT_LIT(o, "[memtrace] header version=" VERSION " ");
 		o = kv_u(o, "pid", (uint64_t)g_pid);
-		o = PUT_LIT(o, "start=");
-		o = put_s(o, start, strlen(start));
-		o = PUT_LIT(o, " mode=preload ");
+		o = PUT_LIT(o, "comm=");
+		o = put_meta_val(o, end, comm);
+		o = PUT_LIT(o, " cmd=");
+		o = put_meta_val(o, end, cmd);
+		o = PUT_LIT(o, " start=");
+		o = put_start(o, &rt);
+		o = PUT_LIT(o, " mode=preload");
 	}
-	o = PUT_LIT(o, "comm=");
-	o = put_meta_val(o, end, comm);
-	o = PUT_LIT(o, " cmd=");
-	o = put_meta_val(o, end, cmd);
 	*o++ = '\n';
 	out_write_locked(line, (size_t)(o - line));
 }
