@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"cmp"
 	"io"
 	"os"
@@ -94,8 +93,11 @@ type Stats struct {
 
 // Session is one log being written.
 type Session struct {
-	cfg       Config
-	w         *bufio.Writer
+	cfg Config
+	w   io.Writer
+	// out holds lines not yet written to w: the lines of events are
+	// formatted straight into it, not copied there.
+	out       []byte
 	buf       []byte
 	procs     map[uint32]*process
 	threads   map[uint32]*thread
@@ -140,7 +142,8 @@ func New(cfg Config) *Session {
 	return &Session{
 		fds:     fds,
 		cfg:     cfg,
-		w:       bufio.NewWriterSize(cfg.Out, 256<<10),
+		w:       cfg.Out,
+		out:     make([]byte, 0, outSize+4096),
 		buf:     make([]byte, 0, 512),
 		procs:   map[uint32]*process{},
 		threads: map[uint32]*thread{},
@@ -194,20 +197,30 @@ func (s *Session) Summary(durationUS int64) {
 // Err returns the first write error; after one, nothing more is written.
 func (s *Session) Err() error { return s.err }
 
+// outSize is how much of the log is held before it is written.
+const outSize = 256 << 10
+
 func (s *Session) write(b []byte) {
 	if s.err != nil {
 		return
 	}
-	if _, err := s.w.Write(b); err != nil {
-		s.err = err
+	s.out = append(s.out, b...)
+	s.spill()
+}
+
+// spill writes the held lines out once there are outSize of them.
+func (s *Session) spill() {
+	if len(s.out) >= outSize {
+		s.Flush()
 	}
 }
 
 // Flush writes out buffered lines.
 func (s *Session) Flush() error {
-	if s.err == nil {
-		s.err = s.w.Flush()
+	if s.err == nil && len(s.out) > 0 {
+		_, s.err = s.w.Write(s.out)
 	}
+	s.out = s.out[:0]
 	return s.err
 }
 
@@ -478,11 +491,13 @@ func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op lo
 	}
 	t.total += size
 	s.Stats.Allocs++
-	s.buf = logfmt.AppendAlloc(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, t.total, ptr)
-	s.write(s.buf)
+	if s.err == nil {
+		s.out = logfmt.AppendAlloc(s.out, int64(e.TID), t.name, op.String(), ts, size, t.total, ptr)
+	}
 	if e.Stack != 0 {
 		s.writeStack(e.Stack)
 	}
+	s.spill()
 }
 
 func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
@@ -525,11 +540,13 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 		s.unaccount(e.TGID, ptr)
 	}
 	s.Stats.Frees++
-	s.buf = logfmt.AppendFree(s.buf[:0], int64(e.TID), t.name, op.String(), ts, size, ptr)
-	s.write(s.buf)
+	if s.err == nil {
+		s.out = logfmt.AppendFree(s.out, int64(e.TID), t.name, op.String(), ts, size, ptr)
+	}
 	if e.Stack != 0 {
 		s.writeStack(e.Stack)
 	}
+	s.spill()
 }
 
 // Lost records that n records were dropped since the last call.

@@ -81,6 +81,7 @@ type converter struct {
 	// owners: the stream whose thread the session knows by each tid.
 	owners  map[int64]*stream
 	ev      tracer.Event // the event handed to the session (reused)
+	evComm  *stream      // whose comm ev holds (nil: none)
 	stackID map[string]uint64
 	frames  []agent.Frame
 	lastTS  uint64
@@ -290,6 +291,13 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 		// killed) leaves its last chunk unsealed.
 		pid, tid := int(r.load(base+cPID)), int(r.load(base+cTID))
 		if err := unix.Tgkill(pid, tid, 0); errors.Is(err, unix.ESRCH) && p.read >= r.load(base+cCommitted) {
+			if st.exited && st.owns && st.head == len(st.segs) {
+				// Its EXIT and every record are written: the
+				// session need not keep the thread.
+				st.owns = false
+				delete(c.owners, st.tid)
+				c.sess.ForgetThread(uint32(st.tid))
+			}
 			c.release(i)
 			return 0
 		}
@@ -472,6 +480,7 @@ func (c *converter) setName(st *stream, raw []byte) {
 	}
 	st.comm = [16]byte{}
 	copy(st.comm[:], raw)
+	c.evComm = nil
 }
 
 // own makes the session's thread of st.tid st's: a tid that another
@@ -489,10 +498,17 @@ func (c *converter) own(st *stream) {
 	c.owners[st.tid] = st
 }
 
-// event fills the event handed to the session with st's thread.
+// event fills the event handed to the session with st's thread. Its
+// fields are set one by one, the name only when it changes: this runs
+// for every record.
 func (c *converter) event(st *stream, kind uint8, ts uint64) *tracer.Event {
-	c.ev = tracer.Event{TS: ts, TGID: uint32(st.pid), TID: uint32(st.tid), Kind: kind, Comm: st.comm}
-	return &c.ev
+	x := &c.ev
+	x.TS, x.TGID, x.TID, x.Kind = ts, uint32(st.pid), uint32(st.tid), kind
+	x.Ptr, x.Size, x.Op, x.Stack = 0, 0, 0, 0
+	if c.evComm != st {
+		x.Comm, c.evComm = st.comm, st
+	}
+	return x
 }
 
 // handle turns one record into the session's event.
@@ -525,7 +541,7 @@ func (c *converter) handle(st *stream, e *ev) {
 		}
 		f := splitZ(e.data, 2)
 		x := c.event(st, tracer.KindExec, e.ts)
-		x.TGID, x.Comm = uint32(e.ptr), [16]byte{}
+		x.TGID, x.Comm, c.evComm = uint32(e.ptr), [16]byte{}, nil
 		copy(x.Comm[:], f[0])
 		c.sess.EmitExec(x, uint32(e.size), f[1])
 	case op == rFork:
