@@ -106,12 +106,12 @@ func TestPprofReadByGoToolPprof(t *testing.T) {
 	for _, st := range p.SampleType {
 		types = append(types, st.Type+"/"+st.Unit)
 	}
-	if got := strings.Join(types, " "); got != "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes" {
+	if got := strings.Join(types, " "); got != "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes peak_objects/count peak_space/bytes" {
 		t.Fatalf("sample types %s", got)
 	}
 	var sum [4]int64
 	for _, s := range p.Sample {
-		for k, v := range s.Value {
+		for k, v := range s.Value[:4] {
 			sum[k] += v
 		}
 	}
