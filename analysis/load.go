@@ -28,6 +28,13 @@ type rec struct {
 	a0, a1  int32  // name | module | meta word
 	b0, b1  int32  // op text | symbol | meta rest
 	c0, c1  int32  // frame key
+	// A frame line not parsed yet (lazy): c0, c1 is its text after the
+	// index, l0, l1 the whole line. The model parses it only the first
+	// time it sees that text: a stack-heavy log repeats a few thousand
+	// frame texts tens of millions of times, and parsing every one was
+	// 40 % of a reader's CPU.
+	lazy   bool
+	l0, l1 int32
 }
 
 type batch struct {
@@ -36,6 +43,7 @@ type batch struct {
 	ends  []int32
 	recs  []rec
 	flush bool // the last batch before the reader waits for more input
+	lazy  bool // frame lines are left for apply (see rec.lazy)
 }
 
 var batchPool = sync.Pool{New: func() any { return &batch{data: make([]byte, 0, batchBytes+4096)} }}
@@ -65,8 +73,17 @@ func (b *batch) parse() {
 	start := int32(0)
 	for _, end := range b.ends {
 		line := b.data[start:end]
+		s0 := start
 		start = end
 		var r rec
+		if b.lazy {
+			if k0, k1, ok := lazyFrame(line); ok {
+				r.kind, r.lazy = logfmt.KindFrame, true
+				r.c0, r.c1, r.l0, r.l1 = s0+k0, s0+k1, s0, end
+				b.recs = append(b.recs, r)
+				continue
+			}
+		}
 		if err := l.Parse(line); err != nil {
 			r.bad = true
 			b.recs = append(b.recs, r)
@@ -81,27 +98,84 @@ func (b *batch) parse() {
 				r.b0, r.b1 = b.span(l.OpText)
 			}
 		case logfmt.KindFrame:
-			r.size, r.ptr, r.total = l.Offset, l.Addr, uint64(l.FrameIndex)
-			r.a0, r.a1 = b.span(l.Module)
-			r.b0, r.b1 = b.span(l.Symbol)
-			// The frame's key is its text from the module on: equal text,
-			// equal frame.
-			e := end
-			for e > r.a0 && (b.data[e-1] == ' ' || b.data[e-1] == '\r') {
-				e--
-			}
-			switch {
-			case r.a1 > r.a0:
-				r.c0, r.c1 = r.a0, e
-			case r.b1 > r.b0:
-				r.c0, r.c1 = r.b0, e
-			}
+			b.frame(&r, &l, end)
 		case logfmt.KindMeta:
 			r.a0, r.a1 = b.span(l.Word)
 			r.b0, r.b1 = b.span(l.Rest)
 		}
 		b.recs = append(b.recs, r)
 	}
+}
+
+// frame fills r from l, a parsed frame line of b ending at end.
+func (b *batch) frame(r *rec, l *logfmt.Line, end int32) {
+	r.size, r.ptr, r.total = l.Offset, l.Addr, uint64(l.FrameIndex)
+	r.a0, r.a1 = b.span(l.Module)
+	r.b0, r.b1 = b.span(l.Symbol)
+	// The frame's key is its text from the module on: equal text,
+	// equal frame.
+	e := end
+	for e > r.a0 && (b.data[e-1] == ' ' || b.data[e-1] == '\r') {
+		e--
+	}
+	r.c0, r.c1 = 0, 0
+	switch {
+	case r.a1 > r.a0:
+		r.c0, r.c1 = r.a0, e
+	case r.b1 > r.b0:
+		r.c0, r.c1 = r.b0, e
+	}
+}
+
+// lazyFrame reports whether line has the form of a frame line
+// ("[memtrack]   #N  TEXT", logfmt's test) and returns the offsets of TEXT,
+// trimmed as logfmt's parser trims it. TEXT decides the frame: two lines
+// with equal TEXT parse to the same frame, whatever their index.
+func lazyFrame(line []byte) (int32, int32, bool) {
+	const pre = logfmt.TrackPrefix + "  #"
+	if len(line) <= len(pre) || string(line[:len(pre)]) != pre {
+		return 0, 0, false
+	}
+	i := len(pre)
+	for i < len(line) && line[i] >= '0' && line[i] <= '9' {
+		i++
+	}
+	// logfmt refuses an index that overflows; 18 digits never do.
+	if n := i - len(pre); n == 0 || n > 18 {
+		return 0, 0, false
+	}
+	e := len(line)
+	for i < e && isSpace(line[i]) {
+		i++
+	}
+	for e > i && isSpace(line[e-1]) {
+		e--
+	}
+	if e == i {
+		return 0, 0, false
+	}
+	return int32(i), int32(e), true
+}
+
+// isSpace is bytes.TrimSpace's ASCII set.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}
+
+// lazyFrame resolves a lazy frame record: the frame its text was seen as
+// before, or the line parsed now. ok is false for a line logfmt refuses.
+func (m *Model) lazyFrame(b *batch, r *rec) (id uint32, known, ok bool) {
+	if id, hit := m.rawFrames[string(b.text(r.c0, r.c1))]; hit {
+		return id, true, true
+	}
+	var l logfmt.Line
+	if err := l.Parse(b.text(r.l0, r.l1)); err != nil || l.Kind != logfmt.KindFrame {
+		return 0, false, false
+	}
+	key0, key1 := r.c0, r.c1
+	b.frame(r, &l, r.l1)
+	r.l0, r.l1 = key0, key1 // the raw text, for rememberFrame
+	return 0, false, true
 }
 
 // apply adds a parsed batch to the model, in log order.
@@ -132,6 +206,15 @@ func (m *Model) apply(b *batch) {
 				}
 			}
 		case logfmt.KindFrame:
+			var f uint32
+			known := false
+			if r.lazy {
+				var ok bool
+				if f, known, ok = m.lazyFrame(b, r); !ok {
+					m.Counts.Malformed++
+					continue
+				}
+			}
 			m.Counts.Frames++
 			if m.SummaryOnly {
 				continue
@@ -147,7 +230,12 @@ func (m *Model) apply(b *batch) {
 				m.openCut = true
 				continue
 			}
-			f := m.internFrame(b.text(r.c0, r.c1), b.text(r.a0, r.a1), b.text(r.b0, r.b1), r.size, r.ptr)
+			if !known {
+				f = m.internFrame(b.text(r.c0, r.c1), b.text(r.a0, r.a1), b.text(r.b0, r.b1), r.size, r.ptr)
+				if r.lazy {
+					m.rawFrames[string(b.text(r.l0, r.l1))] = f
+				}
+			}
 			m.openFrames = append(m.openFrames, f)
 		case logfmt.KindExit:
 			m.Counts.Exits++
@@ -284,7 +372,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		if len(cur.ends) == 0 && !flush {
 			return
 		}
-		cur.seq, cur.flush = seq, flush
+		cur.seq, cur.flush, cur.lazy = seq, flush, !m.SummaryOnly
 		seq++
 		work <- cur
 		cur = batchPool.Get().(*batch)

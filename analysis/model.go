@@ -224,6 +224,7 @@ type Model struct {
 
 	frames     []Frame
 	frameIdx   map[string]uint32
+	rawFrames  map[string]uint32 // a frame line's text after its index → its frame
 	frameAddr  map[uint64]uint32
 	modIdx     map[string]string
 	stackFlat  []uint32 // frames of all stacks, back to back
@@ -258,6 +259,7 @@ func New() *Model {
 		defProc:   -1,
 		opIdx:     map[string]uint8{},
 		frameIdx:  map[string]uint32{},
+		rawFrames: map[string]uint32{},
 		frameAddr: map[uint64]uint32{},
 		modIdx:    map[string]string{},
 		stackIdx:  map[string]uint32{"": 0},

@@ -1,0 +1,97 @@
+package analysis
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// lazyLog has frame lines of every form logfmt knows, repeated at other
+// indexes, and frame-like lines logfmt refuses.
+const lazyLog = `[memtrack]   #0  /lib/stray.so(f+0x1) [0x10]
+[memtrack] tid=1  (main           ) malloc     ts=1            size=16            total=16            ptr=0x1000
+[memtrack]   #0  /lib/a.so(alpha+0x10) [0x7f00]
+[memtrack]   #1  /lib/a.so(+0x20) [0x7f20]
+[memtrack]   #2  /bin/prog() [0x400]
+[memtrack]   #3  [0x999]
+[memtrack]   #4  (sym+0x4) [0x55]
+[memtrack]   #5  /lib/a.so(alpha+0x10) [0x7f00]` + "\r" + `
+[memtrack] tid=1  (main           ) malloc     ts=2            size=32            total=48            ptr=0x2000
+[memtrack]   #0  /lib/a.so(+0x20) [0x7f20]
+[memtrack]   #1  /lib/a.so(alpha+0x10) [0x7f00]
+[memtrack]   #x  /lib/a.so(alpha+0x10) [0x7f00]
+[memtrack]   #2  /lib/a.so(alpha+0x10)
+[memtrack]   #99999999999999999999  /lib/a.so(alpha+0x10) [0x7f00]
+[memtrack]   #3    /bin/prog() [0x400]   
+[memtrack]   #4  [0xzz]
+[memtrack] tid=1  (main           ) free       ts=3            size=16            total=32            ptr=0x1000
+[memtrack] tid=1  (main           ) malloc     ts=4            size=8             total=40            ptr=0x3000
+[memtrack]   #0  [0x999]
+[memtrack]   #1  (sym+0x4) [0x55]
+[memtrack]   #2  /lib/a.so(+0x20) [0x7f20]
+`
+
+func loadBatches(t *testing.T, log string, lazy bool) *Model {
+	t.Helper()
+	m := New()
+	b := &batch{data: make([]byte, 0, len(log)+16), lazy: lazy, flush: true}
+	for _, line := range strings.SplitAfter(log, "\n") {
+		if line == "" {
+			continue
+		}
+		b.add([]byte(strings.TrimSuffix(line, "\n")))
+	}
+	b.parse()
+	m.apply(b)
+	m.Finish()
+	return m
+}
+
+// A frame line left unparsed until its text is new must give the model
+// that parsing every line gives: the same frames, stacks, counts (a
+// malformed line is malformed either way).
+func TestLazyFramesGiveTheSameModel(t *testing.T) {
+	eager := loadBatches(t, lazyLog, false)
+	lazy := loadBatches(t, lazyLog, true)
+	if eager.Counts.Malformed == 0 || eager.Counts.StrayFrames == 0 {
+		t.Fatalf("the log must exercise malformed and stray frames: %+v", eager.Counts)
+	}
+	if !reflect.DeepEqual(eager.Counts, lazy.Counts) {
+		t.Errorf("counts differ:\neager %+v\nlazy  %+v", eager.Counts, lazy.Counts)
+	}
+	if !reflect.DeepEqual(eager.frames, lazy.frames) {
+		t.Errorf("frames differ:\neager %+v\nlazy  %+v", eager.frames, lazy.frames)
+	}
+	if !reflect.DeepEqual(eager.stackFlat, lazy.stackFlat) || !reflect.DeepEqual(eager.stackOff, lazy.stackOff) {
+		t.Errorf("stacks differ:\neager %v %v\nlazy  %v %v", eager.stackFlat, eager.stackOff, lazy.stackFlat, lazy.stackOff)
+	}
+	if len(lazy.rawFrames) == 0 {
+		t.Error("the lazy path was not taken")
+	}
+	// The second allocation's stack: the two good frames, the padded one,
+	// and nothing of the refused lines.
+	if got := len(eager.stackFlat); got == 0 {
+		t.Fatal("no stacks were read")
+	}
+}
+
+func TestLazyFrameForm(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		text string
+		ok   bool
+	}{
+		{"[memtrack]   #0  /lib/a.so(f+0x1) [0x10]", "/lib/a.so(f+0x1) [0x10]", true},
+		{"[memtrack]   #12 \t x [0x1] \r", "x [0x1]", true},
+		{"[memtrack]   #  x", "", false},
+		{"[memtrack]   #1234567890123456789 x", "", false},
+		{"[memtrack]   #3   ", "", false},
+		{"[memtrack] tid=1 (x) malloc", "", false},
+		{"junk [memtrack]   #0  x [0x1]", "", false},
+	} {
+		s, e, ok := lazyFrame([]byte(c.line))
+		if ok != c.ok || ok && c.line[s:e] != c.text {
+			t.Errorf("lazyFrame(%q) = %q %v, want %q %v", c.line, c.line[s:e], ok, c.text, c.ok)
+		}
+	}
+}
