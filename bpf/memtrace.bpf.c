@@ -217,9 +217,9 @@ static __always_inline int send_thread(struct tstate *st)
 	if (!t)
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
+	t->type = MT_REC_THREAD;
 	t->tgid = id >> 32;
 	t->tid = (__u32)id;
-	t->pad = 0;
 	bpf_get_current_comm(t->comm, sizeof(t->comm));
 	bpf_ringbuf_submit(t, BPF_RB_NO_WAKEUP);
 	if (st)
@@ -246,24 +246,25 @@ static __always_inline void *reserve_event(struct tstate *st, __u64 n)
 /* An event with stack, old_ptr and old_size zero whose pointer, size and
  * flags fit: the 24-byte record. Its time is now, or at when that is not
  * 0. */
-static __always_inline void send_packed(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
+static __always_inline void send_packed(struct tstate *st, __u8 kind, __u8 op, __u8 flags, __u64 ptr, __u64 size,
 					__u64 at)
 {
 	struct mt_event_packed *e = reserve_event(st, sizeof(*e));
 	if (!e)
 		return;
+	e->op_ptr = MT_PK_OP_PTR(op, ptr);
 	e->ts_ns = at ? at : bpf_ktime_get_ns();
-	e->ptr_op = ptr | (__u64)op << MT_PTR_BITS | (__u64)kind << 56 | (__u64)flags << 59;
-	e->size_tid = size | (__u64)cur_tid(st) << MT_SIZE_BITS;
+	e->size_tid = MT_PK_SIZE_TID(size, kind, flags, cur_tid(st));
 	submit(e, st);
 }
 
-static __always_inline struct mt_event *reserve_full(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr,
+static __always_inline struct mt_event *reserve_full(struct tstate *st, __u8 kind, __u8 op, __u8 flags, __u64 ptr,
 						     __u64 size, __u64 stack, __u64 old_ptr, __u64 old_size, __u64 at)
 {
 	struct mt_event *e = reserve_event(st, sizeof(*e));
 	if (!e)
 		return 0;
+	e->type = MT_REC_EVENT;
 	e->ts_ns = at ? at : bpf_ktime_get_ns();
 	e->tid = cur_tid(st);
 	e->kind = kind;
@@ -277,12 +278,11 @@ static __always_inline struct mt_event *reserve_full(struct tstate *st, __u8 kin
 	return e;
 }
 
-static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u16 flags, __u64 ptr, __u64 size,
+static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u8 flags, __u64 ptr, __u64 size,
 				 __u64 stack, __u64 old_ptr, __u64 old_size, __u64 at)
 {
 	struct mt_event *e;
-	if ((stack | old_ptr | old_size) == 0 && ptr >> MT_PTR_BITS == 0 && size >> MT_SIZE_BITS == 0 &&
-	    (flags & ~MT_PACKED_FLAGS) == 0)
+	if ((stack | old_ptr | old_size) == 0 && MT_PK_FITS(ptr, size, flags))
 		send_packed(st, kind, op, flags, ptr, size, at);
 	else if ((e = reserve_full(st, kind, op, flags, ptr, size, stack, old_ptr, old_size, at)))
 		submit(e, st);
@@ -296,8 +296,8 @@ static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u16 fl
  * was mapped. */
 static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 {
-	__u64 before = (cookie >> 16) & 0xffffff;
-	__u64 after = cookie >> 40;
+	__u64 before = MT_CK(cookie, BEFORE);
+	__u64 after = MT_CK(cookie, AFTER);
 	if (before == 0 && after == 0)
 		return 0;
 	__u64 ret = 0;
@@ -434,6 +434,7 @@ static __always_inline void send_file(struct file *file, __u64 ino)
 		__sync_fetch_and_add(&lost_records, 1);
 		return;
 	}
+	r->type = MT_REC_FILE;
 	r->ino = ino;
 	r->nparts = 0;
 	r->truncated = 0;
@@ -488,6 +489,7 @@ static __always_inline void send_stack(__u64 id, struct stackbuf *buf, __u32 n, 
 		__sync_fetch_and_add(&lost_records, 1);
 		return;
 	}
+	r->type = MT_REC_STACK;
 	r->ts_ns = bpf_ktime_get_ns();
 	r->id = id;
 	r->tgid = bpf_get_current_pid_tgid() >> 32;
@@ -752,9 +754,10 @@ __noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
 	if (bpf_map_update_elem(&unwind_stale, &tgid, &one, BPF_NOEXIST) == 0) {
 		struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
 		if (rm) {
+			rm->type = MT_REC_REMAP;
+			rm->held = 0;
 			rm->tgid = tgid;
-			rm->magic = MT_REMAP_MAGIC;
-			rm->pad = 0;
+			rm->hold_key = 0;
 			bpf_ringbuf_submit(rm, BPF_RB_FORCE_WAKEUP);
 		} else {
 			bpf_map_delete_elem(&unwind_stale, &tgid);
@@ -1082,8 +1085,8 @@ static __always_inline void call_target(struct pt_regs *ctx, struct tstate *st)
 static __always_inline int do_enter(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u8 op = cookie & 0xff;
-	__u8 sig = (cookie >> 8) & 0xff;
+	__u8 op = MT_CK(cookie, OP);
+	__u8 sig = MT_CK(cookie, SIG);
 	struct tstate *st = state(1);
 	if (!st)
 		return 0;
@@ -1192,7 +1195,7 @@ static __always_inline int do_new(struct pt_regs *ctx)
 		return 0;
 	if (st->ovr_op && sp <= st->ovr_sp)
 		return 0;
-	st->ovr_op = cookie & 0xff;
+	st->ovr_op = MT_CK(cookie, OP);
 	st->ovr_size = PT_REGS_PARM1(ctx);
 	st->ovr_sp = sp;
 	st->ovr_stack = capture_stack(ctx, st);
@@ -1246,7 +1249,7 @@ static __always_inline int do_return(struct pt_regs *ctx)
 	if (ptr == 0)
 		return 0;
 	__u64 old_ptr = 0, old_size = 0;
-	__u16 flags = st->flags;
+	__u8 flags = st->flags;
 	if (kind == MT_EV_REALLOC) {
 		/* The old block is released inside the call, and another
 		 * thread may be given it before this one returns (musl,
@@ -1278,7 +1281,7 @@ static __always_inline int direct_internal_call(struct pt_regs *ctx, __u64 cooki
 		return 0;
 	/* Most frees come from outside the module: one read decides. */
 	__u64 ip = PT_REGS_IP(ctx);
-	__u64 before = (cookie >> 24) & 0xfffff, after = cookie >> 44;
+	__u64 before = MT_CK(cookie, FREE_BEFORE), after = MT_CK(cookie, FREE_AFTER);
 	if (ret < ip - before || ret >= ip + after)
 		return 0;
 	__u8 insn[5];
@@ -1287,7 +1290,7 @@ static __always_inline int direct_internal_call(struct pt_regs *ctx, __u64 cooki
 	if (insn[0] != 0xe8)
 		return 0;
 	__s32 rel = insn[1] | insn[2] << 8 | insn[3] << 16 | (__u32)insn[4] << 24;
-	__u64 fn = ip - ((cookie >> 16) & 0xff);
+	__u64 fn = ip - MT_CK(cookie, FREE_DELTA);
 	return ret + (__s64)rel == fn;
 }
 
@@ -1298,7 +1301,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	if (ptr == 0)
 		return 0;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u8 op = cookie & 0xff;
+	__u8 op = MT_CK(cookie, OP);
 	__u64 sp = PT_REGS_SP(ctx);
 	__u64 size = 0;
 	/* Created for a thread that only frees too: its name goes once. */
@@ -1313,7 +1316,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 		if (st->depth > 0 && sp <= st->outer_sp)
 			return 0;
 	}
-	if (((cookie >> 8) & 0xff) == MT_SIG_FREE_CHECKED && direct_internal_call(ctx, cookie))
+	if (MT_CK(cookie, SIG) == MT_SIG_FREE_CHECKED && direct_internal_call(ctx, cookie))
 		return 0;
 	if (st) {
 		if (st->skip_free_ptr == ptr) {
@@ -1384,7 +1387,7 @@ int BPF_PROG(mt_exit)
 	return 0;
 }
 
-static __always_inline void proc_event(__u8 kind, __u64 child, __u16 flags)
+static __always_inline void proc_event(__u8 kind, __u64 child, __u8 flags)
 {
 	struct mt_event *e = reserve_full(0, kind, 0, flags, child, 0, 0, 0, 0, 0);
 	/* The agent must act now: a held process waits for it. */
@@ -1483,7 +1486,7 @@ int BPF_PROG(mt_exec)
  * its list of objects; with r_debug.r_state RT_CONSISTENT a dlopen'ed
  * library is mapped and none of its code has run. The process is held
  * there, as at exec, until the agent has written its table and mappings
- * (MT_REMAP_HOLD): stacks through the library are whole from its first
+ * (mt_remap.held): stacks through the library are whole from its first
  * call. The cookie is the address of r_state. */
 SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
 {
@@ -1497,16 +1500,18 @@ SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
 	struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
 	if (!rm)
 		return 0;
+	rm->type = MT_REC_REMAP;
+	rm->held = 0;
 	rm->tgid = tgid;
-	rm->magic = MT_REMAP_MAGIC;
-	rm->pad = 0;
+	rm->hold_key = 0;
 	/* A key of its own, with a few bits of the clock: a hold being
 	 * released (SIGCONT sent, its entry not yet deleted), of exec or of
 	 * the last dlopen, must not make this one fail. */
 	__u32 key = tgid | MT_HOLD_DL | (__u32)((bpf_ktime_get_ns() >> 10) & MT_HOLD_SEQ_MASK) << MT_HOLD_SEQ_SHIFT;
 	__u8 stopped = HOLD_STOPPED;
 	if (bpf_map_update_elem(&hold, &key, &stopped, BPF_NOEXIST) == 0) {
-		rm->pad = MT_REMAP_HOLD | (__u64)key << 32;
+		rm->held = 1;
+		rm->hold_key = key;
 		bpf_send_signal_thread(MT_SIGSTOP);
 	}
 	bpf_ringbuf_submit(rm, BPF_RB_FORCE_WAKEUP);
@@ -1545,6 +1550,7 @@ SEC("uprobe.session") int mt_floor_stack_session(struct pt_regs *ctx)
 /* Unused by the programs: keeps the ABI types in BTF so that the Go tests
  * can compare them with logfmt and the tracer. */
 const volatile struct {
+	enum mt_rec rec;
 	enum mt_op op;
 	enum mt_kind kind;
 	enum mt_sig sig;

@@ -38,8 +38,42 @@ enum mt_kind {
 	MT_EV_EXEC = 6,    /* tgid exec'd; flags: MT_FLAG_HELD */
 };
 
-/* Attach cookie layout: the low byte is the op; the next byte says how the
- * size argument is found, so that one program serves every signature. */
+/* The attach cookie: the 64 bits a probe point's program is given
+ * (bpf_get_attach_cookie), so that one program serves every function. This
+ * is its one description; tracer/abi.go's cookie() is its one encoder,
+ * MT_CK() its one decoder, and tracer/abi_test.go decodes cookies that Go
+ * encoded with these macros, compiled. Every cookie has
+ *   MT_CK_OP           bits  0-7   enum mt_op
+ *   MT_CK_SIG          bits  8-15  enum mt_sig: how the size argument is found
+ * and the rest by its signature. For MT_SIG_FREE_CHECKED (free on x86,
+ * direct_internal_call):
+ *   MT_CK_FREE_DELTA   bits 16-23  the probe point's offset into free
+ *   MT_CK_FREE_BEFORE  bits 24-43  bytes of the module's text before the probe
+ *   MT_CK_FREE_AFTER   bits 44-63  ... and from it on; both clamped, which
+ *                                  only lets a far internal call through
+ * For any other (called_from_module: mmap, munmap and mremap; else 0):
+ *   MT_CK_BEFORE       bits 16-39  bytes of the module's text before the probe
+ *   MT_CK_AFTER        bits 40-63  ... and from it on; both 0 (also when
+ *                                  either does not fit): the test is off
+ * SIG keeps its 8 bits: with the 4 it needs, clang's code for mt_enter made
+ * the verifier explore it past its million instructions. */
+#define MT_CK_OP_SHIFT 0
+#define MT_CK_OP_BITS 8
+#define MT_CK_SIG_SHIFT 8
+#define MT_CK_SIG_BITS 8
+#define MT_CK_FREE_DELTA_SHIFT 16
+#define MT_CK_FREE_DELTA_BITS 8
+#define MT_CK_FREE_BEFORE_SHIFT 24
+#define MT_CK_FREE_BEFORE_BITS 20
+#define MT_CK_FREE_AFTER_SHIFT 44
+#define MT_CK_FREE_AFTER_BITS 20
+#define MT_CK_BEFORE_SHIFT 16
+#define MT_CK_BEFORE_BITS 24
+#define MT_CK_AFTER_SHIFT 40
+#define MT_CK_AFTER_BITS 24
+#define MT_CK(cookie, field) \
+	(((cookie) >> MT_CK_##field##_SHIFT) & ((1ULL << MT_CK_##field##_BITS) - 1))
+
 enum mt_sig {
 	MT_SIG_SIZE0 = 0,        /* f(size) */
 	MT_SIG_CALLOC = 1,       /* f(n, size) */
@@ -51,53 +85,75 @@ enum mt_sig {
 	MT_SIG_MMAP = 7,         /* f(addr, len, prot, flags, fd, off) */
 	MT_SIG_MREMAP = 8,       /* f(old, old_len, new_len, flags, ...) */
 	MT_SIG_NEW_ALIGNED = 9,  /* f(size, align): like SIZE0 */
-	MT_SIG_FREE_CHECKED = 10, /* free: skip the module's direct internal calls; bits 16-23: probe
-				   * offset, 24-43 and 44-63: text before and after the probe */
+	MT_SIG_FREE_CHECKED = 10, /* free: skip the module's direct internal calls */
 };
 
-/* Bits 16-39 and 40-63: for mmap, munmap and mremap, how many bytes of the
- * module's text lie before and after the probe point (see
- * called_from_module); zero turns the test off. */
+/* Every ring-buffer record starts with its type in byte 0, and the agent
+ * decodes by that byte. 0 is no type, so that a zeroed record is refused. */
+enum mt_rec {
+	MT_REC_PACKED = 1, /* struct mt_event_packed */
+	MT_REC_EVENT = 2,  /* struct mt_event */
+	MT_REC_THREAD = 3, /* struct mt_thread */
+	MT_REC_STACK = 4,  /* struct mt_stack */
+	MT_REC_FILE = 5,   /* struct mt_file */
+	MT_REC_REMAP = 6,  /* struct mt_remap */
+};
 
 /* An event is sent in one of two forms. Nearly always (no stack, no old
- * pointer, the pointer under 2^48 and the size under 2^42) it is an
- * mt_event_packed of 24 bytes; else the whole mt_event of 56. The ring
- * buffer's cost per record grows with its length, because each record
- * fills fresh cache lines: the 80-byte events of before cost a malloc+free
- * pair about a tenth of the floor more (see the README). For the same
- * reason the thread's process and name travel apart, in an mt_thread
- * record sent before the thread's first event and again after each
- * rename. */
+ * pointer, the pointer under 2^48, the size under 2^36 and the flags in
+ * MT_PACKED_FLAGS) it is an mt_event_packed of 24 bytes; else the whole
+ * mt_event of 56. The ring buffer's cost per record grows with its length,
+ * because each record fills fresh cache lines: the 80-byte events of
+ * before cost a malloc+free pair about a tenth of the floor more (see the
+ * README). For the same reason the thread's process and name travel apart,
+ * in an mt_thread record sent before the thread's first event and again
+ * after each rename. */
 struct mt_event {
+	__u8 type;      /* MT_REC_EVENT */
+	__u8 kind;      /* enum mt_kind */
+	__u8 op;        /* enum mt_op */
+	__u8 flags;     /* MT_FLAG_* */
+	__u32 tid;
 	__u64 ts_ns;    /* CLOCK_MONOTONIC */
 	__u64 ptr;
 	__u64 size;
-	__u32 tid;
-	__u8 kind;
-	__u8 op;
-	__u16 flags;
 	__u64 stack;    /* id of a stack sent before in an mt_stack record; 0: none */
 	__u64 old_ptr;
 	__u64 old_size;
 };
 
 struct mt_event_packed {
+	__u64 op_ptr;   /* MT_PK_OP_PTR: type, op, ptr */
 	__u64 ts_ns;
-	__u64 ptr_op;   /* ptr | op << 48 | kind << 56 | flags << 59 */
-	__u64 size_tid; /* size | tid << 42 (PID_MAX_LIMIT is 2^22) */
+	__u64 size_tid; /* MT_PK_SIZE_TID: size, kind, flags, tid */
 };
 
+/* mt_event_packed's fields, packed only by these macros (the BPF side's
+ * send_packed, and tracer/abi_test.go's C program that checks the Go
+ * decoder against them); op_ptr's low byte is the record type. */
+#define MT_PK_OP_SHIFT 8
+#define MT_PK_PTR_SHIFT 16
 #define MT_PTR_BITS 48
-#define MT_SIZE_BITS 42
-#define MT_PACKED_FLAGS 0x7
+#define MT_SIZE_BITS 36
+#define MT_PK_KIND_SHIFT 36
+#define MT_PK_KIND_BITS 3
+#define MT_PK_FLAGS_SHIFT 39
+#define MT_PACKED_FLAGS 0x7 /* the flags a packed event can carry (3 bits) */
+#define MT_PK_TID_SHIFT 42  /* 22 bits: PID_MAX_LIMIT is 2^22 */
+#define MT_PK_FITS(ptr, size, flags) \
+	((ptr) >> MT_PTR_BITS == 0 && (size) >> MT_SIZE_BITS == 0 && ((flags) & ~MT_PACKED_FLAGS) == 0)
+#define MT_PK_OP_PTR(op, ptr) (MT_REC_PACKED | (__u64)(op) << MT_PK_OP_SHIFT | (__u64)(ptr) << MT_PK_PTR_SHIFT)
+#define MT_PK_SIZE_TID(size, kind, flags, tid)                                                   \
+	((__u64)(size) | (__u64)(kind) << MT_PK_KIND_SHIFT | (__u64)(flags) << MT_PK_FLAGS_SHIFT | \
+	 (__u64)(tid) << MT_PK_TID_SHIFT)
 
 /* Who a thread is: it applies to the thread's events that follow it in
  * the ring buffer. */
 struct mt_thread {
+	__u8 type;      /* MT_REC_THREAD */
 	__u32 tgid;
 	__u32 tid;
 	char comm[16];
-	__u64 pad;      /* keeps its size apart from mt_event_packed's */
 };
 
 #define MT_MAX_FRAMES 127
@@ -121,21 +177,21 @@ struct mt_frame {
  * name first, up to the root across mounts. A component cut at
  * MT_PART_LEN-1 bytes or a path deeper than MT_PATH_PARTS is flagged. */
 struct mt_file {
+	__u8 type;      /* MT_REC_FILE */
+	__u8 truncated;
+	__u16 nparts;
 	__u64 ino;
-	__u32 nparts;
-	__u32 truncated;
 	char parts[MT_PATH_PARTS][MT_PART_LEN];
 };
 
-/* Sent once per distinct (process, stack): events then carry its id.
- * Records are told apart by their sizes: mt_event_packed, mt_thread,
- * mt_event, mt_file and mt_stack all differ. */
+/* Sent once per distinct (process, stack): events then carry its id. */
 struct mt_stack {
+	__u8 type;      /* MT_REC_STACK */
+	__u8 reason;    /* enum mt_stop: why the walk ended */
+	__u16 nframes;
+	__u32 tgid;
 	__u64 ts_ns;
 	__u64 id;
-	__u32 tgid;
-	__u16 nframes;
-	__u16 reason;   /* enum mt_stop: why the walk ended */
 	struct mt_frame frames[MT_MAX_FRAMES];
 };
 
@@ -220,13 +276,12 @@ struct mt_ufile {
 /* Asks the agent to write a process's mappings again: a PC was in a file
  * mapping its array lacks. Sent once until the agent has done so. */
 struct mt_remap {
+	__u8 type;      /* MT_REC_REMAP */
+	__u8 held;      /* 1: the process is held until the agent resumes it
+			 * and deletes hold_key from the hold map */
 	__u32 tgid;
-	__u32 magic;  /* MT_REMAP_MAGIC */
-	__u64 pad;    /* MT_REMAP_HOLD: the process is held until the agent resumes it
-		       * and deletes the hold-map key in the upper 32 bits */
+	__u32 hold_key;
 };
-#define MT_REMAP_MAGIC 0x70616d72
-#define MT_REMAP_HOLD 1
 /* The hold map's key for a dlopen hold: the tgid (below 2^22,
  * PID_MAX_LIMIT) with this bit and a 9-bit sequence at bit 22. */
 #define MT_HOLD_DL 0x80000000u

@@ -47,16 +47,26 @@ const (
 	FlagHeld     = 0x4 // the process is stopped until the agent sends SIGCONT
 )
 
-// eventSize is sizeof(struct mt_event), packedSize sizeof(struct
-// mt_event_packed), threadSize sizeof(struct mt_thread), stackSize
-// sizeof(struct mt_stack);
-// abi_test.go checks them against the BTF of the compiled object.
+// recType is a ring-buffer record's type, its byte 0 (enum mt_rec):
+// records are decoded by it, never by their length.
+type recType uint8
+
+const (
+	recPacked recType = 1 // MT_REC_PACKED: struct mt_event_packed
+	recEvent  recType = 2 // MT_REC_EVENT: struct mt_event
+	recThread recType = 3 // MT_REC_THREAD: struct mt_thread
+	recStack  recType = 4 // MT_REC_STACK: struct mt_stack
+	recFile   recType = 5 // MT_REC_FILE: struct mt_file
+	recRemap  recType = 6 // MT_REC_REMAP: struct mt_remap
+)
+
+// The records' sizes and mt_event_packed's bit fields (MT_PK_* and
+// MT_PTR_BITS, MT_SIZE_BITS); abi_test.go checks them against the BTF of
+// the compiled object and packs events as the C side does.
 const (
 	eventSize  = 56
 	packedSize = 24
-	threadSize = 32
-	ptrBits    = 48 // MT_PTR_BITS
-	sizeBits   = 42 // MT_SIZE_BITS
+	threadSize = 28
 	maxFrames  = 127
 	frameSize  = 24
 	stackSize  = 24 + maxFrames*frameSize
@@ -65,10 +75,27 @@ const (
 	fileSize   = 16 + pathParts*partLen
 	// remapSize is sizeof(struct mt_remap): the kernel side asks for a
 	// process's mappings again.
-	remapSize  = 16
-	remapMagic = 0x70616d72 // MT_REMAP_MAGIC
-	remapHold  = 1          // MT_REMAP_HOLD
+	remapSize = 12
+
+	pkOpShift    = 8
+	pkPtrShift   = 16
+	ptrBits      = 48
+	sizeBits     = 36
+	pkKindShift  = 36
+	pkKindBits   = 3
+	pkFlagsShift = 39
+	pkFlagsBits  = 3 // MT_PACKED_FLAGS is 1<<pkFlagsBits - 1
+	pkTIDShift   = 42
 )
+
+// recordType returns the type byte of a ring-buffer record, 0 for an
+// empty one.
+func recordType(b []byte) recType {
+	if len(b) == 0 {
+		return 0
+	}
+	return recType(b[0])
+}
 
 // File names the file behind an inode that frames lie in, as the kernel
 // saw it when a stack first used it.
@@ -79,13 +106,16 @@ type File struct {
 }
 
 func (f *File) decode(b []byte) error {
+	if recordType(b) != recFile {
+		return errRecordType
+	}
 	if len(b) < fileSize {
 		return errShortRecord
 	}
 	le := binary.LittleEndian
-	f.Ino = le.Uint64(b[0:])
-	n := int(le.Uint32(b[8:]))
-	f.Truncated = le.Uint32(b[12:]) != 0
+	f.Truncated = b[1] != 0
+	n := int(le.Uint16(b[2:]))
+	f.Ino = le.Uint64(b[8:])
 	if n > pathParts {
 		n = pathParts
 	}
@@ -122,7 +152,7 @@ type Stack struct {
 }
 
 // StopReason says why the kernel side's stack walk ended (enum mt_stop).
-type StopReason uint16
+type StopReason uint8
 
 const (
 	// StopFPWalk: the kernel's frame-pointer walk took the stack, which
@@ -159,15 +189,18 @@ func (r StopReason) Truncation() string {
 }
 
 func (s *Stack) decode(b []byte) error {
+	if recordType(b) != recStack {
+		return errRecordType
+	}
 	if len(b) < stackSize {
 		return errShortRecord
 	}
 	le := binary.LittleEndian
-	s.TS = le.Uint64(b[0:])
-	s.ID = le.Uint64(b[8:])
-	s.TGID = le.Uint32(b[16:])
-	n := int(le.Uint16(b[20:]))
-	s.Stop = StopReason(le.Uint16(b[22:]))
+	s.Stop = StopReason(b[1])
+	n := int(le.Uint16(b[2:]))
+	s.TGID = le.Uint32(b[4:])
+	s.TS = le.Uint64(b[8:])
+	s.ID = le.Uint64(b[16:])
 	if n > maxFrames {
 		n = maxFrames
 	}
@@ -196,34 +229,45 @@ type Event struct {
 	Comm    [16]byte
 }
 
-var errShortRecord = errors.New("short ring-buffer record")
+var (
+	errShortRecord = errors.New("short ring-buffer record")
+	errRecordType  = errors.New("ring-buffer record of another type")
+)
 
-// decode reads struct mt_event or mt_event_packed by hand: binary.Read's
-// reflection would cost more than the rest of the agent's per-event work.
+// decode reads struct mt_event or mt_event_packed, as its type byte says,
+// by hand: binary.Read's reflection would cost more than the rest of the
+// agent's per-event work.
 func (e *Event) decode(b []byte) error {
 	le := binary.LittleEndian
-	if len(b) == packedSize {
-		e.TS = le.Uint64(b[0:])
-		po, st := le.Uint64(b[8:]), le.Uint64(b[16:])
-		e.Ptr = po & (1<<ptrBits - 1)
-		e.Op = uint8(po >> ptrBits)
-		e.Kind = uint8(po>>56) & 7
-		e.Flags = uint16(po >> 59)
+	switch recordType(b) {
+	case recPacked:
+		if len(b) < packedSize {
+			return errShortRecord
+		}
+		op, st := le.Uint64(b[0:]), le.Uint64(b[16:])
+		e.Op = uint8(op >> pkOpShift)
+		e.Ptr = op >> pkPtrShift
+		e.TS = le.Uint64(b[8:])
 		e.Size = st & (1<<sizeBits - 1)
-		e.TID = uint32(st >> sizeBits)
+		e.Kind = uint8(st>>pkKindShift) & (1<<pkKindBits - 1)
+		e.Flags = uint16(st>>pkFlagsShift) & (1<<pkFlagsBits - 1)
+		e.TID = uint32(st >> pkTIDShift)
 		e.Stack, e.OldPtr, e.OldSize = 0, 0, 0
 		return nil
+	case recEvent:
+	default:
+		return errRecordType
 	}
 	if len(b) < eventSize {
 		return errShortRecord
 	}
-	e.TS = le.Uint64(b[0:])
-	e.Ptr = le.Uint64(b[8:])
-	e.Size = le.Uint64(b[16:])
-	e.TID = le.Uint32(b[24:])
-	e.Kind = b[28]
-	e.Op = b[29]
-	e.Flags = le.Uint16(b[30:])
+	e.Kind = b[1]
+	e.Op = b[2]
+	e.Flags = uint16(b[3])
+	e.TID = le.Uint32(b[4:])
+	e.TS = le.Uint64(b[8:])
+	e.Ptr = le.Uint64(b[16:])
+	e.Size = le.Uint64(b[24:])
 	e.Stack = le.Uint64(b[32:])
 	e.OldPtr = le.Uint64(b[40:])
 	e.OldSize = le.Uint64(b[48:])
@@ -237,14 +281,36 @@ type threadInfo struct {
 }
 
 func decodeThread(b []byte) (tid uint32, t threadInfo, err error) {
+	if recordType(b) != recThread {
+		return 0, t, errRecordType
+	}
 	if len(b) < threadSize {
 		return 0, t, errShortRecord
 	}
 	le := binary.LittleEndian
-	t.tgid = le.Uint32(b[0:])
-	tid = le.Uint32(b[4:])
-	copy(t.comm[:], b[8:24])
+	t.tgid = le.Uint32(b[4:])
+	tid = le.Uint32(b[8:])
+	copy(t.comm[:], b[12:28])
 	return tid, t, nil
+}
+
+// remapRequest is what an mt_remap record asks: write pid's mappings
+// again, and when held, resume it and delete holdKey from the hold map.
+type remapRequest struct {
+	pid     int
+	held    bool
+	holdKey uint32
+}
+
+func decodeRemap(b []byte) (remapRequest, error) {
+	if recordType(b) != recRemap {
+		return remapRequest{}, errRecordType
+	}
+	if len(b) < remapSize {
+		return remapRequest{}, errShortRecord
+	}
+	le := binary.LittleEndian
+	return remapRequest{pid: int(le.Uint32(b[4:])), held: b[1] != 0, holdKey: le.Uint32(b[8:])}, nil
 }
 
 // CommString returns the thread name up to its NUL.
@@ -257,11 +323,40 @@ func (e *Event) CommString() string {
 	return string(e.Comm[:])
 }
 
-// cookie packs what the BPF programs need to know about a probe point.
-func cookie(op uint8, sig int, before, after uint64) uint64 {
-	const lim = 1<<24 - 1
-	if before > lim || after > lim {
+// The attach cookie's bit ranges (MT_CK_* in bpf/memtrace.h, which
+// describes each); abi_test.go decodes cookies made here with the C
+// macros.
+const (
+	ckOpShift         = 0
+	ckOpBits          = 8
+	ckSigShift        = 8
+	ckSigBits         = 8
+	ckFreeDeltaShift  = 16 // MT_SIG_FREE_CHECKED only
+	ckFreeDeltaBits   = 8
+	ckFreeBeforeShift = 24
+	ckFreeBeforeBits  = 20
+	ckFreeAfterShift  = 44
+	ckFreeAfterBits   = 20
+	ckBeforeShift     = 16 // any other signature
+	ckBeforeBits      = 24
+	ckAfterShift      = 40
+	ckAfterBits       = 24
+)
+
+// cookie is the one encoder of the attach cookie: what the BPF programs
+// need to know about a probe point. For MT_SIG_FREE_CHECKED, delta is the
+// probe's offset into free (the caller checks that it fits) and before
+// and after are clamped, which narrows the test (a far internal call is
+// logged); for any other signature delta is unused, and before and after
+// are dropped both when either does not fit, which turns the test off.
+func cookie(op uint8, sig int, delta, before, after uint64) uint64 {
+	c := uint64(op)<<ckOpShift | (uint64(sig)&(1<<ckSigBits-1))<<ckSigShift
+	if sig == sigFreeChecked {
+		return c | min(delta, 1<<ckFreeDeltaBits-1)<<ckFreeDeltaShift |
+			min(before, 1<<ckFreeBeforeBits-1)<<ckFreeBeforeShift | min(after, 1<<ckFreeAfterBits-1)<<ckFreeAfterShift
+	}
+	if before >= 1<<ckBeforeBits || after >= 1<<ckAfterBits {
 		before, after = 0, 0
 	}
-	return uint64(op) | uint64(sig)<<8 | before<<16 | after<<40
+	return c | before<<ckBeforeShift | after<<ckAfterShift
 }

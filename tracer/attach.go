@@ -107,20 +107,20 @@ func (t *Tracer) progs() (enter, ret, free, nw *ebpf.Program) {
 	return t.objs.MtEnter, t.objs.MtReturn, t.objs.MtFree, t.objs.MtNew
 }
 
+// cookie says which internal-call test applies at pp: for the mmap
+// family, whether the caller lies in the module's text; for free on x86
+// (MT_SIG_FREE_CHECKED), whether it is a direct call from there.
 func (pp *probePoint) cookie(checkInternal bool) uint64 {
+	sig, delta := pp.def.sig, uint64(0)
 	var before, after uint64
-	switch pp.def.sig {
-	case sigMmap, sigMremap:
+	switch {
+	case pp.def.sig == sigMmap || pp.def.sig == sigMremap || pp.def.op == logfmt.OpMunmap:
+		before, after = pp.textFrom, pp.textTo
+	case pp.def.op == logfmt.OpFree && pp.x86 && pp.delta < 1<<ckFreeDeltaBits && checkInternal:
+		sig, delta = sigFreeChecked, pp.delta
 		before, after = pp.textFrom, pp.textTo
 	}
-	if pp.def.op == logfmt.OpMunmap {
-		before, after = pp.textFrom, pp.textTo
-	}
-	if pp.def.op == logfmt.OpFree && pp.x86 && pp.delta < 256 && checkInternal {
-		// A clamped range only lets a rare internal call through.
-		return uint64(pp.def.op) | sigFreeChecked<<8 | pp.delta<<16 | min(pp.textFrom, 1<<20-1)<<24 | min(pp.textTo, 1<<20-1)<<44
-	}
-	return cookie(uint8(pp.def.op), pp.def.sig, before, after)
+	return cookie(uint8(pp.def.op), sig, delta, before, after)
 }
 
 func (t *Tracer) attachMulti(ex *link.Executable, path string, pid int, pps []probePoint) ([]link.Link, error) {

@@ -3,7 +3,6 @@
 package tracer
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
@@ -241,9 +240,8 @@ func (t *Tracer) FellBack() []string {
 // for the first one. It returns ringbuf.ErrClosed after Close.
 func (t *Tracer) Read(h Handler) error {
 	return t.rd.Read(PollInterval, func(b []byte) {
-		// The record kinds differ in size.
-		switch n := len(b); {
-		case n >= stackSize:
+		switch recordType(b) {
+		case recStack:
 			if t.st.decode(b) == nil {
 				if t.unw != nil {
 					for _, f := range t.unw.fillFrames(t.st.TGID, t.st.Frames) {
@@ -252,23 +250,21 @@ func (t *Tracer) Read(h Handler) error {
 				}
 				h.Stack(&t.st)
 			}
-		case n >= fileSize:
+		case recFile:
 			if t.f.decode(b) == nil {
 				h.File(&t.f)
 			}
-		case n == remapSize:
-			le := binary.LittleEndian
-			if le.Uint32(b[4:]) == remapMagic && t.unw != nil {
+		case recRemap:
+			if r, err := decodeRemap(b); err == nil && t.unw != nil {
 				// Mappings the kernel side lacks: a library mapped
 				// since the last scan, or by ld.so just now.
-				pad := le.Uint64(b[8:])
-				t.remap(int(le.Uint32(b[0:])), pad&remapHold != 0, uint32(pad>>32))
+				t.remap(r.pid, r.held, r.holdKey)
 			}
-		case n == threadSize:
+		case recThread:
 			if tid, ti, err := decodeThread(b); err == nil {
 				t.threads[tid] = ti
 			}
-		default:
+		case recPacked, recEvent:
 			if t.ev.decode(b) != nil {
 				return
 			}

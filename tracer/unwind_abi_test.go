@@ -43,8 +43,7 @@ func btfStruct(t *testing.T, name string, size uint32, want map[string]uint32) {
 
 // TestUnwindABI checks the DWARF walk's map layouts: the rows and
 // extended rules the unwind package encodes, the table placement, the
-// mapping array, the file fallback, the remap request and the stop
-// reasons.
+// mapping array, the file fallback and the stop reasons.
 func TestUnwindABI(t *testing.T) {
 	btfStruct(t, "mt_urow", unwind.RowSize, map[string]uint32{
 		"pc": unwind.RowOffPC, "cfa": unwind.RowOffCFA, "info": unwind.RowOffInfo, "reg": unwind.RowOffReg})
@@ -57,7 +56,6 @@ func TestUnwindABI(t *testing.T) {
 	btfStruct(t, "mt_umaps", uMapsSize, map[string]uint32{"n": 0, "pad": 4, "m": 8})
 	btfStruct(t, "mt_ufile_key", uFileKeySize, map[string]uint32{"dev": 0, "ino": 8})
 	btfStruct(t, "mt_ufile", uFileSize, map[string]uint32{"t": 0, "seg_off": 24, "seg_end": 32, "delta": 40})
-	btfStruct(t, "mt_remap", remapSize, map[string]uint32{"tgid": 0, "magic": 4, "pad": 8})
 
 	spec, err := LoadMemtrace()
 	if err != nil {
@@ -77,22 +75,16 @@ func TestUnwindABI(t *testing.T) {
 			t.Errorf("%s = %d in C, Go has %d (known %v)", v.Name, v.Value, g, ok)
 		}
 	}
-	// Read tells records apart by size.
-	sizes := map[int]string{packedSize: "packed", threadSize: "thread", eventSize: "event", fileSize: "file", stackSize: "stack"}
-	if other, dup := sizes[remapSize]; dup {
-		t.Errorf("mt_remap is as long as mt_%s", other)
-	}
 }
 
-// TestStackDecodeReason: nframes and the stop reason share what was one
-// u32, and the decoder reads both.
+// TestStackDecodeReason: the decoder reads nframes and the stop reason.
 func TestStackDecodeReason(t *testing.T) {
 	b := make([]byte, stackSize)
 	le := binary.LittleEndian
-	le.PutUint64(b[8:], 0xabc)
-	le.PutUint32(b[16:], 42)
-	le.PutUint16(b[20:], 2)
-	le.PutUint16(b[22:], uint16(StopNoInfo))
+	b[0], b[1] = byte(recStack), byte(StopNoInfo)
+	le.PutUint16(b[2:], 2)
+	le.PutUint32(b[4:], 42)
+	le.PutUint64(b[16:], 0xabc)
 	le.PutUint64(b[24:], 0x1111)
 	le.PutUint64(b[24+frameSize:], 0x2222)
 	var s Stack

@@ -33,19 +33,19 @@ func FuzzParseMapsLine(f *testing.F) {
 	})
 }
 
-// FuzzStackDecode: any record of a stack's size decodes to at most
+// FuzzStackDecode: any stack record of a stack's size decodes to at most
 // MT_MAX_FRAMES frames with its reason, never a panic.
 func FuzzStackDecode(f *testing.F) {
 	b := make([]byte, stackSize)
-	binary.LittleEndian.PutUint16(b[20:], 3)
-	binary.LittleEndian.PutUint16(b[22:], uint16(StopDepth))
+	b[0], b[1] = byte(recStack), byte(StopDepth)
+	binary.LittleEndian.PutUint16(b[2:], 3)
 	f.Add(b)
-	f.Add(make([]byte, stackSize-1))
+	f.Add(b[:stackSize-1])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s Stack
 		if err := s.decode(b); err != nil {
-			if len(b) >= stackSize {
+			if len(b) >= stackSize && recordType(b) == recStack {
 				t.Fatalf("a %d-byte record refused: %v", len(b), err)
 			}
 			return
