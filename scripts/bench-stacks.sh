@@ -203,29 +203,29 @@ if [ "$BIG_EVENTS" -gt 0 ]; then
 	# events, frees, distinct stacks, plain bytes, lost.
 	#
 	# Ring-buffer bytes: every record has an 8-byte header and is rounded
-	# up to 8; an event with a stack (an allocation) is 56 bytes, one
-	# without (a free) 24 when packed; each distinct stack is one
+	# up to 8; an event with a stack (frees have theirs too) is 56 bytes,
+	# one without 24 when packed; each distinct stack is one
 	# 3072-byte mt_stack record (counted here by distinct frame lists in
 	# the log, so a stack the kernel sent again is missed: a lower bound).
 	zstdcat "$big" | awk '
 		{ bytes += length($0) + 1 }
 		/^\[memtrack\] tid=.*ptr=/ { if (cur != "") seen[cur] = 1; cur = ""; ev++; if (/ (free|delete|delete\[\]|munmap) /) fr++; inev = 1; next }
-		/^\[memtrack\]   #[0-9]/ { if (inev) { sub(/ \[0x[0-9a-f]+\]$/, ""); cur = cur "|" $0 } ; next }
+		/^\[memtrack\]   #[0-9]/ { if (inev) { if (cur == "") ws++; sub(/ \[0x[0-9a-f]+\]$/, ""); cur = cur "|" $0 } ; next }
 		/summary / { for (i = 1; i <= NF; i++) if ($i ~ /^lost=/) lost = substr($i, 6) }
 		{ if (cur != "") seen[cur] = 1; cur = ""; inev = 0 }
 		END {
 			if (cur != "") seen[cur] = 1
 			for (s in seen) ns++
-			print ev, fr, ns, bytes, lost
+			print ev, fr, ns, bytes, lost, ws
 		}' >"$tmp/big.stats"
-	read -r bev bfr bns bplain blost <"$tmp/big.stats"
+	read -r bev bfr bns bplain blost bws <"$tmp/big.stats"
 	echo "  untraced ${uw}s (sqlite3's peak RSS ${urss} MB); traced ${bw}s, $bev alloc/free lines, lost ${blost:-?}"
 	echo "  memtrace peak RSS: ${brss} MB (target <= 150 MB; the larger of memtrace and sqlite3)"
 	awk -v b="$(stat -c %s "$big")" -v e="$bev" -v p="$bplain" 'BEGIN {
 		printf "  .zst %.1f MB, %.2f B/event (plain it would be %.0f MB, %.0f B/event)\n", b / 1e6, b / e, p / 1e6, p / e }'
-	awk -v ev="$bev" -v fr="$bfr" -v ns="$bns" 'BEGIN {
-		bytes = (ev - fr) * (56 + 8) + fr * (24 + 8) + ns * (3072 + 8)
-		printf "  ring buffer: %d events (%d frees), %d distinct stacks: about %.1f bytes per event (%.1f of it stack records)\n", ev, fr, ns, bytes / ev, ns * 3080 / ev }'
+	awk -v ev="$bev" -v fr="$bfr" -v ns="$bns" -v ws="$bws" 'BEGIN {
+		bytes = ws * (56 + 8) + (ev - ws) * (24 + 8) + ns * (3072 + 8)
+		printf "  ring buffer: %d events (%d frees, %d with a stack), %d distinct stacks: about %.1f bytes per event (%.1f of it stack records)\n", ev, fr, ws, ns, bytes / ev, ns * 3080 / ev }'
 	echo "  from memtrace -v:"
 	grep '^memtrace: \(program\|own CPU\|unwind\)' "$tmp/big.err" | sed 's/^/    /'
 	"$MT" -v --stack-depth 32 -o "$tmp/t.log" -- /bin/true 2>"$tmp/t.err" >/dev/null
