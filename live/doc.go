@@ -1,0 +1,17 @@
+// Package live is memtrace's live heap model and its HTTP endpoint: what
+// `memtrace --http ADDR` serves and `--profile-dir` writes while tracing.
+//
+// The model (Model) keeps, per traced process, only the blocks live now
+// and per-stack totals (allocations, bytes, live blocks and bytes), never
+// events: its memory grows with live blocks and distinct stacks, not with
+// time. The agent feeds it through the Observer interface, in the agent's
+// time order and after its filters (--min-size, --track, --track-threads),
+// so that the endpoint and the log agree on what is live.
+//
+// The server answers GET (and HEAD) only, and has no endpoint that writes
+// or controls anything: /debug/pprof/heap (a gzipped pprof profile in Go's
+// heap-profile layout, written by internal/heapprof; ?pid=N for one
+// process, ?seconds=N for what was allocated during the next N seconds and
+// is still live at their end), /metrics (Prometheus text format) and an
+// index page. It listens on loopback unless another address is named.
+package live

@@ -1,0 +1,50 @@
+package live
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	descLiveBytes  = prometheus.NewDesc("memtrace_live_bytes", "Bytes the process holds in blocks it allocated while traced and has not freed.", []string{"pid", "comm"}, nil)
+	descLiveBlocks = prometheus.NewDesc("memtrace_live_blocks", "Blocks the process holds live.", []string{"pid", "comm"}, nil)
+	descAllocs     = prometheus.NewDesc("memtrace_allocations_total", "Allocations (malloc, new, mmap, ...) traced in the process's current image.", []string{"pid", "comm"}, nil)
+	descAllocBytes = prometheus.NewDesc("memtrace_allocated_bytes_total", "Bytes of the allocations traced.", []string{"pid", "comm"}, nil)
+	descFrees      = prometheus.NewDesc("memtrace_frees_total", "Frees of traced blocks.", []string{"pid", "comm"}, nil)
+	descFreeBytes  = prometheus.NewDesc("memtrace_freed_bytes_total", "Bytes of the frees of traced blocks.", []string{"pid", "comm"}, nil)
+	descLost       = prometheus.NewDesc("memtrace_lost_records_total", "Records the tracer's ring buffer refused (raise --buffer-size).", nil, nil)
+	descProbes     = prometheus.NewDesc("memtrace_probes_attached", "Probe sets attached (one per library with allocation functions per traced process).", nil, nil)
+	descProcs      = prometheus.NewDesc("memtrace_traced_processes", "Traced processes with a live heap model.", nil, nil)
+	descStacks     = prometheus.NewDesc("memtrace_stacks", "Distinct call stacks the model holds.", nil, nil)
+)
+
+// collector reads the model at each scrape.
+type collector struct{ m *Model }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLiveBytes, descLiveBlocks, descAllocs, descAllocBytes, descFrees, descFreeBytes, descLost, descProbes, descProcs, descStacks} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	procs, lost, stacks := c.m.Stats()
+	for _, p := range procs {
+		l := []string{strconv.FormatUint(uint64(p.PID), 10), p.Comm}
+		ch <- prometheus.MustNewConstMetric(descLiveBytes, prometheus.GaugeValue, float64(p.LiveBytes), l...)
+		ch <- prometheus.MustNewConstMetric(descLiveBlocks, prometheus.GaugeValue, float64(p.LiveBlocks), l...)
+		ch <- prometheus.MustNewConstMetric(descAllocs, prometheus.CounterValue, float64(p.Allocs), l...)
+		ch <- prometheus.MustNewConstMetric(descAllocBytes, prometheus.CounterValue, float64(p.AllocBytes), l...)
+		ch <- prometheus.MustNewConstMetric(descFrees, prometheus.CounterValue, float64(p.Frees), l...)
+		ch <- prometheus.MustNewConstMetric(descFreeBytes, prometheus.CounterValue, float64(p.FreeBytes), l...)
+	}
+	ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(lost))
+	probes := 0
+	if c.m.Probes != nil {
+		probes = c.m.Probes()
+	}
+	ch <- prometheus.MustNewConstMetric(descProbes, prometheus.GaugeValue, float64(probes))
+	ch <- prometheus.MustNewConstMetric(descProcs, prometheus.GaugeValue, float64(len(procs)))
+	ch <- prometheus.MustNewConstMetric(descStacks, prometheus.GaugeValue, float64(stacks))
+}

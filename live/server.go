@@ -1,0 +1,229 @@
+package live
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/memtrace/memtrace/internal/heapprof"
+	"github.com/memtrace/memtrace/symbols"
+)
+
+// MaxSeconds bounds a delta window: a handler holds a connection (and the
+// window's copy of the per-stack counts) that long.
+const MaxSeconds = 3600
+
+// ListenAddr turns --http's value into the address to listen on: a port
+// alone ("6060", ":6060") is loopback's; any other host only when named.
+func ListenAddr(v string) (string, error) {
+	if _, err := strconv.ParseUint(v, 10, 16); err == nil {
+		v = ":" + v
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", fmt.Errorf("--http %q: want [HOST]:PORT (127.0.0.1:6060): %w", v, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return "", fmt.Errorf("--http %q: the port must be a number from 0 to 65535", v)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// Listen opens --http's listener, before anything is traced, so that a
+// taken port is one line and nothing started.
+func Listen(v string) (net.Listener, error) {
+	addr, err := ListenAddr(v)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http: listen on %s: %w; choose another port", addr, err)
+	}
+	return ln, nil
+}
+
+// Profiler writes the model's profiles; one at a time, since symbol
+// lookups share one cache.
+type Profiler struct {
+	m     *Model
+	mu    sync.Mutex
+	cache *symbols.Cache
+	start time.Time
+}
+
+// NewProfiler returns a profiler of m.
+func NewProfiler(m *Model) *Profiler {
+	return &Profiler{m: m, cache: symbols.NewCache(nil), start: time.Now()}
+}
+
+// Write writes the heap profile of pid (0: every process) as a gzipped
+// pprof profile; with w set, of the window since w started.
+func (pr *Profiler) write(out io.Writer, pid uint32, w *window, dur time.Duration) error {
+	samples := pr.m.samples(pid, w)
+	mains := map[int64]string{}
+	for _, s := range samples {
+		if _, ok := mains[s.PID]; !ok {
+			exe, _ := os.Readlink("/proc/" + strconv.FormatInt(s.PID, 10) + "/exe")
+			mains[s.PID] = exe
+		}
+	}
+	now := time.Now()
+	if dur == 0 {
+		dur = now.Sub(pr.start)
+	}
+	o := &heapprof.Options{Symbols: pr.cache, Main: mains, PIDLabel: true, TimeNanos: now.UnixNano(), DurationNanos: dur.Nanoseconds(),
+		Root: func(pid int64) string {
+			root := "/proc/" + strconv.FormatInt(pid, 10) + "/root"
+			if _, err := os.Stat(root); err != nil {
+				return "" // gone: its files by their own names
+			}
+			return root
+		},
+		Comments: []string{"memtrace live heap profile"}}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return heapprof.Write(out, samples, o)
+}
+
+// WriteProfile writes the heap profile of every traced process now.
+func (pr *Profiler) WriteProfile(out io.Writer) error { return pr.write(out, 0, nil, 0) }
+
+// query is what /debug/pprof/heap was asked.
+type query struct {
+	pid     uint32
+	seconds int
+}
+
+// parseQuery reads ?pid=N and ?seconds=N; other parameters (gc=1, which
+// some scrapers send for Go programs) are ignored.
+func parseQuery(raw string) (query, error) {
+	var q query
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, errors.New("bad query string: use ?pid=N&seconds=N")
+	}
+	if s := v.Get("pid"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || n == 0 {
+			return q, errors.New("pid: want a process id (a positive number)")
+		}
+		q.pid = uint32(n)
+	}
+	if s := v.Get("seconds"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > MaxSeconds {
+			return q, fmt.Errorf("seconds: want a number from 0 to %d", MaxSeconds)
+		}
+		q.seconds = n
+	}
+	return q, nil
+}
+
+// Handler serves the model: /debug/pprof/heap, /metrics and the index.
+// Only GET and HEAD are answered (405 otherwise): nothing here writes or
+// controls anything.
+func Handler(pr *Profiler) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&collector{m: pr.m}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "memtrace"}))
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", index)
+	mux.HandleFunc("/debug/pprof/{$}", index)
+	mux.Handle("/metrics", metrics)
+	mux.HandleFunc("/debug/pprof/heap", func(w http.ResponseWriter, r *http.Request) { heap(pr, w, r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed: this server only reads", http.StatusMethodNotAllowed)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+const indexPage = `<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>memtrace</title></head><body>
+<h1>memtrace</h1>
+<ul>
+<li><a href="/debug/pprof/heap">/debug/pprof/heap</a>: live heap by stack, gzipped pprof in Go's heap-profile layout (<code>go tool pprof http://HOST:PORT/debug/pprof/heap</code>); <code>?pid=N</code> one process, <code>?seconds=N</code> allocated during the next N seconds and still live then</li>
+<li><a href="/metrics">/metrics</a>: Prometheus text format: live bytes and blocks per process, allocations and frees, lost records, probes attached</li>
+</ul>
+</body></html>
+`
+
+func index(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	io.WriteString(w, indexPage)
+}
+
+func heap(pr *Profiler, w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var win *window
+	var dur time.Duration
+	if q.seconds > 0 {
+		win = pr.m.startWindow()
+		dur = time.Duration(q.seconds) * time.Second
+		t := time.NewTimer(dur)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	var buf bytes.Buffer
+	if err := pr.write(&buf, q.pid, win, dur); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="heap.pb.gz"`)
+	w.Write(buf.Bytes())
+}
+
+// Server is the running endpoint.
+type Server struct {
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Serve serves pr on ln until Close.
+func Serve(ln net.Listener, pr *Profiler) *Server {
+	s := &Server{srv: &http.Server{Handler: Handler(pr), ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+	return s
+}
+
+// Close stops the server: open requests (a delta window) are cut.
+func (s *Server) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if s.srv.Shutdown(ctx) != nil {
+		s.srv.Close()
+	}
+	<-s.done
+}
