@@ -46,9 +46,10 @@ type marker struct {
 }
 
 type prompt struct {
-	label string
-	text  []rune
-	done  func(a *App, s string)
+	label  string
+	text   []rune
+	recall string // what ↑ puts back: the / prompt opens empty, its last search one key away
+	done   func(a *App, s string)
 }
 
 // App is memview's state. All fields are guarded by Mu.
@@ -75,6 +76,15 @@ type App struct {
 	selQuery analysis.Query
 	selGroup bool
 	selValid bool
+	// The group list's order and baseline at the last refresh: s, S and b
+	// change it without changing the query.
+	selGSort analysis.GroupSort
+	selGDesc bool
+	selBase  uint64
+	selHBase bool
+	// groupThreads labels each group's threads, from the same selection.
+	groupThreads map[uint32]analysis.StackThreads
+	lastSearch   string // for ↑ in the / prompt
 
 	cursor, top   int // list or group list, by mode
 	gcursor, gtop int
@@ -125,7 +135,8 @@ func (a *App) Quit() bool { return a.quit }
 // refresh recomputes the selection when the query or the model changed.
 func (a *App) refresh() {
 	m := a.M
-	if a.selValid && a.selVer == m.Version && a.selQuery == a.q && a.selGroup == a.groupMode {
+	if a.selValid && a.selVer == m.Version && a.selQuery == a.q && a.selGroup == a.groupMode &&
+		(!a.groupMode || a.selGSort == a.groupSort && a.selGDesc == a.groupDesc && a.selBase == a.baseline && a.selHBase == a.hasBaseline) {
 		return
 	}
 	var keep uint32
@@ -146,6 +157,10 @@ func (a *App) refresh() {
 			keepStack = a.groups[a.gcursor].Stack
 		}
 		a.groups = m.Groups(a.sel, a.baseline, a.hasBaseline, gs, a.groupDesc)
+		if gs == analysis.GroupByRate {
+			analysis.SortGroupsByRate(a.groups, a.groupDesc) // the rates shown, not the raw ones
+		}
+		a.groupThreads = m.ThreadsByStack(a.sel)
 		if hadG && !a.follow {
 			for k := range a.groups {
 				if a.groups[k].Stack == keepStack {
@@ -163,6 +178,7 @@ func (a *App) refresh() {
 	}
 	a.clamp()
 	a.selVer, a.selQuery, a.selGroup, a.selValid = m.Version, a.q, a.groupMode, true
+	a.selGSort, a.selGDesc, a.selBase, a.selHBase = a.groupSort, a.groupDesc, a.baseline, a.hasBaseline
 }
 
 // indexOf finds id in sel, looking near hint first; the nearest row when
@@ -419,6 +435,10 @@ func (a *App) promptKey(ev *tcell.EventKey) {
 		}
 	case tcell.KeyCtrlU:
 		p.text = p.text[:0]
+	case tcell.KeyUp:
+		if p.recall != "" {
+			p.text = []rune(p.recall)
+		}
 	case tcell.KeyRune:
 		if len(p.text) < 256 {
 			p.text = append(p.text, ev.Rune())

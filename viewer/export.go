@@ -57,7 +57,11 @@ func (a *App) writeExport(path string) (int, error) {
 			if g.Monotonic {
 				mono = "▲"
 			}
-			fmt.Fprintf(w, "%-3s %10d %12d %14.0f %12d  [%s]\n", mono, g.Count, g.Total, g.Rate(), g.Growth, m.Threads[g.Thread].Name)
+			rate := "-"
+			if r, ok := g.MeaningfulRate(); ok {
+				rate = strconv.FormatFloat(r, 'f', 0, 64)
+			}
+			fmt.Fprintf(w, "%-3s %10d %12d %14s %12d  [%s]\n", mono, g.Count, g.Total, rate, g.Growth, a.groupThreadsLabel(g, 1<<20))
 			for i, f := range m.Frames(g.Stack) {
 				fmt.Fprintf(w, "      #%-2d %s  %s+0x%x\n", i, m.FrameName(f), m.Frame(f).Module, m.Frame(f).Offset)
 			}

@@ -96,7 +96,7 @@ func (a *App) drawFDs(x0, y0, x1, y1 int) {
 	if a.fcursor < 0 {
 		a.fcursor = 0
 	}
-	a.ftop = scrollTo(a.fcursor, a.ftop, rows)
+	a.ftop = scrollTo(a.fcursor, a.ftop, rows, len(a.fdSel))
 	ds := m.Descriptors()
 	for r := 0; r < rows; r++ {
 		k := a.ftop + r

@@ -66,11 +66,16 @@ func init() {
 				a.q.MinAge = uint64(v * 1e6)
 			})
 		}},
-		{[]key{rk('/')}, "/", "search frames, thread, op, pointer (empty clears)", func(a *App) {
-			a.startPrompt("Search", a.q.Search, func(a *App, s string) {
+		{[]key{rk('/')}, "/", "search frames, thread, op, pointer (the prompt opens empty, ↑ recalls the last search; empty clears)", func(a *App) {
+			// Empty, so that typing starts a new search; ↑ recalls the last.
+			a.startPrompt("Search", "", func(a *App, s string) {
 				a.q.Search = strings.TrimSpace(s)
+				if a.q.Search != "" {
+					a.lastSearch = a.q.Search
+				}
 				a.cursor, a.gcursor = 0, 0
 			})
+			a.prompt.recall = a.lastSearch
 		}},
 		{[]key{rk('m')}, "m", "delta mode: only what was allocated since the selected record", func(a *App) {
 			if a.q.HasSince {

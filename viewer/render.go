@@ -1,6 +1,7 @@
 package viewer
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,7 +81,8 @@ func (a *App) draw() {
 	a.hline(y, 0, w-1, '├', '─', '┤', split, '┬')
 	y++
 	nth := len(m.ThreadOrder(analysis.ThreadByName, false, a.q.Proc))
-	thRows := min(nth, 6) + 1
+	// A quarter of a tall terminal for threads; more scroll, and say so.
+	thRows := min(nth, max(6, h/4)) + 1
 	if thRows < 2 {
 		thRows = 2
 	}
@@ -369,14 +371,17 @@ func (a *App) headStyle(p Pane) tcell.Style {
 	return stHead
 }
 
-// scrollTo keeps cursor within [top, top+rows).
-func scrollTo(cursor, top, rows int) int {
+// scrollTo keeps cursor within [top, top+rows) of n rows, and the page
+// full: after the rows shrank (a range, a filter) the cursor's row must not
+// sit at the top with blank rows below while rows above it are hidden.
+func scrollTo(cursor, top, rows, n int) int {
 	if cursor < top {
 		top = cursor
 	}
 	if cursor >= top+rows {
 		top = cursor - rows + 1
 	}
+	top = min(top, n-rows)
 	if top < 0 {
 		top = 0
 	}
@@ -387,7 +392,7 @@ func (a *App) drawList(x0, y0, x1, y1 int) {
 	m := a.M
 	a.put(x0, y0, x1, pad("St. Pointer             Op        Time        Size      Thread", x1-x0), a.headStyle(PaneList))
 	rows := y1 - y0 - 1
-	a.top = scrollTo(a.cursor, a.top, rows)
+	a.top = scrollTo(a.cursor, a.top, rows, len(a.sel))
 	for r := 0; r < rows; r++ {
 		k := a.top + r
 		if k >= len(a.sel) {
@@ -448,7 +453,7 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 	head += "Call site"
 	a.put(x0, y0, x1, pad(head, x1-x0), a.headStyle(PaneList))
 	rows := y1 - y0 - 1
-	a.gtop = scrollTo(a.gcursor, a.gtop, rows)
+	a.gtop = scrollTo(a.gcursor, a.gtop, rows, len(a.groups))
 	for r := 0; r < rows; r++ {
 		k := a.gtop + r
 		if k >= len(a.groups) {
@@ -478,8 +483,8 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 			x = a.put(x, y0+1+r, x1, " ", st)
 		}
 		rate := "-"
-		if g.Rate() > 0 {
-			rate = Bytes(uint64(g.Rate())) + "/s"
+		if r, ok := g.MeaningfulRate(); ok {
+			rate = Bytes(uint64(r)) + "/s"
 		}
 		line := " ×" + pad(strconv.FormatInt(g.Count, 10), 8) + lpad(Bytes(g.Total), 10) + "  " + lpad(rate, 11) + "  "
 		if a.hasBaseline {
@@ -489,12 +494,35 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 		if r := m.StackTruncation(g.Stack); r != "" {
 			line += " …[truncated: " + r + "]"
 		}
-		line += "  [" + m.Threads[g.Thread].Name + "]"
+		line += "  [" + a.groupThreadsLabel(g, 32) + "]"
 		a.put(x, y0+1+r, x1, pad(line, x1-x), st)
 	}
 	if len(a.groups) == 0 {
 		a.put(x0+1, y0+2, x1, "no records", stDim)
 	}
+}
+
+// groupThreadsLabel names the threads of group g's call site: its one
+// thread, the names when they fit in w columns, else "N threads".
+func (a *App) groupThreadsLabel(g *analysis.Group, w int) string {
+	m := a.M
+	st, ok := a.groupThreads[g.Stack]
+	if !ok || st.N <= 1 {
+		return m.Threads[g.Thread].Name
+	}
+	n := strconv.Itoa(st.N) + " threads"
+	if len(st.Threads) < st.N {
+		return n
+	}
+	names := make([]string, len(st.Threads))
+	for k, t := range st.Threads {
+		names[k] = m.Threads[t].Name
+	}
+	slices.Sort(names)
+	if s := strings.Join(names, ", "); runeLen(s) <= w {
+		return s
+	}
+	return n
 }
 
 func (a *App) drawHistogram(x0, y0, x1, y1 int) {
@@ -546,9 +574,12 @@ func (a *App) detailLines() []styled {
 		add("  Live    : "+strconv.FormatInt(g.LiveCount, 10)+" ("+Bytes(g.LiveBytes)+")", stDefault)
 		add("  Freed   : "+strconv.FormatInt(g.Freed, 10), stDefault)
 		add("  Span    : "+Dur(g.First-m.MinTS)+" – "+Dur(g.Last-m.MinTS), stDefault)
-		if g.Rate() > 0 {
-			add("  Rate    : "+Bytes(uint64(g.Rate()))+"/s", stDefault)
+		if r, ok := g.MeaningfulRate(); ok {
+			add("  Rate    : "+Bytes(uint64(r))+"/s", stDefault)
+		} else {
+			add("  Rate    : - (span too short)", stDim)
 		}
+		add("  Threads : "+a.groupThreadsLabel(g, 1<<20), stDefault)
 		if g.Monotonic {
 			add("  ▲ live bytes never decrease", stRedBold)
 		}
@@ -669,16 +700,25 @@ func (a *App) drawDetail(x0, y0, x1, y1 int) {
 
 func (a *App) drawThreads(x0, y0, x1, y1 int) {
 	m := a.M
+	order := m.ThreadOrder(a.thSort, a.thDesc, a.q.Proc)
+	rows := y1 - y0 - 1
+	if a.focus != PaneThreads && a.q.Thread != analysis.NoThread {
+		// Unfocused, the pane keeps the filtered thread in view.
+		for k, ti := range order {
+			if uint32(ti) == a.q.Thread {
+				a.tcursor = k
+			}
+		}
+	}
+	a.ttop = scrollTo(a.tcursor, a.ttop, rows, len(order))
 	head := pad("Thread", 16) + lpad("TID", 8) + lpad("Allocated", 12) + lpad("Freed", 12) + lpad("Net(live)", 12) + "  Leaks" + "   [sort: " + a.thSort.String()
 	if a.thDesc {
 		head += " ▼]"
 	} else {
 		head += " ▲]"
 	}
+	head += threadsPosition(a.ttop, rows, len(order))
 	a.put(x0, y0, x1, pad(head, x1-x0), a.headStyle(PaneThreads))
-	order := m.ThreadOrder(a.thSort, a.thDesc, a.q.Proc)
-	rows := y1 - y0 - 1
-	a.ttop = scrollTo(a.tcursor, a.ttop, rows)
 	for r := 0; r < rows; r++ {
 		k := a.ttop + r
 		if k >= len(order) {
@@ -705,6 +745,34 @@ func (a *App) drawThreads(x0, y0, x1, y1 int) {
 		}
 		a.put(x0, y0+1+r, x1, pad(line, x1-x0), st)
 	}
+	// A scroll bar in the right border: where the rows shown sit.
+	if len(order) > rows && rows > 0 {
+		a0 := a.ttop * rows / len(order)
+		a1 := max((a.ttop+rows)*rows/len(order), a0+1)
+		for r := 0; r < rows; r++ {
+			c := '│'
+			if r >= a0 && r < a1 {
+				c = '┃'
+			}
+			a.scr.SetContent(x1, y0+1+r, c, nil, stTitle)
+		}
+	}
+}
+
+// threadsPosition is the thread table's scroll position, "  rows 7–12 of
+// 50 ↑↓", "" when every row is shown.
+func threadsPosition(top, rows, n int) string {
+	if n <= rows {
+		return ""
+	}
+	s := "  rows " + strconv.Itoa(top+1) + "–" + strconv.Itoa(min(top+rows, n)) + " of " + strconv.Itoa(n) + " "
+	if top > 0 {
+		s += "↑"
+	}
+	if top+rows < n {
+		s += "↓"
+	}
+	return s
 }
 
 func (a *App) drawBottom(w, h int) {
@@ -714,7 +782,11 @@ func (a *App) drawBottom(w, h int) {
 		x := a.put(2, y, w-2, " "+a.prompt.label+": ", stPrompt)
 		x = a.put(x, y, w-2, string(a.prompt.text), stDefault)
 		a.scr.SetContent(x, y, '_', nil, stPrompt.Blink(true))
-		a.put(x+1, y, w-2, "  (Enter: ok, Esc: cancel) ", stDim)
+		hint := "  (Enter: ok, Esc: cancel) "
+		if a.prompt.recall != "" {
+			hint = "  (Enter: ok, Esc: cancel, ↑: " + a.prompt.recall + ") "
+		}
+		a.put(x+1, y, w-2, hint, stDim)
 	case a.message != "":
 		a.put(2, y, w-2, " "+a.message+" ", stYellow)
 	default:

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -25,7 +26,7 @@ var termN int
 func newTerm(t *testing.T, cmdline string) *term {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed (make deps installs it)")
+		bpftest.Unavailable(t, "tmux not installed (make deps installs it)")
 	}
 	termN++
 	tm := &term{t: t, sock: fmt.Sprintf("memview-test-%d", os.Getpid()), sess: fmt.Sprintf("s%d", termN)}
