@@ -54,21 +54,13 @@ func TestSessionMetaLines(t *testing.T) {
 		var again []byte
 		switch string(l.Word) {
 		case logfmt.WordThread:
-			var x logfmt.Thread
-			x, err = logfmt.ParseThread(l.Rest)
-			v, again = x, logfmt.AppendThread(nil, x)
+			v, again, err = roundTrip(l.Rest, logfmt.ParseThread, logfmt.AppendThread)
 		case logfmt.WordProc:
-			var x logfmt.Proc
-			x, err = logfmt.ParseProc(l.Rest)
-			v, again = x, logfmt.AppendProc(nil, x)
+			v, again, err = roundTrip(l.Rest, logfmt.ParseProc, logfmt.AppendProc)
 		case logfmt.WordLost:
-			var x logfmt.Lost
-			x, err = logfmt.ParseLost(l.Rest)
-			v, again = x, logfmt.AppendLost(nil, x)
+			v, again, err = roundTrip(l.Rest, logfmt.ParseLost, logfmt.AppendLost)
 		case logfmt.WordStack:
-			var x logfmt.Stack
-			x, err = logfmt.ParseStack(l.Rest)
-			v, again = x, logfmt.AppendStack(nil, x)
+			v, again, err = roundTrip(l.Rest, logfmt.ParseStack, logfmt.AppendStack)
 		default:
 			t.Fatalf("unexpected line %q", sc.Line())
 		}
@@ -97,4 +89,11 @@ func TestSessionMetaLines(t *testing.T) {
 	if s.Stats.StacksMissing != 1 {
 		t.Errorf("Stats.StacksMissing=%d, want 1", s.Stats.StacksMissing)
 	}
+}
+
+// roundTrip parses a line's fields with its typed parser and writes them
+// again with its typed writer.
+func roundTrip[T any](rest []byte, parse func([]byte) (T, error), write func([]byte, T) []byte) (any, []byte, error) {
+	x, err := parse(rest)
+	return x, write(nil, x), err
 }

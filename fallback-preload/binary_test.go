@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/procreport"
 )
 
 // Run uses the binary mode (shared memory, converted here) unless told
@@ -204,5 +205,112 @@ func TestBinaryCrossARM(t *testing.T) {
 			// names must match as natively.
 			checkLayout(t, data, false)
 		})
+	}
+}
+
+// figuresProg keeps twenty 1000-byte blocks of small() taken 8 ms apart
+// (snapshots see them come), then ten 5000-byte blocks of big() (the
+// peak), frees back to ten blocks of small() and waits, so that the last
+// snapshots come after the peak.
+const figuresProg = `#include <stdlib.h>
+#include <unistd.h>
+__attribute__((noinline)) char *small(int i) { char *p = malloc(1000 + i); p[0] = 1; return p; }
+__attribute__((noinline)) char *big(int i) { char *p = malloc(5000 + i); p[0] = 2; return p; }
+int main(void) {
+	char *blocks[30];
+	for (int i = 0; i < 30; i++) {
+		blocks[i] = i < 20 ? small(i) : big(i);
+		if (i < 20) usleep(8000);
+	}
+	for (int i = 29; i >= 10; i--) free(blocks[i]);
+	usleep(250000);
+	return 0;
+}
+`
+
+// TestSnapshotsAndReportDir: with Interval and ReportDir the preload path
+// writes --interval snapshots and a --report-dir file per process, through
+// the eBPF path's session: the last snapshot and the report file give the
+// peak and the bytes live at exit that the log's own lines add up to, and
+// the stack holding most at the peak is named from the library's frames.
+func TestSnapshotsAndReportDir(t *testing.T) {
+	lib, _ := build(t)
+	t.Setenv(LibEnv, lib)
+	dir := t.TempDir()
+	src, prog := filepath.Join(dir, "figures.c"), filepath.Join(dir, "figures")
+	if err := os.WriteFile(src, []byte(figuresProg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-g", "-rdynamic", "-o", prog, src).CombinedOutput(); err != nil {
+		t.Fatalf("compile: %v\n%s", err, out)
+	}
+	log, reports := filepath.Join(dir, "log"), filepath.Join(dir, "reports")
+	opts := Options{Output: log, StackDepth: 8, Interval: 20 * time.Millisecond, ReportDir: reports}
+	if st, err := Run(context.Background(), opts, []string{prog}); err != nil || st != 0 {
+		t.Fatalf("status %d, err %v", st, err)
+	}
+	var pid int64
+	var live, peak int64
+	var snaps []logfmt.Snapshot
+	var tops []logfmt.SnapshotTop
+	forEach(t, log, func(l *logfmt.Line) {
+		switch {
+		case l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordHeader:
+			h, err := logfmt.ParseHeader(l.Rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid = h.PID
+		case l.Kind == logfmt.KindAlloc:
+			live += int64(l.Size)
+			peak = max(peak, live)
+		case l.Kind == logfmt.KindFree:
+			live -= int64(l.Size)
+		case l.Kind == logfmt.KindMeta && string(l.Word) == "snapshot":
+			s, err := logfmt.ParseSnapshot(l.Rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snaps = append(snaps, s)
+			tops = nil
+		case l.Kind == logfmt.KindMeta && string(l.Word) == "snapshot-top":
+			s, err := logfmt.ParseSnapshotTop(l.Rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tops = append(tops, s)
+		}
+	})
+	if peak < 20*1000+10*5000 {
+		t.Fatalf("the log's peak is %d bytes, the program's is at least 70000", peak)
+	}
+	if len(snaps) < 2 {
+		t.Fatalf("%d snapshots in the log, want several", len(snaps))
+	}
+	last := snaps[len(snaps)-1]
+	if last.PID != pid || int64(last.Peak) != peak || int64(last.Current) != live {
+		t.Errorf("last snapshot %+v: want pid %d, peak %d, current %d (the log's lines)", last, pid, peak, live)
+	}
+	if len(tops) == 0 || !strings.HasPrefix(tops[0].Stack, "small < main") {
+		t.Errorf("last snapshot's stacks %+v: want small < main first (ten blocks of it live)", tops)
+	}
+	txts, _ := filepath.Glob(filepath.Join(reports, "figures-"+strconv.FormatInt(pid, 10)+"_*.txt"))
+	if len(txts) != 1 {
+		all, _ := os.ReadDir(reports)
+		t.Fatalf("report dir holds %v, want one figures-%d_*.txt", all, pid)
+	}
+	sum, err := procreport.Read(txts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(sum.Peak) != peak || int64(sum.Current) != live || int64(sum.PID) != pid {
+		t.Errorf("report file %+v: the log's lines give peak %d, current %d, pid %d", sum, peak, live, pid)
+	}
+	rep, err := os.ReadFile(txts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(rep, []byte("big < main")) {
+		t.Errorf("report file does not name big < main, the peak's biggest stack:\n%s", rep)
 	}
 }
