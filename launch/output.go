@@ -15,6 +15,8 @@ func openOutput(o *Options, stderr io.Writer) (io.WriteCloser, error) {
 	switch {
 	case o.Listen != "":
 		return acceptViewer(o.Listen, stderr)
+	case o.Output == NoLog:
+		return nopCloser{io.Discard}, nil
 	case o.Output != "":
 		f, err := CreateLog(o.Output)
 		if err != nil {

@@ -21,10 +21,15 @@ type Options struct {
 	// attach to (-p). Exactly one of them is set.
 	Argv []string
 	PIDs []int
-	// Output is the -o file ("" for stderr); Listen, if set, serves the
-	// log to one viewer on ADDR:PORT instead.
+	// Output is the -o file ("" for stderr, NoLog for none); Listen, if
+	// set, serves the log to one viewer on ADDR:PORT instead.
 	Output string
 	Listen string
+	// HTTP serves the live heap (/debug/pprof/heap, /metrics) on this
+	// address (a port alone: loopback); ProfileDir writes a heap profile
+	// there every Interval.
+	HTTP       string
+	ProfileDir string
 
 	MinSize      uint64
 	StackDepth   int
@@ -41,6 +46,8 @@ type Options struct {
 	Floor        bool
 	NoMulti      bool
 	Verbose      bool
+
+	live *liveRun // --http, --profile-dir
 }
 
 // tracerAPI is what the launcher, the attacher and the event loop use of
@@ -97,6 +104,9 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 		}
 	}
 	if err := bpfProblem(); err != nil {
+		if o.HTTP != "" || o.ProfileDir != "" {
+			return 1, fmt.Errorf("--http and --profile-dir need the eBPF tracer (the LD_PRELOAD fallback has no live model): %w", err)
+		}
 		if len(o.Argv) > 0 {
 			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
 			return fallback()
@@ -112,6 +122,9 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 		StackDepth: o.StackDepth, StackThreads: o.StackThreads, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
 		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, Logf: verboseLogf(o.Verbose, stderr)})
 	if err != nil {
+		if errors.Is(err, tracer.ErrUnavailable) && (o.HTTP != "" || o.ProfileDir != "") {
+			return 1, fmt.Errorf("--http and --profile-dir need the eBPF tracer (the LD_PRELOAD fallback has no live model): %w", err)
+		}
 		if errors.Is(err, tracer.ErrUnavailable) && len(o.Argv) > 0 {
 			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
 			return fallback()
@@ -119,6 +132,13 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 		return 1, err
 	}
 	defer tr.Close()
+	counted := countProbes(tr)
+	lr, err := startLive(&o, counted, stderr)
+	if err != nil {
+		return 1, err
+	}
+	defer lr.close()
+	o.live = lr
 	catchInterrupts()
 	if o.Follow || len(o.Argv) > 0 {
 		// Only the kernel closes this pipe, at memtrace's exit: the
@@ -130,9 +150,9 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 		defer runtime.KeepAlive(watchdogPipe)
 	}
 	if len(o.Argv) > 0 {
-		return launch(&o, tr, stderr)
+		return launch(&o, counted, stderr)
 	}
-	return 0, attach(&o, tr, stderr)
+	return 0, attach(&o, counted, stderr)
 }
 
 // verboseLogf is the tracer's -v output (unwind tables built), or nil.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/launch"
+	"github.com/memtrace/memtrace/live"
 )
 
 type options struct {
@@ -38,6 +39,8 @@ type options struct {
 	noMulti      bool
 	stackUnwind  string
 	verbose      bool
+	http         string
+	profileDir   string
 	argv         []string
 }
 
@@ -81,7 +84,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 		MinSize: o.minSize, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
 		StackUnwind: o.stackUnwind, Follow: o.follow, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
-		Verbose: o.verbose}, stderr, func() (int, error) { return runPreload(o, stderr) })
+		Verbose: o.verbose, HTTP: o.http, ProfileDir: o.profileDir}, stderr, func() (int, error) { return runPreload(o, stderr) })
 }
 
 func realMain(args []string, stderr io.Writer) int {
@@ -147,7 +150,9 @@ options:
 	fs.Usage = func() {}
 	var pids, stackThreads, trackThreads, minSize, bufSize, track, configPath string
 	var interval time.Duration
-	fs.StringVar(&o.output, "o", "", "write the log to `FILE` (default stderr)")
+	fs.StringVar(&o.output, "o", "", "write the log to `FILE` (default stderr; none: no log, with --http or --profile-dir)")
+	fs.StringVar(&o.http, "http", "", "serve the live heap on `ADDR:PORT` (a port alone: 127.0.0.1): /debug/pprof/heap, /metrics")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "write a heap profile (heap-<time>.pb.gz) into `DIR` every --interval (default 1m)")
 	fs.IntVar(&o.port, "port", 0, "serve the log over TCP on 127.0.0.1:`PORT`; in -- mode PROG starts once a client connects")
 	fs.StringVar(&o.listen, "listen", "", "serve the log over TCP on `ADDR:PORT`")
 	fs.StringVar(&minSize, "min-size", "0", "do not log allocations smaller than `N` bytes (K/M suffixes)")
@@ -243,7 +248,16 @@ options:
 	if o.port != 0 {
 		o.listen = "127.0.0.1:" + strconv.Itoa(o.port)
 	}
+	if o.http != "" {
+		if _, err := live.ListenAddr(o.http); err != nil {
+			return nil, usageError{err.Error()}
+		}
+	}
 	switch {
+	case o.preload && (o.http != "" || o.profileDir != "" || o.output == launch.NoLog):
+		return nil, usageError{"--http, --profile-dir and -o none need the eBPF tracer, not --preload"}
+	case o.output == launch.NoLog && o.http == "" && o.profileDir == "":
+		return nil, usageError{"-o none writes no log: give --http ADDR or --profile-dir DIR to see the heap (a file named none: -o ./none)"}
 	case len(o.pids) > 0 && len(o.argv) > 0:
 		return nil, usageError{"give either -p PID or -- PROG, not both"}
 	case len(o.pids) == 0 && len(o.argv) == 0:

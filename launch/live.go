@@ -1,0 +1,145 @@
+package launch
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/live"
+)
+
+// NoLog is the -o value that writes no log: with --http or --profile-dir
+// the live model is all memtrace keeps.
+const NoLog = "none"
+
+// liveRun is --http and --profile-dir: the live heap model the agent
+// feeds, its endpoint and its periodic profiles.
+type liveRun struct {
+	model *live.Model
+	prof  *live.Profiler
+	srv   *live.Server
+	stop  chan struct{}
+	done  sync.WaitGroup
+}
+
+// startLive listens on --http's address and makes --profile-dir (as the
+// user behind sudo) before anything is traced, so that a taken port or a
+// directory the user cannot write is one line and nothing started. It
+// returns nil when neither is asked for.
+func startLive(o *Options, tr *probeCounter, stderr io.Writer) (*liveRun, error) {
+	if o.HTTP == "" && o.ProfileDir == "" {
+		return nil, nil
+	}
+	var ln net.Listener
+	if o.HTTP != "" {
+		var err error
+		if ln, err = live.Listen(o.HTTP); err != nil {
+			return nil, err
+		}
+	}
+	if o.ProfileDir != "" {
+		if err := asuser.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return nil, fmt.Errorf("--profile-dir: %w; give a directory you can write (under sudo: the user who ran sudo)", err)
+		}
+	}
+	lr := &liveRun{model: live.NewModel(), stop: make(chan struct{})}
+	lr.model.Probes = tr.count
+	lr.prof = live.NewProfiler(lr.model)
+	if ln != nil {
+		lr.srv = live.Serve(ln, lr.prof)
+		// Always said: with port 0 it is the only way to learn the port.
+		fmt.Fprintf(stderr, "memtrace: serving http://%s/ (/debug/pprof/heap, /metrics)\n", ln.Addr())
+	}
+	if o.ProfileDir != "" {
+		interval := o.Interval
+		if interval <= 0 {
+			interval = time.Minute
+		}
+		lr.done.Add(1)
+		go func() {
+			defer lr.done.Done()
+			lr.prof.WriteEvery(o.ProfileDir, interval,
+				func(p string) (io.WriteCloser, error) { return asuser.Create(p) },
+				func(from, to string) error { return asuser.Do(func() error { return os.Rename(from, to) }) },
+				func(err error) { fmt.Fprintf(stderr, "memtrace: %v\n", err) }, lr.stop)
+		}()
+	}
+	return lr, nil
+}
+
+// observer is what the agent is given: nil without --http and
+// --profile-dir.
+func (lr *liveRun) observer() live.Observer {
+	if lr == nil {
+		return nil
+	}
+	return lr.model
+}
+
+func (lr *liveRun) close() {
+	if lr == nil {
+		return
+	}
+	close(lr.stop)
+	lr.done.Wait()
+	if lr.srv != nil {
+		lr.srv.Close()
+	}
+}
+
+// probeCounter counts the probe sets (a library's allocation functions in
+// one process) memtrace holds, for /metrics: the tracer's attach calls
+// pass through it.
+type probeCounter struct {
+	tracerAPI
+	mu    sync.Mutex
+	byPID map[int]int
+}
+
+func countProbes(tr tracerAPI) *probeCounter {
+	return &probeCounter{tracerAPI: tr, byPID: map[int]int{}}
+}
+
+func (c *probeCounter) AttachLibrary(pid int, path string) (bool, error) {
+	ok, err := c.tracerAPI.AttachLibrary(pid, path)
+	if ok && err == nil {
+		c.mu.Lock()
+		c.byPID[pid]++
+		c.mu.Unlock()
+	}
+	return ok, err
+}
+
+func (c *probeCounter) ScanProcess(pid int) ([]string, error) {
+	added, err := c.tracerAPI.ScanProcess(pid)
+	if len(added) > 0 {
+		c.mu.Lock()
+		c.byPID[pid] += len(added)
+		c.mu.Unlock()
+	}
+	return added, err
+}
+
+func (c *probeCounter) ReleaseProcess(pid int) {
+	c.tracerAPI.ReleaseProcess(pid)
+	c.mu.Lock()
+	delete(c.byPID, pid)
+	c.mu.Unlock()
+}
+
+func (c *probeCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.byPID {
+		n += v
+	}
+	return n
+}
