@@ -25,7 +25,7 @@
 #
 # Environment: ROUNDS (default 7), ROWS (20000), CXX_N (50000),
 # START_ROUNDS (11), READ_ROUNDS (3: the readers on the big log), BIG_EVENTS (10000000; 0 skips parts 4 and 5's
-# big run), PROFILE (0), KEEP=1 keeps the temporary directory, GO (go).
+# big run), PARTS ("1 2 3 4 5": the parts to run), PROFILE (0), KEEP=1 keeps the temporary directory, GO (go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-7}
@@ -35,6 +35,8 @@ START_ROUNDS=${START_ROUNDS:-11}
 READ_ROUNDS=${READ_ROUNDS:-3}
 BIG_EVENTS=${BIG_EVENTS:-10000000}
 PROFILE=${PROFILE:-0}
+PARTS=${PARTS:-1 2 3 4 5}
+want() { [[ " $PARTS " == *" $1 "* ]]; }
 GO=${GO:-go}
 MT=$PWD/bin/memtrace
 MV=$PWD/bin/memview
@@ -97,9 +99,10 @@ checklost() { # mode log
 	fi
 }
 
+sq=("$SQLITE" "$tmp/db" ".read $tmp/rows.sql")
+if want 1; then
 echo
 echo "== 1. sqlite3, $ROWS-row script ($(grep -c . "$tmp/rows.sql") statements), wall ms, $ROUNDS rounds"
-sq=("$SQLITE" "$tmp/db" ".read $tmp/rows.sql")
 smodes="untraced floor nostack stack32 stack32zst heaptrack"
 for r in $(seq "$ROUNDS"); do
 	for m in $smodes; do
@@ -137,6 +140,8 @@ nb=$(stat -c %s "$tmp/nostack.log")
 echo "  log without stacks: $(awk -v b="$nb" -v e="$(events "$tmp/nostack.log")" 'BEGIN { printf "%.0f B/event plain", b / e }')"
 echo "  lost records, all runs with a log: $lostsum (default buffer)"
 
+fi
+if want 2; then
 echo
 echo "== 2. C++ loop with frame pointers ($CXX_N iterations), ns per iteration, $ROUNDS rounds"
 cmodes="c_untraced c_floor c_nostack c_fp16"
@@ -156,6 +161,8 @@ echo "  events per iteration: $(awk -v e="$(events "$tmp/c.log")" -v n="$CXX_N" 
 echo "  fp16 / floor: $(paired c_fp16 c_floor)x   (target <= 1.25x);  nostack / floor: $(paired c_nostack c_floor)x;  fp16 / nostack: $(paired c_fp16 c_nostack)x"
 echo "  lost records: $lostsum"
 
+fi
+if want 3; then
 echo
 echo "== 3. start-up: /bin/true, wall ms, $START_ROUNDS rounds"
 for r in $(seq "$START_ROUNDS"); do
@@ -178,6 +185,7 @@ $MT -v -o "$tmp/true.log" -- /bin/true 2>"$tmp/true.err" || true
 echo "  memtrace -v on /bin/true:"
 sed 's/^/    /' "$tmp/true.err"
 
+fi
 # measure CMD...: one run: "wall_s maxrss_mb". Output to a file, not
 # /dev/null: GNU grep stops at the first match when its output is /dev/null.
 measure() {
@@ -185,9 +193,10 @@ measure() {
 	sed -n 's/^rusage wall_s=\([0-9.]*\) maxrss_mb=\([0-9]*\)$/\1 \2/p' "$tmp/rusage.err"
 }
 
-if [ "$BIG_EVENTS" -gt 0 ]; then
+if want 4 && [ "$BIG_EVENTS" -gt 0 ]; then
 	echo
 	# sqlite3's events per row, from part 1's log, sizes the big script.
+	[ -n "${ev:-}" ] || ev=$((ROWS * 60)) # part 1 skipped: sqlite3's 60 events a row
 	big_rows=$(awk -v e="$ev" -v r="$ROWS" -v want="$BIG_EVENTS" 'BEGIN { printf "%d", want / (e / r) }')
 	sql "$big_rows" >"$tmp/big.sql"
 	echo "== 4. about $BIG_EVENTS events with --stack-depth 32 through -o run.log.zst (sqlite3, $big_rows rows, file database)"
@@ -249,6 +258,7 @@ if [ "$BIG_EVENTS" -gt 0 ]; then
 	echo "  median: zstdcat|grep $(echo "${res[r_grep]}" | median)s; report $(echo "${res[r_report]}" | median)s = $(paired r_report r_grep)x, peak $(echo "${res[r_report_rss]}" | tr ' ' '\n' | sort -g | tail -1) MB; memview $(echo "${res[r_view]}" | median)s = $(paired r_view r_grep)x, peak $(echo "${res[r_view_rss]}" | tr ' ' '\n' | sort -g | tail -1) MB (targets <= 5x, <= 400 MB)"
 fi
 
+if want 5; then
 echo
 echo "== 5. where the time goes: sqlite3 $ROWS rows, kernel.bpf_stats_enabled=1"
 sysctl -qw kernel.bpf_stats_enabled=1
@@ -278,3 +288,4 @@ for m in nostack stack32 stack32zst; do
 done
 sysctl -qw kernel.bpf_stats_enabled="$stats_was"
 echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
