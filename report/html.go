@@ -17,10 +17,12 @@ import (
 )
 
 // The HTML report is one file with no reference to anything outside it:
-// the summary, a chart of live bytes over time, a flame graph per cost
-// (the --cost one shown first), and the rankings. The chart and the flame
-// graphs are SVG drawn here; a few lines of script switch flame graphs and
-// zoom into a frame on click.
+// the summary, charts of live bytes over time (in total and for the top
+// call sites), the size histogram, a flame graph per cost (the --cost one
+// shown first), top-down and bottom-up call trees, and the rankings. The
+// charts and flame graphs are SVG drawn here (html_charts.go, html_trees.go);
+// a few lines of script switch flame graphs, zoom into a frame on click,
+// fit the frames' labels and search the trees.
 
 //go:embed report.css
 var reportCSS string
@@ -61,7 +63,10 @@ func (r *report) writeHTML(w io.Writer) error {
 	fmt.Fprintln(w, "</p>")
 	r.htmlSummary(w)
 	r.htmlChart(w)
+	r.htmlSiteChart(w)
+	r.htmlHistogram(w)
 	r.htmlFlames(w)
+	r.htmlTrees(w)
 	r.htmlRankings(w)
 	r.htmlFDLeaks(w)
 	if r.base != nil {
@@ -160,28 +165,12 @@ func (r *report) htmlChart(w io.Writer) {
 		}
 		top = max(top, s.total.PeakBytes)
 	}
-	top = max(top, 1)
-	pw, ph := float64(chartW-chartL-chartR), float64(chartH-chartT-chartB)
-	x := func(t uint64) float64 { return chartL + float64(t)/float64(end)*pw }
-	y := func(v uint64) float64 { return chartT + ph - float64(v)/float64(top)*ph }
-	fmt.Fprintf(w, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="live heap bytes over time">`+"\n", chartW, chartH, chartW, chartH)
-	for k := 0; k <= 4; k++ {
-		v := spread(top, k, 4)
-		fmt.Fprintf(w, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/><text class="ax" x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
-			chartL, chartW-chartR, y(v), y(v), chartL-6, y(v)+4, esc(units.Bytes(v)))
-		t := spread(end, k, 4)
-		fmt.Fprintf(w, `<text class="ax" x="%.1f" y="%d" text-anchor="middle">%ss</text>`+"\n", x(t), chartH-chartB+16, strconv.FormatFloat(float64(t)/1e6, 'g', 4, 64))
-	}
-	fmt.Fprintf(w, `<line class="axis" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`+"\n", chartL, chartW-chartR, y(0), y(0))
+	f := writeAxes(w, "live heap bytes over time", top, end)
 	for i, s := range secs {
-		var b strings.Builder
-		for k, v := range series[i] {
-			fmt.Fprintf(&b, "%.1f,%.1f ", x(times[k]), y(v))
-		}
 		col := palette[i%len(palette)]
-		fmt.Fprintf(w, `<polyline class="live" fill="none" stroke="%s" stroke-width="1.6" points="%s"><title>%s</title></polyline>`+"\n", col, b.String(), esc(s.title))
+		fmt.Fprintf(w, `<polyline class="live" fill="none" stroke="%s" stroke-width="1.6" points="%s"><title>%s</title></polyline>`+"\n", col, f.points(times, series[i]), esc(s.title))
 		if s.total.PeakBytes > 0 {
-			px, py := x(s.peakTS), y(s.total.PeakBytes)
+			px, py := f.x(s.peakTS), f.y(s.total.PeakBytes)
 			fmt.Fprintf(w, `<circle class="peak" cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", px, py, col,
 				esc(fmt.Sprintf("peak of %s: %s after %s", s.title, units.Bytes(s.total.PeakBytes), secs2(s.peakTS))))
 			anchor := "start"
@@ -194,7 +183,6 @@ func (r *report) htmlChart(w io.Writer) {
 			fmt.Fprintf(w, `<text class="lbl" x="%.1f" y="%.1f" text-anchor="%s">peak %s</text>`+"\n", px, max(py, chartT+10), anchor, esc(units.Bytes(s.total.PeakBytes)))
 		}
 	}
-	fmt.Fprintf(w, `<text class="ax" x="%d" y="%d" text-anchor="middle">time since tracing started</text>`+"\n", chartL+int(pw)/2, chartH-4)
 	fmt.Fprintln(w, "</svg>")
 	if len(secs) > 1 {
 		fmt.Fprint(w, `<p class="legend">`)
@@ -267,17 +255,19 @@ func hue(name string) string {
 	return fmt.Sprintf("hsl(%d,%d%%,%d%%)", 5+v%45, 70+(v>>8)%20, 55+(v>>16)%10)
 }
 
-// fit cuts a label to the width of its frame, as the script does on zoom.
+// fit cuts a label to the width of its frame, with an ellipsis; the
+// script fits it again to the width the browser measures, and the frame's
+// title holds the full name.
 func fit(name string, px float64) string {
 	n := int((px - 6) / flameCharPx)
-	if n < 3 {
+	if n < 2 {
 		return ""
 	}
-	if len([]rune(name)) <= n {
+	rs := []rune(name)
+	if len(rs) <= n {
 		return name
 	}
-	rs := []rune(name)
-	return string(rs[:n-2]) + ".."
+	return string(rs[:n-1]) + "…"
 }
 
 func (r *report) writeFlame(w io.Writer, name string, fig int, visible bool) {

@@ -1,16 +1,34 @@
 (function () {
   "use strict";
-  var charPx = 6.6;
-  function fit(name, px) {
-    var n = Math.floor((px - 6) / charPx);
-    if (n < 3) return "";
+  var ell = "\u2026";
+  // Labels are fitted to what the browser measures: a fixed guess of the
+  // font's width cut them off where the font was wider.
+  function fitText(text, name, px) {
+    var room = px - 6;
+    if (room < 8) { text.textContent = ""; return; }
+    text.textContent = name;
+    var full = text.getComputedTextLength();
+    if (full <= room) return;
+    // One measure gives the width of a character; then shorten until the
+    // prefix and the ellipsis fit (one or two more measures).
     var chars = Array.from(name);
-    if (chars.length <= n) return name;
-    return chars.slice(0, n - 2).join("") + "..";
+    var n = Math.min(chars.length - 1, Math.floor(room / (full / chars.length)) - 1);
+    for (; n > 0; n--) {
+      text.textContent = chars.slice(0, n).join("") + ell;
+      if (text.getComputedTextLength() <= room) return;
+    }
+    text.textContent = "";
   }
   function setup(svg) {
     var W = Number(svg.getAttribute("data-w"));
     var frames = Array.prototype.slice.call(svg.querySelectorAll("g.f"));
+    function layout(g, nx, nw) {
+      var rect = g.querySelector("rect"), text = g.querySelector("text");
+      rect.setAttribute("x", nx.toFixed(2));
+      rect.setAttribute("width", Math.max(nw - 0.5, 0.1).toFixed(2));
+      text.setAttribute("x", (nx + 3).toFixed(2));
+      fitText(text, g.getAttribute("data-n"), nw);
+    }
     function zoom(x0, w0, d0) {
       var eps = 1e-9;
       frames.forEach(function (g) {
@@ -22,13 +40,7 @@
           return;
         }
         g.style.display = "";
-        var nx = above ? 0 : (x - x0) / w0 * W;
-        var nw = above ? W : w / w0 * W;
-        var rect = g.querySelector("rect"), text = g.querySelector("text");
-        rect.setAttribute("x", nx.toFixed(2));
-        rect.setAttribute("width", Math.max(nw - 0.5, 0.1).toFixed(2));
-        text.setAttribute("x", (nx + 3).toFixed(2));
-        text.textContent = fit(g.getAttribute("data-n"), nw);
+        layout(g, above ? 0 : (x - x0) / w0 * W, above ? W : w / w0 * W);
         if (above) g.classList.add("anc"); else g.classList.remove("anc");
       });
     }
@@ -37,9 +49,20 @@
         zoom(Number(g.getAttribute("data-x")), Number(g.getAttribute("data-w")), Number(g.getAttribute("data-d")));
       });
     });
+    svg.fitLabels = function () {
+      frames.forEach(function (g) {
+        if (g.style.display === "none") return;
+        fitText(g.querySelector("text"), g.getAttribute("data-n"), Number(g.querySelector("rect").getAttribute("width")) + 0.5);
+      });
+    };
   }
-  Array.prototype.forEach.call(document.querySelectorAll("svg.fg"), setup);
-  var buttons = Array.prototype.slice.call(document.querySelectorAll(".tabs button"));
+  var flames = Array.prototype.slice.call(document.querySelectorAll("svg.fg"));
+  flames.forEach(setup);
+  function fitVisible() {
+    flames.forEach(function (svg) { if (svg.parentNode.style.display !== "none") svg.fitLabels(); });
+  }
+  fitVisible();
+  var buttons = Array.prototype.slice.call(document.querySelectorAll("#flamegraph .tabs button"));
   buttons.forEach(function (b) {
     b.addEventListener("click", function () {
       buttons.forEach(function (o) {
@@ -48,7 +71,58 @@
         var div = document.getElementById("flame-" + o.getAttribute("data-cost"));
         if (div) div.style.display = on ? "" : "none";
       });
+      fitVisible(); // a hidden graph's labels could not be measured
     });
   });
+
+  // Call trees: switch top-down / bottom-up, and search.
+  var search = document.getElementById("tree-search");
+  var treeButtons = Array.prototype.slice.call(document.querySelectorAll("#trees .tabs button"));
+  treeButtons.forEach(function (b) {
+    b.addEventListener("click", function () {
+      treeButtons.forEach(function (o) {
+        var on = o === b;
+        if (on) o.classList.add("on"); else o.classList.remove("on");
+        var div = document.getElementById("tree-" + o.getAttribute("data-tree"));
+        if (div) div.style.display = on ? "" : "none";
+      });
+      if (search && search.value) search.dispatchEvent(new Event("input")); // the count is the shown tree's
+    });
+  });
+  function kidsOf(li) {
+    var ul = li.querySelector(":scope > details > ul");
+    return ul ? Array.prototype.slice.call(ul.children) : [];
+  }
+  // filterTree keeps the rows whose function contains q, their callers
+  // (so that the row is reached) and their callees (what it leads to);
+  // it returns the rows that match.
+  function filterTree(div, q) {
+    var hits = 0;
+    function walk(li, under) {
+      var det = li.querySelector(":scope > details");
+      var self = q !== "" && li.getAttribute("data-n").toLowerCase().indexOf(q) >= 0;
+      var below = false;
+      kidsOf(li).forEach(function (k) { if (walk(k, under || self)) below = true; });
+      var shown = q === "" || self || below || under;
+      li.style.display = shown ? "" : "none";
+      if (self) { li.classList.add("hit"); hits++; } else li.classList.remove("hit");
+      if (det) det.open = q === "" ? li.getAttribute("data-open") === "true" : below;
+      return self || below;
+    }
+    var top = div.querySelector(":scope > ul");
+    if (top) Array.prototype.forEach.call(top.children, function (li) { walk(li, false); });
+    return hits;
+  }
+  if (search) {
+    search.addEventListener("input", function () {
+      var q = search.value.trim().toLowerCase();
+      var n = 0;
+      Array.prototype.forEach.call(document.querySelectorAll("div.tree"), function (div) {
+        var h = filterTree(div, q);
+        if (div.style.display !== "none") n = h;
+      });
+      document.getElementById("tree-count").textContent = q === "" ? "" : n + " matching rows";
+    });
+  }
   document.body.setAttribute("data-ready", "1");
 })();

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -36,7 +37,7 @@ func needTool(t *testing.T, name string) string {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%s is not installed (make deps installs it)", name)
 		}
-		t.Skipf("%s is not installed (make deps installs it)", name)
+		bpftest.Unavailable(t, "%s is not installed (make deps installs it)", name)
 	}
 	return p
 }
