@@ -67,24 +67,31 @@ type StackThreads struct {
 // with one of them. One pass; a set per stack only past maxListedThreads.
 func (m *Model) ThreadsByStack(sel []uint32) map[uint32]StackThreads {
 	type acc struct {
-		ids []uint32
-		set map[uint32]struct{}
+		stack uint32
+		ids   []uint32
+		set   map[uint32]struct{}
 	}
-	last := make([]uint32, m.NumStacks()) // thread+1 last seen per stack: runs of one thread cost nothing
-	accs := map[uint32]*acc{}
+	// Per stack: the last thread seen+1 (runs of one thread cost one
+	// compare) and a slot in accs (a slice index, not a map lookup).
+	last := make([]uint32, m.NumStacks())
+	slot := make([]int32, m.NumStacks())
+	var accs []acc
 	for _, i := range sel {
 		s, t := m.Stack[i], m.Thread[i]
-		if int(s) < len(last) {
-			if last[s] == t+1 {
-				continue
-			}
-			last[s] = t + 1
+		if int(s) >= len(last) {
+			continue // not a stack of this model: nothing to name
 		}
-		a := accs[s]
-		if a == nil {
-			a = &acc{}
-			accs[s] = a
+		if last[s] == t+1 {
+			continue
 		}
+		last[s] = t + 1
+		k := slot[s] - 1
+		if k < 0 {
+			k = int32(len(accs))
+			slot[s] = k + 1
+			accs = append(accs, acc{stack: s})
+		}
+		a := &accs[k]
 		if a.set != nil {
 			a.set[t] = struct{}{}
 			continue
@@ -101,7 +108,8 @@ func (m *Model) ThreadsByStack(sel []uint32) map[uint32]StackThreads {
 		}
 	}
 	out := make(map[uint32]StackThreads, len(accs))
-	for s, a := range accs {
+	for k := range accs {
+		a := &accs[k]
 		var st StackThreads
 		if a.set != nil {
 			st.N = len(a.set)
@@ -116,7 +124,7 @@ func (m *Model) ThreadsByStack(sel []uint32) map[uint32]StackThreads {
 		if len(st.Threads) > maxListedThreads {
 			st.Threads = st.Threads[:maxListedThreads]
 		}
-		out[s] = st
+		out[a.stack] = st
 	}
 	return out
 }
