@@ -95,3 +95,26 @@ func TestLazyFrameForm(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLazyFrames: for any input, the lazy frame path builds the model the
+// eager one builds.
+func FuzzLazyFrames(f *testing.F) {
+	f.Add([]byte(lazyLog))
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<16 {
+			return
+		}
+		eager := loadBatches(t, string(b), false)
+		lazy := loadBatches(t, string(b), true)
+		if !reflect.DeepEqual(eager.Counts, lazy.Counts) {
+			t.Fatalf("counts differ:\neager %+v\nlazy  %+v", eager.Counts, lazy.Counts)
+		}
+		if !reflect.DeepEqual(eager.frames, lazy.frames) || !reflect.DeepEqual(eager.stackFlat, lazy.stackFlat) ||
+			!reflect.DeepEqual(eager.stackOff, lazy.stackOff) || !reflect.DeepEqual(eager.Stack, lazy.Stack) {
+			t.Fatalf("frames or stacks differ")
+		}
+	})
+}
