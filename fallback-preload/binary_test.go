@@ -13,6 +13,8 @@ import (
 
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // Run uses the binary mode (shared memory, converted here) unless told
@@ -180,10 +182,7 @@ func TestBinaryCrossARM(t *testing.T) {
 		t.Run(a.triplet, func(t *testing.T) {
 			for _, tool := range []string{a.triplet + "-gcc", a.qemu} {
 				if _, err := exec.LookPath(tool); err != nil {
-					if os.Getenv("MEMTRACE_REQUIRE_CROSS") == "1" {
-						t.Fatalf("%s is missing but MEMTRACE_REQUIRE_CROSS=1: run make deps", tool)
-					}
-					t.Skipf("%s not installed", tool)
+					bpftest.Unavailable(t, "%s is missing (make deps installs it)", tool)
 				}
 			}
 			dir := t.TempDir()

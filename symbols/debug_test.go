@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/ulikunitz/xz"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 const hiddenC = `#include <stdio.h>
@@ -255,7 +257,7 @@ func TestPLTStubsMatchObjdump(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			if _, err := exec.LookPath(v.cc); err != nil {
 				if v.name == "aarch64" {
-					t.Skip("aarch64 cross compiler not installed (gcc-aarch64-linux-gnu)")
+					bpftest.Unavailable(t, "aarch64 cross compiler not installed (gcc-aarch64-linux-gnu)")
 				}
 				t.Fatal(err)
 			}

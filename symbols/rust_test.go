@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 const rustSrc = `mod deep {
@@ -34,7 +36,7 @@ var rustHash = regexp.MustCompile(`::h[0-9a-f]{16}$|\[[0-9a-f]+\]`)
 func TestRustSymbols(t *testing.T) {
 	rustc, err := exec.LookPath("rustc")
 	if err != nil {
-		t.Skip("rustc not installed")
+		bpftest.Unavailable(t, "rustc not installed (make deps installs it)")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "rtest.rs")

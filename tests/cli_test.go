@@ -109,7 +109,7 @@ func TestCLIWithoutPrivilege(t *testing.T) {
 	requireBPF(t) // needs root to become someone else
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
-		t.Skip("setpriv (util-linux) not installed")
+		bpftest.Unavailable(t, "setpriv (util-linux) not installed")
 	}
 	mt := need(t, "bin/memtrace")
 	// t.TempDir's parent is private to root; nobody needs a path it can walk.

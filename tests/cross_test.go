@@ -1,10 +1,11 @@
 package tests
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // crossArchs are the ARM targets of issue 5: Debian's cross compilers and
@@ -22,10 +23,7 @@ func requireCross(t *testing.T, triplet, qemu string) {
 	t.Helper()
 	for _, tool := range []string{triplet + "-gcc", triplet + "-g++", qemu, "make"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("MEMTRACE_REQUIRE_CROSS") == "1" {
-				t.Fatalf("%s is missing but MEMTRACE_REQUIRE_CROSS=1: run make deps", tool)
-			}
-			t.Skipf("%s is missing (make deps installs it)", tool)
+			bpftest.Unavailable(t, "%s is missing (make deps installs it)", tool)
 		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/symbols"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 type stackEvent struct {
@@ -326,7 +328,12 @@ func TestStackThreadsT22(t *testing.T) {
 	}
 }
 
-const rustSrc = `use std::hint::black_box;
+// black_box here, not std::hint's: Debian's rustc (1.63) has it unstable.
+const rustSrc = `fn black_box<T>(x: T) -> T {
+    let r = unsafe { std::ptr::read_volatile(&x) };
+    std::mem::forget(x);
+    r
+}
 #[inline(never)]
 fn make_box(n: usize) -> Vec<u8> { black_box(vec![7u8; n]) }
 fn main() { let v = make_box(5151); black_box(&v); }
@@ -338,7 +345,7 @@ func TestStackRust(t *testing.T) {
 	requireBPF(t)
 	rustc, err := exec.LookPath("rustc")
 	if err != nil {
-		t.Skip("rustc not installed")
+		bpftest.Unavailable(t, "rustc not installed (make deps installs it)")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "r.rs")

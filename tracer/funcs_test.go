@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 func systemLib(t *testing.T, names ...string) string {
@@ -17,7 +19,7 @@ func systemLib(t *testing.T, names ...string) string {
 			return n
 		}
 	}
-	t.Skipf("none of %v on this system", names)
+	bpftest.Unavailable(t, "none of %v on this system (make deps installs them)", names)
 	return ""
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // loadObjects verifies the programs on several loaders at once; what it
@@ -48,7 +50,7 @@ func TestLoadObjectsSharesOneSetOfMaps(t *testing.T) {
 			}
 			ids, ok := info.MapIDs()
 			if !ok {
-				t.Skip("the kernel does not list a program's maps")
+				bpftest.Unavailable(t, "the kernel does not list a program's maps")
 			}
 			for _, id := range ids {
 				m, err := ebpf.NewMapFromID(id)
