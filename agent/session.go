@@ -13,6 +13,7 @@ import (
 
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -51,6 +52,10 @@ type Config struct {
 	// as its text mode does, but not under --min-size; and a thread's
 	// events after its EXIT (its TLS destructors) are still its own.
 	InProcess bool
+	// Observer, when set, is told what is logged (blocks allocated and
+	// freed, stacks, forks, execs, exits, lost records) in log order:
+	// the live heap model of --http and --profile-dir.
+	Observer live.Observer
 }
 
 // DefaultWindow covers the gap between a probe taking its timestamp and
@@ -389,6 +394,9 @@ func (s *Session) emit(e *tracer.Event) {
 		s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcExit, PID: int64(e.TGID), TS: s.ts(e)})
 		s.write(s.buf)
 		s.processExit(e.TGID)
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.ProcessExit(e.TGID)
+		}
 		if s.cfg.ProcessExited != nil {
 			s.cfg.ProcessExited(e.TGID)
 		}
@@ -497,6 +505,9 @@ func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op lo
 	if e.Stack != 0 {
 		s.writeStack(e.Stack)
 	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Alloc(e.TGID, ptr, size, e.Stack, ts)
+	}
 	s.spill()
 }
 
@@ -506,6 +517,9 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 		delete(p.live, ptr)
 		if v&filteredBit != 0 {
 			return
+		}
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.Free(e.TGID, ptr, ts)
 		}
 	}
 	if op == logfmt.OpMunmap {
@@ -555,6 +569,9 @@ func (s *Session) Lost(n uint64, nowNS uint64) {
 		return
 	}
 	s.Stats.Lost += n
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Lost(n)
+	}
 	var ts uint64
 	if nowNS > s.cfg.StartNS {
 		ts = (nowNS - s.cfg.StartNS) / 1000
@@ -573,6 +590,9 @@ func (s *Session) forked(e *tracer.Event) {
 		c.live[ptr] = v
 	}
 	c.attached = parent.attached
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Fork(e.TGID, child)
+	}
 	if s.fds != nil {
 		s.fds.Fork(e.TGID, child)
 	}
@@ -588,6 +608,9 @@ func (s *Session) execd(e *tracer.Event, ppid uint32, cmd string) {
 		return // the launcher's own exec
 	}
 	clear(p.live)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Exec(e.TGID)
+	}
 	p.preExec = false
 	p.attached = false
 	p.scanned = false

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -100,6 +101,15 @@ func (s *Session) writeStack(id uint64) {
 			si.text = logfmt.AppendStackTruncated(si.text, si.truncated)
 		}
 		si.formatted = true
+		if s.cfg.Observer != nil {
+			// Resolved once, as the log's lines are: the live model
+			// gets the same frames.
+			fr := make([]live.Frame, len(si.frames))
+			for i, f := range si.frames {
+				fr[i] = live.Frame(f)
+			}
+			s.cfg.Observer.Stack(id, fr)
+		}
 	}
 	s.write(si.text)
 }

@@ -152,7 +152,8 @@ func newLoop(o *Options, tr tracerAPI, out io.WriteCloser, stderr io.Writer, sta
 				l.fd.RemoveProcess(int(pid))
 			}
 		},
-		Track: o.Track, MmapFiles: o.MmapFiles, Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN})
+		Track: o.Track, MmapFiles: o.MmapFiles, Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN,
+		Observer: o.live.observer()})
 	if o.ReportDir != "" {
 		l.sess.OnProcessReport = func(r *agent.ProcessReport) {
 			txt, _, err := procreport.Write(o.ReportDir, r)

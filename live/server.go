@@ -141,7 +141,8 @@ func parseQuery(raw string) (query, error) {
 // controls anything.
 func Handler(pr *Profiler) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{m: pr.m}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "memtrace"}))
+	reg.MustRegister(&collector{m: pr.m}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "memtrace"}),
+		collectors.NewGoCollector())
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", index)

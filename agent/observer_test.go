@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/memtrace/memtrace/live"
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// recorder is an Observer that writes down every call.
+type recorder struct{ calls []string }
+
+func (r *recorder) Alloc(pid uint32, ptr, size, stack, ts uint64) {
+	r.calls = append(r.calls, fmt.Sprintf("alloc %d %#x %d s%d", pid, ptr, size, stack))
+}
+func (r *recorder) Free(pid uint32, ptr, ts uint64) {
+	r.calls = append(r.calls, fmt.Sprintf("free %d %#x", pid, ptr))
+}
+func (r *recorder) Stack(id uint64, frames []live.Frame) {
+	r.calls = append(r.calls, fmt.Sprintf("stack %d %d", id, len(frames)))
+}
+func (r *recorder) Fork(parent, child uint32) {
+	r.calls = append(r.calls, fmt.Sprintf("fork %d %d", parent, child))
+}
+func (r *recorder) Exec(pid uint32)        { r.calls = append(r.calls, fmt.Sprintf("exec %d", pid)) }
+func (r *recorder) ProcessExit(pid uint32) { r.calls = append(r.calls, fmt.Sprintf("exit %d", pid)) }
+func (r *recorder) Lost(n uint64)          { r.calls = append(r.calls, fmt.Sprintf("lost %d", n)) }
+
+// The observer sees exactly what the log says is allocated and freed, in
+// log order: no block below --min-size, no free of one it never saw, a
+// realloc as a free and an alloc, and the process tree.
+func TestObserverSeesWhatIsLogged(t *testing.T) {
+	var buf bytes.Buffer
+	obs := &recorder{}
+	s := New(Config{Out: &buf, MinSize: 10, Observer: obs})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	s.ResolvedStack(7, []Frame{{Module: "/bin/app", Symbol: "f", Offset: 4, Addr: 0x1004}, {Module: "/bin/app", Symbol: "main", Offset: 9, Addr: 0x2009}})
+	withStack := ev(100, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
+	withStack.Stack = 7
+	realloc := ev(200, 1, tracer.KindRealloc, logfmt.OpRealloc, 0xa8, 300, "main")
+	realloc.OldPtr = 0xa0
+	fork := ev(600, 1, tracer.KindFork, 0, 2, 0, "main")
+	exec := ev(700, 2, tracer.KindExec, 0, 0, 0, "child")
+	exec.TGID = 2
+	exit := ev(800, 1, tracer.KindExit, 0, 0, 0, "main")
+	for _, e := range []*tracer.Event{
+		withStack, realloc,
+		ev(300, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xb0, 5, "main"), // below --min-size
+		ev(400, 1, tracer.KindFree, logfmt.OpFree, 0xb0, 0, "main"),    // its free
+		ev(500, 1, tracer.KindFree, logfmt.OpFree, 0xdead, 0, "main"),  // never seen
+		fork, exec, exit,
+	} {
+		s.Add(e)
+	}
+	s.Drain(true)
+	s.Lost(3, 900)
+	s.Flush()
+	want := []string{"stack 7 2", "alloc 1 0xa0 100 s7", "free 1 0xa0", "alloc 1 0xa8 300 s0", "fork 1 2", "exec 2", "exit 1", "lost 3"}
+	if got := strings.Join(obs.calls, "; "); got != strings.Join(want, "; ") {
+		t.Fatalf("observer calls\n got %s\nwant %s", got, strings.Join(want, "; "))
+	}
+	// And the log says the same of the blocks.
+	var logged []string
+	for _, r := range events(parse(t, buf.Bytes())) {
+		if r.kind != logfmt.KindExit {
+			logged = append(logged, fmt.Sprintf("%s %#x %d", r.op, r.ptr, r.size))
+		}
+	}
+	if got := strings.Join(logged, "; "); got != "malloc 0xa0 100; free 0xa0 100; realloc 0xa8 300" {
+		t.Fatalf("log: %s", got)
+	}
+}
+
+// The live model fed through a session holds what the log holds live.
+func TestObserverFeedsLiveModel(t *testing.T) {
+	m := live.NewModel()
+	s := New(Config{Out: &bytes.Buffer{}, Observer: m})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	for i := range uint64(100) {
+		s.Add(ev(10+i, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x1000+i*16, 16, "main"))
+		if i%2 == 0 {
+			s.Add(ev(10+i, 1, tracer.KindFree, logfmt.OpFree, 0x1000+i*16, 0, "main"))
+		}
+	}
+	s.Drain(true)
+	procs, _, _ := m.Stats()
+	if len(procs) != 1 || procs[0].LiveBlocks != 50 || procs[0].LiveBytes != 800 || procs[0].Allocs != 100 || procs[0].Frees != 50 {
+		t.Fatalf("model %+v", procs)
+	}
+}
