@@ -25,6 +25,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "put.h"
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -116,35 +117,6 @@ static void truth_setname(const char *name)
 	truth_tname[15] = 0;
 }
 
-static char *truth_put_u(char *o, uint64_t v)
-{
-	char tmp[24];
-	int n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		*o++ = tmp[--n];
-	return o;
-}
-
-static char *truth_put_hex(char *o, uint64_t v)
-{
-	static const char hx[] = "0123456789abcdef";
-	char tmp[20];
-	int n = 0;
-	do {
-		tmp[n++] = hx[v & 15];
-		v >>= 4;
-	} while (v);
-	*o++ = '0';
-	*o++ = 'x';
-	while (n)
-		*o++ = tmp[--n];
-	return o;
-}
-
 /* truth_write writes the records; call it after the last traced call. */
 static void truth_write(void)
 {
@@ -159,7 +131,7 @@ static void truth_write(void)
 	char *e = fn + pl;
 	if (truth_is_child) {
 		memcpy(e, ".child.", 7);
-		e = truth_put_u(e + 7, (uint64_t)getpid());
+		e = put_u(e + 7, (uint64_t)getpid());
 	}
 	*e = 0;
 	int fd = open(fn, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -170,15 +142,15 @@ static void truth_write(void)
 	for (int i = 0; i < truth_n; i++) {
 		struct truth_rec *r = &truth_recs[i];
 		char *o = line;
-		o = truth_put_u(o, (uint64_t)r->tid);
+		o = put_u(o, (uint64_t)r->tid);
 		*o++ = ' ';
 		size_t ol = strlen(r->op);
 		memcpy(o, r->op, ol);
 		o += ol;
 		*o++ = ' ';
-		o = truth_put_u(o, r->size);
+		o = put_u(o, r->size);
 		*o++ = ' ';
-		o = truth_put_hex(o, r->ptr);
+		o = put_hex(o, r->ptr);
 		*o++ = ' ';
 		if (r->name[0]) {
 			size_t nl = strlen(r->name);

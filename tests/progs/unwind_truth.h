@@ -34,6 +34,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "put.h"
 #include <execinfo.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -126,35 +127,6 @@ static void ut_record(const char *op, uint64_t size, uint64_t size_hi, const voi
 		memcpy(r->pcs, pcs, sizeof(void *) * (size_t)n);
 }
 
-static char *ut_put_u(char *o, uint64_t v)
-{
-	char tmp[24];
-	int n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		*o++ = tmp[--n];
-	return o;
-}
-
-static char *ut_put_hex(char *o, uint64_t v)
-{
-	static const char hx[] = "0123456789abcdef";
-	char tmp[20];
-	int n = 0;
-	do {
-		tmp[n++] = hx[v & 15];
-		v >>= 4;
-	} while (v);
-	*o++ = '0';
-	*o++ = 'x';
-	while (n)
-		*o++ = tmp[--n];
-	return o;
-}
-
 static char *ut_put_s(char *o, const char *s)
 {
 	size_t l = strlen(s);
@@ -181,7 +153,7 @@ static void ut_write(const char *suffix)
 		ut_die("unwind_truth: cannot open $MEMTRACE_TRUTH\n");
 	static char line[128 + UT_MAXF * 20];
 	char *o = ut_put_s(line, "pid ");
-	o = ut_put_u(o, (uint64_t)getpid());
+	o = put_u(o, (uint64_t)getpid());
 	*o++ = '\n';
 	if (write(fd, line, (size_t)(o - line)) != o - line)
 		ut_die("unwind_truth: write failed\n");
@@ -189,22 +161,22 @@ static void ut_write(const char *suffix)
 	for (int i = 0; i < nrec; i++) {
 		struct ut_rec *r = &ut_recs[i];
 		char *o = line;
-		o = ut_put_u(o, (uint64_t)r->tid);
+		o = put_u(o, (uint64_t)r->tid);
 		*o++ = ' ';
 		o = ut_put_s(o, r->op);
 		*o++ = ' ';
-		o = ut_put_u(o, r->size);
+		o = put_u(o, r->size);
 		if (r->size_hi) {
 			*o++ = '-';
-			o = ut_put_u(o, r->size_hi);
+			o = put_u(o, r->size_hi);
 		}
 		*o++ = ' ';
-		o = ut_put_hex(o, r->ptr);
+		o = put_hex(o, r->ptr);
 		*o++ = ' ';
 		o = ut_put_s(o, r->kind);
 		for (int k = 0; k < r->n; k++) {
 			*o++ = ' ';
-			o = ut_put_hex(o, (uintptr_t)r->pcs[k]);
+			o = put_hex(o, (uintptr_t)r->pcs[k]);
 		}
 		*o++ = '\n';
 		if (write(fd, line, (size_t)(o - line)) != o - line)
