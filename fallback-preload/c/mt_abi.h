@@ -25,32 +25,60 @@
 // MT_SHM_VERSION, which the library checks before it maps the rest.
 #define MT_SHM_ENV "MEMTRACE_SHM"
 #define MT_SHM_MAGIC 0x4853544d
-#define MT_SHM_VERSION 3
+#define MT_SHM_VERSION 4
 
 // The ops of call records, numbered as Go's logfmt.Op (malloc is 1) so that
 // one number means one op on both sides; EXIT (a thread's end) follows.
 // X(NAME, number, op column text).
-#define MT_OPS(X)                               \
-	X(MALLOC, 1, "malloc")                  \
-	X(CALLOC, 2, "calloc")                  \
-	X(REALLOC, 3, "realloc")                \
-	X(REALLOCARRAY, 4, "reallocarray")      \
-	X(FREE, 5, "free")                      \
-	X(NEW, 6, "new")                        \
-	X(NEW_ARR, 7, "new[]")                  \
-	X(DELETE, 8, "delete")                  \
-	X(DELETE_ARR, 9, "delete[]")            \
-	X(STRDUP, 10, "strdup")                 \
-	X(STRNDUP, 11, "strndup")               \
-	X(MMAP, 12, "mmap")                     \
-	X(MUNMAP, 13, "munmap")                 \
-	X(MREMAP, 14, "mremap")                 \
-	X(POSIX_MEMALIGN, 15, "posix_memalign") \
-	X(ALIGNED_ALLOC, 16, "aligned_alloc")   \
-	X(MEMALIGN, 17, "memalign")             \
-	X(VALLOC, 18, "valloc")                 \
-	X(PVALLOC, 19, "pvalloc")               \
-	X(EXIT, 20, "EXIT")
+#define MT_OPS(X)                                       \
+	X(MALLOC, 1, "malloc")                          \
+	X(CALLOC, 2, "calloc")                          \
+	X(REALLOC, 3, "realloc")                        \
+	X(REALLOCARRAY, 4, "reallocarray")              \
+	X(FREE, 5, "free")                              \
+	X(NEW, 6, "new")                                \
+	X(NEW_ARR, 7, "new[]")                          \
+	X(DELETE, 8, "delete")                          \
+	X(DELETE_ARR, 9, "delete[]")                    \
+	X(STRDUP, 10, "strdup")                         \
+	X(STRNDUP, 11, "strndup")                       \
+	X(MMAP, 12, "mmap")                             \
+	X(MUNMAP, 13, "munmap")                         \
+	X(MREMAP, 14, "mremap")                         \
+	X(POSIX_MEMALIGN, 15, "posix_memalign")         \
+	X(ALIGNED_ALLOC, 16, "aligned_alloc")           \
+	X(MEMALIGN, 17, "memalign")                     \
+	X(VALLOC, 18, "valloc")                         \
+	X(PVALLOC, 19, "pvalloc")                       \
+	X(MALLOCX, 20, "mallocx")                       \
+	X(RALLOCX, 21, "rallocx")                       \
+	X(XALLOCX, 22, "xallocx")                       \
+	X(SDALLOCX, 23, "sdallocx")                     \
+	X(DALLOCX, 24, "dallocx")                       \
+	X(TC_MALLOC, 25, "tc_malloc")                   \
+	X(TC_CALLOC, 26, "tc_calloc")                   \
+	X(TC_REALLOC, 27, "tc_realloc")                 \
+	X(TC_FREE, 28, "tc_free")                       \
+	X(TC_CFREE, 29, "tc_cfree")                     \
+	X(TC_MEMALIGN, 30, "tc_memalign")               \
+	X(TC_POSIX_MEMALIGN, 31, "tc_posix_memalign")   \
+	X(TC_VALLOC, 32, "tc_valloc")                   \
+	X(TC_PVALLOC, 33, "tc_pvalloc")                 \
+	X(TC_NEW, 34, "tc_new")                         \
+	X(TC_NEWARRAY, 35, "tc_newarray")               \
+	X(TC_DELETE, 36, "tc_delete")                   \
+	X(TC_DELETEARRAY, 37, "tc_deletearray")         \
+	X(MI_MALLOC, 38, "mi_malloc")                   \
+	X(MI_CALLOC, 39, "mi_calloc")                   \
+	X(MI_REALLOC, 40, "mi_realloc")                 \
+	X(MI_FREE, 41, "mi_free")                       \
+	X(MI_STRDUP, 42, "mi_strdup")                   \
+	X(MI_ZALLOC, 43, "mi_zalloc")                   \
+	X(MI_MALLOC_ALIGNED, 44, "mi_malloc_aligned")   \
+	X(MI_ZALLOC_ALIGNED, 45, "mi_zalloc_aligned")   \
+	X(MI_CALLOC_ALIGNED, 46, "mi_calloc_aligned")   \
+	X(MI_REALLOC_ALIGNED, 47, "mi_realloc_aligned") \
+	X(EXIT, 48, "EXIT")
 
 enum {
 #define MT_OP_ENUM_(name, num, text) MT_OP_##name = num,
@@ -60,11 +88,11 @@ enum {
 };
 
 // Record ops past the call ops: what the converter needs besides calls.
-#define MT_R_NAME 32      // the thread's name: MT_NAME_LEN bytes from ptr (ptr and size)
-#define MT_R_START 33     // the session's first process: ptr pid, size CLOCK_REALTIME ns; data "version\0comm\0cmd\0"
-#define MT_R_EXEC 34      // an exec'd image: ptr pid, size ppid; data "comm\0cmd\0"
-#define MT_R_FORK 35      // a forked child's first record: ptr pid, size ppid
-#define MT_R_PROC_EXIT 36 // the process exits (exit, _exit): ptr pid
+#define MT_R_NAME 64      // the thread's name: MT_NAME_LEN bytes from ptr (ptr and size)
+#define MT_R_START 65     // the session's first process: ptr pid, size CLOCK_REALTIME ns; data "version\0comm\0cmd\0"
+#define MT_R_EXEC 66      // an exec'd image: ptr pid, size ppid; data "comm\0cmd\0"
+#define MT_R_FORK 67      // a forked child's first record: ptr pid, size ppid
+#define MT_R_PROC_EXIT 68 // the process exits (exit, _exit): ptr pid
 #define MT_NAME_LEN 16
 
 // Region: the header (one page), then at MT_STATES_OFF one uint32 state
