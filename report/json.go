@@ -18,6 +18,7 @@ type jsonFrame struct {
 	Offset   uint64 `json:"offset,omitempty"`
 	File     string `json:"file,omitempty"`
 	Line     int    `json:"line,omitempty"`
+	Inlined  bool   `json:"inlined,omitempty"` // inlined into the next frame (same module and address)
 }
 
 type jsonFigs struct {
@@ -130,6 +131,7 @@ type jsonSuppression struct {
 	Leaks       int64  `json:"leaks"`
 	LeakedBytes int64  `json:"leaked_bytes"`
 	Stacks      int    `json:"stacks"`
+	Builtin     bool   `json:"builtin,omitempty"` // memtrace's list (--disable-builtin-suppressions)
 }
 
 type jsonDiff struct {
@@ -195,6 +197,12 @@ func (r *report) jsonStack(st *site) (string, []jsonFrame) {
 		if !f.mixed {
 			jf.Offset = f.offset
 		}
+		if n := len(f.inl); n > 1 {
+			for _, c := range f.inl[:n-1] {
+				frames = append(frames, jsonFrame{Function: c.name, Module: f.module, Offset: jf.Offset, File: c.file, Line: c.line, Inlined: true})
+			}
+			jf.File, jf.Line = f.inl[n-1].file, f.inl[n-1].line
+		}
 		frames = append(frames, jf)
 	}
 	return st.op, frames
@@ -241,7 +249,11 @@ func (r *report) writeJSON(w io.Writer) error {
 		j.Processes = append(j.Processes, p)
 	}
 	for _, sp := range r.sups {
-		j.Suppressions = append(j.Suppressions, jsonSuppression{sp.pattern, sp.file, sp.line, sp.leaks, int64(sp.bytes), sp.sites})
+		builtin := sp.File == ""
+		if builtin && sp.leaks == 0 {
+			continue // the built-in list that matched nothing is noise here
+		}
+		j.Suppressions = append(j.Suppressions, jsonSuppression{sp.Text()[len("leak:"):], sp.File, sp.Line, sp.leaks, int64(sp.bytes), sp.sites, builtin})
 	}
 	if r.base != nil {
 		d := &jsonDiff{Summary: map[string][3]float64{}}

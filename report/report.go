@@ -27,8 +27,9 @@ rankings (on/off flags take 1/0, true/false, on/off; alone they mean on):
   -T, --print-temporary 0|1    most temporary allocations (on)
   -n, --peak-limit N           entries per ranking (10; 0: all)
   -s, --sub-peak-limit N       call stacks shown under each entry (5)
-  -m, --merge-backtraces 0|1   one frame per function, so that builds and
-                               processes compare (on; 0: per call site)
+  -m, --merge-backtraces 0|1   1: one frame per function, so that builds
+                               compare; 0 (default): call sites, each named by
+                               its innermost inlined function and file:line
   --resolve 0|1                names of unnamed frames and file:line, from the
                                modules the log names (on)
   --pid PID[,PID...]           only these processes
@@ -37,6 +38,10 @@ comparison and leaks:
   -d, --diff BASE.log          print LOG minus BASE (repeatable)
   --suppressions FILE          leak:PATTERN lines (repeatable)
   --print-suppressions         what each suppression matched
+  --disable-builtin-suppressions
+                               report what system libraries keep for good
+                               (libstdc++'s exception pool, glibc's and the
+                               loader's internals) as leaks too
 exports (FILE - writes to stdout instead of the text report):
   --json FILE                  figures and rankings for automation
   -F, --folded FILE            folded stacks (flamegraph.pl, speedscope, inferno)
@@ -60,6 +65,7 @@ type options struct {
 	diff       []string
 	supps      []string
 	printSupps bool
+	noBuiltin  bool
 	jsonOut    string
 	folded     string
 	massif     string
@@ -125,7 +131,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func parseArgs(args []string, stdout io.Writer) (*options, error) {
-	o := &options{limit: 10, subLimit: 5, merge: true, lines: true, progress: -1, cost: "allocations",
+	o := &options{limit: 10, subLimit: 5, merge: false, lines: true, progress: -1, cost: "allocations",
 		massifThreshold: 1, massifDetailed: 2}
 	for i := range o.show {
 		o.show[i] = true
@@ -154,7 +160,7 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 	bo(&o.show[byPeak], "ranking by memory live at the peak (default on)", "p", "print-peaks")
 	bo(&o.show[byLeaks], "ranking by leaked memory (default on)", "l", "print-leaks")
 	bo(&o.show[byTemporary], "ranking by temporary allocations (default on)", "T", "print-temporary")
-	bo(&o.merge, "merge call sites by function, so builds and processes compare (default on)", "m", "merge-backtraces")
+	bo(&o.merge, "merge call sites by function, so builds compare (default off: call sites with inlined frames)", "m", "merge-backtraces")
 	bo(&o.lines, "look up missing function names and source lines in the logged modules (default on)", "resolve")
 	fs.Var(listFlag{&o.logs}, "f", "read `LOG` (also given as an argument)")
 	fs.Var(listFlag{&o.logs}, "file", "same as -f")
@@ -162,6 +168,7 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 	fs.Var(listFlag{&o.diff}, "diff", "same as -d")
 	fs.Var(listFlag{&o.supps}, "suppressions", "leak suppressions `FILE` (leak:PATTERN lines; repeatable)")
 	bo(&o.printSupps, "list what each suppression matched and the bytes suppressed", "print-suppressions")
+	bo(&o.noBuiltin, "do not apply the built-in suppressions", "disable-builtin-suppressions")
 	str(&o.jsonOut, "write JSON to `FILE` (- for stdout)", "json")
 	str(&o.folded, "write folded stacks (flamegraph.pl, speedscope, inferno) to `FILE`", "folded", "F", "print-flamegraph")
 	str(&o.cost, "cost of --folded and the HTML flamegraph: `allocations|temporary|leaked|peak`", "cost", "flamegraph-cost-type")
@@ -307,7 +314,7 @@ func run(o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r.sups = sups
+	r.sups = append(sups, builtinSuppressions(o.noBuiltin)...)
 	showProgress := o.progress == 1 || (o.progress < 0 && isTerminal(stderr))
 	load := func(paths []string) ([]*loaded, []*section, error) {
 		var logs []*loaded

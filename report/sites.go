@@ -52,6 +52,26 @@ type frameInfo struct {
 	file    string
 	line    int
 	looked  bool // source line looked up
+	// inl is the frame's chain of inlined calls, innermost first, the
+	// physical function last (call sites, -m 0, with DWARF): heaptrack
+	// names the innermost inlined function and its line, so do we.
+	inl []srcFrame
+}
+
+// srcFrame is one function of an inline chain: where it was at the call.
+type srcFrame struct {
+	name string // demangled
+	file string
+	line int
+}
+
+// innermost is the frame's innermost function name: the inlined one
+// that made the call when the frame has an inline chain.
+func (f *frameInfo) innermost() string {
+	if len(f.inl) > 1 {
+		return f.inl[0].name
+	}
+	return f.name
 }
 
 // label is the site's name in one line: its innermost frame, or the op.
@@ -59,7 +79,7 @@ func (s *site) label() string {
 	if len(s.frames) == 0 {
 		return "[no stack] " + s.op
 	}
-	return s.frames[0].name
+	return s.frames[0].innermost()
 }
 
 type siteTable struct {
@@ -100,6 +120,27 @@ func (t *siteTable) lookupName(module string, off uint64) string {
 	return name
 }
 
+// sourceChain is the inline chain at a logged frame, innermost first, or
+// nil where the module or its line table cannot be read.
+func (t *siteTable) sourceChain(module, symbol string, off uint64) []srcFrame {
+	if t.cache == nil || module == "" || strings.HasPrefix(module, "[") {
+		return nil
+	}
+	fr, err := t.cache.SourceFrames(module, symbol, off)
+	if err != nil || len(fr) == 0 || fr[0].File == "" {
+		return nil
+	}
+	out := make([]srcFrame, len(fr))
+	for k, f := range fr {
+		name := "??"
+		if f.Function != "" {
+			name = symbols.Demangle(f.Function)
+		}
+		out[k] = srcFrame{name: name, file: f.File, line: f.Line}
+	}
+	return out
+}
+
 func frameKey(b []byte, fr *analysis.Frame, merge bool) []byte {
 	mod := filepath.Base(fr.Module)
 	switch {
@@ -128,11 +169,12 @@ func frameKey(b []byte, fr *analysis.Frame, merge bool) []byte {
 type modelSites struct {
 	byStack []int32 // stack id → site id, -1 = not mapped yet
 	byOp    [256]int32
-	names   map[uint32]string // frame id → name looked up for a frame logged without one
+	names   map[uint32]string     // frame id → name looked up for a frame logged without one
+	src     map[uint32][]srcFrame // frame id → inline chain (call sites only); nil entry: none
 }
 
 func (t *siteTable) forModel(m *analysis.Model) *modelSites {
-	ms := &modelSites{byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}}
+	ms := &modelSites{byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}, src: map[uint32][]srcFrame{}}
 	for i := range ms.byStack {
 		ms.byStack[i] = -1
 	}
@@ -169,12 +211,45 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			looked[k] = name
 		}
 	}
+	// Call sites (no merging): a frame is where its source line is, the
+	// lines of its inlined calls included, so that two offsets on one line
+	// are one site and two lines of one function are two (heaptrack's
+	// locations).
+	var chains [][]srcFrame
+	if !t.merge && t.cache != nil {
+		chains = make([][]srcFrame, len(frames))
+		for k, f := range frames {
+			c, ok := ms.src[f]
+			if !ok {
+				fr := m.Frame(f)
+				c = t.sourceChain(fr.Module, fr.Symbol, fr.Offset)
+				ms.src[f] = c
+			}
+			chains[k] = c
+		}
+	}
 	var key []byte
 	for k, f := range frames {
 		if k > 0 {
 			key = append(key, ';')
 		}
 		fr := m.Frame(f)
+		if chains != nil && len(chains[k]) > 0 {
+			key = append(key, filepath.Base(fr.Module)...)
+			key = append(key, '(')
+			for j, c := range chains[k] {
+				if j > 0 {
+					key = append(key, '|')
+				}
+				key = append(key, c.name...)
+				key = append(key, '@')
+				key = append(key, c.file...)
+				key = append(key, ':')
+				key = strconv.AppendInt(key, int64(c.line), 10)
+			}
+			key = append(key, ')')
+			continue
+		}
 		if looked[k] != "" && t.merge {
 			named := analysis.Frame{Module: fr.Module, Symbol: looked[k]}
 			key = frameKey(key, &named, true)
@@ -189,6 +264,13 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			fi := frameInfo{name: m.FrameName(f), module: fr.Module, symbol: fr.Symbol, mangled: fr.Symbol, offset: fr.Offset}
 			if looked[k] != "" {
 				fi.name, fi.mangled = symbols.Demangle(looked[k]), looked[k]
+			}
+			if chains != nil && len(chains[k]) > 0 {
+				c := chains[k]
+				fi.file, fi.line, fi.looked = c[0].file, c[0].line, true
+				if len(c) > 1 {
+					fi.inl = c
+				}
 			}
 			s.frames[k] = fi
 		}

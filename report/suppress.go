@@ -4,23 +4,17 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
 )
 
-// suppression is one leak:PATTERN line, as LeakSanitizer and heaptrack
-// read them: PATTERN is matched against every frame's function (demangled
-// and as logged) and module; `*` matches any run of characters, a leading
-// `^` or trailing `$` anchors it, and otherwise it may match anywhere.
+// suppression is one leak:PATTERN line (analysis.Suppression: the one
+// matcher the report and memview share) or a built-in one, with what it
+// matched over all sections, for --print-suppressions.
 type suppression struct {
-	pattern string
-	re      *regexp.Regexp
-	file    string
-	line    int
-	// What it matched, over all sections, for --print-suppressions.
+	*analysis.Suppression
 	leaks int64
 	bytes uint64
 	sites int
@@ -54,7 +48,7 @@ func readSuppressions(paths []string, warn io.Writer) ([]*suppression, error) {
 				fmt.Fprintf(warn, "memtrace report: %s:%d: not a leak:PATTERN line, skipped\n", p, n)
 				continue
 			}
-			out = append(out, &suppression{pattern: pat, re: compilePattern(pat), file: p, line: n})
+			out = append(out, &suppression{Suppression: analysis.NewSuppression(pat, p, n)})
 		}
 		err = sc.Err()
 		f.Close()
@@ -65,41 +59,34 @@ func readSuppressions(paths []string, warn io.Writer) ([]*suppression, error) {
 	return out, nil
 }
 
-// compilePattern turns a LeakSanitizer pattern into a regexp: `*` matches
-// any run of characters, a leading `^` or trailing `$` anchors it, and
-// otherwise it may match anywhere.
-func compilePattern(pat string) *regexp.Regexp {
-	var b strings.Builder
-	if strings.HasPrefix(pat, "^") {
-		b.WriteByte('^')
-		pat = pat[1:]
+// builtinSuppressions is analysis's built-in list, unless turned off.
+func builtinSuppressions(off bool) []*suppression {
+	if off {
+		return nil
 	}
-	end := strings.HasSuffix(pat, "$")
-	if end {
-		pat = pat[:len(pat)-1]
+	var out []*suppression
+	for _, b := range analysis.BuiltinSuppressions() {
+		out = append(out, &suppression{Suppression: b})
 	}
-	for k, part := range strings.Split(pat, "*") {
-		if k > 0 {
-			b.WriteString(".*")
-		}
-		b.WriteString(regexp.QuoteMeta(part))
-	}
-	if end {
-		b.WriteByte('$')
-	}
-	return regexp.MustCompile(b.String())
+	return out
 }
 
-// matchSite returns the first suppression matching one of the site's
-// frames, or nil.
+// matchSite returns the first suppression matching the site's frames, or
+// nil. Inlined functions count as frames of their own.
 func matchSite(sups []*suppression, s *site) *suppression {
-	for _, sp := range sups {
-		for k := range s.frames {
-			f := &s.frames[k]
-			if sp.re.MatchString(f.name) || (f.mangled != "" && sp.re.MatchString(f.mangled)) ||
-				(f.module != "" && sp.re.MatchString(f.module)) {
-				return sp
+	var fr []analysis.SuppFrame
+	for k := range s.frames {
+		f := &s.frames[k]
+		if n := len(f.inl); n > 1 {
+			for _, c := range f.inl[:n-1] {
+				fr = append(fr, analysis.SuppFrame{Name: c.name, Module: f.module})
 			}
+		}
+		fr = append(fr, analysis.SuppFrame{Name: f.name, Mangled: f.mangled, Module: f.module})
+	}
+	for _, sp := range sups {
+		if sp.Matches(fr) {
+			return sp
 		}
 	}
 	return nil

@@ -100,6 +100,25 @@ func (r *report) resolve(f *frameInfo) {
 
 func (r *report) writeFrame(w io.Writer, f *frameInfo, indent string) {
 	r.resolve(f)
+	if len(f.inl) > 1 {
+		// heaptrack's layout: the innermost inlined function with its
+		// line and module, then the functions it was inlined into, the
+		// physical one last, each at the line of its call.
+		for j, c := range f.inl {
+			name := c.name
+			if j == len(f.inl)-1 {
+				name = f.name
+			}
+			io.WriteString(w, indent+name+"\n")
+			if c.file != "" {
+				io.WriteString(w, indent+"  at "+c.file+":"+strconv.Itoa(c.line)+"\n")
+			}
+			if j == 0 && f.module != "" {
+				io.WriteString(w, indent+"  in "+f.module+"\n")
+			}
+		}
+		return
+	}
 	io.WriteString(w, indent+f.name+"\n")
 	if f.file != "" {
 		io.WriteString(w, indent+"  at "+f.file+":"+strconv.Itoa(f.line)+"\n")
@@ -139,11 +158,17 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool) {
 			continue
 		}
 		r.writeFrame(w, &first.frames[0], "")
+		// Call sites: the entry is its first frame, so its stacks go on
+		// from the caller, as heaptrack_print's do.
+		from := 0
+		if !r.t.merge {
+			from = 1
+		}
 		shown := min(len(g.sites), r.opt.subLimit)
 		for _, e := range g.sites[:shown] {
 			io.WriteString(w, entryLine(mt, e.f, signed, true)+"\n")
 			s := r.t.sites[e.site]
-			for k := range s.frames {
+			for k := from; k < len(s.frames); k++ {
 				r.writeFrame(w, &s.frames[k], "    ")
 			}
 			if mk := s.truncMark(); mk != "" {
@@ -288,13 +313,17 @@ func (r *report) writeText(w io.Writer) error {
 func (r *report) writeSuppressions(w io.Writer) {
 	fmt.Fprintln(w, "\nSUPPRESSIONS")
 	if len(r.sups) == 0 {
-		fmt.Fprintln(w, "(none given: --suppressions FILE)")
+		fmt.Fprintln(w, "(none: --suppressions FILE adds some; the built-in ones are off)")
 		return
 	}
 	var n int64
 	var b uint64
 	for _, sp := range r.sups {
-		fmt.Fprintf(w, "leak:%s  (%s:%d) matched %d leaks, %s, in %d call stacks\n", sp.pattern, sp.file, sp.line, sp.leaks, units.Bytes(sp.bytes), sp.sites)
+		where := "built-in: " + sp.Why
+		if sp.File != "" {
+			where = fmt.Sprintf("%s:%d", sp.File, sp.Line)
+		}
+		fmt.Fprintf(w, "%s  (%s) matched %d leaks, %s, in %d call stacks\n", sp.Text(), where, sp.leaks, units.Bytes(sp.bytes), sp.sites)
 		n += sp.leaks
 		b += sp.bytes
 	}
