@@ -31,6 +31,9 @@ type Options struct {
 	Size     int64  // bytes of the input when known, for the loading progress
 	Progress *atomic.Int64
 	Lines    SourceLiner // for L; nil = unavailable
+	// NoBuiltinSuppressions counts what system libraries keep for good
+	// as leaks too (--disable-builtin-suppressions, as in the report).
+	NoBuiltinSuppressions bool
 }
 
 type tlKey struct {
@@ -61,6 +64,8 @@ type App struct {
 
 	ended   bool  // the input has ended (✕ DONE)
 	readErr error // why it ended, if not normally
+
+	supp suppCache // the built-in suppressions' share of the leaks
 
 	q         analysis.Query
 	groupMode bool

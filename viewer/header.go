@@ -38,6 +38,10 @@ type Header struct {
 	// LeaksOverstated: records were lost, so a leak may be a block whose
 	// free was lost ("Leaks: ≤N").
 	LeaksOverstated bool
+	// Suppressed are leaks the built-in suppressions hide (system
+	// libraries' start-up blocks), not in Leaks, as in the report.
+	Suppressed      int64
+	SuppressedBytes uint64
 	// Unknown are blocks whose frees were lost (analysis.StatusUnknown).
 	Unknown      int64
 	UnknownBytes uint64
@@ -77,6 +81,9 @@ func (a *App) header() Header {
 		h.State = StateLive
 	}
 	h.Leaks, h.LeakBytes = m.Leaks()
+	if n, b := a.suppressed(); n > 0 && n <= h.Leaks && b <= h.LeakBytes {
+		h.Leaks, h.LeakBytes, h.Suppressed, h.SuppressedBytes = h.Leaks-n, h.LeakBytes-b, n, b
+	}
 	h.LeaksOverstated = m.LeaksMayBeOverstated()
 	if n := len(m.Untraced()); n > 0 {
 		h.Untraced = "Untraced: " + strconv.Itoa(n)
@@ -104,7 +111,11 @@ func (h *Header) LeaksText() string {
 	if h.LeaksOverstated {
 		le = "≤"
 	}
-	return "Leaks: " + le + strconv.FormatInt(h.Leaks, 10) + "  (" + Bytes(h.LeakBytes) + ")"
+	s := "Leaks: " + le + strconv.FormatInt(h.Leaks, 10) + "  (" + Bytes(h.LeakBytes) + ")"
+	if t := h.SuppressedText(); t != "" {
+		s += "  " + t
+	}
+	return s
 }
 
 // UnknownText is "Unknown: 270  (8.4 KB) records lost", "" when none.

@@ -32,6 +32,9 @@ const usage = `usage: memview LOG | -f LOG | -f - | [HOST]:PORT [-o FILE] | --du
   [HOST]:PORT         connect to a memtrace (--port) or memtrack.so (MEMTRACK_PORT) stream
   -o, --save FILE     with a TCP stream: also save it to FILE (FILE.zst, FILE.gz: compressed)
   --dump-threads LOG  print the per-thread table (memtrack's memview --dump-threads) and exit
+  --disable-builtin-suppressions
+                      count what system libraries keep for good (libstdc++'s
+                      exception pool, glibc's internals) as leaks too
   -h, --help          this help
   --version           memview's version
 Press ? inside memview for the keys.`
@@ -43,6 +46,7 @@ type args struct {
 	dump   string
 	stats  string // hidden: --load-stats LOG, for the benchmark
 	fbench string // hidden: --follow-bench LOG, for the benchmark
+	noSupp bool   // --disable-builtin-suppressions
 }
 
 func parseArgs(av []string) (args, error) {
@@ -89,6 +93,8 @@ func parseArgs(av []string) (args, error) {
 				return a, err
 			}
 			i++
+		case s == "--disable-builtin-suppressions":
+			a.noSupp = true
 		case s == "-":
 			a.target = s
 		case strings.HasPrefix(s, "-") && s != "-":
@@ -181,7 +187,7 @@ func run(a args) error {
 
 	m := analysis.New()
 	m.Demangle = symbols.Demangle
-	opt := viewer.Options{Source: a.target, Progress: new(atomic.Int64), Lines: symbols.NewCache(nil)}
+	opt := viewer.Options{Source: a.target, Progress: new(atomic.Int64), Lines: symbols.NewCache(nil), NoBuiltinSuppressions: a.noSupp}
 	in, err := openInput(a, &opt)
 	if err != nil {
 		return err
