@@ -78,6 +78,12 @@ func (t *Tracer) AttachLibrary(pid int, path string) (bool, error) {
 		}
 		return false, fmt.Errorf("attach uprobes to %s in process %d: %w", path, pid, err)
 	}
+	if err := t.markAllocLib(pps, &st); err != nil {
+		for _, l := range ls {
+			l.Close()
+		}
+		return false, err
+	}
 	t.mu.Lock()
 	t.links[key] = ls
 	for _, pp := range pps {
@@ -89,7 +95,10 @@ func (t *Tracer) AttachLibrary(pid int, path string) (bool, error) {
 	return true, nil
 }
 
-func (t *Tracer) progs() (enter, ret, free, nw *ebpf.Program) {
+// progs returns the programs of the link kind in use, loading those New
+// deferred (ensure); enter and ret only when alloc is set, since a session
+// link needs neither.
+func (t *Tracer) progs(alloc bool) (enter, ret, free, nw *ebpf.Program, err error) {
 	if t.opts.Floor {
 		e, st := t.objs.MtEmpty, t.objs.MtFloorStack
 		if t.multi {
@@ -97,14 +106,23 @@ func (t *Tracer) progs() (enter, ret, free, nw *ebpf.Program) {
 		}
 		if t.opts.StackDepth > 0 {
 			// Stacks are taken once per call, at its entry.
-			return st, e, st, st
+			return st, e, st, st, nil
 		}
-		return e, e, e, e
+		return e, e, e, e, nil
 	}
+	o := &t.objs
+	fn, a := []**ebpf.Program{&o.MtFree, &o.MtNew}, []**ebpf.Program{&o.MtEnter, &o.MtReturn}
 	if t.multi {
-		return t.objs.MtEnterMulti, t.objs.MtReturnMulti, t.objs.MtFreeMulti, t.objs.MtNewMulti
+		fn, a = []**ebpf.Program{&o.MtFreeMulti, &o.MtNewMulti}, []**ebpf.Program{&o.MtEnterMulti, &o.MtReturnMulti}
 	}
-	return t.objs.MtEnter, t.objs.MtReturn, t.objs.MtFree, t.objs.MtNew
+	need := fn
+	if alloc {
+		need = append(need, a...)
+	}
+	if err := t.ensure(need...); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return *a[0], *a[1], *fn[0], *fn[1], nil
 }
 
 // cookie says which internal-call test applies at pp: for the mmap
@@ -116,6 +134,10 @@ func (pp *probePoint) cookie(checkInternal bool) uint64 {
 	switch {
 	case pp.def.sig == sigMmap || pp.def.sig == sigMremap || pp.def.op == logfmt.OpMunmap:
 		before, after = pp.textFrom, pp.textTo
+	case pp.alias:
+		// Named by the PLT stub called (MT_CK_ALIAS): an allocator's
+		// free is also its delete, and has no libc-internal callers.
+		return cookie(uint8(pp.def.op), sig, 0, 0, 0) | 1<<ckAliasShift
 	case pp.def.op == logfmt.OpFree && pp.x86 && pp.delta < 1<<ckFreeDeltaBits && checkInternal:
 		sig, delta = sigFreeChecked, pp.delta
 		before, after = pp.textFrom, pp.textTo
@@ -124,11 +146,17 @@ func (pp *probePoint) cookie(checkInternal bool) uint64 {
 }
 
 func (t *Tracer) attachMulti(ex *link.Executable, path string, pid int, pps []probePoint) ([]link.Link, error) {
-	enter, ret, free, nw := t.progs()
-	var allocAddr, allocCookie, freeAddr, freeCookie, newAddr, newCookie []uint64
+	_, _, free, nw, err := t.progs(false)
+	if err != nil {
+		return nil, err
+	}
+	var allocAddr, allocCookie, freeAddr, freeCookie, newAddr, newCookie, retAddr, retCookie []uint64
 	for i := range pps {
 		pp := &pps[i]
 		switch pp.def.kind {
+		case probeNewRet:
+			retAddr = append(retAddr, pp.fileOff)
+			retCookie = append(retCookie, 0)
 		case probeAlloc:
 			allocAddr = append(allocAddr, pp.fileOff)
 			allocCookie = append(allocCookie, pp.cookie(t.opts.CheckInternalFrees))
@@ -143,6 +171,11 @@ func (t *Tracer) attachMulti(ex *link.Executable, path string, pid int, pps []pr
 	var ls []link.Link
 	if len(allocAddr) > 0 && t.session {
 		// The floor uses the same kind of link, with an empty program.
+		if !t.opts.Floor {
+			if err := t.ensure(&t.objs.MtSession); err != nil {
+				return nil, err
+			}
+		}
 		prog := t.objs.MtSession
 		if t.opts.Floor {
 			prog = t.objs.MtEmptySession
@@ -161,6 +194,10 @@ func (t *Tracer) attachMulti(ex *link.Executable, path string, pid int, pps []pr
 		}
 	}
 	if len(allocAddr) > 0 {
+		enter, ret, _, _, err := t.progs(true)
+		if err != nil {
+			return ls, err
+		}
 		opts := &link.UprobeMultiOptions{Addresses: allocAddr, Cookies: allocCookie, PID: uint32(pid)}
 		l, err := ex.UprobeMulti(nil, enter, opts)
 		if err != nil {
@@ -176,7 +213,7 @@ func (t *Tracer) attachMulti(ex *link.Executable, path string, pid int, pps []pr
 	for _, g := range []struct {
 		prog          *ebpf.Program
 		addr, cookies []uint64
-	}{{free, freeAddr, freeCookie}, {nw, newAddr, newCookie}} {
+	}{{free, freeAddr, freeCookie}, {nw, newAddr, newCookie}, {t.newRetProg(), retAddr, retCookie}} {
 		if len(g.addr) == 0 {
 			continue
 		}
@@ -190,7 +227,10 @@ func (t *Tracer) attachMulti(ex *link.Executable, path string, pid int, pps []pr
 }
 
 func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) ([]link.Link, error) {
-	enter, ret, free, nw := t.progs()
+	enter, ret, free, nw, err := t.progs(true)
+	if err != nil {
+		return nil, err
+	}
 	var ls []link.Link
 	for i := range pps {
 		pp := &pps[i]
@@ -199,6 +239,9 @@ func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) (
 			prog := free
 			if pp.def.kind == probeNew {
 				prog = nw
+			}
+			if pp.def.kind == probeNewRet {
+				prog = t.newRetProg()
 			}
 			l, err := ex.Uprobe(pp.symbol, prog, opts)
 			if err != nil {

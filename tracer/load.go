@@ -24,7 +24,11 @@ import (
 // variables are created first, once; every program's loader then uses
 // them as replacements, so all programs share the same maps, as they do
 // when loaded together.
-func loadObjects(spec *ebpf.CollectionSpec, objs *MemtraceObjects) (err error) {
+//
+// The programs in skip are not loaded (their fields stay nil); the maps
+// and the BTF cache are returned so that ensure can load them later over
+// the same maps.
+func loadObjects(spec *ebpf.CollectionSpec, objs *MemtraceObjects, skip map[string]bool) (_ map[string]*ebpf.Map, _ *btf.Cache, err error) {
 	var mapNames, varNames []string
 	for name := range spec.Maps {
 		mapNames = append(mapNames, name)
@@ -41,7 +45,7 @@ func loadObjects(spec *ebpf.CollectionSpec, objs *MemtraceObjects) (err error) {
 	cache := btf.NewCache()
 	mv := tagged(append(fieldsOf(mapT, mapNames), fieldsOf(varT, varNames)...))
 	if err := spec.LoadAndAssign(mv.Interface(), &ebpf.CollectionOptions{Cache: cache}); err != nil {
-		return err
+		return nil, nil, err
 	}
 	maps := make(map[string]*ebpf.Map, len(mapNames))
 	vars := make(map[string]*ebpf.Variable, len(varNames))
@@ -65,8 +69,12 @@ func loadObjects(spec *ebpf.CollectionSpec, objs *MemtraceObjects) (err error) {
 
 	// One group of programs per CPU, balanced by instruction count (the
 	// verifier's time grows with it), the largest placed first.
-	order := tagsOf(reflect.TypeFor[MemtracePrograms]())
-	names := append([]string(nil), order...)
+	var names []string
+	for _, n := range tagsOf(reflect.TypeFor[MemtracePrograms]()) {
+		if !skip[n] {
+			names = append(names, n)
+		}
+	}
 	sort.SliceStable(names, func(i, j int) bool { return insns(spec, names[i]) > insns(spec, names[j]) })
 	groups := make([][]string, max(1, min(runtime.GOMAXPROCS(0), runtime.NumCPU(), len(names))))
 	load := make([]int, len(groups))
@@ -100,10 +108,13 @@ func loadObjects(spec *ebpf.CollectionSpec, objs *MemtraceObjects) (err error) {
 	// the verifier's verdict, as LoadAndAssign returns it.
 	for _, e := range errs {
 		if e != nil {
-			return e
+			return nil, nil, e
 		}
 	}
-	return assign(objs, maps, vars, progs)
+	for n := range skip {
+		progs[n] = nil
+	}
+	return maps, cache, assign(objs, maps, vars, progs)
 }
 
 // loadPrograms loads the programs names of spec with one loader, spec's

@@ -22,6 +22,15 @@ func TestLoadObjectsSharesOneSetOfMaps(t *testing.T) {
 		if err != nil {
 			t.Fatalf("depth %d: New: %v", depth, err)
 		}
+		// The programs New deferred, loaded as a fallback would load
+		// them: they too must share the maps.
+		var all []**ebpf.Program
+		for _, f := range programFields(&tr.objs) {
+			all = append(all, f)
+		}
+		if err := tr.ensure(all...); err != nil {
+			t.Fatalf("depth %d: loading the deferred programs: %v", depth, err)
+		}
 		held := map[ebpf.MapID]bool{}
 		mv := reflect.ValueOf(tr.objs.MemtraceMaps)
 		for i := range mv.NumField() {
@@ -82,6 +91,58 @@ func TestLoadObjectsSharesOneSetOfMaps(t *testing.T) {
 		}
 		if tr.objs.LostRecords == nil || tr.objs.MtSession == nil {
 			t.Errorf("depth %d: objects not assigned", depth)
+		}
+		tr.Close()
+	}
+}
+
+// New verifies only the allocation programs of the link kind it will use
+// (the others carry the stack walk too and cost the verifier up to a
+// second each); a fallback to another kind loads its programs then.
+func TestNewDefersTheOtherLinkKinds(t *testing.T) {
+	requireBPF(t)
+	for _, c := range []struct {
+		opts   Options
+		loaded []string
+	}{
+		{Options{StackDepth: 8}, nil}, // the session or multi set, by the kernel
+		{Options{StackDepth: 8, NoMulti: true}, []string{"mt_enter", "mt_return", "mt_free", "mt_new"}},
+		{Options{StackDepth: 8, Floor: true}, []string{}},
+	} {
+		tr, err := New(c.opts)
+		if err != nil {
+			t.Fatalf("%+v: New: %v", c.opts, err)
+		}
+		want := c.loaded
+		if want == nil {
+			want = []string{"mt_enter_multi", "mt_return_multi", "mt_free_multi", "mt_new_multi"}
+			if tr.session {
+				want = []string{"mt_session", "mt_free_multi", "mt_new_multi"}
+			}
+		}
+		fields := programFields(&tr.objs)
+		isWanted := map[string]bool{}
+		for _, n := range want {
+			isWanted[n] = true
+		}
+		for _, n := range allocProgs {
+			if got := *fields[n] != nil; got != isWanted[n] {
+				t.Errorf("%+v: %s loaded=%v, want %v", c.opts, n, got, isWanted[n])
+			}
+		}
+		if !c.opts.Floor {
+			// An attach falling back from session to multi, or from
+			// multi to classic links, gets loaded programs.
+			tr.session, tr.multi = false, true
+			enter, ret, free, nw, err := tr.progs(true)
+			if err != nil || enter == nil || ret == nil || free == nil || nw == nil {
+				t.Errorf("%+v: multi fallback: %v %v %v %v %v", c.opts, enter, ret, free, nw, err)
+			}
+			tr.multi = false
+			enter, ret, free, nw, err = tr.progs(true)
+			if err != nil || enter == nil || ret == nil || free == nil || nw == nil {
+				t.Errorf("%+v: classic fallback: %v %v %v %v %v", c.opts, enter, ret, free, nw, err)
+			}
 		}
 		tr.Close()
 	}

@@ -33,6 +33,7 @@ type Tracer struct {
 	// Read's decode targets, kept to avoid an allocation per call.
 	threads map[uint32]threadInfo // from mt_thread records, by tid
 	unw     *unwinder             // nil unless stacks are walked with tables
+	lazy    *lazyProgs            // the allocation programs New did not load
 	ev      Event
 	st      Stack
 	f       File
@@ -121,9 +122,12 @@ func New(opts Options) (*Tracer, error) {
 		}
 		t.session = false
 	}
-	if err := loadObjects(spec, &t.objs); err != nil {
+	skip := deferred(wantedProgs(opts, t.session))
+	maps, cache, err := loadObjects(spec, &t.objs, skip)
+	if err != nil {
 		return nil, loadError(err)
 	}
+	t.lazy = &lazyProgs{spec: spec, maps: maps, cache: cache, field: programFields(&t.objs)}
 	if dwarf && !opts.Floor {
 		if t.unw, err = newUnwinder(&t.objs, opts.Logf); err != nil {
 			t.objs.Close()
