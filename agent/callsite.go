@@ -9,6 +9,7 @@ import (
 
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/symbols"
+	"github.com/memtrace/memtrace/tracer"
 )
 
 // callsites names the PLT stub an aligned_alloc/memalign call went
@@ -89,8 +90,9 @@ func (s *Session) KnownProcess(pid int, attached bool) {
 	}
 }
 
-// alignedOp returns memalign when the call went through a memalign PLT
-// stub, else op unchanged. The stub is (inode, file offset), or an address
+// alignedOp names a call to a function with several names by the PLT
+// stub it went through (glibc's memalign and aligned_alloc, tcmalloc's
+// free, delete and tc_free, ...), else returns op unchanged. The stub is (inode, file offset), or an address
 // in pid when ino is all ones.
 func (c *callsites) alignedOp(pid int, op logfmt.Op, ino, off uint64) logfmt.Op {
 	key := [2]uint64{ino, off}
@@ -113,11 +115,10 @@ func (c *callsites) alignedOp(pid int, op logfmt.Op, ino, off uint64) logfmt.Op 
 		}
 	}
 	out := op
-	switch strings.TrimSuffix(name, "@plt") {
-	case "memalign":
-		out = logfmt.OpMemalign
-	case "aligned_alloc":
-		out = logfmt.OpAlignedAlloc
+	// The name's op, when it is one of the same kind (a stub of an
+	// unrelated function means the call came some other way).
+	if o, ok := tracer.SymbolOp(strings.TrimSuffix(name, "@plt")); ok && o.IsFree() == op.IsFree() {
+		out = o
 	}
 	if name != "" {
 		c.named[key] = out

@@ -123,6 +123,7 @@ type Session struct {
 	reported  map[uint32]bool
 	procNames map[uint32]string
 	procCmds  map[uint32]string
+	exits     exitStatuses // the wait statuses of the processes memtrace started
 	// OnProcessReport receives a process's figures as it exits (with
 	// Reports set).
 	OnProcessReport func(r *ProcessReport)
@@ -391,7 +392,7 @@ func (s *Session) emit(e *tracer.Event) {
 		return
 	}
 	if e.Kind == tracer.KindExit && e.TID == e.TGID {
-		s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcExit, PID: int64(e.TGID), TS: s.ts(e)})
+		s.buf = logfmt.AppendProc(s.buf[:0], s.exitLine(e.TGID, s.ts(e)))
 		s.write(s.buf)
 		s.processExit(e.TGID)
 		if s.cfg.Observer != nil {
@@ -468,6 +469,9 @@ func (s *Session) emit(e *tracer.Event) {
 		op := logfmt.Op(e.Op)
 		if op == logfmt.OpRealloc || op == logfmt.OpReallocarray {
 			op = logfmt.OpFree // realloc(p, 0)
+		}
+		if e.Flags&tracer.FlagCallsite != 0 {
+			op = s.calls.alignedOp(int(e.TGID), op, e.OldSize, e.OldPtr)
 		}
 		s.free(e, t, p, ts, op, e.Ptr, e.Size)
 	case tracer.KindRealloc:

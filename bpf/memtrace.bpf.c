@@ -38,6 +38,9 @@ const volatile __u8 hold_exec = 0;
 
 /* Records the ring buffer could not take; the agent reads and reports it. */
 __u64 lost_records = 0;
+/* Set once a library with an allocator of its own (not libc's) is probed:
+ * only then is an mmap's caller looked up (from_allocator). */
+__u32 alloc_libs = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -104,7 +107,10 @@ struct tstate {
 	__u64 skip_free_ptr; /* a delete in progress: its own free is not logged */
 	__u64 skip_free_sp;
 	__u64 ovr_sp;        /* an operator new in progress (see do_new) */
+	__u64 ovr_ret;       /* ... its return address, at [ovr_sp] while it runs */
 	__u64 ovr_size;
+	__u64 ovr_callsite;  /* ... the PLT stub it was called through (MT_CK_ALIAS) */
+	__u64 ovr_callsite_ino;
 	__u64 callsite;      /* aligned_alloc/memalign: the PLT stub called, */
 	__u64 callsite_ino;  /* as a file offset in this inode */
 	__u64 stack;         /* the outermost call's stack */
@@ -134,6 +140,29 @@ struct {
 	__type(key, __u32);
 	__type(value, struct tstate);
 } tstates SEC(".maps");
+
+/* The inodes of the allocator libraries probed (jemalloc, tcmalloc,
+ * mimalloc: those that define malloc but not mmap), and per process the
+ * text ranges found to be theirs, so that most tests need no VMA lookup
+ * (find_vma only try-locks the mm, and fails while another thread maps). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u64);
+	__type(value, __u8);
+} alloc_inos SEC(".maps");
+
+#define MT_ALLOC_RANGES 2
+struct alloc_text {
+	__u64 lo[MT_ALLOC_RANGES], hi[MT_ALLOC_RANGES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct alloc_text);
+} alloc_texts SEC(".maps");
 
 static __always_inline int is_target(void)
 {
@@ -1053,10 +1082,10 @@ static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *d
 }
 #endif
 
-static __always_inline void call_target(struct pt_regs *ctx, struct tstate *st)
+static __always_inline void find_call_target(struct pt_regs *ctx, __u64 *off, __u64 *ino)
 {
-	st->callsite = 0;
-	st->callsite_ino = 0;
+	*off = 0;
+	*ino = 0;
 #if defined(__TARGET_ARCH_x86)
 	__u64 ret = 0;
 	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)))
@@ -1070,13 +1099,136 @@ static __always_inline void call_target(struct pt_regs *ctx, struct tstate *st)
 	 * absolute address goes instead (callsite_ino = -1) and the agent
 	 * names it from its record of the process's mappings. */
 	if (bpf_find_vma(bpf_get_current_task_btf(), c.addr, vma_cb, &c, 0) || !c.ino) {
-		st->callsite = c.addr;
-		st->callsite_ino = (__u64)-1;
+		*off = c.addr;
+		*ino = (__u64)-1;
 		return;
 	}
-	st->callsite = c.fileoff;
-	st->callsite_ino = c.ino;
+	*off = c.fileoff;
+	*ino = c.ino;
 #endif
+}
+
+static __always_inline void call_target(struct pt_regs *ctx, struct tstate *st)
+{
+	find_call_target(ctx, &st->callsite, &st->callsite_ino);
+}
+
+/* The return address of a call at its probe point: at [sp] on x86 (no
+ * push yet), in the link register on arm64. */
+static __always_inline __u64 caller_ra(struct pt_regs *ctx)
+{
+#if defined(__TARGET_ARCH_x86)
+	__u64 ret = 0;
+	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx));
+	return ret;
+#else
+	return PT_REGS_RET(ctx);
+#endif
+}
+
+struct ino_ctx {
+	__u64 ino, lo, hi;
+};
+
+static long ino_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct ino_ctx *c = data;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+	if (f)
+		c->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	c->lo = BPF_CORE_READ(vma, vm_start);
+	c->hi = BPF_CORE_READ(vma, vm_end);
+	return 0;
+}
+
+/* An allocator library's own mmap, munmap or mremap (jemalloc's extents,
+ * tcmalloc's spans, mimalloc's segments) is not the program's, as
+ * malloc's own mmap in libc is not (called_from_module): its caller lies
+ * in the text of a library in alloc_inos. A range once found is kept per
+ * process, so the next test is two compares. */
+static __always_inline int from_allocator(struct pt_regs *ctx)
+{
+	if (!alloc_libs)
+		return 0;
+	__u64 ra = caller_ra(ctx);
+	if (!ra)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct alloc_text *at = bpf_map_lookup_elem(&alloc_texts, &tgid);
+	if (at) {
+		for (int i = 0; i < MT_ALLOC_RANGES; i++)
+			if (ra >= at->lo[i] && ra < at->hi[i])
+				return 1;
+	}
+	struct ino_ctx c = {};
+	if (bpf_find_vma(bpf_get_current_task_btf(), ra, ino_cb, &c, 0) || !c.ino)
+		return 0;
+	if (!bpf_map_lookup_elem(&alloc_inos, &c.ino))
+		return 0;
+	if (!at) {
+		static const struct alloc_text zero = {};
+		bpf_map_update_elem(&alloc_texts, &tgid, &zero, BPF_NOEXIST);
+		at = bpf_map_lookup_elem(&alloc_texts, &tgid);
+	}
+	if (at) {
+		int slot = at->hi[0] ? 1 : 0;
+		at->lo[slot] = c.lo;
+		at->hi[slot] = c.hi;
+	}
+	return 1;
+}
+
+/* strdup's size when no inner malloc told it (mimalloc's mi_strdup calls
+ * its heap's allocator, which is not probed): the copy's length with its
+ * NUL, read 64 bytes at a time. */
+struct strlen_ctx {
+	__u64 p, n;
+};
+
+static long strlen_cb(__u64 i, void *data)
+{
+	struct strlen_ctx *c = data;
+	char buf[64];
+	long r = bpf_probe_read_user_str(buf, sizeof(buf), (void *)(c->p + c->n));
+	if (r <= 0) {
+		c->n = 0;
+		return 1;
+	}
+	if (r < (long)sizeof(buf)) {
+		c->n += r;
+		return 1;
+	}
+	/* 63 bytes and the NUL the helper put: the string may go on. */
+	c->n += sizeof(buf) - 1;
+	return 0;
+}
+
+static __always_inline __u64 strlen_user(__u64 p)
+{
+	struct strlen_ctx c = {.p = p};
+	bpf_loop(1 << 16, strlen_cb, &c, 0);
+	return c.n;
+}
+
+/* Whether the operator new marked in st is still running: its return
+ * address is still where its call put it. A new left by an exception
+ * (bad_alloc, caught by the program) never returned, and a later call
+ * from a deeper frame must not be taken for one made inside it (jemalloc's
+ * first aligned new was logged with the size of an earlier plain new). */
+static __always_inline int ovr_live(struct tstate *st, __u64 sp)
+{
+	if (!st->ovr_op)
+		return 0;
+	if (sp > st->ovr_sp) {
+		st->ovr_op = 0;
+		return 0;
+	}
+	__u64 ra = 0;
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)st->ovr_sp) || ra != st->ovr_ret) {
+		st->ovr_op = 0;
+		return 0;
+	}
+	return 1;
 }
 
 /* The uprobe programs do not consult the targets map: every link is
@@ -1103,6 +1255,10 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 		st->depth++;
 		return 0;
 	}
+	/* A delete whose allocator frees without calling free (jemalloc,
+	 * tcmalloc, mimalloc) leaves its mark; the program allocating again
+	 * means that delete is over. */
+	st->skip_free_ptr = 0;
 	__u64 size = 0, ptr = 0;
 	__u8 flags = 0;
 	switch (sig) {
@@ -1128,8 +1284,12 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 		ptr = PT_REGS_PARM1(ctx);
 		size = PT_REGS_PARM3(ctx);
 		break;
+	case MT_SIG_XALLOCX:
+		ptr = PT_REGS_PARM1(ctx);
+		size = PT_REGS_PARM2(ctx);
+		break;
 	case MT_SIG_MMAP:
-		if (called_from_module(ctx, cookie))
+		if (called_from_module(ctx, cookie) || from_allocator(ctx))
 			return 0;
 		/* File mappings are not logged, but the agent must know them
 		 * to leave their munmap out too. */
@@ -1138,7 +1298,7 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 		size = PT_REGS_PARM2(ctx);
 		break;
 	case MT_SIG_MREMAP: {
-		if (called_from_module(ctx, cookie))
+		if (called_from_module(ctx, cookie) || from_allocator(ctx))
 			return 0;
 		ptr = PT_REGS_PARM1(ctx);
 		st->inner_size = PT_REGS_PARM2(ctx);
@@ -1148,21 +1308,33 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 	}
 	/* The allocation an operator new makes for the program: logged as
 	 * the new, with the size the program asked for, and new's stack. */
+	/* An allocation smaller than the new asked for is not its block (the
+	 * exception a failing new throws is malloc'ed inside it): it is
+	 * logged as itself, and the new stays marked for its return probe.
+	 * (libstdc++ allocates 1 byte for new(0), and rounds an aligned
+	 * new's size up to the alignment: never less.) */
 	int under_new = 0;
 	if (st->ovr_op) {
-		if (sp < st->ovr_sp) {
+		if (sp >= st->ovr_sp) {
+			st->ovr_op = 0;
+		} else if (size >= st->ovr_size && sig != MT_SIG_MMAP && sig != MT_SIG_MREMAP && ovr_live(st, sp)) {
 			op = st->ovr_op;
 			size = st->ovr_size;
 			st->stack = st->ovr_stack;
 			under_new = 1;
+			st->ovr_op = 0;
 		}
-		st->ovr_op = 0;
 	}
 	if (!under_new)
 		st->stack = capture_stack(ctx, st);
 	st->callsite_ino = 0;
-	if (op == MT_OP_ALIGNED_ALLOC)
+	if (under_new) {
+		st->callsite = st->ovr_callsite;
+		st->callsite_ino = st->ovr_callsite_ino;
+	} else if (op == MT_OP_ALIGNED_ALLOC ||
+		   (sig != MT_SIG_MMAP && sig != MT_SIG_MREMAP && MT_CK(cookie, ALIAS))) {
 		call_target(ctx, st);
+	}
 	st->outer_sp = sp;
 	st->op = op;
 	st->sig = sig;
@@ -1172,7 +1344,8 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 	if (sig != MT_SIG_MREMAP)
 		st->inner_size = 0;
 	st->entry_ts = 0;
-	if (sig == MT_SIG_MREMAP || (ptr && (sig == MT_SIG_REALLOC || sig == MT_SIG_REALLOCARRAY)))
+	if (sig == MT_SIG_MREMAP || sig == MT_SIG_XALLOCX ||
+	    (ptr && (sig == MT_SIG_REALLOC || sig == MT_SIG_REALLOCARRAY)))
 		st->entry_ts = bpf_ktime_get_ns();
 	st->depth = 1;
 	return 0;
@@ -1193,12 +1366,59 @@ static __always_inline int do_new(struct pt_regs *ctx)
 	__u64 sp = PT_REGS_SP(ctx);
 	if (st->depth > 0 && sp <= st->outer_sp)
 		return 0;
-	if (st->ovr_op && sp <= st->ovr_sp)
+	__u64 ra = caller_ra(ctx);
+	if (ovr_live(st, sp)) {
+		if (sp < st->ovr_sp)
+			return 0; /* called by the new in progress */
+		/* At the same stack pointer with the same return address: a
+		 * tail call (new[] jumping to new) keeps the outer op; so does
+		 * a new from the same call site after one that threw, which is
+		 * the same function. The size is this call's. */
+		st->ovr_size = PT_REGS_PARM1(ctx);
 		return 0;
+	}
+	st->skip_free_ptr = 0;
 	st->ovr_op = MT_CK(cookie, OP);
 	st->ovr_size = PT_REGS_PARM1(ctx);
 	st->ovr_sp = sp;
+	st->ovr_ret = ra;
+	st->ovr_callsite_ino = 0;
+	if (MT_CK(cookie, ALIAS))
+		find_call_target(ctx, &st->ovr_callsite, &st->ovr_callsite_ino);
 	st->ovr_stack = capture_stack(ctx, st);
+	return 0;
+}
+
+/* The return of an operator new that allocates without a probed malloc
+ * (jemalloc's, tcmalloc's, mimalloc's own): a uprobe on each of its ret
+ * instructions, and on those of the functions it tail-calls (found by the
+ * tracer's walk of its code), not a uretprobe, so its return address is
+ * never replaced and a bad_alloc it throws unwinds as without memtrace.
+ * A ret ends this new when the stack pointer is its entry's and its
+ * return address is there; an inner probed allocation (jemalloc's aligned
+ * new calls aligned_alloc) has logged the block already and cleared the
+ * mark. */
+static __always_inline int do_new_ret(struct pt_regs *ctx)
+{
+	struct tstate *st = state(0);
+	if (!st || !st->ovr_op)
+		return 0;
+	__u64 sp = PT_REGS_SP(ctx);
+	if (sp != st->ovr_sp || caller_ra(ctx) != st->ovr_ret)
+		return 0;
+	__u8 op = st->ovr_op;
+	st->ovr_op = 0;
+	__u64 ptr = PT_REGS_RC(ctx);
+	if (!ptr)
+		return 0; /* a nothrow new that failed */
+	__u64 old_ptr = 0, old_size = 0;
+	__u8 flags = 0;
+	if (st->ovr_callsite_ino) {
+		old_ptr = st->ovr_callsite;
+		old_size = st->ovr_callsite_ino;
+		flags = MT_FLAG_CALLSITE;
+	}
+	send(st, MT_EV_ALLOC, op, flags, ptr, st->ovr_size, st->ovr_stack, old_ptr, old_size, 0);
 	return 0;
 }
 
@@ -1219,6 +1439,15 @@ static __always_inline int do_return(struct pt_regs *ctx)
 			return 0;
 		ptr = 0;
 		bpf_probe_read_user(&ptr, sizeof(ptr), (void *)st->arg_ptr);
+		break;
+	case MT_SIG_XALLOCX:
+		/* It returns the block's real size: at least size when the
+		 * block was resized in place, as a realloc to the same
+		 * address; less when it could not be. */
+		if (ret < size)
+			return 0;
+		ptr = st->arg_ptr;
+		kind = MT_EV_REALLOC;
 		break;
 	case MT_SIG_MMAP:
 	case MT_SIG_MREMAP:
@@ -1244,6 +1473,8 @@ static __always_inline int do_return(struct pt_regs *ctx)
 		break;
 	case MT_SIG_STRDUP:
 		size = st->inner_size;
+		if (size == 0 && ptr)
+			size = strlen_user(ptr);
 		break;
 	}
 	if (ptr == 0)
@@ -1260,7 +1491,8 @@ static __always_inline int do_return(struct pt_regs *ctx)
 		__u64 old_len = st->sig == MT_SIG_MREMAP ? st->inner_size : 0;
 		send(st, MT_EV_FREE, free_op, 0, st->arg_ptr, old_len, st->stack, 0, 0, st->entry_ts);
 		kind = MT_EV_ALLOC;
-	} else if (st->callsite_ino) {
+	}
+	if (kind != MT_EV_FREE && st->callsite_ino) {
 		old_ptr = st->callsite;
 		old_size = st->callsite_ino;
 		flags |= MT_FLAG_CALLSITE;
@@ -1307,7 +1539,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	/* Created for a thread that only frees too: its name goes once. */
 	struct tstate *st = state(1);
 	if (op == MT_OP_MUNMAP) {
-		if (called_from_module(ctx, cookie))
+		if (called_from_module(ctx, cookie) || from_allocator(ctx))
 			return 0;
 		size = PT_REGS_PARM2(ctx);
 	}
@@ -1334,9 +1566,16 @@ static __always_inline int do_free(struct pt_regs *ctx)
 			st->skip_free_sp = sp;
 		}
 	}
+	__u64 cs = 0, cs_ino = 0;
+	__u8 flags = 0;
+	if (op != MT_OP_MUNMAP && MT_CK(cookie, SIG) != MT_SIG_FREE_CHECKED && MT_CK(cookie, ALIAS)) {
+		find_call_target(ctx, &cs, &cs_ino);
+		if (cs_ino)
+			flags = MT_FLAG_CALLSITE;
+	}
 	/* Captured first: a new stack's record must precede its event. */
 	__u64 stack = st ? capture_stack(ctx, st) : 0;
-	send(st, MT_EV_FREE, op, 0, ptr, size, stack, 0, 0, 0);
+	send(st, MT_EV_FREE, op, flags, ptr, size, stack, cs, cs_ino, 0);
 	return 0;
 }
 
@@ -1360,6 +1599,8 @@ SEC("uprobe") int mt_free(struct pt_regs *ctx) { return do_free(ctx); }
 SEC("uprobe") int mt_new(struct pt_regs *ctx) { return do_new(ctx); }
 SEC("uprobe.multi") int mt_new_multi(struct pt_regs *ctx) { return do_new(ctx); }
 SEC("uprobe.multi") int mt_free_multi(struct pt_regs *ctx) { return do_free(ctx); }
+SEC("uprobe") int mt_new_ret(struct pt_regs *ctx) { return do_new_ret(ctx); }
+SEC("uprobe.multi") int mt_new_ret_multi(struct pt_regs *ctx) { return do_new_ret(ctx); }
 
 /* A thread was renamed (prctl, pthread_setname_np, /proc/.../comm, exec):
  * its next event reads the name again. */
@@ -1462,6 +1703,7 @@ int BPF_PROG(mt_exec)
 		bpf_map_delete_elem(&unwind_procs, &tgid);
 		bpf_map_delete_elem(&unwind_stale, &tgid);
 	}
+	bpf_map_delete_elem(&alloc_texts, &tgid);
 	if (!(follow || hold_exec)) {
 		proc_event(MT_EV_EXEC, 0, 0);
 		return 0;

@@ -51,10 +51,16 @@ enum mt_kind {
  *   MT_CK_FREE_BEFORE  bits 24-43  bytes of the module's text before the probe
  *   MT_CK_FREE_AFTER   bits 44-63  ... and from it on; both clamped, which
  *                                  only lets a far internal call through
- * For any other (called_from_module: mmap, munmap and mremap; else 0):
+ * For mmap, munmap and mremap (called_from_module):
  *   MT_CK_BEFORE       bits 16-39  bytes of the module's text before the probe
  *   MT_CK_AFTER        bits 40-63  ... and from it on; both 0 (also when
  *                                  either does not fit): the test is off
+ * For any other:
+ *   MT_CK_ALIAS        bit  16     the function has several names of SPEC's
+ *                                  or an allocator API's (tcmalloc's free is
+ *                                  also operator delete and tc_free): the
+ *                                  event carries the PLT stub the program
+ *                                  called, which the agent names
  * SIG keeps its 8 bits: with the 4 it needs, clang's code for mt_enter made
  * the verifier explore it past its million instructions. */
 #define MT_CK_OP_SHIFT 0
@@ -71,6 +77,8 @@ enum mt_kind {
 #define MT_CK_BEFORE_BITS 24
 #define MT_CK_AFTER_SHIFT 40
 #define MT_CK_AFTER_BITS 24
+#define MT_CK_ALIAS_SHIFT 16
+#define MT_CK_ALIAS_BITS 1
 #define MT_CK(cookie, field) \
 	(((cookie) >> MT_CK_##field##_SHIFT) & ((1ULL << MT_CK_##field##_BITS) - 1))
 
@@ -86,6 +94,8 @@ enum mt_sig {
 	MT_SIG_MREMAP = 8,       /* f(old, old_len, new_len, flags, ...) */
 	MT_SIG_NEW_ALIGNED = 9,  /* f(size, align): like SIZE0 */
 	MT_SIG_FREE_CHECKED = 10, /* free: skip the module's direct internal calls */
+	MT_SIG_XALLOCX = 11,     /* jemalloc's xallocx(ptr, size, extra, flags): resized in place
+				  * when it returns at least size */
 };
 
 /* Every ring-buffer record starts with its type in byte 0, and the agent

@@ -38,6 +38,7 @@ const (
 	sigMremap
 	sigNewAligned
 	sigFreeChecked
+	sigXallocx
 )
 
 // Event flags, mirroring MT_FLAG_* in bpf/memtrace.h.
@@ -341,6 +342,7 @@ const (
 	ckBeforeBits      = 24
 	ckAfterShift      = 40
 	ckAfterBits       = 24
+	ckAliasShift      = 16 // any signature but the mmap family's and MT_SIG_FREE_CHECKED
 )
 
 // cookie is the one encoder of the attach cookie: what the BPF programs

@@ -212,7 +212,7 @@ func TestSigNumbers(t *testing.T) {
 	goSigs := map[string]int{
 		"MT_SIG_SIZE0": sigSize0, "MT_SIG_CALLOC": sigCalloc, "MT_SIG_REALLOC": sigRealloc,
 		"MT_SIG_REALLOCARRAY": sigReallocarray, "MT_SIG_ALIGN_SIZE": sigAlignSize,
-		"MT_SIG_POSIX_MEMALIGN": sigPosixMemalign, "MT_SIG_STRDUP": sigStrdup, "MT_SIG_MMAP": sigMmap,
+		"MT_SIG_POSIX_MEMALIGN": sigPosixMemalign, "MT_SIG_STRDUP": sigStrdup, "MT_SIG_MMAP": sigMmap, "MT_SIG_XALLOCX": sigXallocx,
 		"MT_SIG_MREMAP": sigMremap, "MT_SIG_NEW_ALIGNED": sigNewAligned, "MT_SIG_FREE_CHECKED": sigFreeChecked,
 	}
 	if len(en.Values) != len(goSigs) {
@@ -360,6 +360,10 @@ func TestCookieMatchesC(t *testing.T) {
 		{probePoint{def: free, textFrom: 10, textTo: 20, delta: 1 << ckFreeDeltaBits, x86: true}, true, fields{uint64(logfmt.OpFree), sigSize0, 0, 0, 0}},
 		{probePoint{def: free, textFrom: 10, textTo: 20, delta: 4}, true, fields{uint64(logfmt.OpFree), sigSize0, 0, 0, 0}},
 		{probePoint{def: malloc, textFrom: 10, textTo: 20}, true, fields{uint64(logfmt.OpMalloc), sigSize0, 0, 0, 0}},
+		// MT_CK_ALIAS is BEFORE's lowest bit, which only the mmap
+		// family uses otherwise; an aliased free is never checked.
+		{probePoint{def: malloc, alias: true}, true, fields{uint64(logfmt.OpMalloc), sigSize0, 0, 1, 0}},
+		{probePoint{def: free, alias: true, textFrom: 10, textTo: 20, delta: 4, x86: true}, true, fields{uint64(logfmt.OpFree), sigSize0, 0, 1, 0}},
 	} {
 		add(c.pp.cookie(c.check), c.want)
 	}
@@ -372,6 +376,10 @@ func TestCookieMatchesC(t *testing.T) {
 	for _, pp := range pps {
 		f := fields{uint64(pp.def.op), uint64(pp.def.sig), 0, 0, 0}
 		switch pp.def.op {
+		case logfmt.OpAlignedAlloc, logfmt.OpMemalign:
+			if pp.alias {
+				f.before = 1 // glibc's one function under both names
+			}
 		case logfmt.OpMmap, logfmt.OpMunmap, logfmt.OpMremap:
 			f.before, f.after = pp.textFrom, pp.textTo
 			checked++

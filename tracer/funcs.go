@@ -15,9 +15,10 @@ import (
 type probeKind uint8
 
 const (
-	probeAlloc probeKind = iota // entry + return: mt_enter, mt_return
-	probeFree                   // entry only: mt_free
-	probeNew                    // entry only: mt_new (operator new; see do_new)
+	probeAlloc  probeKind = iota // entry + return: mt_enter, mt_return
+	probeFree                    // entry only: mt_free
+	probeNew                     // entry only: mt_new (operator new; see do_new)
+	probeNewRet                  // a ret instruction ending an allocator's new: mt_new_ret (newret.go)
 )
 
 type funcDef struct {
@@ -73,6 +74,71 @@ var cxxFuncs = []funcDef{
 	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", logfmt.OpDeleteArr, 0, probeFree},
 }
 
+// apiFuncs are the allocators' own APIs that are functions of their own
+// (probed wherever malloc is defined). Those that are another name of a
+// function above (tcmalloc's tc_malloc is its malloc, mimalloc's mi_free
+// its free) share that function's probe, and the agent names the call by
+// the PLT stub the program went through (aliasOps).
+var apiFuncs = []funcDef{
+	{"mallocx", logfmt.OpMallocx, sigSize0, probeAlloc},
+	{"rallocx", logfmt.OpRallocx, sigRealloc, probeAlloc},
+	{"xallocx", logfmt.OpXallocx, sigXallocx, probeAlloc},
+	{"sdallocx", logfmt.OpSdallocx, 0, probeFree},
+	{"dallocx", logfmt.OpDallocx, 0, probeFree},
+	{"tc_malloc_skip_new_handler", logfmt.OpTcMalloc, sigSize0, probeAlloc},
+	{"tc_pvalloc", logfmt.OpTcPvalloc, sigSize0, probeAlloc},
+	{"mi_strdup", logfmt.OpMiStrdup, sigStrdup, probeAlloc},
+	{"mi_zalloc", logfmt.OpMiZalloc, sigSize0, probeAlloc},
+	{"mi_malloc_aligned", logfmt.OpMiMallocAligned, sigNewAligned, probeAlloc},
+	{"mi_zalloc_aligned", logfmt.OpMiZallocAligned, sigNewAligned, probeAlloc},
+	{"mi_calloc_aligned", logfmt.OpMiCallocAligned, sigCalloc, probeAlloc},
+	{"mi_realloc_aligned", logfmt.OpMiReallocAligned, sigRealloc, probeAlloc},
+	{"mi_free_aligned", logfmt.OpMiFree, 0, probeFree},
+	{"mi_free_size_aligned", logfmt.OpMiFree, 0, probeFree},
+}
+
+// aliasNames are the other names of probed functions that name an op:
+// the allocator APIs' spellings of SPEC's functions, their C++ overloads
+// logged, as SPEC logs every new as new, under one op each.
+var aliasNames = map[string]logfmt.Op{
+	"tc_malloc": logfmt.OpTcMalloc, "tc_calloc": logfmt.OpTcCalloc, "tc_realloc": logfmt.OpTcRealloc,
+	"tc_free": logfmt.OpTcFree, "tc_free_sized": logfmt.OpTcFree, "tc_cfree": logfmt.OpTcCfree,
+	"tc_memalign": logfmt.OpTcMemalign, "tc_posix_memalign": logfmt.OpTcPosixMemalign, "tc_valloc": logfmt.OpTcValloc,
+	"tc_new": logfmt.OpTcNew, "tc_new_nothrow": logfmt.OpTcNew, "tc_new_aligned": logfmt.OpTcNew,
+	"tc_new_aligned_nothrow": logfmt.OpTcNew, "tc_newarray": logfmt.OpTcNewArr, "tc_newarray_nothrow": logfmt.OpTcNewArr,
+	"tc_newarray_aligned": logfmt.OpTcNewArr, "tc_newarray_aligned_nothrow": logfmt.OpTcNewArr,
+	"tc_delete": logfmt.OpTcDelete, "tc_delete_sized": logfmt.OpTcDelete, "tc_delete_nothrow": logfmt.OpTcDelete,
+	"tc_delete_aligned": logfmt.OpTcDelete, "tc_delete_sized_aligned": logfmt.OpTcDelete,
+	"tc_delete_aligned_nothrow": logfmt.OpTcDelete, "tc_deletearray": logfmt.OpTcDeleteArr,
+	"tc_deletearray_sized": logfmt.OpTcDeleteArr, "tc_deletearray_nothrow": logfmt.OpTcDeleteArr,
+	"tc_deletearray_aligned": logfmt.OpTcDeleteArr, "tc_deletearray_sized_aligned": logfmt.OpTcDeleteArr,
+	"tc_deletearray_aligned_nothrow": logfmt.OpTcDeleteArr,
+	"mi_malloc":                      logfmt.OpMiMalloc, "mi_calloc": logfmt.OpMiCalloc, "mi_realloc": logfmt.OpMiRealloc,
+	"mi_free": logfmt.OpMiFree, "mi_free_size": logfmt.OpMiFree,
+}
+
+// SymbolOp is the op a call through a PLT stub of the function name logs,
+// for the functions with several names (MT_CK_ALIAS): false for a name
+// memtrace does not probe.
+func SymbolOp(name string) (logfmt.Op, bool) {
+	if op, ok := aliasNames[name]; ok {
+		return op, true
+	}
+	for _, fs := range [][]funcDef{libcFuncs, cxxFuncs, apiFuncs} {
+		for _, d := range fs {
+			if d.name == name {
+				return d.op, true
+			}
+		}
+	}
+	for _, d := range cxxFuncs {
+		if cxx32(d.name) == name {
+			return d.op, true
+		}
+	}
+	return logfmt.OpOther, false
+}
+
 func cxx32(name string) string {
 	name = strings.Replace(name, "_Znwm", "_Znwj", 1)
 	name = strings.Replace(name, "_Znam", "_Znaj", 1)
@@ -85,6 +151,8 @@ type probePoint struct {
 	symbol   string // the name found (aliases are probed once)
 	fileOff  uint64 // where the probe sits, as a file offset (what uprobes take)
 	placed   bool   // false: fell back to the first instruction
+	alias    bool   // the function has other names that log other ops (MT_CK_ALIAS)
+	allocLib bool   // in a library with its own allocator (not libc's): see from_allocator
 	textFrom uint64 // bytes of executable segment before the probe point
 	textTo   uint64 // ... and from it to the segment's end
 	delta    uint64 // probe point minus function start
@@ -122,6 +190,21 @@ func resolveLib(path string) ([]probePoint, error) {
 		}
 		defs = append(defs, d)
 	}
+	if hasMalloc {
+		defs = append(defs, apiFuncs...)
+	}
+	// Names per address among those that log an op: more than one and the
+	// program's call must be named by the PLT stub it went through.
+	names := map[uint64]int{}
+	for n, s := range byName {
+		if _, ok := SymbolOp(n); ok {
+			names[s.Value]++
+		}
+	}
+	// An allocator library: not the C library (which starts programs)
+	// nor a program's own text.
+	_, isLibc := byName["__libc_start_main"]
+	allocLib := hasMalloc && !isLibc && !own
 	// A program with its own allocator (a static binary) calls it
 	// directly, never through a PLT stub, so when aligned_alloc and
 	// memalign are one function (glibc before 2.38) nothing tells which
@@ -134,6 +217,7 @@ func resolveLib(path string) ([]probePoint, error) {
 		internalFrom = libcStart(ef, byName["malloc"].Value)
 	}
 	var out []probePoint
+	var newEntries []uint64
 	seen := map[uint64]bool{}
 	for _, d := range defs {
 		s, ok := byName[d.name]
@@ -146,7 +230,10 @@ func resolveLib(path string) ([]probePoint, error) {
 			continue
 		}
 		fileOff := s.Value - seg.Vaddr + seg.Off
-		pp := probePoint{def: d, symbol: d.name}
+		pp := probePoint{def: d, symbol: d.name, alias: names[s.Value] > 1, allocLib: allocLib}
+		if d.kind == probeNew {
+			newEntries = append(newEntries, s.Value)
+		}
 		var delta uint64
 		if ef.Machine == elf.EM_X86_64 {
 			code := make([]byte, 64)
@@ -164,6 +251,17 @@ func resolveLib(path string) ([]probePoint, error) {
 			pp.textFrom, pp.textTo = ownRange(d, vaddr, internalFrom, seg.Vaddr+seg.Memsz)
 		}
 		out = append(out, pp)
+	}
+	if allocLib && ef.Machine == elf.EM_X86_64 && len(newEntries) > 0 {
+		code := newElfCode(ef, byName)
+		for _, v := range code.returnSites(newEntries) {
+			seg := execSegment(ef, v)
+			if seg == nil {
+				continue
+			}
+			out = append(out, probePoint{def: funcDef{name: "ret", kind: probeNewRet}, symbol: "ret",
+				fileOff: v - seg.Vaddr + seg.Off, placed: true, x86: true, allocLib: true})
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoAllocFuncs)

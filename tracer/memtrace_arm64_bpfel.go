@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type MemtraceAllocText struct {
+	_  structs.HostLayout
+	Lo [2]uint64
+	Hi [2]uint64
+}
+
 type MemtraceMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -80,38 +86,43 @@ type MemtraceStackbuf struct {
 }
 
 type MemtraceTstate struct {
-	_           structs.HostLayout
-	Owner       uint64
-	OuterSp     uint64
-	ArgSize     uint64
-	ArgPtr      uint64
-	InnerSize   uint64
-	SkipFreePtr uint64
-	SkipFreeSp  uint64
-	OvrSp       uint64
-	OvrSize     uint64
-	Callsite    uint64
-	CallsiteIno uint64
-	Stack       uint64
-	OvrStack    uint64
-	EntryTs     uint64
-	CommLo      uint64
-	CommHi      uint64
-	StackOk     uint8
-	CommOk      uint8
-	_           [2]byte
-	Nev         uint32
-	Depth       uint32
-	Op          uint8
-	Sig         uint8
-	OvrOp       uint8
-	Flags       uint8
+	_              structs.HostLayout
+	Owner          uint64
+	OuterSp        uint64
+	ArgSize        uint64
+	ArgPtr         uint64
+	InnerSize      uint64
+	SkipFreePtr    uint64
+	SkipFreeSp     uint64
+	OvrSp          uint64
+	OvrRet         uint64
+	OvrSize        uint64
+	OvrCallsite    uint64
+	OvrCallsiteIno uint64
+	Callsite       uint64
+	CallsiteIno    uint64
+	Stack          uint64
+	OvrStack       uint64
+	EntryTs        uint64
+	CommLo         uint64
+	CommHi         uint64
+	StackOk        uint8
+	CommOk         uint8
+	_              [2]byte
+	Nev            uint32
+	Depth          uint32
+	Op             uint8
+	Sig            uint8
+	OvrOp          uint8
+	Flags          uint8
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	MemtraceMapAllocInos            = "alloc_inos"
+	MemtraceMapAllocTexts           = "alloc_texts"
 	MemtraceMapEvents               = "events"
 	MemtraceMapFilesSent            = "files_sent"
 	MemtraceMapHold                 = "hold"
@@ -143,10 +154,13 @@ const (
 	MemtraceProgMtFreeMulti         = "mt_free_multi"
 	MemtraceProgMtNew               = "mt_new"
 	MemtraceProgMtNewMulti          = "mt_new_multi"
+	MemtraceProgMtNewRet            = "mt_new_ret"
+	MemtraceProgMtNewRetMulti       = "mt_new_ret_multi"
 	MemtraceProgMtRename            = "mt_rename"
 	MemtraceProgMtReturn            = "mt_return"
 	MemtraceProgMtReturnMulti       = "mt_return_multi"
 	MemtraceProgMtSession           = "mt_session"
+	MemtraceVarAllocLibs            = "alloc_libs"
 	MemtraceVarFollow               = "follow"
 	MemtraceVarHoldExec             = "hold_exec"
 	MemtraceVarLostRecords          = "lost_records"
@@ -217,6 +231,8 @@ type MemtraceProgramSpecs struct {
 	MtFreeMulti         *ebpf.ProgramSpec `ebpf:"mt_free_multi"`
 	MtNew               *ebpf.ProgramSpec `ebpf:"mt_new"`
 	MtNewMulti          *ebpf.ProgramSpec `ebpf:"mt_new_multi"`
+	MtNewRet            *ebpf.ProgramSpec `ebpf:"mt_new_ret"`
+	MtNewRetMulti       *ebpf.ProgramSpec `ebpf:"mt_new_ret_multi"`
 	MtRename            *ebpf.ProgramSpec `ebpf:"mt_rename"`
 	MtReturn            *ebpf.ProgramSpec `ebpf:"mt_return"`
 	MtReturnMulti       *ebpf.ProgramSpec `ebpf:"mt_return_multi"`
@@ -227,6 +243,8 @@ type MemtraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceMapSpecs struct {
+	AllocInos    *ebpf.MapSpec `ebpf:"alloc_inos"`
+	AllocTexts   *ebpf.MapSpec `ebpf:"alloc_texts"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
 	Hold         *ebpf.MapSpec `ebpf:"hold"`
@@ -247,6 +265,7 @@ type MemtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceVariableSpecs struct {
+	AllocLibs      *ebpf.VariableSpec `ebpf:"alloc_libs"`
 	Follow         *ebpf.VariableSpec `ebpf:"follow"`
 	HoldExec       *ebpf.VariableSpec `ebpf:"hold_exec"`
 	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
@@ -278,6 +297,8 @@ func (o *MemtraceObjects) Close() error {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceMaps struct {
+	AllocInos    *ebpf.Map `ebpf:"alloc_inos"`
+	AllocTexts   *ebpf.Map `ebpf:"alloc_texts"`
 	Events       *ebpf.Map `ebpf:"events"`
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
 	Hold         *ebpf.Map `ebpf:"hold"`
@@ -296,6 +317,8 @@ type MemtraceMaps struct {
 
 func (m *MemtraceMaps) Close() error {
 	return _MemtraceClose(
+		m.AllocInos,
+		m.AllocTexts,
 		m.Events,
 		m.FilesSent,
 		m.Hold,
@@ -317,6 +340,7 @@ func (m *MemtraceMaps) Close() error {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceVariables struct {
+	AllocLibs      *ebpf.Variable `ebpf:"alloc_libs"`
 	Follow         *ebpf.Variable `ebpf:"follow"`
 	HoldExec       *ebpf.Variable `ebpf:"hold_exec"`
 	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
@@ -349,6 +373,8 @@ type MemtracePrograms struct {
 	MtFreeMulti         *ebpf.Program `ebpf:"mt_free_multi"`
 	MtNew               *ebpf.Program `ebpf:"mt_new"`
 	MtNewMulti          *ebpf.Program `ebpf:"mt_new_multi"`
+	MtNewRet            *ebpf.Program `ebpf:"mt_new_ret"`
+	MtNewRetMulti       *ebpf.Program `ebpf:"mt_new_ret_multi"`
 	MtRename            *ebpf.Program `ebpf:"mt_rename"`
 	MtReturn            *ebpf.Program `ebpf:"mt_return"`
 	MtReturnMulti       *ebpf.Program `ebpf:"mt_return_multi"`
@@ -374,6 +400,8 @@ func (p *MemtracePrograms) Close() error {
 		p.MtFreeMulti,
 		p.MtNew,
 		p.MtNewMulti,
+		p.MtNewRet,
+		p.MtNewRetMulti,
 		p.MtRename,
 		p.MtReturn,
 		p.MtReturnMulti,
