@@ -94,8 +94,14 @@ func (r *run) runDirect(t *testing.T, exe string, env []string) {
 // its header (probes attached), then lets the program go.
 func (r *run) runAttach(t *testing.T, memtrace, exe string) {
 	t.Helper()
+	r.runAttachEnv(t, memtrace, exe, nil)
+}
+
+// runAttachEnv is runAttach with more of the program's environment.
+func (r *run) runAttachEnv(t *testing.T, memtrace, exe string, env []string) {
+	t.Helper()
 	prog := exec.Command(exe)
-	prog.Env = r.env("MEMTRACE_TEST_WAIT=1")
+	prog.Env = r.env(append([]string{"MEMTRACE_TEST_WAIT=1"}, env...)...)
 	stdin, err := prog.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
