@@ -267,7 +267,7 @@ func (l *loop) header(pids []int, comm, cmdline string) {
 		h.Singlestep = fb
 		fmt.Fprintf(l.stderr, "memtrace: warning: no emulated instruction to probe in %s: probing the first instruction, which the kernel single-steps (slower)\n", strings.Join(fb, ", "))
 	}
-	l.sess.Line(logfmt.AppendHeader(nil, h))
+	l.sess.Header(h)
 	l.sess.Flush()
 }
 
@@ -376,8 +376,7 @@ func (l *loop) finish() error {
 	l.sess.FinalReports()
 	l.checkLost()
 	st := l.sess.Stats
-	l.sess.Line(logfmt.AppendSummary(nil, logfmt.Summary{Events: st.Events, Allocs: st.Allocs, Frees: st.Frees,
-		Lost: st.Lost, DurationUS: time.Since(l.started).Microseconds()}))
+	l.sess.Summary(time.Since(l.started).Microseconds())
 	if err := l.sess.Flush(); err != nil {
 		return fmt.Errorf("write log: %w", err)
 	}
