@@ -325,3 +325,61 @@ func FuzzListenAddr(f *testing.F) {
 		}
 	})
 }
+
+// Windows beyond MaxWindows are refused, and Close cuts the open ones at
+// once: memtrace's exit never waits for a scraper.
+func TestWindowsBoundedAndCut(t *testing.T) {
+	for range 5 {
+		m := NewModel()
+		feed(m)
+		ln, err := Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := Serve(ln, NewProfiler(m))
+		url := "http://" + ln.Addr().String() + "/debug/pprof/heap?seconds=600"
+		errs := make(chan error, MaxWindows)
+		for range MaxWindows {
+			c := &http.Client{Transport: &http.Transport{}}
+			go func() {
+				resp, err := c.Get(url)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				errs <- err
+			}()
+		}
+		// The next one, once the others are open, is refused. A probe
+		// that finds a slot free (the others not in yet) times out and
+		// gives it back.
+		time.Sleep(300 * time.Millisecond)
+		probe := &http.Client{Timeout: 200 * time.Millisecond, Transport: &http.Transport{}}
+		var code int
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			resp, err := probe.Get(url)
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			if code = resp.StatusCode; code == http.StatusServiceUnavailable {
+				break
+			}
+		}
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("window %d: status %d, want 503", MaxWindows+1, code)
+		}
+		start := time.Now()
+		srv.Close()
+		for range MaxWindows {
+			select {
+			case <-errs:
+			case <-time.After(5 * time.Second):
+				t.Fatal("an open window outlived Close by 5 s")
+			}
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("Close took %v", d)
+		}
+	}
+}

@@ -26,6 +26,10 @@ import (
 // window's copy of the per-stack counts) that long.
 const MaxSeconds = 3600
 
+// MaxWindows bounds the delta windows open at once, and so the memory
+// their copies of the per-stack counts take.
+const MaxWindows = 4
+
 // ListenAddr turns --http's value into the address to listen on: a port
 // alone ("6060", ":6060") is loopback's; any other host only when named.
 func ListenAddr(v string) (string, error) {
@@ -140,6 +144,7 @@ func parseQuery(raw string) (query, error) {
 // Only GET and HEAD are answered (405 otherwise): nothing here writes or
 // controls anything.
 func Handler(pr *Profiler) http.Handler {
+	windows := make(chan struct{}, MaxWindows)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&collector{m: pr.m}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "memtrace"}),
 		collectors.NewGoCollector())
@@ -148,7 +153,7 @@ func Handler(pr *Profiler) http.Handler {
 	mux.HandleFunc("/{$}", index)
 	mux.HandleFunc("/debug/pprof/{$}", index)
 	mux.Handle("/metrics", metrics)
-	mux.HandleFunc("/debug/pprof/heap", func(w http.ResponseWriter, r *http.Request) { heap(pr, w, r) })
+	mux.HandleFunc("/debug/pprof/heap", func(w http.ResponseWriter, r *http.Request) { heap(pr, windows, w, r) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -174,7 +179,7 @@ func index(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, indexPage)
 }
 
-func heap(pr *Profiler, w http.ResponseWriter, r *http.Request) {
+func heap(pr *Profiler, windows chan struct{}, w http.ResponseWriter, r *http.Request) {
 	q, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -183,6 +188,13 @@ func heap(pr *Profiler, w http.ResponseWriter, r *http.Request) {
 	var win *window
 	var dur time.Duration
 	if q.seconds > 0 {
+		select {
+		case windows <- struct{}{}:
+			defer func() { <-windows }()
+		default:
+			http.Error(w, fmt.Sprintf("%d delta windows are open already: try again when one ends", MaxWindows), http.StatusServiceUnavailable)
+			return
+		}
 		win = pr.m.startWindow()
 		dur = time.Duration(q.seconds) * time.Second
 		t := time.NewTimer(dur)

@@ -608,3 +608,37 @@ func TestLiveSoak(t *testing.T) {
 		t.Errorf("memtrace's RSS grew from %d kB to %d kB (bound +%d kB): %v", base, peak, soakBoundKB, samples)
 	}
 }
+
+// TestSudoProfileDirOwnedByUser: under sudo, --profile-dir and its files
+// are the invoking user's; a directory that user cannot write is one line,
+// a non-zero exit, and the program never runs.
+func TestSudoProfileDirOwnedByUser(t *testing.T) {
+	requireBPF(t)
+	base := sudoDir(t, 0o777, 0)
+	profs := filepath.Join(base, "profiles")
+	code, _, se := memtraceRun(t, sudoEnv, "-o", "none", "--profile-dir", profs, "--interval", "100ms", "--", "/bin/sh", "-c", "sleep 1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, se)
+	}
+	files, _ := filepath.Glob(filepath.Join(profs, "heap-*.pb.gz"))
+	if len(files) < 3 {
+		t.Fatalf("%s holds %v; want a profile every 100ms of a 1 s run", profs, files)
+	}
+	for _, p := range append(files, profs) {
+		if uid, gid := uidOf(t, p); uid != 65534 || gid != 65534 {
+			t.Errorf("%s owned by %d:%d, want %s:%s", p, uid, gid, nobody, nobody)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(profs, ".*.tmp")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	rootOnly := sudoDir(t, 0o700, 0)
+	marker := filepath.Join(base, "ran")
+	code, _, se = memtraceRun(t, sudoEnv, "-o", "none", "--profile-dir", filepath.Join(rootOnly, "p"), "--", "/bin/sh", "-c", "touch "+marker)
+	if code == 0 || !strings.Contains(se, "--profile-dir") || strings.Count(strings.TrimSpace(se), "\n") != 0 {
+		t.Fatalf("unwritable --profile-dir: exit %d, stderr %q", code, se)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the program ran although --profile-dir could not be made")
+	}
+}
