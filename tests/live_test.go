@@ -642,3 +642,62 @@ func TestSudoProfileDirOwnedByUser(t *testing.T) {
 		t.Fatal("the program ran although --profile-dir could not be made")
 	}
 }
+
+// TestLiveInterruptWithOpenWindow: Ctrl-C while a scraper holds a delta
+// window open: memtrace ends at once (130), its program runs on, not
+// stopped. Five rounds: a hang would be intermittent.
+func TestLiveInterruptWithOpenWindow(t *testing.T) {
+	requireBPF(t)
+	for round := range 5 {
+		r := startLive(t, nil, "-o", "none", "--http", "127.0.0.1:0", "--", need(t, "tests/progs/build/liveleak"))
+		r.waitOut(t, "leaked")
+		pid := 0
+		for end := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			for _, s := range fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap").Sample {
+				pid = int(s.NumLabel["pid"][0])
+			}
+		}
+		if pid == 0 {
+			t.Fatalf("round %d: no process in the profile", round)
+		}
+		window := make(chan error, 1)
+		go func() {
+			resp, err := http.Get("http://" + r.addr + "/debug/pprof/heap?seconds=600")
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			window <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		r.cmd.Process.Signal(os.Interrupt)
+		// memtrace's own end (a zombie until reaped): Wait also waits
+		// for the program, which shares memtrace's stderr.
+		for st := procStateOf(r.cmd.Process.Pid); st != "Z" && st != ""; st = procStateOf(r.cmd.Process.Pid) {
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("round %d: memtrace did not end within 10 s of Ctrl-C with a window open\n%s", round, r.stderr)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		select {
+		case <-window:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: the window's request outlived memtrace", round)
+		}
+		if st := procStateOf(pid); st != "S" && st != "R" {
+			t.Fatalf("round %d: the program is in state %q after memtrace's end, want running", round, st)
+		}
+		r.stdin.Close() // the program ends on EOF
+		var err error
+		select {
+		case err = <-r.done:
+			r.done <- err
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the program did not end on EOF", round)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Fatalf("round %d: memtrace ended with %v, want exit 130\n%s", round, err, r.stderr)
+		}
+	}
+}
