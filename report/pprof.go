@@ -3,6 +3,7 @@ package report
 import (
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/memtrace/memtrace/internal/heapprof"
 )
@@ -24,6 +25,7 @@ func (r *report) writePprof(w io.Writer) error {
 		Comments:      []string{"memtrace report of " + logNames(r.logs)},
 	}
 	var samples []heapprof.Sample
+	o.Main = map[int64]string{}
 	for _, s := range r.secs {
 		l := s.log
 		if l == nil || l.costs == nil {
@@ -57,6 +59,9 @@ func (r *report) writePprof(w io.Writer) error {
 						smp.Stack[j] = heapprof.Frame{Module: fr.Module, Symbol: fr.Symbol, Offset: fr.Offset, Addr: fr.Addr}
 					}
 				}
+				if o.Main[s.pid] == "" {
+					o.Main[s.pid] = mainModule(s.cmd, smp.Stack)
+				}
 				if r.multi() && len(r.logs) > 1 {
 					smp.Labels = map[string]string{"log": filepath.Base(l.path)}
 				}
@@ -65,4 +70,19 @@ func (r *report) writePprof(w io.Writer) error {
 		}
 	}
 	return heapprof.Write(w, samples, o)
+}
+
+// mainModule is the module of stack whose file the command line names
+// (pprof names the profile after it), or "" to let the encoder guess.
+func mainModule(cmd string, stack []heapprof.Frame) string {
+	argv0, _, _ := strings.Cut(cmd, " ")
+	if argv0 == "" {
+		return ""
+	}
+	for _, f := range stack {
+		if f.Module != "" && filepath.Base(f.Module) == filepath.Base(argv0) {
+			return f.Module
+		}
+	}
+	return ""
 }
