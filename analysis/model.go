@@ -98,6 +98,14 @@ type Proc struct {
 	Comm   string
 	Cmd    string
 	Exited bool
+	// How it ended (proc event=exit status=/signal=; see RunEnd):
+	// HasStatus with its exit code, or the signal that killed it.
+	HasStatus  bool
+	ExitStatus int
+	ExitSignal string
+	// Attached: memtrace attached to it running (-p): without an exit
+	// line, the log ends with a detach.
+	Attached bool
 	// Untraced is why the tracer could not probe the process
 	// (proc event=untraced); "" when it was traced.
 	Untraced string
@@ -770,6 +778,12 @@ func (m *Model) applyMeta(word []byte, rest []byte) {
 		switch get("event") {
 		case "exit":
 			p.Exited = true
+			p.ExitSignal = get("signal")
+			if v, ok := num("status"); ok && v >= 0 && v <= 255 {
+				p.HasStatus, p.ExitStatus = true, int(v)
+			}
+		case "attach":
+			p.Attached = true
 		case "untraced":
 			p.Untraced = get("reason")
 			if p.Untraced == "" {

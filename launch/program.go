@@ -124,6 +124,7 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 	done := make(chan struct{})
 	go func() {
 		cmd.Wait()
+		l.sess.SetExitStatus(uint32(pid), cmd.ProcessState) // for its exit line
 		close(done)
 	}()
 	detached := false

@@ -156,7 +156,7 @@ const (
 )
 
 // Proc is a process line:
-// "proc event= pid= [ppid=] [ts=] [comm=] [cmd=] [reason=]".
+// "proc event= pid= [ppid=] [ts=] [comm=] [cmd=] [reason=] [status=|signal=]".
 type Proc struct {
 	Event string
 	PID   int64
@@ -166,6 +166,13 @@ type Proc struct {
 	Cmd   string
 	// Reason says why a process is untraced.
 	Reason string
+	// How an exit ended, when the tracer knows (the launched program's
+	// wait status): HasStatus with its exit code Status, or Signal, the
+	// signal that killed it ("SIGSEGV"). Neither: not known (an attached
+	// process, or a log from before they were written).
+	HasStatus bool
+	Status    int
+	Signal    string
 }
 
 // AppendProc appends p's line to b.
@@ -187,6 +194,11 @@ func AppendProc(b []byte, p Proc) []byte {
 	}
 	if p.Reason != "" {
 		b = appendStr(b, "reason", p.Reason)
+	}
+	if p.Signal != "" {
+		b = appendStr(b, "signal", p.Signal)
+	} else if p.HasStatus {
+		b = appendInt(b, "status", int64(p.Status))
 	}
 	return append(b, '\n')
 }
@@ -211,6 +223,15 @@ func ParseProc(rest []byte) (Proc, error) {
 			p.Cmd = kv.Value
 		case "reason":
 			p.Reason = kv.Value
+		case "status":
+			v := fr.int(kv)
+			if v < 0 || v > 255 {
+				fr.bad(kv.Key, "an exit status of 0 to 255")
+				v = 0
+			}
+			p.Status, p.HasStatus = int(v), fr.err == nil
+		case "signal":
+			p.Signal = kv.Value
 		}
 	}
 	return p, fr.err

@@ -120,6 +120,9 @@ func TestLinesLayout(t *testing.T) {
 		{Proc{Event: ProcExec, PID: 14, PPID: 12, TS: 99, Comm: "sh", Cmd: "sh -c x"}, `proc event=exec pid=14 ppid=12 ts=99 comm=sh cmd="sh -c x"`},
 		{Proc{Event: ProcExec, PID: 14, TS: 99, Comm: "sh"}, `proc event=exec pid=14 ts=99 comm=sh`},
 		{Proc{Event: ProcExit, PID: 14, TS: 100}, `proc event=exit pid=14 ts=100`},
+		{Proc{Event: ProcExit, PID: 14, TS: 100, HasStatus: true}, `proc event=exit pid=14 ts=100 status=0`},
+		{Proc{Event: ProcExit, PID: 14, TS: 100, HasStatus: true, Status: 3}, `proc event=exit pid=14 ts=100 status=3`},
+		{Proc{Event: ProcExit, PID: 14, TS: 100, Signal: "SIGSEGV"}, `proc event=exit pid=14 ts=100 signal=SIGSEGV`},
 		{Proc{Event: ProcAttach, PID: 14, TS: 5, Comm: "app", Cmd: "./app"}, `proc event=attach pid=14 comm=app cmd=./app`},
 		{Proc{Event: ProcUntraced, PID: 15, TS: 7, Reason: "too many open files"}, `proc event=untraced pid=15 ts=7 reason="too many open files"`},
 		{Lost{Count: 3, Total: 10, TS: 55}, `lost count=3 total=10 ts=55`},
@@ -191,6 +194,8 @@ func TestParseLinesErrors(t *testing.T) {
 		{"header start", func(b []byte) error { _, err := ParseHeader(b); return err }, "start=" + secret},
 		{"thread tid", func(b []byte) error { _, err := ParseThread(b); return err }, "tid=" + secret + " pid=1"},
 		{"proc ts", func(b []byte) error { _, err := ParseProc(b); return err }, "event=exit pid=1 ts=-1" + secret},
+		{"proc status", func(b []byte) error { _, err := ParseProc(b); return err }, "event=exit pid=1 ts=1 status=" + secret},
+		{"proc status range", func(b []byte) error { _, err := ParseProc(b); return err }, "event=exit pid=1 ts=1 status=256"},
 		{"lost count", func(b []byte) error { _, err := ParseLost(b); return err }, "count=" + secret},
 		{"summary duration", func(b []byte) error { _, err := ParseSummary(b); return err }, "duration_us=1" + secret},
 		{"snapshot peak", func(b []byte) error { _, err := ParseSnapshot(b); return err }, "peak=99999999999999999999" + secret},
@@ -230,6 +235,14 @@ func fuzzValues(s1, s2, s3 string, a, b, c int64, u1, u2, u3 uint64) []any {
 	p := Proc{Event: s1, PID: a, PPID: b, TS: u1, Comm: s2, Cmd: s3, Reason: s2 + s1}
 	if p.Event == ProcAttach {
 		p.TS = 0
+	}
+	switch u3 % 3 {
+	case 1:
+		p.HasStatus, p.Status = true, int(u2%256)
+	case 2:
+		if p.Signal = s3; p.Signal == "" {
+			p.Signal = "SIGSEGV"
+		}
 	}
 	stk := Stack{Truncated: u1&1 != 0, Missing: u1&2 != 0}
 	if stk.Truncated {

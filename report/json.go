@@ -111,6 +111,8 @@ type jsonSummary struct {
 	TruncatedStacks  jsonTruncated `json:"truncated_stacks"`
 	SkippedFrames    int64         `json:"skipped_frames"`     // frame lines past 127 after one event
 	Untraced         []string      `json:"untraced_processes"` // processes the tracer could not probe, one line per log
+	RunEnd           string        `json:"run_end,omitempty"`  // how the process's run ended: "exited with status 0", "killed by SIGSEGV", "detached", "interrupted"
+	StillAllocated   bool          `json:"still_allocated"`    // not exited when the log ended: leaks are blocks still allocated at detach
 }
 
 type jsonProcess struct {
@@ -174,6 +176,7 @@ func (r *report) jsonSummaryOf(s *section) jsonSummary {
 		TruncatedGzipped: s.truncated, FDLeaks: len(s.fdLeaks),
 		UnknownBlocks: t.Unknown, UnknownBytes: int64(t.UnknownBytes), LeaksOverstated: s.logLost() > 0 && t.Leaks > 0,
 		SkippedFrames: s.skippedFrames, Untraced: append([]string{}, s.untraced...), TruncatedStacks: jsonTruncated{Reasons: []jsonTruncReason{}},
+		RunEnd: s.end, StillAllocated: s.alive,
 	}
 	for _, tr := range s.truncs {
 		j.TruncatedStacks.Stacks += tr.Stacks

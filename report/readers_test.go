@@ -71,6 +71,9 @@ func lostLog(lost bool) []byte {
 	if lost {
 		l.meta(logfmt.WordLost, "count", "6", "total", "6", "ts", "40")
 	}
+	// It exited: its live blocks are leaks (without this line the log
+	// would say memtrace was interrupted).
+	l.meta(logfmt.WordProc, "event", "exit", "pid", "300", "ts", "41", "status", "0")
 	l.meta(logfmt.WordSummary, "events", "10", "lost", map[bool]string{true: "6", false: "0"}[lost])
 	return l.b
 }

@@ -338,6 +338,12 @@ type section struct {
 	runtime uint64 // µs
 	bySite  map[int32]*analysis.CostFigures
 	procs   int // processes added up
+	// end is how the run ended (analysis.Model.RunEnd), "" for a merged
+	// section; alive: the process (every process of a merged one) was
+	// still running when the log ended, so its live blocks are still
+	// allocated at detach, not leaks.
+	end   string
+	alive bool
 
 	// Per log, not per process: on the first section of each log, and
 	// added up in a merged one.
@@ -396,6 +402,9 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 			s.comm, s.cmd = m.Header.Comm, m.Header.Cmd
 		}
 		s.title = procTitle(s.pid, s.comm, l.name)
+		var exited bool
+		s.end, exited = m.RunEnd(int(pc.Proc))
+		s.alive = !exited
 		s.total = pc.CostFigures
 		s.peakTS = pc.PeakTS
 		// Runtime counts from the start of tracing (time stamps are µs
@@ -468,7 +477,9 @@ func procTitle(pid int64, comm, log string) string {
 func merge(title string, secs []*section) *section {
 	out := newSection()
 	out.title = title
+	out.alive = len(secs) > 0
 	for _, s := range secs {
+		out.alive = out.alive && s.alive
 		out.total.Add(&s.total)
 		out.runtime = max(out.runtime, s.runtime)
 		out.procs += s.procs
@@ -490,6 +501,7 @@ func merge(title string, secs []*section) *section {
 	if len(secs) == 1 {
 		only := secs[0]
 		out.title, out.pid, out.comm, out.cmd, out.log, out.peakTS = only.title, only.pid, only.comm, only.cmd, only.log, only.peakTS
+		out.end = only.end
 	}
 	return out
 }

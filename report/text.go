@@ -35,6 +35,9 @@ func pct(a, b int64) string {
 	return strconv.FormatFloat(float64(a)*100/float64(b), 'f', 2, 64) + "%"
 }
 
+// stillTitle replaces MEMORY LEAKS for a process that had not exited.
+const stillTitle = "STILL ALLOCATED AT DETACH (the process had not exited: blocks live when tracing stopped, not leaks)"
+
 var rankTitles = [numMetrics]string{
 	byCalls:     "MOST CALLS TO ALLOCATION FUNCTIONS",
 	byPeak:      "PEAK MEMORY CONSUMERS",
@@ -140,8 +143,21 @@ func (r *report) noStackHint() string {
 
 // writeRanking writes one ranking of es in heaptrack_print's merged form:
 // the function that called the allocation function, then its call stacks.
-func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool) {
-	io.WriteString(w, rankTitles[mt])
+func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed, alive bool) {
+	// A process still running when the log ended was let go, not ended:
+	// its blocks are alive, and calling them leaks would be wrong.
+	still := alive && mt == byLeaks
+	line := func(s string) string {
+		if still {
+			return strings.Replace(s, " leaked over ", " still allocated over ", 1)
+		}
+		return s
+	}
+	if still {
+		io.WriteString(w, stillTitle)
+	} else {
+		io.WriteString(w, rankTitles[mt])
+	}
 	if signed {
 		io.WriteString(w, " (LOG minus BASE)")
 	}
@@ -151,7 +167,7 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool) {
 		io.WriteString(w, "(none)\n")
 	}
 	for _, g := range gs {
-		io.WriteString(w, entryLine(mt, g.f, signed, false)+"\n")
+		io.WriteString(w, line(entryLine(mt, g.f, signed, false))+"\n")
 		first := r.t.sites[g.sites[0].site]
 		if len(first.frames) == 0 {
 			io.WriteString(w, first.label()+r.noStackHint()+"\n\n")
@@ -166,7 +182,7 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool) {
 		}
 		shown := min(len(g.sites), r.opt.subLimit)
 		for _, e := range g.sites[:shown] {
-			io.WriteString(w, entryLine(mt, e.f, signed, true)+"\n")
+			io.WriteString(w, line(entryLine(mt, e.f, signed, true))+"\n")
 			s := r.t.sites[e.site]
 			for k := from; k < len(s.frames); k++ {
 				r.writeFrame(w, &s.frames[k], "    ")
@@ -198,6 +214,9 @@ func rate(n int64, us uint64) string {
 // reader could not use.
 func (r *report) writeSummary(w io.Writer, s *section) {
 	t := &s.total
+	if s.end != "" {
+		fmt.Fprintf(w, "run: %s\n", s.end)
+	}
 	fmt.Fprintf(w, "total runtime: %s.\n", secs(s.runtime))
 	fmt.Fprintf(w, "calls to allocation functions: %d%s\n", t.Calls, rate(t.Calls, s.runtime))
 	fmt.Fprintf(w, "temporary memory allocations: %d%s\n", t.Temporary, rate(t.Temporary, s.runtime))
@@ -210,7 +229,11 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 	default:
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", units.Bytes(t.LeakedBytes), t.Leaks)
+	if s.alive {
+		fmt.Fprintf(w, "still allocated at detach: %s (%d blocks; not leaks: the process had not exited)\n", units.Bytes(t.LeakedBytes), t.Leaks)
+	} else {
+		fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", units.Bytes(t.LeakedBytes), t.Leaks)
+	}
 	if t.Unknown > 0 {
 		fmt.Fprintln(w, unknownLine(t))
 	}
@@ -273,7 +296,7 @@ func (r *report) writeSection(w io.Writer, s *section) {
 	es := entriesOf(s)
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
-			r.writeRanking(w, es, mt, false)
+			r.writeRanking(w, es, mt, false, s.alive)
 		}
 	}
 	r.writeFDLeaks(w, s)
@@ -337,7 +360,7 @@ func (r *report) writeDiff(w io.Writer) {
 	es := diffEntries(r.all, r.base)
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
-			r.writeRanking(w, es, mt, true)
+			r.writeRanking(w, es, mt, true, r.all.alive && r.base.alive)
 		}
 	}
 	a, b := &r.all.total, &r.base.total

@@ -1,0 +1,168 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// runEndSrc keeps five 1000-byte blocks for good, then returns 3, dies of
+// SIGSEGV ("segv"), or runs until killed ("forever") with up to 64 blocks
+// of 100 bytes live at any moment.
+const runEndSrc = `#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	for (int i = 0; i < 5; i++)
+		memset(malloc(1000), 1, 1000);
+	if (argc > 1 && !strcmp(argv[1], "forever")) {
+		void *ring[64] = {0};
+		for (unsigned i = 0;; i++) {
+			free(ring[i % 64]);
+			ring[i % 64] = malloc(100);
+			usleep(500);
+		}
+	}
+	if (argc > 1 && !strcmp(argv[1], "segv"))
+		raise(SIGSEGV);
+	return 3;
+}
+`
+
+// reportText runs memtrace report on log.
+func reportText(t *testing.T, log string) string {
+	t.Helper()
+	code, out, se := memtraceRun(t, nil, "report", "-a", "0", "-p", "0", "-T", "0", log)
+	if code != 0 {
+		t.Fatalf("report exit %d: %s", code, se)
+	}
+	return out
+}
+
+// TestRunEndExitAndSignal: the eBPF log's exit line of the program
+// memtrace started carries its exit status or the signal that killed it,
+// and the report says so and calls the blocks it never freed leaks.
+func TestRunEndExitAndSignal(t *testing.T) {
+	requireBPF(t)
+	bin := buildC(t, "runend", runEndSrc)
+	for _, c := range []struct {
+		arg   string
+		code  int
+		field string
+		end   string
+	}{
+		{"", 3, "status=3", "run: exited with status 3\n"},
+		{"segv", 128 + int(syscall.SIGSEGV), "signal=SIGSEGV", "run: killed by SIGSEGV\n"},
+	} {
+		log := filepath.Join(t.TempDir(), "log")
+		args := []string{"-o", log, "--", bin}
+		if c.arg != "" {
+			args = append(args, c.arg)
+		}
+		code, _, se := memtraceRun(t, nil, args...)
+		if code != c.code {
+			t.Fatalf("%s: memtrace exit %d, want %d: %s", c.arg, code, c.code, se)
+		}
+		b := bpfLog(t, log)
+		var exit string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "proc event=exit") {
+				exit = l
+			}
+		}
+		if !strings.HasSuffix(exit, " "+c.field) {
+			t.Errorf("%s: exit line %q, want %s", c.arg, exit, c.field)
+		}
+		out := reportText(t, log)
+		if !strings.Contains(out, c.end) || !strings.Contains(out, "MEMORY LEAKS\n") || !strings.Contains(out, "5.00K leaked over 5 calls from") ||
+			!strings.Contains(out, "total memory leaked: ") || strings.Contains(out, "still allocated") {
+			t.Errorf("%s: want %q and the five blocks as leaks:\n%s", c.arg, c.end, out)
+		}
+	}
+}
+
+// TestRunEndDetachAndInterrupt: a -p detach and a Ctrl-C of memtrace --
+// PROG leave the program running, so what it holds is reported as still
+// allocated at detach, not as leaks, and the report says how the run ended.
+func TestRunEndDetachAndInterrupt(t *testing.T) {
+	requireBPF(t)
+	bin := buildC(t, "runend", runEndSrc)
+	for _, mode := range []string{"attach", "launch"} {
+		log := filepath.Join(t.TempDir(), "log")
+		var args []string
+		var prog *exec.Cmd
+		if mode == "attach" {
+			prog = exec.Command(bin, "forever")
+			if err := prog.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { prog.Process.Kill(); prog.Wait() })
+			args = []string{"-o", log, "-p", itoa(prog.Process.Pid)}
+		} else {
+			args = []string{"-o", log, "--", bin, "forever"}
+		}
+		// A file, not a pipe: the program memtrace leaves running holds
+		// memtrace's stdout, and Wait would wait for a pipe's end.
+		outPath := filepath.Join(t.TempDir(), "out")
+		mtOut, err := os.Create(outPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mtOut.Close()
+		said := func() string { b, _ := os.ReadFile(outPath); return string(b) }
+		mt := exec.Command(need(t, "bin/memtrace"), args...)
+		mt.Stdout, mt.Stderr = mtOut, mtOut
+		if err := mt.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mt.Process.Kill() })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = waitHeader(ctx, log)
+		cancel()
+		if mode == "launch" {
+			// The program runs on after the Ctrl-C: end it here.
+			if pid := headerPID(log); pid > 0 {
+				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\nmemtrace: %s", mode, err, said())
+		}
+		time.Sleep(300 * time.Millisecond) // ring blocks allocated and freed
+		mt.Process.Signal(syscall.SIGINT)
+		if err := runWait(mt, 30*time.Second); err != nil && mode == "attach" {
+			t.Fatalf("%s: memtrace after SIGINT: %v\n%s", mode, err, said())
+		}
+		bpfLog(t, log)
+		want := map[string]string{"attach": "run: detached\n", "launch": "run: interrupted\n"}[mode]
+		out := reportText(t, log)
+		if !strings.Contains(out, want) || !strings.Contains(out, "STILL ALLOCATED AT DETACH") || !strings.Contains(out, "still allocated at detach: ") ||
+			strings.Contains(out, "MEMORY LEAKS") || strings.Contains(out, "total memory leaked") || !strings.Contains(out, " still allocated over ") {
+			t.Errorf("%s: want %q and blocks still allocated, not leaks:\n%s", mode, want, out)
+		}
+	}
+}
+
+// headerPID is the pid= of log's header line, 0 when it has none.
+func headerPID(log string) int {
+	b, _ := os.ReadFile(log)
+	line, _, _ := strings.Cut(string(b), "\n")
+	_, rest, ok := strings.Cut(line, "[memtrace] header ")
+	if !ok {
+		return 0
+	}
+	h, err := logfmt.ParseHeader([]byte(rest))
+	if err != nil {
+		return 0
+	}
+	return int(h.PID)
+}
