@@ -30,6 +30,9 @@ const (
 // elfCode reads an executable file's code by virtual address and knows
 // its functions' starts and its PLT stubs' targets.
 type elfCode struct {
+	// readAt, when set, replaces the file's segments (the fuzz test's
+	// code of random bytes).
+	readAt func(vaddr uint64, n int) []byte
 	ef     *elf.File
 	segs   []*elf.Prog
 	starts []uint64          // sorted function starts
@@ -127,6 +130,9 @@ func (c *elfCode) readPLT(dyn []elf.Symbol) {
 }
 
 func (c *elfCode) read(vaddr uint64, n int) []byte {
+	if c.readAt != nil {
+		return c.readAt(vaddr, n)
+	}
 	for _, p := range c.segs {
 		if vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
 			if rest := p.Vaddr + p.Filesz - vaddr; uint64(n) > rest {
