@@ -48,6 +48,9 @@ var builtin = []Suppression{
 	// constructor, so the stack is matched by the loader's init and the
 	// module it allocates in.
 	{Pattern: "_dl_init", Innermost: "libstdc++.so*", Why: "libstdc++'s emergency exception pool and other start-up state, allocated by its constructors"},
+	// The same under --preload, whose frame-pointer unwinding skips
+	// libstdc++'s constructor: the stack starts in the loader itself.
+	{Pattern: "_dl_init", Innermost: "ld-linux*.so*", Why: "start-up state of a library constructor whose frame the unwinder skipped (libstdc++'s pool under --preload)"},
 	{Pattern: "__gnu_cxx::__freeres", Why: "what libstdc++ frees only in __gnu_cxx::__freeres"},
 	{Pattern: "(anonymous namespace)::pool::pool", Why: "libstdc++'s emergency exception pool (with libstdc++'s debug symbols)"},
 	// glibc: name service modules, iconv configuration, atexit blocks,

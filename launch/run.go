@@ -139,6 +139,7 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 	}
 	defer lr.close()
 	o.live = lr
+	defer Closing(stderr, o.Output, o.Listen != "", time.Now()) // after the log is closed
 	catchInterrupts()
 	if o.Follow || len(o.Argv) > 0 {
 		// Only the kernel closes this pipe, at memtrace's exit: the

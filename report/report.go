@@ -304,15 +304,27 @@ type report struct {
 func (r *report) multi() bool { return len(r.secs) > 1 }
 
 func run(o *options, stdout, stderr io.Writer) error {
+	r, err := build(o, stderr)
+	if r != nil && r.cache != nil {
+		defer r.cache.Close()
+	}
+	if err != nil {
+		return err
+	}
+	return r.write(stdout)
+}
+
+// build reads the logs and computes every section; the caller closes
+// r.cache.
+func build(o *options, stderr io.Writer) (*report, error) {
 	r := &report{opt: o}
 	if o.lines {
 		r.cache = symbols.NewCache(nil)
-		defer r.cache.Close()
 	}
 	r.t = newSiteTable(o.merge, r.cache)
 	sups, err := readSuppressions(o.supps, stderr)
 	if err != nil {
-		return err
+		return r, err
 	}
 	r.sups = append(sups, builtinSuppressions(o.noBuiltin)...)
 	showProgress := o.progress == 1 || (o.progress < 0 && isTerminal(stderr))
@@ -336,15 +348,15 @@ func run(o *options, stdout, stderr io.Writer) error {
 		return logs, secs, nil
 	}
 	if r.logs, r.secs, err = load(o.logs); err != nil {
-		return err
+		return r, err
 	}
 	if len(r.secs) == 0 {
-		return fmt.Errorf("no process in %s has the PID given with --pid", strings.Join(o.logs, ", "))
+		return r, fmt.Errorf("no process in %s has the PID given with --pid", strings.Join(o.logs, ", "))
 	}
 	var baseSecs []*section
 	if len(o.diff) > 0 {
 		if r.bases, baseSecs, err = load(o.diff); err != nil {
-			return err
+			return r, err
 		}
 	}
 	r.supd = applySuppressions(r.t, r.sups, append(append([]*section(nil), r.secs...), baseSecs...))
@@ -362,7 +374,12 @@ func run(o *options, stdout, stderr io.Writer) error {
 	if len(baseSecs) > 0 {
 		r.base = merge("base", baseSecs)
 	}
+	return r, nil
+}
 
+// write writes the exports and the text report.
+func (r *report) write(stdout io.Writer) error {
+	o := r.opt
 	textToStdout := true
 	writeOut := func(path string, write func(io.Writer) error) error {
 		if path == "" {

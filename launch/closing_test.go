@@ -1,0 +1,62 @@
+package launch
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/report"
+)
+
+// TestClosingLines: the closing lines carry the report's figures of the
+// log, its path (quoted for a shell where needed) and the commands; a log
+// older than the run, -o none and a served log get none; stderr gets one
+// sentence.
+func TestClosingLines(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "my run.log")
+	var b []byte
+	b = logfmt.AppendHeader(b, logfmt.Header{Version: "t", PID: 7, Comm: "app", Mode: "bpf"})
+	b = logfmt.AppendAlloc(b, 7, "app", "malloc", 1, 1000, 1000, 0x10)
+	b = logfmt.AppendAlloc(b, 7, "app", "malloc", 2, 500, 1500, 0x20)
+	b = logfmt.AppendFree(b, 7, "app", "free", 3, 500, 0x20)
+	b = logfmt.AppendProc(b, logfmt.Proc{Event: logfmt.ProcExit, PID: 7, TS: 4, HasStatus: true, Status: 2})
+	b = logfmt.AppendSummary(b, logfmt.Summary{Events: 3, Allocs: 2, Frees: 1})
+	before := time.Now().Add(-time.Second)
+	if err := os.WriteFile(log, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	Closing(&w, log, false, before)
+	want := "memtrace stats:\n\trun: exited with status 2\n\tcalls to allocation functions: 2\n\tpeak heap memory consumption: 1.50K\n" +
+		"\ttotal memory leaked: 1000B (1 leaks)\n\tlost events: 0\nmemtrace finished: the log is " + log + "; to investigate it run:\n" +
+		"  memview '" + log + "'\n  memtrace report '" + log + "'\n"
+	if w.String() != want {
+		t.Errorf("closing lines:\n%s\nwant:\n%s", w.String(), want)
+	}
+	f, err := report.LogFigures(log, &w)
+	if err != nil || f.Calls != 2 || f.PeakBytes != 1500 || f.LeakedBytes != 1000 || f.Leaks != 1 || f.StillAllocated {
+		t.Errorf("LogFigures %+v %v", f, err)
+	}
+	for name, call := range map[string]func(*bytes.Buffer){
+		"older log": func(w *bytes.Buffer) { Closing(w, log, false, time.Now().Add(time.Hour)) },
+		"none":      func(w *bytes.Buffer) { Closing(w, NoLog, false, before) },
+		"served":    func(w *bytes.Buffer) { Closing(w, log, true, before) },
+		"missing":   func(w *bytes.Buffer) { Closing(w, filepath.Join(dir, "nope"), false, before) },
+	} {
+		var w bytes.Buffer
+		call(&w)
+		if w.Len() != 0 {
+			t.Errorf("%s: %q, want nothing", name, w.String())
+		}
+	}
+	w.Reset()
+	Closing(&w, "", false, before)
+	if s := w.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "the log is on stderr") {
+		t.Errorf("stderr log: %q", s)
+	}
+}

@@ -1,0 +1,77 @@
+package tests
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// closingFigures reads memtrace's closing lines (stderr) or the report's
+// summary: calls, peak, and the leaked (or still allocated) line.
+func closingFigures(t *testing.T, text string) (calls, peak, leaked string) {
+	t.Helper()
+	get := func(re string) string {
+		m := regexp.MustCompile(re).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no %s in\n%s", re, text)
+		}
+		return m[1]
+	}
+	return get(`calls to allocation functions: (\d+)`), get(`peak heap memory consumption: (\S+)`),
+		get(`(?:total memory leaked|still allocated at detach): (\S+ \(\d+)`)
+}
+
+// TestClosingLinesMatchReport: a run ends with heaptrack-like closing
+// lines on stderr whose figures are the report's on the same log, with the
+// log's path and the commands that open it; without -o it says once that
+// the log is on stderr. Both tracers (eBPF and --preload).
+func TestClosingLinesMatchReport(t *testing.T) {
+	bin, _ := buildSites(t)
+	for _, mode := range []string{"bpf", "preload"} {
+		if mode == "bpf" {
+			requireBPF(t)
+		}
+		log := filepath.Join(t.TempDir(), "app.log")
+		args := []string{"--stack-depth", "16", "-o", log, "--", bin}
+		if mode == "preload" {
+			args = append([]string{"--preload"}, args...)
+		}
+		code, _, se := memtraceRun(t, nil, args...)
+		if code != 0 {
+			t.Fatalf("%s: memtrace exit %d: %s", mode, code, se)
+		}
+		if mode == "bpf" {
+			bpfLog(t, log)
+		}
+		code, out, rse := memtraceRun(t, nil, "report", "-a", "0", "-p", "0", "-l", "0", "-T", "0", log)
+		if code != 0 {
+			t.Fatalf("%s: report exit %d: %s", mode, code, rse)
+		}
+		c1, p1, l1 := closingFigures(t, se)
+		c2, p2, l2 := closingFigures(t, out)
+		if c1 != c2 || p1 != p2 || l1 != l2 {
+			t.Errorf("%s: closing lines say %s calls, peak %s, leaked %s; the report %s, %s, %s\n%s\n%s", mode, c1, p1, l1, c2, p2, l2, se, out)
+		}
+		if c1 != "1752" && mode == "bpf" {
+			t.Errorf("bpf: %s calls, want 1752 (1100 + 550 + 100 + the pool + stdout's buffer)", c1)
+		}
+		for _, w := range []string{"memtrace stats:\n", "\tlost events: 0\n", "the log is " + log + ";", "\n  memview " + log + "\n", "\n  memtrace report " + log} {
+			if !strings.Contains(se, w) {
+				t.Errorf("%s: closing lines lack %q:\n%s", mode, w, se)
+			}
+		}
+		if strings.Count(se, "memtrace stats:") != 1 {
+			t.Errorf("%s: closing lines not once:\n%s", mode, se)
+		}
+	}
+	// Without -o the log is on stderr: said once, at the end.
+	code, _, se := memtraceRun(t, nil, "--preload", "--", bin)
+	if code != 0 {
+		t.Fatalf("memtrace exit %d: %s", code, se)
+	}
+	lines := strings.Split(strings.TrimSpace(se), "\n")
+	if n := strings.Count(se, "the log is on stderr"); n != 1 || !strings.Contains(lines[len(lines)-1], "the log is on stderr") {
+		t.Errorf("without -o: want one last line saying the log is on stderr, got %d:\n%s", n, se)
+	}
+}
