@@ -20,50 +20,20 @@ import (
 // comes) kills the shim, which has not run PROG yet: nothing is left
 // stopped or waiting.
 func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
-	path, _ := exec.LookPath(o.Argv[0])
-	// PROG's environment is memtrace's (the shim passes it on).
-	libs := launchLibs(path, os.Environ())
-	r, w, err := os.Pipe()
-	if err != nil {
-		return 1, fmt.Errorf("create the start pipe: %w", err)
+	sh := o.shim
+	if sh == nil {
+		var status int
+		var err error
+		if sh, status, err = startShim(o); err != nil {
+			return status, err
+		}
 	}
+	cmd, w, ready, path, start := sh.cmd, sh.w, sh.ready, sh.path, sh.start
 	defer w.Close()
-	ready, readyW, err := os.Pipe()
-	if err != nil {
-		r.Close()
-		return 1, fmt.Errorf("create the start pipe: %w", err)
-	}
 	defer ready.Close()
-	self, err := os.Executable()
-	if err != nil {
-		r.Close()
-		readyW.Close()
-		return 1, fmt.Errorf("find memtrace's own executable: %w", err)
-	}
-	cmd := exec.Command(self, append([]string{ShimArg, path}, o.Argv...)...)
-	cmd.Args[0] = o.Argv[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{r, readyW}
-	cmd.Env = os.Environ()
-	if cred, ok, err := SudoCredential(); err != nil {
-		r.Close()
-		readyW.Close()
-		return 1, err
-	} else if ok {
-		cmd.Env = append(cmd.Env, shimCredEnv+"="+cred)
-	}
-	start := monoNow()
-	err = cmd.Start()
-	r.Close()
-	readyW.Close()
-	if err != nil {
-		return 127, fmt.Errorf("start %s: %w", o.Argv[0], err)
-	}
 	pid := cmd.Process.Pid
 	abort := func(status int, err error) (int, error) {
-		w.Close()
-		_ = cmd.Process.Kill() // works on a stopped process too
-		_ = cmd.Wait()
+		sh.abort()
 		if errors.Is(err, interruptError{}) {
 			status = interruptStatus()
 		}
@@ -77,6 +47,7 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 	if err := tr.AddProcess(pid); err != nil {
 		return abort(1, err)
 	}
+	libs := sh.libs()
 	probed := 0
 	for _, lib := range libs {
 		if wasInterrupted() {
@@ -142,6 +113,12 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 				case <-time.After(50 * time.Millisecond):
 				}
 			}
+			// Every process memtrace knows of is gone: the tracer
+			// may hand its probes to the watchdog (it checks the
+			// kernel's own list of targets too).
+			if o.handOff != nil {
+				o.handOff()
+			}
 		case <-interrupted:
 			// Detach and flush; the program keeps running. Give a
 			// program that got the same Ctrl-C a moment to finish so
@@ -165,6 +142,85 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 		return interruptStatus(), err
 	}
 	return 1, err
+}
+
+// shim is the exec shim started, waiting for its release, and PROG's
+// libraries being listed meanwhile.
+type shim struct {
+	cmd   *exec.Cmd
+	w     *os.File // the start pipe: a byte releases PROG
+	ready *os.File // the shim's byte that its own exec is over
+	path  string
+	start uint64
+	list  chan []string
+}
+
+// startShim starts PROG's exec shim and lists PROG's libraries (launchLibs
+// runs its dynamic linker) in the background: Run calls it before the BPF
+// programs load, so that both overlap with the loading. The shim runs
+// nothing until it is released; abort ends it.
+func startShim(o *Options) (*shim, int, error) {
+	path, _ := exec.LookPath(o.Argv[0])
+	list := make(chan []string, 1)
+	// PROG's environment is memtrace's (the shim passes it on).
+	env := os.Environ()
+	go func() { list <- launchLibs(path, env) }()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, 1, fmt.Errorf("create the start pipe: %w", err)
+	}
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, 1, fmt.Errorf("create the start pipe: %w", err)
+	}
+	fail := func(status int, err error) (*shim, int, error) {
+		r.Close()
+		w.Close()
+		ready.Close()
+		readyW.Close()
+		return nil, status, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(1, fmt.Errorf("find memtrace's own executable: %w", err))
+	}
+	cmd := exec.Command(self, append([]string{ShimArg, path}, o.Argv...)...)
+	cmd.Args[0] = o.Argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{r, readyW}
+	cmd.Env = env
+	if cred, ok, err := SudoCredential(); err != nil {
+		return fail(1, err)
+	} else if ok {
+		cmd.Env = append(cmd.Env, shimCredEnv+"="+cred)
+	}
+	start := monoNow()
+	if err := cmd.Start(); err != nil {
+		return fail(127, fmt.Errorf("start %s: %w", o.Argv[0], err))
+	}
+	r.Close()
+	readyW.Close()
+	return &shim{cmd: cmd, w: w, ready: ready, path: path, start: start, list: list}, 0, nil
+}
+
+// libs is launchLibs' answer for PROG.
+func (s *shim) libs() []string {
+	l := <-s.list
+	s.list <- l
+	return l
+}
+
+// abort ends a shim that was not released: it has not run PROG, and
+// exits when its start pipe closes; the kill covers a shim that is not
+// reading yet. The listing's dynamic linker is waited for too: nothing
+// memtrace started outlives a failed launch.
+func (s *shim) abort() {
+	s.w.Close()
+	_ = s.cmd.Process.Kill() // works on a stopped process too
+	_ = s.cmd.Wait()
+	s.libs()
 }
 
 // waitShim waits up to limit for the shim's byte that says it runs (its

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +47,11 @@ type Options struct {
 	Verbose      bool
 
 	live *liveRun // --http, --profile-dir
+	// shim is PROG's exec shim, started by Run while the BPF programs
+	// load (launch starts one itself without); handOff tells the tracer
+	// that the program and everything it left behind have exited.
+	shim    *shim
+	handOff func()
 }
 
 // tracerAPI is what the launcher, the attacher and the event loop use of
@@ -118,38 +122,76 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 			return 1, err
 		}
 	}
+	// The shim, the listing of PROG's libraries and the watchdog start
+	// first: their execs run while the BPF programs load, which is most
+	// of the start-up of a short program.
+	if len(o.Argv) > 0 {
+		sh, status, err := startShim(&o)
+		if err != nil {
+			return status, err
+		}
+		o.shim = sh
+	}
+	// fail ends the shim, which has not run PROG, on every way out
+	// before launch takes it over.
+	fail := func(status int, err error) (int, error) {
+		if o.shim != nil {
+			o.shim.abort()
+		}
+		return status, err
+	}
+	var wd *watchdog
+	if o.Follow || len(o.Argv) > 0 {
+		var err error
+		if wd, err = startWatchdog(); err != nil {
+			return fail(1, err)
+		}
+		// Only the kernel closes memtrace's end, at memtrace's exit:
+		// the watchdog must not resume anything while memtrace may
+		// still hold a process.
+		watchdogSock = wd
+	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
 		StackDepth: o.StackDepth, StackThreads: o.StackThreads, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
 		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, Logf: verboseLogf(o.Verbose, stderr)})
 	if err != nil {
 		if errors.Is(err, tracer.ErrUnavailable) && (o.HTTP != "" || o.ProfileDir != "") {
-			return 1, fmt.Errorf("--http and --profile-dir need the eBPF tracer (the LD_PRELOAD fallback has no live model): %w", err)
+			return fail(1, fmt.Errorf("--http and --profile-dir need the eBPF tracer (the LD_PRELOAD fallback has no live model): %w", err))
 		}
 		if errors.Is(err, tracer.ErrUnavailable) && len(o.Argv) > 0 {
+			fail(0, nil)
+			if wd != nil {
+				// Nothing of the LD_PRELOAD path can be held.
+				wd.sock.Close()
+				watchdogSock = nil
+			}
 			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
 			return fallback()
 		}
-		return 1, err
+		return fail(1, err)
 	}
 	defer tr.Close()
+	if wd != nil {
+		if err := wd.sendHold(tr.HoldFD()); err != nil {
+			return fail(1, err)
+		}
+		if len(o.Argv) > 0 {
+			// In -- mode every target is memtrace's: once all have
+			// exited, the watchdog closes the probes and memtrace
+			// exits without waiting for the kernel to release them.
+			tr.SetHandOff(wd.giveLinks)
+			o.handOff = tr.AllowHandOff
+		}
+	}
 	counted := countProbes(tr)
 	lr, err := startLive(&o, counted, stderr)
 	if err != nil {
-		return 1, err
+		return fail(1, err)
 	}
 	defer lr.close()
 	o.live = lr
 	defer Closing(stderr, o.Output, o.Listen != "", time.Now()) // after the log is closed
 	catchInterrupts()
-	if o.Follow || len(o.Argv) > 0 {
-		// Only the kernel closes this pipe, at memtrace's exit: the
-		// watchdog must not resume anything while memtrace may still
-		// hold a process.
-		if watchdogPipe, err = startWatchdog(tr.HoldFD()); err != nil {
-			return 1, err
-		}
-		defer runtime.KeepAlive(watchdogPipe)
-	}
 	if len(o.Argv) > 0 {
 		return launch(&o, counted, stderr)
 	}
@@ -164,10 +206,10 @@ func verboseLogf(verbose bool, w io.Writer) func(string, ...any) {
 	return func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 }
 
-// watchdogPipe is memtrace's end of the watchdog's pipe, kept open (and
+// watchdogSock is memtrace's end of the watchdog's socket, kept open (and
 // reachable, so no finalizer closes it) for memtrace's whole life, also
 // after Run returns: a package variable is never collected.
-var watchdogPipe *os.File
+var watchdogSock *watchdog
 
 func unwrapExecErr(err error) error {
 	var ee *exec.Error

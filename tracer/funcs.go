@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -121,23 +122,37 @@ var aliasNames = map[string]logfmt.Op{
 // for the functions with several names (MT_CK_ALIAS): false for a name
 // memtrace does not probe.
 func SymbolOp(name string) (logfmt.Op, bool) {
-	if op, ok := aliasNames[name]; ok {
-		return op, true
+	op, ok := symbolOps()[name]
+	if !ok {
+		return logfmt.OpOther, false
+	}
+	return op, true
+}
+
+// symbolOps is SymbolOp's table, built once: resolveLib asks it about
+// every symbol of libc and libstdc++, thousands a library, and a search
+// of the lists with cxx32's rewrites was 15 % of memtrace's start-up CPU
+// (issue 14). The first name found in SymbolOp's order wins.
+var symbolOps = sync.OnceValue(func() map[string]logfmt.Op {
+	m := make(map[string]logfmt.Op, len(aliasNames)+len(libcFuncs)+2*len(cxxFuncs)+len(apiFuncs))
+	add := func(name string, op logfmt.Op) {
+		if _, ok := m[name]; !ok {
+			m[name] = op
+		}
+	}
+	for n, op := range aliasNames {
+		add(n, op)
 	}
 	for _, fs := range [][]funcDef{libcFuncs, cxxFuncs, apiFuncs} {
 		for _, d := range fs {
-			if d.name == name {
-				return d.op, true
-			}
+			add(d.name, d.op)
 		}
 	}
 	for _, d := range cxxFuncs {
-		if cxx32(d.name) == name {
-			return d.op, true
-		}
+		add(cxx32(d.name), d.op)
 	}
-	return logfmt.OpOther, false
-}
+	return m
+})
 
 func cxx32(name string) string {
 	name = strings.Replace(name, "_Znwm", "_Znwj", 1)

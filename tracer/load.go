@@ -42,7 +42,7 @@ func loadObjects(spec *ebpf.CollectionSpec, objs *MemtraceObjects, skip map[stri
 	varT := reflect.TypeFor[*ebpf.Variable]()
 	// One cache of the kernel's BTF for every loader: decoding it is most
 	// of a loader's own cost.
-	cache := btf.NewCache()
+	cache := kernelBTF
 	mv := tagged(append(fieldsOf(mapT, mapNames), fieldsOf(varT, varNames)...))
 	if err := spec.LoadAndAssign(mv.Interface(), &ebpf.CollectionOptions{Cache: cache}); err != nil {
 		return nil, nil, err

@@ -3,11 +3,13 @@
 package tracer
 
 import (
+	"errors"
 	"sync"
 	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Values of the BPF hold map (bpf/memtrace.bpf.c).
@@ -68,7 +70,8 @@ func ResumeHeld(fd int) (int, error) {
 // links are closed in the background. Closing a uprobe link waits for an
 // RCU grace period (tens of ms), and a --follow run may see thousands of
 // children, so neither the reader nor the file-descriptor limit may wait
-// for memtrace's exit.
+// for memtrace's exit. Under SetHandOff the links of a process whose
+// threads are all gone wait for Detach instead (at most retireMax).
 func (t *Tracer) ReleaseProcess(pid int) {
 	_ = t.objs.Targets.Delete(uint32(pid))
 	_ = t.objs.Hold.Delete(uint32(pid))
@@ -83,7 +86,21 @@ func (t *Tracer) ReleaseProcess(pid int) {
 			delete(t.links, k)
 		}
 	}
+	keep := t.give != nil
 	t.mu.Unlock()
+	if len(ls) > 0 && keep && exited(pid) {
+		// Kept for the hand-off: nothing can hit a dead process's
+		// probes, and closing them here would make the exit of a
+		// short program wait a grace period (issue 14's start-up).
+		t.mu.Lock()
+		t.retired = append(t.retired, ls...)
+		ls = nil
+		if n := len(t.retired) - retireMax; n > 0 {
+			ls = append(ls, t.retired[:n]...)
+			t.retired = append([]link.Link(nil), t.retired[n:]...)
+		}
+		t.mu.Unlock()
+	}
 	if len(ls) > 0 {
 		t.closing.Add(1)
 		go func() {
@@ -91,6 +108,77 @@ func (t *Tracer) ReleaseProcess(pid int) {
 			closeLinks(ls)
 		}()
 	}
+}
+
+// retireMax bounds the links of exited processes kept for the hand-off,
+// one descriptor each: a --follow run through thousands of children
+// closes the older ones in the background, as without a hand-off.
+const retireMax = 256
+
+// SetHandOff makes the links of processes that have exited wait for
+// Detach instead of being closed in the background, so that Detach can
+// give them to give, which must take its own reference to each
+// descriptor (memtrace's watchdog, over SCM_RIGHTS) before it returns.
+// It is for -- mode, where memtrace started every target; AllowHandOff
+// says when the hand-off is safe.
+func (t *Tracer) SetHandOff(give func(fds []int) error) {
+	t.mu.Lock()
+	t.give = give
+	t.mu.Unlock()
+}
+
+// AllowHandOff says that no traced process is alive any more, so that no
+// probe can fire for a target: Detach may then give the links away
+// rather than wait for the kernel to release each (an RCU tasks-trace
+// grace period, ~100 ms). Without it Detach closes them itself.
+func (t *Tracer) AllowHandOff() { t.handOffOK.Store(true) }
+
+// handOff gives the descriptors of ls to give; the caller closes ls after
+// it, which is then only the dropping of a reference.
+func handOff(ls []link.Link, give func([]int) error) error {
+	fds := make([]int, 0, len(ls))
+	for _, l := range ls {
+		if f, ok := l.(interface{ FD() int }); ok && f.FD() >= 0 {
+			fds = append(fds, f.FD())
+		}
+	}
+	if len(fds) == 0 {
+		return nil
+	}
+	return give(fds)
+}
+
+// targetsAlive reports whether a process the BPF filter traces may still
+// run: the kernel side adds followed children itself, before the agent
+// has read their fork.
+func (t *Tracer) targetsAlive() bool {
+	var (
+		pid uint32
+		v   uint8
+	)
+	it := t.objs.Targets.Iterate()
+	for it.Next(&pid, &v) {
+		if !exited(int(pid)) {
+			return true
+		}
+	}
+	return it.Err() != nil
+}
+
+// exited reports whether every thread of process pid is gone (its pidfd
+// is readable then, also while it is an unreaped zombie).
+func exited(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 1 && fds[0].Revents&unix.POLLIN != 0
 }
 
 // closeLinks closes links concurrently: each close waits for a grace

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -30,6 +31,12 @@ type Tracer struct {
 	links    map[attachKey][]link.Link
 	fellBack map[string]bool
 	closing  sync.WaitGroup // ReleaseProcess's link closes in flight
+	// give takes the links at Detach once handOffOK is set (SetHandOff);
+	// retired are the links of exited processes kept for it.
+	give      func(fds []int) error
+	handOffOK atomic.Bool
+	retired   []link.Link
+	detached  atomic.Bool
 	// Read's decode targets, kept to avoid an allocation per call.
 	threads map[uint32]threadInfo // from mt_thread records, by tid
 	unw     *unwinder             // nil unless stacks are walked with tables
@@ -54,6 +61,10 @@ func New(opts Options) (*Tracer, error) {
 	if opts.WakeupBytes == 0 {
 		opts.WakeupBytes = opts.RingBytes / 16
 	}
+	// The kernel's BTF (20-30 ms to decode) is needed by the session
+	// check and the loaders; decoding it starts now, alongside the
+	// object's.
+	go kernelBTF.Kernel()
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("%w: raise the locked-memory limit: %w", ErrUnavailable, err)
 	}
@@ -171,10 +182,13 @@ func New(opts Options) (*Tracer, error) {
 	return t, nil
 }
 
+// kernelBTF decodes the kernel's BTF once per process, for every load.
+var kernelBTF = btf.NewCache()
+
 // kernelHasSessionUprobes reports whether the kernel knows session
 // uprobes (Linux 6.13+), by the attach type in its BTF.
 func kernelHasSessionUprobes() bool {
-	ks, err := btf.LoadKernelSpec()
+	ks, err := kernelBTF.Kernel()
 	if err != nil {
 		return false
 	}
@@ -243,7 +257,11 @@ func (t *Tracer) FellBack() []string {
 // Read delivers every record available now, waiting at most PollInterval
 // for the first one. It returns ringbuf.ErrClosed after Close.
 func (t *Tracer) Read(h Handler) error {
-	return t.rd.Read(PollInterval, func(b []byte) {
+	wait := PollInterval
+	if t.detached.Load() {
+		wait = 0
+	}
+	return t.rd.Read(wait, func(b []byte) {
 		switch recordType(b) {
 		case recStack:
 			if t.st.decode(b) == nil {
@@ -316,6 +334,10 @@ func procThread(tid uint32) threadInfo {
 
 // Detach removes every uprobe, so that no new events come while the
 // reader drains what is left; the targets carry on untouched.
+//
+// After AllowHandOff the links go to SetHandOff's receiver instead, and
+// the closes here only drop references: the kernel's release, which
+// waits a grace period per batch, happens in the receiver.
 func (t *Tracer) Detach() {
 	t.mu.Lock()
 	var all []link.Link
@@ -323,9 +345,23 @@ func (t *Tracer) Detach() {
 		all = append(all, ls...)
 		delete(t.links, k)
 	}
+	all = append(all, t.retired...)
+	t.retired = nil
+	give := t.give
 	t.mu.Unlock()
-	closeLinks(all)
+	if give != nil && t.handOffOK.Load() && !t.targetsAlive() && handOff(all, give) == nil {
+		for _, l := range all {
+			if l != nil {
+				l.Close()
+			}
+		}
+	} else {
+		closeLinks(all)
+	}
 	t.closing.Wait()
+	// With the probes gone every record is committed: reading what is
+	// left need not wait for more.
+	t.detached.Store(true)
 }
 
 // Close detaches everything and unloads the programs. Probes vanish from

@@ -1,0 +1,215 @@
+package launch
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
+)
+
+// procLinks lists the BPF links process pid holds, by its fdinfo: the
+// link ID of each descriptor whose link_type is one of types.
+func procLinks(t *testing.T, pid int, types ...string) []int {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid) + "/fdinfo"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("the descriptors of process %d: %v", pid, err)
+	}
+	var ids []int
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		var typ string
+		id := -1
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			switch strings.TrimSpace(k) {
+			case "link_type":
+				typ = strings.TrimSpace(v)
+			case "link_id":
+				id, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+		for _, want := range types {
+			if typ == want && id >= 0 {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// linkExists reports whether the kernel still has the link with this ID.
+func linkExists(id int) bool {
+	l, err := link.NewFromID(link.ID(id))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	l.Close()
+	return true
+}
+
+// uprobeLinks are the link types a run's probes use (session links are
+// uprobe_multi links to the kernel; classic ones perf_event links).
+var uprobeLinks = []string{"uprobe_multi", "perf"}
+
+// TestHandOffToWatchdog: at the end of a -- run whose program has exited,
+// memtrace holds no uprobe link any more (its closes waited for no grace
+// period) and its watchdog holds every one of them; once memtrace is gone
+// (its end of the socket closed, as at its exit), the watchdog closes
+// them: within a bound they are gone from its descriptors and from the
+// kernel, and the watchdog exits after its resume sweeps.
+func TestHandOffToWatchdog(t *testing.T) {
+	bpftest.Require(t)
+	bin := cProgram(t, `#include <stdlib.h>
+int main(void) {
+	void *volatile p = malloc(4242);
+	free(p);
+	return 3;
+}
+`)
+	log := filepath.Join(t.TempDir(), "h.log")
+	var stderr syncBuf
+	status, err := Run(Options{Argv: []string{bin}, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, func() (int, error) {
+		t.Fatal("fell back to LD_PRELOAD")
+		return 0, nil
+	})
+	if err != nil || status != 3 {
+		t.Fatalf("Run = %d, %v (stderr %q); want 3, nil", status, err, stderr.String())
+	}
+	b, _ := os.ReadFile(log)
+	bpftest.RequireModeBPF(t, b)
+	wd := watchdogSock
+	if wd == nil {
+		t.Fatal("no watchdog")
+	}
+	if own := procLinks(t, os.Getpid(), uprobeLinks...); len(own) > 0 {
+		t.Errorf("memtrace still holds uprobe links %v after Run", own)
+	}
+	// The links are in the watchdog's socket until it reads them.
+	var held []int
+	for end := time.Now().Add(5 * time.Second); len(held) == 0; time.Sleep(10 * time.Millisecond) {
+		if held = procLinks(t, wd.pid, uprobeLinks...); len(held) == 0 && time.Now().After(end) {
+			t.Fatalf("the watchdog (pid %d) holds no uprobe link 5 s after Run: nothing was handed over", wd.pid)
+		}
+	}
+	for _, id := range held {
+		if !linkExists(id) {
+			t.Errorf("link %d the watchdog holds is not in the kernel", id)
+		}
+	}
+	// memtrace's exit, as far as the watchdog can tell.
+	gone := time.Now()
+	wd.sock.Close()
+	watchdogSock = nil
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var left []int
+		for _, id := range held {
+			if linkExists(id) {
+				left = append(left, id)
+			}
+		}
+		if len(left) == 0 {
+			t.Logf("%d links released %v after memtrace's end", len(held), time.Since(gone).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("links %v still in the kernel 5 s after memtrace's end", left)
+		}
+	}
+	// Reaped by the goroutine startWatchdog left; gone means ESRCH.
+	for end := time.Now().Add(10 * time.Second); syscall.Kill(wd.pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the watchdog (pid %d) still runs 10 s after memtrace's end", wd.pid)
+		}
+	}
+}
+
+// TestNoHandOffInAttachMode: -p mode never hands its probes over, also
+// with --follow (which starts a watchdog): when Run returns, the links
+// memtrace had are gone from the kernel, released by memtrace itself.
+func TestNoHandOffInAttachMode(t *testing.T) {
+	bpftest.Require(t)
+	bin := cProgram(t, `#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+	char ch;
+	if (read(0, &ch, 1) != 1)
+		return 1;
+	void *volatile p = malloc(777);
+	free(p);
+	return 0;
+}
+`)
+	log := filepath.Join(t.TempDir(), "p.log")
+	prog := exec.Command(bin)
+	stdin, err := prog.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Wait()
+	defer prog.Process.Kill()
+	defer stdin.Close()
+	type result struct {
+		status int
+		err    error
+	}
+	done := make(chan result, 1)
+	var stderr syncBuf
+	go func() {
+		s, err := Run(Options{PIDs: []int{prog.Process.Pid}, Follow: true, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, nil)
+		done <- result{s, err}
+	}()
+	waitFile(t, log, "[memtrace] proc event=attach")
+	wd := watchdogSock
+	if wd == nil {
+		t.Fatal("no watchdog with --follow")
+	}
+	ours := procLinks(t, os.Getpid(), uprobeLinks...)
+	if len(ours) == 0 {
+		t.Fatal("memtrace holds no uprobe link while attached")
+	}
+	stdin.Write([]byte{1})
+	select {
+	case r := <-done:
+		if r.err != nil || r.status != 0 {
+			t.Fatalf("Run = %d, %v (stderr %q)", r.status, r.err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return in 30 s after the program exited")
+	}
+	b, _ := os.ReadFile(log)
+	bpftest.RequireModeBPF(t, b)
+	if held := procLinks(t, wd.pid, uprobeLinks...); len(held) > 0 {
+		t.Errorf("in -p mode the watchdog holds links %v", held)
+	}
+	// Released by memtrace itself before Run returned: none in flight.
+	for _, id := range ours {
+		if linkExists(id) {
+			t.Errorf("link %d is still in the kernel after Run: in -p mode memtrace releases its probes itself", id)
+		}
+	}
+	if own := procLinks(t, os.Getpid(), uprobeLinks...); len(own) > 0 {
+		t.Errorf("memtrace still holds uprobe links %v after Run", own)
+	}
+	wd.sock.Close()
+	watchdogSock = nil
+}
