@@ -12,7 +12,7 @@ import (
 type suppCache struct {
 	sups        []*analysis.Suppression
 	ready       bool
-	n, events   int64
+	events      int64
 	allocs      int
 	done        bool
 	leaks       int64
