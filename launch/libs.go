@@ -8,8 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -26,9 +30,98 @@ import (
 // LD_PRELOAD and LD_LIBRARY_PATH, not memtrace's, and lists the preloaded
 // libraries (LD_PRELOAD, /etc/ld.so.preload) too, where an allocator
 // such as jemalloc is often put.
+//
+// The answers of the last few seconds are remembered by the file's
+// identity and the loader's environment: at PROG's exec the launcher asks
+// again about the file it listed at the start, while PROG is held, and a
+// --follow run's children exec the same programs over and over.
 func launchLibs(path string, env []string) []string {
+	key, cacheable := libsKey(path, env)
+	if cacheable {
+		if own, rest, ok := recentLibs.get(key); ok {
+			return withOwn(path, own, rest)
+		}
+	}
+	own, rest := listLibs(path, env)
+	if cacheable {
+		recentLibs.put(key, own, rest)
+	}
+	return withOwn(path, own, rest)
+}
+
+// withOwn is launchLibs' answer: path first when it has its own allocator.
+func withOwn(path string, own bool, rest []string) []string {
 	var libs []string
-	seen := map[string]bool{}
+	if own {
+		libs = append(libs, path)
+	}
+	for _, p := range rest {
+		if p != path || !own {
+			libs = append(libs, p)
+		}
+	}
+	return libs
+}
+
+// libsKey names what launchLibs' answer depends on: the file (its identity
+// and version, whatever the path it is reached by, /proc/PID/exe too) and
+// the loader's environment.
+func libsKey(path string, env []string) (string, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d\x00%s", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec,
+		st.Ctim.Sec, st.Ctim.Nsec, strings.Join(loaderEnv(env), "\x00")), true
+}
+
+// recentLibs are launchLibs' answers of the last libsTTL, a few at most: a
+// library installed since is seen after that.
+var recentLibs libsCache
+
+const (
+	libsTTL     = 2 * time.Second
+	libsEntries = 8
+)
+
+type libsCache struct {
+	mu      sync.Mutex
+	entries []libsEntry // oldest first
+}
+
+type libsEntry struct {
+	key  string
+	at   time.Time
+	own  bool
+	rest []string
+}
+
+func (c *libsCache) get(key string) (bool, []string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.key == key && time.Since(e.at) < libsTTL {
+			return e.own, slices.Clone(e.rest), true
+		}
+	}
+	return false, nil, false
+}
+
+func (c *libsCache) put(key string, own bool, rest []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = slices.DeleteFunc(c.entries, func(e libsEntry) bool { return e.key == key || time.Since(e.at) >= libsTTL })
+	if len(c.entries) >= libsEntries {
+		c.entries = c.entries[1:]
+	}
+	c.entries = append(c.entries, libsEntry{key: key, at: time.Now(), own: own, rest: slices.Clone(rest)})
+}
+
+// listLibs does launchLibs' work: whether PROG has its own allocator, and
+// the other files, each once.
+func listLibs(path string, env []string) (bool, []string) {
+	var libs []string
+	seen := map[string]bool{path: true}
 	add := func(p string) {
 		if p == "" || seen[p] {
 			return
@@ -38,12 +131,13 @@ func launchLibs(path string, env []string) []string {
 			libs = append(libs, p)
 		}
 	}
-	if tracer.OwnAllocator(path) {
-		add(path)
+	own := tracer.OwnAllocator(path)
+	if !own {
+		delete(seen, path)
 	}
 	interp, isELF := elfInterp(path)
 	if isELF && interp == "" {
-		return libs
+		return own, libs
 	}
 	if interp != "" {
 		cmd := exec.Command(interp, "--list", path)
@@ -61,7 +155,7 @@ func launchLibs(path string, env []string) []string {
 			}
 		}
 	}
-	return libs
+	return own, libs
 }
 
 // loaderEnv is what of PROG's environment the dynamic linker is run with
