@@ -93,10 +93,12 @@ func TestRunEndExitAndSignal(t *testing.T) {
 // TestRunEndDetachAndInterrupt: a -p detach and a Ctrl-C of memtrace --
 // PROG leave the program running, so what it holds is reported as still
 // allocated at detach, not as leaks, and the report says how the run ended.
+// Three rounds of each: a Ctrl-C races the program's own events.
 func TestRunEndDetachAndInterrupt(t *testing.T) {
 	requireBPF(t)
 	bin := buildC(t, "runend", runEndSrc)
-	for _, mode := range []string{"attach", "launch"} {
+	for round := range 6 {
+		mode := []string{"attach", "launch"}[round%2]
 		log := filepath.Join(t.TempDir(), "log")
 		var args []string
 		var prog *exec.Cmd
