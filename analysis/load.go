@@ -47,9 +47,42 @@ type batch struct {
 	lazy  bool // frame lines are left for apply (see rec.lazy)
 }
 
-var batchPool = sync.Pool{New: func() any { return &batch{data: make([]byte, 0, batchBytes+4096)} }}
+// batchFree is one Stream's set of batches, at most cap(ch) of them: the
+// reader waits for the model to give one back. Not a sync.Pool: that one
+// is emptied at every collection, and the batches made again (their
+// records grown anew) were nearly all of a reader's garbage, 7 GB over a
+// 10M-event log, so that its heap stood a GOGC above the model.
+type batchFree struct {
+	ch   chan *batch
+	made int
+}
 
-const batchBytes = 1 << 20
+func newBatchFree(n int) *batchFree { return &batchFree{ch: make(chan *batch, n)} }
+
+func (f *batchFree) get() *batch {
+	select {
+	case b := <-f.ch:
+		return b
+	default:
+	}
+	if f.made < cap(f.ch) {
+		f.made++
+		return &batch{data: make([]byte, 0, batchBytes+4096)}
+	}
+	return <-f.ch
+}
+
+func (f *batchFree) put(b *batch) {
+	b.data, b.ends, b.recs = b.data[:0], b.ends[:0], b.recs[:0]
+	f.ch <- b // never blocks: no more than cap(f.ch) were made
+}
+
+// batchBytes is a batch's size. Each line costs a parsed record of about
+// 90 bytes beside its text, so a stack-heavy log's batch of 1 MB was 3 MB,
+// and the batches queued between reader, parsers and the model were 40 MB
+// of a reader's peak; at 256 KB they are a quarter of that, for no
+// measurable time.
+const batchBytes = 256 << 10
 
 func (b *batch) add(line []byte) {
 	b.data = append(b.data, line...)
@@ -327,6 +360,8 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 
 	work := make(chan *batch, 2*w)
 	done := make(chan *batch, 2*w)
+	// Enough batches to keep every parser busy while the model applies.
+	free := newBatchFree(4*w + 4)
 	// A bug must not take the viewer down: a panic while parsing or
 	// applying ends the stream with an error, keeping what was read.
 	var bug atomic.Pointer[error]
@@ -372,8 +407,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 					}()
 				}
 				next++
-				nb.data, nb.ends, nb.recs = nb.data[:0], nb.ends[:0], nb.recs[:0]
-				batchPool.Put(nb)
+				free.put(nb)
 				if o.OnBatch != nil {
 					o.OnBatch()
 				}
@@ -382,7 +416,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	}()
 
 	seq := 0
-	cur := batchPool.Get().(*batch)
+	cur := free.get()
 	send := func(flush bool) {
 		if len(cur.ends) == 0 && !flush {
 			return
@@ -390,7 +424,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		cur.seq, cur.flush, cur.lazy = seq, flush, !m.SummaryOnly
 		seq++
 		work <- cur
-		cur = batchPool.Get().(*batch)
+		cur = free.get()
 	}
 	var err error
 	stopped := false
@@ -433,7 +467,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 			break
 		}
 	}
-	batchPool.Put(cur)
+	free.put(cur)
 	close(work)
 	wg.Wait()
 	close(done)
@@ -450,6 +484,12 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	}()
 	if o.OnBatch != nil {
 		o.OnBatch()
+	}
+	if m.columnBytes() >= 16*releaseBytes {
+		// The batches are garbage now: hand their memory back before
+		// the caller's own work on a large model (the report's passes)
+		// adds to it, at the GOGC restored above.
+		debug.FreeOSMemory()
 	}
 	if p := bug.Load(); p != nil {
 		return *p

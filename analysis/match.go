@@ -8,7 +8,7 @@ import (
 type matchEv struct {
 	ptr  uint64
 	ts   uint64
-	seq  uint32
+	at   uint64 // read order: 2*position+1 for an allocation, 2*freeAt for a free
 	proc int32
 	ref  int32 // allocation id, or ^index into the free list
 }
@@ -20,7 +20,7 @@ type freeRec struct {
 	thread   uint32
 	op       uint8
 	stack    uint32
-	seq      uint32
+	at       uint32 // Model.freeAt
 }
 
 // rematch redoes free matching for a log that is not in time order: per
@@ -43,23 +43,23 @@ func (m *Model) rematch() {
 	frees := make([]freeRec, 0, nf+len(m.Orphans.TS))
 	for i := range m.TS {
 		if m.FreeThread[i] != NoThread && !skip[i] {
-			frees = append(frees, freeRec{m.FreeTS[i], m.Size[i], true, m.Ptr[i], m.FreeThread[i], m.FreeOp[i], m.FreeStack[i], m.freeSeq[i]})
+			frees = append(frees, freeRec{m.FreeTS[i], m.Size[i], true, m.Ptr[i], m.FreeThread[i], m.FreeOp[i], m.FreeStack[i], m.freeAt[i]})
 		}
 	}
 	o := &m.Orphans
 	for k := range o.TS {
 		if o.Claimed[k] < 0 {
-			frees = append(frees, freeRec{o.TS[k], o.Size[k], o.HasSize[k], o.Ptr[k], o.Thread[k], o.Op[k], o.Stack[k], o.seq[k]})
+			frees = append(frees, freeRec{o.TS[k], o.Size[k], o.HasSize[k], o.Ptr[k], o.Thread[k], o.Op[k], o.Stack[k], o.at[k]})
 		}
 	}
 	evs := make([]matchEv, 0, len(m.TS)+len(frees))
 	for i := range m.TS {
 		if m.Ptr[i] != 0 && !skip[i] {
-			evs = append(evs, matchEv{m.Ptr[i], m.TS[i], m.seq[i], m.Threads[m.Thread[i]].Proc, int32(i)})
+			evs = append(evs, matchEv{m.Ptr[i], m.TS[i], 2*uint64(m.pos(uint32(i))) + 1, m.Threads[m.Thread[i]].Proc, int32(i)})
 		}
 	}
 	for k := range frees {
-		evs = append(evs, matchEv{frees[k].ptr, frees[k].ts, frees[k].seq, m.Threads[frees[k].thread].Proc, ^int32(k)})
+		evs = append(evs, matchEv{frees[k].ptr, frees[k].ts, 2 * uint64(frees[k].at), m.Threads[frees[k].thread].Proc, ^int32(k)})
 	}
 	slices.SortFunc(evs, func(a, b matchEv) int {
 		if c := cmp.Compare(a.proc, b.proc); c != 0 {
@@ -71,7 +71,13 @@ func (m *Model) rematch() {
 		if c := cmp.Compare(a.ts, b.ts); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.seq, b.seq)
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		// Frees read between the same two alloc lines: in the order
+		// they were listed, so that the result does not depend on
+		// the sort.
+		return cmp.Compare(b.ref, a.ref)
 	})
 
 	// Reset every free-derived figure, then rebuild it from the matching.
@@ -86,7 +92,7 @@ func (m *Model) rematch() {
 			t.LiveCount++
 			t.addLive(m.Size[i])
 		}
-		m.FreeTS[i], m.FreeThread[i], m.FreeStack[i], m.FreeOp[i], m.freeSeq[i] = 0, NoThread, 0, 0, 0
+		m.FreeTS[i], m.FreeThread[i], m.FreeStack[i], m.FreeOp[i], m.freeAt[i] = 0, NoThread, 0, 0, 0
 	}
 	// Which blocks a later allocation superseded is decided again, in
 	// time order, with the pairs.
@@ -122,7 +128,7 @@ func (m *Model) rematch() {
 					id := uint32(live[n-1])
 					live = live[:n-1]
 					m.setFreed(id, f.thread, f.op, f.ts, f.stack)
-					m.freeSeq[id] = f.seq
+					m.freeAt[id] = f.at
 				} else {
 					m.addOrphan(f)
 				}
@@ -154,7 +160,7 @@ func (m *Model) addOrphan(f *freeRec) {
 	o.Op = append(o.Op, f.op)
 	o.Stack = append(o.Stack, f.stack)
 	o.Claimed = append(o.Claimed, -1)
-	o.seq = append(o.seq, f.seq)
+	o.at = append(o.at, f.at)
 	m.Counts.UnmatchedFrees++
 	if f.ptr != 0 {
 		p := &m.Procs[m.Threads[f.thread].Proc]

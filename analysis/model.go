@@ -163,8 +163,8 @@ type Orphans struct {
 	Thread        []uint32
 	Op            []uint8
 	Stack         []uint32
-	Claimed       []int32 // allocation id that claimed it later (unordered logs), or -1
-	seq           []uint32
+	Claimed       []int32  // allocation id that claimed it later (unordered logs), or -1
+	at            []uint32 // read position, as Model.freeAt
 }
 
 // Len is the number of orphan frees.
@@ -182,7 +182,16 @@ type Model struct {
 	FreeThread    []uint32 // NoThread while live
 	FreeStack     []uint32
 	FreeOp        []uint8
-	seq, freeSeq  []uint32 // read order of the alloc and free lines, for re-matching
+	// freeAt is, per freed allocation, how many alloc lines had been read
+	// when its free line was: with the allocation's own position (its id)
+	// it gives the read order of allocs and frees, which re-matching,
+	// Temporary and the report's peak need, in 4 bytes an allocation
+	// instead of a sequence number for each line (8).
+	freeAt []uint32
+	// allocAt is an allocation's read position where ids are recycled
+	// (SummaryOnly); otherwise the position is the id.
+	allocAt    []uint32
+	allocsRead uint32 // alloc lines read so far
 
 	Orphans Orphans
 	Threads []Thread
@@ -287,13 +296,20 @@ func (m *Model) Reserve(n int) {
 	if n <= cap(m.TS) {
 		return
 	}
-	grow := func(s []uint64) []uint64 { return append(make([]uint64, 0, n), s...) }
-	grow32 := func(s []uint32) []uint32 { return append(make([]uint32, 0, n), s...) }
-	grow8 := func(s []uint8) []uint8 { return append(make([]uint8, 0, n), s...) }
-	m.TS, m.Size, m.Ptr, m.FreeTS = grow(m.TS), grow(m.Size), grow(m.Ptr), grow(m.FreeTS)
-	m.Thread, m.Stack, m.FreeThread, m.FreeStack = grow32(m.Thread), grow32(m.Stack), grow32(m.FreeThread), grow32(m.FreeStack)
-	m.seq, m.freeSeq = grow32(m.seq), grow32(m.freeSeq)
-	m.Op, m.FreeOp = grow8(m.Op), grow8(m.FreeOp)
+	regrow(&m.TS, n)
+	regrow(&m.Size, n)
+	regrow(&m.Ptr, n)
+	regrow(&m.FreeTS, n)
+	regrow(&m.Thread, n)
+	regrow(&m.Stack, n)
+	regrow(&m.FreeThread, n)
+	regrow(&m.FreeStack, n)
+	regrow(&m.freeAt, n)
+	regrow(&m.Op, n)
+	regrow(&m.FreeOp, n)
+	if m.SummaryOnly {
+		regrow(&m.allocAt, n)
+	}
 }
 
 // Len is the number of allocations.
@@ -521,12 +537,17 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 		id = m.freeSlots[n-1]
 		m.freeSlots = m.freeSlots[:n-1]
 		m.TS[id], m.Size[id], m.Ptr[id], m.Thread[id], m.Op[id], m.Stack[id] = ts, size, ptr, ti, op, 0
-		m.FreeTS[id], m.FreeThread[id], m.FreeStack[id], m.FreeOp[id] = 0, NoThread, 0, 0
-		m.seq[id] = uint32(m.Counts.Events)
+		m.FreeTS[id], m.FreeThread[id], m.FreeStack[id], m.FreeOp[id], m.freeAt[id] = 0, NoThread, 0, 0, 0
+		m.allocAt[id] = m.allocsRead
 		bitClear(m.superseded, id)
 	} else {
-		m.seq = append(m.seq, uint32(m.Counts.Events))
-		m.freeSeq = append(m.freeSeq, 0)
+		if len(m.TS) == cap(m.TS) {
+			m.Reserve(nextCap(cap(m.TS)))
+		}
+		if m.SummaryOnly {
+			m.allocAt = append(m.allocAt, m.allocsRead)
+		}
+		m.freeAt = append(m.freeAt, 0)
 		id = uint32(len(m.TS))
 		m.TS = append(m.TS, ts)
 		m.Size = append(m.Size, size)
@@ -542,6 +563,7 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 			m.superseded = append(m.superseded, 0)
 		}
 	}
+	m.allocsRead++
 	t := &m.Threads[ti]
 	t.Allocs++
 	t.AllocBytes = satAdd(t.AllocBytes, size)
@@ -551,6 +573,9 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 	if !m.SummaryOnly {
 		if n := len(t.allocs); n > 0 && m.TS[t.allocs[n-1]] > ts {
 			t.unordered = true
+		}
+		if len(t.allocs) == cap(t.allocs) {
+			regrow(&t.allocs, nextCap(cap(t.allocs)))
 		}
 		t.allocs = append(t.allocs, id)
 	}
@@ -578,7 +603,7 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 				m.Orphans.Claimed[f] = int32(id)
 				m.Counts.UnmatchedFrees--
 				m.setFreed(id, m.Orphans.Thread[f], m.Orphans.Op[f], m.Orphans.TS[f], m.Orphans.Stack[f])
-				m.freeSeq[id] = m.Orphans.seq[f]
+				m.freeAt[id] = m.Orphans.at[f]
 				return id
 			}
 		}
@@ -634,10 +659,11 @@ func (m *Model) addFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr 
 	t := &m.Threads[ti]
 	t.FreeCalls++
 	t.LastTS = ts
-	return m.matchFree(ti, op, ts, size, hasSize, ptr, 0, uint32(m.Counts.Events))
+	// Read after every alloc line so far: its position is their number.
+	return m.matchFree(ti, op, ts, size, hasSize, ptr, 0, m.allocsRead)
 }
 
-func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr uint64, stack, seq uint32) int64 {
+func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr uint64, stack, at uint32) int64 {
 	p := &m.Procs[m.Threads[ti].Proc]
 	if ptr != 0 {
 		if id, ok := p.live[ptr]; ok {
@@ -667,7 +693,7 @@ func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, pt
 					p.dup[ptr] = dups
 				}
 				m.setFreed(uint32(best), ti, op, ts, stack)
-				m.freeSeq[best] = seq
+				m.freeAt[best] = at
 				return int64(best)
 			}
 		}
@@ -675,9 +701,9 @@ func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, pt
 			// Unordered log: this free comes between x's allocation and
 			// the free it was given, so it is x's; that later free goes
 			// back to matching (to an allocation read later, maybe).
-			gThread, gOp, gTS, gStack, gSeq := m.FreeThread[x], m.FreeOp[x], m.FreeTS[x], m.FreeStack[x], m.freeSeq[x]
-			m.FreeThread[x], m.FreeOp[x], m.FreeTS[x], m.FreeStack[x], m.freeSeq[x] = ti, op, ts, stack, seq
-			m.matchFree(gThread, gOp, gTS, m.Size[x], true, ptr, gStack, gSeq)
+			gThread, gOp, gTS, gStack, gAt := m.FreeThread[x], m.FreeOp[x], m.FreeTS[x], m.FreeStack[x], m.freeAt[x]
+			m.FreeThread[x], m.FreeOp[x], m.FreeTS[x], m.FreeStack[x], m.freeAt[x] = ti, op, ts, stack, at
+			m.matchFree(gThread, gOp, gTS, m.Size[x], true, ptr, gStack, gAt)
 			return int64(x)
 		}
 	}
@@ -690,7 +716,7 @@ func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, pt
 	o.Op = append(o.Op, op)
 	o.Stack = append(o.Stack, stack)
 	o.Claimed = append(o.Claimed, -1)
-	o.seq = append(o.seq, seq)
+	o.at = append(o.at, at)
 	k := int32(len(o.TS) - 1)
 	m.Counts.UnmatchedFrees++
 	if ptr != 0 {

@@ -87,39 +87,6 @@ func bitClear(b []uint64, i uint32)    { b[i>>6] &^= 1 << (i & 63) }
 
 const freeEvent = uint32(1) << 31
 
-// eventOrder returns the allocations and their matched frees in the
-// report's order: an allocation is its id, a free is its allocation's id
-// with freeEvent set. Read order comes from the sequence numbers that the
-// loader gave every alloc and free line; orphan frees are left out.
-func (m *Model) eventOrder() []uint32 {
-	slots := make([]uint32, m.Counts.Events+1)
-	for i := range slots {
-		slots[i] = ^uint32(0)
-	}
-	for i := range m.TS {
-		slots[m.seq[i]] = uint32(i)
-		if m.FreeThread[i] != NoThread {
-			slots[m.freeSeq[i]] = uint32(i) | freeEvent
-		}
-	}
-	ev := slots[:0]
-	for _, e := range slots {
-		if e != ^uint32(0) {
-			ev = append(ev, e)
-		}
-	}
-	if m.OutOfOrder {
-		// Stable: ties stay in read order.
-		radixSort(ev, func(e uint32) uint64 {
-			if e&freeEvent != 0 {
-				return m.FreeTS[e&^freeEvent]
-			}
-			return m.TS[e]
-		})
-	}
-	return ev
-}
-
 // ReportCosts computes the report's figures per process and per call stack
 // (see the definitions at the top of this file). It is O(events) and reads
 // the model only. A summary-only model has no events: it gives nothing.
@@ -165,8 +132,10 @@ func (m *Model) ReportCosts() *Costs {
 	for _, k := range peakPos {
 		last = max(last, k)
 	}
-	for k := 0; k <= last; k++ {
-		e := ev[k]
+	for k, e := range ev {
+		if k > last {
+			break
+		}
 		id := e &^ freeEvent
 		if k > peakPos[m.Threads[m.Thread[id]].Proc] {
 			continue

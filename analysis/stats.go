@@ -20,7 +20,8 @@ func (m *Model) Temporary(i uint32) bool {
 	if k+1 >= len(t.allocs) {
 		return true
 	}
-	return m.freeSeq[i] < m.seq[t.allocs[k+1]]
+	// Freed before the next alloc line was read.
+	return m.freeAt[i] <= m.pos(t.allocs[k+1])
 }
 
 // threadPos finds allocation i in its thread's index (ids grow along it).
