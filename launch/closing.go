@@ -28,8 +28,11 @@ func Closing(w io.Writer, output string, served bool, since time.Time) {
 	switch {
 	case served || output == NoLog:
 		return
-	case output == "" || output == "/dev/stderr" || output == "/dev/stdout":
+	case output == "" || output == "/dev/stderr":
 		fmt.Fprintln(w, "memtrace: the log is on stderr, above: with -o FILE memview FILE and memtrace report FILE open it")
+		return
+	case output == "/dev/stdout" || output == "-":
+		fmt.Fprintln(w, "memtrace: the log went to stdout: memview FILE and memtrace report FILE open it once saved")
 		return
 	}
 	st, err := os.Stat(output)
