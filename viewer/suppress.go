@@ -2,6 +2,7 @@ package viewer
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/memtrace/memtrace/analysis"
 )
@@ -17,7 +18,13 @@ type suppCache struct {
 	done        bool
 	leaks       int64
 	leakedBytes uint64
+	at          time.Time // when last counted
 }
+
+// suppRecount is how often a growing log's suppressed leaks are counted
+// again: the count walks every allocation, and a followed log changes at
+// every batch.
+const suppRecount = time.Second
 
 // suppressed returns the leaks the built-in suppressions hide; the caller
 // holds a.Mu.
@@ -30,9 +37,10 @@ func (a *App) suppressed() (int64, uint64) {
 	if c.sups == nil {
 		c.sups = analysis.BuiltinSuppressions()
 	}
-	if !c.ready || c.allocs != m.Len() || c.events != m.Counts.Events || c.done != m.Done {
+	changed := !c.ready || c.allocs != m.Len() || c.events != m.Counts.Events || c.done != m.Done
+	if changed && (!c.ready || m.Done || time.Since(c.at) >= suppRecount) {
 		c.leaks, c.leakedBytes = m.SuppressedLeaks(c.sups)
-		c.ready, c.allocs, c.events, c.done = true, m.Len(), m.Counts.Events, m.Done
+		c.ready, c.allocs, c.events, c.done, c.at = true, m.Len(), m.Counts.Events, m.Done, time.Now()
 	}
 	return c.leaks, c.leakedBytes
 }
