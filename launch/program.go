@@ -100,6 +100,13 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 	}()
 	detached := false
 	go func() {
+		// After stop is closed: the loop, woken in its wait for
+		// records, sees it at once, not at its next poll.
+		defer func() {
+			if o.wake != nil {
+				o.wake()
+			}
+		}()
 		select {
 		case <-done:
 			// With --follow, the log goes on while children the

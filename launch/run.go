@@ -49,9 +49,11 @@ type Options struct {
 	live *liveRun // --http, --profile-dir
 	// shim is PROG's exec shim, started by Run while the BPF programs
 	// load (launch starts one itself without); handOff tells the tracer
-	// that the program and everything it left behind have exited.
+	// that the program and everything it left behind have exited, and
+	// wake that the loop is to stop (both nil with a fake tracer).
 	shim    *shim
 	handOff func()
+	wake    func()
 }
 
 // tracerAPI is what the launcher, the attacher and the event loop use of
@@ -183,6 +185,7 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 			o.handOff = tr.AllowHandOff
 		}
 	}
+	o.wake = tr.Wake
 	counted := countProbes(tr)
 	lr, err := startLive(&o, counted, stderr)
 	if err != nil {

@@ -127,6 +127,15 @@ func (t *Tracer) SetHandOff(give func(fds []int) error) {
 	t.mu.Unlock()
 }
 
+// Wake ends the reader's wait for records early: the launcher's word that
+// the program has exited, whose last records (its exit among them) would
+// otherwise wait for the next poll, up to PollInterval.
+func (t *Tracer) Wake() {
+	if t.rd != nil {
+		t.rd.Wake()
+	}
+}
+
 // AllowHandOff says that no traced process is alive any more, so that no
 // probe can fire for a target: Detach may then give the links away
 // rather than wait for the kernel to release each (an RCU tasks-trace

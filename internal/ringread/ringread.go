@@ -26,7 +26,9 @@ type Reader struct {
 	mu      sync.Mutex
 	closed  bool
 	epfd    int
-	efd     int // written by close, to end a wait
+	efd     int // written by Close and Wake, to end a wait
+	closing atomic.Bool
+	wmu     sync.Mutex // efd's lifetime against Wake, which takes no mu
 	consMem []byte
 	prodMem []byte
 	cons    *uint64
@@ -89,12 +91,22 @@ func (r *Reader) unmap() {
 	}
 }
 
-// Close ends a pending wait and releases the mappings once no read runs.
-func (r *Reader) Close() {
+// Wake ends a pending wait (or the next one) early, from any goroutine:
+// the launcher's word that the program has exited, so that the reader
+// drains now rather than at its next poll.
+func (r *Reader) Wake() {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
 	if r.efd >= 0 {
 		var one = [8]byte{1}
 		_, _ = unix.Write(r.efd, one[:])
 	}
+}
+
+// Close ends a pending wait and releases the mappings once no read runs.
+func (r *Reader) Close() {
+	r.closing.Store(true)
+	r.Wake()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -105,9 +117,12 @@ func (r *Reader) Close() {
 	if r.epfd >= 0 {
 		unix.Close(r.epfd)
 	}
+	r.wmu.Lock()
 	if r.efd >= 0 {
 		unix.Close(r.efd)
+		r.efd = -1
 	}
+	r.wmu.Unlock()
 }
 
 // Read hands every committed record to fn, waiting up to wait for the
@@ -149,7 +164,11 @@ func (r *Reader) wait(d time.Duration) error {
 		}
 		for _, ev := range r.events[:n] {
 			if ev.Fd == int32(r.efd) && ev.Events != 0 {
-				r.closed = true
+				var b [8]byte
+				_, _ = unix.Read(r.efd, b[:]) // rearm: the next wait blocks again
+				if r.closing.Load() {
+					r.closed = true
+				}
 			}
 		}
 		return nil
