@@ -2,7 +2,10 @@ package analysis
 
 import (
 	"bytes"
+	"cmp"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -194,4 +197,38 @@ func FuzzReadOrder(f *testing.F) {
 			}
 		}
 	})
+}
+
+// PrecomputeOrders on logs in time order (the identity time order, and
+// the thread order shared with it when there is one thread) gives what a
+// stable sort by key, then time, then id gives.
+func TestPrecomputeOrdersInTimeOrder(t *testing.T) {
+	for _, threads := range []int{1, 3} {
+		r := rand.New(rand.NewPCG(5, uint64(threads)))
+		m := load(t, writeEvents(genHistory(r, 6000, threads), false, r, false))
+		if m.OutOfOrder || len(m.Threads) != threads {
+			t.Fatalf("%d threads: out of order %v, %d threads", threads, m.OutOfOrder, len(m.Threads))
+		}
+		var mu sync.Mutex
+		m.PrecomputeOrders(&mu)
+		for k := SortKey(0); k < numSortKeys; k++ {
+			if m.orders[k].n != m.Len() {
+				t.Fatalf("%v not precomputed", k)
+			}
+			key := m.sortKeyFunc(k)
+			want := make([]uint32, m.Len())
+			for i := range want {
+				want[i] = uint32(i)
+			}
+			slices.SortStableFunc(want, func(a, b uint32) int {
+				if c := cmp.Compare(key(a), key(b)); c != 0 {
+					return c
+				}
+				return cmp.Compare(m.TS[a], m.TS[b])
+			})
+			if !slices.Equal(m.Order(k), want) {
+				t.Fatalf("%d threads: %v order differs from a stable sort", threads, k)
+			}
+		}
+	}
 }
