@@ -306,6 +306,10 @@ func loadStats(path string) error {
 		return err
 	}
 	load := time.Since(t0)
+	// The TUI sorts by every key once the log is read: its memory is
+	// part of opening a log.
+	var mu sync.Mutex
+	m.PrecomputeOrders(&mu)
 	t1 := time.Now()
 	q := analysis.NewQuery()
 	sel := m.Select(&q, nil)
