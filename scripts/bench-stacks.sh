@@ -16,8 +16,10 @@
 #   4. About $BIG_EVENTS events with stacks (sqlite3 on a file database, so
 #      that its own memory stays small) through -o run.log.zst: memtrace's
 #      peak RSS (target <= 150 MB), lost records; then the readers on that
-#      log: memtrace report and memview's loader (--load-stats, the model the
-#      TUI builds) against zstdcat | grep -c ptr= (target <= 5x, <= 400 MB).
+#      log: memtrace report and memview's loader (--load-stats: the model and
+#      the sort orders the TUI builds) against zstdcat | grep -c ptr= (target
+#      <= 5x, <= 400 MB). BIG_LOG=FILE.zst measures the readers alone on a
+#      log made before (PARTS=4; the traced run is then skipped).
 #   5. Where the time goes (kernel.bpf_stats_enabled=1, restored after):
 #      BPF program time per run, memtrace's own CPU per event (-v), ring
 #      buffer bytes per event (from the records' sizes and the log), and
@@ -193,7 +195,7 @@ measure() {
 	sed -n 's/^rusage wall_s=\([0-9.]*\) maxrss_mb=\([0-9]*\)$/\1 \2/p' "$tmp/rusage.err"
 }
 
-if want 4 && [ "$BIG_EVENTS" -gt 0 ]; then
+if want 4 && [ "$BIG_EVENTS" -gt 0 ] && [ -z "${BIG_LOG:-}" ]; then
 	echo
 	# sqlite3's events per row, from part 1's log, sizes the big script.
 	[ -n "${ev:-}" ] || ev=$((ROWS * 60)) # part 1 skipped: sqlite3's 60 events a row
@@ -242,8 +244,11 @@ if want 4 && [ "$BIG_EVENTS" -gt 0 ]; then
 	sed -n 's|^memtrace: own CPU \([0-9.]*\) s (user \([0-9.]*\), system \([0-9.]*\)) in \([0-9.]*\) s|\1 \2 \3 \4|p' "$tmp/big.err" |
 		awk -v e="$bev" -v b="$base" '{ printf "    memtrace CPU per event: %.0f ns beyond start-up (%.2f s of %.2f; user %.2f, system %.2f); %.0f%% of one CPU\n", ($1 - b) * 1e9 / e, b, $1, $2, $3, 100 * ($1 - b) / $4 }'
 
+fi
+if want 4 && { [ "$BIG_EVENTS" -gt 0 ] || [ -n "${BIG_LOG:-}" ]; }; then
+	big=${BIG_LOG:-$tmp/run.log.zst}
 	echo
-	echo "== readers on that log ($READ_ROUNDS rounds, interleaved): wall s, peak RSS MB"
+	echo "== readers on ${BIG_LOG:-that log} ($READ_ROUNDS rounds, interleaved): wall s, peak RSS MB"
 	for r in $(seq "$READ_ROUNDS"); do
 		read -r gt _ < <(measure bash -c "zstdcat '$big' | grep -c ptr=")
 		read -r rt rr < <(measure "$MT" report "$big")
