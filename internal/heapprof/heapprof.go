@@ -81,9 +81,8 @@ func Write(w io.Writer, samples []Sample, o *Options) error {
 type segment struct{ vaddr, memsz, off uint64 }
 
 type fileInfo struct {
-	segs    []segment
-	buildID string
-	ok      bool
+	segs []segment
+	ok   bool
 }
 
 // files memoizes the program headers of the modules met, for every
@@ -134,12 +133,11 @@ type modMaps struct {
 }
 
 type builder struct {
-	o         *Options
-	p         *profile.Profile
-	maps      map[mapKey]*modMaps
-	funcs     map[[3]string]*profile.Function
-	locs      map[string]*profile.Location
-	mainFirst []*profile.Mapping
+	o     *Options
+	p     *profile.Profile
+	maps  map[mapKey]*modMaps
+	funcs map[[3]string]*profile.Function
+	locs  map[string]*profile.Location
 }
 
 // Build makes the profile of samples; it passes profile.CheckValid.

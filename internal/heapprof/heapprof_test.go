@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,8 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/memtrace/memtrace/symbols"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // fixture is a C program whose leaking function inlines the helper that
@@ -135,7 +136,10 @@ func TestRealAddressesMappingsAndLines(t *testing.T) {
 	if leaky.Address != stack[0].Addr-1 || leaky.Mapping.Start-leaky.Mapping.Offset != bias {
 		t.Fatalf("address %#x (frame %#x), mapping %+v", leaky.Address, stack[0].Addr, leaky.Mapping)
 	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		bpftest.Unavailable(t, "the go command is not on PATH: cannot run go tool pprof")
+	}
 	pf := filepath.Join(t.TempDir(), "p.pb.gz")
 	os.WriteFile(pf, buf.Bytes(), 0o644)
 	for _, args := range [][]string{{"-top", "-lines"}, {"-traces"}, {"-raw"}} {
