@@ -24,6 +24,9 @@ type exitStatuses struct {
 	mu sync.Mutex
 	st map[uint32]logfmt.Proc // HasStatus/Status or Signal
 	ch map[uint32]chan struct{}
+	// expect: processes started by a launcher that does not go through
+	// Released (the LD_PRELOAD path), whose status SetExitStatus brings.
+	expect map[uint32]bool
 }
 
 func (x *exitStatuses) chanFor(pid uint32) chan struct{} {
@@ -67,15 +70,32 @@ func (s *Session) SetExitStatus(pid uint32, ps *os.ProcessState) {
 	close(c)
 }
 
+// ExpectExitStatus says that SetExitStatus will give pid's wait status, for
+// a launcher the agent does not see release the program (the LD_PRELOAD
+// path, whose library reports the exit before the process is reaped).
+// Call it before the events of pid reach the session.
+func (s *Session) ExpectExitStatus(pid uint32) {
+	x := &s.exits
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.expect == nil {
+		x.expect = map[uint32]bool{}
+	}
+	x.expect[pid] = true
+}
+
 // exitLine is the proc event=exit line of pid at ts, with the process's
 // exit status or signal when it is one memtrace started (waiting, at most
 // exitStatusWait, for the launcher to reap it).
 func (s *Session) exitLine(pid uint32, ts uint64) logfmt.Proc {
 	line := logfmt.Proc{Event: logfmt.ProcExit, PID: int64(pid), TS: ts}
-	if p := s.procs[pid]; p == nil || p.released == 0 {
+	x := &s.exits
+	x.mu.Lock()
+	expected := x.expect[pid]
+	x.mu.Unlock()
+	if p := s.procs[pid]; !expected && (p == nil || p.released == 0) {
 		return line // not started by memtrace: nobody here can wait for it
 	}
-	x := &s.exits
 	x.mu.Lock()
 	c := x.chanFor(pid)
 	x.mu.Unlock()

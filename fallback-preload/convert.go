@@ -580,6 +580,20 @@ func (c *converter) call(st *stream, e *ev, kind uint8) {
 	c.sess.Emit(x)
 }
 
+// launched tells the session that pid is the program Run started: its
+// exit line waits for the wait status (exited), as the eBPF path's does,
+// since the library's exit record comes before the process is reaped.
+// Called before the converter runs.
+func (c *converter) launched(pid int) {
+	c.sess.ExpectExitStatus(uint32(pid))
+}
+
+// exited hands over the launched program's wait status; safe from any
+// goroutine (the converter may be waiting for it in its exit line).
+func (c *converter) exited(pid int, ps *os.ProcessState) {
+	c.sess.SetExitStatus(uint32(pid), ps)
+}
+
 func (c *converter) exit(st *stream, ts uint64) {
 	if st.exited || st.closed {
 		return

@@ -256,12 +256,18 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 		return 127, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}
 	if bin != nil {
+		bin.conv.launched(cmd.Process.Pid)
 		bin.start()
 	}
 	exited := make(chan struct{})
 	var werr error
 	go func() {
 		werr = cmd.Wait()
+		if bin != nil {
+			// Here, not after waitOrDetach: the converter may be
+			// holding the exit line for it.
+			bin.conv.exited(cmd.Process.Pid, cmd.ProcessState)
+		}
 		close(exited)
 	}()
 	if detached := waitOrDetach(ctx, cmd, sigs, exited, bin != nil); detached {
