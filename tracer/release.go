@@ -70,8 +70,9 @@ func ResumeHeld(fd int) (int, error) {
 // links are closed in the background. Closing a uprobe link waits for an
 // RCU grace period (tens of ms), and a --follow run may see thousands of
 // children, so neither the reader nor the file-descriptor limit may wait
-// for memtrace's exit. Under SetHandOff the links of a process whose
-// threads are all gone wait for Detach instead (at most retireMax).
+// for memtrace's exit. Under SetHandOff the links of the last probed
+// process, once its threads are all gone, wait for Detach instead (at
+// most retireMax).
 func (t *Tracer) ReleaseProcess(pid int) {
 	_ = t.objs.Targets.Delete(uint32(pid))
 	_ = t.objs.Hold.Delete(uint32(pid))
@@ -86,7 +87,17 @@ func (t *Tracer) ReleaseProcess(pid int) {
 			delete(t.links, k)
 		}
 	}
-	keep := t.give != nil
+	// Only the last probed process's links wait: while others run the
+	// hand-off is far off, and a --follow run's exited children must not
+	// hold descriptors (each link is one) until then.
+	last := true
+	for k := range t.links {
+		if k.pid != pid {
+			last = false
+			break
+		}
+	}
+	keep := t.give != nil && last
 	t.mu.Unlock()
 	if len(ls) > 0 && keep && exited(pid) {
 		// Kept for the hand-off: nothing can hit a dead process's
@@ -111,12 +122,14 @@ func (t *Tracer) ReleaseProcess(pid int) {
 }
 
 // retireMax bounds the links of exited processes kept for the hand-off,
-// one descriptor each: a --follow run through thousands of children
-// closes the older ones in the background, as without a hand-off.
-const retireMax = 256
+// one descriptor each: processes that are each the last one probed when
+// they exit (a chain of execs and forks) close the older ones in the
+// background, as without a hand-off.
+const retireMax = 64
 
-// SetHandOff makes the links of processes that have exited wait for
-// Detach instead of being closed in the background, so that Detach can
+// SetHandOff makes the links of the last probed process, once it has
+// exited, wait for Detach instead of being closed in the background
+// (ReleaseProcess), so that Detach can
 // give them to give, which must take its own reference to each
 // descriptor (memtrace's watchdog, over SCM_RIGHTS) before it returns.
 // It is for -- mode, where memtrace started every target; AllowHandOff

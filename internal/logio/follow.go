@@ -1,10 +1,13 @@
 package logio
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"sync"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // errStopped ends the decoder of a closed Follower.
@@ -107,7 +110,14 @@ func (l *Follower) Read(p []byte) (int, error) {
 
 func (l *Follower) startDecoder() {
 	l.ch = make(chan []byte, followChunks)
-	src := &prefixReader{head: l.head, r: &waitingReader{r: l.f, poll: l.poll, stop: l.stop}}
+	var src io.Reader = &prefixReader{head: l.head, r: &waitingReader{r: l.f, poll: l.poll, stop: l.stop}}
+	// A byte reader, which gzip reads through as it is: Reset at a
+	// member's end keeps what was read past it.
+	var gzSrc *bufio.Reader
+	if l.kind == Gzip {
+		gzSrc = bufio.NewReader(src)
+		src = gzSrc
+	}
 	l.head = nil
 	go func() {
 		defer close(l.ch)
@@ -119,6 +129,16 @@ func (l *Follower) startDecoder() {
 			l.end = err
 			return
 		}
+		// A multistream gzip reader looks for the next member's
+		// header before it returns the last bytes of a member, and the
+		// waiting reader never ends: a log whose last block came with
+		// its member's end (a run that ends at once) never showed its
+		// summary. Members are read one at a time instead, the next
+		// header only after the bytes before it went out.
+		zr, members := dec.(*gzip.Reader)
+		if members {
+			zr.Multistream(false)
+		}
 		for {
 			buf := make([]byte, followChunk)
 			n, err := dec.Read(buf)
@@ -129,6 +149,9 @@ func (l *Follower) startDecoder() {
 					l.end = errStopped
 					return
 				}
+			}
+			if members && errors.Is(err, io.EOF) {
+				err = zr.Reset(gzSrc)
 			}
 			if err != nil {
 				// The waiting reader never ends the input, so even
