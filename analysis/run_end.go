@@ -32,3 +32,21 @@ func (m *Model) RunEnd(p int) (text string, exited bool) {
 	}
 	return "", true
 }
+
+// StillAllocated reports whether the live blocks of proc (-1: of every
+// process) are still allocated at detach rather than leaked: the log says
+// each of those processes was let go running (RunEnd's exited is false).
+// A log mixing exited and running processes says false for -1: its
+// figure holds real leaks.
+func (m *Model) StillAllocated(proc int32) bool {
+	if proc >= 0 {
+		_, exited := m.RunEnd(int(proc))
+		return int(proc) < len(m.Procs) && !exited
+	}
+	for p := range m.Procs {
+		if _, exited := m.RunEnd(p); exited {
+			return false
+		}
+	}
+	return len(m.Procs) > 0
+}

@@ -159,12 +159,7 @@ func (m *Model) SuppressedLeaks(sups []*Suppression) (n int64, bytes uint64) {
 		}
 		sup, ok := byStack[st]
 		if !ok {
-			fr = fr[:0]
-			for _, f := range m.Frames(st) {
-				x := m.Frame(f)
-				fr = append(fr, SuppFrame{Name: m.FrameName(f), Mangled: x.Symbol, Module: x.Module})
-			}
-			sup = MatchSuppression(sups, fr) != nil
+			sup, fr = m.stackSuppressed(sups, st, fr[:0])
 			byStack[st] = sup
 		}
 		if sup {
@@ -173,4 +168,23 @@ func (m *Model) SuppressedLeaks(sups []*Suppression) (n int64, bytes uint64) {
 		}
 	}
 	return n, bytes
+}
+
+// StackSuppressed reports whether sups suppress a leak with stack st:
+// memview drops such blocks from its Leaks filter, as the report does
+// (callers cache the answer by stack; it demangles every frame).
+func (m *Model) StackSuppressed(sups []*Suppression, st uint32) bool {
+	if st == 0 || len(sups) == 0 {
+		return false
+	}
+	sup, _ := m.stackSuppressed(sups, st, nil)
+	return sup
+}
+
+func (m *Model) stackSuppressed(sups []*Suppression, st uint32, fr []SuppFrame) (bool, []SuppFrame) {
+	for _, f := range m.Frames(st) {
+		x := m.Frame(f)
+		fr = append(fr, SuppFrame{Name: m.FrameName(f), Mangled: x.Symbol, Module: x.Module})
+	}
+	return MatchSuppression(sups, fr) != nil, fr
 }

@@ -149,7 +149,7 @@ func (a *App) refresh() {
 	if a.cursor < len(a.sel) {
 		keep, hadKeep = a.sel[a.cursor], true
 	}
-	a.sel = m.Select(&a.q, a.sel)
+	a.sel = a.dropSuppressed(m.Select(&a.q, a.sel))
 	a.hists = nil
 	if a.groupMode {
 		gs := a.groupSort

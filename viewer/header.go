@@ -38,6 +38,10 @@ type Header struct {
 	// LeaksOverstated: records were lost, so a leak may be a block whose
 	// free was lost ("Leaks: ≤N").
 	LeaksOverstated bool
+	// StillAllocated: the log says the process(es) shown were let go
+	// running (a -p detach, a Ctrl-C), so Leaks are blocks still
+	// allocated at detach, not leaks, as the report words it.
+	StillAllocated bool
 	// Suppressed are leaks the built-in suppressions hide (system
 	// libraries' start-up blocks), not in Leaks, as in the report.
 	Suppressed      int64
@@ -85,6 +89,7 @@ func (a *App) header() Header {
 		h.Leaks, h.LeakBytes, h.Suppressed, h.SuppressedBytes = h.Leaks-n, h.LeakBytes-b, n, b
 	}
 	h.LeaksOverstated = m.LeaksMayBeOverstated()
+	h.StillAllocated = m.StillAllocated(a.q.Proc)
 	if n := len(m.Untraced()); n > 0 {
 		h.Untraced = "Untraced: " + strconv.Itoa(n)
 	}
@@ -105,13 +110,18 @@ func (a *App) HeaderInfo() Header {
 }
 
 // LeaksText is the header row's leak figure: "Leaks: 3  (1.5 KB)", with ≤
-// when lost records may have made some of them.
+// when lost records may have made some of them ("Still allocated at
+// detach: 3  (1.5 KB)" for a process let go running).
 func (h *Header) LeaksText() string {
 	le := ""
 	if h.LeaksOverstated {
 		le = "≤"
 	}
-	s := "Leaks: " + le + strconv.FormatInt(h.Leaks, 10) + "  (" + Bytes(h.LeakBytes) + ")"
+	word := "Leaks: "
+	if h.StillAllocated {
+		word = "Still allocated at detach: "
+	}
+	s := word + le + strconv.FormatInt(h.Leaks, 10) + "  (" + Bytes(h.LeakBytes) + ")"
 	if t := h.SuppressedText(); t != "" {
 		s += "  " + t
 	}

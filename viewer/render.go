@@ -186,6 +186,16 @@ func (a *App) drawHeader(y, w int) {
 	m := a.M
 	mx := w - 1
 	filter := a.q.Status.String()
+	h := a.header()
+	if a.q.Status == analysis.FilterLeaks {
+		if h.StillAllocated {
+			filter = "Still allocated at detach"
+		}
+		if h.Suppressed > 0 {
+			// The rows leave them out: say so where the rows are chosen.
+			filter += " (" + strconv.FormatInt(h.Suppressed, 10) + " suppressed)"
+		}
+	}
 	if a.fdView {
 		filter = "FDs " + a.fdFilter.String()
 	}
@@ -199,7 +209,6 @@ func (a *App) drawHeader(y, w int) {
 	x = sep(x, y, mx, a)
 	x = a.put(x, y, mx, "Sort: "+a.sortLabel(), stDefault)
 	x = sep(x, y, mx, a)
-	h := a.header()
 	st := stDefault
 	if h.Leaks > 0 {
 		st = stRedBold
@@ -339,11 +348,16 @@ func (a *App) drawTimeline(y, w int) {
 }
 
 // rowStyle colours a record as memview does: leaks red, freed dim yellow,
-// live by age (new green, middle yellow, old red).
+// live by age (new green, middle yellow, old red); a block of a process let
+// go running is still allocated at detach ([S], yellow), not a leak.
 func (a *App) rowStyle(i uint32) (tcell.Style, string) {
 	m := a.M
 	switch m.Status(i) {
 	case analysis.StatusLeak:
+		if m.StillAllocated(m.Threads[m.Thread[i]].Proc) {
+			// Let go running (a detach, a Ctrl-C): not a leak.
+			return stYellow, "[S]"
+		}
 		return stRedBold, "[L]"
 	case analysis.StatusFreed:
 		return stFreed, "[F]"
@@ -605,7 +619,11 @@ func (a *App) detailLines() []styled {
 		add("  Process : "+m.ProcLabel(int(t.Proc)), stDefault)
 	}
 	sst, _ := a.rowStyle(i)
-	add("  Status  : "+strings.ToUpper(st.String()), sst)
+	status := strings.ToUpper(st.String())
+	if st == analysis.StatusLeak && m.StillAllocated(t.Proc) {
+		status = "STILL ALLOCATED AT DETACH (the process had not exited)"
+	}
+	add("  Status  : "+status, sst)
 	switch {
 	case st == analysis.StatusUnknown:
 		add("  its memory was allocated again: free lost", stDim)

@@ -19,6 +19,39 @@ type suppCache struct {
 	leaks       int64
 	leakedBytes uint64
 	at          time.Time // when last counted
+	// byStack: whether a stack is suppressed, for the Leaks filter's rows
+	// (a stack's frames never change once logged).
+	byStack map[uint32]bool
+}
+
+// dropSuppressed removes from the Leaks filter's rows the blocks the
+// built-in suppressions hide, as the report leaves them out of its leaks
+// (they are counted in the header instead); the caller holds a.Mu.
+func (a *App) dropSuppressed(sel []uint32) []uint32 {
+	if a.opt.NoBuiltinSuppressions || a.q.Status != analysis.FilterLeaks {
+		return sel
+	}
+	c := &a.supp
+	if c.sups == nil {
+		c.sups = analysis.BuiltinSuppressions()
+	}
+	if c.byStack == nil {
+		c.byStack = map[uint32]bool{}
+	}
+	m := a.M
+	out := sel[:0]
+	for _, id := range sel {
+		st := m.Stack[id]
+		sup, ok := c.byStack[st]
+		if !ok {
+			sup = m.StackSuppressed(c.sups, st)
+			c.byStack[st] = sup
+		}
+		if !sup {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // suppRecount is how often a growing log's suppressed leaks are counted

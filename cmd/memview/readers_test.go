@@ -76,6 +76,9 @@ func TestTmuxFollowFileDoneAtSummary(t *testing.T) {
 	}
 	f.Write(logfmt.AppendAlloc(nil, 1, "main", "malloc", 20, 64, 204, 0x5000))
 	tm.waitFor("● LIVE", "5 allocs")
+	// The exit line first: a summary without it is an interrupted run,
+	// whose blocks are still allocated at detach, not leaks.
+	f.Write(logfmt.AppendProc(nil, logfmt.Proc{Event: logfmt.ProcExit, PID: 4321, TS: 21, HasStatus: true}))
 	f.Write(logfmt.AppendMeta(nil, logfmt.WordSummary, logfmt.KV{Key: "events", Value: "8"}, logfmt.KV{Key: "lost", Value: "3"}))
 	f.Close()
 	tm.waitFor("✕ DONE", "5 allocs", "Leaks: ≤3")
