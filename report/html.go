@@ -53,6 +53,24 @@ var costTitles = map[string]string{
 	"peak":        "bytes live at the peak",
 }
 
+// costTitle is costTitles[name], in the report's words for a run let go
+// running: its live blocks are still allocated at detach, not leaked.
+func (r *report) costTitle(name string) string {
+	if name == "leaked" && r.all.alive {
+		return "bytes still allocated at detach"
+	}
+	return costTitles[name]
+}
+
+// leakedWord is the rankings' and trees' "leaked" column, "still
+// allocated" for a run let go running.
+func (r *report) leakedWord() string {
+	if r.all.alive {
+		return "still allocated"
+	}
+	return "leaked"
+}
+
 func (r *report) writeHTML(w io.Writer) error {
 	title := "memtrace report: " + logNames(r.logs)
 	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s</style>\n</head>\n<body>\n", esc(title), reportCSS)
@@ -81,6 +99,9 @@ func (r *report) htmlSummary(w io.Writer) {
 	t := &s.total
 	fmt.Fprintln(w, `<section id="summary"><h2>Summary</h2><table class="kv">`)
 	row := func(k, v string) { fmt.Fprintf(w, "<tr><th>%s</th><td>%s</td></tr>\n", esc(k), v) }
+	if s.end != "" {
+		row("run", esc(s.end))
+	}
 	row("total runtime", esc(secs(s.runtime)))
 	row("calls to allocation functions", esc(strconv.FormatInt(t.Calls, 10)+rate(t.Calls, s.runtime)))
 	row("temporary memory allocations", esc(strconv.FormatInt(t.Temporary, 10)+rate(t.Temporary, s.runtime)))
@@ -91,7 +112,11 @@ func (r *report) htmlSummary(w io.Writer) {
 		peak += " after " + secs(s.peakTS)
 	}
 	row("peak heap memory consumption", esc(peak))
-	row("total memory leaked", esc(fmt.Sprintf("%s (%d leaks)", units.Bytes(t.LeakedBytes), t.Leaks)))
+	if s.alive {
+		row("still allocated at detach", esc(fmt.Sprintf("%s (%d blocks; not leaks: the process had not exited)", units.Bytes(t.LeakedBytes), t.Leaks)))
+	} else {
+		row("total memory leaked", esc(fmt.Sprintf("%s (%d leaks)", units.Bytes(t.LeakedBytes), t.Leaks)))
+	}
 	if t.Unknown > 0 {
 		row("unknown (records lost)", `<span class="warn">`+esc(fmt.Sprintf("%d blocks, %s: not freed in the log, but their memory was allocated again, so their frees were lost; not counted as leaks", t.Unknown, units.Bytes(t.UnknownBytes)))+"</span>")
 	}
@@ -99,7 +124,7 @@ func (r *report) htmlSummary(w io.Writer) {
 		row("leaks may be overstated", `<span class="warn">`+esc(fmt.Sprintf("a leak may be a block whose free was among the %d lost records", lost))+"</span>")
 	}
 	if sp := r.supd[s]; sp.leaks > 0 {
-		row("suppressed leaks", esc(fmt.Sprintf("%s (%d leaks)", units.Bytes(sp.bytes), sp.leaks)))
+		row("suppressed leaks", esc(fmt.Sprintf("%s (%d leaks; built-in suppressions: --print-suppressions lists them, --disable-builtin-suppressions keeps them)", units.Bytes(sp.bytes), sp.leaks)))
 	}
 	if s.lost > 0 {
 		row("LOST EVENTS", `<span class="warn">`+esc(fmt.Sprintf("%d: the tracer could not keep up, every figure misses them", s.lost))+"</span>")
@@ -133,10 +158,14 @@ func (r *report) htmlSummary(w io.Writer) {
 	}
 	fmt.Fprintln(w, "</table>")
 	if r.multi() {
-		fmt.Fprintln(w, `<table class="grid"><tr><th>process</th><th>calls</th><th>temporary</th><th>peak</th><th>leaked</th><th>leaks</th><th>fd leaks</th><th>runtime</th></tr>`)
+		fmt.Fprintln(w, `<table class="grid"><tr><th>process</th><th>run</th><th>calls</th><th>temporary</th><th>peak</th><th>leaked</th><th>leaks</th><th>fd leaks</th><th>runtime</th></tr>`)
 		for _, p := range r.secs {
-			fmt.Fprintf(w, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td></tr>\n", esc(p.title), p.total.Calls, p.total.Temporary,
-				units.Bytes(p.total.PeakBytes), units.Bytes(p.total.LeakedBytes), p.total.Leaks, len(p.fdLeaks), secs(p.runtime))
+			leaked := units.Bytes(p.total.LeakedBytes)
+			if p.alive && p.total.Leaks > 0 {
+				leaked += " (still allocated)"
+			}
+			fmt.Fprintf(w, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td></tr>\n", esc(p.title), esc(p.end), p.total.Calls, p.total.Temporary,
+				units.Bytes(p.total.PeakBytes), esc(leaked), p.total.Leaks, len(p.fdLeaks), secs(p.runtime))
 		}
 		fmt.Fprintln(w, "</table>")
 	}
@@ -278,7 +307,7 @@ func (r *report) writeFlame(w io.Writer, name string, fig int, visible bool) {
 	}
 	fmt.Fprintf(w, `<div class="flame" id="flame-%s"%s>`+"\n", name, style)
 	if root.value == 0 {
-		fmt.Fprintf(w, "<p>Nothing to draw: no %s.</p></div>\n", esc(costTitles[name]))
+		fmt.Fprintf(w, "<p>Nothing to draw: no %s.</p></div>\n", esc(r.costTitle(name)))
 		return
 	}
 	// Lay out: x and width as fractions of the root, depth from the root.
@@ -307,7 +336,7 @@ func (r *report) writeFlame(w io.Writer, name string, fig int, visible bool) {
 	walk(root, 0, 0)
 	h := (depth + 1) * flameRow
 	unit := costUnit(fig)
-	fmt.Fprintf(w, `<svg class="fg" data-w="%d" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="flame graph of %s">`+"\n", flameW, flameW, h, flameW, h, esc(costTitles[name]))
+	fmt.Fprintf(w, `<svg class="fg" data-w="%d" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="flame graph of %s">`+"\n", flameW, flameW, h, flameW, h, esc(r.costTitle(name)))
 	for _, b := range boxes {
 		px := b.x * flameW
 		pw := b.w * flameW
@@ -334,7 +363,7 @@ func (r *report) htmlFlames(w io.Writer) {
 		if c == r.opt.cost {
 			cls = ` class="on"`
 		}
-		fmt.Fprintf(w, `<button type="button" data-cost="%s"%s>%s</button>`+"\n", c, cls, esc(costTitles[c]))
+		fmt.Fprintf(w, `<button type="button" data-cost="%s"%s>%s</button>`+"\n", c, cls, esc(r.costTitle(c)))
 	}
 	fmt.Fprintln(w, `</p><p class="hint">Callers below, callees above; the width is the cost. Click a frame to zoom, the bottom bar to zoom out.</p>`)
 	for _, c := range costNames {
@@ -372,6 +401,9 @@ func (r *report) htmlStack(w io.Writer, st *site) {
 	fmt.Fprint(w, "</ol></details>")
 }
 
+// htmlStillTitle replaces "Memory leaks" for a run let go running.
+const htmlStillTitle = "Still allocated at detach (the process had not exited: blocks live when tracing stopped, not leaks)"
+
 var htmlRankTitles = [numMetrics]string{
 	byCalls:     "Most calls to allocation functions",
 	byPeak:      "Peak memory consumers (live at the peak)",
@@ -385,7 +417,7 @@ func (r *report) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 		fmt.Fprintln(w, "<p>None.</p>")
 		return
 	}
-	fmt.Fprintln(w, `<table class="grid rank"><tr><th>#</th><th>calls</th><th>allocated</th><th>temporary</th><th>peak</th><th>leaked</th><th>call stack (innermost first)</th></tr>`)
+	fmt.Fprintf(w, `<table class="grid rank"><tr><th>#</th><th>calls</th><th>allocated</th><th>temporary</th><th>peak</th><th>%s</th><th>call stack (innermost first)</th></tr>`+"\n", esc(r.leakedWord()))
 	for i, e := range list {
 		cell := func(k int, v string) string {
 			if k == mt.fig() {
@@ -407,7 +439,11 @@ func (r *report) htmlRankings(w io.Writer) {
 	es := entriesOf(r.all)
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
-			fmt.Fprintf(w, "<h3>%s</h3>\n", esc(htmlRankTitles[mt]))
+			title := htmlRankTitles[mt]
+			if mt == byLeaks && r.all.alive {
+				title = htmlStillTitle
+			}
+			fmt.Fprintf(w, "<h3 id=\"rank-%d\">%s</h3>\n", mt, esc(title))
 			r.htmlTable(w, es, mt, false)
 		}
 	}

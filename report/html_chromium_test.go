@@ -2,6 +2,8 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
+	"html"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -212,5 +214,120 @@ func TestHTMLChartsTreesInChromium(t *testing.T) {
 	t.Logf("searched: %d yellow pixels", yellow)
 	if yellow < 2000 || yellow < 10*before {
 		t.Fatalf("the searched page shows no highlighted rows (%d yellow pixels)", yellow)
+	}
+}
+
+// htmlReadBack reads what a user sees of the run's end and the leaks into
+// <pre id="readback">, as JSON: the summary's rows, the leaks ranking's
+// title, column and rows, and the frames of the leaked-bytes flame graph.
+const htmlReadBack = `<script>
+(function () {
+  var out = {summary: {}, frames: []};
+  document.querySelectorAll("#summary table.kv tr").forEach(function (tr) {
+    out.summary[tr.querySelector("th").textContent] = tr.querySelector("td").textContent;
+  });
+  var h = document.getElementById("rank-LEAKS");
+  out.title = h ? h.textContent : "";
+  var tbl = h ? h.nextElementSibling : null;
+  out.rows = [];
+  if (tbl && tbl.tagName === "TABLE") {
+    out.column = tbl.querySelector("tr th:nth-child(6)").textContent;
+    tbl.querySelectorAll("tr").forEach(function (tr, i) { if (i > 0) out.rows.push(tr.textContent); });
+  }
+  document.querySelectorAll("#flame-leaked g.f").forEach(function (g) { out.frames.push(g.getAttribute("data-n")); });
+  var b = document.querySelector('#flamegraph button[data-cost="leaked"]');
+  out.button = b ? b.textContent : "";
+  var pre = document.createElement("pre");
+  pre.id = "readback";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>
+`
+
+// TestHTMLRunEndAndSuppressionsInChromium: in headless Chromium, the HTML
+// report says how the run ended; an exited run's leaks leave out what the
+// built-in suppressions hide (not ranked, not in the flame graph, counted
+// in the summary); a detached run's blocks are still allocated at detach,
+// not leaks, in the summary, the ranking and the flame graph's tab.
+func TestHTMLRunEndAndSuppressionsInChromium(t *testing.T) {
+	chromium := needTool(t, "chromium")
+	dir := t.TempDir()
+	type readBack struct {
+		Summary map[string]string
+		Title   string
+		Column  string
+		Rows    []string
+		Frames  []string
+		Button  string
+	}
+	read := func(name string, data []byte, args ...string) readBack {
+		t.Helper()
+		log := writeFile(t, name+".log", data)
+		page := filepath.Join(dir, name+".html")
+		if _, errs, code := runMain(t, append(append([]string{"--resolve", "0"}, args...), "--html", page, log)...); code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errs)
+		}
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		script := strings.Replace(htmlReadBack, "LEAKS", strconv.Itoa(int(byLeaks)), 1)
+		tested := filepath.Join(dir, name+"-readback.html")
+		if err := os.WriteFile(tested, []byte(strings.Replace(string(raw), "</body>", script+"</body>", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dom, _ := runTool(t, 2*time.Minute, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir="+filepath.Join(dir, "profile"),
+			"--dump-dom", "file://"+tested)
+		mt := regexp.MustCompile(`<pre id="readback">([^<]*)</pre>`).FindStringSubmatch(dom)
+		if mt == nil {
+			t.Fatalf("%s: no read-back in the DOM:\n%.2000s", name, dom)
+		}
+		var rb readBack
+		if err := json.Unmarshal([]byte(html.UnescapeString(mt[1])), &rb); err != nil {
+			t.Fatalf("%s: %v: %s", name, err, mt[1])
+		}
+		t.Logf("%s: summary %q; %q (%q) %d rows; flame tab %q", name, rb.Summary, rb.Title, rb.Column, len(rb.Rows), rb.Button)
+		return rb
+	}
+	anyHas := func(list []string, s string) bool {
+		for _, x := range list {
+			if strings.Contains(x, s) {
+				return true
+			}
+		}
+		return false
+	}
+
+	rb := read("pool", poolLog())
+	if rb.Summary["run"] != "exited with status 0" || rb.Summary["total memory leaked"] != "150B (2 leaks)" ||
+		!strings.HasPrefix(rb.Summary["suppressed leaks"], "73.00K (2 leaks") || rb.Summary["still allocated at detach"] != "" {
+		t.Errorf("exited run's summary %q", rb.Summary)
+	}
+	if rb.Title != "Memory leaks" || rb.Column != "leaked" || len(rb.Rows) != 2 || !anyHas(rb.Rows, "keep") || !anyHas(rb.Rows, "mine_init") ||
+		anyHas(rb.Rows, "libstdc++") || anyHas(rb.Rows, "__nss_") {
+		t.Errorf("exited run's leaks ranking %q (%q): want keep() and mine_init, no suppressed block: %q", rb.Title, rb.Column, rb.Rows)
+	}
+	if !anyHas(rb.Frames, "keep") || anyHas(rb.Frames, "libstdc++") || anyHas(rb.Frames, "__nss_") {
+		t.Errorf("leaked-bytes flame graph frames %q: want keep(), no suppressed block", rb.Frames)
+	}
+
+	rb = read("pool-all", poolLog(), "--disable-builtin-suppressions")
+	if rb.Summary["total memory leaked"] != "73.15K (4 leaks)" || rb.Summary["suppressed leaks"] != "" || len(rb.Rows) != 4 || !anyHas(rb.Rows, "libstdc++") {
+		t.Errorf("without the built-in list: summary %q, rows %q", rb.Summary, rb.Rows)
+	}
+
+	rb = read("detached", endLog(true))
+	if rb.Summary["run"] != "detached" || rb.Summary["total memory leaked"] != "" ||
+		rb.Summary["still allocated at detach"] != "1000B (1 blocks; not leaks: the process had not exited)" {
+		t.Errorf("detached run's summary %q", rb.Summary)
+	}
+	if !strings.HasPrefix(rb.Title, "Still allocated at detach") || rb.Column != "still allocated" || len(rb.Rows) != 1 ||
+		rb.Button != "bytes still allocated at detach" {
+		t.Errorf("detached run: ranking %q, column %q, rows %q, flame tab %q", rb.Title, rb.Column, rb.Rows, rb.Button)
+	}
+	rb = read("interrupted", endLog(false))
+	if rb.Summary["run"] != "interrupted" || rb.Summary["still allocated at detach"] == "" {
+		t.Errorf("interrupted run's summary %q", rb.Summary)
 	}
 }

@@ -83,7 +83,11 @@ func (r *report) writeTree(w io.Writer, id string, root *treeNode, sortFig int, 
 		if c.fig == sortFig {
 			cls += " key"
 		}
-		fmt.Fprintf(w, `<span class="%s">%s</span>`, cls, esc(c.title))
+		title := c.title
+		if c.fig == fLeaked {
+			title = r.leakedWord()
+		}
+		fmt.Fprintf(w, `<span class="%s">%s</span>`, cls, esc(title))
 	}
 	fmt.Fprintln(w, `<span class="n">function</span></div>`)
 	keep := func(n *treeNode) bool {
