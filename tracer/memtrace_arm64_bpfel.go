@@ -19,6 +19,31 @@ type MemtraceAllocText struct {
 	Hi [2]uint64
 }
 
+type MemtraceMtChunk struct {
+	_ structs.HostLayout
+	B [2048]uint8
+}
+
+type MemtraceMtRcache struct {
+	_ structs.HostLayout
+	E [512]struct {
+		_   structs.HostLayout
+		Key uint64
+		R   struct {
+			_      structs.HostLayout
+			CfaOff int64
+			FpOff  int64
+			RaOff  int64
+			Type   uint8
+			Sig    uint8
+			Fp     uint8
+			RaAt   uint8
+			Plt    uint8
+			_      [3]byte
+		}
+	}
+}
+
 type MemtraceMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -126,6 +151,8 @@ const (
 	MemtraceMapEvents               = "events"
 	MemtraceMapFilesSent            = "files_sent"
 	MemtraceMapHold                 = "hold"
+	MemtraceMapRuleCache            = "rule_cache"
+	MemtraceMapStackChunk           = "stack_chunk"
 	MemtraceMapStackScratch         = "stack_scratch"
 	MemtraceMapStacksSent           = "stacks_sent"
 	MemtraceMapTargets              = "targets"
@@ -248,6 +275,8 @@ type MemtraceMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
 	Hold         *ebpf.MapSpec `ebpf:"hold"`
+	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
+	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
 	Targets      *ebpf.MapSpec `ebpf:"targets"`
@@ -302,6 +331,8 @@ type MemtraceMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
 	Hold         *ebpf.Map `ebpf:"hold"`
+	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
+	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
 	Targets      *ebpf.Map `ebpf:"targets"`
@@ -322,6 +353,8 @@ func (m *MemtraceMaps) Close() error {
 		m.Events,
 		m.FilesSent,
 		m.Hold,
+		m.RuleCache,
+		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,
 		m.Targets,
