@@ -6,8 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func gccBuild(t *testing.T, src string, flags ...string) string {
@@ -144,6 +146,14 @@ func TestProcEnviron(t *testing.T) {
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
+	// Start returns while the kernel may still be setting up the new
+	// image, whose environment reads empty until then: wait for its
+	// command line, which is set up with it.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline"); string(b) == "sleep\x0030\x00" {
+			break
+		}
+	}
 	if got := procEnviron(cmd.Process.Pid); !slices.Equal(got, cmd.Env) {
 		t.Errorf("procEnviron = %q, want %q", got, cmd.Env)
 	}
