@@ -38,3 +38,9 @@ func (*Tracer) ProgramStats() []ProgramStat { return nil }
 
 // UnwindUsage has no tables where BPF is not built.
 func (*Tracer) UnwindUsage() (rows, capacity uint32, tables int) { return 0, 0, 0 }
+
+// SetHandOff, Wake and AllowHandOff have nothing to hand off or wake
+// where the tracer is unavailable.
+func (*Tracer) SetHandOff(func(fds []int) error) {}
+func (*Tracer) Wake()                            {}
+func (*Tracer) AllowHandOff()                    {}
