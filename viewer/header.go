@@ -89,7 +89,7 @@ func (a *App) header() Header {
 		h.Leaks, h.LeakBytes, h.Suppressed, h.SuppressedBytes = h.Leaks-n, h.LeakBytes-b, n, b
 	}
 	h.LeaksOverstated = m.LeaksMayBeOverstated()
-	h.StillAllocated = m.StillAllocated(a.q.Proc)
+	h.StillAllocated = a.stillAllocated(a.q.Proc)
 	if n := len(m.Untraced()); n > 0 {
 		h.Untraced = "Untraced: " + strconv.Itoa(n)
 	}

@@ -354,7 +354,7 @@ func (a *App) rowStyle(i uint32) (tcell.Style, string) {
 	m := a.M
 	switch m.Status(i) {
 	case analysis.StatusLeak:
-		if m.StillAllocated(m.Threads[m.Thread[i]].Proc) {
+		if a.stillAllocated(m.Threads[m.Thread[i]].Proc) {
 			// Let go running (a detach, a Ctrl-C): not a leak.
 			return stYellow, "[S]"
 		}
@@ -620,7 +620,7 @@ func (a *App) detailLines() []styled {
 	}
 	sst, _ := a.rowStyle(i)
 	status := strings.ToUpper(st.String())
-	if st == analysis.StatusLeak && m.StillAllocated(t.Proc) {
+	if st == analysis.StatusLeak && a.stillAllocated(t.Proc) {
 		status = "STILL ALLOCATED AT DETACH (the process had not exited)"
 	}
 	add("  Status  : "+status, sst)

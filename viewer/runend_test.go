@@ -1,6 +1,7 @@
 package viewer
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -100,5 +101,23 @@ func TestStillAllocatedAtDetach(t *testing.T) {
 	h.contains("[L] 0x")
 	h.contains("Status  : LEAK")
 	h.lacks("still allocated")
+	h.lacks("Still allocated")
+}
+
+// TestStillAllocatedOnlyOnceEnded: while a -p run's log still grows (not
+// read to its end, no summary), its process has not been let go: memview
+// says Leaks, not still allocated at detach.
+func TestStillAllocatedOnlyOnceEnded(t *testing.T) {
+	log := detachLog(false)
+	log = log[:bytes.LastIndex(log[:len(log)-1], []byte("\n"))+1] // the summary line out
+	h := newHarness(t, log, Options{Live: true})
+	h.a.Mu.Lock()
+	h.m.Done = false // still following
+	h.a.Mu.Unlock()
+	h.a.Draw()
+	if hd := h.a.HeaderInfo(); hd.StillAllocated {
+		t.Fatalf("live header %+v: still allocated before the log ended", hd)
+	}
+	h.contains("Leaks: ")
 	h.lacks("Still allocated")
 }

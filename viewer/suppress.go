@@ -86,3 +86,11 @@ func (h *Header) SuppressedText() string {
 	}
 	return "+" + strconv.FormatInt(h.Suppressed, 10) + " suppressed (" + Bytes(h.SuppressedBytes) + ")"
 }
+
+// stillAllocated is analysis.Model.StillAllocated once the log has ended:
+// while a -p run's log still grows, its process has not been let go yet.
+// The caller holds a.Mu.
+func (a *App) stillAllocated(proc int32) bool {
+	m := a.M
+	return (m.Done || m.Ended) && m.StillAllocated(proc)
+}
