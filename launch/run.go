@@ -193,12 +193,21 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 	}
 	defer lr.close()
 	o.live = lr
-	defer Closing(stderr, o.Output, o.Listen != "", time.Now()) // after the log is closed
 	catchInterrupts()
+	// The closing lines describe a log the run wrote (launch and attach
+	// have closed it when they return); a run that failed wrote none,
+	// and its one error line stays the only one.
+	since := time.Now()
+	code := 0
 	if len(o.Argv) > 0 {
-		return launch(&o, counted, stderr)
+		code, err = launch(&o, counted, stderr)
+	} else {
+		err = attach(&o, counted, stderr)
 	}
-	return 0, attach(&o, counted, stderr)
+	if err == nil {
+		Closing(stderr, o.Output, o.Listen != "", since)
+	}
+	return code, err
 }
 
 // verboseLogf is the tracer's -v output (unwind tables built), or nil.
