@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // spin burns CPU for d so that the profile has samples to show.
@@ -20,7 +22,7 @@ func spin(d time.Duration) int {
 
 func TestDoWritesAProfileWithSamples(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go tool not on PATH: cannot read the profile back")
+		bpftest.Unavailable(t, "go tool not on PATH: cannot read the profile back")
 	}
 	path := filepath.Join(t.TempDir(), "cpu.pprof")
 	var stderr bytes.Buffer
