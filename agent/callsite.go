@@ -22,11 +22,15 @@ type callsites struct {
 	known  map[string]bool
 	named  map[[2]uint64]logfmt.Op
 	spaces map[int]*symbols.AddressSpace
+	// readAt is CLOCK_MONOTONIC ns before each process's maps were last
+	// read: a frame in none of them, in a stack taken later, is worth
+	// one more read.
+	readAt map[int]uint64
 }
 
 func newCallsites() *callsites {
 	return &callsites{byIno: map[uint64]string{}, known: map[string]bool{}, named: map[[2]uint64]logfmt.Op{},
-		cache: symbols.NewCache(nil), spaces: map[int]*symbols.AddressSpace{}}
+		cache: symbols.NewCache(nil), spaces: map[int]*symbols.AddressSpace{}, readAt: map[int]uint64{}}
 }
 
 // KnownFile registers a file a traced process maps or runs.
@@ -49,11 +53,13 @@ func (s *Session) KnownFile(path string) {
 // process ran before tracing), its file mappings are also remembered, so
 // that their later munmap is not taken for an anonymous block's.
 func (s *Session) KnownProcess(pid int, attached bool) {
+	at := monotonicNS()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
 	if err != nil {
 		return
 	}
 	c := s.calls
+	c.readAt[pid] = at
 	as := c.spaces[pid]
 	if as == nil {
 		if as, err = symbols.NewAddressSpace(c.cache, pid); err == nil {

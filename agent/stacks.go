@@ -14,6 +14,7 @@ import (
 // event that carries it.
 type stackInfo struct {
 	tgid      uint32
+	ts        uint64 // CLOCK_MONOTONIC ns the kernel side took it at
 	raw       []tracer.Frame
 	frames    []Frame
 	stop      tracer.StopReason
@@ -69,7 +70,7 @@ func (s *Session) Stack(st *tracer.Stack) {
 	}
 	raw := make([]tracer.Frame, len(st.Frames))
 	copy(raw, st.Frames)
-	s.stacks[st.ID] = &stackInfo{tgid: st.TGID, raw: raw, stop: st.Stop}
+	s.stacks[st.ID] = &stackInfo{tgid: st.TGID, ts: st.TS, raw: raw, stop: st.Stop}
 }
 
 // ResolvedStack records a stack whose frames the source named itself (the
@@ -122,7 +123,7 @@ func (s *Session) resolve(si *stackInfo) {
 		// found is a real one (a frame in anonymous memory, such as
 		// JIT code, included).
 		for _, f := range si.raw {
-			si.frames = append(si.frames, s.resolveFrame(pid, f))
+			si.frames = append(si.frames, s.resolveFrame(pid, si.ts, f))
 		}
 		si.truncated = si.stop.Truncation()
 		return
@@ -135,7 +136,7 @@ func (s *Session) resolve(si *stackInfo) {
 		raw = append(raw[:1:1], raw[2:]...)
 	}
 	for i, f := range raw {
-		of := s.resolveFrame(pid, f)
+		of := s.resolveFrame(pid, si.ts, f)
 		if of.Module == "" && i > 0 {
 			// A frame in no mapping: the frame-pointer chain went
 			// through code built without frame pointers and read
@@ -158,7 +159,8 @@ func (s *Session) resolve(si *stackInfo) {
 	}
 }
 
-func (s *Session) resolveFrame(pid int, f tracer.Frame) Frame {
+// resolveFrame names a frame taken at ts (CLOCK_MONOTONIC ns).
+func (s *Session) resolveFrame(pid int, ts uint64, f tracer.Frame) Frame {
 	c := s.calls
 	of := Frame{Addr: f.Addr}
 	if f.Ino != 0 && f.Ino != tracer.InoUnknown {
@@ -185,13 +187,22 @@ func (s *Session) resolveFrame(pid int, f tracer.Frame) Frame {
 	if f.Ino == 0 {
 		return of
 	}
+
 	as := c.spaces[pid]
 	if as == nil {
 		s.KnownProcess(pid, false)
 		as = c.spaces[pid]
 	}
 	if as != nil {
-		if fr, err := as.Resolve(f.Addr-1, 0); err == nil || fr.Module != "" {
+		fr, err := as.Resolve(f.Addr-1, 0)
+		if err != nil && fr.Module == "" && c.readAt[pid] < ts {
+			// The kernel side could not read the VMA (another thread
+			// was changing the mappings) and the maps last read
+			// predate the stack: a library mapped since (dlopen).
+			s.KnownProcess(pid, false)
+			fr, err = as.Resolve(f.Addr-1, 0)
+		}
+		if err == nil || fr.Module != "" {
 			of.Module = displayPath(fr.Module)
 			if fr.Symbol != "" {
 				of.Symbol, of.Offset = fr.Symbol, fr.Offset+1

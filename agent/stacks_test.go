@@ -2,8 +2,12 @@ package agent
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
@@ -52,6 +56,55 @@ func TestStackStopReasons(t *testing.T) {
 		marked := strings.Contains(out, "stack truncated=1")
 		if c.want == "" && marked || c.want != "" && !strings.Contains(out, "stack truncated=1 reason="+c.want) {
 			t.Errorf("stop %d: want reason %q in\n%s", c.stop, c.want, out)
+		}
+	}
+}
+
+// TestStackFrameMappedSinceScan: the kernel side could not read a frame's
+// VMA (another thread held the mappings) and the frame lies in a file
+// mapped after the agent last read the process's maps, as a library
+// dlopen'ed by one thread while another allocates: the agent reads the
+// maps again and names the file, instead of printing a frame in nothing.
+func TestStackFrameMappedSinceScan(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		var buf bytes.Buffer
+		s := New(Config{Out: &buf, StackDepth: 8})
+		pid := os.Getpid()
+		s.AddProcess(uint32(pid), false)
+		s.procs[uint32(pid)].scanned = true
+		s.KnownProcess(pid, false)
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := uint64(uintptr(unsafe.Pointer(&mem[0]))) + 0x100
+		ts := monotonicNS()
+		if old {
+			// A stack taken before the last read: the maps already
+			// said all they could, and are not read again.
+			ts = s.calls.readAt[pid] - 1
+		}
+		s.Stack(&tracer.Stack{ID: 7, TGID: uint32(pid), TS: ts, Stop: tracer.StopEnd,
+			Frames: []tracer.Frame{{Addr: addr, Ino: tracer.InoUnknown}}})
+		e := ev(100, uint32(pid), tracer.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
+		e.Stack = 7
+		s.Add(e)
+		s.Drain(true)
+		s.Flush()
+		_ = syscall.Munmap(mem)
+		out := buf.String()
+		named := strings.Contains(out, filepath.Base(exe))
+		if named == old {
+			t.Errorf("stack taken before the last read %v: frame named %v in\n%s", old, named, out)
 		}
 	}
 }

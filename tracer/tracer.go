@@ -266,7 +266,7 @@ func (t *Tracer) Read(h Handler) error {
 		case recStack:
 			if t.st.decode(b) == nil {
 				if t.unw != nil {
-					for _, f := range t.unw.fillFrames(t.st.TGID, t.st.Frames) {
+					for _, f := range t.unw.fillFrames(t.st.TGID, t.st.TS, t.st.Frames) {
 						h.File(&f)
 					}
 				}

@@ -90,6 +90,8 @@ type unwinder struct {
 	tables              map[fileID]*loadedTable // nil: no table (not retried)
 	written             map[int][]umap          // each process's array as last written
 	seen                map[int][]procMapping   // each process's mappings as last read, by start
+	readAt              map[int]uint64          // CLOCK_MONOTONIC ns before seen was last read
+	ownRoot             map[int]bool            // seen's paths name files in memtrace's own root
 	named               map[uint64]bool         // inodes whose path was handed on
 	loader              map[int]loaderLink      // each process's dlopen hook
 	logf                func(format string, args ...any)
@@ -99,7 +101,7 @@ type unwinder struct {
 
 func newUnwinder(objs *MemtraceObjects, logf func(string, ...any)) (*unwinder, error) {
 	u := &unwinder{procs: objs.UnwindProcs, files: objs.UnwindFiles, stale: objs.UnwindStale,
-		tables: map[fileID]*loadedTable{}, written: map[int][]umap{}, seen: map[int][]procMapping{},
+		tables: map[fileID]*loadedTable{}, written: map[int][]umap{}, seen: map[int][]procMapping{}, readAt: map[int]uint64{}, ownRoot: map[int]bool{},
 		named: map[uint64]bool{}, loader: map[int]loaderLink{}, logf: logf}
 	var err error
 	for _, m := range []struct {
@@ -470,11 +472,14 @@ const uMapsPad = 1 << 62
 // that changed nothing (a stray frame pointer into a data mapping) is
 // not answered again before the next rescan.
 func (u *unwinder) updateProcess(pid int, clear bool) error {
+	at := monotonicNS()
 	maps, err := readExecMaps(pid)
 	if err != nil {
 		return err
 	}
 	root := "/proc/" + strconv.Itoa(pid)
+	l, err := os.Readlink(root + "/root")
+	own := err == nil && l == "/"
 	ms := u.mappingsFor(maps, func(m procMapping) string {
 		// map_files opens the mapped file itself, even when its path
 		// is in another mount namespace or was replaced since.
@@ -492,6 +497,8 @@ func (u *unwinder) updateProcess(pid int, clear bool) error {
 	changed := !slices.Equal(u.written[pid], ms)
 	u.written[pid] = ms
 	u.seen[pid] = maps
+	u.readAt[pid] = at
+	u.ownRoot[pid] = own
 	u.mu.Unlock()
 	if changed {
 		if err := u.procs.Put(uint32(pid), encodeUmaps(ms)); err != nil {
@@ -509,6 +516,8 @@ func (u *unwinder) forget(pid int) {
 	u.mu.Lock()
 	delete(u.written, pid)
 	delete(u.seen, pid)
+	delete(u.readAt, pid)
+	delete(u.ownRoot, pid)
 	ll, had := u.loader[pid]
 	delete(u.loader, pid)
 	u.mu.Unlock()
@@ -570,12 +579,28 @@ func (t *Tracer) UnwindUsage() (rows, capacity uint32, tables int) {
 // (bpf_find_vma only try-locks the process's mappings, and fails while
 // another thread changes them) through the mappings last read, and
 // returns the files it named that way for the first time, so that the
-// frames resolve after the process has gone.
-func (u *unwinder) fillFrames(pid uint32, frames []Frame) []File {
+// frames resolve after the process has gone. A frame in none of them,
+// when the mappings were read before the stack was taken (ts, CLOCK_MONOTONIC
+// ns), is in a library mapped since (dlopen): the mappings are read again
+// once, while the library is most likely still there.
+func (u *unwinder) fillFrames(pid uint32, ts uint64, frames []Frame) []File {
+	named, missed := u.fillFramesOnce(pid, frames)
+	if missed {
+		u.mu.Lock()
+		stale := u.readAt[int(pid)] < ts
+		u.mu.Unlock()
+		if stale && u.updateProcess(int(pid), false) == nil {
+			more, _ := u.fillFramesOnce(pid, frames)
+			named = append(named, more...)
+		}
+	}
+	return named
+}
+
+func (u *unwinder) fillFramesOnce(pid uint32, frames []Frame) (named []File, missed bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	maps := u.seen[int(pid)]
-	var named []File
 	for i := range frames {
 		f := &frames[i]
 		if f.Ino != InoUnknown {
@@ -583,16 +608,24 @@ func (u *unwinder) fillFrames(pid uint32, frames []Frame) []File {
 		}
 		j := sort.Search(len(maps), func(j int) bool { return maps[j].end > f.Addr })
 		if j == len(maps) || maps[j].start > f.Addr {
+			missed = true
 			continue
 		}
 		m := maps[j]
 		f.Ino, f.FileOff = m.id.ino, f.Addr-m.start+m.offset
-		if !u.named[m.id.ino] {
+		// The root is judged when the maps were read: the stack is
+		// often decoded after the process has gone.
+		if !u.named[m.id.ino] && u.ownRoot[int(pid)] {
 			u.named[m.id.ino] = true
-			if root, err := os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/root"); err == nil && root == "/" {
-				named = append(named, File{Ino: m.id.ino, Path: m.path})
-			}
+			named = append(named, File{Ino: m.id.ino, Path: m.path})
 		}
 	}
-	return named
+	return named, missed
+}
+
+// monotonicNS is CLOCK_MONOTONIC, the clock of the kernel side's times.
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }

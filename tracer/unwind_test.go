@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -348,5 +349,99 @@ func TestResumeHeldDlopenKey(t *testing.T) {
 	var v uint8
 	if err := tr.objs.Hold.Lookup(key, &v); err == nil {
 		t.Errorf("the key is still in the hold map")
+	}
+}
+
+// TestFillFramesMappedSinceRead: a frame whose VMA the kernel side could
+// not read lies in a file mapped after the mappings were last read (a
+// dlopen in one thread while another allocates): fillFrames reads them
+// again and names the file, once the stack is newer than that read.
+func TestFillFramesMappedSinceRead(t *testing.T) {
+	requireBPF(t)
+	tr, err := New(Options{StackDepth: 16, UnwindRows: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	u := tr.unw
+	pid := os.Getpid()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(exe, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, old := range []bool{false, true} {
+		if err := u.updateProcess(pid, true); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := syscall.Mmap(int(f.Fd()), 4096, 4096, syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := monotonicNS()
+		if old {
+			ts = u.readAt[pid] - 1
+		}
+		fr := []Frame{{Addr: uint64(uintptr(unsafe.Pointer(&mem[0]))) + 0x10, Ino: InoUnknown}}
+		named := u.fillFrames(uint32(pid), ts, fr)
+		if !old && (len(named) != 1 || named[0].Ino != st.Ino) {
+			t.Errorf("files named: %+v, want the executable's inode %d", named, st.Ino)
+		}
+		_ = syscall.Munmap(mem)
+		switch {
+		case old && fr[0].Ino != InoUnknown:
+			t.Errorf("stack older than the read: frame filled as inode %d", fr[0].Ino)
+		case !old && (fr[0].Ino != st.Ino || fr[0].FileOff != 4096+0x10):
+			t.Errorf("frame in a file mapped since the read: inode %d offset %#x, want %d %#x", fr[0].Ino, fr[0].FileOff, st.Ino, 4096+0x10)
+		}
+	}
+}
+
+// TestFillFramesAfterExit: the stack of a process that has exited by the
+// time its record is decoded (the reader runs behind) still gets its
+// files named, from the mappings read while it lived: the frames then
+// resolve by path (a dlopen'ed library's frames printed as in no file
+// when the process was gone: TestDwarfOracleBPF/*/dlopen).
+func TestFillFramesAfterExit(t *testing.T) {
+	requireBPF(t)
+	tr, err := New(Options{StackDepth: 16, UnwindRows: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	u := tr.unw
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	var maps []procMapping
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(maps) < 2; time.Sleep(10 * time.Millisecond) {
+		maps, _ = readExecMaps(pid)
+	}
+	if err := u.updateProcess(pid, true); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if len(maps) == 0 {
+		t.Fatal("no executable mappings of sleep")
+	}
+	m := maps[0]
+	fr := []Frame{{Addr: m.start + 0x10, Ino: InoUnknown}}
+	named := u.fillFrames(uint32(pid), monotonicNS(), fr)
+	if fr[0].Ino != m.id.ino {
+		t.Errorf("frame filled as inode %d, want %d (%s)", fr[0].Ino, m.id.ino, m.path)
+	}
+	if len(named) != 1 || named[0].Path != m.path {
+		t.Errorf("files named after the exit: %+v, want %s", named, m.path)
 	}
 }
