@@ -227,7 +227,7 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-	defer launch.Closing(pick(opts.Stderr, os.Stderr), opts.Output, tcp, time.Now()) // after bin.close: the log is whole
+	defer launch.Closing(pick(opts.Stderr, os.Stderr), opts.Output, tcp, time.Now(), 0) // after bin.close: the log is whole
 	var bin *binRun
 	if binary {
 		var viewer net.Conn

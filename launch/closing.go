@@ -11,9 +11,10 @@ import (
 	"github.com/memtrace/memtrace/report"
 )
 
-// closingMaxLog bounds the log that the closing lines read back: reading
-// takes about a second per 500 MB, which a user who pressed Ctrl-C
-// should not wait for.
+// closingMaxLog bounds the log text that the closing lines read back:
+// reading takes about a second per 500 MB, which a user who pressed Ctrl-C
+// should not wait for. A compressed log counts by its text (a 14 MB .zst
+// of 32-frame stacks is 1.7 GB of it, and its read-back was seconds).
 const closingMaxLog = 512 << 20
 
 // Closing writes memtrace's closing lines on w, as heaptrack ends a run:
@@ -24,7 +25,9 @@ const closingMaxLog = 512 << 20
 // (the log went to stderr: said once), NoLog, or a path; served: the log
 // went to a viewer on a port instead. A file not written since the run
 // began (the run failed before opening it) is an older log: not described.
-func Closing(w io.Writer, output string, served bool, since time.Time) {
+// text is the size of a compressed log's text when the caller knows it
+// (0: the file's size stands for it).
+func Closing(w io.Writer, output string, served bool, since time.Time, text int64) {
 	switch {
 	case served || output == NoLog:
 		return
@@ -40,7 +43,10 @@ func Closing(w io.Writer, output string, served bool, since time.Time) {
 		return
 	}
 	q := shellQuote(output)
-	if st.Size() > closingMaxLog {
+	if text < st.Size() {
+		text = st.Size()
+	}
+	if text > closingMaxLog {
 		fmt.Fprintf(w, "memtrace: the log is %s (%s); to investigate it run:\n  memview %s\n  memtrace report %s\n", output, units.Bytes(uint64(st.Size())), q, q)
 		return
 	}

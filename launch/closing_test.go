@@ -31,7 +31,7 @@ func TestClosingLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	Closing(&w, log, false, before)
+	Closing(&w, log, false, before, 0)
 	want := "memtrace stats:\n\trun: exited with status 2\n\tcalls to allocation functions: 2\n\tpeak heap memory consumption: 1.50K\n" +
 		"\ttotal memory leaked: 1000B (1 leaks)\n\tlost events: 0\nmemtrace finished: the log is " + log + "; to investigate it run:\n" +
 		"  memview '" + log + "'\n  memtrace report '" + log + "'\n"
@@ -43,10 +43,10 @@ func TestClosingLines(t *testing.T) {
 		t.Errorf("LogFigures %+v %v", f, err)
 	}
 	for name, call := range map[string]func(*bytes.Buffer){
-		"older log": func(w *bytes.Buffer) { Closing(w, log, false, time.Now().Add(time.Hour)) },
-		"none":      func(w *bytes.Buffer) { Closing(w, NoLog, false, before) },
-		"served":    func(w *bytes.Buffer) { Closing(w, log, true, before) },
-		"missing":   func(w *bytes.Buffer) { Closing(w, filepath.Join(dir, "nope"), false, before) },
+		"older log": func(w *bytes.Buffer) { Closing(w, log, false, time.Now().Add(time.Hour), 0) },
+		"none":      func(w *bytes.Buffer) { Closing(w, NoLog, false, before, 0) },
+		"served":    func(w *bytes.Buffer) { Closing(w, log, true, before, 0) },
+		"missing":   func(w *bytes.Buffer) { Closing(w, filepath.Join(dir, "nope"), false, before, 0) },
 	} {
 		var w bytes.Buffer
 		call(&w)
@@ -54,8 +54,15 @@ func TestClosingLines(t *testing.T) {
 			t.Errorf("%s: %q, want nothing", name, w.String())
 		}
 	}
+	// A compressed log whose text is over the bound: not read back,
+	// though its file is small; the path and commands only.
 	w.Reset()
-	Closing(&w, "", false, before)
+	Closing(&w, log, false, before, closingMaxLog+1)
+	if s := w.String(); strings.Contains(s, "calls to allocation functions") || !strings.Contains(s, "memview '"+log+"'") {
+		t.Errorf("log of %d bytes of text: %q, want the path and commands without figures", closingMaxLog+1, s)
+	}
+	w.Reset()
+	Closing(&w, "", false, before, 0)
 	if s := w.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "the log is on stderr") {
 		t.Errorf("stderr log: %q", s)
 	}

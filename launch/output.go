@@ -29,6 +29,9 @@ func openOutput(o *Options, stderr io.Writer) (io.WriteCloser, error) {
 			f.Close()
 			return nil, err
 		}
+		if z, ok := w.(*logio.Writer); ok {
+			o.compressed = z
+		}
 		return w, nil
 	}
 	return nopCloser{os.Stderr}, nil

@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"github.com/memtrace/memtrace/internal/logio"
 	"io"
 	"os"
 	"os/exec"
@@ -47,6 +48,10 @@ type Options struct {
 	Verbose      bool
 
 	live *liveRun // --http, --profile-dir
+	// compressed is the -o FILE.zst/.gz writer, which knows the size of
+	// the text it compressed (the closing lines' read-back is bounded by
+	// that, not by the file's size).
+	compressed *logio.Writer
 	// shim is PROG's exec shim, started by Run while the BPF programs
 	// load (launch starts one itself without); handOff tells the tracer
 	// that the program and everything it left behind have exited, and
@@ -205,7 +210,11 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 		err = attach(&o, counted, stderr)
 	}
 	if err == nil {
-		Closing(stderr, o.Output, o.Listen != "", since)
+		var text int64
+		if o.compressed != nil {
+			text = o.compressed.TextBytes()
+		}
+		Closing(stderr, o.Output, o.Listen != "", since, text)
 	}
 	return code, err
 }

@@ -97,6 +97,15 @@ type Writer struct {
 	timer    *time.Timer // ends the pending block
 	err      error       // of a timer's flush, for the next call
 	ends     int         // blocks ended (tests)
+	in       int64       // bytes given to Write: the log's text size
+}
+
+// TextBytes is how many bytes of text the writer was given: the size of
+// the log once decompressed.
+func (z *Writer) TextBytes() int64 {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.in
 }
 
 // NewWriter compresses into w in the form k (not Plain), ending a block
@@ -153,6 +162,7 @@ func (z *Writer) Write(p []byte) (int, error) {
 		return 0, nil
 	}
 	n, err := z.enc.Write(p)
+	z.in += int64(n)
 	if err != nil {
 		z.err = err
 		return n, err
