@@ -1113,6 +1113,92 @@ static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *b
 	return w.n;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/* The frame-pointer walk (--stack-unwind fp) as the kernel's
+ * (perf_callchain_user: follow [fp] and [fp+8] until a read fails, the
+ * depth is reached or fp leaves user space), but served from chunks of
+ * the stack like the DWARF walk, where bpf_get_stack reads each frame
+ * with two faulting user accesses. */
+struct mt_fpwalk {
+	struct stackbuf *buf;
+	struct mt_chunk *chunk;
+	struct mt_wstate *s;
+	__u32 n;
+};
+
+/* The walk's state, off the BPF stack (512 bytes for the whole chain). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_wstate);
+} fp_state SEC(".maps");
+
+#define MT_USER_TOP 0x7ffffffff000ULL
+
+/* One frame record: the caller's return address in *ra, or 0 at the end.
+ * A global function, verified once rather than along the loop. */
+__noinline int mt_fp_step(struct mt_wstate *w, struct mt_chunk *c, __u64 *ra)
+{
+	if (!w || !ra)
+		return 0;
+	__u64 fp = w->fp;
+	/* The kernel's walk goes on until a read faults; past code
+	 * without frame pointers (libc's __libc_start_call_main under
+	 * main) that is garbage, each a fill of its own here. A frame
+	 * record stays above the last one and within MT_FP_SANE of the
+	 * stack pointer: the frames kept are the kernel's, its garbage
+	 * after them cut (the agent cut it at a root or a frame in no
+	 * file anyway). */
+	if (fp == 0 || fp > MT_USER_TOP - 16 || fp < w->lr || fp - w->sp > MT_FP_SANE)
+		return 0;
+	__u64 rec[2];
+	if (!stack_read(c, w, rec, 16, fp))
+		return 0;
+	*ra = rec[1];
+	w->fp = rec[0];
+	w->lr = fp + 16; /* the next record lies above this one */
+	return 1;
+}
+
+static long fp_cb(__u64 i, void *data)
+{
+	struct mt_fpwalk *w = data;
+	if (w->n >= stack_depth || w->n > MT_MAX_FRAMES)
+		return 1;
+	__u64 ra = 0;
+	if (!mt_fp_step(w->s, w->chunk, &ra))
+		return 1;
+	w->buf->ips[w->n & MT_MAX_FRAMES] = ra;
+	w->n++;
+	return 0;
+}
+
+/* Its own frame, not the capture's: the call chain's stack is at most
+ * 512 bytes, and the DWARF walk's state is on the other branch. */
+static __noinline __u32 fp_stack(struct pt_regs *ctx, struct stackbuf *buf)
+{
+	__u32 zero = 0;
+	struct mt_fpwalk w = {
+		.buf = buf,
+		.chunk = bpf_map_lookup_elem(&stack_chunk, &zero),
+		.s = bpf_map_lookup_elem(&fp_state, &zero),
+	};
+	if (!w.s)
+		return 0;
+	__builtin_memset(w.s, 0, sizeof(*w.s));
+	w.s->sp = PT_REGS_SP(ctx);
+	w.s->fp = PT_REGS_FP(ctx);
+	w.s->lr = PT_REGS_SP(ctx); /* here: the lowest next frame record */
+	if (!stack_read(w.chunk, w.s, &buf->ips[0], 8, PT_REGS_SP(ctx)))
+		return 0;
+	w.n = 1;
+	if (stack_depth > 1)
+		bpf_loop(stack_depth, fp_cb, &w, 0);
+	return w.n;
+}
+#endif
+
 struct mt_hash_ctx {
 	struct stackbuf *buf;
 	__u64 id;
@@ -1156,11 +1242,13 @@ __noinline __u64 mt_capture_stack(struct pt_regs *ctx)
 			return 0;
 	} else {
 #if defined(__TARGET_ARCH_x86)
-		if (bpf_probe_read_user(&buf->ips[0], 8, (void *)PT_REGS_SP(ctx)))
+		n = fp_stack(ctx, buf);
+		if (n == 0)
 			return 0;
 #else
+		/* arm64 keeps the kernel's walk, whose checks (aligned,
+		 * rising frame records) this one would have to match. */
 		buf->ips[0] = ctx->regs[30] & MT_ARM64_PAC_MASK;
-#endif
 		n = 1;
 		if (stack_depth > 1) {
 			/* Skip frame 0 of the walk: the allocation function itself. */
@@ -1169,6 +1257,7 @@ __noinline __u64 mt_capture_stack(struct pt_regs *ctx)
 			if (got > 0)
 				n += got / 8;
 		}
+#endif
 	}
 	if (n > MT_MAX_FRAMES)
 		n = MT_MAX_FRAMES;

@@ -259,3 +259,33 @@ func TestStackFramePointerMode(t *testing.T) {
 		t.Fatalf("--stack-unwind lbr: exit %d, stderr %q; want one line and exit 2", code, se)
 	}
 }
+
+// TestStackFramePointerWalkMatchesDwarf: memtrace's own frame-pointer walk
+// (--stack-unwind fp: the kernel's rule, read from chunks of the stack)
+// gives, on code built with frame pointers, frame for frame the DWARF
+// walk's stack (the one the oracle holds to glibc's backtrace()), down to
+// __libc_start_call_main, where libc's code without frame pointers ends
+// the chain; the addresses too, every round.
+func TestStackFramePointerWalkMatchesDwarf(t *testing.T) {
+	requireBPF(t)
+	bin := buildWith(t, "gcc", "deepfp", deepSrc, "-O1", "-fno-omit-frame-pointer")
+	for round := 0; round < 5; round++ {
+		fp := oneEvent(t, traceStacks(t, 32, []string{"--stack-unwind", "fp"}, bin), "malloc", 2020)
+		dw := oneEvent(t, traceStacks(t, 32, nil, bin), "malloc", 2020)
+		if len(fp.frames) != 22 || fp.truncated != "" {
+			t.Fatalf("round %d: fp walk: %d frames %v truncated=%q, want f20..f1, main, __libc_start_call_main", round, len(fp.frames), symbolsOf(fp.frames), fp.truncated)
+		}
+		if len(dw.frames) < len(fp.frames) {
+			t.Fatalf("round %d: DWARF walk %d frames, fp walk %d", round, len(dw.frames), len(fp.frames))
+		}
+		for i, f := range fp.frames {
+			d := dw.frames[i]
+			if f.symbol != d.symbol || f.off != d.off || f.module != d.module {
+				t.Fatalf("round %d: frame #%d: fp %s(%s+%#x), DWARF %s(%s+%#x)", round, i, f.module, f.symbol, f.off, d.module, d.symbol, d.off)
+			}
+		}
+		if got := fp.frames[21].symbol; got != "__libc_start_call_main" {
+			t.Fatalf("round %d: last frame %q", round, got)
+		}
+	}
+}

@@ -108,6 +108,8 @@ type MemtraceMtUrow struct {
 type MemtraceStackbuf struct {
 	_   structs.HostLayout
 	Ips [128]uint64
+	N   uint32
+	_   [4]byte
 }
 
 type MemtraceTstate struct {

@@ -105,9 +105,43 @@ type MemtraceMtUrow struct {
 	Reg  int8
 }
 
+type MemtraceMtWstate struct {
+	_        structs.HostLayout
+	Pc       uint64
+	Sp       uint64
+	Fp       uint64
+	Lr       uint64
+	ChunkLo  uint64
+	ChunkLen uint32
+	_        [4]byte
+	Cur      struct {
+		_     structs.HostLayout
+		Start uint64
+		End   uint64
+		Base  uint64
+		T     struct {
+			_         structs.HostLayout
+			RowFirst  uint32
+			RowCount  uint32
+			PageFirst uint32
+			PageCount uint32
+			ExtFirst  uint32
+			ExtCount  uint32
+		}
+	}
+	HaveCur  uint8
+	IsReturn uint8
+	FpKnown  uint8
+	LrValid  uint8
+	FpUsed   uint8
+	_        [3]byte
+}
+
 type MemtraceStackbuf struct {
 	_   structs.HostLayout
 	Ips [128]uint64
+	N   uint32
+	_   [4]byte
 }
 
 type MemtraceTstate struct {
@@ -150,6 +184,7 @@ const (
 	MemtraceMapAllocTexts           = "alloc_texts"
 	MemtraceMapEvents               = "events"
 	MemtraceMapFilesSent            = "files_sent"
+	MemtraceMapFpState              = "fp_state"
 	MemtraceMapHold                 = "hold"
 	MemtraceMapRuleCache            = "rule_cache"
 	MemtraceMapStackChunk           = "stack_chunk"
@@ -274,6 +309,7 @@ type MemtraceMapSpecs struct {
 	AllocTexts   *ebpf.MapSpec `ebpf:"alloc_texts"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
+	FpState      *ebpf.MapSpec `ebpf:"fp_state"`
 	Hold         *ebpf.MapSpec `ebpf:"hold"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
@@ -330,6 +366,7 @@ type MemtraceMaps struct {
 	AllocTexts   *ebpf.Map `ebpf:"alloc_texts"`
 	Events       *ebpf.Map `ebpf:"events"`
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
+	FpState      *ebpf.Map `ebpf:"fp_state"`
 	Hold         *ebpf.Map `ebpf:"hold"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
@@ -352,6 +389,7 @@ func (m *MemtraceMaps) Close() error {
 		m.AllocTexts,
 		m.Events,
 		m.FilesSent,
+		m.FpState,
 		m.Hold,
 		m.RuleCache,
 		m.StackChunk,
