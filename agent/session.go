@@ -29,6 +29,9 @@ type Config struct {
 	// StackDepth is the depth asked for, to tell a stack cut by depth
 	// from one cut by a broken frame-pointer chain.
 	StackDepth int
+	// NoFreeStacks: free lines are written without their frames (the
+	// kernel side takes none then; the LD_PRELOAD library still does).
+	NoFreeStacks bool
 	// OnProcess is called as soon as a fork or exec event is read (before
 	// it is put in time order), to probe the new process or image.
 	OnProcess func(e *tracer.Event)
@@ -561,7 +564,7 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 	if s.err == nil {
 		s.out = logfmt.AppendFree(s.out, int64(e.TID), t.name, op.String(), ts, size, ptr)
 	}
-	if e.Stack != 0 {
+	if e.Stack != 0 && !s.cfg.NoFreeStacks {
 		s.writeStack(e.Stack)
 	}
 	s.spill()

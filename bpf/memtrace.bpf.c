@@ -27,6 +27,9 @@ const volatile __u64 wakeup_bytes = 64 * 1024;
 /* Stack capture: frames per event (0: off) and, when n_stack_threads > 0,
  * the thread-name substrings that select threads (--stack-threads). */
 const volatile __u32 stack_depth = 0;
+/* 0: frees carry no stack (--no-free-stacks): half the walks of a
+ * program that frees what it allocates. */
+const volatile __u8 free_stacks = 1;
 const volatile __u32 n_stack_threads = 0;
 const volatile char stack_threads[8][16] = {};
 
@@ -1796,7 +1799,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 			flags = MT_FLAG_CALLSITE;
 	}
 	/* Captured first: a new stack's record must precede its event. */
-	__u64 stack = st ? capture_stack(ctx, st) : 0;
+	__u64 stack = st && free_stacks ? capture_stack(ctx, st) : 0;
 	send(st, MT_EV_FREE, op, flags, ptr, size, stack, cs, cs_ino, 0);
 	return 0;
 }

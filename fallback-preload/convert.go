@@ -106,7 +106,7 @@ type converter struct {
 func newConverter(r *region, w io.Writer, opts Options) *converter {
 	// Times are ns since the library's epoch: StartNS is 0.
 	sess := agent.New(agent.Config{Out: w, MinSize: opts.MinSize, TrackThreads: opts.TrackThreads, InProcess: true,
-		Reports: opts.ReportDir != "" || opts.Interval > 0, PeakTopN: opts.PeakTopN})
+		NoFreeStacks: opts.NoFreeStacks, Reports: opts.ReportDir != "" || opts.Interval > 0, PeakTopN: opts.PeakTopN})
 	if dir := opts.ReportDir; dir != "" {
 		stderr := pick(opts.Stderr, os.Stderr)
 		sess.OnProcessReport = func(rep *agent.ProcessReport) {

@@ -47,6 +47,9 @@ type Options struct {
 	// StackThreads and TrackThreads are thread-name substrings: only
 	// matching threads get stacks / are logged at all.
 	StackThreads, TrackThreads []string
+	// NoFreeStacks leaves free lines without frames (the library still
+	// walks them: only the log is smaller).
+	NoFreeStacks bool
 	// BufferSize is the per-thread buffer in bytes: 0 keeps the library's
 	// default (64 KiB); negative writes every event at once under a global
 	// lock (slow, but the file is in time order as it grows).

@@ -35,6 +35,7 @@ type Options struct {
 	StackDepth   int
 	StackThreads []string
 	TrackThreads []string
+	NoFreeStacks bool   // frees carry no stack
 	StackUnwind  string // "dwarf" or "fp"
 	Follow       bool
 	Track        config.Track
@@ -159,7 +160,7 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 		watchdogSock = wd
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
-		StackDepth: o.StackDepth, StackThreads: o.StackThreads, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
+		StackDepth: o.StackDepth, StackThreads: o.StackThreads, NoFreeStacks: o.NoFreeStacks, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
 		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, Logf: verboseLogf(o.Verbose, stderr)})
 	if err != nil {
 		if errors.Is(err, tracer.ErrUnavailable) && (o.HTTP != "" || o.ProfileDir != "") {

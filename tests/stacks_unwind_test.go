@@ -8,6 +8,7 @@ package tests
 // frame-pointer walk still there with --stack-unwind fp.
 
 import (
+	"github.com/memtrace/memtrace/logfmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,6 +287,52 @@ func TestStackFramePointerWalkMatchesDwarf(t *testing.T) {
 		}
 		if got := fp.frames[21].symbol; got != "__libc_start_call_main" {
 			t.Fatalf("round %d: last frame %q", round, got)
+		}
+	}
+}
+
+// TestNoFreeStacks: --no-free-stacks leaves free lines without frames and
+// allocations with theirs, under eBPF (the kernel side takes none for
+// frees) and --preload (the log the same); without it, frees carry their
+// stacks, as memtrack's do.
+func TestNoFreeStacks(t *testing.T) {
+	requireBPF(t)
+	bin := buildWith(t, "gcc", "deepfree", deepSrc, "-O1", "-fno-omit-frame-pointer")
+	for _, preload := range []bool{false, true} {
+		for _, noFree := range []bool{false, true} {
+			var extra []string
+			if noFree {
+				extra = append(extra, "--no-free-stacks")
+			}
+			var evs []*stackEvent
+			if preload {
+				log := filepath.Join(t.TempDir(), "log")
+				args := append([]string{"--preload", "--stack-depth", "32", "-o", log}, extra...)
+				if code, _, se := memtraceRun(t, nil, append(append(args, "--"), bin)...); code != 0 {
+					t.Fatalf("memtrace --preload exit %d: %s", code, se)
+				}
+				evs = readStacks(t, log)
+			} else {
+				evs = traceStacks(t, 32, extra, bin)
+			}
+			a := oneEvent(t, evs, "malloc", 2020)
+			var f *stackEvent
+			for _, e := range evs {
+				if e.kind == logfmt.KindFree && e.ptr == a.ptr {
+					f = e
+				}
+			}
+			if f == nil {
+				t.Fatalf("preload %v: no free of %#x", preload, a.ptr)
+			}
+			// dladdr names no static function of a program built
+			// without -rdynamic: under --preload the frames count.
+			if len(a.frames) < 21 || !preload && a.frames[0].symbol != "f20" {
+				t.Errorf("preload %v, --no-free-stacks %v: malloc frames %v, want f20 .. main", preload, noFree, symbolsOf(a.frames))
+			}
+			if noFree && len(f.frames) != 0 || !noFree && (len(f.frames) < 2 || !preload && f.frames[0].symbol != "main") {
+				t.Errorf("preload %v, --no-free-stacks %v: free frames %v", preload, noFree, symbolsOf(f.frames))
+			}
 		}
 	}
 }

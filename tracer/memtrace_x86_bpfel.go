@@ -224,6 +224,7 @@ const (
 	MemtraceProgMtSession           = "mt_session"
 	MemtraceVarAllocLibs            = "alloc_libs"
 	MemtraceVarFollow               = "follow"
+	MemtraceVarFreeStacks           = "free_stacks"
 	MemtraceVarHoldExec             = "hold_exec"
 	MemtraceVarLostRecords          = "lost_records"
 	MemtraceVarMtAbiTypes           = "mt_abi_types"
@@ -332,6 +333,7 @@ type MemtraceMapSpecs struct {
 type MemtraceVariableSpecs struct {
 	AllocLibs      *ebpf.VariableSpec `ebpf:"alloc_libs"`
 	Follow         *ebpf.VariableSpec `ebpf:"follow"`
+	FreeStacks     *ebpf.VariableSpec `ebpf:"free_stacks"`
 	HoldExec       *ebpf.VariableSpec `ebpf:"hold_exec"`
 	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.VariableSpec `ebpf:"mt_abi_types"`
@@ -413,6 +415,7 @@ func (m *MemtraceMaps) Close() error {
 type MemtraceVariables struct {
 	AllocLibs      *ebpf.Variable `ebpf:"alloc_libs"`
 	Follow         *ebpf.Variable `ebpf:"follow"`
+	FreeStacks     *ebpf.Variable `ebpf:"free_stacks"`
 	HoldExec       *ebpf.Variable `ebpf:"hold_exec"`
 	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.Variable `ebpf:"mt_abi_types"`

@@ -26,6 +26,8 @@ type Options struct {
 	// contains one of these substrings (at most 8, each under 16 bytes).
 	StackDepth   int
 	StackThreads []string
+	// NoFreeStacks: frees carry no stack (only allocations walk).
+	NoFreeStacks bool
 	// StackUnwind is how stacks are walked: "dwarf" (the default) with
 	// the files' .eh_frame tables, which needs no frame pointers, or
 	// "fp", the kernel's frame-pointer walk only.

@@ -111,6 +111,7 @@ func New(opts Options) (*Tracer, error) {
 		"follow":          b2u(opts.Follow),
 		"hold_exec":       b2u(opts.HoldExec),
 		"stack_depth":     uint32(opts.StackDepth),
+		"free_stacks":     b2u(!opts.NoFreeStacks),
 		"unwind_dwarf":    b2u(dwarf),
 		"n_stack_threads": uint32(len(opts.StackThreads)),
 		"stack_threads":   pats,

@@ -169,3 +169,81 @@ type handlerFunc func(*Event)
 func (f handlerFunc) Event(e *Event) { f(e) }
 func (handlerFunc) Stack(*Stack)     {}
 func (handlerFunc) File(*File)       {}
+
+// TestNoFreeStacksKernelSide: with NoFreeStacks the kernel side walks no
+// free's stack (the events carry none), while allocations keep theirs;
+// without it frees carry stacks too.
+func TestNoFreeStacksKernelSide(t *testing.T) {
+	requireBPF(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "p.c")
+	bin := filepath.Join(dir, "p")
+	if err := os.WriteFile(src, []byte(probeProg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, noFree := range []bool{false, true} {
+		tr, err := New(Options{StackDepth: 8, NoFreeStacks: noFree})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		var added []string
+		for i := 0; i < 100 && len(added) == 0; i++ {
+			time.Sleep(10 * time.Millisecond)
+			if added, err = tr.ScanProcess(pid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tr.AddProcess(pid); err != nil {
+			t.Fatal(err)
+		}
+		stdin.Write([]byte{1})
+		stdin.Close()
+		bufio.NewReader(stdout).ReadString('\n')
+		cmd.Wait()
+		var evs []Event
+		for i := 0; i < 20; i++ {
+			if err := tr.Read(handlerFunc(func(e *Event) {
+				if e.TGID == uint32(pid) && (e.Kind == KindAlloc || e.Kind == KindFree) {
+					evs = append(evs, *e)
+				}
+			})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var allocs, frees, allocStacks, freeStacks int
+		for i, e := range evs {
+			switch {
+			case e.Kind == KindAlloc:
+				allocs++
+				if e.Stack != 0 {
+					allocStacks++
+				}
+			case i+1 < len(evs) && logfmt.Op(evs[i+1].Op) == logfmt.OpRealloc:
+				// realloc's free shares the call's one walk (the
+				// agent leaves its frames out of the log).
+			default:
+				frees++
+				if e.Stack != 0 {
+					freeStacks++
+				}
+			}
+		}
+		tr.Close()
+		if allocs < 5 || frees < 5 || allocStacks != allocs {
+			t.Fatalf("NoFreeStacks %v: %d allocs (%d with stacks), %d frees", noFree, allocs, allocStacks, frees)
+		}
+		if noFree && freeStacks != 0 || !noFree && freeStacks != frees {
+			t.Errorf("NoFreeStacks %v: %d of %d frees carry a stack", noFree, freeStacks, frees)
+		}
+	}
+}

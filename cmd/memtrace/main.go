@@ -25,6 +25,7 @@ type options struct {
 	minSize      uint64
 	stackDepth   int
 	stackThreads []string
+	noFreeStacks bool
 	trackThreads []string
 	pids         []int
 	preload      bool
@@ -82,7 +83,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 	}
 	return launch.Run(launch.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, Listen: o.listen,
 		MinSize: o.minSize, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
-		StackUnwind: o.stackUnwind, Follow: o.follow, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
+		NoFreeStacks: o.noFreeStacks, StackUnwind: o.stackUnwind, Follow: o.follow, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
 		Verbose: o.verbose, HTTP: o.http, ProfileDir: o.profileDir}, stderr, func() (int, error) { return runPreload(o, stderr) })
 }
@@ -158,6 +159,7 @@ options:
 	fs.StringVar(&minSize, "min-size", "0", "do not log allocations smaller than `N` bytes (K/M suffixes)")
 	fs.IntVar(&o.stackDepth, "stack-depth", 0, "capture `N` call-stack frames per event (1-127)")
 	fs.StringVar(&stackThreads, "stack-threads", "", "capture stacks only in threads whose name contains one of `a,b`")
+	fs.BoolVar(&o.noFreeStacks, "no-free-stacks", false, "frees carry no stack: with --stack-depth only allocations walk theirs")
 	fs.StringVar(&trackThreads, "track-threads", "", "log only threads whose name contains one of `a,b`")
 	fs.StringVar(&pids, "p", "", "attach to `PID[,PID...]`")
 	fs.BoolVar(&o.preload, "preload", false, "use the LD_PRELOAD library instead of eBPF")

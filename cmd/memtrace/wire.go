@@ -28,6 +28,7 @@ func runPreload(o *options, stderr io.Writer) (int, error) {
 		MinSize:      o.minSize,
 		StackDepth:   o.stackDepth,
 		StackThreads: o.stackThreads,
+		NoFreeStacks: o.noFreeStacks,
 		TrackThreads: o.trackThreads,
 		Interval:     o.interval,
 		ReportDir:    o.reportDir,
