@@ -4,7 +4,8 @@
 # them alike; figures are medians over the rounds):
 #   1. Debian's sqlite3 (no frame pointers) on a $ROWS-row script: untraced,
 #      memtrace --floor, memtrace without stacks, --stack-depth 32 (the
-#      DWARF walk) to a plain file and to -o FILE.zst, and heaptrack; wall
+#      DWARF walk) to a plain file and to -o FILE.zst, the same with
+#      --no-free-stacks to .zst, and heaptrack; wall
 #      times, stack32/floor (target <= 1.25x), lost records (target 0),
 #      .zst bytes per alloc/free line (target <= 8).
 #   2. tests/bench/cxx_loop.cc (new/delete, std::string, std::vector) built
@@ -105,7 +106,7 @@ sq=("$SQLITE" "$tmp/db" ".read $tmp/rows.sql")
 if want 1; then
 echo
 echo "== 1. sqlite3, $ROWS-row script ($(grep -c . "$tmp/rows.sql") statements), wall ms, $ROUNDS rounds"
-smodes="untraced floor nostack stack32 stack32zst heaptrack"
+smodes="untraced floor nostack stack32 stack32zst nofreezst heaptrack"
 for r in $(seq "$ROUNDS"); do
 	for m in $smodes; do
 		rm -f "$tmp/db" "$tmp/db-journal"
@@ -116,6 +117,7 @@ for r in $(seq "$ROUNDS"); do
 		nostack) $MT -o "$tmp/nostack.log" -- "${sq[@]}" >/dev/null ;;
 		stack32) $MT --stack-depth 32 -o "$tmp/stack32.log" -- "${sq[@]}" >/dev/null ;;
 		stack32zst) $MT --stack-depth 32 -o "$tmp/stack32.log.zst" -- "${sq[@]}" >/dev/null ;;
+		nofreezst) $MT --stack-depth 32 --no-free-stacks -o "$tmp/nofree.log.zst" -- "${sq[@]}" >/dev/null ;;
 		heaptrack) heaptrack -o "$tmp/ht" "${sq[@]}" >/dev/null 2>&1 ;;
 		esac
 		t1=$(now)
@@ -123,6 +125,7 @@ for r in $(seq "$ROUNDS"); do
 		case $m in
 		nostack | stack32) checklost "$m" "$tmp/$m.log" ;;
 		stack32zst) zstdcat "$tmp/stack32.log.zst" | tail -3 >"$tmp/z.log" && checklost "$m" "$tmp/z.log" ;;
+		nofreezst) zstdcat "$tmp/nofree.log.zst" | tail -3 >"$tmp/z.log" && checklost "$m" "$tmp/z.log" ;;
 		esac
 	done
 done
@@ -130,7 +133,7 @@ for m in $smodes; do
 	printf "  %-11s %7s ms   (runs: %s)\n" "$m" "$(echo "${res[$m]}" | median)" "${res[$m]}"
 done
 echo "  stack32 / floor:    $(paired stack32 floor)x   (target <= 1.25x; median of per-round ratios)"
-echo "  stack32zst / floor: $(paired stack32zst floor)x;  nostack / floor: $(paired nostack floor)x"
+echo "  stack32zst / floor: $(paired stack32zst floor)x;  --no-free-stacks to .zst / floor: $(paired nofreezst floor)x;  nostack / floor: $(paired nostack floor)x"
 echo "  stack32 / heaptrack: $(paired stack32 heaptrack)x;  floor / heaptrack: $(paired floor heaptrack)x;  heaptrack / untraced: $(paired heaptrack untraced)x"
 ev=$(events "$tmp/stack32.log")
 zb=$(stat -c %s "$tmp/stack32.log.zst")
@@ -138,6 +141,8 @@ pb=$(stat -c %s "$tmp/stack32.log")
 zev=$(events "$tmp/stack32.log.zst")
 awk -v zb="$zb" -v pb="$pb" -v ev="$zev" -v pev="$ev" 'BEGIN {
 	printf "  log with --stack-depth 32: %d alloc/free lines; plain %.1f MB (%.0f B/event), .zst %.2f MB: %.2f B/event (target <= 8)\n", ev, pb / 1e6, pb / pev, zb / 1e6, zb / ev }'
+fb=$(stat -c %s "$tmp/nofree.log.zst")
+awk -v b="$fb" -v ev="$zev" 'BEGIN { printf "  --no-free-stacks to .zst: %.2f MB, %.2f B/event\n", b / 1e6, b / ev }'
 nb=$(stat -c %s "$tmp/nostack.log")
 echo "  log without stacks: $(awk -v b="$nb" -v e="$(events "$tmp/nostack.log")" 'BEGIN { printf "%.0f B/event plain", b / e }')"
 echo "  lost records, all runs with a log: $lostsum (default buffer)"
