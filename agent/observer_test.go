@@ -34,9 +34,17 @@ func (r *recorder) Lost(n uint64)          { r.calls = append(r.calls, fmt.Sprin
 // log order: no block below --min-size, no free of one it never saw, a
 // realloc as a free and an alloc, and the process tree.
 func TestObserverSeesWhatIsLogged(t *testing.T) {
+	for _, noText := range []bool{false, true} {
+		observerSeesWhatIsLogged(t, noText)
+	}
+}
+
+// With noText (-o none) no line is formatted or written, and the
+// observer's calls are the same.
+func observerSeesWhatIsLogged(t *testing.T, noText bool) {
 	var buf bytes.Buffer
 	obs := &recorder{}
-	s := New(Config{Out: &buf, MinSize: 10, Observer: obs})
+	s := New(Config{Out: &buf, MinSize: 10, Observer: obs, NoText: noText})
 	s.AddProcess(1, false)
 	s.procs[1].scanned = true
 	s.ResolvedStack(7, []Frame{{Module: "/bin/app", Symbol: "f", Offset: 4, Addr: 0x1004}, {Module: "/bin/app", Symbol: "main", Offset: 9, Addr: 0x2009}})
@@ -62,7 +70,13 @@ func TestObserverSeesWhatIsLogged(t *testing.T) {
 	s.Flush()
 	want := []string{"stack 7 2", "alloc 1 0xa0 100 s7", "free 1 0xa0", "alloc 1 0xa8 300 s0", "fork 1 2", "exec 2", "exit 1", "lost 3"}
 	if got := strings.Join(obs.calls, "; "); got != strings.Join(want, "; ") {
-		t.Fatalf("observer calls\n got %s\nwant %s", got, strings.Join(want, "; "))
+		t.Fatalf("noText %v: observer calls\n got %s\nwant %s", noText, got, strings.Join(want, "; "))
+	}
+	if noText {
+		if buf.Len() != 0 {
+			t.Fatalf("noText: %d bytes written:\n%s", buf.Len(), buf.String())
+		}
+		return
 	}
 	// And the log says the same of the blocks.
 	var logged []string

@@ -20,7 +20,11 @@ import (
 
 // Config is what a Session needs to know.
 type Config struct {
-	Out          io.Writer
+	Out io.Writer
+	// NoText: there is no log (-o none, with --http or --profile-dir):
+	// no line is formatted, the Observer still gets every event and
+	// stack.
+	NoText       bool
 	MinSize      uint64
 	TrackThreads []string
 	// StartNS is CLOCK_MONOTONIC at the start of tracing: log timestamps
@@ -210,7 +214,7 @@ func (s *Session) Err() error { return s.err }
 const outSize = 256 << 10
 
 func (s *Session) write(b []byte) {
-	if s.err != nil {
+	if s.err != nil || s.cfg.NoText {
 		return
 	}
 	s.out = append(s.out, b...)
@@ -506,7 +510,7 @@ func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op lo
 	}
 	t.total += size
 	s.Stats.Allocs++
-	if s.err == nil {
+	if s.err == nil && !s.cfg.NoText {
 		s.out = logfmt.AppendAlloc(s.out, int64(e.TID), t.name, op.String(), ts, size, t.total, ptr)
 	}
 	if e.Stack != 0 {
@@ -561,7 +565,7 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 		s.unaccount(e.TGID, ptr)
 	}
 	s.Stats.Frees++
-	if s.err == nil {
+	if s.err == nil && !s.cfg.NoText {
 		s.out = logfmt.AppendFree(s.out, int64(e.TID), t.name, op.String(), ts, size, ptr)
 	}
 	if e.Stack != 0 && !s.cfg.NoFreeStacks {

@@ -95,11 +95,13 @@ func (s *Session) writeStack(id uint64) {
 		if !si.resolved {
 			s.resolve(si)
 		}
-		for i, f := range si.frames {
-			si.text = logfmt.AppendFrame(si.text, i, f.Module, f.Symbol, f.Offset, f.Addr)
-		}
-		if si.truncated != "" {
-			si.text = logfmt.AppendStackTruncated(si.text, si.truncated)
+		if !s.cfg.NoText {
+			for i, f := range si.frames {
+				si.text = logfmt.AppendFrame(si.text, i, f.Module, f.Symbol, f.Offset, f.Addr)
+			}
+			if si.truncated != "" {
+				si.text = logfmt.AppendStackTruncated(si.text, si.truncated)
+			}
 		}
 		si.formatted = true
 		if s.cfg.Observer != nil {

@@ -142,7 +142,7 @@ func processAlive(pid int) bool {
 func newLoop(o *Options, tr tracerAPI, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
 	l := &loop{o: o, tr: tr, out: out, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(), libs: launchLibs}
 	l.sess = agent.New(agent.Config{Out: out, MinSize: o.MinSize, TrackThreads: o.TrackThreads, StartNS: start,
-		StackDepth: o.StackDepth, NoFreeStacks: o.NoFreeStacks, OnProcess: l.onProcess,
+		StackDepth: o.StackDepth, NoFreeStacks: o.NoFreeStacks, NoText: o.Output == NoLog && o.Listen == "", OnProcess: l.onProcess,
 		ProcessExited: func(pid uint32) {
 			l.mu.Lock()
 			delete(l.pids, int(pid))
