@@ -13,23 +13,6 @@ import (
 	"github.com/memtrace/memtrace/report"
 )
 
-// exitSrc keeps five 1000-byte blocks for good, then returns 3, or dies of
-// the signal its argument names.
-const exitSrc = `#include <signal.h>
-#include <stdlib.h>
-#include <string.h>
-int main(int argc, char **argv)
-{
-	for (int i = 0; i < 5; i++)
-		memset(malloc(1000), 1, 1000);
-	if (argc > 1 && !strcmp(argv[1], "segv"))
-		raise(SIGSEGV);
-	if (argc > 1 && !strcmp(argv[1], "term"))
-		raise(SIGTERM);
-	return 3;
-}
-`
-
 // TestExitLineStatusPreload: the --preload log's exit line of the program
 // carries its exit status or the signal that killed it (the wait status
 // reaches the agent as on the eBPF path), and the report says how the run
@@ -39,10 +22,9 @@ func TestExitLineStatusPreload(t *testing.T) {
 	lib, _ := build(t)
 	t.Setenv(LibEnv, lib)
 	dir := t.TempDir()
-	src, prog := filepath.Join(dir, "exit.c"), filepath.Join(dir, "exit")
-	if err := os.WriteFile(src, []byte(exitSrc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// tests/progs/runend.c: five 1000-byte blocks kept, then exit 3
+	// or the signal its argument names.
+	src, prog := "../tests/progs/runend.c", filepath.Join(dir, "exit")
 	if out, err := exec.Command("gcc", "-O1", "-fno-builtin", "-o", prog, src).CombinedOutput(); err != nil {
 		t.Fatalf("compile: %v\n%s", err, out)
 	}

@@ -13,30 +13,16 @@ import (
 	"github.com/memtrace/memtrace/logfmt"
 )
 
-// runEndSrc keeps five 1000-byte blocks for good, then returns 3, dies of
-// SIGSEGV ("segv"), or runs until killed ("forever") with up to 64 blocks
-// of 100 bytes live at any moment.
-const runEndSrc = `#include <signal.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-int main(int argc, char **argv)
-{
-	for (int i = 0; i < 5; i++)
-		memset(malloc(1000), 1, 1000);
-	if (argc > 1 && !strcmp(argv[1], "forever")) {
-		void *ring[64] = {0};
-		for (unsigned i = 0;; i++) {
-			free(ring[i % 64]);
-			ring[i % 64] = malloc(100);
-			usleep(500);
-		}
+// runEndBin builds tests/progs/runend.c (how a run ends: exit 3, a
+// signal, or running until killed), which the --preload tests build too.
+func runEndBin(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile("progs/runend.c")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if (argc > 1 && !strcmp(argv[1], "segv"))
-		raise(SIGSEGV);
-	return 3;
+	return buildC(t, "runend", string(src), "-fno-builtin")
 }
-`
 
 // reportText runs memtrace report on log.
 func reportText(t *testing.T, log string) string {
@@ -53,7 +39,7 @@ func reportText(t *testing.T, log string) string {
 // and the report says so and calls the blocks it never freed leaks.
 func TestRunEndExitAndSignal(t *testing.T) {
 	requireBPF(t)
-	bin := buildC(t, "runend", runEndSrc)
+	bin := runEndBin(t)
 	for _, c := range []struct {
 		arg   string
 		code  int
@@ -96,7 +82,7 @@ func TestRunEndExitAndSignal(t *testing.T) {
 // Three rounds of each: a Ctrl-C races the program's own events.
 func TestRunEndDetachAndInterrupt(t *testing.T) {
 	requireBPF(t)
-	bin := buildC(t, "runend", runEndSrc)
+	bin := runEndBin(t)
 	for round := range 6 {
 		mode := []string{"attach", "launch"}[round%2]
 		log := filepath.Join(t.TempDir(), "log")
