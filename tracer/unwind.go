@@ -81,7 +81,7 @@ type loadedTable struct {
 // process that maps it, for the tracer's whole life.
 type unwinder struct {
 	mu                  sync.Mutex
-	rows, pages, ext    *ebpf.Memory
+	rows, pages, ext    *mapWindow
 	procs, files, stale *ebpf.Map
 	rowCap, pageCap     uint32
 	extCap              uint32
@@ -103,15 +103,12 @@ func newUnwinder(objs *MemtraceObjects, logf func(string, ...any)) (*unwinder, e
 	u := &unwinder{procs: objs.UnwindProcs, files: objs.UnwindFiles, stale: objs.UnwindStale,
 		tables: map[fileID]*loadedTable{}, written: map[int][]umap{}, seen: map[int][]procMapping{}, readAt: map[int]uint64{}, ownRoot: map[int]bool{},
 		named: map[uint64]bool{}, loader: map[int]loaderLink{}, logf: logf}
-	var err error
 	for _, m := range []struct {
 		mp  *ebpf.Map
-		out **ebpf.Memory
+		out **mapWindow
 		cap *uint32
 	}{{objs.UnwindRows, &u.rows, &u.rowCap}, {objs.UnwindPages, &u.pages, &u.pageCap}, {objs.UnwindExt, &u.ext, &u.extCap}} {
-		if *m.out, err = m.mp.Memory(); err != nil {
-			return nil, fmt.Errorf("map the unwind tables: %w", err)
-		}
+		*m.out = &mapWindow{m: m.mp}
 		*m.cap = m.mp.MaxEntries()
 	}
 	switch runtime.GOARCH {
@@ -628,4 +625,52 @@ func monotonicNS() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
+}
+
+// mapWindow writes into an mmapable BPF array through a mapping of just
+// the pages written, undone at once. The arrays are sized for the largest
+// programs (32 MiB of rows by default); kept mapped, as ebpf.Map.Memory
+// keeps them, every page of them counted in memtrace's RSS (40 of the
+// 154 MB on sqlite3 with --stack-depth 32) though the kernel holds them
+// anyway and a run fills a few percent.
+type mapWindow struct{ m *ebpf.Map }
+
+func (w *mapWindow) WriteAt(p []byte, off int64) (int, error) {
+	return w.at(p, off, true)
+}
+
+// ReadAt reads the array as the kernel side sees it (tests).
+func (w *mapWindow) ReadAt(p []byte, off int64) (int, error) {
+	return w.at(p, off, false)
+}
+
+func (w *mapWindow) at(p []byte, off int64, write bool) (int, error) {
+	size := int64(w.m.MaxEntries()) * int64(w.m.ValueSize())
+	if off < 0 || off+int64(len(p)) > size {
+		return 0, fmt.Errorf("access of %d bytes at %d: past the map's %d", len(p), off, size)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	page := int64(os.Getpagesize())
+	lo := off &^ (page - 1)
+	hi := (off + int64(len(p)) + page - 1) &^ (page - 1)
+	prot := unix.PROT_READ
+	if write {
+		prot |= unix.PROT_WRITE
+	}
+	mem, err := unix.Mmap(w.m.FD(), lo, int(hi-lo), prot, unix.MAP_SHARED)
+	if err != nil {
+		return 0, fmt.Errorf("map the unwind array: %w", err)
+	}
+	var n int
+	if write {
+		n = copy(mem[off-lo:], p)
+	} else {
+		n = copy(p, mem[off-lo:])
+	}
+	if err := unix.Munmap(mem); err != nil {
+		return n, fmt.Errorf("unmap the unwind array: %w", err)
+	}
+	return n, nil
 }

@@ -3,9 +3,9 @@
 package tracer
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -18,8 +18,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/unwind"
 )
 
@@ -443,5 +445,58 @@ func TestFillFramesAfterExit(t *testing.T) {
 	}
 	if len(named) != 1 || named[0].Path != m.path {
 		t.Errorf("files named after the exit: %+v, want %s", named, m.path)
+	}
+}
+
+// TestMapWindow: writes through a window of pages land where the kernel
+// side reads them (lookups agree, across a page boundary and at an
+// unaligned offset), and leave nothing of the array mapped: memtrace's RSS
+// does not count the unwind arrays' 40 MB.
+func TestMapWindow(t *testing.T) {
+	requireBPF(t)
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 4096, Flags: unix.BPF_F_MMAPABLE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	mappedMaps := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), "anon_inode:bpf-map")
+	}
+	before := mappedMaps()
+	w := &mapWindow{m: m}
+	data := make([]byte, 3000*8)
+	for i := range 3000 {
+		binary.LittleEndian.PutUint64(data[i*8:], uint64(i)*0x10001+7)
+	}
+	const first = 500 // entry 500: 4000 bytes in, so the write spans pages
+	if n, err := w.WriteAt(data, first*8); err != nil || n != len(data) {
+		t.Fatalf("WriteAt: %d, %v", n, err)
+	}
+	if got := mappedMaps(); got != before {
+		t.Errorf("%d BPF maps mapped after the write, %d before", got, before)
+	}
+	for _, i := range []uint32{0, 499, 500, 501, 511, 512, 1000, 3499, 3500} {
+		var v uint64
+		if err := m.Lookup(i, &v); err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0)
+		if i >= first && i < first+3000 {
+			want = uint64(i-first)*0x10001 + 7
+		}
+		if v != want {
+			t.Errorf("entry %d: %#x, want %#x", i, v, want)
+		}
+	}
+	back := make([]byte, len(data))
+	if _, err := w.ReadAt(back, first*8); err != nil || !bytes.Equal(back, data) {
+		t.Errorf("ReadAt: %v, equal %v", err, bytes.Equal(back, data))
+	}
+	if _, err := w.WriteAt(data, 4096*8-8); err == nil {
+		t.Error("a write past the array's end was accepted")
 	}
 }
