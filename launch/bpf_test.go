@@ -94,26 +94,35 @@ int main(int argc, char **argv) {
 `)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
-	log, rec := filepath.Join(dir, "app.log"), filepath.Join(dir, "rec")
-	var stderr syncBuf
-	status, err := Run(Options{Argv: []string{bin, rec}, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, func() (int, error) {
-		t.Fatal("fell back to LD_PRELOAD")
-		return 0, nil
-	})
-	if err != nil || status != 4 {
-		t.Fatalf("Run = %d, %v (stderr %q); want 4, nil", status, err, stderr.String())
-	}
-	got, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bpftest.RequireModeBPF(t, got)
+	rec := filepath.Join(dir, "rec")
+	got := launchBPF(t, []string{bin, rec}, 4)
 	p := ptrs(t, rec, 3)
 	pid := headerPID(t, got)
 	want := []string{"malloc 12345 " + p[0], "calloc 3000 " + p[1], "free 12345 " + p[0], "realloc 20000 " + p[2], "free 3000 " + p[1], "free 20000 " + p[2]}
 	if lines := allocLines(t, got, pid); !slices.Equal(lines, want) {
 		t.Errorf("the program's calls in the log:\n%s\nwant:\n%s\nlog:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"), got)
 	}
+}
+
+// launchBPF runs argv through Run with the real eBPF tracer, wants its
+// exit status and a log of mode=bpf (no fallback), and returns the log.
+func launchBPF(t *testing.T, argv []string, status int) []byte {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "app.log")
+	var stderr syncBuf
+	got, err := Run(Options{Argv: argv, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, func() (int, error) {
+		t.Fatal("fell back to LD_PRELOAD")
+		return 0, nil
+	})
+	if err != nil || got != status {
+		t.Fatalf("Run = %d, %v (stderr %q); want %d, nil", got, err, stderr.String(), status)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpftest.RequireModeBPF(t, b)
+	return b
 }
 
 // TestRunAttachBPF attaches to a running C program with the real eBPF

@@ -83,17 +83,7 @@ int main(void) {
 	return 3;
 }
 `)
-	log := filepath.Join(t.TempDir(), "h.log")
-	var stderr syncBuf
-	status, err := Run(Options{Argv: []string{bin}, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, func() (int, error) {
-		t.Fatal("fell back to LD_PRELOAD")
-		return 0, nil
-	})
-	if err != nil || status != 3 {
-		t.Fatalf("Run = %d, %v (stderr %q); want 3, nil", status, err, stderr.String())
-	}
-	b, _ := os.ReadFile(log)
-	bpftest.RequireModeBPF(t, b)
+	launchBPF(t, []string{bin}, 3)
 	wd := watchdogSock
 	if wd == nil {
 		t.Fatal("no watchdog")
