@@ -45,15 +45,7 @@ int main(void) {
 // recorded call: op, size and pointer, nothing logged twice.
 func TestAttachCountsExact(t *testing.T) {
 	requireBPF(t)
-	dir := t.TempDir()
-	src := filepath.Join(dir, "p.c")
-	bin := filepath.Join(dir, "p")
-	if err := os.WriteFile(src, []byte(probeProg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := probeProgBin(t)
 	for _, mode := range []string{"session", "multi", "classic"} {
 		multi := mode != "classic"
 		t.Run(mode, func(t *testing.T) {
@@ -164,6 +156,21 @@ func TestAttachCountsExact(t *testing.T) {
 	}
 }
 
+// probeProgBin builds probeProg.
+func probeProgBin(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "p.c")
+	bin := filepath.Join(dir, "p")
+	if err := os.WriteFile(src, []byte(probeProg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return bin
+}
+
 type handlerFunc func(*Event)
 
 func (f handlerFunc) Event(e *Event) { f(e) }
@@ -175,15 +182,7 @@ func (handlerFunc) File(*File)       {}
 // without it frees carry stacks too.
 func TestNoFreeStacksKernelSide(t *testing.T) {
 	requireBPF(t)
-	dir := t.TempDir()
-	src := filepath.Join(dir, "p.c")
-	bin := filepath.Join(dir, "p")
-	if err := os.WriteFile(src, []byte(probeProg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := probeProgBin(t)
 	for _, noFree := range []bool{false, true} {
 		tr, err := New(Options{StackDepth: 8, NoFreeStacks: noFree})
 		if err != nil {

@@ -354,18 +354,25 @@ func TestResumeHeldDlopenKey(t *testing.T) {
 	}
 }
 
-// TestFillFramesMappedSinceRead: a frame whose VMA the kernel side could
-// not read lies in a file mapped after the mappings were last read (a
-// dlopen in one thread while another allocates): fillFrames reads them
-// again and names the file, once the stack is newer than that read.
-func TestFillFramesMappedSinceRead(t *testing.T) {
+// dwarfUnwinder is the unwinder of a tracer with DWARF stacks, closed
+// at the test's end.
+func dwarfUnwinder(t *testing.T) *unwinder {
+	t.Helper()
 	requireBPF(t)
 	tr, err := New(Options{StackDepth: 16, UnwindRows: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
-	u := tr.unw
+	t.Cleanup(func() { tr.Close() })
+	return tr.unw
+}
+
+// TestFillFramesMappedSinceRead: a frame whose VMA the kernel side could
+// not read lies in a file mapped after the mappings were last read (a
+// dlopen in one thread while another allocates): fillFrames reads them
+// again and names the file, once the stack is newer than that read.
+func TestFillFramesMappedSinceRead(t *testing.T) {
+	u := dwarfUnwinder(t)
 	pid := os.Getpid()
 	exe, err := os.Executable()
 	if err != nil {
@@ -413,13 +420,7 @@ func TestFillFramesMappedSinceRead(t *testing.T) {
 // resolve by path (a dlopen'ed library's frames printed as in no file
 // when the process was gone: TestDwarfOracleBPF/*/dlopen).
 func TestFillFramesAfterExit(t *testing.T) {
-	requireBPF(t)
-	tr, err := New(Options{StackDepth: 16, UnwindRows: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	u := tr.unw
+	u := dwarfUnwinder(t)
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
