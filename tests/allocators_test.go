@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // allocLibs are the allocators of issue 17, by the .so.N that Debian's
@@ -116,5 +118,31 @@ func (r *run) runMemtraceEnv(t *testing.T, memtrace string, env []string, args .
 	cmd.Stdout = &r.stderr
 	if err := runCmd(t, cmd, runLimit); err != nil {
 		t.Fatalf("memtrace %v: %v\n%s", args, err, r.stderr.String())
+	}
+}
+
+// TestAllocatorsLibcxx: the C++ program (every operator new/delete
+// overload, a throwing new caught, a failing nothrow new) built against
+// LLVM's libc++, whose operators are its own, not libstdc++'s: launched
+// and attached, the log equals what the program recorded, in a mode=bpf
+// log.
+func TestAllocatorsLibcxx(t *testing.T) {
+	requireBPF(t)
+	memtrace := need(t, "bin/memtrace")
+	bin := filepath.Join(need(t, "tests/progs/build"), "cxxalloc-libcxx")
+	if _, err := os.Stat(bin); err != nil {
+		bpftest.Unavailable(t, "%s is not built (libc++-19-dev missing: run make deps, then make progs)", bin)
+	}
+	for _, mode := range []string{"launch", "attach"} {
+		t.Run(mode, func(t *testing.T) {
+			r := newRun(t)
+			if mode == "launch" {
+				r.runMemtraceEnv(t, memtrace, nil, "-o", r.log, "--", bin)
+			} else {
+				r.runAttachEnv(t, memtrace, bin, nil)
+			}
+			bpfLog(t, r.log)
+			r.check(t, false)
+		})
 	}
 }
