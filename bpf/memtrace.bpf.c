@@ -1139,6 +1139,38 @@ struct {
 
 #define MT_USER_TOP 0x7ffffffff000ULL
 
+/* A frame record (16 bytes at addr) from the chunk, refilled with
+ * MT_FP_CHUNK bytes from addr when it is not there: frame-pointer frames
+ * are small and a walk's records lie close together, so a refill of the
+ * DWARF walk's 2 KiB copied mostly bytes no step reads. */
+#define MT_FP_CHUNK 512
+static __always_inline int fp_read(struct mt_chunk *c, struct mt_wstate *w, __u64 *dst, __u64 addr)
+{
+	if (!c)
+		return bpf_probe_read_user(dst, 16, (void *)addr) == 0;
+	__u64 off = addr - w->chunk_lo;
+	if (!(off < w->chunk_len && w->chunk_len - off >= 16)) {
+		w->chunk_len = 0;
+		__u32 n = MT_FP_CHUNK;
+		if (bpf_probe_read_user(c->b, MT_FP_CHUNK, (void *)addr) != 0) {
+			n = 4096 - (addr & 4095);
+			if (n > MT_FP_CHUNK)
+				n = MT_FP_CHUNK;
+			if (n < 16 || bpf_probe_read_user(c->b, n & (MT_FP_CHUNK * 2 - 1), (void *)addr) != 0)
+				return bpf_probe_read_user(dst, 16, (void *)addr) == 0;
+		}
+		w->chunk_lo = addr;
+		w->chunk_len = n;
+		off = 0;
+	}
+	if (off <= MT_CHUNK - 16 && off + 16 <= w->chunk_len) {
+		dst[0] = *(__u64 *)(c->b + off);
+		dst[1] = *(__u64 *)(c->b + off + 8);
+		return 1;
+	}
+	return bpf_probe_read_user(dst, 16, (void *)addr) == 0;
+}
+
 /* One frame record: the caller's return address in *ra, or 0 at the end.
  * A global function, verified once rather than along the loop. */
 __noinline int mt_fp_step(struct mt_wstate *w, struct mt_chunk *c, __u64 *ra)
@@ -1156,7 +1188,7 @@ __noinline int mt_fp_step(struct mt_wstate *w, struct mt_chunk *c, __u64 *ra)
 	if (fp == 0 || fp > MT_USER_TOP - 16 || fp < w->lr || fp - w->sp > MT_FP_SANE)
 		return 0;
 	__u64 rec[2];
-	if (!stack_read(c, w, rec, 16, fp))
+	if (!fp_read(c, w, rec, fp))
 		return 0;
 	*ra = rec[1];
 	w->fp = rec[0];
@@ -1193,8 +1225,10 @@ static __noinline __u32 fp_stack(struct pt_regs *ctx, struct stackbuf *buf)
 	w.s->sp = PT_REGS_SP(ctx);
 	w.s->fp = PT_REGS_FP(ctx);
 	w.s->lr = PT_REGS_SP(ctx); /* here: the lowest next frame record */
-	if (!stack_read(w.chunk, w.s, &buf->ips[0], 8, PT_REGS_SP(ctx)))
+	__u64 top[2];
+	if (!fp_read(w.chunk, w.s, top, PT_REGS_SP(ctx)))
 		return 0;
+	buf->ips[0] = top[0];
 	w.n = 1;
 	if (stack_depth > 1)
 		bpf_loop(stack_depth, fp_cb, &w, 0);
