@@ -144,8 +144,28 @@ int main(int argc, char **argv) {
 }
 `)
 	dir := t.TempDir()
-	log, rec := filepath.Join(dir, "attach.log"), filepath.Join(dir, "rec")
-	prog := exec.Command(bin, rec)
+	rec := filepath.Join(dir, "rec")
+	prog, finish := attachBPF(t, Options{}, bin, rec)
+	got := finish()
+	if err := prog.Wait(); err != nil {
+		t.Errorf("the attached program: %v, want exit 0", err)
+	}
+	p := ptrs(t, rec, 3)
+	want := []string{"malloc 23456 " + p[0], "malloc 7 " + p[1], "free 23456 " + p[0]}
+	if lines := allocLines(t, got, prog.Process.Pid); !slices.Equal(lines, want) {
+		t.Errorf("the program's calls in the log:\n%s\nwant:\n%s\nlog:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"), got)
+	}
+}
+
+// attachBPF starts argv, which waits for a byte on its stdin, and
+// attaches Run to it with the real eBPF tracer (o's other options kept).
+// Once the log says the probes are on, it returns the program and finish,
+// which lets the program go, wants Run to end with status 0 within 30 s,
+// and returns the log, of mode=bpf.
+func attachBPF(t *testing.T, o Options, argv ...string) (*exec.Cmd, func() []byte) {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "attach.log")
+	prog := exec.Command(argv[0], argv[1:]...)
 	stdin, err := prog.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -153,38 +173,36 @@ int main(int argc, char **argv) {
 	if err := prog.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer prog.Wait()
-	defer prog.Process.Kill()
-	defer stdin.Close()
+	t.Cleanup(func() { stdin.Close(); prog.Process.Kill(); prog.Wait() })
 	type result struct {
 		status int
 		err    error
 	}
 	done := make(chan result, 1)
 	var stderr syncBuf
+	o.PIDs, o.Output, o.StackUnwind, o.PeakTopN = []int{prog.Process.Pid}, log, "dwarf", 10
 	go func() {
-		s, err := Run(Options{PIDs: []int{prog.Process.Pid}, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, nil)
+		s, err := Run(o, &stderr, nil)
 		done <- result{s, err}
 	}()
 	waitFile(t, log, "[memtrace] proc event=attach")
-	stdin.Write([]byte{1})
-	select {
-	case r := <-done:
-		if r.err != nil || r.status != 0 {
-			t.Fatalf("Run = %d, %v (stderr %q)", r.status, r.err, stderr.String())
+	return prog, func() []byte {
+		t.Helper()
+		stdin.Write([]byte{1})
+		select {
+		case r := <-done:
+			if r.err != nil || r.status != 0 {
+				t.Fatalf("Run = %d, %v (stderr %q)", r.status, r.err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return in 30 s after the program exited")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return in 30 s after the program exited")
-	}
-	if err := prog.Wait(); err != nil {
-		t.Errorf("the attached program: %v, want exit 0", err)
-	}
-	got, _ := os.ReadFile(log)
-	bpftest.RequireModeBPF(t, got)
-	p := ptrs(t, rec, 3)
-	want := []string{"malloc 23456 " + p[0], "malloc 7 " + p[1], "free 23456 " + p[0]}
-	if lines := allocLines(t, got, prog.Process.Pid); !slices.Equal(lines, want) {
-		t.Errorf("the program's calls in the log:\n%s\nwant:\n%s\nlog:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"), got)
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bpftest.RequireModeBPF(t, b)
+		return b
 	}
 }
 

@@ -3,7 +3,6 @@ package launch
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -146,29 +145,7 @@ int main(void) {
 	return 0;
 }
 `)
-	log := filepath.Join(t.TempDir(), "p.log")
-	prog := exec.Command(bin)
-	stdin, err := prog.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Wait()
-	defer prog.Process.Kill()
-	defer stdin.Close()
-	type result struct {
-		status int
-		err    error
-	}
-	done := make(chan result, 1)
-	var stderr syncBuf
-	go func() {
-		s, err := Run(Options{PIDs: []int{prog.Process.Pid}, Follow: true, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, nil)
-		done <- result{s, err}
-	}()
-	waitFile(t, log, "[memtrace] proc event=attach")
+	_, finish := attachBPF(t, Options{Follow: true}, bin)
 	wd := watchdogSock
 	if wd == nil {
 		t.Fatal("no watchdog with --follow")
@@ -177,17 +154,7 @@ int main(void) {
 	if len(ours) == 0 {
 		t.Fatal("memtrace holds no uprobe link while attached")
 	}
-	stdin.Write([]byte{1})
-	select {
-	case r := <-done:
-		if r.err != nil || r.status != 0 {
-			t.Fatalf("Run = %d, %v (stderr %q)", r.status, r.err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return in 30 s after the program exited")
-	}
-	b, _ := os.ReadFile(log)
-	bpftest.RequireModeBPF(t, b)
+	finish()
 	if held := procLinks(t, wd.pid, uprobeLinks...); len(held) > 0 {
 		t.Errorf("in -p mode the watchdog holds links %v", held)
 	}

@@ -155,7 +155,16 @@ func TestReturnSitesWalk(t *testing.T) {
 		0xc3, // 26: the callee's ret
 	}
 	const base = 0x1000
-	c := &elfCode{readAt: func(v uint64, n int) []byte {
+	c := codeAt(base, code)
+	got := c.returnSites([]uint64{base})
+	if len(got) != 1 || got[0] != base+10 {
+		t.Fatalf("return sites %#x, want [%#x]", got, base+10)
+	}
+}
+
+// codeAt is an elfCode whose only bytes are code, at base.
+func codeAt(base uint64, code []byte) *elfCode {
+	return &elfCode{readAt: func(v uint64, n int) []byte {
 		if v < base || v >= base+uint64(len(code)) {
 			return nil
 		}
@@ -165,10 +174,6 @@ func TestReturnSitesWalk(t *testing.T) {
 		}
 		return b
 	}, plt: map[uint64]string{}, funcs: map[string]uint64{}}
-	got := c.returnSites([]uint64{base})
-	if len(got) != 1 || got[0] != base+10 {
-		t.Fatalf("return sites %#x, want [%#x]", got, base+10)
-	}
 }
 
 // FuzzReturnSites: any bytes as code: the walk ends within its bounds and
@@ -180,16 +185,7 @@ func FuzzReturnSites(f *testing.F) {
 	f.Add([]byte{0xff, 0x25, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, code []byte) {
 		const base = 0x4000
-		c := &elfCode{readAt: func(v uint64, n int) []byte {
-			if v < base || v >= base+uint64(len(code)) {
-				return nil
-			}
-			b := code[v-base:]
-			if len(b) > n {
-				b = b[:n]
-			}
-			return b
-		}, plt: map[uint64]string{}, funcs: map[string]uint64{}}
+		c := codeAt(base, code)
 		rets := c.returnSites([]uint64{base})
 		if len(rets) > maxRetSites+1 {
 			t.Fatalf("%d return sites", len(rets))

@@ -54,35 +54,10 @@ func TestAttachCountsExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tr.Close()
-			cmd := exec.Command(bin)
-			stdin, _ := cmd.StdinPipe()
-			stdout, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			pid := cmd.Process.Pid
-			// The loader needs a moment to map libc before the scan.
-			var added []string
-			for i := 0; i < 100 && len(added) == 0; i++ {
-				time.Sleep(10 * time.Millisecond)
-				added, err = tr.ScanProcess(pid)
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			if len(added) == 0 {
-				t.Fatal("no allocation library found in the test program")
-			}
-			if err := tr.AddProcess(pid); err != nil {
-				t.Fatal(err)
-			}
+			pid, line := runProbeProg(t, tr, bin)
 			if multi != tr.Multi() {
 				t.Logf("uprobe_multi unavailable; classic links used")
 			}
-			stdin.Write([]byte{1})
-			stdin.Close()
-			line, _ := bufio.NewReader(stdout).ReadString('\n')
-			cmd.Wait()
 			var evs []Event
 			for i := 0; i < 20; i++ {
 				if err := tr.Read(handlerFunc(func(e *Event) {
@@ -156,6 +131,40 @@ func TestAttachCountsExact(t *testing.T) {
 	}
 }
 
+// runProbeProg runs bin (probeProg) traced by tr from its first call into
+// the allocation library: it scans the process once the loader has mapped
+// libc, lets it run, and returns its pid and the pointers it printed.
+func runProbeProg(t *testing.T, tr *Tracer, bin string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(bin)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	// The loader needs a moment to map libc before the scan.
+	var added []string
+	var err error
+	for i := 0; i < 100 && len(added) == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+		if added, err = tr.ScanProcess(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(added) == 0 {
+		t.Fatal("no allocation library found in the test program")
+	}
+	if err := tr.AddProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte{1})
+	stdin.Close()
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	cmd.Wait()
+	return pid, line
+}
+
 // probeProgBin builds probeProg.
 func probeProgBin(t *testing.T) string {
 	t.Helper()
@@ -188,27 +197,7 @@ func TestNoFreeStacksKernelSide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(bin)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pid := cmd.Process.Pid
-		var added []string
-		for i := 0; i < 100 && len(added) == 0; i++ {
-			time.Sleep(10 * time.Millisecond)
-			if added, err = tr.ScanProcess(pid); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tr.AddProcess(pid); err != nil {
-			t.Fatal(err)
-		}
-		stdin.Write([]byte{1})
-		stdin.Close()
-		bufio.NewReader(stdout).ReadString('\n')
-		cmd.Wait()
+		pid, _ := runProbeProg(t, tr, bin)
 		var evs []Event
 		for i := 0; i < 20; i++ {
 			if err := tr.Read(handlerFunc(func(e *Event) {
