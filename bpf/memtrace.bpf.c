@@ -19,6 +19,11 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* kfunc of session uprobes (Linux 6.13+); weak, so older kernels load. */
 extern bool bpf_session_is_return(void) __ksym __weak;
+/* kfuncs of the release at memtrace's exit (bpf_send_signal_task: Linux
+ * 6.13+); where they are missing, memtrace's watchdog process releases. */
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, u64 value) __ksym __weak;
 
 
 /* Set by the agent before load. */
@@ -38,6 +43,11 @@ const volatile char stack_threads[8][16] = {};
  * (always in -- mode, where memtrace is the parent; with --follow). */
 const volatile __u8 follow = 0;
 const volatile __u8 hold_exec = 0;
+/* memtrace's own tgid: its exit releases every hold (agent_exit). */
+const volatile __u32 agent_tgid = 0;
+/* Set when memtrace lets every held process go (the agent's release at
+ * the end of a run, or agent_exit): no process is held after it. */
+__u32 released = 0;
 
 /* Records the ring buffer could not take; the agent reads and reports it. */
 __u64 lost_records = 0;
@@ -98,9 +108,17 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
-	__type(key, __u32);
+	__type(key, __u32); /* MT_HOLD_KEY */
 	__type(value, __u8);
 } hold SEC(".maps");
+
+/* Fork, exec and exit records that found the ring buffer full (see struct
+ * mt_backlog). */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, 4096);
+	__type(value, struct mt_backlog);
+} backlog SEC(".maps");
 
 struct tstate {
 	__u64 owner;         /* the tid using this slot (tslots); 0: free */
@@ -1877,22 +1895,127 @@ int BPF_PROG(mt_rename, struct task_struct *task)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(mt_exit)
+/* A process record: fork, exec or a thread's exit. These decide how a
+ * process's run ended, so when the ring buffer is full they wait in the
+ * backlog queue instead of being lost; only a full queue loses one, which
+ * is counted. wake: the agent must act now (a held process waits for it). */
+static __always_inline int send_proc(__u8 kind, __u8 flags, __u64 ptr, __u64 size, bool wake)
 {
-	if (!is_target())
+	struct mt_event *e = send_thread(0) ? bpf_ringbuf_reserve(&events, sizeof(*e), 0) : 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	if (e) {
+		e->type = MT_REC_EVENT;
+		e->ts_ns = now;
+		e->tid = (__u32)id;
+		e->kind = kind;
+		e->op = 0;
+		e->flags = flags;
+		e->ptr = ptr;
+		e->size = size;
+		e->stack = 0;
+		e->old_ptr = 0;
+		e->old_size = 0;
+		if (wake)
+			bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+		else
+			submit(e, 0);
+		return 1;
+	}
+	struct mt_backlog b = {};
+	b.thread.type = MT_REC_THREAD;
+	b.thread.tgid = id >> 32;
+	b.thread.tid = (__u32)id;
+	bpf_get_current_comm(b.thread.comm, sizeof(b.thread.comm));
+	b.ev.type = MT_REC_EVENT;
+	b.ev.ts_ns = now;
+	b.ev.tid = (__u32)id;
+	b.ev.kind = kind;
+	b.ev.flags = flags;
+	b.ev.ptr = ptr;
+	b.ev.size = size;
+	if (bpf_map_push_elem(&backlog, &b, 0)) {
+		__sync_fetch_and_add(&lost_records, 1);
 		return 0;
-	state_release(bpf_get_current_pid_tgid());
-	send_packed(0, MT_EV_EXIT, 0, 0, 0, 0, 0);
+	}
+	return 1;
+}
+
+/* hold_new records a hold of the current process of kind (exec, dlopen)
+ * under a key of its own (see MT_HOLD_KEY), or returns 0. */
+static __always_inline __u32 hold_new(__u32 tgid, __u32 kind)
+{
+	if (__sync_fetch_and_add(&released, 0))
+		return 0;
+	__u8 stopped = HOLD_STOPPED;
+	__u32 seq = bpf_ktime_get_ns() >> 10;
+	for (int i = 0; i < 4; i++) {
+		__u32 key = MT_HOLD_KEY(tgid, kind, seq + i);
+		if (bpf_map_update_elem(&hold, &key, &stopped, BPF_NOEXIST) == 0)
+			return key;
+	}
 	return 0;
 }
 
-static __always_inline void proc_event(__u8 kind, __u64 child, __u8 flags)
+/* hold_self stops the current process, whose hold is recorded under key,
+ * unless memtrace has released its holds (released). The two reads of
+ * released pair with agent_exit's write and sweep (a full barrier on each
+ * side): if this stop is not seen by the sweep, released is seen here,
+ * and the process continues itself. A SIGCONT cancels a pending SIGSTOP. */
+static __always_inline void hold_self(__u32 key)
 {
-	struct mt_event *e = reserve_full(0, kind, 0, flags, child, 0, 0, 0, 0, 0);
-	/* The agent must act now: a held process waits for it. */
-	if (e)
-		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	if (__sync_fetch_and_add(&released, 0)) {
+		bpf_map_delete_elem(&hold, &key);
+		return;
+	}
+	bpf_send_signal_thread(MT_SIGSTOP);
+	if (__sync_fetch_and_add(&released, 0)) {
+		bpf_send_signal_thread(MT_SIGCONT);
+		bpf_map_delete_elem(&hold, &key);
+	}
+}
+
+static long release_one(struct bpf_map *map, __u32 *key, __u8 *state, void *ctx)
+{
+	if (*state == HOLD_STOPPED) {
+		struct task_struct *t = bpf_task_from_pid(*key & MT_HOLD_PID_MASK);
+		if (t) {
+			bpf_send_signal_task(t, MT_SIGCONT, PIDTYPE_TGID, 0);
+			bpf_task_release(t);
+		}
+	}
+	bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+/* memtrace is exiting, however it ends (a return, a panic, SIGKILL): its
+ * programs still run, since its descriptors close after this tracepoint.
+ * Every process it holds is let go here, by the kernel, with no process
+ * of memtrace's needed. */
+static __always_inline void agent_exit(void)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	/* Only once its last thread is exiting. */
+	if (BPF_CORE_READ(cur, signal, live.counter) != 0)
+		return;
+	__sync_fetch_and_or(&released, 1);
+	if (bpf_send_signal_task && bpf_task_from_pid && bpf_task_release)
+		bpf_for_each_map_elem(&hold, release_one, 0, 0);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mt_exit)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (agent_tgid && tgid == agent_tgid) {
+		agent_exit();
+		return 0;
+	}
+	if (!is_target())
+		return 0;
+	state_release(bpf_get_current_pid_tgid());
+	send_proc(MT_EV_EXIT, 0, 0, 0, false);
+	return 0;
 }
 
 /* A traced process forked: with --follow the child is traced too. Its
@@ -1919,16 +2042,15 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 		if (pm)
 			bpf_map_update_elem(&unwind_procs, &ctgid, pm, BPF_ANY);
 	}
-	/* Runs in the parent: the thread record names ptgid. The child is
-	 * held only when the event that makes the agent resume it is in the
-	 * ring. */
-	struct mt_event *e = reserve_full(0, MT_EV_FORK, 0, MT_FLAG_HELD, ctgid, 0, 0, 0, 0, 0);
-	if (!e)
-		return 0;
-	__u8 pending = HOLD_PENDING;
-	if (bpf_map_update_elem(&hold, &ctgid, &pending, BPF_ANY))
-		e->flags = 0;
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	/* Runs in the parent, before the child can run: the record names
+	 * ptgid. The child is held only when the record that makes the agent
+	 * resume it was sent. */
+	__u32 key = MT_HOLD_KEY(ctgid, MT_HOLD_FORK, 0);
+	__u8 pending = HOLD_PENDING, flags = 0;
+	if (!__sync_fetch_and_add(&released, 0) && bpf_map_update_elem(&hold, &key, &pending, BPF_ANY) == 0)
+		flags = MT_FLAG_HELD;
+	if (!send_proc(MT_EV_FORK, flags, ctgid, flags ? key : 0, true) && flags)
+		bpf_map_delete_elem(&hold, &key);
 	return 0;
 }
 
@@ -1939,12 +2061,13 @@ SEC("raw_tp/sys_exit")
 int BPF_PROG(mt_child_start)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u8 *h = bpf_map_lookup_elem(&hold, &tgid);
+	__u32 key = MT_HOLD_KEY(tgid, MT_HOLD_FORK, 0);
+	__u8 *h = bpf_map_lookup_elem(&hold, &key);
 	if (!h || *h != HOLD_PENDING)
 		return 0;
-	/* Recorded before the stop: the watchdog must know of every one. */
+	/* Recorded before the stop: the release sweeps must know of it. */
 	*h = HOLD_STOPPED;
-	bpf_send_signal_thread(MT_SIGSTOP);
+	hold_self(key);
 	return 0;
 }
 
@@ -1963,23 +2086,17 @@ int BPF_PROG(mt_exec)
 		bpf_map_delete_elem(&unwind_stale, &tgid);
 	}
 	bpf_map_delete_elem(&alloc_texts, &tgid);
-	if (!(follow || hold_exec)) {
-		proc_event(MT_EV_EXEC, 0, 0);
-		return 0;
+	/* The stop is recorded (for the release sweeps) and sent before the
+	 * record that makes the agent resume it, whose SIGCONT could otherwise
+	 * come first; a record that could not be sent undoes it: a process is
+	 * never held by a record that was lost. */
+	__u32 key = (follow || hold_exec) ? hold_new(tgid, MT_HOLD_EXEC) : 0;
+	if (key)
+		hold_self(key);
+	if (!send_proc(MT_EV_EXEC, key ? MT_FLAG_HELD : 0, 0, key, true) && key) {
+		bpf_send_signal_thread(MT_SIGCONT);
+		bpf_map_delete_elem(&hold, &key);
 	}
-	/* Stopped only once the event that makes the agent resume it is in
-	 * the ring and the watchdog can see the stop: a process is never held
-	 * by a record that was lost. A SIGCONT that comes before the stop
-	 * takes effect cancels the pending SIGSTOP. */
-	struct mt_event *e = reserve_full(0, MT_EV_EXEC, 0, MT_FLAG_HELD, 0, 0, 0, 0, 0, 0);
-	if (!e)
-		return 0;
-	__u8 stopped = HOLD_STOPPED;
-	if (bpf_map_update_elem(&hold, &tgid, &stopped, BPF_ANY) == 0)
-		bpf_send_signal_thread(MT_SIGSTOP);
-	else
-		e->flags = 0;
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -2001,20 +2118,14 @@ SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
 	struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
 	if (!rm)
 		return 0;
+	/* Stopped before the record is visible, as at exec. */
+	__u32 key = hold_new(tgid, MT_HOLD_DL);
+	if (key)
+		hold_self(key);
 	rm->type = MT_REC_REMAP;
-	rm->held = 0;
 	rm->tgid = tgid;
-	rm->hold_key = 0;
-	/* A key of its own, with a few bits of the clock: a hold being
-	 * released (SIGCONT sent, its entry not yet deleted), of exec or of
-	 * the last dlopen, must not make this one fail. */
-	__u32 key = tgid | MT_HOLD_DL | (__u32)((bpf_ktime_get_ns() >> 10) & MT_HOLD_SEQ_MASK) << MT_HOLD_SEQ_SHIFT;
-	__u8 stopped = HOLD_STOPPED;
-	if (bpf_map_update_elem(&hold, &key, &stopped, BPF_NOEXIST) == 0) {
-		rm->held = 1;
-		rm->hold_key = key;
-		bpf_send_signal_thread(MT_SIGSTOP);
-	}
+	rm->held = key != 0;
+	rm->hold_key = key;
 	bpf_ringbuf_submit(rm, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
@@ -2067,4 +2178,5 @@ const volatile struct {
 	struct mt_ufile_key ufile_key;
 	struct mt_ufile ufile;
 	struct mt_remap remap;
+	struct mt_backlog backlog;
 } mt_abi_types = {};

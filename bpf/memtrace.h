@@ -292,11 +292,30 @@ struct mt_remap {
 	__u32 tgid;
 	__u32 hold_key;
 };
-/* The hold map's key for a dlopen hold: the tgid (below 2^22,
- * PID_MAX_LIMIT) with this bit and a 9-bit sequence at bit 22. */
-#define MT_HOLD_DL 0x80000000u
-#define MT_HOLD_SEQ_SHIFT 22
-#define MT_HOLD_SEQ_MASK 0x1ff
+/* The hold map's key: the tgid (below 2^22, PID_MAX_LIMIT), the kind of
+ * hold at bit 22 and a sequence at bit 24. Each hold has a key of its own,
+ * so that the release of one (SIGCONT sent, its entry not yet deleted)
+ * never deletes another hold of the same process: a fork's child that
+ * execs at once, an exec after an exec, a dlopen after a dlopen. A fork
+ * hold's sequence is 0 (a pid is forked once); exec and dlopen holds take
+ * theirs from the clock. Fork and exec events carry their key in size. */
+#define MT_HOLD_PID_MASK 0x3fffffu
+#define MT_HOLD_KIND_SHIFT 22
+#define MT_HOLD_FORK 1u
+#define MT_HOLD_EXEC 2u
+#define MT_HOLD_DL 3u
+#define MT_HOLD_SEQ_SHIFT 24
+#define MT_HOLD_SEQ_MASK 0xffu
+#define MT_HOLD_KEY(tgid, kind, seq) \
+	((__u32)(tgid) | (__u32)(kind) << MT_HOLD_KIND_SHIFT | ((__u32)(seq) & MT_HOLD_SEQ_MASK) << MT_HOLD_SEQ_SHIFT)
+
+/* A fork, exec or exit record the ring buffer could not take, queued in the
+ * backlog map instead: the records that decide how a process's run ended
+ * are never dropped. The agent drains the queue with every read. */
+struct mt_backlog {
+	struct mt_thread thread;
+	struct mt_event ev;
+};
 
 /* mt_event.flags */
 #define MT_FLAG_FILE 0x1     /* mmap of a file: not logged unless asked */
@@ -308,4 +327,5 @@ struct mt_remap {
 
 #define MT_MAP_ANONYMOUS 0x20
 #define MT_SIGSTOP 19
+#define MT_SIGCONT 18
 #endif

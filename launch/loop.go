@@ -79,7 +79,8 @@ func (l *loop) onProcess(e *tracer.Event) {
 			// SIGCONT before that would be lost and leave it stopped.
 			waitStopped(pid, 2*time.Second)
 		}
-		if err := l.tr.Resume(pid); err != nil && l.o.Verbose {
+		// The event's size is its hold's key.
+		if err := l.tr.Resume(pid, uint32(e.Size)); err != nil && l.o.Verbose {
 			fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
 		}
 	}

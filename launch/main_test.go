@@ -151,7 +151,7 @@ func (f *fakeTracer) AttachLibrary(pid int, path string) (bool, error) {
 	f.call("attach %d %s", pid, path)
 	return f.attachOK, f.attachE
 }
-func (f *fakeTracer) Resume(pid int) error { f.call("resume %d", pid); return nil }
+func (f *fakeTracer) Resume(pid int, key uint32) error { f.call("resume %d", pid); return nil }
 func (f *fakeTracer) ReleaseProcess(pid int) {
 	f.call("release %d", pid)
 }

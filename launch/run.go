@@ -74,7 +74,7 @@ type tracerAPI interface {
 	AddProcess(pid int) error
 	ScanProcess(pid int) ([]string, error)
 	AttachLibrary(pid int, path string) (bool, error)
-	Resume(pid int) error
+	Resume(pid int, key uint32) error
 	ReleaseProcess(pid int)
 	Detach()
 	ProgramStats() []tracer.ProgramStat
@@ -148,8 +148,14 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 		}
 		return status, err
 	}
+	// Holds: at exec in -- mode, at fork and exec with --follow, at
+	// dlopen with DWARF stacks. Where the kernel side cannot release
+	// them itself at memtrace's exit, a watchdog process does; in --
+	// mode one runs anyway, to close the probes after the program
+	// (SetHandOff).
+	holds := len(o.Argv) > 0 || o.Follow || o.StackDepth > 0 && o.StackUnwind != "fp" && !o.Floor
 	var wd *watchdog
-	if o.Follow || len(o.Argv) > 0 {
+	if len(o.Argv) > 0 || holds && !tracer.KernelRelease() {
 		var err error
 		if wd, err = startWatchdog(); err != nil {
 			return fail(1, err)

@@ -17,19 +17,26 @@ import (
 // WatchdogArg, as os.Args[1], marks memtrace re-executed as its watchdog,
 // whose main calls RunWatchdog. The kernel side
 // stops processes (a forked child before its first instruction, a process
-// at exec) until the agent has probed them; if memtrace dies in between,
-// even by SIGKILL, nothing would ever resume them. The watchdog holds the
+// at exec or dlopen) until the agent has probed them; where the kernel
+// cannot release them itself when memtrace dies (tracer.KernelRelease),
+// the watchdog does. It holds the
 // map of held processes and the other end of a socket only memtrace
 // writes to: when the socket closes, memtrace is gone (its descriptors,
 // and with them its BPF links, are closed by the kernel), and the
-// watchdog resumes every process still held.
+// watchdog resumes every process still held. It runs in a session of
+// its own and under another name (watchdogName), so that neither a
+// signal to memtrace's process group nor a kill of the processes named
+// memtrace takes it along.
 //
 // The same socket carries, with SCM_RIGHTS, the hold map (memtrace starts
 // the watchdog before the map exists, so that its exec overlaps the BPF
 // loading) and, at the end of a -- run whose processes have all exited,
 // memtrace's uprobe links: closing one waits for an RCU tasks-trace grace
 // period (~100 ms), which the watchdog then waits instead of memtrace.
-const WatchdogArg = "__memtrace_watchdog"
+const WatchdogArg = "__mt_release"
+
+// watchdogName is the watchdog's argv[0] and thread name.
+const watchdogName = "mt-release"
 
 // The first byte of each message on the watchdog's socket.
 const (
@@ -73,6 +80,7 @@ func startWatchdog() (*watchdog, error) {
 	mine, theirs := os.NewFile(uintptr(fds[0]), "memtrace-watchdog"), os.NewFile(uintptr(fds[1]), "memtrace-watchdog")
 	defer theirs.Close()
 	cmd := exec.Command(self, WatchdogArg)
+	cmd.Args[0] = watchdogName
 	cmd.ExtraFiles = []*os.File{theirs}
 	// Its own session: a Ctrl-C or a kill of memtrace's process group
 	// must not take it along. No standard streams: a pipe the program
@@ -130,6 +138,10 @@ func (w *watchdog) giveLinks(fds []int) error {
 // RunWatchdog waits for memtrace to go, then closes the links it was
 // handed and resumes what memtrace held; it does not return.
 func RunWatchdog() {
+	// Its name is memtrace's binary's until now (exec names it); the
+	// process's own file renames the main thread, whichever thread
+	// this is.
+	_ = os.WriteFile("/proc/self/comm", []byte(watchdogName), 0)
 	hold, links := watchdogRead(3)
 	// Only now: memtrace closes its own copies after the hand-off, and
 	// whichever reference goes last waits for the kernel's release.

@@ -77,6 +77,12 @@ const (
 	// remapSize is sizeof(struct mt_remap): the kernel side asks for a
 	// process's mappings again.
 	remapSize = 12
+	// backlogSize is sizeof(struct mt_backlog), whose event starts at
+	// backlogEventOff; backlogMax is the queue's size, the most one
+	// drain reads.
+	backlogSize     = 88
+	backlogEventOff = 32
+	backlogMax      = 4096
 
 	pkOpShift    = 8
 	pkPtrShift   = 16

@@ -126,14 +126,58 @@ func TestRemapABI(t *testing.T) {
 	b := make([]byte, remapSize)
 	b[0], b[1] = byte(recRemap), 1
 	binary.LittleEndian.PutUint32(b[4:], 4242)
-	binary.LittleEndian.PutUint32(b[8:], 0x80000000|4242)
+	key := holdKey(4242, holdDL, 9)
+	binary.LittleEndian.PutUint32(b[8:], key)
 	r, err := decodeRemap(b)
-	if err != nil || r != (remapRequest{pid: 4242, held: true, holdKey: 0x80000000 | 4242}) {
+	if err != nil || r != (remapRequest{pid: 4242, held: true, holdKey: key}) {
 		t.Fatalf("remap decoded as %+v %v", r, err)
 	}
 	b[1] = 0
 	if r, err := decodeRemap(b); err != nil || r.held {
 		t.Fatalf("an unheld remap decoded as %+v %v", r, err)
+	}
+}
+
+// TestBacklogABI checks struct mt_backlog, which the backlog drain cuts
+// into a thread record and an event.
+func TestBacklogABI(t *testing.T) {
+	btfStruct(t, "mt_backlog", backlogSize, map[string]uint32{"thread": 0, "ev": backlogEventOff})
+	if backlogEventOff < threadSize || backlogEventOff+eventSize != backlogSize {
+		t.Errorf("backlog layout: event at %d of %d, thread %d and event %d bytes", backlogEventOff, backlogSize, threadSize, eventSize)
+	}
+}
+
+// TestHoldKeyMatchesC: the Go side's hold keys (Resume's, the sweeps')
+// are the header's MT_HOLD_KEY, and the sweeps take back the pid, at the
+// limits of each field; two kinds or sequences of one pid never share a
+// key.
+func TestHoldKeyMatchesC(t *testing.T) {
+	type in struct {
+		pid       int
+		kind, seq uint32
+	}
+	cases := []in{{1, holdFork, 0}, {holdPIDMask, holdExec, 0xff}, {4242, holdDL, 0x1a5}, {4242, holdDL, 0xa5}, {77, holdExec, 1}}
+	var reqs []string
+	for _, c := range cases {
+		reqs = append(reqs, fmt.Sprintf("hold %x %x %x", c.pid, c.kind, c.seq))
+	}
+	seen := map[uint32]in{}
+	for i, line := range abiCheck(t, reqs) {
+		c := cases[i]
+		var key, pid uint32
+		if _, err := fmt.Sscanf(line, "%x %x", &key, &pid); err != nil {
+			t.Fatalf("abi_check answered %q to %q", line, reqs[i])
+		}
+		if g := holdKey(c.pid, c.kind, c.seq); g != key {
+			t.Errorf("%+v: Go key %#x, C %#x", c, g, key)
+		}
+		if int(pid) != c.pid || int(key&holdPIDMask) != c.pid {
+			t.Errorf("%+v: the sweeps would resume %d (C) / %d (Go)", c, pid, key&holdPIDMask)
+		}
+		if o, dup := seen[key]; dup && (o.kind != c.kind || o.seq&0xff != c.seq&0xff) {
+			t.Errorf("%+v and %+v share key %#x", o, c, key)
+		}
+		seen[key] = c
 	}
 }
 

@@ -19,6 +19,33 @@ type MemtraceAllocText struct {
 	Hi [2]uint64
 }
 
+type MemtraceMtBacklog struct {
+	_      structs.HostLayout
+	Thread struct {
+		_    structs.HostLayout
+		Type uint8
+		_    [3]byte
+		Tgid uint32
+		Tid  uint32
+		Comm [16]int8
+	}
+	_  [4]byte
+	Ev struct {
+		_       structs.HostLayout
+		Type    uint8
+		Kind    uint8
+		Op      uint8
+		Flags   uint8
+		Tid     uint32
+		TsNs    uint64
+		Ptr     uint64
+		Size    uint64
+		Stack   uint64
+		OldPtr  uint64
+		OldSize uint64
+	}
+}
+
 type MemtraceMtChunk struct {
 	_ structs.HostLayout
 	B [2048]uint8
@@ -182,6 +209,7 @@ type MemtraceTstate struct {
 const (
 	MemtraceMapAllocInos            = "alloc_inos"
 	MemtraceMapAllocTexts           = "alloc_texts"
+	MemtraceMapBacklog              = "backlog"
 	MemtraceMapEvents               = "events"
 	MemtraceMapFilesSent            = "files_sent"
 	MemtraceMapFpState              = "fp_state"
@@ -222,6 +250,7 @@ const (
 	MemtraceProgMtReturn            = "mt_return"
 	MemtraceProgMtReturnMulti       = "mt_return_multi"
 	MemtraceProgMtSession           = "mt_session"
+	MemtraceVarAgentTgid            = "agent_tgid"
 	MemtraceVarAllocLibs            = "alloc_libs"
 	MemtraceVarFollow               = "follow"
 	MemtraceVarFreeStacks           = "free_stacks"
@@ -229,6 +258,7 @@ const (
 	MemtraceVarLostRecords          = "lost_records"
 	MemtraceVarMtAbiTypes           = "mt_abi_types"
 	MemtraceVarN_stackThreads       = "n_stack_threads"
+	MemtraceVarReleased             = "released"
 	MemtraceVarStackDepth           = "stack_depth"
 	MemtraceVarStackThreads         = "stack_threads"
 	MemtraceVarUnwindDwarf          = "unwind_dwarf"
@@ -308,6 +338,7 @@ type MemtraceProgramSpecs struct {
 type MemtraceMapSpecs struct {
 	AllocInos    *ebpf.MapSpec `ebpf:"alloc_inos"`
 	AllocTexts   *ebpf.MapSpec `ebpf:"alloc_texts"`
+	Backlog      *ebpf.MapSpec `ebpf:"backlog"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
 	FpState      *ebpf.MapSpec `ebpf:"fp_state"`
@@ -331,6 +362,7 @@ type MemtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceVariableSpecs struct {
+	AgentTgid      *ebpf.VariableSpec `ebpf:"agent_tgid"`
 	AllocLibs      *ebpf.VariableSpec `ebpf:"alloc_libs"`
 	Follow         *ebpf.VariableSpec `ebpf:"follow"`
 	FreeStacks     *ebpf.VariableSpec `ebpf:"free_stacks"`
@@ -338,6 +370,7 @@ type MemtraceVariableSpecs struct {
 	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.VariableSpec `ebpf:"mt_abi_types"`
 	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
+	Released       *ebpf.VariableSpec `ebpf:"released"`
 	StackDepth     *ebpf.VariableSpec `ebpf:"stack_depth"`
 	StackThreads   *ebpf.VariableSpec `ebpf:"stack_threads"`
 	UnwindDwarf    *ebpf.VariableSpec `ebpf:"unwind_dwarf"`
@@ -366,6 +399,7 @@ func (o *MemtraceObjects) Close() error {
 type MemtraceMaps struct {
 	AllocInos    *ebpf.Map `ebpf:"alloc_inos"`
 	AllocTexts   *ebpf.Map `ebpf:"alloc_texts"`
+	Backlog      *ebpf.Map `ebpf:"backlog"`
 	Events       *ebpf.Map `ebpf:"events"`
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
 	FpState      *ebpf.Map `ebpf:"fp_state"`
@@ -389,6 +423,7 @@ func (m *MemtraceMaps) Close() error {
 	return _MemtraceClose(
 		m.AllocInos,
 		m.AllocTexts,
+		m.Backlog,
 		m.Events,
 		m.FilesSent,
 		m.FpState,
@@ -413,6 +448,7 @@ func (m *MemtraceMaps) Close() error {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceVariables struct {
+	AgentTgid      *ebpf.Variable `ebpf:"agent_tgid"`
 	AllocLibs      *ebpf.Variable `ebpf:"alloc_libs"`
 	Follow         *ebpf.Variable `ebpf:"follow"`
 	FreeStacks     *ebpf.Variable `ebpf:"free_stacks"`
@@ -420,6 +456,7 @@ type MemtraceVariables struct {
 	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
 	MtAbiTypes     *ebpf.Variable `ebpf:"mt_abi_types"`
 	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
+	Released       *ebpf.Variable `ebpf:"released"`
 	StackDepth     *ebpf.Variable `ebpf:"stack_depth"`
 	StackThreads   *ebpf.Variable `ebpf:"stack_threads"`
 	UnwindDwarf    *ebpf.Variable `ebpf:"unwind_dwarf"`

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -16,54 +17,123 @@ import (
 const (
 	holdPending = 1 // a forked child that stops at its first instruction
 	holdStopped = 2 // stopped by the kernel side, waiting for Resume
-	// holdDL marks the key of a dlopen hold (MT_HOLD_DL): the pid with
-	// this bit.
-	holdDL = 0x80000000
-	// holdPIDMask keeps the pid of a dlopen hold's key (MT_HOLD_SEQ_SHIFT).
-	holdPIDMask = 1<<22 - 1
 )
 
+// The hold map's keys (MT_HOLD_KEY in bpf/memtrace.h): every hold of a
+// process has a key of its own, so that releasing one cannot forget
+// another.
+const (
+	holdPIDMask   = 1<<22 - 1
+	holdKindShift = 22
+	holdFork      = 1
+	holdExec      = 2
+	holdDL        = 3
+	holdSeqShift  = 24
+)
+
+// holdKey is MT_HOLD_KEY.
+func holdKey(pid int, kind, seq uint32) uint32 {
+	return uint32(pid)&holdPIDMask | kind<<holdKindShift | (seq&0xff)<<holdSeqShift
+}
+
 // Resume lets a process the kernel side held (FlagHeld) go on, and forgets
-// the hold so that the watchdog does not resume it a second time.
-func (t *Tracer) Resume(pid int) error {
+// that hold, key (the event's Size), so that no release sweep resumes it
+// a second time. The SIGCONT comes first: a hold forgotten before its
+// process runs again could outlive memtrace.
+func (t *Tracer) Resume(pid int, key uint32) error {
 	err := syscall.Kill(pid, syscall.SIGCONT)
-	_ = t.objs.Hold.Delete(uint32(pid))
+	if key&holdPIDMask == uint32(pid)&holdPIDMask {
+		_ = t.objs.Hold.Delete(key)
+	}
 	return err
 }
 
 // HoldFD is the descriptor of the map of held processes. memtrace hands a
-// copy to its watchdog process, which resumes every held process when
-// memtrace dies, however it dies.
+// copy to its watchdog process where the kernel cannot release the holds
+// itself (KernelRelease).
 func (t *Tracer) HoldFD() int { return t.objs.Hold.FD() }
 
-// ResumeHeld resumes every process the hold map says is stopped, through
-// the map at fd: the watchdog's sweep, after memtrace is gone.
+// KernelRelease reports whether the kernel side lets every held process
+// go when memtrace exits, however it exits (SIGKILL included): its exit
+// program sends the SIGCONTs (bpf_send_signal_task, Linux 6.13+). Without
+// it only a watchdog process can.
+func KernelRelease() bool {
+	ks, err := kernelBTF.Kernel()
+	if err != nil {
+		return false
+	}
+	for _, name := range []string{"bpf_send_signal_task", "bpf_task_from_pid", "bpf_task_release"} {
+		var fn *btf.Func
+		if ks.TypeByName(name, &fn) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// ResumeHeld resumes every process the hold map at fd says is stopped and
+// forgets every hold, pending ones included (a forked child that has not
+// stopped yet then never does): the release sweep of memtrace's end and of
+// its watchdog.
 func ResumeHeld(fd int) (int, error) {
 	m, err := ebpf.NewMapFromFD(fd)
 	if err != nil {
 		return 0, err
 	}
 	defer m.Close()
-	var (
-		pid   uint32
+	return resumeAll(m)
+}
+
+func resumeAll(m *ebpf.Map) (int, error) {
+	return sweepHolds(m, func(uint32) bool { return true })
+}
+
+// sweepHolds resumes the stopped processes of the holds that match and
+// deletes those holds. The map is read whole first: deleting while
+// iterating a hash map can skip entries.
+func sweepHolds(m *ebpf.Map, match func(key uint32) bool) (int, error) {
+	type hold struct {
+		key   uint32
 		state uint8
-		held  []uint32
+	}
+	var (
+		all   []hold
+		key   uint32
+		state uint8
 	)
 	it := m.Iterate()
-	for it.Next(&pid, &state) {
-		if state == holdStopped {
-			held = append(held, pid)
+	for it.Next(&key, &state) {
+		if match(key) {
+			all = append(all, hold{key, state})
 		}
 	}
-	for _, p := range held {
-		pid := p
-		if p&holdDL != 0 {
-			pid &= holdPIDMask
+	n := 0
+	for _, h := range all {
+		if h.state == holdStopped {
+			_ = syscall.Kill(int(h.key&holdPIDMask), syscall.SIGCONT)
+			n++
 		}
-		_ = syscall.Kill(int(pid), syscall.SIGCONT)
-		_ = m.Delete(p)
+		_ = m.Delete(h.key)
 	}
-	return len(held), it.Err()
+	return n, it.Err()
+}
+
+// Release lets every process go that the kernel side holds or would hold:
+// no hold is made after it (the programs read released), the dynamic
+// linkers' dlopen hooks are removed, and every held process is resumed.
+// memtrace's end runs it on every way out (Detach, Close); a way out that
+// skips it (SIGKILL, a panic) is covered by the kernel side's own release
+// at memtrace's exit (KernelRelease) or by the watchdog.
+func (t *Tracer) Release() {
+	t.releaseOnce.Do(func() {
+		if t.objs.Released != nil {
+			_ = t.objs.Released.Set(uint32(1))
+		}
+		if t.unw != nil {
+			t.unw.closeLoaders()
+		}
+	})
+	_, _ = resumeAll(t.objs.Hold)
 }
 
 // ReleaseProcess drops an exited process: it leaves the BPF filter and its
@@ -75,7 +145,9 @@ func ResumeHeld(fd int) (int, error) {
 // most retireMax).
 func (t *Tracer) ReleaseProcess(pid int) {
 	_ = t.objs.Targets.Delete(uint32(pid))
-	_ = t.objs.Hold.Delete(uint32(pid))
+	// A process killed while held leaves its holds behind; its pid may
+	// be reused, and a later sweep must not resume a stranger.
+	_, _ = sweepHolds(t.objs.Hold, func(key uint32) bool { return key&holdPIDMask == uint32(pid)&holdPIDMask })
 	if t.unw != nil {
 		t.unw.forget(pid)
 	}

@@ -37,6 +37,9 @@ type Tracer struct {
 	handOffOK atomic.Bool
 	retired   []link.Link
 	detached  atomic.Bool
+	// releaseOnce: Release's one-time part (no more holds, no dlopen
+	// hooks).
+	releaseOnce sync.Once
 	// Read's decode targets, kept to avoid an allocation per call.
 	threads map[uint32]threadInfo // from mt_thread records, by tid
 	unw     *unwinder             // nil unless stacks are walked with tables
@@ -110,6 +113,7 @@ func New(opts Options) (*Tracer, error) {
 	for name, v := range map[string]any{
 		"follow":          b2u(opts.Follow),
 		"hold_exec":       b2u(opts.HoldExec),
+		"agent_tgid":      uint32(os.Getpid()),
 		"stack_depth":     uint32(opts.StackDepth),
 		"free_stacks":     b2u(!opts.NoFreeStacks),
 		"unwind_dwarf":    b2u(dwarf),
@@ -262,7 +266,30 @@ func (t *Tracer) Read(h Handler) error {
 	if t.detached.Load() {
 		wait = 0
 	}
-	return t.rd.Read(wait, func(b []byte) {
+	err := t.rd.Read(wait, func(b []byte) { t.record(h, b) })
+	t.drainBacklog(h)
+	return err
+}
+
+// drainBacklog delivers the fork, exec and exit records that found the
+// ring full (struct mt_backlog): a thread record, then its event.
+func (t *Tracer) drainBacklog(h Handler) {
+	if t.objs.Backlog == nil {
+		return
+	}
+	buf := make([]byte, backlogSize)
+	for i := 0; i < backlogMax; i++ {
+		if err := t.objs.Backlog.LookupAndDelete(nil, &buf); err != nil {
+			return
+		}
+		t.record(h, buf[:threadSize])
+		t.record(h, buf[backlogEventOff:backlogEventOff+eventSize])
+	}
+}
+
+// record decodes one ring-buffer record and hands it to h.
+func (t *Tracer) record(h Handler, b []byte) {
+	{
 		switch recordType(b) {
 		case recStack:
 			if t.st.decode(b) == nil {
@@ -310,7 +337,7 @@ func (t *Tracer) Read(h Handler) error {
 				delete(t.threads, t.ev.TID)
 			}
 		}
-	})
+	}
 }
 
 // procThread asks /proc about a thread whose record is missing; for one
@@ -350,6 +377,9 @@ func (t *Tracer) Detach() {
 	t.retired = nil
 	give := t.give
 	t.mu.Unlock()
+	// No hold may wait for a reader that is about to stop: the drain
+	// that follows no longer answers them.
+	t.Release()
 	if give != nil && t.handOffOK.Load() && !t.targetsAlive() && handOff(all, give) == nil {
 		for _, l := range all {
 			if l != nil {
@@ -369,11 +399,14 @@ func (t *Tracer) Detach() {
 // the traced processes, which carry on untouched.
 func (t *Tracer) Close() error {
 	t.Detach()
-	if t.exit != nil {
-		t.exit.Close()
-	}
 	for _, l := range t.procs {
 		l.Close()
+	}
+	// With every program that holds gone, a last sweep; the exit
+	// program (agent_exit's release) goes last.
+	t.Release()
+	if t.exit != nil {
+		t.exit.Close()
 	}
 	if t.rd != nil {
 		t.rd.Close()

@@ -26,7 +26,7 @@ func (*Tracer) Detach()                                 {}
 func (*Tracer) Session() bool                           { return false }
 func (*Tracer) AttachLibrary(int, string) (bool, error) { return false, ErrUnavailable }
 func (*Tracer) ScanProcess(int) ([]string, error)       { return nil, ErrUnavailable }
-func (*Tracer) Resume(pid int) error                    { return ErrUnavailable }
+func (*Tracer) Resume(pid int, key uint32) error        { return ErrUnavailable }
 func (*Tracer) HoldFD() int                             { return -1 }
 func (*Tracer) ReleaseProcess(int)                      {}
 
@@ -44,3 +44,6 @@ func (*Tracer) UnwindUsage() (rows, capacity uint32, tables int) { return 0, 0, 
 func (*Tracer) SetHandOff(func(fds []int) error) {}
 func (*Tracer) Wake()                            {}
 func (*Tracer) AllowHandOff()                    {}
+
+// KernelRelease: no kernel side, no holds.
+func KernelRelease() bool { return false }

@@ -94,6 +94,7 @@ type unwinder struct {
 	ownRoot             map[int]bool            // seen's paths name files in memtrace's own root
 	named               map[uint64]bool         // inodes whose path was handed on
 	loader              map[int]loaderLink      // each process's dlopen hook
+	noLoaders           bool                    // after closeLoaders: no more hooks
 	logf                func(format string, args ...any)
 	arch                unwind.Arch
 	full                bool // said once: the row array is full
@@ -306,8 +307,9 @@ func (t *Tracer) watchLoader(pid int) error {
 		}
 	}
 	old, had := u.loader[pid]
+	done := u.noLoaders
 	u.mu.Unlock()
-	if path == "" || had && old.cookie == cookie {
+	if path == "" || done || had && old.cookie == cookie {
 		return nil
 	}
 	ex, err := link.OpenExecutable(path)
@@ -523,6 +525,21 @@ func (u *unwinder) forget(pid int) {
 	}
 	_ = u.procs.Delete(uint32(pid))
 	_ = u.stale.Delete(uint32(pid))
+}
+
+// closeLoaders removes every dlopen hook (Release): a process may no
+// longer be held at dlopen once nothing reads its request.
+func (u *unwinder) closeLoaders() {
+	u.mu.Lock()
+	ls := u.loader
+	u.loader = map[int]loaderLink{}
+	u.noLoaders = true
+	u.mu.Unlock()
+	var all []link.Link
+	for _, ll := range ls {
+		all = append(all, ll.l)
+	}
+	closeLinks(all)
 }
 
 // Usage reports the rows used and available and the tables loaded.

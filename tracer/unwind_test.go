@@ -302,7 +302,7 @@ func TestUnwindTablesFull(t *testing.T) {
 }
 
 // TestResumeHeldDlopenKey: the watchdog's sweep resumes a process held
-// at dlopen, whose hold-map key is its pid with the dlopen bit and a
+// at dlopen, whose hold-map key is its pid with the dlopen kind and a
 // sequence, and forgets the key.
 func TestResumeHeldDlopenKey(t *testing.T) {
 	requireBPF(t)
@@ -335,7 +335,7 @@ func TestResumeHeldDlopenKey(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGSTOP)
 	wait('T')
-	key := uint32(pid) | holdDL | 0x1a5<<22
+	key := holdKey(pid, holdDL, 0xa5)
 	if err := tr.objs.Hold.Put(key, uint8(holdStopped)); err != nil {
 		t.Fatal(err)
 	}

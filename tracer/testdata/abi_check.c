@@ -7,6 +7,9 @@
  *   pack OP PTR SIZE KIND FLAGS TID TS -> fits, then the 24 bytes of the
  *                                        mt_event_packed as send_packed
  *                                        fills it, in hex
+ *   hold PID KIND SEQ                 -> the hold map's key, MT_HOLD_KEY, and
+ *                                        the pid the release sweeps take
+ *                                        from it
  * Numbers are hexadecimal.
  */
 #include <linux/types.h>
@@ -42,6 +45,9 @@ int main(void)
 			for (size_t i = 0; i < sizeof b; i++)
 				printf("%02x", b[i]);
 			printf("\n");
+		} else if (sscanf(line, "hold %llx %llx %llx", &tid, &kind, &c) == 3) {
+			__u32 key = MT_HOLD_KEY(tid, kind, c);
+			printf("%x %x\n", key, key & MT_HOLD_PID_MASK);
 		} else {
 			printf("?\n");
 		}

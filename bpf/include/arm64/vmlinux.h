@@ -34,6 +34,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_STACK_TRACE = 7,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_QUEUE = 22,
 	BPF_MAP_TYPE_RINGBUF = 27,
 	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };
@@ -94,11 +95,28 @@ struct pt_regs {
 	u64 orig_x0;
 } __attribute__((preserve_access_index));
 
+typedef struct {
+	int counter;
+} atomic_t;
+
+/* The release at memtrace's exit (memtrace.bpf.c agent_exit). */
+struct signal_struct {
+	atomic_t live;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	struct task_struct *real_parent;
+	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
+
+enum pid_type {
+	PIDTYPE_PID = 0,
+	PIDTYPE_TGID = 1,
+};
+
+struct bpf_map;
 
 /* The DWARF walk's VMA fallback (memtrace.bpf.c fb_vma_cb). */
 typedef __u32 dev_t;
