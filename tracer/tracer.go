@@ -110,10 +110,14 @@ func New(opts Options) (*Tracer, error) {
 		}
 		return 0
 	}
+	agent := uint32(os.Getpid())
+	if watchdogOnly() {
+		agent = 0
+	}
 	for name, v := range map[string]any{
 		"follow":          b2u(opts.Follow),
 		"hold_exec":       b2u(opts.HoldExec),
-		"agent_tgid":      uint32(os.Getpid()),
+		"agent_tgid":      agent,
 		"stack_depth":     uint32(opts.StackDepth),
 		"free_stacks":     b2u(!opts.NoFreeStacks),
 		"unwind_dwarf":    b2u(dwarf),
