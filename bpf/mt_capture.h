@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Stack capture at the outermost call: the walk, the stack's id, sent once.
+ * Part of memtrace.bpf.c, which includes it once, in order. */
+
+struct mt_hash_ctx {
+	struct stackbuf *buf;
+	__u64 id;
+};
+
+/* Eight frames a call: a callback per frame cost 60-100 ns a stack more
+ * than the loop inline, which the verifier unrolls (100 thousand
+ * instructions a program). */
+static long hash_cb(__u64 i, void *data)
+{
+	struct mt_hash_ctx *h = data;
+	__u64 id = h->id;
+	for (__u32 k = 0; k < 8; k++) {
+		__u32 j = i * 8 + k;
+		if (j >= h->buf->n)
+			break;
+		id = (id ^ h->buf->ips[j & MT_MAX_FRAMES]) * 0x100000001b3ULL;
+	}
+	h->id = id;
+	return 0;
+}
+
+/* The user stack at an outermost call, frame 0 being the caller: the
+ * DWARF walk, or (unwind_dwarf 0) the return address at the probe plus
+ * the kernel's frame-pointer walk from the caller's frame pointer.
+ * Returns the stack's id, or 0. A global function, so that the verifier
+ * checks it once per program instead of at every call site with every
+ * caller's state (inlined, it was 400-600 thousand instructions a program
+ * and most of a second of start-up each). */
+__noinline __u64 mt_capture_stack(struct pt_regs *ctx)
+{
+	__u32 zero = 0;
+	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!buf || !ctx)
+		return 0;
+	__u32 n = 0;
+	__u16 reason = MT_STOP_FPWALK;
+	if (unwind_dwarf) {
+		n = dwarf_stack(ctx, buf, &reason);
+		if (n == 0)
+			return 0;
+	} else {
+#if defined(__TARGET_ARCH_x86)
+		n = fp_stack(ctx, buf);
+		if (n == 0)
+			return 0;
+#else
+		/* arm64 keeps the kernel's walk, whose checks (aligned,
+		 * rising frame records) this one would have to match. */
+		buf->ips[0] = ctx->regs[30] & MT_ARM64_PAC_MASK;
+		n = 1;
+		if (stack_depth > 1) {
+			/* Skip frame 0 of the walk: the allocation function itself. */
+			long got = bpf_get_stack(ctx, &buf->ips[1], (stack_depth - 1) * 8 & 0x3ff,
+						 BPF_F_USER_STACK | 1);
+			if (got > 0)
+				n += got / 8;
+		}
+#endif
+	}
+	if (n > MT_MAX_FRAMES)
+		n = MT_MAX_FRAMES;
+	buf->n = n;
+	struct mt_hash_ctx h = {.buf = buf, .id = 0xcbf29ce484222325ULL ^ (bpf_get_current_pid_tgid() >> 32)};
+	bpf_loop((n + 7) / 8, hash_cb, &h, 0);
+	__u64 id = h.id | 1; /* never 0 */
+	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
+		__u8 one = 1;
+		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
+		send_stack(id, buf, n, reason);
+	}
+	return id;
+}
+
+static __always_inline __u64 capture_stack(struct pt_regs *ctx, struct tstate *st)
+{
+	if (stack_depth == 0 || !stack_wanted(st))
+		return 0;
+	return mt_capture_stack(ctx);
+}

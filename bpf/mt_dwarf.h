@@ -1,0 +1,586 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The DWARF stack walk over the agent's unwind tables (docs/unwind.md).
+ * Part of memtrace.bpf.c, which includes it once, in order. */
+
+/* The DWARF walk (--stack-depth without frame pointers). The agent fills
+ * the tables: unwind_rows, unwind_ext and unwind_pages hold every file's
+ * table (max_entries set before load), unwind_procs each process's
+ * executable file mappings, unwind_files each table by file for a mapping
+ * not written yet. unwind_dwarf 0 forces the kernel's frame-pointer walk. */
+const volatile __u8 unwind_dwarf = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct mt_urow);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_pages SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct mt_uext);
+} unwind_ext SEC(".maps");
+
+/* Allocated per process (24 KiB each), not preallocated for all. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct mt_umaps);
+} unwind_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct mt_ufile_key);
+	__type(value, struct mt_ufile);
+} unwind_files SEC(".maps");
+
+/* Processes whose mappings the agent was asked to write again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} unwind_stale SEC(".maps");
+
+/* Row CFA types and rules: unwind/row.go. */
+#define MT_CFA_GAP 0
+#define MT_CFA_SP 1
+#define MT_CFA_FP 2
+#define MT_CFA_PLT 3
+#define MT_CFA_END 4
+#define MT_CFA_UNSUPPORTED 5
+#define MT_CFA_EXTENDED 6
+#define MT_FP_UNCHANGED 0
+#define MT_FP_AT_CFA 1
+#define MT_FP_UNKNOWN 2
+#define MT_RA_ARCH 0
+#define MT_RA_AT_CFA 1
+#define MT_RA_AFTER_FP 2
+/* A frame pointer the fallback may follow is at most this far above sp. */
+#define MT_FP_SANE (8ULL << 20)
+#define MT_ARM64_PAC_MASK ((1ULL << 48) - 1)
+
+struct mt_rule {
+	__s64 cfa_off;
+	__s64 fp_off;
+	__s64 ra_off;
+	__u8 type;
+	__u8 sig;
+	__u8 fp;
+	__u8 ra_at; /* 1: at CFA + ra_off; 0: arm64's LR */
+	__u8 plt;
+};
+
+/* A copy of the user stack from chunk_lo, made with one read: the walk's
+ * reads of return addresses and saved frame pointers are served from it.
+ * Each bpf_probe_read_user costs about as much for 8 bytes as for 1 KiB
+ * (the fault-handling set-up, not the copy, dominates), and a 21-frame
+ * walk made 25-40 of them (issue 14). */
+#define MT_CHUNK 2048
+struct mt_chunk {
+	__u8 b[MT_CHUNK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_chunk);
+} stack_chunk SEC(".maps");
+
+/* Decoded rules by (table, offset in it), direct-mapped, per CPU: the
+ * same return addresses recur from stack to stack, and a hit is one
+ * cache line where the page index, the binary search and the decode touch
+ * several lines of a 32 MiB array. Tables are only appended to (the row
+ * array is never rewritten), so an entry never goes stale. */
+#define MT_RCACHE 512
+struct mt_rcache_ent {
+	__u64 key; /* 1 << 63 | row_first << 32 | offset; 0: empty */
+	struct mt_rule r;
+};
+
+struct mt_rcache {
+	struct mt_rcache_ent e[MT_RCACHE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_rcache);
+} rule_cache SEC(".maps");
+
+/* The registers of the frame being unwound. */
+struct mt_wstate {
+	__u64 pc, sp, fp, lr;
+	__u64 chunk_lo;	 /* user address of the chunk's first byte */
+	__u32 chunk_len; /* valid bytes in the chunk; 0: none */
+	struct mt_umap cur; /* the last frame's mapping: callers are often in it too */
+	__u8 have_cur;
+	__u8 is_return; /* pc is a return address: its call is at pc - 1 */
+	__u8 fp_known;
+	__u8 lr_valid;
+	__u8 fp_used;
+};
+
+struct mt_walk {
+	struct stackbuf *buf;
+	struct mt_umaps *maps;
+	struct mt_chunk *chunk;
+	struct mt_wstate s;
+	__u32 n;
+	__u16 reason;
+};
+
+static __always_inline void arch_ra(struct mt_rule *r)
+{
+#if defined(__TARGET_ARCH_x86)
+	r->ra_at = 1;
+	r->ra_off = -8;
+#else
+	r->ra_at = 0;
+#endif
+}
+
+/* Decodes a row as unwind.Row.Rule and Table.RowRule do. */
+static __always_inline void decode_row(struct mt_urow *row, struct mt_utable *t, struct mt_rule *r)
+{
+	__u8 info = row->info;
+	r->type = info & 7;
+	r->sig = info & 8;
+	if (r->type == MT_CFA_EXTENDED) {
+		__u32 k = t->ext_first + row->cfa;
+		struct mt_uext *e = row->cfa < t->ext_count ? bpf_map_lookup_elem(&unwind_ext, &k) : 0;
+		if (!e) {
+			r->type = MT_CFA_UNSUPPORTED;
+			return;
+		}
+		r->type = e->info & 7;
+		if (r->type != MT_CFA_SP && r->type != MT_CFA_FP && r->type != MT_CFA_PLT) {
+			r->type = MT_CFA_UNSUPPORTED;
+			return;
+		}
+		r->cfa_off = e->cfa_off;
+		r->plt = e->plt;
+		r->fp = (e->info >> 4) & 3;
+		r->fp_off = e->fp_off;
+		if ((e->info >> 6) == MT_RA_AT_CFA) {
+			r->ra_at = 1;
+			r->ra_off = e->ra_off;
+		} else {
+			arch_ra(r);
+		}
+		return;
+	}
+	if (r->type != MT_CFA_SP && r->type != MT_CFA_FP && r->type != MT_CFA_PLT)
+		return;
+	r->cfa_off = (__s64)row->cfa * 8;
+	__s64 reg = (__s64)row->reg * 8;
+	r->fp = MT_FP_UNCHANGED;
+	if (r->type == MT_CFA_PLT) {
+		r->plt = (__u8)row->reg;
+		arch_ra(r);
+		return;
+	}
+	__u8 fp = (info >> 4) & 3;
+	switch (info >> 6) {
+	case MT_RA_ARCH:
+		arch_ra(r);
+		r->fp = fp;
+		r->fp_off = reg;
+		break;
+	case MT_RA_AT_CFA:
+		r->ra_at = 1;
+		r->ra_off = reg;
+		r->fp = fp;
+		break;
+	case MT_RA_AFTER_FP:
+		r->fp = MT_FP_AT_CFA;
+		r->fp_off = reg;
+		r->ra_at = 1;
+		r->ra_off = reg + 8;
+		break;
+	default:
+		r->type = MT_CFA_UNSUPPORTED;
+	}
+}
+
+/* The rule at pc in mapping m: the page gives a few candidate rows, a
+ * binary search the one whose range holds pc. The searches are global
+ * functions, which the verifier checks once each rather than along every
+ * path of the frame loop. */
+__noinline int mt_lookup_rule(struct mt_umap *m, __u64 pc, struct mt_rule *r)
+{
+	if (!m || !r)
+		return 0;
+	r->type = MT_CFA_GAP;
+	r->sig = 0;
+	__u64 off64 = pc - m->base;
+	if (pc < m->base || off64 >> 32)
+		return 0;
+	__u32 off = off64;
+	__u32 p = off >> MT_UPAGE_SHIFT;
+	if (p >= m->t.page_count)
+		return 0;
+	__u32 zero = 0;
+	struct mt_rcache *rc = bpf_map_lookup_elem(&rule_cache, &zero);
+	__u64 key = 1ULL << 63 | (__u64)m->t.row_first << 32 | off;
+	struct mt_rcache_ent *ce = 0;
+	if (rc) {
+		ce = &rc->e[(key * 0x9e3779b97f4a7c15ULL) >> 55 & (MT_RCACHE - 1)];
+		if (ce->key == key) {
+			*r = ce->r;
+			return 1;
+		}
+	}
+	__u32 k = m->t.page_first + p;
+	__u64 *pe = bpf_map_lookup_elem(&unwind_pages, &k);
+	if (!pe)
+		return 0;
+	__u32 lo = (__u32)*pe, hi = *pe >> 32;
+	/* At most 4096 rows start in a page. */
+	for (int i = 0; i < 13 && lo < hi; i++) {
+		__u32 mid = (lo + hi + 1) / 2;
+		k = m->t.row_first + mid;
+		struct mt_urow *row = bpf_map_lookup_elem(&unwind_rows, &k);
+		if (!row)
+			return 0;
+		if (row->pc <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	k = m->t.row_first + lo;
+	struct mt_urow *row = lo < m->t.row_count ? bpf_map_lookup_elem(&unwind_rows, &k) : 0;
+	if (!row || row->pc > off)
+		return 0;
+	decode_row(row, &m->t, r);
+	if (ce) {
+		ce->key = key;
+		ce->r = *r;
+	}
+	return 1;
+}
+
+struct mt_fb_vma {
+	__u64 start, end, pgoff, dev, ino;
+	int file;
+};
+
+static long fb_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct mt_fb_vma *c = data;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+	if (!f)
+		return 0;
+	c->file = 1;
+	c->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	c->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	c->start = BPF_CORE_READ(vma, vm_start);
+	c->end = BPF_CORE_READ(vma, vm_end);
+	c->pgoff = BPF_CORE_READ(vma, vm_pgoff);
+	return 0;
+}
+
+/* A PC in no mapping of the process's array: a library mapped since the
+ * agent last wrote it (dlopen, or ld.so's work after exec). Its VMA names
+ * the file, whose table may be built already; the agent is asked, once,
+ * to write the mappings again. */
+__noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
+{
+	if (!out)
+		return 0;
+	struct mt_fb_vma c = {};
+	if (bpf_find_vma(bpf_get_current_task_btf(), pc, fb_vma_cb, &c, 0) || !c.file)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 one = 1;
+	if (bpf_map_update_elem(&unwind_stale, &tgid, &one, BPF_NOEXIST) == 0) {
+		struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
+		if (rm) {
+			rm->type = MT_REC_REMAP;
+			rm->held = 0;
+			rm->tgid = tgid;
+			rm->hold_key = 0;
+			bpf_ringbuf_submit(rm, BPF_RB_FORCE_WAKEUP);
+		} else {
+			bpf_map_delete_elem(&unwind_stale, &tgid);
+		}
+	}
+	struct mt_ufile_key key = {.dev = c.dev, .ino = c.ino};
+	struct mt_ufile *uf = bpf_map_lookup_elem(&unwind_files, &key);
+	if (!uf)
+		return 0;
+	__u64 foff = c.pgoff << 12;
+	if (foff < uf->seg_off || foff >= uf->seg_end)
+		return 0;
+	out->start = c.start;
+	out->end = c.end;
+	out->base = c.start - foff + uf->delta;
+	out->t = uf->t;
+	return 1;
+}
+
+/* pc's mapping in a process's sorted array, copied into out. The agent
+ * pads the array past n with entries that end above every user address,
+ * so a branchless search over all MT_UMAPS entries finds the first that
+ * ends above pc: with branches, the verifier would walk every path,
+ * since an index added to a pointer must be tracked exactly. User
+ * addresses are below 2^63, so a difference's sign is the comparison. */
+__noinline int mt_find_map(struct mt_umaps *ms, __u64 pc, struct mt_umap *out)
+{
+	if (!ms || !out)
+		return 0;
+	__u32 pos = 0;
+#pragma unroll
+	for (__u32 step = MT_UMAPS / 2; step > 0; step >>= 1) {
+		__u64 end = ms->m[(pos + step - 1) & (MT_UMAPS - 1)].end;
+		pos += step & (__u32)((__s64)(end - pc - 1) >> 63); /* end <= pc */
+	}
+	if (pos >= ms->n)
+		return 0;
+	struct mt_umap *m = &ms->m[pos & (MT_UMAPS - 1)];
+	if (m->start > pc || pc >= m->end)
+		return 0;
+	*out = *m;
+	return 1;
+}
+
+/* Copies the stack from addr into the chunk. A read that crosses into an
+ * unmapped page fails whole, and the stack's top can be less than a chunk
+ * below the end of its mapping: then the rest of addr's page only. */
+static __always_inline void chunk_fill(struct mt_chunk *c, struct mt_wstate *w, __u64 addr)
+{
+	w->chunk_len = 0;
+	if (bpf_probe_read_user(c->b, MT_CHUNK, (void *)addr) == 0) {
+		w->chunk_lo = addr;
+		w->chunk_len = MT_CHUNK;
+		return;
+	}
+	__u32 n = 4096 - (addr & 4095);
+	if (n > MT_CHUNK)
+		n = MT_CHUNK;
+	if (n >= 16 && bpf_probe_read_user(c->b, n, (void *)addr) == 0) {
+		w->chunk_lo = addr;
+		w->chunk_len = n;
+	}
+}
+
+/* len (8 or 16) bytes of the stack at addr: from the chunk, or refilled
+ * when addr is outside it, or with a read of their own where the chunk
+ * cannot hold them. A refill starts up to MT_CHUNK_BELOW bytes below addr,
+ * never below the frame's sp: the walk goes up the stack, but a step reads
+ * the return address before the saved frame pointer beneath it (and
+ * starting at addr made two fills of one frame, 3.5 M of sqlite3's 8.2 M
+ * fills). */
+#define MT_CHUNK_BELOW 256
+static __always_inline int stack_read(struct mt_chunk *c, struct mt_wstate *w, __u64 *dst, const __u32 len,
+				      __u64 addr)
+{
+	if (c) {
+		__u64 off = addr - w->chunk_lo;
+		if (!(off < w->chunk_len && w->chunk_len - off >= len)) {
+			__u64 lo = addr;
+			if (addr >= w->sp)
+				lo = addr - w->sp > MT_CHUNK_BELOW ? addr - MT_CHUNK_BELOW : w->sp;
+			chunk_fill(c, w, lo);
+			off = addr - w->chunk_lo;
+		}
+		if (off <= MT_CHUNK - len && off + len <= w->chunk_len) {
+			dst[0] = *(__u64 *)(c->b + off);
+			if (len == 16)
+				dst[1] = *(__u64 *)(c->b + off + 8);
+			return 1;
+		}
+	}
+	return bpf_probe_read_user(dst, len, (void *)addr) == 0;
+}
+
+static __always_inline int step_stop(struct mt_wstate *w, int reason)
+{
+	if (w->fp_used && (reason == MT_STOP_NO_INFO || reason == MT_STOP_BAD_READ))
+		return MT_STOP_FP;
+	return reason;
+}
+
+/* One frame: from a frame's registers in w to its caller's. Returns 0
+ * with the caller's PC in w->pc, or why the walk ends. A global
+ * function: the verifier checks it once, not along every path of the
+ * frame loop. */
+__noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk *c)
+{
+	if (!w)
+		return MT_STOP_BAD_READ;
+	__u64 pc = w->pc, sp = w->sp, fp = w->fp;
+	if (!(w->have_cur && pc >= w->cur.start && pc < w->cur.end))
+		w->have_cur = (ms && mt_find_map(ms, pc, &w->cur)) || mt_fallback_map(pc, &w->cur);
+	struct mt_rule r = {};
+	int mapped = w->have_cur && w->cur.t.row_count;
+	if (mapped)
+		mt_lookup_rule(&w->cur, pc - w->is_return, &r);
+	if (r.sig) {
+		/* A signal trampoline: the interrupted registers are in the
+		 * sigcontext on the stack (unwind.SigAMD64RBP and the like). */
+#if defined(__TARGET_ARCH_x86)
+		__u64 g[7];
+		if (bpf_probe_read_user(g, sizeof(g), (void *)(sp + 40 + 10 * 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->fp = g[0];
+		w->sp = g[5];
+		w->pc = g[6];
+#else
+		__u64 g[4];
+		if (bpf_probe_read_user(g, sizeof(g), (void *)(sp + 128 + 176 + 8 + 29 * 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->fp = g[0];
+		w->lr = g[1];
+		w->sp = g[2];
+		w->pc = g[3] & MT_ARM64_PAC_MASK;
+#endif
+		w->fp_known = 1;
+		w->lr_valid = 1;
+		w->is_return = 0;
+		return 0;
+	}
+	__u64 cfa = 0, ra = 0;
+	switch (r.type) {
+	case MT_CFA_END:
+		return MT_STOP_END;
+	case MT_CFA_UNSUPPORTED:
+		return step_stop(w, MT_STOP_NO_INFO);
+	case MT_CFA_GAP: {
+		/* No rule: the frame pointer, if it looks like one. */
+		if (!w->fp_known)
+			return step_stop(w, MT_STOP_NO_INFO);
+		if (fp == 0)
+			return mapped ? MT_STOP_END : step_stop(w, MT_STOP_NO_INFO);
+		if (fp < sp || (fp & 7) || fp - sp > MT_FP_SANE)
+			return step_stop(w, mapped ? MT_STOP_BAD_READ : MT_STOP_NO_INFO);
+		__u64 rec[2];
+		if (!stack_read(c, w, rec, 16, fp))
+			return step_stop(w, MT_STOP_BAD_READ);
+		cfa = fp + 16;
+		ra = rec[1];
+		w->fp = rec[0];
+		w->fp_used = 1;
+		break;
+	}
+	case MT_CFA_SP:
+	case MT_CFA_FP:
+	case MT_CFA_PLT:
+		if (r.type == MT_CFA_FP) {
+			if (!w->fp_known)
+				return step_stop(w, MT_STOP_NO_INFO);
+			cfa = fp + r.cfa_off;
+		} else {
+			cfa = sp + r.cfa_off;
+			if (r.type == MT_CFA_PLT && (pc & 15) >= r.plt)
+				cfa += 8;
+		}
+		if (r.ra_at && r.fp == MT_FP_AT_CFA && r.fp_off == r.ra_off - 8) {
+			/* The usual frame record: saved fp, then the return
+			 * address, in one read. */
+			__u64 rec[2];
+			if (!stack_read(c, w, rec, 16, cfa + r.fp_off))
+				return step_stop(w, MT_STOP_BAD_READ);
+			w->fp = rec[0];
+			ra = rec[1];
+			break;
+		}
+		if (r.ra_at) {
+			if (!stack_read(c, w, &ra, 8, cfa + r.ra_off))
+				return step_stop(w, MT_STOP_BAD_READ);
+		} else {
+			if (!w->lr_valid)
+				return step_stop(w, MT_STOP_BAD_READ);
+			ra = w->lr;
+		}
+		if (r.fp == MT_FP_AT_CFA) {
+			__u64 v;
+			if (!stack_read(c, w, &v, 8, cfa + r.fp_off))
+				return step_stop(w, MT_STOP_BAD_READ);
+			w->fp = v;
+		} else if (r.fp == MT_FP_UNKNOWN) {
+			w->fp_known = 0;
+		}
+		break;
+	default:
+		return step_stop(w, MT_STOP_NO_INFO);
+	}
+	if (cfa < sp || (cfa == sp && !w->lr_valid))
+		return step_stop(w, MT_STOP_BAD_READ);
+#if defined(__TARGET_ARCH_arm64)
+	ra &= MT_ARM64_PAC_MASK;
+#endif
+	if (ra == 0)
+		return MT_STOP_END;
+	w->sp = cfa;
+	w->pc = ra;
+	w->lr = ra;
+	w->is_return = 1;
+	w->lr_valid = 0;
+	return 0;
+}
+
+static long walk_cb(__u64 i, void *data)
+{
+	struct mt_walk *w = data;
+	if (w->n >= stack_depth || w->n > MT_MAX_FRAMES) {
+		w->reason = MT_STOP_DEPTH;
+		return 1;
+	}
+	int stop = mt_step(&w->s, w->maps, w->chunk);
+	if (stop) {
+		w->reason = stop;
+		return 1;
+	}
+	w->buf->ips[w->n & MT_MAX_FRAMES] = w->s.pc;
+	w->n++;
+	return 0;
+}
+
+/* The walk from the probe: at the allocation function's entry (before
+ * any push) the caller's return address is at [sp] on x86-64 and in x30
+ * on arm64, and the caller's frame pointer is untouched. */
+static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *buf, __u16 *reason)
+{
+	__u32 zero = 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct mt_walk w = {
+		.buf = buf,
+		.maps = bpf_map_lookup_elem(&unwind_procs, &tgid),
+		.chunk = bpf_map_lookup_elem(&stack_chunk, &zero),
+		.s = {.fp = PT_REGS_FP(ctx), .is_return = 1, .fp_known = 1},
+		.reason = MT_STOP_DEPTH,
+	};
+#if defined(__TARGET_ARCH_x86)
+	w.s.sp = PT_REGS_SP(ctx);
+	if (!stack_read(w.chunk, &w.s, &w.s.pc, 8, PT_REGS_SP(ctx)))
+		return 0;
+	w.s.sp = PT_REGS_SP(ctx) + 8;
+#else
+	w.s.pc = ctx->regs[30] & MT_ARM64_PAC_MASK;
+	w.s.sp = PT_REGS_SP(ctx);
+#endif
+	buf->ips[0] = w.s.pc;
+	w.n = 1;
+	if (stack_depth > 1)
+		bpf_loop(stack_depth, walk_cb, &w, 0);
+	*reason = w.n >= stack_depth ? MT_STOP_DEPTH : w.reason;
+	return w.n;
+}
