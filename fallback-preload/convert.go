@@ -16,7 +16,7 @@ import (
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
-	"github.com/memtrace/memtrace/tracer"
+	"github.com/memtrace/memtrace/event"
 )
 
 // mergeSlack is how long a record may take to become visible after its
@@ -66,7 +66,7 @@ type chunkPos struct {
 
 // converter drains the region and turns its records into events for an
 // agent.Session, which writes the log (free sizes, thread totals, filters,
-// EXIT lines, stacks, the lost and summary lines) as for the eBPF tracer.
+// EXIT lines, stacks, the lost and summary lines) as for the eBPF event.
 type converter struct {
 	r       *region
 	sess    *agent.Session
@@ -80,7 +80,7 @@ type converter struct {
 	streams map[uint32]*stream
 	// owners: the stream whose thread the session knows by each tid.
 	owners  map[int64]*stream
-	ev      tracer.Event // the event handed to the session (reused)
+	ev      event.Event // the event handed to the session (reused)
 	evComm  *stream      // whose comm ev holds (nil: none)
 	stackID map[string]uint64
 	frames  []agent.Frame
@@ -501,7 +501,7 @@ func (c *converter) own(st *stream) {
 // event fills the event handed to the session with st's thread. Its
 // fields are set one by one, the name only when it changes: this runs
 // for every record.
-func (c *converter) event(st *stream, kind uint8, ts uint64) *tracer.Event {
+func (c *converter) event(st *stream, kind uint8, ts uint64) *event.Event {
 	x := &c.ev
 	x.TS, x.TGID, x.TID, x.Kind = ts, uint32(st.pid), uint32(st.tid), kind
 	x.Ptr, x.Size, x.Op, x.Stack = 0, 0, 0, 0
@@ -540,13 +540,13 @@ func (c *converter) handle(st *stream, e *ev) {
 			}
 		}
 		f := splitZ(e.data, 2)
-		x := c.event(st, tracer.KindExec, e.ts)
+		x := c.event(st, event.KindExec, e.ts)
 		x.TGID, x.Comm, c.evComm = uint32(e.ptr), [16]byte{}, nil
 		copy(x.Comm[:], f[0])
 		c.sess.EmitExec(x, uint32(e.size), f[1])
 	case op == rFork:
 		// The child (ptr) starts with a copy of the parent's heap.
-		x := c.event(st, tracer.KindFork, e.ts)
+		x := c.event(st, event.KindFork, e.ts)
 		x.TGID, x.Ptr = uint32(e.size), e.ptr
 		c.sess.Emit(x)
 	case op == rProcExit:
@@ -563,9 +563,9 @@ func (c *converter) handle(st *stream, e *ev) {
 	case op == opExit:
 		c.exit(st, e.ts)
 	case op == opFree || op == opDelete || op == opDeleteArr || op == opMunmap:
-		c.call(st, e, tracer.KindFree)
+		c.call(st, e, event.KindFree)
 	case op >= opMalloc && int(op) < len(opNames):
-		c.call(st, e, tracer.KindAlloc)
+		c.call(st, e, event.KindAlloc)
 	}
 }
 
@@ -600,7 +600,7 @@ func (c *converter) exit(st *stream, ts uint64) {
 	}
 	st.exited = true
 	if st.owns {
-		c.sess.Emit(c.event(st, tracer.KindExit, ts))
+		c.sess.Emit(c.event(st, event.KindExit, ts))
 	}
 }
 

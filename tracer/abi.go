@@ -5,24 +5,43 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
+
+	"github.com/memtrace/memtrace/event"
 )
 
-// Handler receives what Read decodes. Files and stacks arrive before the
-// events that need them.
-type Handler interface {
-	Event(*Event)
-	Stack(*Stack)
-	File(*File)
-}
+// The capture's types are the event package's: the LD_PRELOAD path makes
+// the same events without this package.
+type (
+	Handler    = event.Handler
+	Event      = event.Event
+	Stack      = event.Stack
+	Frame      = event.Frame
+	File       = event.File
+	StopReason = event.StopReason
+)
 
-// Event kinds, mirroring enum mt_kind in bpf/memtrace.h.
+// Event kinds (enum mt_kind), flags (MT_FLAG_*) and stop reasons (enum
+// mt_stop): the event package's, which abi_test.go holds to the C side.
 const (
-	KindAlloc   = 1
-	KindFree    = 2
-	KindRealloc = 3 // free OldPtr (OldSize for mremap), then alloc Ptr
-	KindExit    = 4
-	KindFork    = 5 // TGID forked the process Ptr
-	KindExec    = 6 // TGID exec'd
+	KindAlloc   = event.KindAlloc
+	KindFree    = event.KindFree
+	KindRealloc = event.KindRealloc
+	KindExit    = event.KindExit
+	KindFork    = event.KindFork
+	KindExec    = event.KindExec
+
+	FlagFile     = event.FlagFile
+	FlagCallsite = event.FlagCallsite
+	FlagHeld     = event.FlagHeld
+
+	StopFPWalk  = event.StopFPWalk
+	StopEnd     = event.StopEnd
+	StopDepth   = event.StopDepth
+	StopNoInfo  = event.StopNoInfo
+	StopBadRead = event.StopBadRead
+	StopFP      = event.StopFP
+
+	InoUnknown = event.InoUnknown
 )
 
 // Signatures, mirroring enum mt_sig: how the entry program finds the size.
@@ -39,13 +58,6 @@ const (
 	sigNewAligned
 	sigFreeChecked
 	sigXallocx
-)
-
-// Event flags, mirroring MT_FLAG_* in bpf/memtrace.h.
-const (
-	FlagFile     = 0x1 // an mmap of a file
-	FlagCallsite = 0x2 // OldPtr holds the PLT stub the program called
-	FlagHeld     = 0x4 // the process is stopped until the agent sends SIGCONT
 )
 
 // recType is a ring-buffer record's type, its byte 0 (enum mt_rec):
@@ -104,15 +116,7 @@ func recordType(b []byte) recType {
 	return recType(b[0])
 }
 
-// File names the file behind an inode that frames lie in, as the kernel
-// saw it when a stack first used it.
-type File struct {
-	Ino       uint64
-	Path      string
-	Truncated bool // a component or the depth was cut: the path is unreliable
-}
-
-func (f *File) decode(b []byte) error {
+func decodeFile(f *File, b []byte) error {
 	if recordType(b) != recFile {
 		return errRecordType
 	}
@@ -139,63 +143,7 @@ func (f *File) decode(b []byte) error {
 	return nil
 }
 
-// InoUnknown in a Frame means the VMA could not be read when the stack was
-// captured: resolve Addr against the process's recorded mappings instead.
-const InoUnknown = ^uint64(0)
-
-// Frame is one frame of a captured stack, located in its file when it was
-// captured. Ino is 0 for anonymous memory.
-type Frame struct {
-	Addr, FileOff, Ino uint64
-}
-
-// Stack is a stack the kernel side sends once; events refer to it by ID.
-type Stack struct {
-	TS     uint64
-	ID     uint64
-	TGID   uint32
-	Stop   StopReason
-	Frames []Frame
-}
-
-// StopReason says why the kernel side's stack walk ended (enum mt_stop).
-type StopReason uint8
-
-const (
-	// StopFPWalk: the kernel's frame-pointer walk took the stack, which
-	// does not say why it ended; the frames must tell.
-	StopFPWalk StopReason = 0
-	StopEnd    StopReason = 1 // the outermost frame: complete
-	StopDepth  StopReason = 2 // the stack depth asked for
-	// StopNoInfo: a PC with no usable unwind rule (no table, an
-	// unsupported rule, a lost frame pointer) and no frame pointer.
-	StopNoInfo StopReason = 3
-	// StopBadRead: a stack read failed, or gave no frame.
-	StopBadRead StopReason = 4
-	// StopFP: the frame-pointer fallback was used and then broke.
-	StopFP StopReason = 5
-)
-
-// Truncation is the reason the log gives for a stack that stopped
-// short, or "" for a complete one (and for StopFPWalk, which says
-// nothing).
-func (r StopReason) Truncation() string {
-	switch r {
-	case StopEnd, StopFPWalk:
-		return ""
-	case StopDepth:
-		return "depth"
-	case StopNoInfo:
-		return "no-unwind-info"
-	case StopBadRead:
-		return "bad-read"
-	case StopFP:
-		return "fp"
-	}
-	return "bad-read"
-}
-
-func (s *Stack) decode(b []byte) error {
+func decodeStack(s *Stack, b []byte) error {
 	if recordType(b) != recStack {
 		return errRecordType
 	}
@@ -219,32 +167,15 @@ func (s *Stack) decode(b []byte) error {
 	return nil
 }
 
-// Event is one decoded ring-buffer record. TGID and Comm come from the
-// thread record that preceded it.
-type Event struct {
-	TS      uint64 // CLOCK_MONOTONIC nanoseconds
-	Ptr     uint64
-	Size    uint64
-	OldPtr  uint64
-	OldSize uint64
-	Stack   uint64 // 0: none
-	TGID    uint32
-	TID     uint32
-	Kind    uint8
-	Op      uint8 // a logfmt.Op value
-	Flags   uint16
-	Comm    [16]byte
-}
-
 var (
 	errShortRecord = errors.New("short ring-buffer record")
 	errRecordType  = errors.New("ring-buffer record of another type")
 )
 
-// decode reads struct mt_event or mt_event_packed, as its type byte says,
-// by hand: binary.Read's reflection would cost more than the rest of the
-// agent's per-event work.
-func (e *Event) decode(b []byte) error {
+// decodeEvent reads struct mt_event or mt_event_packed, as its type byte
+// says, by hand: binary.Read's reflection would cost more than the rest of
+// the agent's per-event work.
+func decodeEvent(e *Event, b []byte) error {
 	le := binary.LittleEndian
 	switch recordType(b) {
 	case recPacked:
@@ -318,16 +249,6 @@ func decodeRemap(b []byte) (remapRequest, error) {
 	}
 	le := binary.LittleEndian
 	return remapRequest{pid: int(le.Uint32(b[4:])), held: b[1] != 0, holdKey: le.Uint32(b[8:])}, nil
-}
-
-// CommString returns the thread name up to its NUL.
-func (e *Event) CommString() string {
-	for i, c := range e.Comm {
-		if c == 0 {
-			return string(e.Comm[:i])
-		}
-	}
-	return string(e.Comm[:])
 }
 
 // The attach cookie's bit ranges (MT_CK_* in bpf/memtrace.h, which

@@ -33,16 +33,16 @@ func TestEventABI(t *testing.T) {
 		le.PutUint64(b[8+8*i:], v)
 	}
 	var e Event
-	if err := e.decode(b); err != nil || e.Kind != KindFree || e.Op != uint8(logfmt.OpMunmap) ||
+	if err := decodeEvent(&e, b); err != nil || e.Kind != KindFree || e.Op != uint8(logfmt.OpMunmap) ||
 		e.Flags != FlagCallsite|FlagHeld || e.TID != 1<<22-1 || e.TS != 77 || e.Ptr != 1<<63 ||
 		e.Size != 1<<64-1 || e.Stack != 9 || e.OldPtr != 10 || e.OldSize != 11 {
 		t.Fatalf("event decoded as %+v %v", e, err)
 	}
-	if err := e.decode(b[:eventSize-1]); err == nil {
+	if err := decodeEvent(&e, b[:eventSize-1]); err == nil {
 		t.Fatal("a short event decoded")
 	}
 	b[0] = byte(recThread)
-	if err := e.decode(b); err == nil {
+	if err := decodeEvent(&e, b); err == nil {
 		t.Fatal("a thread record decoded as an event")
 	}
 }
@@ -110,7 +110,7 @@ func TestRecordTypes(t *testing.T) {
 		var f File
 		_, _, errT := decodeThread(b)
 		_, errR := decodeRemap(b)
-		got := map[recType]error{recEvent: e.decode(b), recThread: errT, recStack: s.decode(b), recFile: f.decode(b), recRemap: errR}
+		got := map[recType]error{recEvent: decodeEvent(&e, b), recThread: errT, recStack: decodeStack(&s, b), recFile: decodeFile(&f, b), recRemap: errR}
 		got[recPacked] = got[recEvent]
 		for dec, err := range got {
 			if want := dec == typ || dec == recPacked && typ == recEvent || dec == recEvent && typ == recPacked; (err == nil) != want {
@@ -197,11 +197,11 @@ func TestFileABI(t *testing.T) {
 	copy(b[16+partLen:], "lib")
 	copy(b[16+2*partLen:], "usr")
 	var f File
-	if err := f.decode(b); err != nil || f.Path != "/usr/lib/libx.so" || f.Ino != 7 || f.Truncated {
+	if err := decodeFile(&f, b); err != nil || f.Path != "/usr/lib/libx.so" || f.Ino != 7 || f.Truncated {
 		t.Fatalf("decoded %+v %v", f, err)
 	}
 	b[1] = 1
-	if err := f.decode(b); err != nil || !f.Truncated {
+	if err := decodeFile(&f, b); err != nil || !f.Truncated {
 		t.Fatalf("a truncated path decoded as %+v %v", f, err)
 	}
 }
@@ -352,7 +352,7 @@ func TestPackedMatchesC(t *testing.T) {
 			t.Errorf("%s: byte 0 is %d, want MT_REC_PACKED", reqs[i], b[0])
 		}
 		e := Event{Stack: 5, OldPtr: 6, OldSize: 7}
-		if err := e.decode(b); err != nil {
+		if err := decodeEvent(&e, b); err != nil {
 			t.Fatalf("%s: %v", reqs[i], err)
 		}
 		got := in{uint64(e.Op), e.Ptr, e.Size, uint64(e.Kind), uint64(e.Flags), uint64(e.TID), e.TS}
@@ -478,7 +478,7 @@ func FuzzRecordDecode(f *testing.F) {
 		var fl File
 		_, _, errT := decodeThread(b)
 		_, errR := decodeRemap(b)
-		errs := map[recType]error{recEvent: e.decode(b), recThread: errT, recStack: s.decode(b), recFile: fl.decode(b), recRemap: errR}
+		errs := map[recType]error{recEvent: decodeEvent(&e, b), recThread: errT, recStack: decodeStack(&s, b), recFile: decodeFile(&fl, b), recRemap: errR}
 		errs[recPacked] = errs[recEvent]
 		size := map[recType]int{recPacked: packedSize, recEvent: eventSize, recThread: threadSize,
 			recStack: stackSize, recFile: fileSize, recRemap: remapSize}

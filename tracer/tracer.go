@@ -296,7 +296,7 @@ func (t *Tracer) record(h Handler, b []byte) {
 	{
 		switch recordType(b) {
 		case recStack:
-			if t.st.decode(b) == nil {
+			if decodeStack(&t.st, b) == nil {
 				if t.unw != nil {
 					for _, f := range t.unw.fillFrames(t.st.TGID, t.st.TS, t.st.Frames) {
 						h.File(&f)
@@ -305,7 +305,7 @@ func (t *Tracer) record(h Handler, b []byte) {
 				h.Stack(&t.st)
 			}
 		case recFile:
-			if t.f.decode(b) == nil {
+			if decodeFile(&t.f, b) == nil {
 				h.File(&t.f)
 			}
 		case recRemap:
@@ -319,7 +319,7 @@ func (t *Tracer) record(h Handler, b []byte) {
 				t.threads[tid] = ti
 			}
 		case recPacked, recEvent:
-			if t.ev.decode(b) != nil {
+			if decodeEvent(&t.ev, b) != nil {
 				return
 			}
 			ti, ok := t.threads[t.ev.TID]

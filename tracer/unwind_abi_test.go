@@ -88,7 +88,7 @@ func TestStackDecodeReason(t *testing.T) {
 	le.PutUint64(b[24:], 0x1111)
 	le.PutUint64(b[24+frameSize:], 0x2222)
 	var s Stack
-	if err := s.decode(b); err != nil {
+	if err := decodeStack(&s, b); err != nil {
 		t.Fatal(err)
 	}
 	if s.ID != 0xabc || s.TGID != 42 || len(s.Frames) != 2 || s.Frames[1].Addr != 0x2222 || s.Stop != StopNoInfo {

@@ -44,7 +44,7 @@ func FuzzStackDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s Stack
-		if err := s.decode(b); err != nil {
+		if err := decodeStack(&s, b); err != nil {
 			if len(b) >= stackSize && recordType(b) == recStack {
 				t.Fatalf("a %d-byte record refused: %v", len(b), err)
 			}
