@@ -80,6 +80,10 @@ type Options struct {
 	// under sudo, the user behind it, never root. The library file must
 	// be readable by that user (the embedded one is).
 	Credential *syscall.Credential
+	// BaseEnv is the program's environment before the library's
+	// settings (nil: memtrace's own); under sudo memtrace gives the
+	// user's HOME, USER and LOGNAME.
+	BaseEnv []string
 	// OpenLog creates Output for the log (default os.Create); memtrace
 	// passes one that creates it as the user behind sudo. It is not
 	// called when the library writes the log itself as Credential's user.
@@ -221,7 +225,11 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
-	cmd.Env = childEnv(os.Environ(), lib, env)
+	base := opts.BaseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	cmd.Env = childEnv(base, lib, env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pick(opts.Stdin, os.Stdin), pick(opts.Stdout, os.Stdout), pick(opts.Stderr, os.Stderr)
 	if opts.Credential != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: opts.Credential}
@@ -230,7 +238,14 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-	defer launch.Closing(pick(opts.Stderr, os.Stderr), opts.Output, tcp, time.Now(), 0) // after bin.close: the log is whole
+	// After bin.close, the log whole; only for a program that started:
+	// a failed start is its one error line.
+	started, since := false, time.Now()
+	defer func() {
+		if started {
+			launch.Closing(pick(opts.Stderr, os.Stderr), opts.Output, tcp, since, 0)
+		}
+	}()
 	var bin *binRun
 	if binary {
 		var viewer net.Conn
@@ -256,8 +271,13 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 		defer bin.close()
 	}
 	if err := cmd.Start(); err != nil {
-		return 127, fmt.Errorf("cannot start %s: %w", argv[0], err)
+		status := 127
+		if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES) {
+			status = 126 // a shell's "cannot execute"
+		}
+		return status, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}
+	started = true
 	if bin != nil {
 		bin.conv.launched(cmd.Process.Pid)
 		bin.start()

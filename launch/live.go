@@ -53,9 +53,14 @@ func startLive(o *Options, tr *probeCounter, stderr io.Writer) (*liveRun, error)
 	lr.model.Probes = tr.count
 	lr.prof = live.NewProfiler(lr.model)
 	if ln != nil {
-		lr.srv = live.Serve(ln, lr.prof)
+		limits := live.DefaultLimits()
+		limits.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+		lr.srv = live.ServeLimits(ln, lr.prof, limits)
 		// Always said: with port 0 it is the only way to learn the port.
 		fmt.Fprintf(stderr, "memtrace: serving http://%s/ (/debug/pprof/heap, /metrics)\n", ln.Addr())
+		if live.Exposed(ln.Addr()) {
+			fmt.Fprintln(stderr, live.ExposedWarning(ln.Addr()))
+		}
 	}
 	if o.ProfileDir != "" {
 		interval := o.Interval

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/asuser"
 )
 
 // launch starts PROG through a shim that waits, attaches to the shim's PID
@@ -169,8 +171,14 @@ type shim struct {
 func startShim(o *Options) (*shim, int, error) {
 	path, _ := exec.LookPath(o.Argv[0])
 	list := make(chan []string, 1)
-	// PROG's environment is memtrace's (the shim passes it on).
+	// PROG's environment is memtrace's (the shim passes it on), with
+	// the home and names of the user it runs as under sudo.
 	env := os.Environ()
+	if u, ok, err := asuser.Invoker(); err != nil {
+		return nil, 1, err
+	} else if ok {
+		env = asuser.Env(env, u)
+	}
 	go func() { list <- launchLibs(path, env) }()
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -53,6 +53,9 @@ type Options struct {
 	// the text it compressed (the closing lines' read-back is bounded by
 	// that, not by the file's size).
 	compressed *logio.Writer
+	// logFailed is the launch-mode log's sink, which remembers its
+	// first write error (openOutput).
+	logFailed *keepGoing
 	// shim is PROG's exec shim, started by Run while the BPF programs
 	// load (launch starts one itself without); handOff tells the tracer
 	// that the program and everything it left behind have exited, and
@@ -217,11 +220,7 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 		err = attach(&o, counted, stderr)
 	}
 	if err == nil {
-		var text int64
-		if o.compressed != nil {
-			text = o.compressed.TextBytes()
-		}
-		Closing(stderr, o.Output, o.Listen != "", since, text)
+		closing(&o, stderr, since)
 	}
 	return code, err
 }

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -57,7 +58,7 @@ func RunShim() {
 	}
 	err := syscall.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "memtrace: run %s: %v\n", path, err)
-	os.Exit(127)
+	os.Exit(execStatus(err))
 }
 
 func withoutEnv(env []string, key string) []string {
@@ -122,4 +123,14 @@ func SudoCredential() (string, bool, error) {
 		groups = append(groups, strconv.Itoa(u.GID))
 	}
 	return strconv.Itoa(u.UID) + ":" + strconv.Itoa(u.GID) + ":" + strings.Join(groups, ","), true, nil
+}
+
+// execStatus is a shell's status for a failed exec: 127 for a file not
+// found, 126 for one found but not executable (a format the kernel does
+// not run, no permission).
+func execStatus(err error) int {
+	if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EISDIR) {
+		return 126
+	}
+	return 127
 }

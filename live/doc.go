@@ -14,4 +14,7 @@
 // process, ?seconds=N for what was allocated during the next N seconds and
 // is still live at their end), /metrics (Prometheus text format) and an
 // index page. It listens on loopback unless another address is named.
+// Its connections are capped, timed out when idle, and kept off the file
+// descriptors the tracer needs (Limits): a client can slow the endpoint,
+// never the tracing.
 package live

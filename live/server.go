@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -218,17 +219,53 @@ func heap(pr *Profiler, windows chan struct{}, w http.ResponseWriter, r *http.Re
 // Server is the running endpoint.
 type Server struct {
 	srv  *http.Server
+	ln   *limitListener
 	done chan struct{}
 }
 
-// Serve serves pr on ln until Close.
-func Serve(ln net.Listener, pr *Profiler) *Server {
-	s := &Server{srv: &http.Server{Handler: Handler(pr), ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+// Serve serves pr on ln until Close, within DefaultLimits.
+func Serve(ln net.Listener, pr *Profiler) *Server { return ServeLimits(ln, pr, DefaultLimits()) }
+
+// ServeLimits serves pr on ln until Close, within l.
+func ServeLimits(ln net.Listener, pr *Profiler, l Limits) *Server {
+	ll := newLimitListener(ln, l)
+	h := Handler(pr)
+	if l.WriteTimeout > 0 {
+		h = windowDeadline(h, l.WriteTimeout)
+	}
+	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout,
+		WriteTimeout: l.WriteTimeout}, ln: ll, done: make(chan struct{})}
+	if l.Logf != nil {
+		// Go's own lines (an accept error, a broken request) are
+		// memtrace's too: say whose they are.
+		s.srv.ErrorLog = log.New(logfWriter(l.Logf), "memtrace: --http: ", 0)
+	}
 	go func() {
 		defer close(s.done)
-		_ = s.srv.Serve(ln)
+		_ = s.srv.Serve(ll)
 	}()
 	return s
+}
+
+// Refused is how many connections the limits refused.
+func (s *Server) Refused() uint64 { return s.ln.Refused() }
+
+// windowDeadline gives a ?seconds=N request N seconds beyond the server's
+// WriteTimeout, which would otherwise cut every window longer than it.
+func windowDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if q, err := parseQuery(r.URL.RawQuery); err == nil && q.seconds > 0 {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(q.seconds)*time.Second + d))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type logfWriter func(string, ...any)
+
+func (f logfWriter) Write(p []byte) (int, error) {
+	f("%s", bytes.TrimRight(p, "\n"))
+	return len(p), nil
 }
 
 // Close stops the server: open requests (a delta window) are cut.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -70,6 +71,38 @@ func Write(dir string, r *Report) (txt, htm string, err error) {
 		return err
 	})
 	return txt, htm, err
+}
+
+// Prepare makes dir (as Write does: under sudo as the user who ran sudo)
+// and checks that a file can be made in it, before anything is traced: a
+// directory that takes no report would otherwise lose every report of the
+// run, each with a line on stderr after the program's end.
+func Prepare(dir string) error {
+	err := asuser.Do(func() error {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		f, err := os.CreateTemp(dir, ".memtrace-probe-*")
+		if err != nil {
+			return err
+		}
+		f.Close()
+		return os.Remove(f.Name())
+	})
+	if err != nil {
+		return fmt.Errorf("--report-dir %s: %w; give a directory you can write (under sudo: the user who ran sudo)", dir, unwrapPath(err))
+	}
+	return nil
+}
+
+// unwrapPath is a path error's cause: the caller names the directory, and
+// the probe file's name means nothing to the user.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 func write(dir string, r *Report) (string, string, error) {
@@ -203,7 +236,8 @@ func Read(path string) (Summary, error) {
 
 // Aggregate merges every report in dir into dir/<prefix>.txt and .html
 // (mem_monitor's aggregator) and returns the summaries it read. Files that
-// are not reports are skipped and named in skipped. Under sudo all of it,
+// are not reports, or may not be read, are skipped and named in skipped
+// (the latter with " (permission denied)"). Under sudo all of it,
 // listing the directory included, is done as the user who ran sudo.
 func Aggregate(dir, prefix string) (sums []Summary, skipped []string, err error) {
 	err = asuser.Do(func() error {
@@ -214,17 +248,25 @@ func Aggregate(dir, prefix string) (sums []Summary, skipped []string, err error)
 }
 
 func aggregate(dir, prefix string) (sums []Summary, skipped []string, err error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	// Not filepath.Glob: it takes a directory it cannot read for an
+	// empty one, and the user would be told there are no reports.
+	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("read report directory %s: %w", dir, unwrapPath(err))
 	}
-	for _, p := range paths {
-		if filepath.Base(p) == prefix+".txt" {
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".txt") || name == prefix+".txt" {
 			continue
 		}
-		s, err := Read(p)
+		s, err := Read(filepath.Join(dir, name))
 		if err != nil {
-			skipped = append(skipped, filepath.Base(p))
+			// A report it may not read is named with the cause: it
+			// is not "not a report".
+			if errors.Is(err, fs.ErrPermission) {
+				name += " (permission denied)"
+			}
+			skipped = append(skipped, name)
 			continue
 		}
 		sums = append(sums, s)

@@ -117,7 +117,7 @@ func TestAggregateUnderSudo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sums) != 1 || sums[0].PID != 1 || len(skipped) != 1 || skipped[0] != filepath.Base(txt) {
+	if len(sums) != 1 || sums[0].PID != 1 || len(skipped) != 1 || skipped[0] != filepath.Base(txt)+" (permission denied)" {
 		t.Errorf("aggregate as the user: %+v, skipped %v; want pid 1 only, root's report skipped", sums, skipped)
 	}
 	for _, p := range []string{"sum.txt", "sum.html"} {
@@ -130,5 +130,39 @@ func TestAggregateUnderSudo(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "root's\n" {
 		t.Errorf("root's file overwritten: %q", b)
+	}
+}
+
+// TestPrepare: the report directory is made and probed as the user
+// before a run; what the user cannot write, or not a directory, is an
+// error naming the directory and the cause, and nothing is left in it.
+func TestPrepare(t *testing.T) {
+	simulateSudo(t)
+	ok := filepath.Join(walkable(t, 0o777), "a", "b")
+	if err := Prepare(ok); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(ok); len(ents) != 0 || ownerOf(t, ok) != nobody {
+		t.Fatalf("Prepare left %v in %s (owner %d)", ents, ok, ownerOf(t, ok))
+	}
+	root := walkable(t, 0o755)
+	for dir, want := range map[string]error{filepath.Join(root, "r"): fs.ErrPermission, root: fs.ErrPermission, "/etc/passwd": syscall.ENOTDIR} {
+		err := Prepare(dir)
+		if !errors.Is(err, want) || !strings.HasPrefix(err.Error(), "--report-dir "+dir+": ") {
+			t.Errorf("Prepare(%s) = %v, want %v", dir, err, want)
+		}
+	}
+}
+
+// TestAggregateUnreadableDir: a directory the user may not list is that
+// error, not "no reports".
+func TestAggregateUnreadableDir(t *testing.T) {
+	simulateSudo(t)
+	dir := walkable(t, 0o700)
+	if _, _, err := Write(dir, sampleReport(1)); err == nil {
+		t.Fatal("wrote into root's 0700 directory as the user")
+	}
+	if _, _, err := Aggregate(dir, "sum"); !errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrNoReports) {
+		t.Fatalf("Aggregate = %v, want permission denied", err)
 	}
 }

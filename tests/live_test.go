@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/memtrace/memtrace/live"
 )
 
 // The live endpoint (--http, --profile-dir, -o none) against liveleak, a
@@ -698,6 +701,80 @@ func TestLiveInterruptWithOpenWindow(t *testing.T) {
 		}
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
 			t.Fatalf("round %d: memtrace ended with %v, want exit 130\n%s", round, err, r.stderr)
+		}
+	}
+}
+
+// TestLiveIdleConnectionsBounded: hundreds of connections that send
+// nothing take memtrace a bounded number of file descriptors (its cap),
+// never the ones the tracer needs; the endpoint answers again once they
+// are gone, and the program runs on.
+func TestLiveIdleConnectionsBounded(t *testing.T) {
+	requireBPF(t)
+	r := startLive(t, nil, "-o", "none", "--http", "127.0.0.1:0", "--", need(t, "tests/progs/build/liveleak"))
+	r.waitOut(t, "leaked")
+	fds := func() int {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", r.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	const opened = 400
+	var conns []net.Conn
+	for range opened {
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	// The server has seen them all once it has refused the excess.
+	most := 0
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		most = max(most, fds()-before)
+	}
+	if most > live.DefaultLimits().MaxConns+8 {
+		t.Fatalf("%d idle connections took memtrace %d more descriptors, want at most its cap of %d\n%s", opened, most, live.DefaultLimits().MaxConns, r.stderr)
+	}
+	if !strings.Contains(r.stderr.String(), "memtrace: --http: refused") {
+		t.Fatalf("no line about the refused connections on stderr:\n%s", r.stderr)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	// Closed by the clients: the server's slots come back.
+	var code int
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		resp, err := (&http.Client{Timeout: time.Second, Transport: &http.Transport{}}).Get("http://" + r.addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if code = resp.StatusCode; code == 200 {
+			break
+		}
+	}
+	if code != 200 {
+		t.Fatalf("/metrics: status %d after the idle connections closed\n%s", code, r.stderr)
+	}
+}
+
+// TestLiveExposedWarning: --http on an address other machines reach says
+// so in one line on stderr; loopback says nothing of the kind.
+func TestLiveExposedWarning(t *testing.T) {
+	requireBPF(t)
+	for addr, want := range map[string]bool{"0.0.0.0:0": true, "127.0.0.1:0": false} {
+		r := startLive(t, nil, "-o", "none", "--http", addr, "--", need(t, "tests/progs/build/liveleak"))
+		r.waitOut(t, "leaked")
+		got := strings.Count(r.stderr.String(), "memtrace: warning: --http listens on ")
+		if (got == 1) != want || got > 1 {
+			t.Errorf("--http %s: %d warning lines, want %v:\n%s", addr, got, want, r.stderr)
+		}
+		if want && !strings.Contains(r.stderr.String(), "without authentication") {
+			t.Errorf("--http %s: the warning does not say what is exposed:\n%s", addr, r.stderr)
 		}
 	}
 }

@@ -21,14 +21,21 @@ import (
 
 // staticProgs are progs linked statically (progs/Makefile): basic's every
 // row of SPEC §3, threads' stacks (which libc maps itself), mmaps' calls
-// of the program's own.
+// of the program's own, mmapcalls' calls from the program's functions and
+// threads between malloc's own maps of large blocks; the -o2 builds put
+// main in .text.startup, before the start-up files' functions and the
+// program's other functions after them.
 var staticProgs = []struct{ name, compiler string }{
 	{"basic-static", "gcc"},
 	{"threads-static", "gcc"},
 	{"mmaps-static", "gcc"},
+	{"mmapcalls-static", "gcc"},
+	{"threads-static-o2", "gcc"},
+	{"mmapcalls-static-o2", "gcc"},
 	{"basic-musl", "musl-gcc"},
 	{"threads-musl", "musl-gcc"},
 	{"mmaps-musl", "musl-gcc"},
+	{"mmapcalls-musl", "musl-gcc"},
 }
 
 func staticProg(t *testing.T, name, compiler string) string {

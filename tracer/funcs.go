@@ -377,8 +377,12 @@ func isExecutable(ef *elf.File) bool {
 // the linker lays out the program's objects first and the archives'
 // members after them, and identifiers that begin with an underscore are
 // the implementation's (C11 7.1.3), so the first such function after main
-// opens the library's part (C++ names, _Z..., are the program's). Without
-// main it is the allocator's own address, which is in the library's part.
+// opens the library's part (C++ names, _Z..., and static constructors,
+// _GLOBAL__sub_I_..., are the program's). The start-up files' functions
+// are not: built -O2, main is in .text.startup, which the linker puts
+// before .text, whose start is crt1.o's _start and crtbegin's helpers,
+// then the program's other functions. Without main it is the allocator's
+// own address, which is in the library's part.
 func libcStart(ef *elf.File, malloc uint64) uint64 {
 	st, err := ef.Symbols()
 	if err != nil {
@@ -398,11 +402,19 @@ func libcStart(ef *elf.File, malloc uint64) uint64 {
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF || s.Value <= main || s.Value >= start {
 			continue
 		}
-		if strings.HasPrefix(s.Name, "_") && !strings.HasPrefix(s.Name, "_Z") {
+		if strings.HasPrefix(s.Name, "_") && !strings.HasPrefix(s.Name, "_Z") && !strings.HasPrefix(s.Name, "_GLOBAL__") && !startupFuncs[s.Name] {
 			start = s.Value
 		}
 	}
 	return start
+}
+
+// startupFuncs are the functions of the C start-up files (crt1.o, crti.o,
+// crtbegin.o of glibc and GCC; musl's crt1.o), linked before the program's
+// objects.
+var startupFuncs = map[string]bool{
+	"_start": true, "_start_c": true, "_dl_relocate_static_pie": true, "__do_global_dtors_aux": true,
+	"__do_global_ctors_aux": true, "_init": true, "_fini": true,
 }
 
 func execSegment(ef *elf.File, vaddr uint64) *elf.ProgHeader {

@@ -174,6 +174,46 @@ func TestResolveStaticExecutable(t *testing.T) {
 	}
 }
 
+// TestResolveStaticO2: built -O2, main is in .text.startup, ahead of the
+// start-up files' _start and of the program's other functions: the C
+// library's part of the text still begins after those, so the mmap calls
+// of the program's own functions are not taken for libc's.
+func TestResolveStaticO2(t *testing.T) {
+	bin := buildStatic(t, `#include <stdlib.h>
+#include <sys/mman.h>
+__attribute__((noinline)) static void *get(size_t n) { void *p = mmap(0, n, 3, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); return p == MAP_FAILED ? 0 : p; }
+int main(int c, char **v) { (void)v; void *p = get(4096 * (size_t)c); return p == 0; }
+`, "-O2")
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, _ := ef.Symbols()
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
+			addr[s.Name] = s.Value
+		}
+	}
+	if !(addr["main"] < addr["_start"] && addr["_start"] < addr["get"]) {
+		t.Fatalf("gcc -O2 laid out main %#x, _start %#x, get %#x: not the layout this test is about", addr["main"], addr["_start"], addr["get"])
+	}
+	pps, err := resolveLib(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pp := range pps {
+		if pp.symbol != "mmap" && pp.symbol != "munmap" {
+			continue
+		}
+		from := addr[pp.symbol] + pp.delta - pp.textFrom
+		if from <= addr["get"] || from > addr["malloc"] {
+			t.Errorf("%s's internal range starts at %#x: want after the program's get (%#x), at or before malloc (%#x)", pp.symbol, from, addr["get"], addr["malloc"])
+		}
+	}
+}
+
 func keys(m map[string]probePoint) []string {
 	var out []string
 	for k := range m {

@@ -16,6 +16,7 @@ import (
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/launch"
 	"github.com/memtrace/memtrace/live"
+	"github.com/memtrace/memtrace/procreport"
 )
 
 type options struct {
@@ -78,6 +79,18 @@ func main() {
 // run traces o: through the LD_PRELOAD library with --preload, else with
 // eBPF, which falls back to the library where eBPF is unavailable.
 func run(o *options, stderr io.Writer) (int, error) {
+	if o.reportDir != "" {
+		if err := procreport.Prepare(o.reportDir); err != nil {
+			return 2, err
+		}
+	}
+	if len(o.argv) > 0 {
+		argv, status, err := launch.Resolve(o.argv)
+		if err != nil {
+			return status, err
+		}
+		o.argv = argv
+	}
 	if o.preload {
 		return runPreload(o, stderr)
 	}
@@ -185,6 +198,25 @@ options:
 	}
 	o.argv = fs.Args()
 	var err error
+	// An empty value given on purpose is a mistake (an unset shell
+	// variable, most often): taken as the default it would put the log
+	// on stderr or lose the reports without a word.
+	fs.Visit(func(f *flag.Flag) {
+		if err != nil || f.Value.String() != "" {
+			return
+		}
+		switch f.Name {
+		case "o":
+			err = usageError{`-o "": give a file name (the log goes to stderr without -o; -o none writes none)`}
+		case "report-dir", "profile-dir":
+			err = usageError{fmt.Sprintf(`--%s "": give a directory`, f.Name)}
+		case "http", "listen":
+			err = usageError{fmt.Sprintf(`--%s "": give ADDR:PORT`, f.Name)}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	if o.minSize, err = config.ParseSize(strings.TrimSpace(minSize)); err != nil {
 		return nil, usageError{fmt.Sprintf("bad --min-size %q: %v", minSize, err)}
 	}

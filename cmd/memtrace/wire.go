@@ -47,6 +47,9 @@ func runPreload(o *options, stderr io.Writer) (int, error) {
 	if cred, ok, err := launch.SudoCredential(); err != nil {
 		return 1, err
 	} else if ok {
+		if u, ok, err := asuser.Invoker(); err == nil && ok {
+			opts.BaseEnv = asuser.Env(os.Environ(), u)
+		}
 		uid, gid, groups, err := launch.ParseCred(cred)
 		if err != nil {
 			return 1, err
@@ -104,7 +107,7 @@ func runAggregate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if len(skipped) > 0 {
-		fmt.Fprintf(stderr, "memtrace: skipped %d files that are not process reports: %s\n", len(skipped), strings.Join(skipped, ", "))
+		fmt.Fprintf(stderr, "memtrace: skipped %d files that are not process reports or may not be read: %s\n", len(skipped), strings.Join(skipped, ", "))
 	}
 	// As the user: read back as root, a summary swapped for a symlink
 	// since Aggregate wrote it would print any file.

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"runtime"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -183,4 +184,31 @@ func ReadFile(name string) ([]byte, error) {
 		return err
 	})
 	return b, err
+}
+
+// Env is env for a program run as u: HOME, USER and LOGNAME from u's
+// passwd entry, as login and `sudo -i` set them. Under sudo they are
+// root's (sudo resets them for its target user), and a program running
+// as u would read root's configuration or fail to write its own. With no
+// passwd entry for u, env is returned as it is: there is nothing truer
+// to put there.
+func Env(env []string, u User) []string {
+	pw, err := user.LookupId(strconv.Itoa(u.UID))
+	if err != nil || pw.Username == "" {
+		return env
+	}
+	set := map[string]string{"HOME": pw.HomeDir, "USER": pw.Username, "LOGNAME": pw.Username}
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range []string{"HOME", "USER", "LOGNAME"} {
+		if set[k] != "" {
+			out = append(out, k+"="+set[k])
+		}
+	}
+	return out
 }

@@ -306,3 +306,17 @@ func TestHelpersFollowSudo(t *testing.T) {
 		t.Error("a bad SUDO_UID still created the file")
 	}
 }
+
+// TestEnv: the user's HOME, USER and LOGNAME replace root's, once each;
+// a user without a passwd entry keeps the environment as it is.
+func TestEnv(t *testing.T) {
+	env := []string{"HOME=/root", "PATH=/bin", "USER=root", "LOGNAME=root", "HOME=/again"}
+	got := Env(env, User{UID: 65534, GID: 65534})
+	want := []string{"PATH=/bin", "HOME=/nonexistent", "USER=nobody", "LOGNAME=nobody"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("Env = %q, want %q", got, want)
+	}
+	if got := Env(env, User{UID: 54321}); strings.Join(got, " ") != strings.Join(env, " ") {
+		t.Fatalf("Env for a user without a passwd entry = %q, want it unchanged", got)
+	}
+}

@@ -1,0 +1,180 @@
+package live
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Limits bound what clients of --http can take from memtrace: the file
+// descriptors the tracer needs (each probe, link and ring buffer is one)
+// and the time a connection may sit open.
+type Limits struct {
+	// MaxConns is how many connections may be open at once; one more is
+	// accepted and closed at once (a client sees its connection reset),
+	// so that the kernel's accept queue never fills and the server never
+	// stops accepting.
+	MaxConns int
+	// Reserve is how many of memtrace's file descriptors (its
+	// RLIMIT_NOFILE) the server never uses: a connection whose
+	// descriptor falls within the last Reserve is closed at once, so a
+	// tracer that needs many descriptors (--follow over many processes)
+	// finds them free.
+	Reserve int
+	// ReadHeaderTimeout bounds the wait for a request's headers,
+	// IdleTimeout a kept-alive connection's wait for its next request,
+	// WriteTimeout the answer of a request (a ?seconds=N window gets N
+	// seconds more).
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	WriteTimeout      time.Duration
+	// Logf, when set, is told of refused connections: the first, then
+	// at most one line a minute with the count since.
+	Logf func(format string, args ...any)
+}
+
+// DefaultLimits are memtrace's: far more connections than scrapers and a
+// person's browser use, a quarter of memtrace's descriptors kept for the
+// tracer, and a scraper's keep-alive (Prometheus scrapes every 15 to 60
+// seconds) kept between scrapes.
+func DefaultLimits() Limits {
+	return Limits{MaxConns: 64, Reserve: fdReserve(fdLimit()), ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 90 * time.Second, WriteTimeout: 2 * time.Minute}
+}
+
+// fdLimit is memtrace's soft RLIMIT_NOFILE (Go's runtime raises it to the
+// hard limit at start-up), or 1024 when it cannot be read.
+func fdLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
+		return 1024
+	}
+	if rl.Cur > 1<<30 {
+		return 1 << 30
+	}
+	return int(rl.Cur)
+}
+
+func fdReserve(limit int) int {
+	return max(32, limit/4)
+}
+
+// limitListener refuses connections beyond Limits.MaxConns, and those
+// whose descriptor lies in the tracer's reserve (Linux gives the lowest
+// free descriptor, so a high one means the table is nearly full).
+type limitListener struct {
+	net.Listener
+	slots   chan struct{}
+	fdMax   int // a descriptor at or above it is in the reserve
+	logf    func(string, ...any)
+	refused atomic.Uint64
+
+	mu       sync.Mutex
+	lastLog  time.Time
+	untilLog uint64 // refusals since the last line
+}
+
+func newLimitListener(ln net.Listener, l Limits) *limitListener {
+	n := l.MaxConns
+	if n <= 0 {
+		n = 1
+	}
+	fdMax := 0
+	if l.Reserve > 0 {
+		fdMax = fdLimit() - l.Reserve
+	}
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), fdMax: fdMax, logf: l.Logf}
+}
+
+// Accept returns the next connection the limits allow; refused ones are
+// closed here and never reach the server. It blocks only in the kernel's
+// accept, never on a slot.
+func (ll *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := ll.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if ll.fdMax > 0 {
+			if fd, ok := connFD(c); ok && fd >= ll.fdMax {
+				c.Close()
+				ll.refuse(fmt.Sprintf("memtrace's file descriptors are nearly all in use (the last %d are kept for tracing)", fdLimit()-ll.fdMax))
+				continue
+			}
+		}
+		select {
+		case ll.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-ll.slots }}, nil
+		default:
+			c.Close()
+			ll.refuse(fmt.Sprintf("%d connections are open already", cap(ll.slots)))
+		}
+	}
+}
+
+// Refused is how many connections were refused.
+func (ll *limitListener) Refused() uint64 { return ll.refused.Load() }
+
+func (ll *limitListener) refuse(why string) {
+	ll.refused.Add(1)
+	if ll.logf == nil {
+		return
+	}
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	ll.untilLog++
+	if !ll.lastLog.IsZero() && time.Since(ll.lastLog) < time.Minute {
+		return
+	}
+	ll.logf("memtrace: --http: refused %d connection(s): %s", ll.untilLog, why)
+	ll.lastLog, ll.untilLog = time.Now(), 0
+}
+
+func connFD(c net.Conn) (int, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	fd := -1
+	if raw.Control(func(f uintptr) { fd = int(f) }) != nil || fd < 0 {
+		return 0, false
+	}
+	return fd, true
+}
+
+// limitConn gives its slot back once, at its first Close.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// Exposed says whether addr can be reached from other machines: any
+// address but loopback's. The unspecified address (0.0.0.0, ::) is every
+// interface's.
+func Exposed(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return true
+	}
+	return !ta.IP.IsLoopback()
+}
+
+// ExposedWarning is the line memtrace prints when --http listens where
+// others can reach it.
+func ExposedWarning(addr net.Addr) string {
+	return fmt.Sprintf("memtrace: warning: --http listens on %s, not loopback: anyone who can reach it reads the traced programs' call stacks, file paths and allocation pattern, without authentication; put it behind a firewall or an authenticating proxy", addr)
+}
