@@ -216,7 +216,10 @@ func (c *callsites) openByPath(pid int, ino uint64, path string) *symbols.Module
 		as = c.host
 	}
 	if as != nil {
-		mod, _ = as.OpenFile(path, ino)
+		// A path memtrace was given through the process's root
+		// (/proc/PID/root/...) is one inside that root, which the
+		// address space holds past the process's exit.
+		mod, _ = as.OpenFile(displayPath(path), ino)
 	}
 	byPath[ino] = mod
 	return mod
