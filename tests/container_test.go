@@ -292,3 +292,46 @@ func TestContainerChrootBPF(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerPivotRootBPF: nsprog in a pivot_root'ed container (a mount
+// namespace whose root is a minimal root of copies) that has, at the path
+// where the host has libns.so, the other build, libns-alt.so: launched
+// (memtrace -- unshare ... pivot_root ... exec /nsprog) and attached to,
+// every allocation is in the log and the library's frames name the
+// container's file's functions (alt_inner_ns), under its path inside the
+// container, not the host file's of that path.
+func TestContainerPivotRootBPF(t *testing.T) {
+	requireBPF(t)
+	needTools(t, "unshare", "mount", "pivot_root", "sh")
+	memtrace := need(t, "bin/memtrace")
+	for _, mode := range []string{"launch", "attach"} {
+		t.Run(mode, func(t *testing.T) {
+			host := nsDir(t)
+			root := chrootDir(t)
+			copyFile(t, filepath.Join(host, "libns-alt.so"), filepath.Join(root, host, "libns.so"))
+			if err := os.Mkdir(filepath.Join(root, "old"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r := &run{log: filepath.Join(t.TempDir(), "log"), truth: filepath.Join(root, "truth")}
+			script := "mount --bind " + root + " " + root + " && cd " + root + " && pivot_root . old && exec /nsprog"
+			cmd := []string{"unshare", "-m", "--propagation", "private", "sh", "-c", script}
+			// The container's libns.so is found by the host one's path.
+			env := []string{"MEMTRACE_TRUTH=/truth", "LD_LIBRARY_PATH=" + host}
+			if mode == "launch" {
+				r.runMemtraceEnv(t, memtrace, env, append([]string{"--stack-depth", "8", "-o", r.log, "--"}, cmd...)...)
+			} else {
+				prog := exec.Command(cmd[0], cmd[1:]...)
+				prog.Env = append(r.env("MEMTRACE_TEST_WAIT=1"), env...)
+				r.runAttachCmd(t, memtrace, prog, "--stack-depth", "8")
+			}
+			bpfLog(t, r.log)
+			r.check(t, false)
+			checkSites(t, r, func(recorded string) string {
+				if want := filepath.Join(host, "libns.so"); recorded != want {
+					t.Errorf("the program mapped libns.so as %s, want %s", recorded, want)
+				}
+				return recorded
+			})
+		})
+	}
+}
