@@ -402,6 +402,7 @@ func (s *Session) emit(e *tracer.Event) {
 		s.buf = logfmt.AppendProc(s.buf[:0], s.exitLine(e.TGID, s.ts(e)))
 		s.write(s.buf)
 		s.processExit(e.TGID)
+		s.calls.forget(int(e.TGID))
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.ProcessExit(e.TGID)
 		}

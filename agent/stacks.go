@@ -71,6 +71,34 @@ func (s *Session) Stack(st *tracer.Stack) {
 	raw := make([]tracer.Frame, len(st.Frames))
 	copy(raw, st.Frames)
 	s.stacks[st.ID] = &stackInfo{tgid: st.TGID, ts: st.TS, raw: raw, stop: st.Stop}
+	if !s.cfg.InProcess {
+		s.openFiles(int(st.TGID), st.TS, raw)
+	}
+}
+
+// openFiles makes sure the files a stack's frames lie in are open while
+// the process most likely still runs: the stack is named when its event
+// is written, after the agent's hold, by when a short-lived process may
+// have exited and taken its mount namespace along (and with it the
+// library a bind mount showed it under a host path).
+func (s *Session) openFiles(pid int, ts uint64, frames []tracer.Frame) {
+	c := s.calls
+	as := c.spaces[pid]
+	if as == nil {
+		return // the agent reads the maps at the process's first event
+	}
+	for _, f := range frames {
+		if f.Ino == 0 || f.Ino == tracer.InoUnknown {
+			continue
+		}
+		if _, ok := as.LookupFile(f.Addr, f.Ino); ok {
+			continue
+		}
+		if c.readAt[pid] >= ts || !c.firstReread(pid, f.Ino) {
+			continue
+		}
+		s.KnownProcess(pid, false)
+	}
 }
 
 // ResolvedStack records a stack whose frames the source named itself (the
@@ -165,28 +193,30 @@ func (s *Session) resolve(si *stackInfo) {
 func (s *Session) resolveFrame(pid int, ts uint64, f tracer.Frame) Frame {
 	c := s.calls
 	of := Frame{Addr: f.Addr}
-	if f.Ino != 0 && f.Ino != tracer.InoUnknown {
-		path, ok := c.byIno[f.Ino]
-		if !ok {
-			s.KnownProcess(pid, false)
-			path, ok = c.byIno[f.Ino]
-		}
-		if ok {
-			if m, err := c.cache.Open(path); err == nil {
-				of.Module = displayPath(path)
-				v := m.VAddr(f.FileOff)
-				// Return addresses point after the call: look up
-				// the call itself, report the offset as given.
-				if name, off, err := m.Symbol(v - 1); err == nil {
-					of.Symbol, of.Offset = name, off+1
-				} else {
-					of.Offset = v
-				}
-				return of
-			}
-		}
-	}
 	if f.Ino == 0 {
+		return of
+	}
+	if f.Ino != tracer.InoUnknown {
+		// Located in its file by the kernel: named from that file
+		// or, when it cannot be had, by its path and file offset,
+		// never from whatever else the address may map now.
+		m, path := s.fileOf(pid, ts, f.Addr, f.Ino)
+		if path == "" {
+			return of
+		}
+		of.Module = displayPath(path)
+		if m == nil {
+			of.Offset = f.FileOff
+			return of
+		}
+		v := m.VAddr(f.FileOff)
+		// Return addresses point after the call: look up the call
+		// itself, report the offset as given.
+		if name, off, err := m.Symbol(v - 1); err == nil {
+			of.Symbol, of.Offset = name, off+1
+		} else {
+			of.Offset = v
+		}
 		return of
 	}
 

@@ -35,7 +35,17 @@ import (
 // identity and the loader's environment: at PROG's exec the launcher asks
 // again about the file it listed at the start, while PROG is held, and a
 // --follow run's children exec the same programs over and over.
+//
+// For /proc/PID/exe (an image a traced process just exec'ed) in a chroot
+// or a mount namespace of its own, the libraries are found inside the
+// process's root instead (tracer.RootLibraries), before the remembered
+// answers, which a host file bind-mounted into a container would share.
 func launchLibs(path string, env []string) []string {
+	if pid, ok := procExePID(path); ok {
+		if libs, foreign := tracer.RootLibraries(pid, env); foreign {
+			return libs
+		}
+	}
 	key, cacheable := libsKey(path, env)
 	if cacheable {
 		if own, rest, ok := recentLibs.get(key); ok {
@@ -47,6 +57,20 @@ func launchLibs(path string, env []string) []string {
 		recentLibs.put(key, own, rest)
 	}
 	return withOwn(path, own, rest)
+}
+
+// procExePID returns PID for a path /proc/PID/exe.
+func procExePID(path string) (int, bool) {
+	rest, ok := strings.CutPrefix(path, "/proc/")
+	if !ok {
+		return 0, false
+	}
+	n, ok := strings.CutSuffix(rest, "/exe")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(n)
+	return pid, err == nil && pid > 0
 }
 
 // withOwn is launchLibs' answer: path first when it has its own allocator.

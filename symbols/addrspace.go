@@ -188,17 +188,174 @@ func (as *AddressSpace) open(m *Mapping) (*Module, error) {
 			errs = append(errs, err)
 		}
 	}
-	f, err := as.root.open(m.Path)
+	// The maps path is relative to the root of whoever reads it when the
+	// process is in our mount namespace (a chroot'ed process's files have
+	// their host paths), and to the process's own namespace root
+	// otherwise: try both, and take only the file the process maps.
+	for _, r := range as.roots() {
+		f, err := r.open(m.Path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		// Inside its root the path is the process's own view (an
+		// overlay file's device differs from the one maps gives); on
+		// the host it may be another file's.
+		if err := sameFile(f, m.File, r == hostFS); err != nil {
+			f.Close()
+			errs = append(errs, fmt.Errorf("%s mapped at %#x: %w", m.Path, m.Start, err))
+			continue
+		}
+		return as.cache.adopt(f, m.Path, m.File, r)
+	}
+	return nil, fmt.Errorf("opening %s mapped at %#x: %w", m.Path, m.Start, errors.Join(errs...))
+}
+
+// sameFile checks that f is the mapped file id: by inode, and by device
+// too where strict (a file found by a path that another file may share).
+func sameFile(f *os.File, id FileID, strict bool) error {
+	got, _, _, err := fileIDOf(f)
 	if err != nil {
-		errs = append(errs, err)
-		return nil, fmt.Errorf("opening %s mapped at %#x: %w", m.Path, m.Start, errors.Join(errs...))
+		return err
 	}
-	if id, _, _, err := fileIDOf(f); err == nil && m.File.Inode != 0 && id.Inode != m.File.Inode {
-		f.Close()
-		return nil, fmt.Errorf("%s mapped at %#x was replaced on disk (inode %d, mapped %d): %w",
-			m.Path, m.Start, id.Inode, m.File.Inode, ErrNotFound)
+	switch {
+	case id.Inode == 0:
+	case strict && (got.Inode != id.Inode || got.Major != id.Major || got.Minor != id.Minor):
+		return fmt.Errorf("another file has its path (inode %d on %d:%d, mapped %d on %d:%d): %w",
+			got.Inode, got.Major, got.Minor, id.Inode, id.Major, id.Minor, ErrNotFound)
+	case got.Inode != id.Inode:
+		return fmt.Errorf("another file has its path (inode %d, mapped %d): %w", got.Inode, id.Inode, ErrNotFound)
 	}
-	return as.cache.adopt(f, m.Path, m.File, as.root)
+	return nil
+}
+
+// LookupFile finds the newest mapping covering addr, current or
+// superseded, of the file with inode ino: a frame located in its file by
+// the kernel (inode and offset) names exactly one of the mappings that
+// ever covered its address, even after a dlclose, an exec or another
+// library mapped there since.
+func (as *AddressSpace) LookupFile(addr, ino uint64) (Location, bool) {
+	as.mu.RLock()
+	defer as.mu.RUnlock()
+	var hit *entry
+	i, _ := slices.BinarySearchFunc(as.cur, addr+1, func(e *entry, v uint64) int { return cmp.Compare(e.Start, v) })
+	if i > 0 {
+		if e := as.cur[i-1]; addr < e.End && e.File.Inode == ino {
+			hit = e
+		}
+	}
+	if hit == nil {
+		for _, e := range as.old {
+			if addr >= e.Start && addr < e.End && e.File.Inode == ino && (hit == nil || e.since >= hit.since) {
+				hit = e
+			}
+		}
+	}
+	if hit == nil || ino == 0 {
+		return Location{}, false
+	}
+	loc := Location{Mapping: hit.Mapping, Module: hit.mod}
+	fileOff := addr - hit.Start + hit.Offset
+	loc.ModuleOffset = fileOff
+	if hit.mod != nil {
+		loc.ModuleOffset = hit.mod.VAddr(fileOff)
+	}
+	return loc, true
+}
+
+// ModuleByInode returns the module of a file with inode ino that the
+// process maps or mapped (the newest such mapping's), and the mapping's
+// path; nil when none is known or the file could not be opened.
+func (as *AddressSpace) ModuleByInode(ino uint64) (*Module, string) {
+	as.mu.RLock()
+	defer as.mu.RUnlock()
+	if ino == 0 {
+		return nil, ""
+	}
+	for _, e := range as.cur {
+		if e.File.Inode == ino && e.mod != nil {
+			return e.mod, e.Path
+		}
+	}
+	var hit *entry
+	for _, e := range as.old {
+		if e.File.Inode == ino && e.mod != nil && (hit == nil || e.since >= hit.since) {
+			hit = e
+		}
+	}
+	if hit == nil {
+		return nil, ""
+	}
+	return hit.mod, hit.Path
+}
+
+// OpenFile opens the file a frame of the process lies in when only its
+// path (as the kernel named it) and inode are known: inside the process's
+// root first, then on the host, taking only a file with that inode (the
+// device is not known; a host file of the same path is another file).
+// The root is the one held since NewAddressSpace or the last Reroot, so
+// this works after the process exited, as long as its mounts do.
+func (as *AddressSpace) OpenFile(path string, ino uint64) (*Module, error) {
+	var errs []error
+	for _, r := range as.roots() {
+		f, err := r.open(path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := sameFile(f, FileID{Inode: ino}, false); err != nil {
+			f.Close()
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		return as.cache.adopt(f, path, FileID{}, r)
+	}
+	return nil, fmt.Errorf("opening %s (inode %d): %w", path, ino, errors.Join(errs...))
+}
+
+// Reroot takes the process's root again if it changed (a chroot, or a
+// pivot_root in its mount namespace, followed by an exec): files opened
+// by path from then on are looked up there. Modules already opened keep
+// theirs.
+func (as *AddressSpace) Reroot() error {
+	if as.pid <= 0 {
+		return nil
+	}
+	dir := "/proc/" + strconv.Itoa(as.pid) + "/root"
+	id, err := rootID(dir)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", as.pid, err)
+	}
+	as.mu.RLock()
+	same := as.root.id == id
+	as.mu.RUnlock()
+	if same {
+		return nil
+	}
+	r, err := openRoot(dir)
+	if err != nil {
+		return err
+	}
+	as.mu.Lock()
+	old := as.root
+	as.root = r
+	as.mu.Unlock()
+	// Modules found through the old root look their debug files up
+	// by its /proc path from now on.
+	old.close()
+	return nil
+}
+
+// roots are where a path of the process is looked up: its root, then,
+// unless that is the host's, the host.
+func (as *AddressSpace) roots() []*fsRoot {
+	as.mu.RLock()
+	r := as.root
+	as.mu.RUnlock()
+	if r == hostFS {
+		return []*fsRoot{hostFS}
+	}
+	return []*fsRoot{r, hostFS}
 }
 
 // Location is where an address falls: the mapping, its module (nil if the

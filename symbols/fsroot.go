@@ -19,16 +19,72 @@ type fsRoot struct {
 	mu     sync.Mutex
 	dirfd  int    // -1: host root
 	prefix string // fallback when openat2 is unavailable
+	id     dirID  // what the root was when opened
+	// nsfd holds the process's mount namespace when it is not ours:
+	// the namespace's mounts (a bind mount over a library, a
+	// container's whole tree) go when its last process exits, and paths
+	// looked up from dirfd after that would find what lies under them.
+	nsfd int
 }
 
-var hostFS = &fsRoot{dirfd: -1}
+// dirID tells roots apart: a process that unshared its mount namespace
+// has the same root directory as before, on another mount (a copy of
+// ours, where a bind mount can hide one of our files behind another).
+type dirID struct {
+	dev, ino, mnt uint64
+}
+
+var hostFS = &fsRoot{dirfd: -1, nsfd: -1}
 
 func openRoot(dir string) (*fsRoot, error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening root %s: %w", dir, err)
 	}
-	return &fsRoot{dirfd: fd, prefix: dir}, nil
+	id, err := fdDirID(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("opening root %s: %w", dir, err)
+	}
+	return &fsRoot{dirfd: fd, prefix: dir, id: id, nsfd: holdMountNS(dir)}, nil
+}
+
+// holdMountNS opens the mount namespace of the process whose root is dir
+// (/proc/PID/root) when it is not memtrace's own, else returns -1.
+func holdMountNS(dir string) int {
+	ns := filepath.Join(filepath.Dir(dir), "ns", "mnt")
+	var their, ours unix.Stat_t
+	if unix.Stat(ns, &their) != nil || unix.Stat("/proc/self/ns/mnt", &ours) != nil ||
+		their.Dev == ours.Dev && their.Ino == ours.Ino {
+		return -1
+	}
+	fd, err := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// rootID is the identity of the directory dir names (a /proc/PID/root).
+func rootID(dir string) (dirID, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return dirID{}, fmt.Errorf("opening root %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	return fdDirID(fd)
+}
+
+func fdDirID(fd int) (dirID, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_MNT_ID, &stx); err != nil {
+		return dirID{}, fmt.Errorf("statx: %w", err)
+	}
+	id := dirID{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino}
+	if stx.Mask&unix.STATX_MNT_ID != 0 {
+		id.mnt = stx.Mnt_id
+	}
+	return id, nil
 }
 
 func (r *fsRoot) isHost() bool { return r == nil || (r.dirfd < 0 && r.prefix == "") }
@@ -64,6 +120,10 @@ func (r *fsRoot) close() {
 	if r.dirfd >= 0 {
 		unix.Close(r.dirfd)
 		r.dirfd = -1
+	}
+	if r.nsfd >= 0 {
+		unix.Close(r.nsfd)
+		r.nsfd = -1
 	}
 }
 

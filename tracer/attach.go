@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -304,22 +305,21 @@ func ReadMaps(pid int) ([]Mapping, error) {
 
 // ScanProcess probes every mapped library of pid that exports allocation
 // functions and is not probed yet (dlopen'ed allocators included). It
-// returns the paths newly probed.
+// returns the paths newly probed, as /proc/PID/maps names them.
 func (t *Tracer) ScanProcess(pid int) ([]string, error) {
-	maps, err := ReadMaps(pid)
+	maps, err := readExecMaps(pid)
 	if err != nil {
 		return nil, err
 	}
-	root := "/proc/" + strconv.Itoa(pid) + "/root"
 	var added []string
-	seen := map[string]bool{}
+	seen := map[fileID]bool{}
 	for _, m := range maps {
-		if seen[m.Path] {
+		if seen[m.id] {
 			continue
 		}
-		seen[m.Path] = true
-		p := root + m.Path
-		if !isELF(p) {
+		seen[m.id] = true
+		p, ok := mappedFile(pid, m)
+		if !ok || !isELF(p) {
 			continue
 		}
 		ok, err := t.AttachLibrary(pid, p)
@@ -327,7 +327,7 @@ func (t *Tracer) ScanProcess(pid int) ([]string, error) {
 			return added, err
 		}
 		if ok {
-			added = append(added, m.Path)
+			added = append(added, m.path)
 		}
 	}
 	if t.unw != nil {
@@ -339,4 +339,28 @@ func (t *Tracer) ScanProcess(pid int) ([]string, error) {
 		}
 	}
 	return added, nil
+}
+
+// mappedFile names the file of mapping m of pid by a path memtrace opens
+// it by: /proc/PID/map_files, which is that file whatever its path; else
+// its maps path, which is relative to memtrace's root for a process in
+// memtrace's mount namespace (a chroot'ed one too) and to the process's
+// own namespace root otherwise, so it is tried in both, and taken only
+// where it leads to the file mapped (the same device and inode).
+func mappedFile(pid int, m procMapping) (string, bool) {
+	proc := "/proc/" + strconv.Itoa(pid)
+	mf := fmt.Sprintf("%s/map_files/%x-%x", proc, m.start, m.end)
+	if _, err := os.Stat(mf); err == nil {
+		return mf, true
+	}
+	for _, p := range []string{proc + "/root" + m.path, m.path} {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) != nil {
+			continue
+		}
+		if kernelDev(uint64(unix.Major(st.Dev)), uint64(unix.Minor(st.Dev))) == m.id.dev && st.Ino == m.id.ino {
+			return p, true
+		}
+	}
+	return "", false
 }
