@@ -135,7 +135,7 @@ func TestFaultRounds(t *testing.T) {
 		{"follow-forkexec", []faultMode{followForkexec}, signals},
 		{"attach-follow-forkexec", []faultMode{attachFollow}, signals},
 		{"launch-dlopen-threads", []faultMode{{name: "launch-dlopen-threads", opts: []string{"--stack-depth", "16"},
-			prog: func(out string) []string { return []string{dlloop, out, "120", "2"} }, from: 200 * time.Millisecond, to: 1200 * time.Millisecond}}, signals},
+			prog: func(out string) []string { return []string{dlloop, out, "120", "2"} }, from: 350 * time.Millisecond, to: 1500 * time.Millisecond}}, signals},
 		{"kill-with-helpers", []faultMode{followForkexec, attachDlopen, attachFollowStacks}, []fault{faultKILLAll}},
 	}
 	for _, sc := range scenarios {
