@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-li
 	linux-libc-dev libc6-dbg sqlite3 python3.11 zstd libjemalloc2 rustc libtcmalloc-minimal4 libmimalloc2.0 \
 	libc++-19-dev libc++abi-19-dev
 
-.PHONY: all build deps demo test test-go bench generate check-generated cross fuzz clean progs lint
+.PHONY: all build deps demo test test-go bench soak generate check-generated cross fuzz clean progs lint
 
 all: build
 
@@ -55,6 +55,12 @@ lint:
 
 bench: build progs
 	./scripts/bench.sh
+
+# soak: the fault loops of make test (TestFaultRounds) at 200 rounds per
+# scenario (ROUNDS=N to change), with per-scenario counts of rounds that
+# left a process stopped or BPF objects behind.
+soak: build progs
+	GO=$(GO) ./scripts/soak.sh
 
 generate:
 	$(GO) generate ./...

@@ -37,6 +37,27 @@ type procState struct {
 	cmd   string
 }
 
+// procStat is what /proc/PID/stat (or /proc/PID/task/TID/stat, with path)
+// says of a task: its state letter and its parent; ok is false once it is
+// gone or unreadable.
+func procStat(path string) (state byte, ppid int, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return f[0][0], ppid, true
+}
+
 // tagged lists the processes, zombies left out, whose command line
 // contains tag: what a run left behind.
 func tagged(tag string) []procState {
@@ -51,20 +72,11 @@ func tagged(tag string) []procState {
 		if err != nil || !bytes.Contains(cl, []byte(tag)) {
 			continue
 		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		state, _, ok := procStat("/proc/" + e.Name() + "/stat")
+		if !ok || state == 'Z' || state == 'X' {
 			continue
 		}
-		s := string(st)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) {
-			continue
-		}
-		state := s[i+2 : i+3]
-		if state == "Z" || state == "X" {
-			continue
-		}
-		out = append(out, procState{pid, state, strings.ReplaceAll(string(cl), "\x00", " ")})
+		out = append(out, procState{pid, string(state), strings.ReplaceAll(string(cl), "\x00", " ")})
 	}
 	return out
 }
@@ -94,18 +106,13 @@ func waitNoneTagged(t *testing.T, tag string, limit time.Duration) bool {
 // waitExited waits until pid is gone or a zombie; "" then, else what it is.
 func waitExited(pid int, limit time.Duration) string {
 	for end := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return ""
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X' {
+		state, _, ok := procStat("/proc/" + strconv.Itoa(pid) + "/stat")
+		if !ok || state == 'Z' || state == 'X' {
 			return ""
 		}
 		if time.Now().After(end) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			return fmt.Sprintf("still running (state %c) %v later", s[i+2], limit)
+			return fmt.Sprintf("still running (state %c) %v later", state, limit)
 		}
 	}
 }
@@ -133,15 +140,27 @@ func exitOf(out string) string {
 // referenceOutput runs argv untraced and returns what it wrote to out.
 func referenceOutput(t *testing.T, out string, argv ...string) string {
 	t.Helper()
+	status, got := referenceRun(t, out, argv...)
+	if status != 0 {
+		t.Fatalf("untraced %v: exit status %d", argv, status)
+	}
+	return got
+}
+
+// referenceRun runs argv untraced, as the fault tests' yardstick: its exit
+// status and what it wrote to out.
+func referenceRun(t *testing.T, out string, argv ...string) (int, string) {
+	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	if b, err := cmd.CombinedOutput(); err != nil {
+	b, err := cmd.CombinedOutput()
+	if _, exited := err.(*exec.ExitError); err != nil && (!exited || cmd.ProcessState.ExitCode() < 0) {
 		t.Fatalf("untraced %v: %v\n%s", argv, err, b)
 	}
-	b, err := os.ReadFile(out)
+	got, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return cmd.ProcessState.ExitCode(), string(got)
 }
 
 // TestSIGKILLNeverLeavesTargetsStopped kills memtrace at random moments
