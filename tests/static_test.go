@@ -20,7 +20,7 @@ import (
 )
 
 // staticProgs are progs linked statically (progs/Makefile): basic's every
-// row of SPEC §3, threads' stacks (which libc maps itself), mmaps' calls
+// row of docs/spec.md §3, threads' stacks (which libc maps itself), mmaps' calls
 // of the program's own.
 var staticProgs = []struct{ name, compiler string }{
 	{"basic-static", "gcc"},

@@ -1,4 +1,4 @@
-// hooks.c: the interposed functions: every allocation function of SPEC §3,
+// hooks.c: the interposed functions: every allocation function of docs/spec.md §3,
 // the C++ operators, thread renames, exec and _exit. Each hook calls the
 // real function and hands the event to the current sink (mt.h); the mode
 // is the sink's, so the hooks test none.
