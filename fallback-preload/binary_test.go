@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
-
-	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // Run uses the binary mode (shared memory, converted here) unless told

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
 

@@ -14,10 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/symbols"
-
-	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 type stackEvent struct {

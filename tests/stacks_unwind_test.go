@@ -8,13 +8,13 @@ package tests
 // frame-pointer walk still there with --stack-unwind fp.
 
 import (
-	"github.com/memtrace/memtrace/logfmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/unwind"
 )
 

@@ -10,13 +10,14 @@ import (
 	"bufio"
 	"debug/elf"
 	"fmt"
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // staticProgs are progs linked statically (progs/Makefile): basic's every

@@ -4,7 +4,6 @@ package tracer
 
 import (
 	"bufio"
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
