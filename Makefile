@@ -7,7 +7,7 @@ BIN     := bin
 GOFLAGS ?=
 export CGO_ENABLED ?= 0
 
-DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-linux clang-19 llvm-19 libbpf-dev bpftool \
+DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-linux clang-19 llvm-19 clang-format-19 libbpf-dev bpftool \
 	gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf \
 	libc6-dev-arm64-cross libc6-dev-armhf-cross qemu-user heaptrack valgrind tmux chromium \
 	linux-libc-dev libc6-dbg sqlite3 python3.11 zstd libjemalloc2 rustc libtcmalloc-minimal4 libmimalloc2.0 \
