@@ -63,7 +63,7 @@ func TestStaticPrograms(t *testing.T) {
 			t.Run(p.name+"/"+mode, func(t *testing.T) {
 				requireBPF(t)
 				exe := staticProg(t, p.name, p.compiler)
-				for round := 0; round < 3; round++ {
+				for round := range rounds(3, 1) {
 					r := newRun(t)
 					if mode == "launch" {
 						r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", exe})
