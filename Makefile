@@ -7,13 +7,13 @@ BIN     := bin
 GOFLAGS ?=
 export CGO_ENABLED ?= 0
 
-DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-linux clang-19 llvm-19 libbpf-dev bpftool \
+DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-linux clang-19 llvm-19 clang-format-19 libbpf-dev bpftool \
 	gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf \
 	libc6-dev-arm64-cross libc6-dev-armhf-cross qemu-user heaptrack valgrind tmux chromium \
 	linux-libc-dev libc6-dbg sqlite3 python3.11 zstd libjemalloc2 rustc libtcmalloc-minimal4 libmimalloc2.0 \
 	libc++-19-dev libc++abi-19-dev
 
-.PHONY: all build deps demo test test-go bench soak generate check-generated cross fuzz clean progs lint
+.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint
 
 all: build
 
@@ -48,8 +48,18 @@ test: build progs lint cross
 	./scripts/check-generated.sh
 	$(GO) test -count=1 -timeout 30m ./...
 
-# lint: gofmt, a tidy go.mod, go vet for every architecture memtrace ships
-# for, and staticcheck (pinned in go.mod as a tool).
+# check is the fast inner loop: lint and every package's tests with -short,
+# which skips the soak, the cross builds under qemu, Chromium and tmux and
+# runs each race loop once; the fault loops of tests/ run
+# CHECK_FAULT_ROUNDS rounds instead of 20. make test stays the whole run
+# (and CI's).
+CHECK_FAULT_ROUNDS ?= 2
+check: build progs lint
+	MEMTRACE_FAULT_ROUNDS=$(CHECK_FAULT_ROUNDS) $(GO) test -short -count=1 -timeout 10m ./...
+
+# lint: gofmt, goimports' import groups, clang-format for the C, a tidy
+# go.mod, go vet for every architecture memtrace ships for, and staticcheck
+# (goimports and staticcheck pinned in go.mod as tools).
 lint:
 	./scripts/lint.sh
 

@@ -6,10 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/memtrace/memtrace/symbols"
-
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/symbols"
 )
 
 // AddFD queues a descriptor event from fdtrace; it is written in time

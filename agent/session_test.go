@@ -101,7 +101,7 @@ func TestSessionSemantics(t *testing.T) {
 }
 
 // TestSessionAttachedUnknownFree: after an attach, a free of a block from
-// before it is logged with size 0 (SPEC §2).
+// before it is logged with size 0 (docs/spec.md §2.1).
 func TestSessionAttachedUnknownFree(t *testing.T) {
 	var buf bytes.Buffer
 	s := New(Config{Out: &buf})

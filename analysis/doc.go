@@ -1,7 +1,7 @@
 // Package analysis is memtrace's model of a log: the one place where events
 // are stored, stacks interned, frees matched to allocations, leaks decided
-// (SPEC §3) and told from blocks whose frees the tracer lost (lost.go),
-// truncated stacks counted (truncated.go), and per-thread, per-process,
+// (docs/spec.md §4.3) and told from blocks whose frees the tracer lost
+// (lost.go), truncated stacks counted (truncated.go), and per-thread, per-process,
 // per-call-stack and timeline figures computed, saturating rather than
 // wrapping (sat.go). memview renders it and `memtrace report` ranks it; it
 // imports no terminal library.

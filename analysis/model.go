@@ -18,7 +18,7 @@ type Status uint8
 
 const (
 	StatusActive Status = iota // not freed, its thread and process still running
-	StatusLeak                 // not freed and nothing can free it any more (SPEC §3)
+	StatusLeak                 // not freed and nothing can free it any more (docs/spec.md §4.3)
 	StatusFreed
 	// StatusUnknown: not freed in the log, but its free is known to be
 	// among the records the tracer lost (see Model.Unknown), so it is

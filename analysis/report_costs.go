@@ -15,7 +15,7 @@ import "github.com/memtrace/memtrace/internal/peak"
 //     that order (the first time it is reached), counted by internal/peak
 //     as the agent's snapshots and --report-dir files are; the blocks live
 //     at that moment are the peak's live set (mem_monitor's peak snapshot).
-//   - A leak is an allocation whose Status is StatusLeak (SPEC §3); one
+//   - A leak is an allocation whose Status is StatusLeak (docs/spec.md §4.3); one
 //     whose Status is StatusUnknown (its free lost with records the
 //     tracer dropped) is counted apart, as Unknown.
 //   - Byte figures saturate at MaxBytes (sat.go).

@@ -12,7 +12,7 @@ import "strconv"
 // log does not say (memtrack's logs have no exit lines; a log without its
 // summary was cut short). exited is false only when the log says the
 // process was let go running: its live blocks are still allocated, not
-// leaked; otherwise they are leaks, as SPEC §3 counts them.
+// leaked; otherwise they are leaks, as docs/spec.md §4.3-4.4 count them.
 func (m *Model) RunEnd(p int) (text string, exited bool) {
 	if p < 0 || p >= len(m.Procs) {
 		return "", false

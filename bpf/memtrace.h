@@ -56,7 +56,7 @@ enum mt_kind {
  *   MT_CK_AFTER        bits 40-63  ... and from it on; both 0 (also when
  *                                  either does not fit): the test is off
  * For any other:
- *   MT_CK_ALIAS        bit  16     the function has several names of SPEC's
+ *   MT_CK_ALIAS        bit  16     the function has several names of docs/spec.md §3's
  *                                  or an allocator API's (tcmalloc's free is
  *                                  also operator delete and tc_free): the
  *                                  event carries the PLT stub the program

@@ -1,11 +1,12 @@
 package config
 
 import (
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // A line like /etc/shadow's first: nothing of it may reach an error.

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
-
-	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // Run uses the binary mode (shared memory, converted here) unless told
@@ -178,6 +177,9 @@ func TestBinaryConsumerGoneCountsLost(t *testing.T) {
 // The library in binary mode for the ARM targets, under qemu-user, with the
 // converter running here (the 32-bit ARM layout is the same as 64-bit).
 func TestBinaryCrossARM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-builds the library and runs it under qemu-user: make test runs it")
+	}
 	for _, a := range []struct{ triplet, qemu string }{{"arm-linux-gnueabihf", "qemu-arm"}, {"aarch64-linux-gnu", "qemu-aarch64"}} {
 		t.Run(a.triplet, func(t *testing.T) {
 			for _, tool := range []string{a.triplet + "-gcc", a.qemu} {

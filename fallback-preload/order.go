@@ -15,7 +15,7 @@ import (
 )
 
 // sortLimit bounds the log size SortFile sorts in memory; bigger logs are
-// left in per-thread order (readers order by ts, SPEC §2).
+// left in per-thread order (readers order by ts, docs/spec.md §2.3).
 const sortLimit = 2 << 30
 
 // SortFile rewrites a log written by the library in global time order. The

@@ -56,7 +56,7 @@ type Options struct {
 	BufferSize int
 	// Unordered leaves a file log in per-thread order. By default Run
 	// sorts a file log by time once the program has exited, so that the
-	// file is in global time order as SPEC §2 promises.
+	// file is in global time order as docs/spec.md §2.3 promises.
 	Unordered bool
 	// Text makes the library format and write the log itself (its
 	// drop-in mode, as with LD_PRELOAD and MEMTRACK_OUTPUT) instead of

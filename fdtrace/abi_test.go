@@ -5,10 +5,10 @@ package fdtrace
 import (
 	"testing"
 
-	"github.com/memtrace/memtrace/config"
-
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/memtrace/memtrace/config"
 )
 
 func specs(t *testing.T) map[string]*ebpf.CollectionSpec {

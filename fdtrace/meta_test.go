@@ -1,9 +1,9 @@
 package fdtrace
 
 import (
-	"github.com/memtrace/memtrace/config"
 	"testing"
 
+	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/logfmt"
 )
 

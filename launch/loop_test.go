@@ -183,7 +183,7 @@ func TestLoopLaunched(t *testing.T) {
 	}
 }
 
-// alloc, free and exit are SPEC.md's memtrack lines (§2's printf
+// alloc, free and exit are docs/spec.md §2.1's memtrack lines (its printf
 // formats) of a thread named prog.
 func alloc(tid int, op string, ts, size, total, ptr uint64) string {
 	return fmt.Sprintf("[memtrack] tid=%-6d (%-15s) %-10s ts=%-12d size=%-12d  total=%-12d  ptr=0x%x", tid, "prog", op, ts, size, total, ptr)

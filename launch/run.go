@@ -3,7 +3,6 @@ package launch
 import (
 	"errors"
 	"fmt"
-	"github.com/memtrace/memtrace/internal/logio"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/tracer"
 )
 

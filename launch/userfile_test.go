@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"io"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 func TestCreateLogUnderSudo(t *testing.T) {

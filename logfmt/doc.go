@@ -1,5 +1,5 @@
 // Package logfmt is the one place where memtrace's log format is written and
-// read. The format is memtrack's (see SPEC §2): every memtrack log is a
+// read. The format is memtrack's (docs/spec.md §2): every memtrack log is a
 // memtrace log and every memtrace log opens in memtrack's own memview.
 // Anything memtrace adds lives on lines that start with "[memtrace] ", which
 // memtrack's readers ignore. Each of those lines has one typed writer here

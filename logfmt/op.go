@@ -3,8 +3,8 @@ package logfmt
 // Op is an allocation-function name as it appears in the op column.
 type Op uint8
 
-// The ops of SPEC §3. OpOther is a name this version does not know; readers
-// keep its text (Line.OpText) and treat the line by its shape.
+// The ops of docs/spec.md §3. OpOther is a name this version does not know;
+// readers keep its text (Line.OpText) and treat the line by its shape.
 const (
 	OpOther Op = iota
 	OpMalloc

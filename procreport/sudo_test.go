@@ -2,7 +2,6 @@ package procreport
 
 import (
 	"errors"
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 const nobody = 65534

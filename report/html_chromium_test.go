@@ -93,6 +93,9 @@ const htmlSelfTest = `<script>
 // the axes, the flame labels and the call trees in headless Chromium,
 // against the model: the DOM after the scripts ran, and screenshots.
 func TestHTMLChartsTreesInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts headless Chromium: make test runs it")
+	}
 	chromium := needTool(t, "chromium")
 	dir := t.TempDir()
 	data := richLog(20000, 5)
@@ -251,6 +254,9 @@ const htmlReadBack = `<script>
 // in the summary); a detached run's blocks are still allocated at detach,
 // not leaks, in the summary, the ranking and the flame graph's tab.
 func TestHTMLRunEndAndSuppressionsInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts headless Chromium: make test runs it")
+	}
 	chromium := needTool(t, "chromium")
 	dir := t.TempDir()
 	type readBack struct {

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"github.com/memtrace/memtrace/analysis"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/logfmt"
 )
 

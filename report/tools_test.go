@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -198,6 +199,9 @@ const selfTest = `<script>
 // load with no console message, its script must switch flame graphs and
 // zoom, and a screenshot must show the chart and the flame graph.
 func TestHTMLInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts headless Chromium: make test runs it")
+	}
 	chromium := needTool(t, "chromium")
 	dir := t.TempDir()
 	log := writeFile(t, "rich.log", richLog(20000, 5))

@@ -450,6 +450,9 @@ func TestFollowCompressedLogBPF(t *testing.T) {
 // more memory compressed than plain (the decoder streams, with its window
 // bounded), and reports the same.
 func TestCompressedReportMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates and reports a 1M-event log twice: make test runs it")
+	}
 	memtrace := need(t, "bin/memtrace")
 	dir := t.TempDir()
 	gen := filepath.Join(dir, "genlog")

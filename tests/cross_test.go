@@ -32,6 +32,9 @@ func requireCross(t *testing.T, triplet, qemu string) {
 // and checks the programs' logs under qemu-user exactly as TestPrograms
 // does natively.
 func TestCross(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs every program for each ARM target under qemu-user: make test (and make cross) run it")
+	}
 	root := repoRoot(t)
 	for _, a := range crossArchs {
 		t.Run(a.name, func(t *testing.T) {

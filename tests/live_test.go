@@ -558,6 +558,9 @@ const soakBoundKB = 32 << 10
 // TestLiveSoak: memtrace -o none --http over a service-like program, RSS
 // of memtrace sampled from /proc, scraped as Prometheus would.
 func TestLiveSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a soak of a minute or more (MEMTRACE_SOAK): make test runs it")
+	}
 	requireBPF(t)
 	d := soakDuration(t)
 	r := startLive(t, nil, "-o", "none", "--stack-depth", "8", "--http", "127.0.0.1:0",
@@ -651,7 +654,7 @@ func TestSudoProfileDirOwnedByUser(t *testing.T) {
 // stopped. Five rounds: a hang would be intermittent.
 func TestLiveInterruptWithOpenWindow(t *testing.T) {
 	requireBPF(t)
-	for round := range 5 {
+	for round := range rounds(5, 1) {
 		r := startLive(t, nil, "-o", "none", "--http", "127.0.0.1:0", "--", need(t, "tests/progs/build/liveleak"))
 		r.waitOut(t, "leaked")
 		pid := 0

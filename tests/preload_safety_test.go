@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
 func TestPreloadCtrlCDetaches(t *testing.T) {
 	prog := buildC(t, "detach", detachProg)
 	mt := need(t, "bin/memtrace")
-	for round := 0; round < 10; round++ {
+	for round := range rounds(10, 2) {
 		sig := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM}[round%2]
 		dir := t.TempDir()
 		ready, goFile, done := filepath.Join(dir, "ready"), filepath.Join(dir, "go"), filepath.Join(dir, "done")

@@ -83,7 +83,7 @@ func TestRunEndExitAndSignal(t *testing.T) {
 func TestRunEndDetachAndInterrupt(t *testing.T) {
 	requireBPF(t)
 	bin := runEndBin(t)
-	for round := range 6 {
+	for round := range rounds(6, 2) {
 		mode := []string{"attach", "launch"}[round%2]
 		log := filepath.Join(t.TempDir(), "log")
 		var args []string

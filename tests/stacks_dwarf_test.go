@@ -799,6 +799,9 @@ func traceWithStdin(t *testing.T, stdin string, args ...string) {
 // python3.11 holds for the LD_PRELOAD path's stacks (the bar the eBPF path
 // must reach in TestDwarfRootsBPF).
 func TestDwarfRootsPreload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("traces Debian's sqlite3 and python3.11 with 127-frame stacks: make test runs it")
+	}
 	for _, p := range debianPrograms(t) {
 		t.Run(p.name, func(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "log")

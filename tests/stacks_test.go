@@ -14,10 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/symbols"
-
-	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 type stackEvent struct {
@@ -232,7 +231,7 @@ func TestStackDlopenClosed(t *testing.T) {
 		t.Fatalf("%v %s", err, out)
 	}
 	bin := buildWith(t, "gcc", "dlmain", dlMainSrc, "-O1", "-fno-omit-frame-pointer", "-ldl")
-	for round := 0; round < 3; round++ {
+	for round := range rounds(3, 1) {
 		evs := find(traceStacks(t, 8, nil, bin, lib), "malloc", 3131)
 		if len(evs) != 1 || len(evs[0].frames) < 2 {
 			t.Fatalf("round %d: %d events", round, len(evs))
@@ -300,7 +299,12 @@ int main(void) {
 func TestStackThreadsT22(t *testing.T) {
 	requireBPF(t)
 	bin := buildWith(t, "gcc", "named", threadsSrc, "-O1", "-fno-omit-frame-pointer", "-lpthread")
-	for _, links := range [][]string{nil, {"--no-uprobe-multi"}} {
+	linkKinds := [][]string{nil, {"--no-uprobe-multi"}}
+	if testing.Short() {
+		// The filter is the subject; the classic links are make test's.
+		linkKinds = linkKinds[:1]
+	}
+	for _, links := range linkKinds {
 		for _, filter := range []string{"", "Remote", "ote-"} {
 			extra := links
 			if filter != "" {
@@ -342,6 +346,9 @@ fn main() { let v = make_box(5151); black_box(&v); }
 // TestStackRust: a Rust program (whose default allocator is the system
 // malloc) shows its own functions in the frames.
 func TestStackRust(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles a Rust program: make test runs it")
+	}
 	requireBPF(t)
 	rustc, err := exec.LookPath("rustc")
 	if err != nil {

@@ -8,13 +8,13 @@ package tests
 // frame-pointer walk still there with --stack-unwind fp.
 
 import (
-	"github.com/memtrace/memtrace/logfmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/unwind"
 )
 
@@ -234,7 +234,7 @@ func TestStackDwarfDlopen(t *testing.T) {
 	}
 	bin := buildWith(t, "gcc", "dlnofp", dlNoFPMainSrc, "-O2", "-fomit-frame-pointer", "-ldl")
 	want := append([]string{"inner", "lib_alloc", "call"}, mainRoot...)
-	for round := 0; round < 5; round++ {
+	for round := range rounds(5, 1) {
 		e := oneEvent(t, traceStacks(t, 32, nil, bin, lib), "malloc", 3232)
 		if got := symbolsOf(e.frames); strings.Join(got, " ") != strings.Join(want, " ") || e.truncated != "" {
 			t.Fatalf("round %d: frames %v truncated=%q\nwant %v", round, got, e.truncated, want)
@@ -270,7 +270,7 @@ func TestStackFramePointerMode(t *testing.T) {
 func TestStackFramePointerWalkMatchesDwarf(t *testing.T) {
 	requireBPF(t)
 	bin := buildWith(t, "gcc", "deepfp", deepSrc, "-O1", "-fno-omit-frame-pointer")
-	for round := 0; round < 5; round++ {
+	for round := range rounds(5, 1) {
 		fp := oneEvent(t, traceStacks(t, 32, []string{"--stack-unwind", "fp"}, bin), "malloc", 2020)
 		dw := oneEvent(t, traceStacks(t, 32, nil, bin), "malloc", 2020)
 		if len(fp.frames) != 22 || fp.truncated != "" {

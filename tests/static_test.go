@@ -10,17 +10,18 @@ import (
 	"bufio"
 	"debug/elf"
 	"fmt"
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 // staticProgs are progs linked statically (progs/Makefile): basic's every
-// row of SPEC §3, threads' stacks (which libc maps itself), mmaps' calls
+// row of docs/spec.md §3, threads' stacks (which libc maps itself), mmaps' calls
 // of the program's own, mmapcalls' calls from the program's functions and
 // threads between malloc's own maps of large blocks; the -o2 builds put
 // main in .text.startup, before the start-up files' functions and the
@@ -69,7 +70,7 @@ func TestStaticPrograms(t *testing.T) {
 			t.Run(p.name+"/"+mode, func(t *testing.T) {
 				requireBPF(t)
 				exe := staticProg(t, p.name, p.compiler)
-				for round := 0; round < 3; round++ {
+				for round := range rounds(3, 1) {
 					r := newRun(t)
 					if mode == "launch" {
 						r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", exe})

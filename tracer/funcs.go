@@ -99,8 +99,8 @@ var apiFuncs = []funcDef{
 }
 
 // aliasNames are the other names of probed functions that name an op:
-// the allocator APIs' spellings of SPEC's functions, their C++ overloads
-// logged, as SPEC logs every new as new, under one op each.
+// the allocator APIs' spellings of docs/spec.md §3's functions, their C++
+// overloads logged, as §3 logs every new as new, under one op each.
 var aliasNames = map[string]logfmt.Op{
 	"tc_malloc": logfmt.OpTcMalloc, "tc_calloc": logfmt.OpTcCalloc, "tc_realloc": logfmt.OpTcRealloc,
 	"tc_free": logfmt.OpTcFree, "tc_free_sized": logfmt.OpTcFree, "tc_cfree": logfmt.OpTcCfree,

@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/arch/x86/x86asm"
+
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
-	"golang.org/x/arch/x86/x86asm"
 )
 
 // allocatorLib returns the path of an installed allocator library (make

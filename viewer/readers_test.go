@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gdamore/tcell/v2"
+
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/logfmt"
 )

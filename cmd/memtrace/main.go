@@ -4,8 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/memtrace/memtrace/internal/cli"
-	"github.com/memtrace/memtrace/internal/prof"
 	"io"
 	"os"
 	"runtime"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/internal/prof"
 	"github.com/memtrace/memtrace/launch"
 	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/procreport"

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"syscall"
 
+	preload "github.com/memtrace/memtrace/fallback-preload"
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/launch"
 	"github.com/memtrace/memtrace/procreport"
-
-	preload "github.com/memtrace/memtrace/fallback-preload"
 	"github.com/memtrace/memtrace/report"
 )
 

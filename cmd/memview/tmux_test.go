@@ -25,6 +25,9 @@ var termN int
 
 func newTerm(t *testing.T, cmdline string) *term {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives memview in tmux, polling its screen: make test runs it")
+	}
 	if _, err := exec.LookPath("tmux"); err != nil {
 		bpftest.Unavailable(t, "tmux not installed (make deps installs it)")
 	}

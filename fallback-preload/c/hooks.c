@@ -1,4 +1,4 @@
-// hooks.c: the interposed functions: every allocation function of SPEC §3,
+// hooks.c: the interposed functions: every allocation function of docs/spec.md §3,
 // the C++ operators, thread renames, exec and _exit. Each hook calls the
 // real function and hands the event to the current sink (mt.h); the mode
 // is the sink's, so the hooks test none.
@@ -378,6 +378,8 @@ typedef void (*del_al_nt_fn)(void *, size_t, const void *);
 		return p;                                       \
 	}
 
+// One operator per line, a table: clang-format would wrap the long rows.
+// clang-format off
 NEW_HOOK(mt_new, "_Znw" ZSZ, MT_OP_NEW, (size_t n), new_fn, (n))
 NEW_HOOK(mt_newa, "_Zna" ZSZ, MT_OP_NEW_ARR, (size_t n), new_fn, (n))
 NEW_HOOK(mt_new_nt, "_Znw" ZSZ "RKSt9nothrow_t", MT_OP_NEW, (size_t n, const void *nt), new_nt_fn, (n, nt))
@@ -386,6 +388,7 @@ NEW_HOOK(mt_new_al, "_Znw" ZSZ "St11align_val_t", MT_OP_NEW, (size_t n, size_t a
 NEW_HOOK(mt_newa_al, "_Zna" ZSZ "St11align_val_t", MT_OP_NEW_ARR, (size_t n, size_t al), new_al_fn, (n, al))
 NEW_HOOK(mt_new_al_nt, "_Znw" ZSZ "St11align_val_tRKSt9nothrow_t", MT_OP_NEW, (size_t n, size_t al, const void *nt), new_al_nt_fn, (n, al, nt))
 NEW_HOOK(mt_newa_al_nt, "_Zna" ZSZ "St11align_val_tRKSt9nothrow_t", MT_OP_NEW_ARR, (size_t n, size_t al, const void *nt), new_al_nt_fn, (n, al, nt))
+// clang-format on
 
 #define DEL_HOOK(CNAME, MANGLED, OP, PARAMS, TYPE, CALL)        \
 	EXPORT void CNAME PARAMS __asm__(MANGLED);              \
@@ -418,6 +421,7 @@ NEW_HOOK(mt_newa_al_nt, "_Zna" ZSZ "St11align_val_tRKSt9nothrow_t", MT_OP_NEW_AR
 		sink()->free(OP, p, fn);                        \
 	}
 
+// clang-format off
 DEL_HOOK_PLAIN(mt_del, "_ZdlPv", MT_OP_DELETE)
 DEL_HOOK_PLAIN(mt_dela, "_ZdaPv", MT_OP_DELETE_ARR)
 DEL_HOOK(mt_del_sz, "_ZdlPv" ZSZ, MT_OP_DELETE, (void *p, size_t sz), del_sz_fn, (p, sz))
@@ -430,6 +434,7 @@ DEL_HOOK(mt_del_nt, "_ZdlPvRKSt9nothrow_t", MT_OP_DELETE, (void *p, const void *
 DEL_HOOK(mt_dela_nt, "_ZdaPvRKSt9nothrow_t", MT_OP_DELETE_ARR, (void *p, const void *nt), del_nt_fn, (p, nt))
 DEL_HOOK(mt_del_al_nt, "_ZdlPvSt11align_val_tRKSt9nothrow_t", MT_OP_DELETE, (void *p, size_t al, const void *nt), del_al_nt_fn, (p, al, nt))
 DEL_HOOK(mt_dela_al_nt, "_ZdaPvSt11align_val_tRKSt9nothrow_t", MT_OP_DELETE_ARR, (void *p, size_t al, const void *nt), del_al_nt_fn, (p, al, nt))
+// clang-format on
 
 // ---------------------------------------------------------------------------
 // Thread names: a rename bumps a generation that every thread checks on

@@ -205,7 +205,9 @@ static inline pid_t gettid_raw(void)
 // ---------------------------------------------------------------------------
 // Spin locks: tiny critical sections, and safe to reset in a fork child.
 
-typedef struct { int v; } spin_t;
+typedef struct {
+	int v;
+} spin_t;
 
 static inline void spin_lock(spin_t *l)
 {

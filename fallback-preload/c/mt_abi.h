@@ -80,12 +80,15 @@
 	X(MI_REALLOC_ALIGNED, 47, "mi_realloc_aligned") \
 	X(EXIT, 48, "EXIT")
 
+// The expansion ends with a comma clang-format cannot see.
+// clang-format off
 enum {
 #define MT_OP_ENUM_(name, num, text) MT_OP_##name = num,
 	MT_OPS(MT_OP_ENUM_)
 #undef MT_OP_ENUM_
 	MT_NOPS // one past the last op: the size of tables indexed by op
 };
+// clang-format on
 
 // Record ops past the call ops: what the converter needs besides calls.
 #define MT_R_NAME 64      // the thread's name: MT_NAME_LEN bytes from ptr (ptr and size)

@@ -113,7 +113,8 @@ static int bin_try_claim(uint32_t *idx)
 			uint32_t i = (start + k) % hw;
 			uint32_t want = MT_CH_FREE;
 			if (__atomic_load_n(&shm_state[i], __ATOMIC_RELAXED) == MT_CH_FREE &&
-			    __atomic_compare_exchange_n(&shm_state[i], &want, MT_CH_OWNED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			    __atomic_compare_exchange_n(&shm_state[i], &want, MT_CH_OWNED, 0, __ATOMIC_ACQ_REL,
+							__ATOMIC_RELAXED)) {
 				__atomic_sub_fetch(&shm->n_free, 1, __ATOMIC_RELAXED);
 				*idx = i;
 				return 1;
@@ -555,7 +556,8 @@ int bin_attach(void)
 	setenv(MT_SHM_ENV, v, 1);
 	// The first process sets the time axis; the others share it.
 	uint32_t zero = 0;
-	if (__atomic_compare_exchange_n(&shm->clock_state, &zero, MT_CLOCK_SETTING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+	if (__atomic_compare_exchange_n(&shm->clock_state, &zero, MT_CLOCK_SETTING, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
 		epoch_ns = mono_ns();
 		clock_init(2);
 		shm->epoch = epoch_ns;
@@ -565,7 +567,8 @@ int bin_attach(void)
 		shm->mult = cnt_mult;
 		__atomic_store_n(&shm->clock_state, MT_CLOCK_READY, __ATOMIC_RELEASE);
 	} else {
-		for (int i = 0; i < 2000 && __atomic_load_n(&shm->clock_state, __ATOMIC_ACQUIRE) != MT_CLOCK_READY; i++) {
+		for (int i = 0; i < 2000 && __atomic_load_n(&shm->clock_state, __ATOMIC_ACQUIRE) != MT_CLOCK_READY;
+		     i++) {
 			struct timespec ts = {0, 1000000};
 			nanosleep(&ts, NULL);
 		}

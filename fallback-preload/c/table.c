@@ -5,7 +5,10 @@
 
 #define NSHARD 64
 
-typedef struct { uintptr_t key; uint64_t val; } slot_t;
+typedef struct {
+	uintptr_t key;
+	uint64_t val;
+} slot_t;
 typedef struct {
 	spin_t lock;
 	uint32_t cap, n;

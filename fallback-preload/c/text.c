@@ -407,7 +407,8 @@ static ALWAYS_INLINE void unmap_post(mt_call_t *c, const void *p, size_t len, in
 		on_free(MT_OP_MUNMAP, len, p, c->ts, unbuf);
 }
 
-static ALWAYS_INLINE void remap_post(mt_call_t *c, const void *old, size_t oldlen, const void *r, size_t newlen, const int unbuf)
+static ALWAYS_INLINE void remap_post(mt_call_t *c, const void *old, size_t oldlen, const void *r, size_t newlen,
+				     const int unbuf)
 {
 	if (c->log < 0)
 		return;

@@ -142,7 +142,10 @@ extern volatile int out_dead; // the reader went away: stop logging
 // A pipe whose reader left would raise SIGPIPE: writers block it around the
 // write and swallow a pending one, so the program never dies of it. Sockets
 // use MSG_NOSIGNAL instead.
-typedef struct { sigset_t old; int blocked; } wguard_t;
+typedef struct {
+	sigset_t old;
+	int blocked;
+} wguard_t;
 
 void wlock(wguard_t *g);
 void wunlock(wguard_t *g);

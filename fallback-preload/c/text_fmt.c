@@ -3,17 +3,19 @@
 // inline in text.h).
 #include "text.h"
 
-const char digits2[201] =
-	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-	"8081828384858687888990919293949596979899";
+const char digits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+			  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+			  "8081828384858687888990919293949596979899";
 
+// Several powers a row, not one a line.
+// clang-format off
 const uint64_t pow10_tab[20] = {
 	1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
 	100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
 	10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
 	100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull,
 };
+// clang-format on
 
 static const char *const op_name[MT_NOPS] = {
 #define OP_NAME_(name, num, text) [num] = text,
@@ -45,8 +47,8 @@ void init_op_cols(void)
 // logfmt quotes them, with strconv.Quote: its one-letter escapes, \xNN for
 // any other control byte and for every byte from 0x7f (strconv.Quote keeps
 // a printable UTF-8 character whole, which this does not).
-static const char ctl_esc[32] = {['\a'] = 'a', ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n',
-				 ['\r'] = 'r', ['\t'] = 't', ['\v'] = 'v'};
+static const char ctl_esc[32] = {
+	['\a'] = 'a', ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't', ['\v'] = 'v'};
 
 char *put_meta_val(char *o, char *end, const char *v)
 {

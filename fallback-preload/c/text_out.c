@@ -95,7 +95,10 @@ void flush_state(tstate *t)
 
 #define QMAX 32
 
-typedef struct { char *buf; size_t off, len; } qitem_t;
+typedef struct {
+	char *buf;
+	size_t off, len;
+} qitem_t;
 
 static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER;    // items queued

@@ -2,7 +2,6 @@ package asuser
 
 import (
 	"errors"
-	"github.com/memtrace/memtrace/internal/bpftest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
 const nobody = 65534

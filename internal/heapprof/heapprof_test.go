@@ -12,9 +12,8 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/memtrace/memtrace/symbols"
-
 	"github.com/memtrace/memtrace/internal/bpftest"
+	"github.com/memtrace/memtrace/symbols"
 )
 
 // fixture is a C program whose leaking function inlines the helper that

@@ -1,4 +1,4 @@
-// allocs: SPEC §3's C functions under whichever allocator the program is
+// allocs: docs/spec.md §3's C functions under whichever allocator the program is
 // linked with or given by LD_PRELOAD (glibc, jemalloc, tcmalloc,
 // mimalloc), with large blocks that make the allocator map memory of its
 // own (which must not be logged), and, built with -DUSE_JEMALLOC,

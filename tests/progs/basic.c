@@ -1,4 +1,4 @@
-/* basic: the single-threaded C rows of SPEC §3 and memtrack's T01, T02,
+/* basic: the single-threaded C rows of docs/spec.md §3 and memtrack's T01, T02,
  * T05-T14, T19, T23 scenarios. */
 #include "truth.h"
 #include <errno.h>

@@ -63,9 +63,12 @@ static void *soak_slots[SOAK_LIVE];
 
 #define PATH(k)                                                                  \
 	__attribute__((noinline)) void *soak_path##k(size_t n) { return escape(malloc(n)); }
+// The expansions end with no semicolon that clang-format could see.
+// clang-format off
 PATH(0) PATH(1) PATH(2) PATH(3) PATH(4) PATH(5) PATH(6) PATH(7)
 static void *(*const soak_paths[8])(size_t) = {soak_path0, soak_path1, soak_path2, soak_path3,
 					       soak_path4, soak_path5, soak_path6, soak_path7};
+// clang-format on
 
 static double now(void)
 {

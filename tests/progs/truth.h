@@ -6,7 +6,7 @@
  *
  * Record lines (file named by $MEMTRACE_TRUTH, one per event, per thread in
  * call order): "tid op size ptr name"
- *   op    an op of SPEC §3, or "gap" (untraced library work follows in this
+ *   op    an op of docs/spec.md §3, or "gap" (untraced library work follows in this
  *         thread: the log may hold events the truth does not name until the
  *         next record), or "exit" (the thread is about to end)
  *   size  bytes (for frees: the size of the block released)

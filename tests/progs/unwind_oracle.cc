@@ -262,9 +262,9 @@ UT_NOINLINE static void level_regs(int lvl, int round)
 	else
 		leaf(round);
 	UT_BARRIER();
-	if (a + b + c + d + e + f != seeds[0] * (uint64_t)lvl + seeds[1] + (uint64_t)round + (seeds[2] ^ (uint64_t)lvl) +
-					     seeds[3] * (uint64_t)round + seeds[4] + (uint64_t)lvl +
-					     (seeds[5] ^ (uint64_t)round))
+	if (a + b + c + d + e + f != seeds[0] * (uint64_t)lvl + seeds[1] + (uint64_t)round +
+					     (seeds[2] ^ (uint64_t)lvl) + seeds[3] * (uint64_t)round + seeds[4] +
+					     (uint64_t)lvl + (seeds[5] ^ (uint64_t)round))
 		abort();
 }
 

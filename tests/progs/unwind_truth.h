@@ -50,8 +50,8 @@
 /* More than any stack the program builds, so a record is never cut. */
 #define UT_MAXF 100
 
-typedef void (*ut_record_fn)(const char *op, uint64_t size, uint64_t size_hi, const void *ptr,
-			     const char *kind, void *const *pcs, int n);
+typedef void (*ut_record_fn)(const char *op, uint64_t size, uint64_t size_hi, const void *ptr, const char *kind,
+			     void *const *pcs, int n);
 
 #ifdef UT_LIBRARY
 /* A dlopen'ed library records through the program's recorder, set by its
