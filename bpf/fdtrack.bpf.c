@@ -132,8 +132,8 @@ static __always_inline int on_enter(__u8 call, __u64 a0, __u64 a1, __u64 a2, __u
 	switch (call) {
 	case FD_CALL_IOCTL: {
 		__u32 cmd = a1;
-		if (cmd != FD_DMA_HEAP_IOCTL_ALLOC && cmd != FD_ION_IOC_ALLOC &&
-		    cmd != FD_ION_IOC_ALLOC_LEGACY && cmd != FD_ION_IOC_FREE)
+		if (cmd != FD_DMA_HEAP_IOCTL_ALLOC && cmd != FD_ION_IOC_ALLOC && cmd != FD_ION_IOC_ALLOC_LEGACY &&
+		    cmd != FD_ION_IOC_FREE)
 			return 0;
 		break;
 	}
@@ -254,7 +254,12 @@ static __always_inline int on_ioctl(struct fd_event *e, struct fstate *st)
 	switch (cmd) {
 	case FD_DMA_HEAP_IOCTL_ALLOC: {
 		/* struct dma_heap_allocation_data {u64 len; u32 fd; u32 fd_flags; u64 heap_flags;} */
-		struct { __u64 len; __u32 fd; __u32 fd_flags; __u64 heap_flags; } d;
+		struct {
+			__u64 len;
+			__u32 fd;
+			__u32 fd_flags;
+			__u64 heap_flags;
+		} d;
 		if (bpf_probe_read_user(&d, sizeof(d), arg))
 			return -1;
 		e->type = FD_EV_DMABUF_ALLOC;
@@ -266,7 +271,13 @@ static __always_inline int on_ioctl(struct fd_event *e, struct fstate *st)
 	}
 	case FD_ION_IOC_ALLOC: {
 		/* struct ion_allocation_data {u64 len; u32 heap_id_mask; u32 flags; u32 fd; u32 unused;} */
-		struct { __u64 len; __u32 heap_id_mask; __u32 flags; __u32 fd; __u32 unused; } d;
+		struct {
+			__u64 len;
+			__u32 heap_id_mask;
+			__u32 flags;
+			__u32 fd;
+			__u32 unused;
+		} d;
 		if (bpf_probe_read_user(&d, sizeof(d), arg))
 			return -1;
 		e->type = FD_EV_ION_ALLOC;
@@ -279,7 +290,14 @@ static __always_inline int on_ioctl(struct fd_event *e, struct fstate *st)
 	case FD_ION_IOC_ALLOC_LEGACY: {
 		/* struct ion_allocation_data {size_t len; size_t align;
 		 * unsigned int heap_id_mask; unsigned int flags; ion_user_handle_t handle;} */
-		struct { __u64 len; __u64 align; __u32 heap_id_mask; __u32 flags; __s32 handle; __u32 pad; } d;
+		struct {
+			__u64 len;
+			__u64 align;
+			__u32 heap_id_mask;
+			__u32 flags;
+			__s32 handle;
+			__u32 pad;
+		} d;
 		if (bpf_probe_read_user(&d, sizeof(d), arg))
 			return -1;
 		e->type = FD_EV_ION_LEGACY_ALLOC;

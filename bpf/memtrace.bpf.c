@@ -248,8 +248,7 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 	if (st->depth > 0 && sp > st->outer_sp)
 		st->depth = 0;
 	if (st->depth > 0) {
-		if (st->depth == 1 && sig == MT_SIG_SIZE0 && op == MT_OP_MALLOC &&
-		    st->sig == MT_SIG_STRDUP)
+		if (st->depth == 1 && sig == MT_SIG_SIZE0 && op == MT_OP_MALLOC && st->sig == MT_SIG_STRDUP)
 			st->inner_size = PT_REGS_PARM1(ctx);
 		st->depth++;
 		return 0;
@@ -330,8 +329,7 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 	if (under_new) {
 		st->callsite = st->ovr_callsite;
 		st->callsite_ino = st->ovr_callsite_ino;
-	} else if (op == MT_OP_ALIGNED_ALLOC ||
-		   (sig != MT_SIG_MMAP && sig != MT_SIG_MREMAP && MT_CK(cookie, ALIAS))) {
+	} else if (op == MT_OP_ALIGNED_ALLOC || (sig != MT_SIG_MMAP && sig != MT_SIG_MREMAP && MT_CK(cookie, ALIAS))) {
 		call_target(ctx, st);
 	}
 	st->outer_sp = sp;
@@ -580,10 +578,22 @@ static __always_inline int do_free(struct pt_regs *ctx)
 
 /* Each program exists twice: uprobe_multi links need programs loaded
  * with their own attach type; classic links are the fallback. */
-SEC("uprobe") int mt_enter(struct pt_regs *ctx) { return do_enter(ctx); }
-SEC("uprobe.multi") int mt_enter_multi(struct pt_regs *ctx) { return do_enter(ctx); }
-SEC("uretprobe") int mt_return(struct pt_regs *ctx) { return do_return(ctx); }
-SEC("uretprobe.multi") int mt_return_multi(struct pt_regs *ctx) { return do_return(ctx); }
+SEC("uprobe") int mt_enter(struct pt_regs *ctx)
+{
+	return do_enter(ctx);
+}
+SEC("uprobe.multi") int mt_enter_multi(struct pt_regs *ctx)
+{
+	return do_enter(ctx);
+}
+SEC("uretprobe") int mt_return(struct pt_regs *ctx)
+{
+	return do_return(ctx);
+}
+SEC("uretprobe.multi") int mt_return_multi(struct pt_regs *ctx)
+{
+	return do_return(ctx);
+}
 
 /* A session uprobe (kernels with BPF_TRACE_UPROBE_SESSION): one consumer
  * serves the entry and the return of each call, instead of two links. */
@@ -594,20 +604,47 @@ SEC("uprobe.session") int mt_session(struct pt_regs *ctx)
 	do_enter(ctx);
 	return 0;
 }
-SEC("uprobe") int mt_free(struct pt_regs *ctx) { return do_free(ctx); }
-SEC("uprobe") int mt_new(struct pt_regs *ctx) { return do_new(ctx); }
-SEC("uprobe.multi") int mt_new_multi(struct pt_regs *ctx) { return do_new(ctx); }
-SEC("uprobe.multi") int mt_free_multi(struct pt_regs *ctx) { return do_free(ctx); }
-SEC("uprobe") int mt_new_ret(struct pt_regs *ctx) { return do_new_ret(ctx); }
-SEC("uprobe.multi") int mt_new_ret_multi(struct pt_regs *ctx) { return do_new_ret(ctx); }
+SEC("uprobe") int mt_free(struct pt_regs *ctx)
+{
+	return do_free(ctx);
+}
+SEC("uprobe") int mt_new(struct pt_regs *ctx)
+{
+	return do_new(ctx);
+}
+SEC("uprobe.multi") int mt_new_multi(struct pt_regs *ctx)
+{
+	return do_new(ctx);
+}
+SEC("uprobe.multi") int mt_free_multi(struct pt_regs *ctx)
+{
+	return do_free(ctx);
+}
+SEC("uprobe") int mt_new_ret(struct pt_regs *ctx)
+{
+	return do_new_ret(ctx);
+}
+SEC("uprobe.multi") int mt_new_ret_multi(struct pt_regs *ctx)
+{
+	return do_new_ret(ctx);
+}
 
 #include "mt_proc.h"
 
 /* Empty programs on the same probe points: the floor that benchmarks
  * compare against. */
-SEC("uprobe") int mt_empty(struct pt_regs *ctx) { return 0; }
-SEC("uprobe.multi") int mt_empty_multi(struct pt_regs *ctx) { return 0; }
-SEC("uprobe.session") int mt_empty_session(struct pt_regs *ctx) { return 0; }
+SEC("uprobe") int mt_empty(struct pt_regs *ctx)
+{
+	return 0;
+}
+SEC("uprobe.multi") int mt_empty_multi(struct pt_regs *ctx)
+{
+	return 0;
+}
+SEC("uprobe.session") int mt_empty_session(struct pt_regs *ctx)
+{
+	return 0;
+}
 
 /* The floor for stack capture: the same stack_depth frames taken the same
  * way (return address at [sp] plus the kernel's frame-pointer walk), and
@@ -623,8 +660,14 @@ static __always_inline int floor_stack(struct pt_regs *ctx)
 		bpf_get_stack(ctx, &buf->ips[1], (stack_depth - 1) * 8 & 0x3ff, BPF_F_USER_STACK | 1);
 	return 0;
 }
-SEC("uprobe") int mt_floor_stack(struct pt_regs *ctx) { return floor_stack(ctx); }
-SEC("uprobe.multi") int mt_floor_stack_multi(struct pt_regs *ctx) { return floor_stack(ctx); }
+SEC("uprobe") int mt_floor_stack(struct pt_regs *ctx)
+{
+	return floor_stack(ctx);
+}
+SEC("uprobe.multi") int mt_floor_stack_multi(struct pt_regs *ctx)
+{
+	return floor_stack(ctx);
+}
 SEC("uprobe.session") int mt_floor_stack_session(struct pt_regs *ctx)
 {
 	if (!bpf_session_is_return())

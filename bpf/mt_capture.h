@@ -55,8 +55,8 @@ __noinline __u64 mt_capture_stack(struct pt_regs *ctx)
 		n = 1;
 		if (stack_depth > 1) {
 			/* Skip frame 0 of the walk: the allocation function itself. */
-			long got = bpf_get_stack(ctx, &buf->ips[1], (stack_depth - 1) * 8 & 0x3ff,
-						 BPF_F_USER_STACK | 1);
+			long got =
+				bpf_get_stack(ctx, &buf->ips[1], (stack_depth - 1) * 8 & 0x3ff, BPF_F_USER_STACK | 1);
 			if (got > 0)
 				n += got / 8;
 		}

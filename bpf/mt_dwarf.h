@@ -128,7 +128,7 @@ struct {
 /* The registers of the frame being unwound. */
 struct mt_wstate {
 	__u64 pc, sp, fp, lr;
-	__u64 chunk_lo;	 /* user address of the chunk's first byte */
+	__u64 chunk_lo;  /* user address of the chunk's first byte */
 	__u32 chunk_len; /* valid bytes in the chunk; 0: none */
 	struct mt_umap cur; /* the last frame's mapping: callers are often in it too */
 	__u8 have_cur;
@@ -389,8 +389,7 @@ static __always_inline void chunk_fill(struct mt_chunk *c, struct mt_wstate *w, 
  * starting at addr made two fills of one frame, 3.5 M of sqlite3's 8.2 M
  * fills). */
 #define MT_CHUNK_BELOW 256
-static __always_inline int stack_read(struct mt_chunk *c, struct mt_wstate *w, __u64 *dst, const __u32 len,
-				      __u64 addr)
+static __always_inline int stack_read(struct mt_chunk *c, struct mt_wstate *w, __u64 *dst, const __u32 len, __u64 addr)
 {
 	if (c) {
 		__u64 off = addr - w->chunk_lo;

@@ -88,8 +88,8 @@ static __always_inline struct mt_event *reserve_full(struct tstate *st, __u8 kin
 	return e;
 }
 
-static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u8 flags, __u64 ptr, __u64 size,
-				 __u64 stack, __u64 old_ptr, __u64 old_size, __u64 at)
+static __always_inline void send(struct tstate *st, __u8 kind, __u8 op, __u8 flags, __u64 ptr, __u64 size, __u64 stack,
+				 __u64 old_ptr, __u64 old_size, __u64 at)
 {
 	struct mt_event *e;
 	if ((stack | old_ptr | old_size) == 0 && MT_PK_FITS(ptr, size, flags))

@@ -21,12 +21,10 @@ if ! ./scripts/importgroups.sh $gofiles >&2; then
 	echo "lint: imports not in three groups, standard library, third-party, github.com/memtrace/memtrace (join the groups, then run goimports as above)" >&2
 	fail=1
 fi
-# C, C++ and BPF sources in .clang-format's style. bpf/ is being split
-# into headers on another branch: FORMAT_BPF=0 leaves it out until that
-# lands; set it to 1 (then clang-format-19 -i bpf/*.c bpf/*.h, go generate
-# ./... and commit the regenerated objects) to cover it. bpf/include/ is
-# vendored and never formatted.
-FORMAT_BPF=${FORMAT_BPF:-0}
+# C, C++ and BPF sources in .clang-format's style (FORMAT_BPF=0 leaves
+# bpf/ out, for a branch that reshapes it). bpf/include/ is vendored and
+# never formatted.
+FORMAT_BPF=${FORMAT_BPF:-1}
 CLANG_FORMAT=${CLANG_FORMAT:-clang-format-19}
 cfiles=$(git ls-files 'fallback-preload/c/*.[ch]' 'tests/progs/*.c' 'tests/progs/*.cc' 'tests/progs/*.h' \
 	'tests/bench/*.c' 'tests/bench/*.cc' 'tests/bench/*.h')
