@@ -23,9 +23,15 @@ import (
 	"github.com/memtrace/memtrace/internal/bpftest"
 )
 
+// faultRounds is how many rounds a fault loop runs: MEMTRACE_FAULT_ROUNDS,
+// else 20, or 2 under -short (make check), where they only show that the
+// loop still runs.
 func faultRounds() int {
 	if n, err := strconv.Atoi(os.Getenv("MEMTRACE_FAULT_ROUNDS")); err == nil && n > 0 {
 		return n
+	}
+	if testing.Short() {
+		return 2
 	}
 	return 20
 }
@@ -438,6 +444,9 @@ func TestFollowReleasesExitedChildren(t *testing.T) {
 // a link per child, a child memtrace cannot probe is named in the log
 // (proc event=untraced) and runs on unharmed; none is silently missing.
 func TestFollowOutOfDescriptorsSaysUntraced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: exhausts memtrace's descriptors over seconds (make test runs it)")
+	}
 	requireBPF(t)
 	mt := need(t, "bin/memtrace")
 	forker := need(t, "tests/progs/build/forker")
