@@ -328,6 +328,13 @@ func (l *loop) run(stop <-chan struct{}) error {
 			}
 			l.mu.Unlock()
 			for _, pid := range pids {
+				// A rescan of many processes takes a while: a
+				// Ctrl-C is answered between two.
+				select {
+				case <-stop:
+					return l.finish()
+				default:
+				}
 				if _, err := l.tr.ScanProcess(pid); err != nil && l.o.Verbose {
 					fmt.Fprintf(l.stderr, "memtrace: rescan process %d: %v\n", pid, err)
 				}

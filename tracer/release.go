@@ -134,15 +134,27 @@ func sweepHolds(m *ebpf.Map, match func(key uint32) bool) (int, error) {
 // skips it (SIGKILL, a panic) is covered by the kernel side's own release
 // at memtrace's exit (KernelRelease) or by the watchdog.
 func (t *Tracer) Release() {
+	first := false
 	t.releaseOnce.Do(func() {
+		first = true
 		if t.objs.Released != nil {
 			_ = t.objs.Released.Set(uint32(1))
 		}
-		if t.unw != nil {
-			t.unw.closeLoaders()
-		}
 	})
 	_, _ = resumeAll(t.objs.Hold)
+	// The hooks go after the resume: closing one waits for the kernel
+	// (the hooks of every process share ld.so's one uprobe, so their
+	// closes queue one behind another: seconds for a --follow run's
+	// children), and with released set a hook holds nothing. Where a
+	// watchdog takes links (-- mode), it closes them after memtrace is
+	// gone: a hook left a moment longer costs a target one trap per
+	// dlopen.
+	if first && t.unw != nil {
+		t.mu.Lock()
+		give := t.give
+		t.mu.Unlock()
+		t.unw.closeLoaders(give)
+	}
 }
 
 // ReleaseProcess drops an exited process: it leaves the BPF filter and its

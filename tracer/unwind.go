@@ -324,7 +324,13 @@ func (t *Tracer) watchLoader(pid int) error {
 	u.loader[pid] = loaderLink{l: l, cookie: cookie}
 	u.mu.Unlock()
 	if had {
-		old.l.Close()
+		// In the background: a close waits for a grace period, and a
+		// --follow run moves the hook of every child that execs.
+		t.closing.Add(1)
+		go func() {
+			defer t.closing.Done()
+			old.l.Close()
+		}()
 	}
 	return nil
 }
@@ -528,8 +534,10 @@ func (u *unwinder) forget(pid int) {
 }
 
 // closeLoaders removes every dlopen hook (Release): a process may no
-// longer be held at dlopen once nothing reads its request.
-func (u *unwinder) closeLoaders() {
+// longer be held at dlopen once nothing reads its request. With give (the
+// watchdog's SetHandOff receiver) the hooks are handed over instead, and
+// memtrace's own closes only drop references.
+func (u *unwinder) closeLoaders(give func(fds []int) error) {
 	u.mu.Lock()
 	ls := u.loader
 	u.loader = map[int]loaderLink{}
@@ -538,6 +546,12 @@ func (u *unwinder) closeLoaders() {
 	var all []link.Link
 	for _, ll := range ls {
 		all = append(all, ll.l)
+	}
+	if give != nil && handOff(all, give) == nil {
+		for _, l := range all {
+			l.Close()
+		}
+		return
 	}
 	closeLinks(all)
 }
