@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
-	"github.com/memtrace/memtrace/event"
 )
 
 // mergeSlack is how long a record may take to become visible after its
@@ -81,7 +81,7 @@ type converter struct {
 	// owners: the stream whose thread the session knows by each tid.
 	owners  map[int64]*stream
 	ev      event.Event // the event handed to the session (reused)
-	evComm  *stream      // whose comm ev holds (nil: none)
+	evComm  *stream     // whose comm ev holds (nil: none)
 	stackID map[string]uint64
 	frames  []event.Frame
 	// files: the region's file slots as settled (files.go); filesDone:
@@ -94,11 +94,11 @@ type converter struct {
 	rowsUsed  int
 	tables    bool
 	onStacks  func(StackStats)
-	lastTS  uint64
-	late    int
-	lost    uint32
-	werr    error
-	polls   int
+	lastTS    uint64
+	late      int
+	lost      uint32
+	werr      error
+	polls     int
 	// populated: chunks [0, populated) have their pages allocated (see
 	// prefault).
 	populated int
