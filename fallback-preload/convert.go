@@ -91,8 +91,7 @@ type converter struct {
 	files     []fileInfo
 	filesDone int
 	inoDev    map[uint64]uint64
-	rowsUsed  int
-	tables    bool
+	tb        *tableBuilder // nil: no stacks, no tables
 	onStacks  func(StackStats)
 	lastTS    uint64
 	late      int
@@ -125,16 +124,27 @@ func newConverter(r *region, w io.Writer, opts Options) *converter {
 			}
 		}
 	}
-	return &converter{r: r, sess: sess, chunks: make([]chunkPos, r.nchunks), streams: map[uint32]*stream{},
+	c := &converter{r: r, sess: sess, chunks: make([]chunkPos, r.nchunks), streams: map[uint32]*stream{},
 		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: opts.Interval,
-		inoDev: map[uint64]uint64{}, tables: opts.StackDepth > 0, onStacks: opts.OnStacks}
+		inoDev: map[uint64]uint64{}, onStacks: opts.OnStacks}
+	if opts.StackDepth > 0 {
+		c.tb = &tableBuilder{r: r}
+	}
+	return c
 }
 
 // run polls until stop is closed, then drains everything.
 func (c *converter) run(stop <-chan struct{}) {
+	stopTables := func() {}
+	if c.tb != nil {
+		tstop, tdone := make(chan struct{}), make(chan struct{})
+		go c.tb.run(tstop, tdone)
+		stopTables = func() { close(tstop); <-tdone }
+	}
 	for {
 		select {
 		case <-stop:
+			stopTables()
 			if c.detachAt != 0 {
 				// Quiet the hooks first; what they committed
 				// up to now is read below.

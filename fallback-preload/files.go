@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,8 +39,8 @@ func (c *converter) fileKey(slot int, dev, ino uint64) uint64 {
 	return 1<<62 | uint64(slot)
 }
 
-// scanFiles settles the slots the library asked about since the last
-// pass.
+// scanFiles names to the session the slots the library asked about
+// since the last pass.
 func (c *converter) scanFiles() {
 	r := c.r
 	if r.filesOff == 0 {
@@ -68,8 +70,8 @@ func (c *converter) scanFiles() {
 	c.filesDone = first
 }
 
-// settle names slot i's file to the session and, with stacks on, builds
-// its table; it returns the file's key, 0 if the slot is not written.
+// settle names slot i's file to the session; it returns the file's key,
+// 0 if the slot is not written.
 func (c *converter) settle(i int) uint64 {
 	if i < 0 || i >= nFileSlots {
 		return 0
@@ -81,40 +83,96 @@ func (c *converter) settle(i int) uint64 {
 	if fi.settled {
 		return fi.key
 	}
-	r := c.r
-	base := r.file(i)
-	if st := r.load(base + fileState); st < fileAsked {
+	dev, ino, path, ok := c.r.slotFile(i)
+	if !ok {
 		return 0
-	}
-	dev, ino := r.u64(base+fileDev), r.u64(base+fileIno)
-	n := int(r.load(base + filePathLen))
-	n = min(n, filePathMax)
-	path := string(r.mem[base+filePath : base+filePath+n])
-	if z := strings.IndexByte(path, 0); z >= 0 {
-		path = path[:z]
 	}
 	fi.settled = true
 	fi.key = c.fileKey(i, dev, ino)
-	f, st, err := openSame(path, dev, ino)
 	name := path
-	if err == nil {
-		// The path the kernel gives the mapping, as the eBPF path's
-		// frames have it: the loader's is often through a symlink
-		// (/lib -> usr/lib).
-		if real, err := filepath.EvalSymlinks(path); err == nil && sameFile(real, dev, ino) {
-			name = real
-		}
+	// The path the kernel gives the mapping, as the eBPF path's frames
+	// have it: the loader's is often through a symlink (/lib -> usr/lib).
+	if real, err := filepath.EvalSymlinks(path); err == nil && sameFile(real, dev, ino) {
+		name = real
 	}
 	c.sess.File(&event.File{Ino: fi.key, Path: name})
-	state := uint32(fileNoTable)
-	if f != nil {
-		if c.tables && c.buildTable(base, f, st.Size) {
-			state = fileReady
-		}
-		f.Close()
-	}
-	r.put32(base+fileState, state)
 	return fi.key
+}
+
+// slotFile reads what the library wrote into slot i; ok is false before
+// it is all written.
+func (r *region) slotFile(i int) (dev, ino uint64, path string, ok bool) {
+	base := r.file(i)
+	if r.load(base+fileState) < fileAsked {
+		return 0, 0, "", false
+	}
+	n := min(int(r.load(base+filePathLen)), filePathMax)
+	path = string(r.mem[base+filePath : base+filePath+n])
+	if z := strings.IndexByte(path, 0); z >= 0 {
+		path = path[:z]
+	}
+	return r.u64(base + fileDev), r.u64(base + fileIno), path, true
+}
+
+// tableBuilder gives the files the library asked about their unwind
+// tables, apart from the conversion: the first stacks through a new file
+// wait for its table (shm_wait_file), and the converter may be busy
+// naming frames from debug files for a while.
+type tableBuilder struct {
+	r     *region
+	used  int // bytes of the rows' area taken
+	next  int // slots below it are settled
+	built int
+}
+
+// run builds tables until stop is closed, then once more.
+func (b *tableBuilder) run(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		b.pass()
+		select {
+		case <-stop:
+			b.pass()
+			return
+		case <-time.After(500 * time.Microsecond):
+		}
+	}
+}
+
+func (b *tableBuilder) pass() {
+	r := b.r
+	if r.filesOff == 0 {
+		return
+	}
+	advance := true
+	for i := b.next; i < nFileSlots; i++ {
+		base := r.file(i)
+		switch r.load(base + fileState) {
+		case fileFree:
+			return
+		case fileClaimed:
+			advance = false
+			continue
+		case fileAsked:
+			state := uint32(fileNoTable)
+			if dev, ino, path, ok := r.slotFile(i); ok {
+				if f, st, err := openSame(path, dev, ino); err == nil {
+					if b.build(base, f, st.Size) {
+						state = fileReady
+						b.built++
+					}
+					f.Close()
+				}
+			}
+			// A release: the library reads the fields once it sees
+			// fileReady.
+			r.put32(base+fileState, state)
+			atomic.AddUint32(r.p32(hBeat), 1)
+		}
+		if advance {
+			b.next = i + 1
+		}
+	}
 }
 
 // openSame opens path if it is still the file the library mapped.
@@ -139,14 +197,14 @@ func sameFile(path string, dev, ino uint64) bool {
 // buildTable writes f's unwind table into the rows' area and the slot at
 // base: false when the file has none, of an architecture the library
 // cannot walk, or no room is left (the library then takes backtrace()).
-func (c *converter) buildTable(base int, f *os.File, size int64) bool {
+func (b *tableBuilder) build(base int, f *os.File, size int64) bool {
 	t, err := unwind.BuildTable(f, size, nil)
 	if err != nil || len(t.Rows) == 0 {
 		return false
 	}
 	rows, ext := t.Bytes(), t.ExtendedBytes()
-	r := c.r
-	off := (c.rowsUsed + 15) &^ 15
+	r := b.r
+	off := (b.used + 15) &^ 15
 	need := len(rows) + (len(ext)+15)&^15 + 16
 	if off+need > r.rowsLen {
 		return false
@@ -155,7 +213,7 @@ func (c *converter) buildTable(base int, f *os.File, size int64) bool {
 	copy(r.mem[at:], rows)
 	extAt := (at + len(rows) + 15) &^ 15
 	copy(r.mem[extAt:], ext)
-	c.rowsUsed = extAt + len(ext) - r.rowsOff
+	b.used = extAt + len(ext) - r.rowsOff
 	r.put64(base+fileBase, t.Base)
 	r.put32(base+fileRowsOff, uint32(at))
 	r.put32(base+fileNRows, uint32(len(t.Rows)))
@@ -170,7 +228,10 @@ func (c *converter) buildTable(base int, f *os.File, size int64) bool {
 // stackStats reads the library's counts (published as its threads move
 // to a new chunk, exit or fork) and the tables built.
 func (c *converter) stackStats() StackStats {
-	s := StackStats{Rows: uint64(c.r.load(hStacksRows)), Backtrace: uint64(c.r.load(hStacksBt)), TableBytes: c.rowsUsed}
+	s := StackStats{Rows: uint64(c.r.load(hStacksRows)), Backtrace: uint64(c.r.load(hStacksBt))}
+	if c.tb != nil {
+		s.TableBytes = c.tb.used
+	}
 	for i := range c.files {
 		if c.files[i].settled {
 			s.Files++

@@ -101,6 +101,7 @@ func TestStackFrames(t *testing.T) {
 	a := frameBlob(frames, stopEnd, []byte{1, 2, 3})
 	b := frameBlob(frames, stopEnd, []byte{9, 9, 9, 9, 9})
 	other := frameBlob(frames[:2], stopEnd, nil)
+	c.tb.pass()
 	ida, idb, ido := c.stack(a, 10, 1), c.stack(b, 10, 2), c.stack(other, 10, 3)
 	if ida == 0 || ida != idb || ido == ida || ido == 0 {
 		t.Fatalf("stack IDs %d, %d (same frames, other padding), %d (other frames): want the first two equal, the third apart, none 0", ida, idb, ido)

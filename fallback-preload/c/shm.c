@@ -669,6 +669,31 @@ uint32_t shm_file_slot(uint64_t dev, uint64_t ino, const char *path, size_t len)
 	return MT_NO_FILE;
 }
 
+static uint32_t waited[(4096 + 31) / 32];
+
+uint32_t shm_wait_file(uint32_t idx)
+{
+	mt_file *f = &shm_files[idx];
+	uint32_t st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+	if (idx >= 4096 || (__atomic_fetch_or(&waited[idx / 32], 1u << (idx % 32), __ATOMIC_RELAXED) & (1u << (idx % 32))))
+		return st;
+	uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
+	int still = 0;
+	for (int i = 0; i < 250 && st == MT_FILE_ASKED && !consumer_lost; i++) {
+		if (__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) || __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE))
+			break;
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+		st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+		uint32_t b = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
+		still = b == beat ? still + 1 : 0;
+		if (still >= 50)
+			break; // no heartbeat for 10 ms: memtrace is busy or gone
+		beat = b;
+	}
+	return st;
+}
+
 const mt_file *shm_file(uint32_t idx)
 {
 	return shm_files && idx < shm_n_files ? &shm_files[idx] : NULL;

@@ -186,6 +186,83 @@ static int lookup(const mt_file *f, uintptr_t v, rule_t *r)
 	return 1;
 }
 
+// The rule cache: what a PC's lookup found (its segment's file and
+// offset, and the decoded row), direct-mapped, shared by the threads and
+// keyed on the module table's generation. Stacks repeat: most frames are
+// found here, without the two binary searches. Entries are written under
+// their own sequence number (odd while written) and read without a lock:
+// a reader that sees it change looks the PC up itself.
+#define RC_SIZE 8192
+
+typedef struct {
+	unsigned seq, gen;
+	uintptr_t q, adj, bias;
+	uint32_t file, self;
+	rule_t r;
+} rc_entry;
+
+static rc_entry *rc;
+static spin_t rc_init_lock;
+
+static rc_entry *rc_slot(uintptr_t q)
+{
+	if (UNLIKELY(!rc)) {
+		spin_lock(&rc_init_lock);
+		if (!rc)
+			__atomic_store_n(&rc, raw_map(RC_SIZE * sizeof(rc_entry)), __ATOMIC_RELEASE);
+		spin_unlock(&rc_init_lock);
+		if (!rc)
+			return NULL;
+	}
+	uintptr_t h = (q ^ (q >> 15)) * (uintptr_t)0x9e3779b97f4a7c15ull;
+	return &rc[(h >> (sizeof(uintptr_t) * 8 - 13)) & (RC_SIZE - 1)];
+}
+
+// find_rule fills *e with q's segment and rule: 0 where the rows cannot
+// say (the caller gives up).
+static int find_rule(uintptr_t q, unsigned gen, rc_entry *e)
+{
+	rc_entry *c = rc_slot(q);
+	unsigned s = 1;
+	if (LIKELY(c != NULL)) {
+		s = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+		if (!(s & 1) && c->q == q && c->gen == gen) {
+			*e = *c;
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) == s)
+				return 1;
+		}
+	}
+	const mt_seg *sg = modules_find(q);
+	if (!sg || sg->file == MT_NO_FILE)
+		return 0;
+	e->q = q;
+	e->gen = gen;
+	e->adj = sg->adj;
+	e->bias = sg->bias;
+	e->file = sg->file;
+	e->self = sg->self;
+	const mt_file *f = shm_file(sg->file);
+	if (!f)
+		return 0;
+	uint32_t st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+	if (st == MT_FILE_ASKED)
+		st = shm_wait_file(sg->file);
+	if (st != MT_FILE_READY || f->arch != MY_ARCH || !lookup(f, q - sg->bias, &e->r))
+		return 0;
+	if (c && !(s & 1) && __atomic_compare_exchange_n(&c->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		c->q = e->q;
+		c->gen = e->gen;
+		c->adj = e->adj;
+		c->bias = e->bias;
+		c->file = e->file;
+		c->self = e->self;
+		c->r = e->r;
+		__atomic_store_n(&c->seq, s + 2, __ATOMIC_RELEASE);
+	}
+	return 1;
+}
+
 __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop)
 {
 	uintptr_t pc, sp, fp, lr = 0;
@@ -198,27 +275,23 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop)
 	if (b.hi <= b.lo || b.hi - b.lo > ((uintptr_t)1 << 30))
 		return -1;
 	int n = 0, is_return = 0, lr_valid = 1, fp_known = 1;
+	unsigned gen = (unsigned)modules_generation();
 	for (int steps = 0; steps < 512; steps++) {
 		uintptr_t q = is_return ? pc - 1 : pc;
-		const mt_seg *s = modules_find(q);
-		if (!s || s->file == MT_NO_FILE)
+		rc_entry e;
+		if (!find_rule(q, gen, &e))
 			return -1;
-		if (!s->self) {
+		if (!e.self) {
 			if (n == max) {
 				*stop = MT_STOP_DEPTH;
 				return n;
 			}
 			out[n].addr = pc;
-			out[n].off = pc - s->adj;
-			out[n].file = s->file;
+			out[n].off = pc - e.adj;
+			out[n].file = e.file;
 			n++;
 		}
-		const mt_file *f = shm_file(s->file);
-		if (!f || __atomic_load_n(&f->state, __ATOMIC_ACQUIRE) != MT_FILE_READY || f->arch != MY_ARCH)
-			return -1;
-		rule_t r;
-		if (!lookup(f, q - s->bias, &r))
-			return -1;
+		const rule_t r = e.r;
 		if (r.signal) {
 			uintptr_t npc, nsp, nfp, nlr;
 			if (!rd(&b, sp + SIG_PC, &npc) || !rd(&b, sp + SIG_SP, &nsp) || !rd(&b, sp + SIG_FP, &nfp) ||
