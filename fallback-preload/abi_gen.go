@@ -6,7 +6,7 @@ package preload
 const (
 	shmEnv         = "MEMTRACE_SHM"
 	shmMagic       = 0x4853544d
-	shmVersion     = 4
+	shmVersion     = 5
 	rName          = 64
 	rStart         = 65
 	rExec          = 66
@@ -23,13 +23,31 @@ const (
 	clockCounter   = 1
 	metaSlotsShift = 16
 	metaLenShift   = 32
-	framesHdr      = 4
+	framesHdr      = 8
 	frameAddr      = 0
 	frameOff       = 8
-	frameModLen    = 16
-	frameSymLen    = 18
-	frameHdr       = 20
-	frameNoMod     = 0xffff
+	frameFile      = 16
+	frameSize      = 20
+	noFile         = 0xffffffff
+	stopEnd        = 1
+	stopDepth      = 2
+	fileFree       = 0
+	fileClaimed    = 1
+	fileAsked      = 2
+	fileReady      = 3
+	fileNoTable    = 4
+	filePathMax    = 448
+	archAmd64      = 1
+	archArm64      = 2
+	rowSize        = 8
+	extSize        = 16
+	cfaGap         = 0
+	cfaSp          = 1
+	cfaFp          = 2
+	cfaPlt         = 3
+	cfaEnd         = 4
+	cfaUnsupported = 5
+	cfaExtended    = 6
 )
 
 // The ops of call records (MT_OPS), numbered as logfmt.Op.
@@ -155,6 +173,12 @@ const (
 	hStreamNext = 72
 	hGone       = 76
 	hDataOff    = 80
+	hFilesOff   = 84
+	hNFiles     = 88
+	hRowsOff    = 92
+	hRowsLen    = 96
+	hStacksRows = 100
+	hStacksBt   = 104
 	hStop       = 128
 	hdrSize     = 136
 )
@@ -177,4 +201,20 @@ const (
 	recSizeOff = 16
 	recMetaOff = 24
 	recSize    = 32
+)
+
+// mt_file: the offsets of its fields, and its size.
+const (
+	fileState   = 0
+	filePathLen = 4
+	fileDev     = 8
+	fileIno     = 16
+	fileBase    = 24
+	fileRowsOff = 32
+	fileNRows   = 36
+	fileExtOff  = 40
+	fileNExt    = 44
+	fileArch    = 48
+	filePath    = 64
+	fileSlot    = 512
 )

@@ -83,12 +83,21 @@ type converter struct {
 	ev      event.Event // the event handed to the session (reused)
 	evComm  *stream     // whose comm ev holds (nil: none)
 	stackID map[string]uint64
-	frames  []agent.Frame
-	lastTS  uint64
-	late    int
-	lost    uint32
-	werr    error
-	polls   int
+	frames  []event.Frame
+	// files: the region's file slots as settled (files.go); filesDone:
+	// the first slot that may still change; inoDev: the device of each
+	// inode number named to the session; rowsUsed: bytes of the rows'
+	// area taken; tables: build unwind tables (stacks are on).
+	files     []fileInfo
+	filesDone int
+	inoDev    map[uint64]uint64
+	tb        *tableBuilder // nil: no stacks, no tables
+	onStacks  func(StackStats)
+	lastTS    uint64
+	late      int
+	lost      uint32
+	werr      error
+	polls     int
 	// populated: chunks [0, populated) have their pages allocated (see
 	// prefault).
 	populated int
@@ -115,15 +124,27 @@ func newConverter(r *region, w io.Writer, opts Options) *converter {
 			}
 		}
 	}
-	return &converter{r: r, sess: sess, chunks: make([]chunkPos, r.nchunks), streams: map[uint32]*stream{},
-		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: opts.Interval}
+	c := &converter{r: r, sess: sess, chunks: make([]chunkPos, r.nchunks), streams: map[uint32]*stream{},
+		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: opts.Interval,
+		inoDev: map[uint64]uint64{}, onStacks: opts.OnStacks}
+	if opts.StackDepth > 0 {
+		c.tb = &tableBuilder{r: r}
+	}
+	return c
 }
 
 // run polls until stop is closed, then drains everything.
 func (c *converter) run(stop <-chan struct{}) {
+	stopTables := func() {}
+	if c.tb != nil {
+		tstop, tdone := make(chan struct{}), make(chan struct{})
+		go c.tb.run(tstop, tdone)
+		stopTables = func() { close(tstop); <-tdone }
+	}
 	for {
 		select {
 		case <-stop:
+			stopTables()
 			if c.detachAt != 0 {
 				// Quiet the hooks first; what they committed
 				// up to now is read below.
@@ -201,6 +222,7 @@ func (c *converter) poll(final bool) int {
 		hw = r.nchunks
 	}
 	c.prefault(hw)
+	c.scanFiles()
 	// A stream's chunks are read in seq order, so that its records stay in
 	// the order the thread wrote them.
 	c.order = c.order[:0]
@@ -575,7 +597,7 @@ func (c *converter) call(st *stream, e *ev, kind uint8) {
 	x := c.event(st, kind, e.ts)
 	x.Op, x.Ptr, x.Size = uint8(e.op), e.ptr, e.size
 	if e.data != nil {
-		x.Stack = c.stack(e.data)
+		x.Stack = c.stack(e.data, uint32(st.pid), e.ts)
 	}
 	c.sess.Emit(x)
 }
@@ -605,51 +627,43 @@ func (c *converter) exit(st *stream, ts uint64) {
 }
 
 // stack returns the session's ID of the stack the library captured (see
-// bin_frames), 0 for none. A stack is named once: events with the same
-// frames, bytes for bytes, share its ID, so the session formats its lines
-// once (as it does the kernel side's stacks).
-func (c *converter) stack(d []byte) uint64 {
+// bin_frames), 0 for none: its frames as the eBPF tracer's, an address
+// with its file (the slot's key) and offset, which the session names as
+// it names those (ts: ns since the epoch). A stack is sent once: events
+// with the same frames, bytes for bytes, share its ID, so the session
+// names and formats it once.
+func (c *converter) stack(d []byte, pid uint32, ts uint64) uint64 {
 	if len(d) < framesHdr {
 		return 0
 	}
 	n := int(binary.LittleEndian.Uint32(d))
-	// The frames' own bytes are the key: the record's last slot is padded
-	// with whatever the chunk held before.
-	end, count := framesHdr, 0
-	for ; count < n && len(d)-end >= frameHdr; count++ {
-		ml := int(binary.LittleEndian.Uint16(d[end+frameModLen:]))
-		sl := int(binary.LittleEndian.Uint16(d[end+frameSymLen:]))
-		if ml == frameNoMod {
-			ml, sl = 0, 0
-		}
-		if ml+sl > len(d)-end-frameHdr {
-			break
-		}
-		end += frameHdr + ml + sl
-	}
-	if count == 0 {
+	n = min(n, (len(d)-framesHdr)/frameSize)
+	if n <= 0 {
 		return 0
 	}
-	key := d[framesHdr:end]
+	// The stop word and the frames' own bytes are the key: the record's
+	// last slot is padded with whatever the chunk held before.
+	key := d[4 : framesHdr+n*frameSize]
 	if id, ok := c.stackID[string(key)]; ok {
 		return id
 	}
+	stop := event.StopEnd
+	if binary.LittleEndian.Uint32(d[4:]) == stopDepth {
+		stop = event.StopDepth
+	}
 	c.frames = c.frames[:0]
-	for o := framesHdr; o < end; {
-		f := agent.Frame{Addr: binary.LittleEndian.Uint64(d[o+frameAddr:])}
-		ml := int(binary.LittleEndian.Uint16(d[o+frameModLen:]))
-		sl := int(binary.LittleEndian.Uint16(d[o+frameSymLen:]))
-		o += frameHdr
-		if ml != frameNoMod {
-			f.Offset = binary.LittleEndian.Uint64(d[o-frameHdr+frameOff:])
-			f.Module, f.Symbol = string(d[o:o+ml]), string(d[o+ml:o+ml+sl])
-			o += ml + sl
+	for o := framesHdr; o < framesHdr+n*frameSize; o += frameSize {
+		f := event.Frame{Addr: binary.LittleEndian.Uint64(d[o+frameAddr:])}
+		if slot := binary.LittleEndian.Uint32(d[o+frameFile:]); slot != noFile {
+			if k := c.settle(int(slot)); k != 0 {
+				f.FileOff, f.Ino = binary.LittleEndian.Uint64(d[o+frameOff:]), k
+			}
 		}
 		c.frames = append(c.frames, f)
 	}
 	id := uint64(len(c.stackID) + 1)
 	c.stackID[string(key)] = id
-	c.sess.ResolvedStack(id, c.frames)
+	c.sess.Stack(&event.Stack{TS: c.epoch + ts, ID: id, TGID: pid, Stop: stop, Frames: c.frames})
 	return id
 }
 
@@ -683,6 +697,9 @@ func (c *converter) finish() {
 		}
 	}
 	c.sess.FinalReports() // the processes still running after a detach
+	if c.onStacks != nil {
+		c.onStacks(c.stackStats())
+	}
 	c.reportLost()
 	c.sess.Summary(time.Since(c.started).Microseconds())
 	c.flush()

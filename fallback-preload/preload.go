@@ -88,6 +88,19 @@ type Options struct {
 	// passes one that creates it as the user behind sudo. It is not
 	// called when the library writes the log itself as Credential's user.
 	OpenLog func(path string) (*os.File, error)
+	// OnStacks, when set, is told at the end of a binary-mode run how
+	// the library walked its stacks (-v; tests).
+	OnStacks func(StackStats)
+}
+
+// StackStats says how the library took a run's stacks: over the unwind
+// rows memtrace built (Rows), or through glibc's backtrace() where no
+// rows covered a frame (Backtrace); the files named and the bytes their
+// tables took in the region.
+type StackStats struct {
+	Rows, Backtrace uint64
+	Files, Tables   int
+	TableBytes      int
 }
 
 // openLog creates the log file through OpenLog, whose errors are its own.

@@ -19,6 +19,10 @@ import (
 //	  cache line, and the gone flag
 //	chunk states at statesOff: one uint32 per chunk (0 never used,
 //	  chOwned, chFree)
+//	file slots at the files offset (mt_file): the files frames lie in,
+//	  claimed and named by the library, given unwind rows here (files.go)
+//	the rows' area at the rows offset: the tables' rows and extended
+//	  rules, written here, read by the library's walker
 //	chunks at the data offset: an mt_chunk_hdr (committed records,
 //	  sealed, pid, tid, stream, seq) and 32-byte records (mt_rec: ts,
 //	  ptr, size and meta: op, the extra slots of data that follow, the
@@ -39,12 +43,29 @@ func DefaultSharedMemory() int {
 
 const chunkSize = 256 << 10
 
+// nFileSlots bounds the distinct files a session's frames lie in (each
+// slot 512 bytes of the region); frames in files past it are addresses
+// alone.
+const nFileSlots = 4096
+
+// rowsArea is the room for unwind rows: sparse like the chunks, so a
+// session takes only what its files' tables need (libc's 190 KB).
+func rowsArea() int {
+	if unsafe.Sizeof(uintptr(0)) == 4 {
+		return 16 << 20
+	}
+	return 64 << 20
+}
+
 type region struct {
-	f       *os.File
-	mem     []byte
-	nchunks int
-	dataOff int
-	env     string
+	f        *os.File
+	mem      []byte
+	nchunks  int
+	dataOff  int
+	filesOff int
+	rowsOff  int
+	rowsLen  int
+	env      string
 }
 
 // newRegion creates the memfd, sizes it and maps it.
@@ -56,7 +77,10 @@ func newRegion(size int) (*region, error) {
 	if n < 4 {
 		n = 4
 	}
-	dataOff := statesOff + (n*stateSize+4095)&^4095
+	filesOff := statesOff + (n*stateSize+4095)&^4095
+	rowsOff := filesOff + nFileSlots*fileSlot
+	rowsLen := rowsArea()
+	dataOff := rowsOff + rowsLen
 	total := dataOff + n*chunkSize
 	fd, err := unix.MemfdCreate("memtrace-preload", unix.MFD_CLOEXEC)
 	if err != nil {
@@ -77,12 +101,16 @@ func newRegion(size int) (*region, error) {
 		f.Close()
 		return nil, fmt.Errorf("stat the shared region: %w", err)
 	}
-	r := &region{f: f, mem: mem, nchunks: n, dataOff: dataOff}
+	r := &region{f: f, mem: mem, nchunks: n, dataOff: dataOff, filesOff: filesOff, rowsOff: rowsOff, rowsLen: rowsLen}
 	r.put32(hMagic, shmMagic)
 	r.put32(hVersion, shmVersion)
 	r.put32(hChunkSize, chunkSize)
 	r.put32(hNChunks, uint32(n))
 	r.put32(hDataOff, uint32(dataOff))
+	r.put32(hFilesOff, uint32(filesOff))
+	r.put32(hNFiles, nFileSlots)
+	r.put32(hRowsOff, uint32(rowsOff))
+	r.put32(hRowsLen, uint32(rowsLen))
 	// The child sees the memfd as fd 3 (exec.Cmd.ExtraFiles[0]).
 	r.env = fmt.Sprintf("%s=3:%d:%d", ShmEnv, uint64(st.Dev), uint64(st.Ino))
 	return r, nil
@@ -116,3 +144,10 @@ func (r *region) u64(off int) uint64 {
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 func (r *region) chunk(i int) int { return r.dataOff + i*chunkSize }
+func (r *region) file(i int) int  { return r.filesOff + i*fileSlot }
+func (r *region) put64(off int, v uint64) {
+	b := r.mem[off : off+8]
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
+}

@@ -25,10 +25,15 @@
 #      BPF program time per run, memtrace's own CPU per event (-v), ring
 #      buffer bytes per event (from the records' sizes and the log), and
 #      with PROFILE=1 a CPU profile of memtrace (MEMTRACE_CPUPROFILE).
+#   6. The LD_PRELOAD path on part 1's workload: untraced, heaptrack and
+#      memtrace --preload --stack-depth 32 -o run.log.zst, interleaved;
+#      wall ms, the traced sqlite3's own wall and CPU (inside memtrace),
+#      preload/heaptrack (target <= 1.0x), and how the library walked its
+#      stacks (memtrace -v: over the unwind rows or by backtrace()).
 #
 # Environment: ROUNDS (default 7), ROWS (20000), CXX_N (50000),
 # START_ROUNDS (11), READ_ROUNDS (3: the readers on the big log), BIG_EVENTS (10000000; 0 skips parts 4 and 5's
-# big run), PARTS ("1 2 3 4 5": the parts to run), PROFILE (0), KEEP=1 keeps the temporary directory, GO (go).
+# big run), PARTS ("1 2 3 4 5 6": the parts to run), PROFILE (0), KEEP=1 keeps the temporary directory, GO (go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-7}
@@ -38,7 +43,7 @@ START_ROUNDS=${START_ROUNDS:-11}
 READ_ROUNDS=${READ_ROUNDS:-3}
 BIG_EVENTS=${BIG_EVENTS:-10000000}
 PROFILE=${PROFILE:-0}
-PARTS=${PARTS:-1 2 3 4 5}
+PARTS=${PARTS:-1 2 3 4 5 6}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 GO=${GO:-go}
 MT=$PWD/bin/memtrace
@@ -297,5 +302,37 @@ for m in nostack stack32 stack32zst; do
 	fi
 done
 sysctl -qw kernel.bpf_stats_enabled="$stats_was"
+echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+
+if want 6; then
+echo
+echo "== 6. --preload, sqlite3 $ROWS-row script, wall ms, $ROUNDS rounds"
+pmodes="p_untraced p_heaptrack p_preload"
+for r in $(seq "$ROUNDS"); do
+	for m in $pmodes; do
+		rm -f "$tmp/db" "$tmp/db-journal"
+		t0=$(now)
+		case $m in
+		p_untraced) "${sq[@]}" >/dev/null ;;
+		p_heaptrack) heaptrack -o "$tmp/htp" "${sq[@]}" >/dev/null 2>&1 ;;
+		p_preload) $MT -v --preload --stack-depth 32 -o "$tmp/pre.log.zst" -- /usr/bin/time -f "sqlite3 %e %U %S" "${sq[@]}" >/dev/null 2>"$tmp/pre.err" ;;
+		esac
+		t1=$(now)
+		res[$m]+="$(ms "$t0" "$t1") "
+		if [ "$m" = p_preload ]; then
+			read -r _ pw pu ps < <(grep '^sqlite3 ' "$tmp/pre.err")
+			res[p_inner]+="$(awk -v w="$pw" 'BEGIN { printf "%d", w * 1000 }') "
+			res[p_cpu]+="$(awk -v u="$pu" -v s="$ps" 'BEGIN { printf "%d", (u + s) * 1000 }') "
+			zstdcat "$tmp/pre.log.zst" | tail -3 >"$tmp/z.log" && checklost p_preload "$tmp/z.log"
+		fi
+	done
+done
+for m in $pmodes; do
+	printf "  %-11s %7s ms   (runs: %s)\n" "${m#p_}" "$(echo "${res[$m]}" | median)" "${res[$m]}"
+done
+echo "  the traced sqlite3 itself: wall $(echo "${res[p_inner]}" | median) ms, CPU $(echo "${res[p_cpu]}" | median) ms (runs: ${res[p_cpu]})"
+echo "  preload / heaptrack: $(paired p_preload p_heaptrack)x   (target <= 1.0x); heaptrack / untraced: $(paired p_heaptrack p_untraced)x"
+grep '^memtrace: preload stacks' "$tmp/pre.err" | sed 's/^/  /'
 echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi

@@ -579,21 +579,43 @@ func oracleThreads(args []string) int {
 	return 5
 }
 
-// TestDwarfOraclePreload: the LD_PRELOAD path's stacks (glibc's unwinder
-// inside the traced call) equal the record in every frame, for every
-// allocation of every scenario; and the event lines are the recorded ones.
+// TestDwarfOraclePreload: the LD_PRELOAD path's stacks equal the record
+// in every frame, for every allocation of every scenario, and the event
+// lines are the recorded ones; for both of the library's walks: over the
+// unwind rows memtrace builds (at least 90 % of the stacks, -v says: on
+// a loaded machine a process's first stacks through a new file may come
+// before its table and take backtrace()), and glibc's backtrace() alone
+// (MEMTRACE_WALK=backtrace).
 func TestDwarfOraclePreload(t *testing.T) {
 	memtrace := need(t, "bin/memtrace")
 	exe := oracleBinary(t)
-	for _, sc := range oracleScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			r := newRun(t)
-			args := append([]string{"--preload", "--stack-depth", strconv.Itoa(oracleDepth), "-o", r.log, "--", exe}, sc.args...)
-			r.runMemtrace(t, memtrace, args)
-			_, recs, byTID := checkOracle(t, r, oracleDepth, oracleThreads(sc.args))
-			checkLibraryStacks(t, recs, byTID)
-		})
+	for _, walk := range []string{"rows", "backtrace"} {
+		for _, sc := range oracleScenarios {
+			t.Run(walk+"/"+sc.name, func(t *testing.T) {
+				r := newRun(t)
+				args := append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(oracleDepth), "-o", r.log, "--", exe}, sc.args...)
+				r.runMemtraceEnv(t, memtrace, []string{"MEMTRACE_WALK=" + walk}, args...)
+				rows, bt := preloadWalks(t, r.stderr.String())
+				if walk == "rows" && (rows == 0 || bt*10 > rows+bt) || walk == "backtrace" && (rows != 0 || bt == 0) {
+					t.Fatalf("MEMTRACE_WALK=%s: %d stacks over the rows, %d by backtrace()", walk, rows, bt)
+				}
+				_, recs, byTID := checkOracle(t, r, oracleDepth, oracleThreads(sc.args))
+				checkLibraryStacks(t, recs, byTID)
+			})
+		}
 	}
+}
+
+// preloadWalks reads memtrace -v's count of the library's stacks by walk.
+func preloadWalks(t *testing.T, stderr string) (rows, backtrace int) {
+	t.Helper()
+	for _, ln := range strings.Split(stderr, "\n") {
+		if _, err := fmt.Sscanf(ln, "memtrace: preload stacks: %d over unwind rows, %d by backtrace()", &rows, &backtrace); err == nil {
+			return rows, backtrace
+		}
+	}
+	t.Fatalf("memtrace -v says nothing of the preload stacks:\n%s", stderr)
+	return 0, 0
 }
 
 // TestDwarfOracleCatchesMismatch: the comparison fails a log whose frames

@@ -41,6 +41,12 @@ func runPreload(o *options, stderr io.Writer) (int, error) {
 	if o.listen != "" {
 		opts.Listen = o.listen // ADDR:PORT; --port made it 127.0.0.1:PORT
 	}
+	if o.verbose && o.stackDepth > 0 {
+		opts.OnStacks = func(s preload.StackStats) {
+			fmt.Fprintf(stderr, "memtrace: preload stacks: %d over unwind rows, %d by backtrace(); %d files, %d tables (%d bytes)\n",
+				s.Rows, s.Backtrace, s.Files, s.Tables, s.TableBytes)
+		}
+	}
 	// Under sudo the program runs as the user behind it, exactly as in
 	// eBPF mode (the shim's dropTo): never as root.
 	if cred, ok, err := launch.SudoCredential(); err != nil {

@@ -15,6 +15,7 @@ volatile int g_off;
 volatile int g_exiting;
 size_t min_size;
 int stack_depth;
+int walk_backtrace;
 int mmap_files;
 int follow = 1;
 char stack_threads[256];
@@ -125,6 +126,8 @@ static void init_once(void)
 	stack_depth = (int)parse_size(getenv("MEMTRACK_STACK_DEPTH"), 0);
 	if (stack_depth > 128)
 		stack_depth = 128;
+	const char *wv = getenv("MEMTRACE_WALK");
+	walk_backtrace = wv && strcmp(wv, "backtrace") == 0;
 	copy_env(stack_threads, sizeof stack_threads, "MEMTRACK_STACK_THREADS");
 	copy_env(track_threads, sizeof track_threads, "MEMTRACK_TRACK_THREADS");
 	const char *mf = getenv("MEMTRACE_MMAP_FILES");

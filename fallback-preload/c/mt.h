@@ -45,6 +45,7 @@ extern volatile int g_off;     // tracing disabled in this process
 extern volatile int g_exiting; // process exit: write unbuffered
 extern size_t min_size;
 extern int stack_depth;
+extern int walk_backtrace; // MEMTRACE_WALK=backtrace (tests): never the rows
 extern int mmap_files;
 extern int follow;
 extern char stack_threads[256];

@@ -25,7 +25,7 @@
 // MT_SHM_VERSION, which the library checks before it maps the rest.
 #define MT_SHM_ENV "MEMTRACE_SHM"
 #define MT_SHM_MAGIC 0x4853544d
-#define MT_SHM_VERSION 4
+#define MT_SHM_VERSION 5
 
 // The ops of call records, numbered as Go's logfmt.Op (malloc is 1) so that
 // one number means one op on both sides; EXIT (a thread's end) follows.
@@ -99,8 +99,9 @@ enum {
 #define MT_NAME_LEN 16
 
 // Region: the header (one page), then at MT_STATES_OFF one uint32 state
-// per chunk, then at data_off the chunks, chunk_size bytes each: an
-// mt_chunk_hdr and records.
+// per chunk, then at files_off n_files mt_file slots, at rows_off
+// rows_len bytes of unwind rows (memtrace's), then at data_off the chunks,
+// chunk_size bytes each: an mt_chunk_hdr and records.
 #define MT_STATES_OFF 4096
 #define MT_STATE_SIZE 4 // bytes per chunk state (a uint32_t)
 #define MT_CH_OWNED 1 // a thread writes into the chunk
@@ -125,7 +126,11 @@ typedef struct {
 	uint32_t stream_next; // the last stream serial handed out
 	uint32_t gone;        // memtrace finished: never wait for a chunk
 	uint32_t data_off;    // written by memtrace
-	uint32_t pad_[11];
+	uint32_t files_off, n_files; // the file slots (memtrace)
+	uint32_t rows_off, rows_len; // the unwind rows' area (memtrace)
+	uint32_t stacks_rows; // stacks walked over the rows (the library)
+	uint32_t stacks_bt;   // stacks taken by backtrace() (the library)
+	uint32_t pad_[5];
 	// stop: memtrace detached (Ctrl-C) or finished; alone on its cache
 	// line, which nobody writes again once it is set.
 	uint32_t stop;
@@ -153,19 +158,65 @@ typedef struct {
 #define MT_META(op, slots, len) \
 	((uint64_t)(op) | ((uint64_t)(slots) << MT_META_SLOTS_SHIFT) | ((uint64_t)(len) << MT_META_LEN_SHIFT))
 
-// A call record with a stack has frames as its data: a uint32 count
-// (MT_FRAMES_HDR bytes), then per frame MT_FRAME_HDR bytes (uint64 address
-// at MT_FRAME_ADDR, uint64 offset at MT_FRAME_OFF, uint16 module length at
-// MT_FRAME_MOD_LEN, MT_FRAME_NO_MOD for none, uint16 symbol length at
-// MT_FRAME_SYM_LEN), then the module's and the symbol's bytes. Packed:
-// read and write it with memcpy.
-#define MT_FRAMES_HDR 4
+// A call record with a stack has frames as its data: a uint32 count and
+// a uint32 stop reason (MT_FRAMES_HDR bytes; MT_STOP_*, the numbers of
+// Go's event.StopReason), then per frame MT_FRAME_SIZE bytes: the uint64
+// address at MT_FRAME_ADDR, the uint64 offset in its file at
+// MT_FRAME_OFF, the uint32 file slot at MT_FRAME_FILE (MT_NO_FILE: in no
+// file, the offset 0). Packed: read and write it with memcpy. Frames carry
+// no names: memtrace names them from the file and the offset, as it names
+// the eBPF path's.
+#define MT_FRAMES_HDR 8
 #define MT_FRAME_ADDR 0
 #define MT_FRAME_OFF 8
-#define MT_FRAME_MOD_LEN 16
-#define MT_FRAME_SYM_LEN 18
-#define MT_FRAME_HDR 20
-#define MT_FRAME_NO_MOD 0xffff
+#define MT_FRAME_FILE 16
+#define MT_FRAME_SIZE 20
+#define MT_NO_FILE 0xffffffff
+#define MT_STOP_END 1   // the outermost frame, or backtrace() ended
+#define MT_STOP_DEPTH 2 // more frames than the stack depth: cut there
+
+// A file slot names one ELF file that frames lie in, for every process of
+// the session (slots are shared: a file is named, and its table built,
+// once). The library claims a free slot (MT_FILE_FREE -> MT_FILE_CLAIMED,
+// a compare-and-swap), writes dev, ino and the path it mapped, then
+// stores MT_FILE_ASKED; memtrace names the file, builds its unwind rows
+// (docs/unwind.md's row ABI) from the file if its dev and ino still match,
+// writes them into the rows' area, and stores MT_FILE_READY (rows_off,
+// n_rows, ext_off, n_ext, base, arch set before) or MT_FILE_NO_TABLE.
+// Slots are never freed.
+#define MT_FILE_FREE 0
+#define MT_FILE_CLAIMED 1
+#define MT_FILE_ASKED 2
+#define MT_FILE_READY 3
+#define MT_FILE_NO_TABLE 4
+#define MT_FILE_PATH_MAX 448
+#define MT_ARCH_AMD64 1 // unwind.ArchAMD64
+#define MT_ARCH_ARM64 2 // unwind.ArchARM64
+
+typedef struct {
+	uint32_t state, path_len;
+	uint64_t dev, ino;
+	uint64_t base;     // the ELF vaddr of row pc 0 (unwind.Table.Base)
+	uint32_t rows_off; // from the region's start, 8-byte rows
+	uint32_t n_rows;
+	uint32_t ext_off;  // from the region's start, 16-byte extended rules
+	uint32_t n_ext;
+	uint32_t arch;     // MT_ARCH_* of the rows
+	uint32_t pad_[3];
+	uint8_t path[448]; // MT_FILE_PATH_MAX, not NUL-terminated
+} mt_file;
+
+// The row ABI (docs/unwind.md "Row layout"): what the library's walker
+// reads of the rows memtrace writes.
+#define MT_ROW_SIZE 8
+#define MT_EXT_SIZE 16
+#define MT_CFA_GAP 0
+#define MT_CFA_SP 1
+#define MT_CFA_FP 2
+#define MT_CFA_PLT 3
+#define MT_CFA_END 4
+#define MT_CFA_UNSUPPORTED 5
+#define MT_CFA_EXTENDED 6
 
 // The design's assumptions, checked by every compiler that builds the
 // library (Go checks the same numbers through the generated file).
@@ -175,5 +226,7 @@ _Static_assert(offsetof(mt_shm_hdr, stop) == 128, "stop starts its own cache lin
 _Static_assert(sizeof(mt_shm_hdr) <= MT_STATES_OFF, "the header fits its page");
 _Static_assert(MT_NOPS <= MT_R_NAME, "call ops and record ops do not overlap");
 _Static_assert(sizeof(uint32_t) == MT_STATE_SIZE, "a chunk state is a uint32_t");
+_Static_assert(sizeof(mt_file) == 512, "a file slot is 512 bytes");
+_Static_assert(sizeof(((mt_file *)0)->path) == MT_FILE_PATH_MAX, "the path field is MT_FILE_PATH_MAX bytes");
 
 #endif

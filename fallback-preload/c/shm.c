@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
+#include "modules.h"
 #include "stack.h"
 
 typedef struct {
@@ -24,6 +25,7 @@ typedef struct {
 	uint32_t fast;      // records below this index take the fast path
 	uint32_t stream, seq;
 	uint32_t lost;      // dropped, not yet added to the header
+	uint32_t by_rows, by_bt; // stacks walked each way, not yet added
 	unsigned gen;
 	int stacks, keyed;
 	pid_t tid;
@@ -32,6 +34,8 @@ typedef struct {
 } bstate;
 
 static mt_shm_hdr *shm;
+static mt_file *shm_files;
+static uint32_t shm_n_files;
 static uint32_t *shm_state;
 static char *shm_data;
 static size_t shm_len;
@@ -68,6 +72,11 @@ static void bin_publish_lost(void)
 	if (tb.lost) {
 		__atomic_add_fetch(&shm->lost, tb.lost, __ATOMIC_RELAXED);
 		tb.lost = 0;
+	}
+	if (tb.by_rows || tb.by_bt) {
+		__atomic_add_fetch(&shm->stacks_rows, tb.by_rows, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&shm->stacks_bt, tb.by_bt, __ATOMIC_RELAXED);
+		tb.by_rows = tb.by_bt = 0;
 	}
 }
 
@@ -269,55 +278,30 @@ static int bin_room(uint32_t extra, uint64_t ts)
 
 static uint32_t frame_slots(void)
 {
-	// A bound: the frame header and both names at their longest.
-	return (uint32_t)((8 + (size_t)stack_depth * (24 + 256 + 600) + 31) / 32);
-}
-
-typedef struct {
-	char *o;
-	uint32_t count;
-} frames_ctx;
-
-static void put_frame(void *ctx, const mt_frame *f)
-{
-	frames_ctx *c = ctx;
-	char *o = c->o;
-	uint64_t addr = f->addr, off = 0;
-	uint16_t ml = MT_FRAME_NO_MOD, sl = 0;
-	if (f->mod) {
-		size_t l = strlen(f->mod);
-		ml = (uint16_t)(l > 256 ? 256 : l);
-		if (f->sym) {
-			l = strlen(f->sym);
-			sl = (uint16_t)(l > 600 ? 600 : l);
-		}
-		off = f->off;
-	}
-	memcpy(o + MT_FRAME_ADDR, &addr, 8);
-	memcpy(o + MT_FRAME_OFF, &off, 8);
-	memcpy(o + MT_FRAME_MOD_LEN, &ml, 2);
-	memcpy(o + MT_FRAME_SYM_LEN, &sl, 2);
-	o += MT_FRAME_HDR;
-	if (f->mod) {
-		memcpy(o, f->mod, ml);
-		o += ml;
-	}
-	if (f->sym) {
-		memcpy(o, f->sym, sl);
-		o += sl;
-	}
-	c->o = o;
-	c->count++;
+	return (uint32_t)((MT_FRAMES_HDR + (size_t)stack_depth * MT_FRAME_SIZE + 31) / 32);
 }
 
 // bin_frames writes the stack as a record's data (mt_abi.h) and returns
 // the slots it takes.
 static uint32_t bin_frames(char *blob)
 {
-	frames_ctx c = {blob + MT_FRAMES_HDR, 0};
-	stack_walk(put_frame, &c);
-	memcpy(blob, &c.count, 4);
-	return (uint32_t)((size_t)(c.o - blob) + 31) / 32;
+	mt_rawframe fr[128];
+	int stop = MT_STOP_END, by_rows = 0;
+	int n = stack_raw(fr, &stop, &by_rows);
+	if (by_rows)
+		tb.by_rows++;
+	else
+		tb.by_bt++;
+	uint32_t count = (uint32_t)n, st = (uint32_t)stop;
+	memcpy(blob, &count, 4);
+	memcpy(blob + 4, &st, 4);
+	char *o = blob + MT_FRAMES_HDR;
+	for (int i = 0; i < n; i++, o += MT_FRAME_SIZE) {
+		memcpy(o + MT_FRAME_ADDR, &fr[i].addr, 8);
+		memcpy(o + MT_FRAME_OFF, &fr[i].off, 8);
+		memcpy(o + MT_FRAME_FILE, &fr[i].file, 4);
+	}
+	return (uint32_t)((size_t)(o - blob) + 31) / 32;
 }
 
 static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size);
@@ -534,6 +518,10 @@ int bin_attach(void)
 	}
 	shm = m;
 	shm_state = (uint32_t *)((char *)m + MT_STATES_OFF);
+	if (h.n_files && h.files_off >= MT_STATES_OFF && (uint64_t)h.files_off + (uint64_t)h.n_files * sizeof(mt_file) <= h.data_off) {
+		shm_files = (mt_file *)((char *)m + h.files_off);
+		shm_n_files = h.n_files;
+	}
 	shm_data = (char *)m + h.data_off;
 	if (fd < 900) {
 		// Out of the way of the program's own descriptors, and open
@@ -622,6 +610,7 @@ static void bin_atfork_child(void)
 {
 	int in = t_in;
 	t_in = 1;
+	modules_atfork_child();
 	g_pid = getpid();
 	// The chunk is the parent's: the child starts its own stream.
 	tb.ch = NULL;
@@ -629,6 +618,7 @@ static void bin_atfork_child(void)
 	tb.n = tb.cap = tb.fast = 0;
 	tb.stream = 0;
 	tb.lost = 0;
+	tb.by_rows = tb.by_bt = 0;
 	if (!follow) {
 		g_off = 1;
 	} else if (g_ready && !g_off) {
@@ -645,4 +635,76 @@ void bin_start(int exec_child)
 	pthread_atfork(bin_atfork_prepare, bin_atfork_parent, bin_atfork_child);
 	__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
 	bin_start_record(exec_child);
+}
+
+// ---------------------------------------------------------------------------
+// File slots: the files frames lie in, named and given unwind rows by
+// memtrace (mt_abi.h). A linear scan: it runs when the loader's list of
+// objects changed, once per object.
+
+uint32_t shm_file_slot(uint64_t dev, uint64_t ino, const char *path, size_t len)
+{
+	if (!shm_files || len == 0 || len > MT_FILE_PATH_MAX)
+		return MT_NO_FILE;
+	for (uint32_t i = 0; i < shm_n_files; i++) {
+		mt_file *f = &shm_files[i];
+		uint32_t st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+		if (st >= MT_FILE_ASKED) {
+			if (f->dev == dev && f->ino == ino)
+				return i;
+			continue;
+		}
+		if (st == MT_FILE_CLAIMED)
+			continue; // another process is writing it
+		uint32_t want = MT_FILE_FREE;
+		if (!__atomic_compare_exchange_n(&f->state, &want, MT_FILE_CLAIMED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			if (want >= MT_FILE_ASKED && f->dev == dev && f->ino == ino)
+				return i;
+			continue;
+		}
+		f->dev = dev;
+		f->ino = ino;
+		memcpy(f->path, path, len);
+		f->path_len = (uint32_t)len;
+		__atomic_store_n(&f->state, MT_FILE_ASKED, __ATOMIC_RELEASE);
+		return i;
+	}
+	return MT_NO_FILE;
+}
+
+static uint32_t waited[(4096 + 31) / 32];
+
+uint32_t shm_wait_file(uint32_t idx)
+{
+	mt_file *f = &shm_files[idx];
+	uint32_t st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+	if (idx >= 4096 || (__atomic_fetch_or(&waited[idx / 32], 1u << (idx % 32), __ATOMIC_RELAXED) & (1u << (idx % 32))))
+		return st;
+	uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
+	int still = 0;
+	for (int i = 0; i < 1250 && st == MT_FILE_ASKED && !consumer_lost; i++) {
+		if (__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) || __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE))
+			break;
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+		st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+		uint32_t b = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
+		still = b == beat ? still + 1 : 0;
+		if (still >= 250)
+			break; // no heartbeat for 50 ms: memtrace is stuck or gone
+		beat = b;
+	}
+	return st;
+}
+
+const mt_file *shm_file(uint32_t idx)
+{
+	return shm_files && idx < shm_n_files ? &shm_files[idx] : NULL;
+}
+
+const uint8_t *shm_span(uint64_t off, uint64_t len)
+{
+	if (!shm || off > shm_len || len > shm_len - off)
+		return NULL;
+	return (const uint8_t *)shm + off;
 }

@@ -15,6 +15,20 @@ int bin_attach(void);
 // ready and writes the start (or exec) record.
 void bin_start(int exec_child);
 
+// The region's file slots (mt_abi.h), binary mode with stacks only.
+// shm_file_slot finds the slot of (dev, ino) or claims one for it, and
+// returns MT_NO_FILE without a region or a free slot; shm_file returns a
+// slot, NULL for MT_NO_FILE; shm_span returns the region's bytes [off,
+// off+len), NULL where they are not all inside it.
+uint32_t shm_file_slot(uint64_t dev, uint64_t ino, const char *path, size_t len);
+const mt_file *shm_file(uint32_t idx);
+// shm_wait_file waits a little for memtrace to settle a slot the
+// process asked about (its table is built in milliseconds; backtrace()
+// for every stack meanwhile costs more), once per slot and process, and
+// never when memtrace is not there; it returns the slot's state.
+uint32_t shm_wait_file(uint32_t idx);
+const uint8_t *shm_span(uint64_t off, uint64_t len);
+
 #pragma GCC visibility pop
 
 #endif

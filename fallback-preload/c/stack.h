@@ -1,12 +1,23 @@
-// stack.h: call stacks for MEMTRACK_STACK_DEPTH, in glibc backtrace's
-// terms. Each mode formats the frames its own way (text.c: memtrack's
-// lines; shm.c: the binary frames of mt_abi.h).
+// stack.h: call stacks for MEMTRACK_STACK_DEPTH. The binary mode sends
+// raw frames (an address, its file and offset; memtrace names them as it
+// names the eBPF path's); the text mode, which has nobody to name them,
+// formats names it resolves once per distinct PC (text.c: memtrack's
+// lines).
 #ifndef MT_STACK_H
 #define MT_STACK_H
 
 #include "mt.h"
+#include "walk.h"
 
 #pragma GCC visibility push(hidden)
+
+// stack_raw fills out (room for stack_depth frames) with the calling
+// thread's frames, the library's own left out, frame #0 the caller of
+// the allocation function, and returns their count; *stop is MT_STOP_END
+// or MT_STOP_DEPTH (more frames than stack_depth). The walk takes
+// memtrace's unwind rows where they cover every frame, else glibc's
+// backtrace() (*by_rows says which).
+int stack_raw(mt_rawframe *out, int *stop, int *by_rows);
 
 typedef struct {
 	uintptr_t addr; // return address
@@ -16,8 +27,7 @@ typedef struct {
 } mt_frame;
 
 // stack_walk calls fn for up to stack_depth frames of the calling thread,
-// the library's own frames left out, frame #0 first (the caller of the
-// allocation function).
+// as stack_raw finds them, named by dladdr (once per PC: a bounded cache).
 void stack_walk(void (*fn)(void *ctx, const mt_frame *f), void *ctx);
 
 #pragma GCC visibility pop

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 
+#include "modules.h"
 #include "stack.h"
 #include "table.h"
 
@@ -603,6 +604,7 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	modules_atfork_child();
 	int in = t_in;
 	t_in = 1;
 	out_fork_child();

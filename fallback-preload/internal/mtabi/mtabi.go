@@ -387,6 +387,7 @@ var PreloadNames = map[string]StructNames{
 	"mt_shm_hdr":   {Prefix: "h", Size: "hdrSize"},
 	"mt_chunk_hdr": {Prefix: "c", Size: "chunkHdr"},
 	"mt_rec":       {Prefix: "rec", Suffix: "Off", Size: "recSize"},
+	"mt_file":      {Prefix: "file", Size: "fileSlot"},
 }
 
 var initialisms = map[string]string{"ID": "ID", "PID": "PID", "TID": "TID", "HW": "HW", "TS": "TS"}

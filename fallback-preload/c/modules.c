@@ -1,0 +1,191 @@
+// modules.c: the cached table of the process's executable segments (see
+// modules.h). Lock-free for readers: a sequence number, odd while the
+// table is rebuilt in place. The table is a fixed array, so a reader
+// racing a rebuild reads stale or mixed entries, never freed memory, and
+// modules_still tells it to drop what it found.
+#include "modules.h"
+
+#include <link.h>
+#include <sys/stat.h>
+
+#include "shm.h"
+
+#define MAX_SEGS 2048
+
+static struct {
+	unsigned seq;
+	int valid;
+	unsigned long long adds, subs;
+	uint64_t gen;
+	int n;
+	mt_seg segs[MAX_SEGS];
+} mods;
+static spin_t mods_lock;
+
+typedef struct {
+	unsigned long long adds, subs;
+} counts_t;
+
+static int counts_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	counts_t *c = data;
+	c->adds = info->dlpi_adds;
+	c->subs = info->dlpi_subs;
+	return 1; // the counts are the same for every object: one is enough
+}
+
+typedef struct {
+	int first;
+	counts_t c;
+} build_t;
+
+// file_of names an object's file in the region: its path as the loader
+// opened it (the program's own through /proc/self/exe), its dev and ino.
+static uint32_t file_of(const char *name, int main_prog)
+{
+	char exe[MT_FILE_PATH_MAX + 1];
+	const char *path = name;
+	if (main_prog) {
+		ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		if (l <= 0 || l >= (ssize_t)sizeof exe - 1)
+			return MT_NO_FILE;
+		exe[l] = 0;
+		path = exe;
+	} else if (!name || !strchr(name, '/')) {
+		return MT_NO_FILE; // the vDSO ("linux-vdso.so.1"): no file
+	}
+	struct stat st;
+	if (stat(main_prog ? "/proc/self/exe" : path, &st) != 0)
+		return MT_NO_FILE;
+	return shm_file_slot((uint64_t)st.st_dev, (uint64_t)st.st_ino, path, strlen(path));
+}
+
+static int build_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	build_t *b = data;
+	int main_prog = b->first && (!info->dlpi_name || !info->dlpi_name[0]);
+	b->first = 0;
+	b->c.adds = info->dlpi_adds;
+	b->c.subs = info->dlpi_subs;
+	uint32_t file = MT_NO_FILE;
+	int named = 0, first = mods.n, self = 0;
+	uintptr_t self_pc = (uintptr_t)&build_cb;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || mods.n >= MAX_SEGS)
+			continue;
+		if (!named) {
+			file = file_of(info->dlpi_name, main_prog);
+			named = 1;
+		}
+		mt_seg *s = &mods.segs[mods.n++];
+		s->lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+		s->hi = s->lo + (uintptr_t)ph->p_memsz;
+		s->adj = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr - (uintptr_t)ph->p_offset;
+		s->bias = (uintptr_t)info->dlpi_addr;
+		s->file = file;
+		s->self = 0;
+		if (self_pc >= s->lo && self_pc < s->hi)
+			self = 1;
+	}
+	// This library's segments: its own frames are left out of stacks.
+	for (int k = first; self && k < mods.n; k++)
+		mods.segs[k].self = 1;
+	return 0;
+}
+
+static void rebuild(const counts_t *want)
+{
+	spin_lock(&mods_lock);
+	if (mods.valid && mods.adds == want->adds && mods.subs == want->subs) {
+		spin_unlock(&mods_lock);
+		return;
+	}
+	__atomic_store_n(&mods.seq, mods.seq + 1, __ATOMIC_RELAXED); // odd
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	mods.n = 0;
+	build_t b = {1, *want};
+	dl_iterate_phdr(build_cb, &b);
+	// Sorted by address for the binary search (a few dozen entries).
+	for (int i = 1; i < mods.n; i++) {
+		mt_seg s = mods.segs[i];
+		int j = i - 1;
+		while (j >= 0 && mods.segs[j].lo > s.lo) {
+			mods.segs[j + 1] = mods.segs[j];
+			j--;
+		}
+		mods.segs[j + 1] = s;
+	}
+	mods.adds = b.c.adds;
+	mods.subs = b.c.subs;
+	mods.valid = 1;
+	mods.gen++;
+	__atomic_store_n(&mods.seq, mods.seq + 1, __ATOMIC_RELEASE); // even
+	spin_unlock(&mods_lock);
+}
+
+unsigned modules_begin(void)
+{
+	counts_t c = {0, 0};
+	dl_iterate_phdr(counts_cb, &c);
+	for (int tries = 0; tries < 100000; tries++) {
+		unsigned s = __atomic_load_n(&mods.seq, __ATOMIC_ACQUIRE);
+		if (s & 1) {
+			if (tries > 100)
+				sched_yield();
+			continue;
+		}
+		if (__atomic_load_n(&mods.valid, __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&mods.adds, __ATOMIC_RELAXED) == c.adds &&
+		    __atomic_load_n(&mods.subs, __ATOMIC_RELAXED) == c.subs) {
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (__atomic_load_n(&mods.seq, __ATOMIC_RELAXED) == s)
+				return s | 0x80000000u; // never 0
+			continue;
+		}
+		rebuild(&c);
+	}
+	return 0;
+}
+
+int modules_still(unsigned seq)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return seq && (__atomic_load_n(&mods.seq, __ATOMIC_RELAXED) | 0x80000000u) == seq;
+}
+
+const mt_seg *modules_find(uintptr_t pc)
+{
+	int lo = 0, hi = __atomic_load_n(&mods.n, __ATOMIC_RELAXED);
+	if (hi > MAX_SEGS)
+		hi = MAX_SEGS;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		const mt_seg *s = &mods.segs[mid];
+		if (pc < s->lo)
+			hi = mid;
+		else if (pc >= s->hi)
+			lo = mid + 1;
+		else
+			return s;
+	}
+	return NULL;
+}
+
+uint64_t modules_generation(void)
+{
+	return __atomic_load_n(&mods.gen, __ATOMIC_RELAXED);
+}
+
+void modules_atfork_child(void)
+{
+	mods_lock.v = 0;
+	if (mods.seq & 1) {
+		// The fork came in the middle of a rebuild by another thread:
+		// the table is half built; the next walk builds it again.
+		mods.valid = 0;
+		mods.seq++;
+	}
+}

@@ -1,0 +1,31 @@
+// walk.h: the stack walk over the unwind rows memtrace builds from each
+// file's .eh_frame (the rows the BPF walker reads; docs/unwind.md), in
+// the traced thread. x86-64 and arm64; elsewhere, and wherever a row is
+// missing, stack.c takes glibc's backtrace() instead.
+#ifndef MT_WALK_H
+#define MT_WALK_H
+
+#include "mt.h"
+
+#pragma GCC visibility push(hidden)
+
+typedef struct {
+	uint64_t addr, off; // the PC (a return address but for frame #0) and its file offset
+	uint32_t file;      // the region's file slot, MT_NO_FILE
+} mt_rawframe;
+
+// walk_rows fills out with up to max frames of the calling thread, the
+// library's own left out, frame #0 the allocation function's caller. It
+// returns the count and sets *stop (MT_STOP_END: the outermost frame
+// was reached; MT_STOP_DEPTH: there were more), or returns -1 where the
+// rows cannot take the whole stack (no rows for a PC yet, a rule they do
+// not express, a read outside the thread's stack): the caller walks
+// another way. Call with modules_begin's cache current.
+int walk_rows(mt_rawframe *out, int max, int *stop);
+
+// The calling thread's stack ends at this address (0: unknown).
+uintptr_t walk_stack_top(void);
+
+#pragma GCC visibility pop
+
+#endif
