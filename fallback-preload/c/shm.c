@@ -518,7 +518,8 @@ int bin_attach(void)
 	}
 	shm = m;
 	shm_state = (uint32_t *)((char *)m + MT_STATES_OFF);
-	if (h.n_files && h.files_off >= MT_STATES_OFF && (uint64_t)h.files_off + (uint64_t)h.n_files * sizeof(mt_file) <= h.data_off) {
+	if (h.n_files && h.files_off >= MT_STATES_OFF &&
+	    (uint64_t)h.files_off + (uint64_t)h.n_files * sizeof(mt_file) <= h.data_off) {
 		shm_files = (mt_file *)((char *)m + h.files_off);
 		shm_n_files = h.n_files;
 	}
@@ -657,7 +658,8 @@ uint32_t shm_file_slot(uint64_t dev, uint64_t ino, const char *path, size_t len)
 		if (st == MT_FILE_CLAIMED)
 			continue; // another process is writing it
 		uint32_t want = MT_FILE_FREE;
-		if (!__atomic_compare_exchange_n(&f->state, &want, MT_FILE_CLAIMED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (!__atomic_compare_exchange_n(&f->state, &want, MT_FILE_CLAIMED, 0, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE)) {
 			if (want >= MT_FILE_ASKED && f->dev == dev && f->ino == ino)
 				return i;
 			continue;
@@ -678,7 +680,8 @@ uint32_t shm_wait_file(uint32_t idx)
 {
 	mt_file *f = &shm_files[idx];
 	uint32_t st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
-	if (idx >= 4096 || (__atomic_fetch_or(&waited[idx / 32], 1u << (idx % 32), __ATOMIC_RELAXED) & (1u << (idx % 32))))
+	if (idx >= 4096 ||
+	    (__atomic_fetch_or(&waited[idx / 32], 1u << (idx % 32), __ATOMIC_RELAXED) & (1u << (idx % 32))))
 		return st;
 	uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
 	int still = 0;

@@ -269,7 +269,8 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop)
 #if defined(__x86_64__)
 	__asm__ __volatile__("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(fp));
 #else
-	__asm__ __volatile__("adr %0, .\n\tmov %1, sp\n\tmov %2, x29\n\tmov %3, x30" : "=r"(pc), "=r"(sp), "=r"(fp), "=r"(lr));
+	__asm__ __volatile__("adr %0, .\n\tmov %1, sp\n\tmov %2, x29\n\tmov %3, x30"
+			     : "=r"(pc), "=r"(sp), "=r"(fp), "=r"(lr));
 #endif
 	bounds_t b = {sp, walk_stack_top()};
 	if (b.hi <= b.lo || b.hi - b.lo > ((uintptr_t)1 << 30))
