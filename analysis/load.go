@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -313,6 +314,45 @@ type StreamOptions struct {
 	// SizeHint is the size of the log in bytes when known: the columns
 	// are reserved for it up front.
 	SizeHint int64
+	// FirstLine is called, on the reading goroutine, when the first line
+	// that starts as a log line is read: a caller that gave the input a
+	// deadline for it (a FIFO, a device) lifts it then.
+	FirstLine func()
+}
+
+// MaxPrelude bounds the text before a log's first log line: a log's
+// first line is its header, or memtrack's first event among a program's
+// output, and an input that sends this much text without one (yes |
+// memview -f -, some other program's output) is not a log.
+const MaxPrelude = 1 << 20
+
+// ErrNotLog ends the reading of an input that sent MaxPrelude bytes of
+// text without a log line.
+var ErrNotLog = fmt.Errorf("not a log: no memtrace or memtrack line in its first %d MB", MaxPrelude>>20)
+
+// preludeGuard ends an input that sends twice MaxPrelude bytes before its
+// first log line: one without a newline never gives the scanner a line to
+// look at. A log line that starts within MaxPrelude has been scanned by
+// then (the scanner reads ahead by less than MaxPrelude).
+type preludeGuard struct {
+	r    io.Reader
+	n    int64
+	seen bool
+}
+
+func (g *preludeGuard) Read(p []byte) (int, error) {
+	if !g.seen && g.n > 2*MaxPrelude {
+		return 0, ErrNotLog
+	}
+	n, err := g.r.Read(p)
+	g.n += int64(n)
+	return n, err
+}
+
+// logPrefixed reports whether line starts as a log line does: the
+// prelude's test, which the model's parser then makes exact.
+func logPrefixed(line []byte) bool {
+	return bytes.HasPrefix(line, []byte(logfmt.TrackPrefix)) || bytes.HasPrefix(line, []byte(logfmt.TracePrefix))
 }
 
 // readerGCPercent is the collector's GOGC while a log is read (Stream).
@@ -355,7 +395,8 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		defer debug.SetGCPercent(old)
 	}
 	waiter, follow := r.(Waiter)
-	sc := logfmt.NewScanner(r)
+	guard := &preludeGuard{r: r}
+	sc := logfmt.NewScanner(guard)
 	sc.Final = !follow
 
 	work := make(chan *batch, 2*w)
@@ -427,9 +468,22 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		cur = free.get()
 	}
 	var err error
+	var lines int64
 	stopped := false
+	logSeen := false
 	for {
 		for sc.Scan() {
+			if !logSeen {
+				if logPrefixed(sc.Line()) {
+					logSeen, guard.seen = true, true
+					if o.FirstLine != nil {
+						o.FirstLine()
+					}
+				} else if sc.Bytes > MaxPrelude {
+					err = ErrNotLog
+					break
+				}
+			}
 			cur.add(sc.Line())
 			if len(cur.data) >= batchBytes {
 				send(false)
@@ -441,6 +495,9 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		send(true)
 		if o.Progress != nil {
 			o.Progress.Store(sc.Bytes)
+		}
+		if err != nil {
+			break
 		}
 		if err = sc.Err(); err != nil {
 			break
@@ -477,6 +534,10 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		lock.Lock()
 		defer lock.Unlock()
 		m.Counts.Overlong = int64(sc.Overlong)
+		if err != nil {
+			m.InputCut = true
+		}
+		lines = m.Counts.Lines
 		if !stopped && bug.Load() == nil {
 			m.Finish()
 		}
@@ -494,8 +555,14 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	if p := bug.Load(); p != nil {
 		return *p
 	}
-	if err != nil {
+	if errors.Is(err, ErrNotLog) {
+		return err
+	}
+	if err != nil && lines == 0 {
 		return fmt.Errorf("read the log: %w", err)
+	}
+	if err != nil {
+		return fmt.Errorf("read the log: stopped after line %d (byte %d of its text): %w", lines, sc.Bytes, err)
 	}
 	return nil
 }

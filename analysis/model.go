@@ -204,6 +204,10 @@ type Model struct {
 	// Ended is set when the log's [memtrace] summary line was read: the
 	// tracer wrote its last line, so a followed file will not grow.
 	Ended bool
+	// InputCut is set when the input stopped before its end: a read
+	// error, a compressed stream cut short or damaged (Stream's error
+	// says why and where); the lines before it are in the model.
+	InputCut bool
 
 	MinTS, MaxTS uint64
 	// Done is set once the end of the log was read: from then on every

@@ -311,7 +311,21 @@ func run(o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return r.write(stdout)
+	if err := r.write(stdout); err != nil {
+		return err
+	}
+	return r.stopErr()
+}
+
+// stopErr is the error of the first log whose reading stopped before its
+// end, once the report of what came before it is written: exit status 1.
+func (r *report) stopErr() error {
+	for _, l := range append(append([]*loaded(nil), r.logs...), r.bases...) {
+		if l.stop != nil {
+			return fmt.Errorf("read %s: %w; the report covers what was read before", l.path, l.stop)
+		}
+	}
+	return nil
 }
 
 // build reads the logs and computes every section; the caller closes

@@ -338,17 +338,21 @@ type section struct {
 	runtime uint64 // µs
 	bySite  map[int32]*analysis.CostFigures
 	procs   int // processes added up
-	// end is how the run ended (analysis.Model.RunEnd), "" for a merged
-	// section; alive: the process (every process of a merged one) was
-	// still running when the log ended, so its live blocks are still
-	// allocated at detach, not leaks.
+	// end is how the run ended (analysis.Model.ProcEnd), "" for a merged
+	// section; live: what its live blocks are, and alive that they are
+	// not leaks (the process, every process of a merged one, was let go
+	// running: still allocated at detach; or the log ends before it did:
+	// live at the cut).
 	end   string
+	live  analysis.Live
 	alive bool
 
 	// Per log, not per process: on the first section of each log, and
 	// added up in a merged one.
 	lost, garbage, unmatched, lines, events int64
 	truncated                               int
+	stopped                                 []string // why the reading of a log stopped early, one per log
+	cutLogs                                 int      // memtrace logs without their summary line
 	skippedFrames                           int64
 	untraced                                []string              // the log's proc event=untraced lines, as the model words them
 	truncs                                  []analysis.Truncation // stacks cut short, by reason
@@ -402,9 +406,8 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 			s.comm, s.cmd = m.Header.Comm, m.Header.Cmd
 		}
 		s.title = procTitle(s.pid, s.comm, l.name)
-		var exited bool
-		s.end, exited = m.RunEnd(int(pc.Proc))
-		s.alive = !exited
+		s.end, s.live = m.ProcEnd(int(pc.Proc))
+		s.alive = s.live != analysis.LiveLeaked
 		s.total = pc.CostFigures
 		s.peakTS = pc.PeakTS
 		// Runtime counts from the start of tracing (time stamps are µs
@@ -452,8 +455,23 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 		if l.truncated {
 			f.truncated = 1
 		}
+		if l.stop != nil {
+			f.stopped = []string{l.name + ": " + l.stop.Error()}
+		}
+		if m.Cut() {
+			f.cutLogs = 1
+		}
 	}
 	return out
+}
+
+// mergeLive is what the live blocks of two sections added up are: leaks
+// when either holds leaks, else live at the cut when either log was cut.
+func mergeLive(a, b analysis.Live) analysis.Live {
+	if a == analysis.LiveLeaked || b == analysis.LiveLeaked {
+		return analysis.LiveLeaked
+	}
+	return max(a, b)
 }
 
 func procTitle(pid int64, comm, log string) string {
@@ -478,8 +496,13 @@ func merge(title string, secs []*section) *section {
 	out := newSection()
 	out.title = title
 	out.alive = len(secs) > 0
-	for _, s := range secs {
+	for i, s := range secs {
 		out.alive = out.alive && s.alive
+		if i == 0 {
+			out.live = s.live
+		} else {
+			out.live = mergeLive(out.live, s.live)
+		}
 		out.total.Add(&s.total)
 		out.runtime = max(out.runtime, s.runtime)
 		out.procs += s.procs
@@ -492,6 +515,8 @@ func merge(title string, secs []*section) *section {
 		out.lines += s.lines
 		out.events += s.events
 		out.truncated += s.truncated
+		out.stopped = append(out.stopped, s.stopped...)
+		out.cutLogs += s.cutLogs
 		out.skippedFrames += s.skippedFrames
 		out.untraced = append(out.untraced, s.untraced...)
 		out.truncs = addTruncations(out.truncs, s.truncs)
