@@ -200,7 +200,17 @@ func isSpace(c byte) bool {
 // lazyFrame resolves a lazy frame record: the frame its text was seen as
 // before, or the line parsed now. ok is false for a line logfmt refuses.
 func (m *Model) lazyFrame(b *batch, r *rec) (id uint32, known, ok bool) {
-	if id, hit := m.rawFrames[string(b.text(r.c0, r.c1))]; hit {
+	raw := b.text(r.c0, r.c1)
+	if id, hit := m.rawFrames[string(raw)]; hit {
+		m.lazyHits++
+		return id, true, true
+	}
+	// The raw text is nearly always the frame's key itself (the text from
+	// its module on): then the frame table alone knows it, and rawFrames
+	// holds only the other texts. Keeping every text in both maps was a
+	// third of a reader's heap on a log of a million distinct frames.
+	if id, hit := m.frames.find(raw); hit {
+		m.lazyHits++
 		return id, true, true
 	}
 	var l logfmt.Line
@@ -267,7 +277,7 @@ func (m *Model) apply(b *batch) {
 			}
 			if !known {
 				f = m.internFrame(b.text(r.c0, r.c1), b.text(r.a0, r.a1), b.text(r.b0, r.b1), r.size, r.ptr)
-				if r.lazy {
+				if r.lazy && (r.l0 != r.c0 || r.l1 != r.c1) {
 					m.rawFrames[string(b.text(r.l0, r.l1))] = f
 				}
 			}
@@ -355,8 +365,9 @@ func logPrefixed(line []byte) bool {
 	return bytes.HasPrefix(line, []byte(logfmt.TrackPrefix)) || bytes.HasPrefix(line, []byte(logfmt.TracePrefix))
 }
 
-// readerGCPercent is the collector's GOGC while a log is read (Stream).
-const readerGCPercent = 25
+// ReaderGCPercent is the collector's GOGC while a log is read (Stream),
+// and while the report works on what was read.
+const ReaderGCPercent = 25
 
 // bytesPerAlloc is a low estimate of log bytes per allocation (its line,
 // its free's line, some frames), so that Reserve rarely falls short.
@@ -389,7 +400,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	// (memtrace report on 1.3M allocations: peak RSS 260 MB -> 186 MB,
 	// memview's loader 227 -> 181 MB, user CPU no higher). A lower GOGC
 	// the user set is kept.
-	if old := debug.SetGCPercent(readerGCPercent); old < readerGCPercent {
+	if old := debug.SetGCPercent(ReaderGCPercent); old < ReaderGCPercent {
 		debug.SetGCPercent(old)
 	} else {
 		defer debug.SetGCPercent(old)
@@ -546,7 +557,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	if o.OnBatch != nil {
 		o.OnBatch()
 	}
-	if m.columnBytes() >= 16*releaseBytes {
+	if m.columnBytes()+m.frames.size() >= 16*releaseBytes {
 		// The batches are garbage now: hand their memory back before
 		// the caller's own work on a large model (the report's passes)
 		// adds to it, at the GOGC restored above.
@@ -583,6 +594,7 @@ func (m *Model) Finish() {
 		m.rematch()
 	}
 	m.markOverlaps()
+	m.trim()
 	m.Done = true
 	m.Version++
 }

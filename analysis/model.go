@@ -243,11 +243,10 @@ type Model struct {
 	opNames   []string
 	opIdx     map[string]uint8
 
-	frames     []Frame
-	frameIdx   map[string]uint32
-	rawFrames  map[string]uint32 // a frame line's text after its index → its frame
+	frames     frameStore        // frames.go
+	rawFrames  map[string]uint32 // a frame line's text after its index → its frame, where it is not the frame's key
 	frameAddr  map[uint64]uint32
-	modIdx     map[string]string
+	lazyHits   int64    // lazy frame lines resolved without parsing (a test's witness)
 	stackFlat  []uint32 // frames of all stacks, back to back
 	stackOff   []uint32 // stack id → start in stackFlat; len(stackOff) = stacks+1
 	stackIdx   map[string]uint32
@@ -279,10 +278,9 @@ func New() *Model {
 		procIdx:   map[int64]int32{},
 		defProc:   -1,
 		opIdx:     map[string]uint8{},
-		frameIdx:  map[string]uint32{},
+		frames:    newFrameStore(),
 		rawFrames: map[string]uint32{},
 		frameAddr: map[uint64]uint32{},
-		modIdx:    map[string]string{},
 		stackIdx:  map[string]uint32{"": 0},
 		stackOff:  []uint32{0, 0},
 		target:    noTarget,
@@ -438,13 +436,13 @@ func (m *Model) Frames(s uint32) []uint32 {
 }
 
 // Frame returns interned frame f.
-func (m *Model) Frame(f uint32) *Frame { return &m.frames[f] }
+func (m *Model) Frame(f uint32) Frame { return m.frames.frame(f) }
 
 // NumStacks is the number of distinct stacks, the empty one (id 0) included.
 func (m *Model) NumStacks() int { return len(m.stackOff) - 1 }
 
 // NumFrames is the number of distinct frames.
-func (m *Model) NumFrames() int { return len(m.frames) }
+func (m *Model) NumFrames() int { return len(m.frames.recs) }
 
 // LiveAt is what allocation i contributes to live memory at time t.
 func (m *Model) LiveAt(i uint32, t uint64) bool {

@@ -47,6 +47,7 @@ func lostCaveat(lost, leaks int64) string {
 // reading stopped early (cut, damaged) gives the figures of what came
 // before and the error.
 func LogFigures(path string, stderr io.Writer) (Figures, error) {
+	defer lowGC()()
 	o, err := parseArgs([]string{"--progress", "0", path}, io.Discard)
 	if err != nil {
 		return Figures{}, err

@@ -374,7 +374,7 @@ func (r *report) htmlFlames(w io.Writer) {
 }
 
 func (r *report) htmlStack(w io.Writer, st *site) {
-	if len(st.frames) == 0 {
+	if len(st.fr()) == 0 {
 		fmt.Fprintf(w, "<code>%s</code>%s", esc(st.label()), esc(r.noStackHint()))
 		return
 	}

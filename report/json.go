@@ -195,7 +195,7 @@ func (r *report) jsonSummaryOf(s *section) jsonSummary {
 }
 
 func (r *report) jsonStack(st *site) (string, []jsonFrame) {
-	frames := make([]jsonFrame, 0, len(st.frames))
+	frames := make([]jsonFrame, 0, len(st.fr()))
 	for k := range st.frames {
 		f := &st.frames[k]
 		r.resolve(f)
@@ -211,7 +211,7 @@ func (r *report) jsonStack(st *site) (string, []jsonFrame) {
 		}
 		frames = append(frames, jf)
 	}
-	return st.op, frames
+	return st.r().op, frames
 }
 
 func (r *report) jsonRankingsOf(s *section) jsonRankings[jsonEntry] {
@@ -225,7 +225,7 @@ func (r *report) jsonRankingsOf(s *section) jsonRankings[jsonEntry] {
 		for _, e := range rank(r.t, es, mt, r.opt.limit) {
 			st := r.t.sites[e.site]
 			op, stack := r.jsonStack(st)
-			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f), Op: op, Stack: stack, Truncated: st.trunc})
+			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f), Op: op, Stack: stack, Truncated: st.r().trunc})
 		}
 		out.set(mt, list)
 	}
@@ -285,7 +285,7 @@ func (r *report) writeJSON(w io.Writer) error {
 				st := r.t.sites[e.site]
 				op, stack := r.jsonStack(st)
 				list = append(list, jsonDiffEntry{Delta: jsonFigsOf(e.f), After: jsonFigsOf(figsOf(r.all.bySite[e.site])),
-					Before: jsonFigsOf(figsOf(r.base.bySite[e.site])), Op: op, Stack: stack, Truncated: st.trunc})
+					Before: jsonFigsOf(figsOf(r.base.bySite[e.site])), Op: op, Stack: stack, Truncated: st.r().trunc})
 			}
 			d.Rankings.set(mt, list)
 		}

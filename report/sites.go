@@ -19,26 +19,79 @@ import (
 // the offset counts too. A frame without a symbol is module+offset, or its
 // address. Allocations without frames are one site per op.
 type site struct {
-	key    string
-	frames []frameInfo // innermost first: frames[0] called the allocation function
-	op     string      // the op, for a site without frames
-	trunc  []string    // why its stacks were cut short (analysis.Model.StackTruncation), sorted; none: whole
+	key string
+	// frames, innermost first (frames[0] called the allocation function),
+	// are built from the first stack met with the site (ms, stack) when
+	// first asked for (fr): a log of a million distinct frames has
+	// hundreds of thousands of sites, of which the rankings show tens,
+	// and building every site's frames up front was a third of the
+	// report's heap.
+	frames []frameInfo
+	ms     *modelSites
+	stack  uint32
+	*siteRare
+}
+
+// siteRare is what few sites have, apart so that the many do not pay
+// for it (a site is then 64 bytes, not 128).
+type siteRare struct {
+	mixed []bool   // merged frames at different offsets, by frame; nil: none
+	op    string   // the op, for a site without frames
+	trunc []string // why its stacks were cut short (analysis.Model.StackTruncation), sorted; none: whole
+}
+
+var noRare siteRare
+
+// rare is the site's siteRare, made when first written.
+func (s *site) rare() *siteRare {
+	if s.siteRare == nil {
+		s.siteRare = &siteRare{}
+	}
+	return s.siteRare
+}
+
+// r is the site's siteRare to read: empty when it has none.
+func (s *site) r() *siteRare {
+	if s.siteRare == nil {
+		return &noRare
+	}
+	return s.siteRare
+}
+
+// fr is the site's frames, built at the first call and kept: for what is
+// shown (rankings, JSON, the HTML's tables).
+func (s *site) fr() []frameInfo {
+	if s.frames == nil && s.ms != nil {
+		s.frames = s.ms.build(s.stack, s.r().mixed)
+	}
+	return s.frames
+}
+
+// frTemp is the site's frames without keeping what it built: for the walks
+// over every site (suppressions, folded stacks, massif, flame graphs),
+// whose frames would otherwise all stay in memory at once.
+func (s *site) frTemp() []frameInfo {
+	if s.frames != nil || s.ms == nil {
+		return s.frames
+	}
+	return s.ms.build(s.stack, s.r().mixed)
 }
 
 // addTrunc notes that one of the site's stacks was cut for reason r.
 func (s *site) addTrunc(r string) {
-	if i, found := slices.BinarySearch(s.trunc, r); !found {
-		s.trunc = slices.Insert(s.trunc, i, r)
+	if i, found := slices.BinarySearch(s.r().trunc, r); !found {
+		x := s.rare()
+		x.trunc = slices.Insert(x.trunc, i, r)
 	}
 }
 
 // truncMark is the marker a ranking puts after a site's stack when it was
 // cut short: "[truncated: fp]" ("" for a whole stack).
 func (s *site) truncMark() string {
-	if len(s.trunc) == 0 {
+	if len(s.r().trunc) == 0 {
 		return ""
 	}
-	return "[truncated: " + strings.Join(s.trunc, ", ") + "]"
+	return "[truncated: " + strings.Join(s.r().trunc, ", ") + "]"
 }
 
 // frameInfo is a frame for display, from the first place the site was met.
@@ -76,10 +129,11 @@ func (f *frameInfo) innermost() string {
 
 // label is the site's name in one line: its innermost frame, or the op.
 func (s *site) label() string {
-	if len(s.frames) == 0 {
-		return "[no stack] " + s.op
+	fr := s.fr()
+	if len(fr) == 0 {
+		return "[no stack] " + s.r().op
 	}
-	return s.frames[0].innermost()
+	return fr[0].innermost()
 }
 
 type siteTable struct {
@@ -101,11 +155,7 @@ func (t *siteTable) lookupName(module string, off uint64) string {
 	if t.cache == nil || module == "" || strings.HasPrefix(module, "[") {
 		return ""
 	}
-	mod, ok := t.mods[module]
-	if !ok {
-		mod, _ = t.cache.Open(module)
-		t.mods[module] = mod
-	}
+	mod := t.module(module)
 	if mod == nil {
 		return ""
 	}
@@ -120,10 +170,26 @@ func (t *siteTable) lookupName(module string, off uint64) string {
 	return name
 }
 
+// module is the opened module, nil where it cannot be opened (tried
+// once).
+func (t *siteTable) module(path string) *symbols.Module {
+	mod, ok := t.mods[path]
+	if !ok {
+		mod, _ = t.cache.Open(path)
+		t.mods[path] = mod
+	}
+	return mod
+}
+
 // sourceChain is the inline chain at a logged frame, innermost first, or
 // nil where the module or its line table cannot be read.
 func (t *siteTable) sourceChain(module, symbol string, off uint64) []srcFrame {
 	if t.cache == nil || module == "" || strings.HasPrefix(module, "[") {
+		return nil
+	}
+	if t.module(module) == nil {
+		// Not asked of the cache frame by frame: it would remember
+		// each frame's error.
 		return nil
 	}
 	fr, err := t.cache.SourceFrames(module, symbol, off)
@@ -167,14 +233,61 @@ func frameKey(b []byte, fr *analysis.Frame, merge bool) []byte {
 
 // modelSites maps one model's stacks (and, for stack 0, ops) to sites.
 type modelSites struct {
+	m       *analysis.Model
+	t       *siteTable
 	byStack []int32 // stack id → site id, -1 = not mapped yet
 	byOp    [256]int32
 	names   map[uint32]string     // frame id → name looked up for a frame logged without one
-	src     map[uint32][]srcFrame // frame id → inline chain (call sites only); nil entry: none
+	src     map[uint32][]srcFrame // frame id → inline chain (call sites only), when it has one
+	srcSeen []uint64              // bitset by frame id: its chain was looked up
+}
+
+// chain is frame f's inline chain, looked up once.
+func (ms *modelSites) chain(f uint32) []srcFrame {
+	if int(f>>6) >= len(ms.srcSeen) {
+		ms.srcSeen = append(ms.srcSeen, make([]uint64, int(f>>6)+1-len(ms.srcSeen))...)
+	}
+	if ms.srcSeen[f>>6]&(1<<(f&63)) != 0 {
+		return ms.src[f]
+	}
+	ms.srcSeen[f>>6] |= 1 << (f & 63)
+	fr := ms.m.Frame(f)
+	c := ms.t.sourceChain(fr.Module, fr.Symbol, fr.Offset)
+	if len(c) > 0 {
+		ms.src[f] = c
+	}
+	return c
+}
+
+// build makes the frames of stack st for display.
+func (ms *modelSites) build(st uint32, mixed []bool) []frameInfo {
+	m, t := ms.m, ms.t
+	frames := m.Frames(st)
+	out := make([]frameInfo, len(frames))
+	for k, f := range frames {
+		fr := m.Frame(f)
+		fi := frameInfo{name: m.FrameNameOnce(f), module: fr.Module, symbol: fr.Symbol, mangled: fr.Symbol, offset: fr.Offset}
+		if fr.Symbol == "" && fr.Module != "" {
+			if looked := ms.names[f]; looked != "" {
+				fi.name, fi.mangled = symbols.Demangle(looked), looked
+			}
+		}
+		if !t.merge && t.cache != nil {
+			if c := ms.chain(f); len(c) > 0 {
+				fi.file, fi.line, fi.looked = c[0].file, c[0].line, true
+				if len(c) > 1 {
+					fi.inl = c
+				}
+			}
+		}
+		fi.mixed = k < len(mixed) && mixed[k]
+		out[k] = fi
+	}
+	return out
 }
 
 func (t *siteTable) forModel(m *analysis.Model) *modelSites {
-	ms := &modelSites{byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}, src: map[uint32][]srcFrame{}}
+	ms := &modelSites{m: m, t: t, byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}, src: map[uint32][]srcFrame{}}
 	for i := range ms.byStack {
 		ms.byStack[i] = -1
 	}
@@ -191,7 +304,7 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			return id
 		}
 		op := m.OpName(sc.Op)
-		id := t.intern("\x00"+op, func() *site { return &site{op: op} }, nil)
+		id := t.intern("\x00"+op, func() *site { return &site{siteRare: &siteRare{op: op}} }, nil)
 		ms.byOp[sc.Op] = id
 		return id
 	}
@@ -219,13 +332,7 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 	if !t.merge && t.cache != nil {
 		chains = make([][]srcFrame, len(frames))
 		for k, f := range frames {
-			c, ok := ms.src[f]
-			if !ok {
-				fr := m.Frame(f)
-				c = t.sourceChain(fr.Module, fr.Symbol, fr.Offset)
-				ms.src[f] = c
-			}
-			chains[k] = c
+			chains[k] = ms.chain(f)
 		}
 	}
 	var key []byte
@@ -254,32 +361,24 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			named := analysis.Frame{Module: fr.Module, Symbol: looked[k]}
 			key = frameKey(key, &named, true)
 		} else {
-			key = frameKey(key, fr, t.merge)
+			key = frameKey(key, &fr, t.merge)
 		}
 	}
 	id := t.intern(string(key), func() *site {
-		s := &site{frames: make([]frameInfo, len(frames))}
-		for k, f := range frames {
-			fr := m.Frame(f)
-			fi := frameInfo{name: m.FrameName(f), module: fr.Module, symbol: fr.Symbol, mangled: fr.Symbol, offset: fr.Offset}
-			if looked[k] != "" {
-				fi.name, fi.mangled = symbols.Demangle(looked[k]), looked[k]
-			}
-			if chains != nil && len(chains[k]) > 0 {
-				c := chains[k]
-				fi.file, fi.line, fi.looked = c[0].file, c[0].line, true
-				if len(c) > 1 {
-					fi.inl = c
-				}
-			}
-			s.frames[k] = fi
-		}
-		return s
+		return &site{ms: ms, stack: sc.Stack}
 	}, func(s *site) {
 		// Merged: note frames that stand for several offsets.
+		first := s.ms.m.Frames(s.stack)
 		for k, f := range frames {
-			if fr := m.Frame(f); k < len(s.frames) && fr.Offset != s.frames[k].offset {
-				s.frames[k].mixed = true
+			if k < len(first) && m.Frame(f).Offset != s.ms.m.Frame(first[k]).Offset {
+				x := s.rare()
+				if x.mixed == nil {
+					x.mixed = make([]bool, len(first))
+				}
+				x.mixed[k] = true
+				if k < len(s.frames) {
+					s.frames[k].mixed = true
+				}
 			}
 		}
 	})
@@ -317,7 +416,7 @@ func (t *siteTable) intern(key string, mk func() *site, seen func(*site)) int32 
 // hasFunction reports whether a frame of site id names a function that
 // contains name (demangled or as logged).
 func (t *siteTable) hasFunction(id int32, name string) bool {
-	for _, f := range t.sites[id].frames {
+	for _, f := range t.sites[id].frTemp() {
 		if strings.Contains(f.name, name) || strings.Contains(f.mangled, name) {
 			return true
 		}
@@ -496,6 +595,12 @@ func merge(title string, secs []*section) *section {
 	out := newSection()
 	out.title = title
 	out.alive = len(secs) > 0
+	if len(secs) == 1 {
+		// Nothing is added to a section once merged: the one section's
+		// figures by site are the merged ones (a copy was a tenth of the
+		// report's heap on a log of many distinct stacks).
+		out.bySite = secs[0].bySite
+	}
 	for i, s := range secs {
 		out.alive = out.alive && s.alive
 		if i == 0 {
@@ -506,8 +611,10 @@ func merge(title string, secs []*section) *section {
 		out.total.Add(&s.total)
 		out.runtime = max(out.runtime, s.runtime)
 		out.procs += s.procs
-		for id, c := range s.bySite {
-			out.add(id, c)
+		if len(secs) > 1 {
+			for id, c := range s.bySite {
+				out.add(id, c)
+			}
 		}
 		out.lost += s.lost
 		out.garbage += s.garbage

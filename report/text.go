@@ -189,7 +189,7 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool, l
 	for _, g := range gs {
 		io.WriteString(w, line(entryLine(mt, g.f, signed, false))+"\n")
 		first := r.t.sites[g.sites[0].site]
-		if len(first.frames) == 0 {
+		if len(first.fr()) == 0 {
 			io.WriteString(w, first.label()+r.noStackHint()+"\n\n")
 			continue
 		}
@@ -204,6 +204,7 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool, l
 		for _, e := range g.sites[:shown] {
 			io.WriteString(w, line(entryLine(mt, e.f, signed, true))+"\n")
 			s := r.t.sites[e.site]
+			s.fr()
 			for k := from; k < len(s.frames); k++ {
 				r.writeFrame(w, &s.frames[k], "    ")
 			}

@@ -87,13 +87,9 @@ func (h *Header) SuppressedText() string {
 	return "+" + strconv.FormatInt(h.Suppressed, 10) + " suppressed (" + Bytes(h.SuppressedBytes) + ")"
 }
 
-// stillAllocated is analysis.Model.StillAllocated once the log has ended:
-// while a -p run's log still grows, its process has not been let go yet.
-// The caller holds a.Mu.
-func (a *App) stillAllocated(proc int32) bool { return a.liveOf(proc) != analysis.LiveLeaked }
-
-// liveOf is analysis.Model.LiveOf once the log has ended (see
-// stillAllocated); the caller holds a.Mu.
+// liveOf is analysis.Model.LiveOf once the log has ended: while a -p
+// run's log still grows, its process has not been let go yet, and a log
+// still being written is not cut. The caller holds a.Mu.
 func (a *App) liveOf(proc int32) analysis.Live {
 	m := a.M
 	if !m.Done && !m.Ended {
