@@ -241,13 +241,14 @@ func (m *Model) apply(b *batch) {
 			op := m.op(r.op, b.text(r.b0, r.b1))
 			if r.kind == logfmt.KindAlloc {
 				id := m.addAlloc(ti, op, r.ts, r.size, r.ptr)
-				if !m.SummaryOnly {
-					m.target, m.openFree = int64(id), false
-				}
+				// SummaryOnly keeps the stacks of allocations too: the
+				// built-in suppressions are decided by them.
+				m.target, m.openFree = int64(id), false
 			} else {
 				ref := m.addFree(ti, op, r.ts, r.size, r.hasSize, r.ptr)
-				if !m.SummaryOnly {
-					m.target, m.openFree = ref, ref >= 0
+				m.target, m.openFree = ref, ref >= 0
+				if m.SummaryOnly {
+					m.target, m.openFree = noTarget, false
 				}
 			}
 		case logfmt.KindFrame:
@@ -261,11 +262,10 @@ func (m *Model) apply(b *batch) {
 				}
 			}
 			m.Counts.Frames++
-			if m.SummaryOnly {
-				continue
-			}
 			if m.target == noTarget {
-				m.Counts.StrayFrames++
+				if !m.SummaryOnly { // a free's frames, which SummaryOnly drops
+					m.Counts.StrayFrames++
+				}
 				continue
 			}
 			if len(m.openFrames) >= logfmt.MaxFrames {
@@ -473,7 +473,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		if len(cur.ends) == 0 && !flush {
 			return
 		}
-		cur.seq, cur.flush, cur.lazy = seq, flush, !m.SummaryOnly
+		cur.seq, cur.flush, cur.lazy = seq, flush, true
 		seq++
 		work <- cur
 		cur = free.get()

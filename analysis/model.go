@@ -217,8 +217,11 @@ type Model struct {
 	// per-thread buffers); Finish then re-matches by time.
 	OutOfOrder bool
 
-	// SummaryOnly keeps per-thread totals and leaks but not the events:
-	// allocation ids are recycled when freed. For --dump-threads.
+	// SummaryOnly keeps per-thread totals, leaks and the stacks of live
+	// blocks (for the suppressions) but not the events: allocation ids
+	// are recycled when freed. For --dump-threads. Overlaps that prove
+	// lost frees (Finish's markOverlaps) need every event: a log with
+	// lost records is read whole.
 	SummaryOnly bool
 	freeSlots   []uint32
 	ordered     bool // a memtrace header came first: lines are in time order

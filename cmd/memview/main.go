@@ -160,14 +160,27 @@ func run(a args) error {
 			return err
 		}
 		defer f.Close()
-		// The whole model, as the viewer reads it: the blocks whose
-		// frees were lost and the suppressed leaks are only told apart
-		// with every allocation and stack kept, and the table must
-		// agree with the viewer and the report.
+		// Without its events, as long as that gives the viewer's and the
+		// report's figures: the stacks of live blocks are kept for the
+		// suppressions, but the blocks whose frees were lost are only
+		// told apart with every event kept, so a log with lost records
+		// is read again whole (a stream, which cannot be, is read whole
+		// from the start).
 		m := analysis.New()
+		st, serr := f.Stat()
+		m.SummaryOnly = serr == nil && st.Mode().IsRegular()
 		stop, err := readAll(m, f)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", a.dump, err)
+		}
+		if m.SummaryOnly && m.LostEvents > 0 {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("read %s again from its start: %w", a.dump, err)
+			}
+			m = analysis.New()
+			if stop, err = readAll(m, f); err != nil {
+				return fmt.Errorf("read %s: %w", a.dump, err)
+			}
 		}
 		var sups []*analysis.Suppression
 		if !a.noSupp {
