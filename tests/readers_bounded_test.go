@@ -62,7 +62,7 @@ func peakRSS(t *testing.T, name string, args ...string) (int64, string) {
 	if err := runCmd(t, cmd, 5*time.Minute); err != nil {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out.String())
 	}
-	return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss >> 10, out.String()
+	return int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) >> 10, out.String()
 }
 
 // TestManyDistinctFramesBoundedMemory: a log of a million distinct frames
