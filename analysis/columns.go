@@ -46,8 +46,8 @@ func regrow[T uint8 | uint32 | uint64](s *[]T, n int) {
 
 // shrink gives *s the capacity of its length when more than an eighth of
 // it is unused: the columns were reserved from the file's size (an
-// estimate of its allocations) and grow by an eighth, and a finished
-// model's slack was a tenth of the report's heap on a stack-heavy log.
+// estimate of its allocations) and grow by an eighth: a finished model
+// need not keep that slack through the report's passes.
 func shrink[T any](s *[]T) {
 	old := *s
 	if cap(old)-len(old) <= len(old)/8+1024 {

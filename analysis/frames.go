@@ -8,13 +8,12 @@ import (
 
 // The frame store. A log of a million distinct frames (a JIT, a program of
 // many small libraries) made frames the largest part of a reader's heap:
-// a Frame of two strings (48 bytes), its key text as a string of its own
-// (a 64-byte allocation) and that string again as the key of the table (a
-// 24-byte slot), about 170 bytes a frame. Here a frame is a packed record
-// of 40 bytes whose key text (the symbol is part of it) is appended to
+// a Frame of two strings, its key text as a string of its own and that
+// string again as a map key. Here a frame is a packed record whose key
+// text (the symbol is part of it, its module is kept once) is appended to
 // arena chunks that are never written again, and the table is an open
-// addressing one of 8-byte slots (a hash tag and the frame's id) over
-// that text: about 110 bytes a frame.
+// addressing one of slots holding a hash tag and the frame's id
+// (docs/report.md, "Memory", has the figures).
 
 // frameRec is one interned frame.
 type frameRec struct {

@@ -229,8 +229,8 @@ func (m *Model) FrameName(f uint32) string {
 
 // FrameNameOnce is FrameName without remembering it (nor using what was):
 // for a caller that keeps the names it needs, on a model of many frames
-// whose names it will not all ask for (the report: a slot per frame was
-// a twentieth of its heap on a log of a million distinct frames).
+// whose names it will not all ask for (the report, which would otherwise
+// hold a slot per frame).
 func (m *Model) FrameNameOnce(f uint32) string {
 	fr := m.Frame(f)
 	switch {

@@ -325,8 +325,7 @@ func run(o *options, stdout, stderr io.Writer) error {
 // (analysis.ReaderGCPercent) for the report's passes as well, a lower one
 // the user set kept, and returns what restores the old one. The passes
 // over a large model build site tables of strings that are garbage soon
-// after: at GOGC 100 the heap stood at twice the live data (a log of a
-// million distinct frames: 930 MB in use for 500 MB live).
+// after: at GOGC 100 the heap stood at twice the live data.
 func lowGC() func() {
 	old := debug.SetGCPercent(analysis.ReaderGCPercent)
 	if old < analysis.ReaderGCPercent {

@@ -22,10 +22,9 @@ type site struct {
 	key string
 	// frames, innermost first (frames[0] called the allocation function),
 	// are built from the first stack met with the site (ms, stack) when
-	// first asked for (fr): a log of a million distinct frames has
-	// hundreds of thousands of sites, of which the rankings show tens,
-	// and building every site's frames up front was a third of the
-	// report's heap.
+	// first asked for (fr): a log of many distinct frames has many sites,
+	// of which the rankings show a few, and building every site's frames
+	// up front was the largest part of the report's own memory.
 	frames []frameInfo
 	ms     *modelSites
 	stack  uint32
@@ -33,7 +32,7 @@ type site struct {
 }
 
 // siteRare is what few sites have, apart so that the many do not pay
-// for it (a site is then 64 bytes, not 128).
+// for it (a site fits a smaller size class).
 type siteRare struct {
 	mixed []bool   // merged frames at different offsets, by frame; nil: none
 	op    string   // the op, for a site without frames
@@ -597,8 +596,8 @@ func merge(title string, secs []*section) *section {
 	out.alive = len(secs) > 0
 	if len(secs) == 1 {
 		// Nothing is added to a section once merged: the one section's
-		// figures by site are the merged ones (a copy was a tenth of the
-		// report's heap on a log of many distinct stacks).
+		// figures by site are the merged ones, not copied (a log of many
+		// distinct stacks has as many sites).
 		out.bySite = secs[0].bySite
 	}
 	for i, s := range secs {
