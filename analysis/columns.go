@@ -44,6 +44,39 @@ func regrow[T uint8 | uint32 | uint64](s *[]T, n int) {
 	}
 }
 
+// shrink gives *s the capacity of its length when more than an eighth of
+// it is unused: the columns were reserved from the file's size (an
+// estimate of its allocations) and grow by an eighth: a finished model
+// need not keep that slack through the report's passes.
+func shrink[T any](s *[]T) {
+	old := *s
+	if cap(old)-len(old) <= len(old)/8+1024 {
+		return
+	}
+	ns := make([]T, len(old))
+	copy(ns, old)
+	*s = ns
+}
+
+// trim shrinks the finished model's columns and frame records.
+func (m *Model) trim() {
+	shrink(&m.TS)
+	shrink(&m.Size)
+	shrink(&m.Ptr)
+	shrink(&m.FreeTS)
+	shrink(&m.Thread)
+	shrink(&m.Stack)
+	shrink(&m.FreeThread)
+	shrink(&m.FreeStack)
+	shrink(&m.freeAt)
+	shrink(&m.allocAt)
+	shrink(&m.Op)
+	shrink(&m.FreeOp)
+	shrink(&m.frames.recs)
+	shrink(&m.stackFlat)
+	shrink(&m.stackOff)
+}
+
 // pos is allocation i's read position: the number of alloc lines read
 // before it.
 func (m *Model) pos(i uint32) uint32 {

@@ -12,11 +12,11 @@ func gcPercent() int {
 	return p
 }
 
-// Stream collects at readerGCPercent while it reads, restores the
+// Stream collects at ReaderGCPercent while it reads, restores the
 // setting after, and keeps a lower one the user chose.
 func TestStreamLowersGCPercentWhileReading(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	for _, c := range []struct{ before, during int }{{100, readerGCPercent}, {10, 10}, {-1, -1}} {
+	for _, c := range []struct{ before, during int }{{100, ReaderGCPercent}, {10, 10}, {-1, -1}} {
 		debug.SetGCPercent(c.before)
 		seen := -2
 		m := New()

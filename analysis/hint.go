@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 
@@ -30,13 +32,18 @@ func EmptyLogHint(name string, lines, events int64) string {
 // Sniff reads r until its first log line, or to its end when it has none,
 // and counts the lines read. memview checks a file with it before it opens
 // the screen: a file without a single log line gets one line and an exit
-// status, not an empty viewer. It only parses; it builds no model.
+// status, not an empty viewer. It only parses; it builds no model. An
+// input with no log line in its first MaxPrelude bytes is not read on:
+// ErrNotLog.
 func Sniff(r io.Reader) (Counts, error) {
 	var c Counts
-	sc := logfmt.NewScanner(r)
+	sc := logfmt.NewScanner(&preludeGuard{r: r})
 	var l logfmt.Line
 	for sc.Scan() {
 		c.Lines++
+		if sc.Bytes > MaxPrelude {
+			return c, ErrNotLog
+		}
 		err := l.Parse(sc.Line())
 		switch {
 		case err != nil:
@@ -57,8 +64,36 @@ func Sniff(r io.Reader) (Counts, error) {
 		return c, nil
 	}
 	c.Overlong = int64(sc.Overlong)
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, ErrNotLog) {
+		return c, err
+	} else if err != nil {
 		return c, fmt.Errorf("read the log: %w", err)
 	}
 	return c, nil
+}
+
+// Prelude reads r up to its first line that starts as a log line does,
+// and returns every byte it read (its caller reads them again, then the
+// rest of r): a viewer checks that an input which is not a file is a log
+// before it opens the screen. An input with no such line in its first
+// MaxPrelude bytes is refused with ErrNotLog; one that ends without it
+// returns what it sent, found false.
+func Prelude(r io.Reader) (read []byte, found bool, err error) {
+	var buf bytes.Buffer
+	g := &preludeGuard{r: io.TeeReader(r, &buf)}
+	sc := logfmt.NewScanner(g)
+	for sc.Scan() {
+		if logPrefixed(sc.Line()) {
+			return buf.Bytes(), true, nil
+		}
+		if sc.Bytes > MaxPrelude {
+			return nil, false, ErrNotLog
+		}
+	}
+	if err := sc.Err(); errors.Is(err, ErrNotLog) {
+		return nil, false, err
+	} else if err != nil {
+		return buf.Bytes(), false, fmt.Errorf("read the log: %w", err)
+	}
+	return buf.Bytes(), false, nil
 }

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -199,7 +200,16 @@ func isSpace(c byte) bool {
 // lazyFrame resolves a lazy frame record: the frame its text was seen as
 // before, or the line parsed now. ok is false for a line logfmt refuses.
 func (m *Model) lazyFrame(b *batch, r *rec) (id uint32, known, ok bool) {
-	if id, hit := m.rawFrames[string(b.text(r.c0, r.c1))]; hit {
+	raw := b.text(r.c0, r.c1)
+	if id, hit := m.rawFrames[string(raw)]; hit {
+		m.lazyHits++
+		return id, true, true
+	}
+	// The raw text is nearly always the frame's key itself (the text from
+	// its module on): then the frame table alone knows it, and rawFrames
+	// holds only the other texts, not every text twice.
+	if id, hit := m.frames.find(raw); hit {
+		m.lazyHits++
 		return id, true, true
 	}
 	var l logfmt.Line
@@ -230,13 +240,14 @@ func (m *Model) apply(b *batch) {
 			op := m.op(r.op, b.text(r.b0, r.b1))
 			if r.kind == logfmt.KindAlloc {
 				id := m.addAlloc(ti, op, r.ts, r.size, r.ptr)
-				if !m.SummaryOnly {
-					m.target, m.openFree = int64(id), false
-				}
+				// SummaryOnly keeps the stacks of allocations too: the
+				// built-in suppressions are decided by them.
+				m.target, m.openFree = int64(id), false
 			} else {
 				ref := m.addFree(ti, op, r.ts, r.size, r.hasSize, r.ptr)
-				if !m.SummaryOnly {
-					m.target, m.openFree = ref, ref >= 0
+				m.target, m.openFree = ref, ref >= 0
+				if m.SummaryOnly {
+					m.target, m.openFree = noTarget, false
 				}
 			}
 		case logfmt.KindFrame:
@@ -250,11 +261,10 @@ func (m *Model) apply(b *batch) {
 				}
 			}
 			m.Counts.Frames++
-			if m.SummaryOnly {
-				continue
-			}
 			if m.target == noTarget {
-				m.Counts.StrayFrames++
+				if !m.SummaryOnly { // a free's frames, which SummaryOnly drops
+					m.Counts.StrayFrames++
+				}
 				continue
 			}
 			if len(m.openFrames) >= logfmt.MaxFrames {
@@ -266,7 +276,7 @@ func (m *Model) apply(b *batch) {
 			}
 			if !known {
 				f = m.internFrame(b.text(r.c0, r.c1), b.text(r.a0, r.a1), b.text(r.b0, r.b1), r.size, r.ptr)
-				if r.lazy {
+				if r.lazy && (r.l0 != r.c0 || r.l1 != r.c1) {
 					m.rawFrames[string(b.text(r.l0, r.l1))] = f
 				}
 			}
@@ -313,10 +323,50 @@ type StreamOptions struct {
 	// SizeHint is the size of the log in bytes when known: the columns
 	// are reserved for it up front.
 	SizeHint int64
+	// FirstLine is called, on the reading goroutine, when the first line
+	// that starts as a log line is read: a caller that gave the input a
+	// deadline for it (a FIFO, a device) lifts it then.
+	FirstLine func()
 }
 
-// readerGCPercent is the collector's GOGC while a log is read (Stream).
-const readerGCPercent = 25
+// MaxPrelude bounds the text before a log's first log line: a log's
+// first line is its header, or memtrack's first event among a program's
+// output, and an input that sends this much text without one (yes |
+// memview -f -, some other program's output) is not a log.
+const MaxPrelude = 1 << 20
+
+// ErrNotLog ends the reading of an input that sent MaxPrelude bytes of
+// text without a log line.
+var ErrNotLog = fmt.Errorf("not a log: no memtrace or memtrack line in its first %d MB", MaxPrelude>>20)
+
+// preludeGuard ends an input that sends twice MaxPrelude bytes before its
+// first log line: one without a newline never gives the scanner a line to
+// look at. A log line that starts within MaxPrelude has been scanned by
+// then (the scanner reads ahead by less than MaxPrelude).
+type preludeGuard struct {
+	r    io.Reader
+	n    int64
+	seen bool
+}
+
+func (g *preludeGuard) Read(p []byte) (int, error) {
+	if !g.seen && g.n > 2*MaxPrelude {
+		return 0, ErrNotLog
+	}
+	n, err := g.r.Read(p)
+	g.n += int64(n)
+	return n, err
+}
+
+// logPrefixed reports whether line starts as a log line does: the
+// prelude's test, which the model's parser then makes exact.
+func logPrefixed(line []byte) bool {
+	return bytes.HasPrefix(line, []byte(logfmt.TrackPrefix)) || bytes.HasPrefix(line, []byte(logfmt.TracePrefix))
+}
+
+// ReaderGCPercent is the collector's GOGC while a log is read (Stream),
+// and while the report works on what was read.
+const ReaderGCPercent = 25
 
 // bytesPerAlloc is a low estimate of log bytes per allocation (its line,
 // its free's line, some frames), so that Reserve rarely falls short.
@@ -349,13 +399,14 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	// (memtrace report on 1.3M allocations: peak RSS 260 MB -> 186 MB,
 	// memview's loader 227 -> 181 MB, user CPU no higher). A lower GOGC
 	// the user set is kept.
-	if old := debug.SetGCPercent(readerGCPercent); old < readerGCPercent {
+	if old := debug.SetGCPercent(ReaderGCPercent); old < ReaderGCPercent {
 		debug.SetGCPercent(old)
 	} else {
 		defer debug.SetGCPercent(old)
 	}
 	waiter, follow := r.(Waiter)
-	sc := logfmt.NewScanner(r)
+	guard := &preludeGuard{r: r}
+	sc := logfmt.NewScanner(guard)
 	sc.Final = !follow
 
 	work := make(chan *batch, 2*w)
@@ -421,15 +472,28 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		if len(cur.ends) == 0 && !flush {
 			return
 		}
-		cur.seq, cur.flush, cur.lazy = seq, flush, !m.SummaryOnly
+		cur.seq, cur.flush, cur.lazy = seq, flush, true
 		seq++
 		work <- cur
 		cur = free.get()
 	}
 	var err error
+	var lines int64
 	stopped := false
+	logSeen := false
 	for {
 		for sc.Scan() {
+			if !logSeen {
+				if logPrefixed(sc.Line()) {
+					logSeen, guard.seen = true, true
+					if o.FirstLine != nil {
+						o.FirstLine()
+					}
+				} else if sc.Bytes > MaxPrelude {
+					err = ErrNotLog
+					break
+				}
+			}
 			cur.add(sc.Line())
 			if len(cur.data) >= batchBytes {
 				send(false)
@@ -441,6 +505,9 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		send(true)
 		if o.Progress != nil {
 			o.Progress.Store(sc.Bytes)
+		}
+		if err != nil {
+			break
 		}
 		if err = sc.Err(); err != nil {
 			break
@@ -477,6 +544,10 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		lock.Lock()
 		defer lock.Unlock()
 		m.Counts.Overlong = int64(sc.Overlong)
+		if err != nil {
+			m.InputCut = true
+		}
+		lines = m.Counts.Lines
 		if !stopped && bug.Load() == nil {
 			m.Finish()
 		}
@@ -485,7 +556,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	if o.OnBatch != nil {
 		o.OnBatch()
 	}
-	if m.columnBytes() >= 16*releaseBytes {
+	if m.columnBytes()+m.frames.size() >= 16*releaseBytes {
 		// The batches are garbage now: hand their memory back before
 		// the caller's own work on a large model (the report's passes)
 		// adds to it, at the GOGC restored above.
@@ -494,8 +565,14 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	if p := bug.Load(); p != nil {
 		return *p
 	}
-	if err != nil {
+	if errors.Is(err, ErrNotLog) {
+		return err
+	}
+	if err != nil && lines == 0 {
 		return fmt.Errorf("read the log: %w", err)
+	}
+	if err != nil {
+		return fmt.Errorf("read the log: stopped after line %d (byte %d of its text): %w", lines, sc.Bytes, err)
 	}
 	return nil
 }
@@ -516,6 +593,7 @@ func (m *Model) Finish() {
 		m.rematch()
 	}
 	m.markOverlaps()
+	m.trim()
 	m.Done = true
 	m.Version++
 }

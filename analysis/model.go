@@ -204,6 +204,10 @@ type Model struct {
 	// Ended is set when the log's [memtrace] summary line was read: the
 	// tracer wrote its last line, so a followed file will not grow.
 	Ended bool
+	// InputCut is set when the input stopped before its end: a read
+	// error, a compressed stream cut short or damaged (Stream's error
+	// says why and where); the lines before it are in the model.
+	InputCut bool
 
 	MinTS, MaxTS uint64
 	// Done is set once the end of the log was read: from then on every
@@ -213,8 +217,11 @@ type Model struct {
 	// per-thread buffers); Finish then re-matches by time.
 	OutOfOrder bool
 
-	// SummaryOnly keeps per-thread totals and leaks but not the events:
-	// allocation ids are recycled when freed. For --dump-threads.
+	// SummaryOnly keeps per-thread totals, leaks and the stacks of live
+	// blocks (for the suppressions) but not the events: allocation ids
+	// are recycled when freed. For --dump-threads. Overlaps that prove
+	// lost frees (Finish's markOverlaps) need every event: a log with
+	// lost records is read whole.
 	SummaryOnly bool
 	freeSlots   []uint32
 	ordered     bool // a memtrace header came first: lines are in time order
@@ -239,11 +246,10 @@ type Model struct {
 	opNames   []string
 	opIdx     map[string]uint8
 
-	frames     []Frame
-	frameIdx   map[string]uint32
-	rawFrames  map[string]uint32 // a frame line's text after its index → its frame
+	frames     frameStore        // frames.go
+	rawFrames  map[string]uint32 // a frame line's text after its index → its frame, where it is not the frame's key
 	frameAddr  map[uint64]uint32
-	modIdx     map[string]string
+	lazyHits   int64    // lazy frame lines resolved without parsing (a test's witness)
 	stackFlat  []uint32 // frames of all stacks, back to back
 	stackOff   []uint32 // stack id → start in stackFlat; len(stackOff) = stacks+1
 	stackIdx   map[string]uint32
@@ -275,10 +281,9 @@ func New() *Model {
 		procIdx:   map[int64]int32{},
 		defProc:   -1,
 		opIdx:     map[string]uint8{},
-		frameIdx:  map[string]uint32{},
+		frames:    newFrameStore(),
 		rawFrames: map[string]uint32{},
 		frameAddr: map[uint64]uint32{},
-		modIdx:    map[string]string{},
 		stackIdx:  map[string]uint32{"": 0},
 		stackOff:  []uint32{0, 0},
 		target:    noTarget,
@@ -434,13 +439,13 @@ func (m *Model) Frames(s uint32) []uint32 {
 }
 
 // Frame returns interned frame f.
-func (m *Model) Frame(f uint32) *Frame { return &m.frames[f] }
+func (m *Model) Frame(f uint32) Frame { return m.frames.frame(f) }
 
 // NumStacks is the number of distinct stacks, the empty one (id 0) included.
 func (m *Model) NumStacks() int { return len(m.stackOff) - 1 }
 
 // NumFrames is the number of distinct frames.
-func (m *Model) NumFrames() int { return len(m.frames) }
+func (m *Model) NumFrames() int { return len(m.frames.recs) }
 
 // LiveAt is what allocation i contributes to live memory at time t.
 func (m *Model) LiveAt(i uint32, t uint64) bool {

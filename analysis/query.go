@@ -215,27 +215,33 @@ func (f *filter) run(src []uint32, desc bool, dst []uint32) []uint32 {
 // FrameName is frame f's symbol for display: demangled by m.Demangle when
 // set, else as written; module(+offset) when the frame has no symbol.
 func (m *Model) FrameName(f uint32) string {
-	for len(m.frameNames) < len(m.frames) {
+	for len(m.frameNames) < m.NumFrames() {
 		m.frameNames = append(m.frameNames, "")
 		m.frameNamed = append(m.frameNamed, false)
 	}
 	if m.frameNamed[f] {
 		return m.frameNames[f]
 	}
-	fr := &m.frames[f]
-	var s string
-	switch {
-	case fr.Symbol != "" && m.Demangle != nil:
-		s = m.Demangle(fr.Symbol)
-	case fr.Symbol != "":
-		s = fr.Symbol
-	case fr.Module != "":
-		s = path.Base(fr.Module) + "+0x" + strconv.FormatUint(fr.Offset, 16)
-	default:
-		s = "0x" + strconv.FormatUint(fr.Addr, 16)
-	}
+	s := m.FrameNameOnce(f)
 	m.frameNames[f], m.frameNamed[f] = s, true
 	return s
+}
+
+// FrameNameOnce is FrameName without remembering it (nor using what was):
+// for a caller that keeps the names it needs, on a model of many frames
+// whose names it will not all ask for (the report, which would otherwise
+// hold a slot per frame).
+func (m *Model) FrameNameOnce(f uint32) string {
+	fr := m.Frame(f)
+	switch {
+	case fr.Symbol != "" && m.Demangle != nil:
+		return m.Demangle(fr.Symbol)
+	case fr.Symbol != "":
+		return fr.Symbol
+	case fr.Module != "":
+		return path.Base(fr.Module) + "+0x" + strconv.FormatUint(fr.Offset, 16)
+	}
+	return "0x" + strconv.FormatUint(fr.Addr, 16)
 }
 
 type searchMatch struct {
@@ -296,9 +302,9 @@ func (m *Model) matcher(q string) *searchMatch {
 		return nil
 	}
 	s := &searchMatch{stacks: make([]bool, m.NumStacks()), threads: make([]bool, len(m.Threads))}
-	fm := make([]bool, len(m.frames))
-	for f := range m.frames {
-		fr := &m.frames[f]
+	fm := make([]bool, m.NumFrames())
+	for f := range fm {
+		fr := m.Frame(uint32(f))
 		fm[f] = containsFold(m.FrameName(uint32(f)), q) || containsFold(fr.Symbol, q) || containsFold(fr.Module, q)
 	}
 	for st := 1; st < m.NumStacks(); st++ {

@@ -1,8 +1,6 @@
 package analysis
 
-import (
-	"encoding/binary"
-)
+import "encoding/binary"
 
 // internFrame returns the id of a frame, keyed by its raw text (module,
 // symbol, offset and address as written), so that a known frame costs one
@@ -12,23 +10,14 @@ func (m *Model) internFrame(key, module, symbol []byte, off, addr uint64) uint32
 		if id, ok := m.frameAddr[addr]; ok {
 			return id
 		}
-		m.frames = append(m.frames, Frame{Addr: addr})
-		id := uint32(len(m.frames) - 1)
+		id := m.frames.addAddr(addr)
 		m.frameAddr[addr] = id
 		return id
 	}
-	if id, ok := m.frameIdx[string(key)]; ok {
+	if id, ok := m.frames.find(key); ok {
 		return id
 	}
-	mod, ok := m.modIdx[string(module)]
-	if !ok {
-		mod = string(module)
-		m.modIdx[mod] = mod
-	}
-	m.frames = append(m.frames, Frame{Module: mod, Symbol: string(symbol), Offset: off, Addr: addr})
-	id := uint32(len(m.frames) - 1)
-	m.frameIdx[string(key)] = id
-	return id
+	return m.frames.add(key, module, symbol, off, addr)
 }
 
 // internStack returns the id of a sequence of frames; 0 is the empty stack.

@@ -109,7 +109,7 @@ func (m *Model) StackString(s uint32) string {
 		if k > 0 {
 			b.WriteByte('\n')
 		}
-		fr := &m.frames[f]
+		fr := m.Frame(f)
 		b.WriteString(fr.Module)
 		b.WriteByte('(')
 		b.WriteString(fr.Symbol)

@@ -31,7 +31,7 @@ func TestStillAllocated(t *testing.T) {
 	}{
 		{"both detached", [][]byte{header, attach(5), attach(6), thread(5), thread(6), alloc(5, 0x100), alloc(6, 0x200), summary}, true, true},
 		{"one exited", [][]byte{header, attach(5), attach(6), thread(5), thread(6), alloc(5, 0x100), alloc(6, 0x200), exit, summary}, false, true},
-		{"started, cut short", [][]byte{header, thread(5), alloc(5, 0x100)}, false, false},
+		{"started, cut short", [][]byte{header, thread(5), alloc(5, 0x100)}, true, true},
 		{"started, interrupted", [][]byte{header, thread(5), alloc(5, 0x100), summary}, true, true},
 	} {
 		m := New()

@@ -170,6 +170,36 @@ func (m *Model) SuppressedLeaks(sups []*Suppression) (n int64, bytes uint64) {
 	return n, bytes
 }
 
+// ThreadSuppressedLeaks is SuppressedLeaks per thread, indexed as
+// m.Threads: the per-thread table takes them out of each thread's leaks,
+// as the report takes them out of its total.
+func (m *Model) ThreadSuppressedLeaks(sups []*Suppression) (n []int64, bytes []uint64) {
+	n, bytes = make([]int64, len(m.Threads)), make([]uint64, len(m.Threads))
+	if len(sups) == 0 {
+		return n, bytes
+	}
+	byStack := map[uint32]bool{}
+	var fr []SuppFrame
+	for i := range m.TS {
+		id := uint32(i)
+		st := m.Stack[id]
+		if st == 0 || m.Status(id) != StatusLeak {
+			continue
+		}
+		sup, ok := byStack[st]
+		if !ok {
+			sup, fr = m.stackSuppressed(sups, st, fr[:0])
+			byStack[st] = sup
+		}
+		if sup {
+			t := m.Thread[id]
+			n[t]++
+			bytes[t] = satAdd(bytes[t], m.Size[id])
+		}
+	}
+	return n, bytes
+}
+
 // StackSuppressed reports whether sups suppress a leak with stack st:
 // memview drops such blocks from its Leaks filter, as the report does
 // (callers cache the answer by stack; it demangles every frame).

@@ -67,7 +67,7 @@ func ClosingLines(f report.Figures, path string) string {
 	fmt.Fprintf(&b, "\tcalls to allocation functions: %d\n", f.Calls)
 	fmt.Fprintf(&b, "\tpeak heap memory consumption: %s\n", units.Bytes(f.PeakBytes))
 	if f.StillAllocated {
-		fmt.Fprintf(&b, "\tstill allocated at detach: %s (%d blocks)\n", units.Bytes(f.LeakedBytes), f.Leaks)
+		fmt.Fprintf(&b, "\t%s: %s (%d blocks)\n", f.LiveWords, units.Bytes(f.LeakedBytes), f.Leaks)
 	} else {
 		fmt.Fprintf(&b, "\ttotal memory leaked: %s (%d leaks)\n", units.Bytes(f.LeakedBytes), f.Leaks)
 	}
@@ -75,6 +75,9 @@ func ClosingLines(f report.Figures, path string) string {
 		fmt.Fprintf(&b, "\tsuppressed leaks: %d (system libraries' own)\n", f.Suppressed)
 	}
 	fmt.Fprintf(&b, "\tlost events: %d\n", f.Lost)
+	if f.Caveat != "" {
+		fmt.Fprintf(&b, "\t(%s)\n", f.Caveat)
+	}
 	q := shellQuote(path)
 	fmt.Fprintf(&b, "memtrace finished: the log is %s; to investigate it run:\n  memview %s\n  memtrace report %s", path, q, q)
 	return b.String()

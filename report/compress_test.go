@@ -73,11 +73,14 @@ func TestCompressedLogs(t *testing.T) {
 			cut := filepath.Join(dir, "cut.log")
 			os.WriteFile(cut, first.Bytes(), 0o644)
 			out, errs, code = runMain(t, cut, "--json", filepath.Join(dir, "jc"))
-			if code != 0 || errs != "" {
-				t.Fatalf("cut: exit %d, stderr %q", code, errs)
+			// What came before the cut is reported, then the cut said
+			// with where it is, and exit 1.
+			if code != 1 || !strings.Contains(errs, "ends early") || !strings.Contains(errs, "at byte ") || strings.Count(errs, "\n") != 1 {
+				t.Fatalf("cut: exit %d, stderr %q; want 1 and one line saying where the log ends early", code, errs)
 			}
-			mustContain(t, out, "the compressed log ends early", "calls to allocation functions: ")
-			if j, _ := os.ReadFile(filepath.Join(dir, "jc")); !bytes.Contains(j, []byte(`"truncated_gzipped_logs": 1`)) {
+			mustContain(t, out, "READ STOPPED: cut.log: read the log: stopped after line ", "the compressed log ends early", "calls to allocation functions: ",
+				"live at the cut: ")
+			if j, _ := os.ReadFile(filepath.Join(dir, "jc")); !bytes.Contains(j, []byte(`"truncated_gzipped_logs": 1`)) || !bytes.Contains(j, []byte(`"live_at_cut": true`)) {
 				t.Errorf("the JSON of a cut %v log does not count it: %s", k, j)
 			}
 
@@ -88,10 +91,12 @@ func TestCompressedLogs(t *testing.T) {
 			}
 			badp := filepath.Join(dir, "bad.log")
 			os.WriteFile(badp, bad, 0o644)
-			_, errs, code = runMain(t, badp)
-			if code != 1 || !strings.Contains(errs, "damaged") || strings.Count(errs, "\n") != 1 {
-				t.Errorf("damaged: exit %d, stderr %q; want 1 and one line saying damaged", code, errs)
+			out, errs, code = runMain(t, badp)
+			if code != 1 || !strings.Contains(errs, "damaged") || !strings.Contains(errs, "at byte ") || strings.Count(errs, "\n") != 1 {
+				t.Errorf("damaged: exit %d, stderr %q; want 1 and one line saying damaged, and where", code, errs)
 			}
+			// What came before the damage is reported.
+			mustContain(t, out, "READ STOPPED: bad.log: ", "calls to allocation functions: ")
 		})
 	}
 	t.Run("xz", func(t *testing.T) {

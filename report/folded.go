@@ -43,12 +43,13 @@ func frameText(s string) string {
 
 // foldedFrames is a site's stack, outermost first, as folded fields.
 func foldedFrames(s *site) []string {
-	if len(s.frames) == 0 {
-		return []string{"[no stack]", frameText(s.op)}
+	frames := s.frTemp()
+	if len(frames) == 0 {
+		return []string{"[no stack]", frameText(s.r().op)}
 	}
-	out := make([]string, len(s.frames))
-	for k := range s.frames {
-		out[len(s.frames)-1-k] = frameText(s.frames[k].name)
+	out := make([]string, len(frames))
+	for k := range frames {
+		out[len(frames)-1-k] = frameText(frames[k].name)
 	}
 	return out
 }

@@ -56,8 +56,8 @@ var costTitles = map[string]string{
 // costTitle is costTitles[name], in the report's words for a run let go
 // running: its live blocks are still allocated at detach, not leaked.
 func (r *report) costTitle(name string) string {
-	if name == "leaked" && r.all.alive {
-		return "bytes still allocated at detach"
+	if lt, ok := liveTexts[r.all.live]; ok && name == "leaked" {
+		return "bytes " + lt.summary
 	}
 	return costTitles[name]
 }
@@ -65,8 +65,8 @@ func (r *report) costTitle(name string) string {
 // leakedWord is the rankings' and trees' "leaked" column, "still
 // allocated" for a run let go running.
 func (r *report) leakedWord() string {
-	if r.all.alive {
-		return "still allocated"
+	if lt, ok := liveTexts[r.all.live]; ok {
+		return lt.word
 	}
 	return "leaked"
 }
@@ -112,8 +112,8 @@ func (r *report) htmlSummary(w io.Writer) {
 		peak += " after " + secs(s.peakTS)
 	}
 	row("peak heap memory consumption", esc(peak))
-	if s.alive {
-		row("still allocated at detach", esc(fmt.Sprintf("%s (%d blocks; not leaks: the process had not exited)", units.Bytes(t.LeakedBytes), t.Leaks)))
+	if lt, ok := liveTexts[s.live]; ok {
+		row(lt.summary, esc(fmt.Sprintf("%s (%d blocks; %s)", units.Bytes(t.LeakedBytes), t.Leaks, lt.why)))
 	} else {
 		row("total memory leaked", esc(fmt.Sprintf("%s (%d leaks)", units.Bytes(t.LeakedBytes), t.Leaks)))
 	}
@@ -161,8 +161,8 @@ func (r *report) htmlSummary(w io.Writer) {
 		fmt.Fprintln(w, `<table class="grid"><tr><th>process</th><th>run</th><th>calls</th><th>temporary</th><th>peak</th><th>leaked</th><th>leaks</th><th>fd leaks</th><th>runtime</th></tr>`)
 		for _, p := range r.secs {
 			leaked := units.Bytes(p.total.LeakedBytes)
-			if p.alive && p.total.Leaks > 0 {
-				leaked += " (still allocated)"
+			if lt, ok := liveTexts[p.live]; ok && p.total.Leaks > 0 {
+				leaked += " (" + lt.word + ")"
 			}
 			fmt.Fprintf(w, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td></tr>\n", esc(p.title), esc(p.end), p.total.Calls, p.total.Temporary,
 				units.Bytes(p.total.PeakBytes), esc(leaked), p.total.Leaks, len(p.fdLeaks), secs(p.runtime))
@@ -374,7 +374,7 @@ func (r *report) htmlFlames(w io.Writer) {
 }
 
 func (r *report) htmlStack(w io.Writer, st *site) {
-	if len(st.frames) == 0 {
+	if len(st.fr()) == 0 {
 		fmt.Fprintf(w, "<code>%s</code>%s", esc(st.label()), esc(r.noStackHint()))
 		return
 	}
@@ -403,6 +403,10 @@ func (r *report) htmlStack(w io.Writer, st *site) {
 
 // htmlStillTitle replaces "Memory leaks" for a run let go running.
 const htmlStillTitle = "Still allocated at detach (the process had not exited: blocks live when tracing stopped, not leaks)"
+
+// htmlCutTitle replaces "Memory leaks" for a log that ends before its
+// process did.
+const htmlCutTitle = "Live at the cut (the log ends before the process did: blocks live where it stops, not leaks)"
 
 var htmlRankTitles = [numMetrics]string{
 	byCalls:     "Most calls to allocation functions",
@@ -440,8 +444,8 @@ func (r *report) htmlRankings(w io.Writer) {
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
 			title := htmlRankTitles[mt]
-			if mt == byLeaks && r.all.alive {
-				title = htmlStillTitle
+			if lt, ok := liveTexts[r.all.live]; ok && mt == byLeaks {
+				title = lt.htmlTitle
 			}
 			fmt.Fprintf(w, "<h3 id=\"rank-%d\">%s</h3>\n", mt, esc(title))
 			r.htmlTable(w, es, mt, false)

@@ -216,12 +216,13 @@ func (r *report) siteSeriesOf(secs []*section, sites []int32, times []uint64) []
 // ("alloc ← caller ← its caller"): sites that share their allocating
 // function differ in their callers.
 func siteCallers(st *site, n int) string {
-	if len(st.frames) == 0 {
+	frames := st.fr()
+	if len(frames) == 0 {
 		return st.label()
 	}
 	names := make([]string, 0, n)
-	for k := range st.frames[:min(n, len(st.frames))] {
-		names = append(names, st.frames[k].name)
+	for k := range frames[:min(n, len(frames))] {
+		names = append(names, frames[k].name)
 	}
 	return strings.Join(names, " ← ")
 }
@@ -232,7 +233,7 @@ func siteCallers(st *site, n int) string {
 func distinctLabels(sts []*site) []string {
 	out := make([]string, len(sts))
 	for k, st := range sts {
-		if len(st.frames) == 0 {
+		if len(st.fr()) == 0 {
 			out[k] = st.label()
 			continue
 		}
@@ -242,7 +243,7 @@ func distinctLabels(sts []*site) []string {
 				continue
 			}
 			n := 0
-			for n < len(st.frames) && n < len(o.frames) && st.frames[n].name == o.frames[n].name {
+			for n < len(st.frames) && n < len(o.fr()) && st.frames[n].name == o.frames[n].name {
 				n++
 			}
 			d = max(d, n)

@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"github.com/memtrace/memtrace/analysis"
 	"io"
 )
 
@@ -109,10 +110,12 @@ type jsonSummary struct {
 	TruncatedGzipped int           `json:"truncated_gzipped_logs,omitempty"`
 	FDLeaks          int           `json:"fd_leaks"`
 	TruncatedStacks  jsonTruncated `json:"truncated_stacks"`
-	SkippedFrames    int64         `json:"skipped_frames"`     // frame lines past 127 after one event
-	Untraced         []string      `json:"untraced_processes"` // processes the tracer could not probe, one line per log
-	RunEnd           string        `json:"run_end,omitempty"`  // how the process's run ended: "exited with status 0", "killed by SIGSEGV", "detached", "interrupted"
-	StillAllocated   bool          `json:"still_allocated"`    // not exited when the log ended: leaks are blocks still allocated at detach
+	SkippedFrames    int64         `json:"skipped_frames"`         // frame lines past 127 after one event
+	Untraced         []string      `json:"untraced_processes"`     // processes the tracer could not probe, one line per log
+	RunEnd           string        `json:"run_end,omitempty"`      // how the process's run ended: "exited with status 0", "killed by SIGSEGV", "detached", "interrupted"
+	StillAllocated   bool          `json:"still_allocated"`        // leaks and leaked_bytes are not leaks: blocks still allocated at detach, or (live_at_cut) live at the cut
+	LiveAtCut        bool          `json:"live_at_cut"`            // the log ends before the process did: leaks are blocks live at the cut
+	ReadStopped      []string      `json:"read_stopped,omitempty"` // why a log's reading stopped before its end, and where: the figures cover what came before
 }
 
 type jsonProcess struct {
@@ -176,7 +179,7 @@ func (r *report) jsonSummaryOf(s *section) jsonSummary {
 		TruncatedGzipped: s.truncated, FDLeaks: len(s.fdLeaks),
 		UnknownBlocks: t.Unknown, UnknownBytes: int64(t.UnknownBytes), LeaksOverstated: s.logLost() > 0 && t.Leaks > 0,
 		SkippedFrames: s.skippedFrames, Untraced: append([]string{}, s.untraced...), TruncatedStacks: jsonTruncated{Reasons: []jsonTruncReason{}},
-		RunEnd: s.end, StillAllocated: s.alive,
+		RunEnd: s.end, StillAllocated: s.alive, LiveAtCut: s.alive && s.live == analysis.LiveCut, ReadStopped: s.stopped,
 	}
 	for _, tr := range s.truncs {
 		j.TruncatedStacks.Stacks += tr.Stacks
@@ -192,7 +195,7 @@ func (r *report) jsonSummaryOf(s *section) jsonSummary {
 }
 
 func (r *report) jsonStack(st *site) (string, []jsonFrame) {
-	frames := make([]jsonFrame, 0, len(st.frames))
+	frames := make([]jsonFrame, 0, len(st.fr()))
 	for k := range st.frames {
 		f := &st.frames[k]
 		r.resolve(f)
@@ -208,7 +211,7 @@ func (r *report) jsonStack(st *site) (string, []jsonFrame) {
 		}
 		frames = append(frames, jf)
 	}
-	return st.op, frames
+	return st.r().op, frames
 }
 
 func (r *report) jsonRankingsOf(s *section) jsonRankings[jsonEntry] {
@@ -222,7 +225,7 @@ func (r *report) jsonRankingsOf(s *section) jsonRankings[jsonEntry] {
 		for _, e := range rank(r.t, es, mt, r.opt.limit) {
 			st := r.t.sites[e.site]
 			op, stack := r.jsonStack(st)
-			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f), Op: op, Stack: stack, Truncated: st.trunc})
+			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f), Op: op, Stack: stack, Truncated: st.r().trunc})
 		}
 		out.set(mt, list)
 	}
@@ -282,7 +285,7 @@ func (r *report) writeJSON(w io.Writer) error {
 				st := r.t.sites[e.site]
 				op, stack := r.jsonStack(st)
 				list = append(list, jsonDiffEntry{Delta: jsonFigsOf(e.f), After: jsonFigsOf(figsOf(r.all.bySite[e.site])),
-					Before: jsonFigsOf(figsOf(r.base.bySite[e.site])), Op: op, Stack: stack, Truncated: st.trunc})
+					Before: jsonFigsOf(figsOf(r.base.bySite[e.site])), Op: op, Stack: stack, Truncated: st.r().trunc})
 			}
 			d.Rankings.set(mt, list)
 		}

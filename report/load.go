@@ -26,6 +26,10 @@ type loaded struct {
 	sites *modelSites // its stacks' sites
 	// truncated: a compressed log whose stream was cut short.
 	truncated bool
+	// stop is why the log's reading stopped before its end (a cut or
+	// damaged compressed stream, a read error): the model holds what came
+	// before, the report shows it and exits 1.
+	stop error
 }
 
 // loadLog reads one log to its end. A truncated or garbled log is not an
@@ -35,32 +39,33 @@ type loaded struct {
 func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 	var r io.Reader
 	var size int64
+	var firstLine func()
+	device := false // a FIFO or device: it must send a log line
 	name := path
 	if path == "-" {
 		r, name = os.Stdin, "stdin"
 	} else {
-		f, err := asuser.Open(path)
+		f, err := logio.OpenPath(path, asuser.OpenFile)
 		if err != nil {
-			return nil, fmt.Errorf("open the log: %w", err)
+			return nil, err
 		}
 		defer f.Close()
 		st, err := f.Stat()
 		if err != nil {
 			return nil, fmt.Errorf("open the log: %w", err)
 		}
-		if st.IsDir() {
-			return nil, fmt.Errorf("open the log: %s is a directory, give a log file", path)
-		}
 		if st.Mode().IsRegular() {
 			size = st.Size()
 		}
+		firstLine = logio.AwaitFirstLine(f, st)
+		device = !st.Mode().IsRegular()
 		r = f
 	}
 	// A compressed log (memtrace -o run.log.zst, or gzip run.log) is read
 	// as is, decompressed as it streams.
 	lr, err := logio.Open(r)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, logio.NoLogLine(err))
 	}
 	defer lr.Close()
 	kind, _ := lr.Kind()
@@ -81,7 +86,7 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 	}
 	m := analysis.New()
 	m.Demangle = symbols.Demangle
-	opts := analysis.StreamOptions{SizeHint: size}
+	opts := analysis.StreamOptions{SizeHint: size, FirstLine: firstLine}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	if progress != nil {
@@ -106,13 +111,21 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 	close(done)
 	wg.Wait()
 	l := &loaded{path: path, name: displayName(name), m: m}
+	if (err != nil || device) && (errors.Is(err, analysis.ErrNotLog) || !m.Counts.HasLogLine()) {
+		// Not a log, or nothing of one came before the reading stopped
+		// (a FIFO that sent nothing in time): one line, no report.
+		if err == nil {
+			err = logio.ErrNoLogLine
+		}
+		return nil, fmt.Errorf("read %s: %w", path, logio.NoLogLine(err))
+	}
 	if errors.Is(err, logio.ErrTruncated) {
 		// A cut compressed stream (a killed memtrace -o FILE.zst) ends
 		// the log like a truncated file, and the report says so.
-		err, l.truncated = nil, true
+		l.truncated = true
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		l.stop = err
 	}
 	l.costs = m.ReportCosts()
 	return l, nil

@@ -164,13 +164,14 @@ func (r *report) massifTree(secs []*section, ts uint64, atPeak bool) *massifNode
 		st := r.t.sites[id]
 		root.bytes += b
 		n := root
-		if len(st.frames) == 0 {
+		frames := st.frTemp()
+		if len(frames) == 0 {
 			n = n.kid("0x0: " + st.label())
 			n.bytes += b
 			continue
 		}
-		for k := range st.frames {
-			n = n.kid(r.massifText(&st.frames[k]))
+		for k := range frames {
+			n = n.kid(r.massifText(&frames[k]))
 			n.bytes += b
 		}
 	}

@@ -2,9 +2,12 @@ package report
 
 import (
 	"bufio"
+	"runtime/debug"
+
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/memtrace/memtrace/analysis"
 	"io"
 	"strconv"
 	"strings"
@@ -304,6 +307,7 @@ type report struct {
 func (r *report) multi() bool { return len(r.secs) > 1 }
 
 func run(o *options, stdout, stderr io.Writer) error {
+	defer lowGC()()
 	r, err := build(o, stderr)
 	if r != nil && r.cache != nil {
 		defer r.cache.Close()
@@ -311,7 +315,34 @@ func run(o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return r.write(stdout)
+	if err := r.write(stdout); err != nil {
+		return err
+	}
+	return r.stopErr()
+}
+
+// lowGC keeps the collector at the model's reading GOGC
+// (analysis.ReaderGCPercent) for the report's passes as well, a lower one
+// the user set kept, and returns what restores the old one. The passes
+// over a large model build site tables of strings that are garbage soon
+// after: at GOGC 100 the heap stood at twice the live data.
+func lowGC() func() {
+	old := debug.SetGCPercent(analysis.ReaderGCPercent)
+	if old < analysis.ReaderGCPercent {
+		debug.SetGCPercent(old)
+	}
+	return func() { debug.SetGCPercent(old) }
+}
+
+// stopErr is the error of the first log whose reading stopped before its
+// end, once the report of what came before it is written: exit status 1.
+func (r *report) stopErr() error {
+	for _, l := range append(append([]*loaded(nil), r.logs...), r.bases...) {
+		if l.stop != nil {
+			return fmt.Errorf("read %s: %w; the report covers what was read before", l.path, l.stop)
+		}
+	}
+	return nil
 }
 
 // build reads the logs and computes every section; the caller closes
@@ -344,6 +375,14 @@ func build(o *options, stderr io.Writer) (*report, error) {
 			}
 			logs = append(logs, l)
 			secs = append(secs, sectionsOf(l, r.t, o.pids, o.filterFn)...)
+			if o.pprof == "" {
+				// Only the pprof export reads the costs by stack again
+				// once the sections have them by site: a log of many
+				// distinct stacks need not hold both.
+				for i := range l.costs.Procs {
+					l.costs.Procs[i].Stacks = nil
+				}
+			}
 		}
 		return logs, secs, nil
 	}

@@ -47,6 +47,17 @@ func (l *lb) free(tid int64, name string, ts, size, ptr uint64) *lb {
 	return l
 }
 
+// ended closes a memtrace log as the tracer does when its processes
+// exit: their exit lines and the summary. A memtrace log without the
+// summary was cut short, and its blocks are live at the cut, not leaks.
+func (l *lb) ended(ts uint64, pids ...int64) *lb {
+	for _, p := range pids {
+		l.b = logfmt.AppendProc(l.b, logfmt.Proc{Event: logfmt.ProcExit, PID: p, TS: ts, HasStatus: true})
+	}
+	l.b = logfmt.AppendSummary(l.b, logfmt.Summary{})
+	return l
+}
+
 func (l *lb) exit(tid int64, name string, ts uint64) *lb {
 	l.b = logfmt.AppendExit(l.b, tid, name, ts, 0)
 	return l
@@ -76,6 +87,7 @@ func knownLog() []byte {
 	l.free(1, "app", 19, 5000, 0x300)
 	l.alloc(2, "worker", "malloc", 20, 10, 0x400)
 	l.exit(2, "worker", 21)
+	l.ended(21, 100)
 	return l.b
 }
 
@@ -204,6 +216,7 @@ func baseLog() []byte {
 	l.alloc(1, "app", "new", 14, 1000, 0x200, stackB...)
 	l.alloc(1, "app", "malloc", 15, 64, 0x500, fr{"old_path", 1}, fr{"main", 2})
 	l.free(1, "app", 16, 64, 0x500)
+	l.ended(16, 90)
 	return l.b
 }
 
@@ -313,6 +326,7 @@ func TestManyProcesses(t *testing.T) {
 	l.alloc(2, "child", "malloc", 6, 300, 0x10, stackA...) // same address, other process
 	l.free(2, "child", 7, 300, 0x10)
 	l.alloc(1, "parent", "new", 8, 1000, 0x20, stackB...)
+	l.ended(9, 1, 2)
 	forked := writeFile(t, "forked.log", l.b)
 	known := writeFile(t, "known.log", knownLog())
 	out, _, code := runMain(t, forked, known, "--json", filepath.Join(t.TempDir(), "r.json"))
@@ -362,12 +376,12 @@ func TestBadInput(t *testing.T) {
 		want       string
 	}{
 		{"empty", "", 0, "empty.log is empty: no allocation to report"},
-		{"garbage", "hello\nworld\n\x00\x01\x02 binary\n[memtrack] tid=zz (x) malloc ts=?\n", 0, "none of them an allocation or free"},
-		{"truncated", string(known[:len(known)*2/3]), 0, "calls to allocation functions: "},
-		{"cut mid-line", string(known[:len(known)-7]), 0, "total memory leaked"},
+		{"garbage", "hello\nworld\n\x01\x02 binary\n[memtrack] tid=zz (x) malloc ts=?\n", 0, "none of them an allocation or free"},
+		{"truncated", string(known[:len(known)*2/3]), 0, "LIVE AT THE CUT (the log ends before the process did"},
+		{"cut mid-line", string(known[:len(known)-7]), 0, "total memory leaked: 2.01K (3 leaks)"},
 		{"frees only", string(logfmt.AppendFree(nil, 1, "a", "free", 1, 8, 0x10)), 0, "frees of blocks not seen allocated (made before tracing started, or lost): 1"},
 		{"gzipped", gz.String(), 0, "total memory leaked: 2.01K (3 leaks)"},
-		{"gzip cut", gz.String()[:gz.Len()/2], 0, "the compressed log ends early"},
+		{"gzip cut", gz.String()[:gz.Len()/2], 1, "the compressed log ends early"},
 		{"lost", string(append(append([]byte{}, known...), logfmt.AppendMeta(nil, logfmt.WordLost, logfmt.KV{Key: "count", Value: "5"}, logfmt.KV{Key: "total", Value: "5"})...)), 0, "LOST EVENTS: 5"},
 	}
 	for _, c := range cases {

@@ -19,26 +19,78 @@ import (
 // the offset counts too. A frame without a symbol is module+offset, or its
 // address. Allocations without frames are one site per op.
 type site struct {
-	key    string
-	frames []frameInfo // innermost first: frames[0] called the allocation function
-	op     string      // the op, for a site without frames
-	trunc  []string    // why its stacks were cut short (analysis.Model.StackTruncation), sorted; none: whole
+	key string
+	// frames, innermost first (frames[0] called the allocation function),
+	// are built from the first stack met with the site (ms, stack) when
+	// first asked for (fr): a log of many distinct frames has many sites,
+	// of which the rankings show a few, and building every site's frames
+	// up front was the largest part of the report's own memory.
+	frames []frameInfo
+	ms     *modelSites
+	stack  uint32
+	*siteRare
+}
+
+// siteRare is what few sites have, apart so that the many do not pay
+// for it (a site fits a smaller size class).
+type siteRare struct {
+	mixed []bool   // merged frames at different offsets, by frame; nil: none
+	op    string   // the op, for a site without frames
+	trunc []string // why its stacks were cut short (analysis.Model.StackTruncation), sorted; none: whole
+}
+
+var noRare siteRare
+
+// rare is the site's siteRare, made when first written.
+func (s *site) rare() *siteRare {
+	if s.siteRare == nil {
+		s.siteRare = &siteRare{}
+	}
+	return s.siteRare
+}
+
+// r is the site's siteRare to read: empty when it has none.
+func (s *site) r() *siteRare {
+	if s.siteRare == nil {
+		return &noRare
+	}
+	return s.siteRare
+}
+
+// fr is the site's frames, built at the first call and kept: for what is
+// shown (rankings, JSON, the HTML's tables).
+func (s *site) fr() []frameInfo {
+	if s.frames == nil && s.ms != nil {
+		s.frames = s.ms.build(s.stack, s.r().mixed)
+	}
+	return s.frames
+}
+
+// frTemp is the site's frames without keeping what it built: for the walks
+// over every site (suppressions, folded stacks, massif, flame graphs),
+// whose frames would otherwise all stay in memory at once.
+func (s *site) frTemp() []frameInfo {
+	if s.frames != nil || s.ms == nil {
+		return s.frames
+	}
+	return s.ms.build(s.stack, s.r().mixed)
 }
 
 // addTrunc notes that one of the site's stacks was cut for reason r.
 func (s *site) addTrunc(r string) {
-	if i, found := slices.BinarySearch(s.trunc, r); !found {
-		s.trunc = slices.Insert(s.trunc, i, r)
+	if i, found := slices.BinarySearch(s.r().trunc, r); !found {
+		x := s.rare()
+		x.trunc = slices.Insert(x.trunc, i, r)
 	}
 }
 
 // truncMark is the marker a ranking puts after a site's stack when it was
 // cut short: "[truncated: fp]" ("" for a whole stack).
 func (s *site) truncMark() string {
-	if len(s.trunc) == 0 {
+	if len(s.r().trunc) == 0 {
 		return ""
 	}
-	return "[truncated: " + strings.Join(s.trunc, ", ") + "]"
+	return "[truncated: " + strings.Join(s.r().trunc, ", ") + "]"
 }
 
 // frameInfo is a frame for display, from the first place the site was met.
@@ -76,10 +128,11 @@ func (f *frameInfo) innermost() string {
 
 // label is the site's name in one line: its innermost frame, or the op.
 func (s *site) label() string {
-	if len(s.frames) == 0 {
-		return "[no stack] " + s.op
+	fr := s.fr()
+	if len(fr) == 0 {
+		return "[no stack] " + s.r().op
 	}
-	return s.frames[0].innermost()
+	return fr[0].innermost()
 }
 
 type siteTable struct {
@@ -101,11 +154,7 @@ func (t *siteTable) lookupName(module string, off uint64) string {
 	if t.cache == nil || module == "" || strings.HasPrefix(module, "[") {
 		return ""
 	}
-	mod, ok := t.mods[module]
-	if !ok {
-		mod, _ = t.cache.Open(module)
-		t.mods[module] = mod
-	}
+	mod := t.module(module)
 	if mod == nil {
 		return ""
 	}
@@ -120,10 +169,26 @@ func (t *siteTable) lookupName(module string, off uint64) string {
 	return name
 }
 
+// module is the opened module, nil where it cannot be opened (tried
+// once).
+func (t *siteTable) module(path string) *symbols.Module {
+	mod, ok := t.mods[path]
+	if !ok {
+		mod, _ = t.cache.Open(path)
+		t.mods[path] = mod
+	}
+	return mod
+}
+
 // sourceChain is the inline chain at a logged frame, innermost first, or
 // nil where the module or its line table cannot be read.
 func (t *siteTable) sourceChain(module, symbol string, off uint64) []srcFrame {
 	if t.cache == nil || module == "" || strings.HasPrefix(module, "[") {
+		return nil
+	}
+	if t.module(module) == nil {
+		// Not asked of the cache frame by frame: it would remember
+		// each frame's error.
 		return nil
 	}
 	fr, err := t.cache.SourceFrames(module, symbol, off)
@@ -167,14 +232,61 @@ func frameKey(b []byte, fr *analysis.Frame, merge bool) []byte {
 
 // modelSites maps one model's stacks (and, for stack 0, ops) to sites.
 type modelSites struct {
+	m       *analysis.Model
+	t       *siteTable
 	byStack []int32 // stack id → site id, -1 = not mapped yet
 	byOp    [256]int32
 	names   map[uint32]string     // frame id → name looked up for a frame logged without one
-	src     map[uint32][]srcFrame // frame id → inline chain (call sites only); nil entry: none
+	src     map[uint32][]srcFrame // frame id → inline chain (call sites only), when it has one
+	srcSeen []uint64              // bitset by frame id: its chain was looked up
+}
+
+// chain is frame f's inline chain, looked up once.
+func (ms *modelSites) chain(f uint32) []srcFrame {
+	if int(f>>6) >= len(ms.srcSeen) {
+		ms.srcSeen = append(ms.srcSeen, make([]uint64, int(f>>6)+1-len(ms.srcSeen))...)
+	}
+	if ms.srcSeen[f>>6]&(1<<(f&63)) != 0 {
+		return ms.src[f]
+	}
+	ms.srcSeen[f>>6] |= 1 << (f & 63)
+	fr := ms.m.Frame(f)
+	c := ms.t.sourceChain(fr.Module, fr.Symbol, fr.Offset)
+	if len(c) > 0 {
+		ms.src[f] = c
+	}
+	return c
+}
+
+// build makes the frames of stack st for display.
+func (ms *modelSites) build(st uint32, mixed []bool) []frameInfo {
+	m, t := ms.m, ms.t
+	frames := m.Frames(st)
+	out := make([]frameInfo, len(frames))
+	for k, f := range frames {
+		fr := m.Frame(f)
+		fi := frameInfo{name: m.FrameNameOnce(f), module: fr.Module, symbol: fr.Symbol, mangled: fr.Symbol, offset: fr.Offset}
+		if fr.Symbol == "" && fr.Module != "" {
+			if looked := ms.names[f]; looked != "" {
+				fi.name, fi.mangled = symbols.Demangle(looked), looked
+			}
+		}
+		if !t.merge && t.cache != nil {
+			if c := ms.chain(f); len(c) > 0 {
+				fi.file, fi.line, fi.looked = c[0].file, c[0].line, true
+				if len(c) > 1 {
+					fi.inl = c
+				}
+			}
+		}
+		fi.mixed = k < len(mixed) && mixed[k]
+		out[k] = fi
+	}
+	return out
 }
 
 func (t *siteTable) forModel(m *analysis.Model) *modelSites {
-	ms := &modelSites{byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}, src: map[uint32][]srcFrame{}}
+	ms := &modelSites{m: m, t: t, byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}, src: map[uint32][]srcFrame{}}
 	for i := range ms.byStack {
 		ms.byStack[i] = -1
 	}
@@ -191,7 +303,7 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			return id
 		}
 		op := m.OpName(sc.Op)
-		id := t.intern("\x00"+op, func() *site { return &site{op: op} }, nil)
+		id := t.intern("\x00"+op, func() *site { return &site{siteRare: &siteRare{op: op}} }, nil)
 		ms.byOp[sc.Op] = id
 		return id
 	}
@@ -219,13 +331,7 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 	if !t.merge && t.cache != nil {
 		chains = make([][]srcFrame, len(frames))
 		for k, f := range frames {
-			c, ok := ms.src[f]
-			if !ok {
-				fr := m.Frame(f)
-				c = t.sourceChain(fr.Module, fr.Symbol, fr.Offset)
-				ms.src[f] = c
-			}
-			chains[k] = c
+			chains[k] = ms.chain(f)
 		}
 	}
 	var key []byte
@@ -254,32 +360,24 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			named := analysis.Frame{Module: fr.Module, Symbol: looked[k]}
 			key = frameKey(key, &named, true)
 		} else {
-			key = frameKey(key, fr, t.merge)
+			key = frameKey(key, &fr, t.merge)
 		}
 	}
 	id := t.intern(string(key), func() *site {
-		s := &site{frames: make([]frameInfo, len(frames))}
-		for k, f := range frames {
-			fr := m.Frame(f)
-			fi := frameInfo{name: m.FrameName(f), module: fr.Module, symbol: fr.Symbol, mangled: fr.Symbol, offset: fr.Offset}
-			if looked[k] != "" {
-				fi.name, fi.mangled = symbols.Demangle(looked[k]), looked[k]
-			}
-			if chains != nil && len(chains[k]) > 0 {
-				c := chains[k]
-				fi.file, fi.line, fi.looked = c[0].file, c[0].line, true
-				if len(c) > 1 {
-					fi.inl = c
-				}
-			}
-			s.frames[k] = fi
-		}
-		return s
+		return &site{ms: ms, stack: sc.Stack}
 	}, func(s *site) {
 		// Merged: note frames that stand for several offsets.
+		first := s.ms.m.Frames(s.stack)
 		for k, f := range frames {
-			if fr := m.Frame(f); k < len(s.frames) && fr.Offset != s.frames[k].offset {
-				s.frames[k].mixed = true
+			if k < len(first) && m.Frame(f).Offset != s.ms.m.Frame(first[k]).Offset {
+				x := s.rare()
+				if x.mixed == nil {
+					x.mixed = make([]bool, len(first))
+				}
+				x.mixed[k] = true
+				if k < len(s.frames) {
+					s.frames[k].mixed = true
+				}
 			}
 		}
 	})
@@ -317,7 +415,7 @@ func (t *siteTable) intern(key string, mk func() *site, seen func(*site)) int32 
 // hasFunction reports whether a frame of site id names a function that
 // contains name (demangled or as logged).
 func (t *siteTable) hasFunction(id int32, name string) bool {
-	for _, f := range t.sites[id].frames {
+	for _, f := range t.sites[id].frTemp() {
 		if strings.Contains(f.name, name) || strings.Contains(f.mangled, name) {
 			return true
 		}
@@ -338,17 +436,21 @@ type section struct {
 	runtime uint64 // µs
 	bySite  map[int32]*analysis.CostFigures
 	procs   int // processes added up
-	// end is how the run ended (analysis.Model.RunEnd), "" for a merged
-	// section; alive: the process (every process of a merged one) was
-	// still running when the log ended, so its live blocks are still
-	// allocated at detach, not leaks.
+	// end is how the run ended (analysis.Model.ProcEnd), "" for a merged
+	// section; live: what its live blocks are, and alive that they are
+	// not leaks (the process, every process of a merged one, was let go
+	// running: still allocated at detach; or the log ends before it did:
+	// live at the cut).
 	end   string
+	live  analysis.Live
 	alive bool
 
 	// Per log, not per process: on the first section of each log, and
 	// added up in a merged one.
 	lost, garbage, unmatched, lines, events int64
 	truncated                               int
+	stopped                                 []string // why the reading of a log stopped early, one per log
+	cutLogs                                 int      // memtrace logs without their summary line
 	skippedFrames                           int64
 	untraced                                []string              // the log's proc event=untraced lines, as the model words them
 	truncs                                  []analysis.Truncation // stacks cut short, by reason
@@ -402,9 +504,8 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 			s.comm, s.cmd = m.Header.Comm, m.Header.Cmd
 		}
 		s.title = procTitle(s.pid, s.comm, l.name)
-		var exited bool
-		s.end, exited = m.RunEnd(int(pc.Proc))
-		s.alive = !exited
+		s.end, s.live = m.ProcEnd(int(pc.Proc))
+		s.alive = s.live != analysis.LiveLeaked
 		s.total = pc.CostFigures
 		s.peakTS = pc.PeakTS
 		// Runtime counts from the start of tracing (time stamps are µs
@@ -452,8 +553,23 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 		if l.truncated {
 			f.truncated = 1
 		}
+		if l.stop != nil {
+			f.stopped = []string{l.name + ": " + l.stop.Error()}
+		}
+		if m.Cut() {
+			f.cutLogs = 1
+		}
 	}
 	return out
+}
+
+// mergeLive is what the live blocks of two sections added up are: leaks
+// when either holds leaks, else live at the cut when either log was cut.
+func mergeLive(a, b analysis.Live) analysis.Live {
+	if a == analysis.LiveLeaked || b == analysis.LiveLeaked {
+		return analysis.LiveLeaked
+	}
+	return max(a, b)
 }
 
 func procTitle(pid int64, comm, log string) string {
@@ -478,13 +594,26 @@ func merge(title string, secs []*section) *section {
 	out := newSection()
 	out.title = title
 	out.alive = len(secs) > 0
-	for _, s := range secs {
+	if len(secs) == 1 {
+		// Nothing is added to a section once merged: the one section's
+		// figures by site are the merged ones, not copied (a log of many
+		// distinct stacks has as many sites).
+		out.bySite = secs[0].bySite
+	}
+	for i, s := range secs {
 		out.alive = out.alive && s.alive
+		if i == 0 {
+			out.live = s.live
+		} else {
+			out.live = mergeLive(out.live, s.live)
+		}
 		out.total.Add(&s.total)
 		out.runtime = max(out.runtime, s.runtime)
 		out.procs += s.procs
-		for id, c := range s.bySite {
-			out.add(id, c)
+		if len(secs) > 1 {
+			for id, c := range s.bySite {
+				out.add(id, c)
+			}
 		}
 		out.lost += s.lost
 		out.garbage += s.garbage
@@ -492,6 +621,8 @@ func merge(title string, secs []*section) *section {
 		out.lines += s.lines
 		out.events += s.events
 		out.truncated += s.truncated
+		out.stopped = append(out.stopped, s.stopped...)
+		out.cutLogs += s.cutLogs
 		out.skippedFrames += s.skippedFrames
 		out.untraced = append(out.untraced, s.untraced...)
 		out.truncs = addTruncations(out.truncs, s.truncs)

@@ -75,8 +75,9 @@ func builtinSuppressions(off bool) []*suppression {
 // nil. Inlined functions count as frames of their own.
 func matchSite(sups []*suppression, s *site) *suppression {
 	var fr []analysis.SuppFrame
-	for k := range s.frames {
-		f := &s.frames[k]
+	frames := s.frTemp()
+	for k := range frames {
+		f := &frames[k]
 		if n := len(f.inl); n > 1 {
 			for _, c := range f.inl[:n-1] {
 				fr = append(fr, analysis.SuppFrame{Name: c.name, Module: f.module})

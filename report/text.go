@@ -35,8 +35,26 @@ func pct(a, b int64) string {
 	return strconv.FormatFloat(float64(a)*100/float64(b), 'f', 2, 64) + "%"
 }
 
-// stillTitle replaces MEMORY LEAKS for a process that had not exited.
-const stillTitle = "STILL ALLOCATED AT DETACH (the process had not exited: blocks live when tracing stopped, not leaks)"
+// stillTitle replaces MEMORY LEAKS for a process that had not exited,
+// cutTitle for a log that ends before its process did.
+const (
+	stillTitle = "STILL ALLOCATED AT DETACH (the process had not exited: blocks live when tracing stopped, not leaks)"
+	cutTitle   = "LIVE AT THE CUT (the log ends before the process did: blocks live where it stops, not leaks)"
+)
+
+// liveText is how the report names the live blocks of a section whose
+// blocks are not leaks (analysis.Live), in every output.
+type liveText struct {
+	title, htmlTitle string // the leak ranking's
+	word             string // "still allocated": the rankings' and trees' column
+	summary          string // the summary's label
+	why              string // after the figure
+}
+
+var liveTexts = map[analysis.Live]liveText{
+	analysis.LiveDetached: {stillTitle, htmlStillTitle, "still allocated", "still allocated at detach", "not leaks: the process had not exited"},
+	analysis.LiveCut:      {cutTitle, htmlCutTitle, "live at the cut", "live at the cut", "not leaks: the log ends before the process did"},
+}
 
 var rankTitles = [numMetrics]string{
 	byCalls:     "MOST CALLS TO ALLOCATION FUNCTIONS",
@@ -143,18 +161,20 @@ func (r *report) noStackHint() string {
 
 // writeRanking writes one ranking of es in heaptrack_print's merged form:
 // the function that called the allocation function, then its call stacks.
-func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed, alive bool) {
-	// A process still running when the log ended was let go, not ended:
-	// its blocks are alive, and calling them leaks would be wrong.
-	still := alive && mt == byLeaks
+func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool, live analysis.Live) {
+	// A process still running when the log ended was let go, not ended,
+	// or the log stops before it did: its blocks are alive, and calling
+	// them leaks would be wrong.
+	lt, still := liveTexts[live]
+	still = still && mt == byLeaks
 	line := func(s string) string {
 		if still {
-			return strings.Replace(s, " leaked over ", " still allocated over ", 1)
+			return strings.Replace(s, " leaked over ", " "+lt.word+" over ", 1)
 		}
 		return s
 	}
 	if still {
-		io.WriteString(w, stillTitle)
+		io.WriteString(w, lt.title)
 	} else {
 		io.WriteString(w, rankTitles[mt])
 	}
@@ -169,7 +189,7 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed, alive 
 	for _, g := range gs {
 		io.WriteString(w, line(entryLine(mt, g.f, signed, false))+"\n")
 		first := r.t.sites[g.sites[0].site]
-		if len(first.frames) == 0 {
+		if len(first.fr()) == 0 {
 			io.WriteString(w, first.label()+r.noStackHint()+"\n\n")
 			continue
 		}
@@ -184,6 +204,7 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed, alive 
 		for _, e := range g.sites[:shown] {
 			io.WriteString(w, line(entryLine(mt, e.f, signed, true))+"\n")
 			s := r.t.sites[e.site]
+			s.fr()
 			for k := from; k < len(s.frames); k++ {
 				r.writeFrame(w, &s.frames[k], "    ")
 			}
@@ -229,8 +250,8 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 	default:
 		fmt.Fprintln(w)
 	}
-	if s.alive {
-		fmt.Fprintf(w, "still allocated at detach: %s (%d blocks; not leaks: the process had not exited)\n", units.Bytes(t.LeakedBytes), t.Leaks)
+	if lt, ok := liveTexts[s.live]; ok {
+		fmt.Fprintf(w, "%s: %s (%d blocks; %s)\n", lt.summary, units.Bytes(t.LeakedBytes), t.Leaks, lt.why)
 	} else {
 		fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", units.Bytes(t.LeakedBytes), t.Leaks)
 	}
@@ -278,8 +299,11 @@ func (r *report) writeNotes(w io.Writer, s *section) {
 	if s.skippedFrames > 0 {
 		fmt.Fprintf(w, "frame lines skipped: %d (more than %d after one event, more than any tracer writes)\n", s.skippedFrames, logfmt.MaxFrames)
 	}
-	if s.truncated > 0 {
-		fmt.Fprintf(w, "the compressed log ends early (its writer was killed, or the file was cut): the report covers what was read\n")
+	for _, st := range s.stopped {
+		fmt.Fprintf(w, "READ STOPPED: %s; the report covers what was read before\n", st)
+	}
+	if len(s.stopped) == 0 && s.cutLogs > 0 {
+		fmt.Fprintln(w, "the log ends without memtrace's summary line (memtrace was killed, or the log is still being written): the report covers what it holds")
 	}
 	if s.garbage > 0 {
 		fmt.Fprintf(w, "unreadable lines skipped: %d\n", s.garbage)
@@ -296,7 +320,7 @@ func (r *report) writeSection(w io.Writer, s *section) {
 	es := entriesOf(s)
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
-			r.writeRanking(w, es, mt, false, s.alive)
+			r.writeRanking(w, es, mt, false, s.live)
 		}
 	}
 	r.writeFDLeaks(w, s)
@@ -360,7 +384,7 @@ func (r *report) writeDiff(w io.Writer) {
 	es := diffEntries(r.all, r.base)
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
-			r.writeRanking(w, es, mt, true, r.all.alive && r.base.alive)
+			r.writeRanking(w, es, mt, true, mergeLive(r.all.live, r.base.live))
 		}
 	}
 	a, b := &r.all.total, &r.base.total

@@ -164,6 +164,7 @@ func richLog(n int, seed uint64) []byte {
 		}
 		next += size
 	}
+	l.ended(uint64(n)*10+1, 7)
 	return l.b
 }
 

@@ -302,8 +302,11 @@ func TestCompressedLogSIGKILLBPF(t *testing.T) {
 		if !bytes.HasPrefix(long, short) || len(long)-len(short) > 256<<10 {
 			t.Errorf("round %d: the %v tool decodes %d bytes of the cut log, memtrace %d: not one the start of the other", round, kind, len(got), len(data))
 		}
+		// What came before the cut is reported, the cut said with
+		// where it is, exit 1; the blocks are live at the cut.
 		code, so, se := memtraceRun(t, nil, "report", out)
-		if code != 0 || !strings.Contains(so, "the compressed log ends early") || !strings.Contains(so, "calls to allocation functions: ") {
+		if code != 1 || !strings.Contains(so, "the compressed log ends early") || !strings.Contains(so, "calls to allocation functions: ") ||
+			!strings.Contains(se, "at byte ") || !strings.Contains(so, "live at the cut: ") {
 			t.Errorf("round %d: memtrace report of the cut log: exit %d, stderr %q\n%s", round, code, se, so)
 		}
 		if t.Failed() {

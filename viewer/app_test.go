@@ -48,6 +48,9 @@ func testLog() []byte {
 	}
 	b = logfmt.AppendMeta(b, logfmt.WordLost, logfmt.KV{Key: "count", Value: "4"}, logfmt.KV{Key: "total", Value: "4"})
 	b = append(b, "[memtrack] tid=bogus\n"...)
+	// The tracer's last line: without it the log was cut, and its
+	// blocks live at the cut.
+	b = logfmt.AppendSummary(b, logfmt.Summary{Lost: 4})
 	return b
 }
 

@@ -10,8 +10,20 @@ import (
 
 // WriteThreadTable writes memview's per-thread table (memview
 // --dump-threads): one row per thread with allocated, freed, live and
-// leaked bytes, then the totals.
+// leaked bytes, then the totals, the built-in suppressions applied.
 func WriteThreadTable(out io.Writer, m *analysis.Model) error {
+	return WriteThreadTableWith(out, m, analysis.BuiltinSuppressions())
+}
+
+// WriteThreadTableWith is WriteThreadTable with the suppressions sups (nil:
+// none). The Leaks column leaves out what they suppress and the blocks
+// whose frees were lost, as the report's leaks and the viewer's do, so
+// the three agree on one log; the lines under the table say what its
+// figures miss.
+func WriteThreadTableWith(out io.Writer, m *analysis.Model, sups []*analysis.Suppression) error {
+	supN, supB := m.ThreadSuppressedLeaks(sups)
+	var sn int64
+	var sb uint64
 	w := bufio.NewWriter(out)
 	fmt.Fprintf(w, "%-16s %8s %10s %14s %10s %14s %14s %10s %14s\n", "Thread", "TID", "Allocs", "Allocated", "Frees", "Freed", "Net(live)", "Leaks", "Leaked")
 	var ta, tf, tl int64
@@ -19,6 +31,10 @@ func WriteThreadTable(out io.Writer, m *analysis.Model) error {
 	for _, i := range m.ThreadOrder(analysis.ThreadByTID, false, -1) {
 		t := &m.Threads[i]
 		ln, lb := m.ThreadLeaks(i)
+		if supN[i] <= ln && supB[i] <= lb {
+			ln, lb = ln-supN[i], lb-supB[i]
+			sn, sb = sn+supN[i], analysis.SatAdd(sb, supB[i])
+		}
 		fmt.Fprintf(w, "%-16s %8d %10d %14d %10d %14d %14d %10d %14d\n", t.Name, t.TID, t.Allocs, t.AllocBytes, t.Frees, t.FreedBytes, t.LiveBytes, ln, lb)
 		ta += t.Allocs
 		tf += t.Frees
@@ -32,7 +48,7 @@ func WriteThreadTable(out io.Writer, m *analysis.Model) error {
 	c := m.Counts
 	fmt.Fprintf(w, "\n%d lines, %d events, %d frames; %d unmatched frees", c.Lines, c.Events, c.Frames, c.UnmatchedFrees)
 	if m.LostEvents > 0 {
-		fmt.Fprintf(w, "; %d events LOST by the tracer", m.LostEvents)
+		fmt.Fprintf(w, "; %d events LOST by the tracer (every figure above misses them)", m.LostEvents)
 	}
 	if g := c.Garbage(); g > 0 {
 		fmt.Fprintf(w, "; %d unreadable lines skipped", g)
@@ -40,6 +56,12 @@ func WriteThreadTable(out io.Writer, m *analysis.Model) error {
 	fmt.Fprintln(w)
 	if n, b := m.Unknown(); n > 0 {
 		fmt.Fprintf(w, "%d blocks, %d bytes: unknown (records lost): their memory was allocated again, so their frees were lost; not counted as leaks\n", n, b)
+	}
+	if sn > 0 {
+		fmt.Fprintf(w, "suppressed leaks: %d, %d bytes (system libraries' own; not in the Leaks column; --disable-builtin-suppressions counts them)\n", sn, sb)
+	}
+	if m.Done && m.StillAllocated(-1) {
+		fmt.Fprintf(w, "the Leaks and Leaked columns are blocks %s, not leaks: %s\n", m.LiveOf(-1).Words(), liveWhy[m.LiveOf(-1)])
 	}
 	if m.LeaksMayBeOverstated() {
 		fmt.Fprintf(w, "leaks may be overstated: a leak may be a block whose free was among the %d lost records\n", m.LostEvents)
@@ -49,6 +71,12 @@ func WriteThreadTable(out io.Writer, m *analysis.Model) error {
 		return fmt.Errorf("write thread table: %w", err)
 	}
 	return nil
+}
+
+// liveWhy says why blocks are not leaks, after analysis.Live's words.
+var liveWhy = map[analysis.Live]string{
+	analysis.LiveDetached: "the process had not exited",
+	analysis.LiveCut:      "the log ends before the process did",
 }
 
 // writeFDLeaks lists the leaked descriptors (--track fd), when there are any.

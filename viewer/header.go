@@ -42,6 +42,9 @@ type Header struct {
 	// running (a -p detach, a Ctrl-C), so Leaks are blocks still
 	// allocated at detach, not leaks, as the report words it.
 	StillAllocated bool
+	// Live says which: still allocated at detach, or live at the cut
+	// (the log ends before the process did).
+	Live analysis.Live
 	// Suppressed are leaks the built-in suppressions hide (system
 	// libraries' start-up blocks), not in Leaks, as in the report.
 	Suppressed      int64
@@ -89,7 +92,8 @@ func (a *App) header() Header {
 		h.Leaks, h.LeakBytes, h.Suppressed, h.SuppressedBytes = h.Leaks-n, h.LeakBytes-b, n, b
 	}
 	h.LeaksOverstated = m.LeaksMayBeOverstated()
-	h.StillAllocated = a.stillAllocated(a.q.Proc)
+	h.Live = a.liveOf(a.q.Proc)
+	h.StillAllocated = h.Live != analysis.LiveLeaked
 	if n := len(m.Untraced()); n > 0 {
 		h.Untraced = "Untraced: " + strconv.Itoa(n)
 	}
@@ -119,13 +123,24 @@ func (h *Header) LeaksText() string {
 	}
 	word := "Leaks: "
 	if h.StillAllocated {
-		word = "Still allocated at detach: "
+		word = h.LiveTitle() + ": "
 	}
 	s := word + le + strconv.FormatInt(h.Leaks, 10) + "  (" + Bytes(h.LeakBytes) + ")"
 	if t := h.SuppressedText(); t != "" {
 		s += "  " + t
 	}
 	return s
+}
+
+// LiveTitle names the blocks that the Leaks filter shows: "Leaks", or,
+// when they are not leaks, "Still allocated at detach" or "Live at the
+// cut", the report's words.
+func (h *Header) LiveTitle() string {
+	if !h.StillAllocated {
+		return "Leaks"
+	}
+	w := h.Live.Words()
+	return strings.ToUpper(w[:1]) + w[1:]
 }
 
 // UnknownText is "Unknown: 270  (8.4 KB) records lost", "" when none.

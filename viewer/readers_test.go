@@ -31,6 +31,7 @@ func lostLog() []byte {
 	}
 	b = logfmt.AppendAlloc(b, 5, "main", "malloc", ts, 500, 500, 0x9000)
 	b = logfmt.AppendMeta(b, logfmt.WordLost, logfmt.KV{Key: "count", Value: "3"}, logfmt.KV{Key: "total", Value: "3"})
+	b = logfmt.AppendSummary(b, logfmt.Summary{Lost: 3})
 	return b
 }
 
@@ -65,6 +66,8 @@ func TestHeaderLostRecords(t *testing.T) {
 func TestHeaderNoLostRecords(t *testing.T) {
 	log := lostLog()
 	log = log[:strings.Index(string(log), "[memtrace] lost")]
+	log = logfmt.AppendProc(log, logfmt.Proc{Event: logfmt.ProcExit, PID: 5, TS: 100, HasStatus: true})
+	log = logfmt.AppendSummary(log, logfmt.Summary{})
 	h := newHarness(t, log, Options{})
 	hd := h.a.HeaderInfo()
 	if hd.Leaks != 4 || hd.Unknown != 0 || hd.LeaksOverstated {

@@ -190,7 +190,7 @@ func (a *App) drawHeader(y, w int) {
 	h := a.header()
 	if a.q.Status == analysis.FilterLeaks {
 		if h.StillAllocated {
-			filter = "Still allocated at detach"
+			filter = h.LiveTitle()
 		}
 		if h.Suppressed > 0 {
 			// The rows leave them out: say so where the rows are chosen.
@@ -355,9 +355,13 @@ func (a *App) rowStyle(i uint32) (tcell.Style, string) {
 	m := a.M
 	switch m.Status(i) {
 	case analysis.StatusLeak:
-		if a.stillAllocated(m.Threads[m.Thread[i]].Proc) {
+		switch a.liveOf(m.Threads[m.Thread[i]].Proc) {
+		case analysis.LiveDetached:
 			// Let go running (a detach, a Ctrl-C): not a leak.
 			return stYellow, "[S]"
+		case analysis.LiveCut:
+			// The log ends before its process did.
+			return stYellow, "[C]"
 		}
 		return stRedBold, "[L]"
 	case analysis.StatusFreed:
@@ -621,8 +625,13 @@ func (a *App) detailLines() []styled {
 	}
 	sst, _ := a.rowStyle(i)
 	status := strings.ToUpper(st.String())
-	if st == analysis.StatusLeak && a.stillAllocated(t.Proc) {
-		status = "STILL ALLOCATED AT DETACH (the process had not exited)"
+	if st == analysis.StatusLeak {
+		switch a.liveOf(t.Proc) {
+		case analysis.LiveDetached:
+			status = "STILL ALLOCATED AT DETACH (the process had not exited)"
+		case analysis.LiveCut:
+			status = "LIVE AT THE CUT (the log ends before the process did)"
+		}
 	}
 	add("  Status  : "+status, sst)
 	switch {

@@ -2,6 +2,7 @@ package viewer
 
 import (
 	"bytes"
+	"github.com/memtrace/memtrace/analysis"
 	"strings"
 	"testing"
 
@@ -120,4 +121,25 @@ func TestStillAllocatedOnlyOnceEnded(t *testing.T) {
 	}
 	h.contains("Leaks: ")
 	h.lacks("Still allocated")
+}
+
+// TestLiveAtTheCut: a log that ends before its process did (no summary
+// line: memtrace killed, the file cut) shows the blocks live at the cut,
+// as the report words them (the header, the filter, the rows' tag [C] and
+// the detail), not leaks.
+func TestLiveAtTheCut(t *testing.T) {
+	log := detachLog(false)
+	log = log[:bytes.LastIndex(log[:len(log)-1], []byte("\n"))+1] // the summary line out
+	h := newHarness(t, log, Options{})
+	hd := h.a.HeaderInfo()
+	if !hd.StillAllocated || hd.Live != analysis.LiveCut || hd.Leaks != 2 {
+		t.Fatalf("header %+v: want 2 blocks live at the cut", hd)
+	}
+	h.contains("Live at the cut: 2  (300B)")
+	h.lacks("Leaks: ")
+	h.keys("f")
+	h.contains("Filter: Live at the cut")
+	h.contains("[C] 0x")
+	h.lacks("[L]")
+	h.contains("Status  : LIVE AT THE CUT")
 }

@@ -87,10 +87,13 @@ func (h *Header) SuppressedText() string {
 	return "+" + strconv.FormatInt(h.Suppressed, 10) + " suppressed (" + Bytes(h.SuppressedBytes) + ")"
 }
 
-// stillAllocated is analysis.Model.StillAllocated once the log has ended:
-// while a -p run's log still grows, its process has not been let go yet.
-// The caller holds a.Mu.
-func (a *App) stillAllocated(proc int32) bool {
+// liveOf is analysis.Model.LiveOf once the log has ended: while a -p
+// run's log still grows, its process has not been let go yet, and a log
+// still being written is not cut. The caller holds a.Mu.
+func (a *App) liveOf(proc int32) analysis.Live {
 	m := a.M
-	return (m.Done || m.Ended) && m.StillAllocated(proc)
+	if !m.Done && !m.Ended {
+		return analysis.LiveLeaked
+	}
+	return m.LiveOf(proc)
 }

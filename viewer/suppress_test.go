@@ -19,6 +19,8 @@ func suppLog() []byte {
 	b = logfmt.AppendAlloc(b, 9, "app", "malloc", 2, 100, 72804, 0x30000)
 	b = logfmt.AppendFrame(b, 0, "./app", "leak_here", 0x10, 0x401010)
 	b = logfmt.AppendExit(b, 9, "app", 3, 72804)
+	b = logfmt.AppendProc(b, logfmt.Proc{Event: logfmt.ProcExit, PID: 9, TS: 3, HasStatus: true})
+	b = logfmt.AppendSummary(b, logfmt.Summary{})
 	return b
 }
 

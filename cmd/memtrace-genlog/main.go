@@ -238,6 +238,16 @@ func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, o
 			b = append(b, line...)
 		}
 	}
+	if !memtrack {
+		// A finished run, as memtrace ends its log: each process's
+		// exit, then the summary. Without them the readers take the
+		// log for one cut short, its blocks live at the cut.
+		for p := 0; p < procs; p++ {
+			ts++
+			b = logfmt.AppendProc(b, logfmt.Proc{Event: logfmt.ProcExit, PID: int64(4242 + p), TS: ts, HasStatus: true})
+		}
+		b = logfmt.AppendSummary(b, logfmt.Summary{Events: uint64(written), Lost: uint64(lost)})
+	}
 	if _, err := bw.Write(b); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}

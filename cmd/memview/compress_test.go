@@ -79,7 +79,8 @@ func TestDumpThreadsCompressed(t *testing.T) {
 		w, _ := logio.NewWriter(&first, k, 0)
 		w.Write(log[:i])
 		out, errs, code = runBin(t, "--dump-threads", writeTemp(t, "cut.log", first.Bytes()))
-		if code != 0 || !strings.Contains(errs, "ends early") || !strings.Contains(out, "main") || strings.Contains(out, "worker") {
+		if code != 1 || !strings.Contains(errs, "ends early") || !strings.Contains(errs, "at byte ") || !strings.Contains(out, "main") || strings.Contains(out, "worker") ||
+			!strings.Contains(out, "blocks live at the cut, not leaks") {
 			t.Errorf("%v cut: exit %d, stderr %q\n%s", k, code, errs, out)
 		}
 	}

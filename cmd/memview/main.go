@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -150,15 +151,7 @@ func openLog(path string) (*os.File, error) {
 		return os.Stdin, nil
 	}
 	// Under sudo, as the user behind it: a root-only file stays closed.
-	f, err := asuser.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open the log: %w", err)
-	}
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		f.Close()
-		return nil, fmt.Errorf("open the log: %s is a directory, give a log file", path)
-	}
-	return f, nil
+	return logio.OpenPath(path, asuser.OpenFile)
 }
 
 func run(a args) error {
@@ -168,16 +161,39 @@ func run(a args) error {
 			return err
 		}
 		defer f.Close()
+		// Without its events, as long as that gives the viewer's and the
+		// report's figures: the stacks of live blocks are kept for the
+		// suppressions, but the blocks whose frees were lost are only
+		// told apart with every event kept, so a log with lost records
+		// is read again whole (a stream, which cannot be, is read whole
+		// from the start).
 		m := analysis.New()
-		m.SummaryOnly = true
-		cut, err := readAll(m, f)
+		st, serr := f.Stat()
+		m.SummaryOnly = serr == nil && st.Mode().IsRegular()
+		stop, err := readAll(m, f)
 		if err != nil {
+			return fmt.Errorf("read %s: %w", a.dump, err)
+		}
+		if m.SummaryOnly && m.LostEvents > 0 {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("read %s again from its start: %w", a.dump, err)
+			}
+			m = analysis.New()
+			if stop, err = readAll(m, f); err != nil {
+				return fmt.Errorf("read %s: %w", a.dump, err)
+			}
+		}
+		var sups []*analysis.Suppression
+		if !a.noSupp {
+			sups = analysis.BuiltinSuppressions()
+		}
+		if err := viewer.WriteThreadTableWith(os.Stdout, m, sups); err != nil {
 			return err
 		}
-		if cut {
-			fmt.Fprintf(os.Stderr, "memview: %v: the table covers what was read\n", logio.ErrTruncated)
+		if stop != nil {
+			return fmt.Errorf("read %s: %w; the table covers what was read before", a.dump, stop)
 		}
-		return viewer.WriteThreadTable(os.Stdout, m)
+		return nil
 	}
 	if a.stats != "" {
 		return loadStats(a.stats)
@@ -212,6 +228,7 @@ func run(a args) error {
 
 	app := viewer.New(scr, m, opt)
 	stop := make(chan struct{})
+	var readStop error // why the reading stopped early, said again once the screen is closed
 	var changed atomic.Bool
 	loaded := make(chan struct{})
 	go func() {
@@ -220,12 +237,13 @@ func run(a args) error {
 		if err == nil && streamErr != nil {
 			err = streamErr()
 		}
+		app.Mu.Lock()
+		readStop = err
 		if errors.Is(err, logio.ErrTruncated) {
 			// What was read is shown; the title has room for a short
 			// word on why there is no more.
 			err = errCut
 		}
-		app.Mu.Lock()
 		select {
 		case <-stop:
 		default:
@@ -261,7 +279,16 @@ func run(a args) error {
 	}()
 	close(stop)
 	scr.Fini()
-	return crash
+	if crash != nil {
+		return crash
+	}
+	app.Mu.Lock()
+	rs := readStop
+	app.Mu.Unlock()
+	if rs != nil {
+		return fmt.Errorf("read %s: %w; the viewer showed what was read before", opt.Source, rs)
+	}
+	return nil
 }
 
 // lineTee saves a stream to a file in whole lines, so that a stream cut
@@ -378,16 +405,28 @@ var errCut = errors.New("compressed log ends early (cut)")
 // the end of the file for more.
 const followPoll = 100 * time.Millisecond
 
-// readAll reads a whole log, plain or compressed, into m. cut: a
-// compressed log that ends early (a killed writer), read up to there.
-func readAll(m *analysis.Model, f io.Reader) (cut bool, err error) {
+// readAll reads a whole log, plain or compressed, into m. stop is why
+// its reading stopped before the end (a cut or damaged compressed log, a
+// read error), with what came before in m; err refuses an input that is
+// not a log (nothing of one read), a FIFO or device included that sent no
+// log line within logio.FirstLineWait.
+func readAll(m *analysis.Model, f *os.File) (stop, err error) {
+	var first func()
+	device := false
+	if st, serr := f.Stat(); serr == nil {
+		first = logio.AwaitFirstLine(f, st)
+		device = !st.Mode().IsRegular()
+	}
 	lr := logio.NewReader(f)
 	defer lr.Close()
-	err = m.ReadAll(lr)
-	if errors.Is(err, logio.ErrTruncated) {
-		return true, nil
+	err = m.Stream(lr, analysis.StreamOptions{FirstLine: first})
+	if (err != nil || device) && (errors.Is(err, analysis.ErrNotLog) || !m.Counts.HasLogLine()) {
+		if err == nil {
+			err = logio.ErrNoLogLine
+		}
+		return nil, logio.NoLogLine(err)
 	}
-	return false, err
+	return err, nil
 }
 
 // checkIsLog reads a file (decompressed) up to its first log line, and
@@ -538,6 +577,28 @@ func openInput(a args, opt *viewer.Options) (*input, error) {
 				in.close()
 				return nil, err
 			}
+		}
+		if err == nil && !st.Mode().IsRegular() {
+			// A FIFO or a device: it must send a log line within
+			// logio.FirstLineWait, before the screen opens; what the
+			// check read is read again.
+			first := logio.AwaitFirstLine(f, st)
+			lr := logio.NewReader(f)
+			pre, found, perr := analysis.Prelude(lr)
+			if first != nil {
+				first()
+			}
+			if perr == nil && !found {
+				perr = logio.ErrNoLogLine
+			}
+			if perr != nil {
+				lr.Close()
+				in.close()
+				return nil, fmt.Errorf("read %s: %w", a.target, logio.NoLogLine(perr))
+			}
+			in.closers = append([]func(){func() { lr.Close() }}, in.closers...)
+			in.src, in.sizeHint = io.MultiReader(bytes.NewReader(pre), lr), 0
+			break
 		}
 		lr := logio.NewReader(f)
 		kind, kerr := lr.Kind()

@@ -46,6 +46,8 @@ func sampleLog() []byte {
 	b = logfmt.AppendAlloc(b, 1, "main", "calloc", 15, 40, 140, 0x4000)
 	b = logfmt.AppendFree(b, 1, "main", "free", 16, 40, 0x4000)
 	b = logfmt.AppendMeta(b, logfmt.WordLost, logfmt.KV{Key: "count", Value: "3"}, logfmt.KV{Key: "total", Value: "3"})
+	// The tracer's last line: a log without it was cut short.
+	b = logfmt.AppendSummary(b, logfmt.Summary{Lost: 3})
 	return b
 }
 
@@ -108,7 +110,7 @@ func TestDumpThreads(t *testing.T) {
 }
 
 func TestDumpThreadsGarbage(t *testing.T) {
-	junk := []byte("\x00\x01\x02 binary\n[memtrack] tid=1 (x\n" + strings.Repeat("z", 2<<20) + "\n[memtrack] tid=9      (t              ) malloc     ts=5 size=1")
+	junk := []byte("some text\n\x01\x02 binary\n[memtrack] tid=1 (x\n" + strings.Repeat("z", 2<<20) + "\n[memtrack] tid=9      (t              ) malloc     ts=5 size=1")
 	p := writeTemp(t, "junk.log", junk)
 	out, errs, code := runBin(t, "--dump-threads", p)
 	if code != 0 || errs != "" {

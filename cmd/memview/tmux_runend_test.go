@@ -21,6 +21,8 @@ func TestTmuxSuppressedAndStillAllocated(t *testing.T) {
 	supp = logfmt.AppendAlloc(supp, 9, "app", "malloc", 2, 100, 72804, 0xbbb000)
 	supp = logfmt.AppendFrame(supp, 0, "./app", "leak_here", 0x10, 0x401010)
 	supp = logfmt.AppendExit(supp, 9, "app", 3, 72804)
+	supp = logfmt.AppendProc(supp, logfmt.Proc{Event: logfmt.ProcExit, PID: 9, TS: 3, HasStatus: true})
+	supp = logfmt.AppendSummary(supp, logfmt.Summary{})
 	suppFile := writeTemp(t, "supp.log", supp)
 
 	tm := newTerm(t, bin+" "+suppFile)

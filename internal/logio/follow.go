@@ -110,7 +110,8 @@ func (l *Follower) Read(p []byte) (int, error) {
 
 func (l *Follower) startDecoder() {
 	l.ch = make(chan []byte, followChunks)
-	var src io.Reader = &prefixReader{head: l.head, r: &waitingReader{r: l.f, poll: l.poll, stop: l.stop}}
+	pr := &prefixReader{head: l.head, r: &waitingReader{r: l.f, poll: l.poll, stop: l.stop}}
+	var src io.Reader = pr
 	// A byte reader, which gzip reads through as it is: Reset at a
 	// member's end keeps what was read past it.
 	var gzSrc *bufio.Reader
@@ -126,7 +127,7 @@ func (l *Follower) startDecoder() {
 			defer zd.Close()
 		}
 		if err != nil {
-			l.end = err
+			l.end = stopAt(err, pr.n)
 			return
 		}
 		// A multistream gzip reader looks for the next member's
@@ -159,7 +160,7 @@ func (l *Follower) startDecoder() {
 				if errors.Is(err, io.EOF) {
 					err = ErrTruncated
 				}
-				l.end = decodeError(l.kind, err)
+				l.end = stopAt(decodeError(l.kind, err), pr.n)
 				return
 			}
 		}

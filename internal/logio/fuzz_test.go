@@ -41,6 +41,10 @@ func FuzzOpen(f *testing.F) {
 	f.Add([]byte{0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff})
 	f.Add([]byte("\xfd7zXZ\x00rest"))
 	f.Add([]byte("BZh91AY&SY"))
+	// Damaged magic numbers, binary and text that is not UTF-8.
+	f.Add([]byte{0x29, 0xb5, 0x2f, 0xfd, 0x00, 0x58, 'a', 'b', 'c', 'd', 'e'})
+	f.Add([]byte{0x1f, 0x8b, 0x09, 0, 0, 0, 0, 0, 0, 3})
+	f.Add([]byte("caf\xe9 au lait\n\x1b[1mbold\x1b[0m\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := NewReader(bytes.NewReader(in))
 		out, err := io.ReadAll(io.LimitReader(r, fuzzLimit))

@@ -228,7 +228,14 @@ func TestSniff(t *testing.T) {
 		{"lz4", "\x04\x22\x4d\x18\x64", false, Plain, false, "lz4-compressed"},
 		{"bzip2", "BZh91AY&SY", false, Plain, false, "bzip2-compressed"},
 		{"text starting BZh", "BZh is a word", true, Plain, false, ""},
-		{"gzip with another method", "\x1f\x8b\x07\x00", false, Plain, false, ""},
+		{"gzip with another method", "\x1f\x8b\x07\x00", false, Plain, false, "binary"},
+		{"zstd, a bit of its magic flipped", "\x29\xb5\x2f\xfd\x00\x58\x61\x62\x63\x64", false, Plain, false, "nearly the zstd magic number"},
+		{"gzip, a bit of its magic flipped", "\x1f\x8b\x09\x00\x00\x00\x00\x00\x00\x03", false, Plain, false, "nearly the gzip magic number"},
+		{"random bytes", "\x93\x11\xc4\x7f\xa2\x05\x9e\xff\x31\x88", false, Plain, false, "binary"},
+		{"zeros", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", false, Plain, false, "binary"},
+		{"UTF-8 program output", "héllo wörld ✓ → ok", true, Plain, false, ""},
+		{"one Latin-1 byte in ten", "caf\xe9 au lait, s'il vous plait", true, Plain, false, ""},
+		{"terminal colours", "\x1b[1mbold\x1b[0m\tand\ttabs\r\n", true, Plain, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k, und, err := sniff([]byte(c.head), c.eof)

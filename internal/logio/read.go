@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -29,6 +32,10 @@ var errClosed = errors.New("logio: use of a closed log")
 
 // sniffLen is the longest magic number looked at.
 const sniffLen = 10
+
+// textLen is how much of a plain log's first read the text check looks at:
+// what one read returned of it, beyond the magic numbers' sniffLen.
+const textLen = 512
 
 type magic struct {
 	kind  Kind   // Plain: recognised but not read
@@ -97,7 +104,69 @@ func sniff(head []byte, eof bool) (k Kind, undecided bool, err error) {
 			}
 		}
 	}
+	if err := textLike(head); err != nil {
+		return Plain, false, err
+	}
 	return Plain, false, nil
+}
+
+// ErrNotText refuses a file whose first bytes are neither a compression
+// format's magic number nor text.
+var ErrNotText = errors.New("not a log: its first bytes are binary, neither text nor zstd or gzip data")
+
+// textLike refuses head, the first bytes of an input that has no known
+// magic number, when they are not text: a log is text, and reading binary
+// data as lines would take a damaged compressed log (its magic number
+// hit) or /dev/urandom for an empty log, or read it until killed. A NUL
+// byte, or more than a tenth of the bytes control characters or broken
+// UTF-8, is binary: a log's program output may hold some non-UTF-8
+// bytes (Latin-1), never that many. A first few bytes within two bits of
+// zstd's or gzip's magic number name the damage.
+func textLike(head []byte) error {
+	if len(head) == 0 {
+		return nil
+	}
+	for _, m := range magics[:2] {
+		if len(head) >= len(m.bytes) && bitsOff(head[:len(m.bytes)], m.bytes) <= 2 {
+			return fmt.Errorf("not a log: its first bytes are nearly the %s magic number, a damaged %s-compressed log (%s -t FILE tells more); nothing before the damage can be read", m.kind, m.kind, m.kind)
+		}
+	}
+	bad := 0
+	for i := 0; i < len(head); {
+		c := head[i]
+		if c == 0 {
+			return ErrNotText
+		}
+		if c < utf8.RuneSelf {
+			if (c < 0x20 && !strings.ContainsRune("\t\n\r\f\v\b\x1b", rune(c))) || c == 0x7f {
+				bad++
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(head[i:])
+		if r == utf8.RuneError && n <= 1 {
+			if !utf8.FullRune(head[i:]) {
+				break // a rune cut by the end of what was read
+			}
+			bad++
+			n = 1
+		}
+		i += n
+	}
+	if bad*10 > len(head) {
+		return ErrNotText
+	}
+	return nil
+}
+
+// bitsOff is the number of bits in which a and b (of one length) differ.
+func bitsOff(a, b []byte) int {
+	n := 0
+	for i := range a {
+		n += bits.OnesCount8(a[i] ^ b[i])
+	}
+	return n
 }
 
 // Reader reads a log in any form, decompressed. Plain logs pass through
@@ -109,6 +178,7 @@ type Reader struct {
 	sniffd bool
 	dec    io.Reader // the decompressed log (or head then src)
 	zd     *zstd.Decoder
+	pr     *prefixReader // what the decoder reads, counted
 	err    error
 }
 
@@ -136,8 +206,8 @@ func (r *Reader) Kind() (Kind, error) {
 
 func (r *Reader) start() {
 	r.sniffd = true
-	buf := make([]byte, sniffLen)
-	n, err := io.ReadFull(r.src, buf)
+	buf := make([]byte, textLen)
+	n, err := io.ReadAtLeast(r.src, buf, sniffLen)
 	r.head = buf[:n]
 	eof := err != nil
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -150,7 +220,9 @@ func (r *Reader) start() {
 		return
 	}
 	r.kind = kind
-	r.dec, r.zd, r.err = decoder(kind, &prefixReader{head: r.head, r: r.src})
+	r.pr = &prefixReader{head: r.head, r: r.src}
+	r.dec, r.zd, r.err = decoder(kind, r.pr)
+	r.err = stopAt(r.err, r.pr.n)
 	r.head = nil
 }
 
@@ -177,6 +249,30 @@ func decoder(k Kind, src io.Reader) (io.Reader, *zstd.Decoder, error) {
 	return src, nil, nil
 }
 
+// StopError is why a compressed log stopped decoding, and where: Offset
+// is how many of the file's bytes the decoder had taken when it stopped
+// (the damage is in the block that ends there, or the file ends there).
+// It wraps ErrTruncated or ErrDamaged.
+type StopError struct {
+	Offset int64
+	Err    error
+}
+
+func (e *StopError) Error() string {
+	return fmt.Sprintf("%v, at byte %d of the file", e.Err, e.Offset)
+}
+
+func (e *StopError) Unwrap() error { return e.Err }
+
+// stopAt places a decoding error of ErrTruncated or ErrDamaged at the
+// file offset off; other errors (a read error, a closed log) pass.
+func stopAt(err error, off int64) error {
+	if errors.Is(err, ErrTruncated) || errors.Is(err, ErrDamaged) {
+		return &StopError{Offset: off, Err: err}
+	}
+	return err
+}
+
 // decodeError names what went wrong in a compressed log, without any of
 // its content.
 func decodeError(k Kind, err error) error {
@@ -198,7 +294,10 @@ func decodeError(k Kind, err error) error {
 	case errors.Is(err, errClosed) || errors.Is(err, errStopped):
 		return err
 	}
-	return fmt.Errorf("%w (%s: %v): the log is read up to there", ErrDamaged, k, err)
+	if msg := err.Error(); strings.HasPrefix(msg, k.String()+": ") {
+		return fmt.Errorf("%w (%s)", ErrDamaged, msg)
+	}
+	return fmt.Errorf("%w (%s: %v)", ErrDamaged, k, err)
 }
 
 // readError carries an error of the underlying reader (a file's EIO)
@@ -219,7 +318,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 	}
 	n, err := r.dec.Read(p)
 	if err != nil && !errors.Is(err, io.EOF) {
-		err = decodeError(r.kind, err)
+		err = stopAt(decodeError(r.kind, err), r.pr.n)
 		r.err = err
 	} else if err != nil && r.kind != Plain {
 		// io.EOF from a decoder: the stream ended where a frame or
@@ -242,19 +341,22 @@ func (r *Reader) Close() error {
 }
 
 // prefixReader returns head, then reads r; errors of r are marked as the
-// reader's own, not the compressed data's.
+// reader's own, not the compressed data's. n counts the bytes returned.
 type prefixReader struct {
 	head []byte
 	r    io.Reader
+	n    int64
 }
 
 func (p *prefixReader) Read(b []byte) (int, error) {
 	if len(p.head) > 0 {
 		n := copy(b, p.head)
 		p.head = p.head[n:]
+		p.n += int64(n)
 		return n, nil
 	}
 	n, err := p.r.Read(b)
+	p.n += int64(n)
 	if err != nil && !errors.Is(err, io.EOF) {
 		err = &readError{err}
 	}
