@@ -2,9 +2,10 @@ package analysis
 
 import (
 	"bytes"
-	"github.com/memtrace/memtrace/logfmt"
 	"strings"
 	"testing"
+
+	"github.com/memtrace/memtrace/logfmt"
 )
 
 // frameCase is one frame given to the store: its key text, module and

@@ -2,8 +2,9 @@ package report
 
 import (
 	"encoding/json"
-	"github.com/memtrace/memtrace/analysis"
 	"io"
+
+	"github.com/memtrace/memtrace/analysis"
 )
 
 // The JSON report. Byte and count figures are integers; times are seconds.

@@ -2,16 +2,15 @@ package report
 
 import (
 	"bufio"
-	"runtime/debug"
-
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/memtrace/memtrace/analysis"
 	"io"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
+	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/symbols"

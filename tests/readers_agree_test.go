@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gdamore/tcell/v2"
+
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/units"
 	"github.com/memtrace/memtrace/logfmt"

@@ -2,10 +2,10 @@ package viewer
 
 import (
 	"bytes"
-	"github.com/memtrace/memtrace/analysis"
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
