@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // BenchmarkParseMapsPython parses a python3 interpreter's maps file into
@@ -16,8 +18,10 @@ func BenchmarkParseMapsPython(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseMaps(bytes.NewReader(raw)); err != nil {
+		pms, err := procfs.ParseMaps(bytes.NewReader(raw))
+		if err != nil {
 			b.Fatal(err)
 		}
+		_ = ProcMappings(pms)
 	}
 }
