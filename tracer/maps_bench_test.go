@@ -3,10 +3,11 @@
 package tracer
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // BenchmarkExecMapsPython picks a python3 interpreter's executable file
@@ -20,10 +21,9 @@ func BenchmarkExecMapsPython(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var out []procMapping
-		sc := bufio.NewScanner(bytes.NewReader(raw))
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			if m, ok := parseMapsLine(sc.Text()); ok {
+		pms, _ := procfs.ParseMaps(bytes.NewReader(raw))
+		for i := range pms {
+			if m, ok := execMapping(&pms[i]); ok {
 				out = append(out, m)
 			}
 		}

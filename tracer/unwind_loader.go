@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf/link"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // loaderHook finds a dynamic linker's _dl_debug_state (as a file offset,
@@ -61,7 +63,7 @@ func (t *Tracer) watchLoader(pid int) error {
 			continue
 		}
 		if bias, ok := lt.table.Bias(m.start, m.offset); ok {
-			path = fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.start, m.end)
+			path = procfs.MapFile(pid, m.start, m.end)
 			off, cookie = lt.dlState, lt.rDebug+bias+rStateOff
 			break
 		}

@@ -3,17 +3,17 @@
 package tracer
 
 import (
-	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // remap answers an mt_remap record: the kernel side lacks mappings of
@@ -42,53 +42,29 @@ type procMapping struct {
 // readExecMaps returns pid's executable file mappings with their files'
 // device and inode.
 func readExecMaps(pid int) ([]procMapping, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
-	if err != nil {
+	pms, err := procfs.ReadMaps(pid)
+	if err != nil && !errors.Is(err, procfs.ErrBadMaps) {
 		return nil, err
 	}
-	defer f.Close()
+	// A line that does not parse is one mapping the walk follows frame
+	// pointers through; the others still get their tables.
 	var out []procMapping
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if m, ok := parseMapsLine(sc.Text()); ok {
+	for i := range pms {
+		if m, ok := execMapping(&pms[i]); ok {
 			out = append(out, m)
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
-// parseMapsLine reads "start-end perms offset major:minor inode path".
-func parseMapsLine(line string) (procMapping, bool) {
-	var m procMapping
-	fields := strings.Fields(line)
-	if len(fields) < 6 || len(fields[1]) < 3 || fields[1][2] != 'x' || !strings.HasPrefix(fields[5], "/") {
-		return m, false
+// execMapping is pm when it maps a file executable, by its name less the
+// " (deleted)" mark.
+func execMapping(pm *procfs.Mapping) (procMapping, bool) {
+	if !pm.Exec() || !pm.FileBacked() {
+		return procMapping{}, false
 	}
-	se := strings.SplitN(fields[0], "-", 2)
-	mm := strings.SplitN(fields[3], ":", 2)
-	if len(se) != 2 || len(mm) != 2 {
-		return m, false
-	}
-	var err [6]error
-	m.start, err[0] = strconv.ParseUint(se[0], 16, 64)
-	m.end, err[1] = strconv.ParseUint(se[1], 16, 64)
-	m.offset, err[2] = strconv.ParseUint(fields[2], 16, 64)
-	major, e3 := strconv.ParseUint(mm[0], 16, 32)
-	minor, e4 := strconv.ParseUint(mm[1], 16, 32)
-	err[3], err[4] = e3, e4
-	m.id.ino, err[5] = strconv.ParseUint(fields[4], 10, 64)
-	for _, e := range err {
-		if e != nil {
-			return m, false
-		}
-	}
-	if m.id.ino == 0 || m.end <= m.start {
-		return m, false
-	}
-	m.id.dev = kernelDev(major, minor)
-	m.path = strings.TrimSuffix(strings.Join(fields[5:], " "), " (deleted)")
-	return m, true
+	return procMapping{start: pm.Start, end: pm.End, offset: pm.Offset,
+		id: fileID{kernelDev(uint64(pm.Major), uint64(pm.Minor)), pm.Inode}, path: pm.File()}, true
 }
 
 // umap is one entry of a process's mapping array.
@@ -158,17 +134,18 @@ func (u *unwinder) updateProcess(pid int, clear bool) error {
 	if err != nil {
 		return err
 	}
-	root := "/proc/" + strconv.Itoa(pid)
-	l, err := os.Readlink(root + "/root")
-	own := err == nil && l == "/"
+	// A root that reads "/" is not enough: in a mount namespace of its
+	// own, a bind mount can put another file under a host path.
+	own := procfs.SameFS(pid)
+	root := procfs.Dir(pid) + "/root"
 	ms := u.mappingsFor(maps, func(m procMapping) string {
 		// map_files opens the mapped file itself, even when its path
 		// is in another mount namespace or was replaced since.
-		p := fmt.Sprintf("%s/map_files/%x-%x", root, m.start, m.end)
+		p := procfs.MapFile(pid, m.start, m.end)
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
-		return root + "/root" + m.path
+		return root + m.path
 	})
 	if len(ms) > uMaxMaps {
 		u.log("memtrace: process %d has %d executable mappings; stacks use the first %d", pid, len(ms), uMaxMaps)

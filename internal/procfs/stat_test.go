@@ -89,9 +89,11 @@ func TestStatOfProcesses(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// Start returns once the exec is past its point of no return; the
+	// new image's arguments are in place a moment later.
 	args, err := ReadCmdline(pid)
-	for end := time.Now().Add(5 * time.Second); err == nil && len(args) > 0 && args[0] != "sh" && time.Now().Before(end); {
-		time.Sleep(5 * time.Millisecond) // still the forked Go image
+	for end := time.Now().Add(5 * time.Second); err == nil && (len(args) == 0 || args[0] != "sh") && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
 		args, err = ReadCmdline(pid)
 	}
 	if !slices.Equal(args, []string{"sh", "-c", "sleep 30; exit 0", "x", "a b", ""}) || err != nil {
