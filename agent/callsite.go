@@ -1,13 +1,11 @@
 package agent
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/symbols"
 	"github.com/memtrace/memtrace/tracer"
@@ -73,8 +71,10 @@ func (s *Session) KnownFile(path string) {
 // anonymous block's.
 func (s *Session) KnownProcess(pid int, attached bool) {
 	at := monotonicNS()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
-	if err != nil {
+	// A line that does not parse is one mapping less; the others are
+	// still worth having.
+	pms, err := procfs.ReadMaps(pid)
+	if err != nil && pms == nil {
 		return
 	}
 	c := s.calls
@@ -89,7 +89,7 @@ func (s *Session) KnownProcess(pid int, attached bool) {
 		// exec'ed: paths are looked up in its root of now.
 		_ = as.Reroot()
 	}
-	ms, _ := symbols.ParseMaps(bytes.NewReader(b))
+	ms := symbols.ProcMappings(pms)
 	if as != nil {
 		_ = as.AddSnapshot(ms, 0)
 	}

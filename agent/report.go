@@ -1,11 +1,9 @@
 package agent
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
 )
@@ -111,10 +109,6 @@ func (s *Session) Snapshot(nowNS uint64) {
 
 // procName is a process's comm while it runs.
 func procName(pid int) string {
-	b, _ := readSmall("/proc/" + strconv.Itoa(pid) + "/comm")
-	return trimNL(b)
+	comm, _ := procfs.ReadComm(pid)
+	return comm
 }
-
-func readSmall(path string) ([]byte, error) { return os.ReadFile(path) }
-
-func trimNL(b []byte) string { return strings.TrimSpace(string(b)) }

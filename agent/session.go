@@ -3,9 +3,7 @@ package agent
 import (
 	"cmp"
 	"io"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
@@ -455,8 +454,8 @@ func (s *Session) emit(e *tracer.Event) {
 			if s.procCmds == nil {
 				s.procCmds = map[uint32]string{}
 			}
-			b, _ := os.ReadFile("/proc/" + strconv.FormatUint(uint64(e.TGID), 10) + "/cmdline")
-			s.procCmds[e.TGID] = strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+			args, _ := procfs.ReadCmdline(int(e.TGID))
+			s.procCmds[e.TGID] = strings.Join(args, " ")
 		}
 	}
 	ts := s.ts(e)

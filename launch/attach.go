@@ -5,22 +5,22 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
 func procComm(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	return strings.TrimSpace(string(b))
+	comm, _ := procfs.ReadComm(pid)
+	return comm
 }
 
 func procCmdline(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	args, _ := procfs.ReadCmdline(pid)
+	return strings.Join(args, " ")
 }
 
 // attach probes the running processes o.PIDs and logs them until the last

@@ -21,21 +21,6 @@ func FuzzListedLibs(f *testing.F) {
 	})
 }
 
-// FuzzParseStat: any /proc/PID/stat text is parsed or refused, without a
-// panic; a state is one byte after the comm's last parenthesis.
-func FuzzParseStat(f *testing.F) {
-	f.Add("42 (a) b (c)) S 1 42 42 0 -1 2097216 0 0")
-	f.Add("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0")
-	f.Add("42 (no close")
-	f.Add(")")
-	f.Fuzz(func(t *testing.T, s string) {
-		st, _, ok := parseStat(s)
-		if ok && strings.IndexByte(s[strings.LastIndexByte(s, ')'):], st) < 0 {
-			t.Fatalf("parseStat(%q) state %q is not after the comm", s, st)
-		}
-	})
-}
-
 // FuzzParseCred: any credential string is parsed or refused, without a
 // panic, and a parsed one gives back its own numbers.
 func FuzzParseCred(f *testing.F) {

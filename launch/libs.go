@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/tracer"
 )
 
@@ -232,11 +233,8 @@ func listedLibs(out, interp string) []string {
 // procEnviron is the environment of process pid (its current image's), or
 // none when it cannot be read.
 func procEnviron(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return nil
-	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	env, _ := procfs.ReadEnviron(pid)
+	return env
 }
 
 // elfInterp returns PROG's dynamic linker, "" for a static binary, and

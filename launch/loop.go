@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
 	"github.com/memtrace/memtrace/tracer"
@@ -132,12 +132,9 @@ func (l *loop) released(pid int) {
 
 // processAlive reports whether pid exists and is not a zombie.
 func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
+	st, err := procfs.ReadStat(pid)
+	// A stat the parser refuses is a process that exists.
+	return errors.Is(err, procfs.ErrBadStat) || err == nil && !st.Gone()
 }
 
 func newLoop(o *Options, tr tracerAPI, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
@@ -221,17 +218,13 @@ func (l *loop) takeFD() {
 
 // waitStopped waits until pid is in the stopped state (or gone).
 func waitStopped(pid int, limit time.Duration) {
-	path := "/proc/" + strconv.Itoa(pid) + "/stat"
 	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
-		b, err := os.ReadFile(path)
-		if err != nil {
+		st, err := procfs.ReadStat(pid)
+		if err != nil && !errors.Is(err, procfs.ErrBadStat) {
 			return
 		}
-		// pid (comm) STATE ...: comm may hold spaces and parentheses.
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
-			if st := b[i+2]; st == 'T' || st == 't' || st == 'Z' || st == 'X' {
-				return
-			}
+		if err == nil && (st.Stopped() || st.Gone()) {
+			return
 		}
 	}
 }

@@ -3,21 +3,12 @@ package launch
 import (
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestParseStat(t *testing.T) {
-	st, flags, ok := parseStat("42 (a) b (c)) S 1 42 42 0 -1 2097216 0 0")
-	if !ok || st != 'S' || flags != 2097216 {
-		t.Fatalf("parseStat = %c %d %v, want S 2097216 true", st, flags, ok)
-	}
-	if _, _, ok := parseStat("42 (no close"); ok {
-		t.Fatal("parseStat accepted a line without the comm's closing parenthesis")
-	}
-}
+	"github.com/memtrace/memtrace/internal/procfs"
+)
 
 func TestCheckAttachable(t *testing.T) {
 	if err := checkAttachable(os.Getpid()); err != nil {
@@ -25,8 +16,8 @@ func TestCheckAttachable(t *testing.T) {
 	}
 	// kthreadd is PID 2 on every Linux with a PID namespace of its own
 	// that shows kernel threads; elsewhere there is none to try.
-	if b, err := os.ReadFile("/proc/2/stat"); err == nil {
-		if _, flags, _ := parseStat(string(b)); flags&pfKthread != 0 {
+	if st, err := procfs.ReadStat(2); err == nil {
+		if st.Flags&procfs.PFKthread != 0 {
 			if err := checkAttachable(2); err == nil || !strings.Contains(err.Error(), "kernel thread") {
 				t.Errorf("PID 2 (a kernel thread): %v, want a kernel-thread error", err)
 			}
@@ -39,10 +30,8 @@ func TestCheckAttachable(t *testing.T) {
 	}
 	defer cmd.Wait()
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat"); len(b) > 0 {
-			if st, _, _ := parseStat(string(b)); st == 'Z' {
-				break
-			}
+		if st, err := procfs.ReadStat(cmd.Process.Pid); err == nil && st.State == 'Z' {
+			break
 		}
 	}
 	if err := checkAttachable(cmd.Process.Pid); err == nil || !strings.Contains(err.Error(), "zombie") {

@@ -1,13 +1,11 @@
 package live
 
 import (
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/memtrace/memtrace/internal/heapprof"
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // Frame is a frame as the agent names it (module, mangled symbol, offset,
@@ -207,11 +205,8 @@ func (m *Model) Stats() (procs []ProcStats, lost uint64, stacks int) {
 }
 
 func readComm(pid uint32) string {
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+	comm, _ := procfs.ReadComm(int(pid))
+	return comm
 }
 
 // window is the state a delta profile starts from.

@@ -7,8 +7,9 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // AddressSpace follows the mappings of one process over time and resolves
@@ -50,7 +51,7 @@ type entry struct {
 func NewAddressSpace(c *Cache, pid int) (*AddressSpace, error) {
 	as := &AddressSpace{cache: c, pid: pid, root: hostFS}
 	if pid > 0 {
-		r, err := openRoot("/proc/" + strconv.Itoa(pid) + "/root")
+		r, err := openRoot(procfs.Dir(pid) + "/root")
 		if err != nil {
 			return nil, fmt.Errorf("process %d: %w (is it running, and are we allowed to read its /proc?)", pid, err)
 		}
@@ -71,13 +72,11 @@ func (as *AddressSpace) ReadProcMaps(t uint64) error {
 	if as.pid <= 0 {
 		return fmt.Errorf("address space has no process to read maps from: %w", ErrNotFound)
 	}
-	f, err := os.Open("/proc/" + strconv.Itoa(as.pid) + "/maps")
-	if err != nil {
-		return fmt.Errorf("reading mappings of process %d: %w", as.pid, err)
+	pms, perr := procfs.ReadMaps(as.pid)
+	if perr != nil && pms == nil {
+		return fmt.Errorf("reading mappings of process %d: %w", as.pid, perr)
 	}
-	defer f.Close()
-	ms, perr := ParseMaps(f)
-	err = as.AddSnapshot(ms, t)
+	err := as.AddSnapshot(ProcMappings(pms), t)
 	return errors.Join(perr, err)
 }
 
@@ -181,7 +180,7 @@ func (as *AddressSpace) open(m *Mapping) (*Module, error) {
 	// map_files names exactly the mapped inode even if the path was
 	// replaced or unlinked; it needs CAP_SYS_ADMIN and a live process.
 	if as.pid > 0 {
-		p := fmt.Sprintf("/proc/%d/map_files/%x-%x", as.pid, m.Start, m.End)
+		p := procfs.MapFile(as.pid, m.Start, m.End)
 		if f, err := os.Open(p); err == nil {
 			return as.cache.adopt(f, m.Path, m.File, as.root)
 		} else {
@@ -321,7 +320,7 @@ func (as *AddressSpace) Reroot() error {
 	if as.pid <= 0 {
 		return nil
 	}
-	dir := "/proc/" + strconv.Itoa(as.pid) + "/root"
+	dir := procfs.Dir(as.pid) + "/root"
 	id, err := rootID(dir)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", as.pid, err)

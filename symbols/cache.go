@@ -262,3 +262,10 @@ func (m *Module) SymbolValue(name string) (uint64, error) {
 	}
 	return 0, fmt.Errorf("symbol %q in %s: %w", clip(name, 200), m.path, ErrNotFound)
 }
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

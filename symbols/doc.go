@@ -24,7 +24,8 @@
 //     "MODULE(SYMBOL+0xOFF)" or "MODULE(+0xOFF)".
 //   - Demangle: C++ and Rust names to source form, unchanged when not
 //     mangled.
-//   - ParseMaps / ParseMapsLine: /proc/PID/maps.
+//   - ProcMapping / ProcMappings: a /proc/PID/maps line as read by
+//     internal/procfs, the one maps parser, as an AddressSpace takes it.
 //
 // # Typical use (the tracer's agent)
 //

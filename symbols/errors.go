@@ -1,6 +1,10 @@
 package symbols
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/memtrace/memtrace/internal/procfs"
+)
 
 // Sentinel errors. Every error returned by this package wraps one of these
 // (or an *os.PathError / *fs.PathError from opening a file), so callers can
@@ -22,6 +26,7 @@ var (
 	// ErrTooLarge: a section or decompressed payload exceeds the configured
 	// limit, so it was not read.
 	ErrTooLarge = errors.New("section too large")
-	// ErrBadMaps: a /proc/PID/maps line could not be parsed.
-	ErrBadMaps = errors.New("malformed /proc/PID/maps line")
+	// ErrBadMaps: a /proc/PID/maps line could not be parsed (the
+	// sentinel of internal/procfs, which parses them).
+	ErrBadMaps = procfs.ErrBadMaps
 )

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // Fixtures are C/C++ programs compiled into one temporary directory per
@@ -266,11 +268,11 @@ func runProg(t testing.TB, prog string, args ...string) *progRun {
 			}
 			r.frames = append(r.frames, fr)
 		case strings.HasPrefix(tag, "MAPS"):
-			m, err := ParseMapsLine(rest)
+			pm, err := procfs.ParseMapsLine(rest)
 			if err != nil {
 				t.Fatalf("fixture printed a maps line we cannot parse: %v", err)
 			}
-			r.maps[tag] = append(r.maps[tag], m)
+			r.maps[tag] = append(r.maps[tag], ProcMapping(&pm))
 		}
 	}
 	return r

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // Fuzz targets for everything that parses untrusted bytes. `go test` runs
@@ -149,22 +151,20 @@ func FuzzParseMaps(f *testing.F) {
 	f.Add("00400000-00401000 r-xp 00000000 fd:1a 99 /tmp/dir with spaces/p (deleted)\n")
 	f.Add("1000-2000 rw-p 0 00:00 0\n\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		ms, err := ParseMaps(strings.NewReader(s))
+		pms, err := procfs.ParseMaps(strings.NewReader(s))
 		checkSentinel(t, "ParseMaps", err)
+		ms := ProcMappings(pms)
 		for _, m := range ms {
 			if m.End <= m.Start || len(m.Perms) != 4 {
 				t.Fatalf("accepted an impossible mapping %+v", m)
 			}
-			// What we parsed prints back to a line that parses the same.
+			// What we parsed prints back to a line that converts the same.
 			line := fmt.Sprintf("%x-%x %s %x %x:%x %d %s", m.Start, m.End, m.Perms, m.Offset, m.File.Major, m.File.Minor, m.File.Inode, m.Path)
 			if m.Deleted {
 				line += " (deleted)"
 			}
-			if strings.ContainsAny(m.Perms, " \t") {
-				continue
-			}
-			m2, err := ParseMapsLine(line)
-			if err != nil || m2 != m {
+			pm, err := procfs.ParseMapsLine(line)
+			if m2 := ProcMapping(&pm); err != nil || m2 != m {
 				t.Fatalf("round trip of %+v via %q: %+v, %v", m, line, m2, err)
 			}
 		}

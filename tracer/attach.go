@@ -3,18 +3,16 @@
 package tracer
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -265,44 +263,6 @@ func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) (
 	return ls, nil
 }
 
-// Mapping is one file-backed executable mapping of a process.
-type Mapping struct {
-	Start, End, Offset uint64
-	Path               string
-}
-
-// ReadMaps returns the executable file mappings of pid.
-func ReadMaps(pid int) ([]Mapping, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []Mapping
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// start-end perms offset dev inode path
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || !strings.Contains(fields[1], "x") || !strings.HasPrefix(fields[5], "/") {
-			continue
-		}
-		se := strings.SplitN(fields[0], "-", 2)
-		if len(se) != 2 {
-			continue
-		}
-		s, err1 := strconv.ParseUint(se[0], 16, 64)
-		e, err2 := strconv.ParseUint(se[1], 16, 64)
-		o, err3 := strconv.ParseUint(fields[2], 16, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		path := strings.Join(fields[5:], " ")
-		out = append(out, Mapping{Start: s, End: e, Offset: o, Path: strings.TrimSuffix(path, " (deleted)")})
-	}
-	return out, sc.Err()
-}
-
 // ScanProcess probes every mapped library of pid that exports allocation
 // functions and is not probed yet (dlopen'ed allocators included). It
 // returns the paths newly probed, as /proc/PID/maps names them.
@@ -348,12 +308,11 @@ func (t *Tracer) ScanProcess(pid int) ([]string, error) {
 // own namespace root otherwise, so it is tried in both, and taken only
 // where it leads to the file mapped (the same device and inode).
 func mappedFile(pid int, m procMapping) (string, bool) {
-	proc := "/proc/" + strconv.Itoa(pid)
-	mf := fmt.Sprintf("%s/map_files/%x-%x", proc, m.start, m.end)
+	mf := procfs.MapFile(pid, m.start, m.end)
 	if _, err := os.Stat(mf); err == nil {
 		return mf, true
 	}
-	for _, p := range []string{proc + "/root" + m.path, m.path} {
+	for _, p := range []string{procfs.Dir(pid) + "/root" + m.path, m.path} {
 		var st syscall.Stat_t
 		if syscall.Stat(p, &st) != nil {
 			continue

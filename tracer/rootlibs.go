@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // Limits of RootLibraries' work on files a container controls.
@@ -40,8 +42,8 @@ const (
 // lead to the file found. ok is false when pid's root and mount namespace
 // are memtrace's own: ask the host's dynamic linker then.
 func RootLibraries(pid int, env []string) (libs []string, ok bool) {
-	proc := "/proc/" + strconv.Itoa(pid)
-	if sameFS(proc) {
+	proc := procfs.Dir(pid)
+	if procfs.SameFS(pid) {
 		return nil, false
 	}
 	rfd, err := unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -144,21 +146,6 @@ func RootLibraries(pid int, env []string) (libs []string, ok bool) {
 		}
 	}
 	return r.out, true
-}
-
-// sameFS reports whether the process at proc (/proc/PID) has memtrace's
-// root, on the same mount, in memtrace's mount namespace.
-func sameFS(proc string) bool {
-	var a, b unix.Stat_t
-	if unix.Stat(proc+"/ns/mnt", &a) != nil || unix.Stat("/proc/self/ns/mnt", &b) != nil || a.Ino != b.Ino || a.Dev != b.Dev {
-		return false
-	}
-	var ra, rb unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, proc+"/root", 0, unix.STATX_INO|unix.STATX_MNT_ID, &ra) != nil ||
-		unix.Statx(unix.AT_FDCWD, "/", 0, unix.STATX_INO|unix.STATX_MNT_ID, &rb) != nil {
-		return false
-	}
-	return ra.Ino == rb.Ino && ra.Dev_major == rb.Dev_major && ra.Dev_minor == rb.Dev_minor && ra.Mnt_id == rb.Mnt_id
 }
 
 // rootSearch is one RootLibraries run.

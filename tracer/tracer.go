@@ -5,8 +5,6 @@ package tracer
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/ringread"
 )
 
@@ -348,18 +347,13 @@ func (t *Tracer) record(h Handler, b []byte) {
 // gone too, it guesses a single-threaded process.
 func procThread(tid uint32) threadInfo {
 	ti := threadInfo{tgid: tid}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	st, err := procfs.ReadStatus(int(tid))
 	if err != nil {
 		return ti
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Name:\t"); ok {
-			copy(ti.comm[:15], v)
-		} else if v, ok := strings.CutPrefix(line, "Tgid:\t"); ok {
-			if n, err := strconv.ParseUint(v, 10, 32); err == nil {
-				ti.tgid = uint32(n)
-			}
-		}
+	copy(ti.comm[:15], st.Name)
+	if st.Tgid > 0 {
+		ti.tgid = uint32(st.Tgid)
 	}
 	return ti
 }

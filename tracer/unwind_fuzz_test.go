@@ -6,12 +6,14 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
-// FuzzParseMapsLine: any line of /proc/PID/maps, however mangled, is a
-// mapping with a sane range and a path, or refused; never a panic. The
-// seeds run in plain go test.
-func FuzzParseMapsLine(f *testing.F) {
+// FuzzExecMapping: any line of /proc/PID/maps, however mangled, is an
+// executable file mapping with a sane range and a path, or refused; never
+// a panic. The seeds run in plain go test.
+func FuzzExecMapping(f *testing.F) {
 	for _, s := range []string{
 		"7f12a4c28000-7f12a4d7d000 r-xp 00028000 fe:01 1311213                    /usr/lib/x86_64-linux-gnu/libc.so.6",
 		"55d0c7a00000-55d0c7a01000 r-xp 00001000 08:02 42 /tmp/a b (deleted)",
@@ -23,7 +25,11 @@ func FuzzParseMapsLine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		m, ok := parseMapsLine(line)
+		pm, err := procfs.ParseMapsLine(line)
+		if err != nil {
+			return
+		}
+		m, ok := execMapping(&pm)
 		if !ok {
 			return
 		}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/internal/bpftest"
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/unwind"
 )
 
@@ -86,30 +87,73 @@ func libcPath(t *testing.T) string {
 	return ""
 }
 
-// TestParseMapsLine reads /proc/PID/maps lines as the kernel writes them.
-func TestParseMapsLine(t *testing.T) {
-	m, ok := parseMapsLine("7f12a4c28000-7f12a4d7d000 r-xp 00028000 fe:01 1311213                    /usr/lib/x86_64-linux-gnu/libc.so.6")
+// TestExecMapping: the unwinder takes the executable file mappings of a
+// maps file, by their names less the " (deleted)" mark, spaces kept.
+func TestExecMapping(t *testing.T) {
+	parse := func(l string) (procMapping, bool) {
+		pm, err := procfs.ParseMapsLine(l)
+		if err != nil {
+			return procMapping{}, false
+		}
+		return execMapping(&pm)
+	}
+	m, ok := parse("7f12a4c28000-7f12a4d7d000 r-xp 00028000 fe:01 1311213                    /usr/lib/x86_64-linux-gnu/libc.so.6")
 	if !ok || m.start != 0x7f12a4c28000 || m.end != 0x7f12a4d7d000 || m.offset != 0x28000 ||
 		m.id != (fileID{dev: 0xfe<<20 | 1, ino: 1311213}) || m.path != "/usr/lib/x86_64-linux-gnu/libc.so.6" {
 		t.Fatalf("parsed %+v %v", m, ok)
 	}
-	m, ok = parseMapsLine("55d0c7a00000-55d0c7a01000 r-xp 00001000 08:02 42 /tmp/a b (deleted)")
-	if !ok || m.path != "/tmp/a b" {
-		t.Fatalf("a deleted file with a space: %+v %v", m, ok)
+	m, ok = parse("55d0c7a00000-55d0c7a01000 r-xp 00001000 08:02 42 /tmp/a  b  (deleted)")
+	if !ok || m.path != "/tmp/a  b " {
+		t.Fatalf("a deleted file with spaces: %+v %v", m, ok)
 	}
 	for _, l := range []string{
 		"7f12a4c00000-7f12a4c28000 r--p 00000000 fe:01 1311213 /usr/lib/x86_64-linux-gnu/libc.so.6", // not executable
 		"7ffd5a1f2000-7ffd5a1f4000 r-xp 00000000 00:00 0                          [vdso]",
 		"7f0000000000-7f0000001000 r-xp 00000000 00:00 0",
-		"zz-7f0000001000 r-xp 00000000 08:01 5 /x",
-		"7f0000001000-7f0000000000 r-xp 00000000 08:01 5 /x", // end before start
-		"7f0000000000-7f0000001000 r-xp 00000000 0801 5 /x",
-		"",
+		"7f0000000000-7f0000001000 r-xp 00000000 00:0f 5 anon_inode:[bpf_prog]",
 	} {
-		if m, ok := parseMapsLine(l); ok {
-			t.Errorf("%q parsed as %+v", l, m)
+		if m, ok := parse(l); ok {
+			t.Errorf("%q taken as %+v", l, m)
 		}
 	}
+}
+
+// TestExecMapsOddPath: a program whose path has two spaces in a row and
+// one at its end is named by that path, not by its words rejoined.
+func TestExecMapsOddPath(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(t.TempDir(), "a  b ")
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(prog, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var paths []string
+	// The exec maps the program a moment after Start returns.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		maps, err := readExecMaps(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = paths[:0]
+		for _, m := range maps {
+			if m.path == prog {
+				return
+			}
+			paths = append(paths, m.path)
+		}
+	}
+	t.Fatalf("no mapping named %q among %q", prog, paths)
 }
 
 // TestUnwindMappingsOfProcess fills the maps for a real process (a C
@@ -446,6 +490,47 @@ func TestFillFramesAfterExit(t *testing.T) {
 	}
 	if len(named) != 1 || named[0].Path != m.path {
 		t.Errorf("files named after the exit: %+v, want %s", named, m.path)
+	}
+}
+
+// TestNoNamesInOtherMountNS: a process in a mount namespace of its own
+// has "/" for its root link, but its maps paths name files of its own
+// mounts (a bind mount may put another file under a host path): its
+// frames are filled by inode and their files are not named by path.
+func TestNoNamesInOtherMountNS(t *testing.T) {
+	u := dwarfUnwinder(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		bpftest.Unavailable(t, "no unshare(1)")
+	}
+	cmd := exec.Command(unshare, "-m", "--propagation", "private", "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	var maps []procMapping
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if c, _ := procfs.ReadComm(pid); c == "sleep" {
+			if maps, _ = readExecMaps(pid); len(maps) >= 2 {
+				break
+			}
+		}
+	}
+	if l, err := os.Readlink(procfs.Dir(pid) + "/root"); err != nil || l != "/" || len(maps) == 0 {
+		t.Fatalf("sleep under unshare -m: root %q (%v), %d executable mappings", l, err, len(maps))
+	}
+	if err := u.updateProcess(pid, true); err != nil {
+		t.Fatal(err)
+	}
+	m := maps[0]
+	fr := []Frame{{Addr: m.start + 0x10, Ino: InoUnknown}}
+	named := u.fillFrames(uint32(pid), monotonicNS(), fr)
+	if fr[0].Ino != m.id.ino {
+		t.Errorf("frame filled as inode %d, want %d (%s)", fr[0].Ino, m.id.ino, m.path)
+	}
+	if len(named) != 0 {
+		t.Errorf("files named by their paths in another mount namespace: %+v", named)
 	}
 }
 
