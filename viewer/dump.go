@@ -63,7 +63,7 @@ func WriteThreadTableWith(out io.Writer, m *analysis.Model, sups []*analysis.Sup
 	if m.Done && m.StillAllocated(-1) {
 		fmt.Fprintf(w, "the Leaks and Leaked columns are blocks %s, not leaks: %s\n", m.LiveOf(-1).Words(), liveWhy[m.LiveOf(-1)])
 	}
-	if m.LeaksMayBeOverstated() {
+	if m.LostEvents > 0 && tl > 0 { // the leaks shown, the suppressed left out
 		fmt.Fprintf(w, "leaks may be overstated: a leak may be a block whose free was among the %d lost records\n", m.LostEvents)
 	}
 	writeFDLeaks(w, m)

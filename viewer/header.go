@@ -91,7 +91,9 @@ func (a *App) header() Header {
 	if n, b := a.suppressed(); n > 0 && n <= h.Leaks && b <= h.LeakBytes {
 		h.Leaks, h.LeakBytes, h.Suppressed, h.SuppressedBytes = h.Leaks-n, h.LeakBytes-b, n, b
 	}
-	h.LeaksOverstated = m.LeaksMayBeOverstated()
+	// Of the leaks shown, the suppressed ones left out, as the report
+	// says it: with every leak suppressed there is nothing to overstate.
+	h.LeaksOverstated = m.LostEvents > 0 && h.Leaks > 0
 	h.Live = a.liveOf(a.q.Proc)
 	h.StillAllocated = h.Live != analysis.LiveLeaked
 	if n := len(m.Untraced()); n > 0 {
