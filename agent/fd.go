@@ -51,52 +51,40 @@ func cmpFD(a, b fdtrace.Event) int { return cmp.Compare(a.TS, b.TS) }
 
 func (s *Session) writeFD(e *fdtrace.Event) {
 	r := e.Record(s.cfg.StartNS)
-	if len(e.Frames) > 0 {
-		r.Stack = s.addrStack(int(e.TGID), e.Frames)
-	}
+	r.Stack = s.fdStack(e.Stack)
 	s.buf = logfmt.AppendFD(s.buf[:0], &r)
 	s.write(s.buf)
 }
 
-// addrStack names raw user addresses through the process's recorded
-// mappings: "open64 < main < __libc_start_call_main". Frame 0 is the
-// interrupted instruction itself, the others return addresses.
-func (s *Session) addrStack(pid int, frames []uint64) string {
-	c := s.calls
-	as := c.spaces[pid]
-	if as == nil {
-		s.KnownProcess(pid, false)
-		as = c.spaces[pid]
+// fdStack is the stack= text of a descriptor line: the frames of the
+// stack record the kernel side sent for it, resolved as an allocation's
+// frames are (by file and offset), demangled, innermost first; a frame
+// without a symbol is MODULE(+0xOFF), as glibc prints it. Descriptor
+// lines carry their stack on the line, not as frame lines after it:
+// memtrack's readers and the analysis give frame lines to the last
+// alloc or free line before them.
+func (s *Session) fdStack(id uint64) string {
+	if id == 0 {
+		return ""
 	}
-	var parts []string
-	refreshed := false
-	for i, a := range frames {
-		name := ""
-		look := a
-		if i > 0 {
-			look = a - 1
+	si := s.stacks[id]
+	if si == nil {
+		s.Stats.StacksMissing++
+		return ""
+	}
+	if !si.resolved {
+		s.resolve(si)
+	}
+	parts := make([]string, 0, len(si.frames))
+	for _, f := range si.frames {
+		switch {
+		case f.Symbol != "":
+			parts = append(parts, symbols.Demangle(f.Symbol))
+		case f.Module != "":
+			parts = append(parts, displayPath(f.Module)+"(+0x"+strconv.FormatUint(f.Offset, 16)+")")
+		default:
+			parts = append(parts, "0x"+strconv.FormatUint(f.Addr, 16))
 		}
-		if as != nil {
-			if _, ok := as.Lookup(look); !ok && !refreshed {
-				// Mapped since the last look (a library the loader
-				// was still opening, say): read the maps again.
-				refreshed = true
-				s.KnownProcess(pid, false)
-			}
-			if fr, err := as.Resolve(look, 0); err == nil || fr.Module != "" {
-				name = symbols.Demangle(fr.Symbol)
-				if name == "" {
-					name = displayPath(fr.Module)
-				}
-			}
-		}
-		if name == "" {
-			if i > 0 {
-				break // a frame-pointer walk into garbage
-			}
-			name = "0x" + strconv.FormatUint(a, 16)
-		}
-		parts = append(parts, name)
 	}
 	return strings.Join(parts, " < ")
 }
@@ -109,6 +97,7 @@ func (s *Session) fdLeaks(pid uint32) []fdtrace.Open {
 	open := s.fds.Exit(pid)
 	for _, o := range open {
 		r := o.Record(pid, s.cfg.StartNS)
+		r.Stack = s.fdStack(o.Stack)
 		s.buf = logfmt.AppendFD(s.buf[:0], &r)
 		s.write(s.buf)
 	}

@@ -60,7 +60,7 @@ func (s *Session) openFDs(pid uint32, exiting bool) []procreport.FD {
 		opens = s.fdLeaks(pid)
 	}
 	for _, o := range opens {
-		out = append(out, procreport.FD{FD: o.FD, Kind: o.Kind.String(), Call: o.Call.String(), Path: o.Path})
+		out = append(out, procreport.FD{FD: o.FD, Kind: o.Kind.String(), Call: o.Call.String(), Path: o.Path, Stack: s.fdStack(o.Stack)})
 	}
 	return out
 }

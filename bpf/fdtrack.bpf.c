@@ -16,14 +16,24 @@
 #include "bpf/bpf_tracing.h"
 #include "bpf/bpf_core_read.h"
 #include "fdtrack.h"
+#include "memtrace.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Set by the Go side before load. */
-const volatile __u64 wakeup_bytes = 16 * 1024;
-
-/* Records the ring buffer could not take. */
-__u64 lost_records = 0;
+/* The allocation tracer's stack walk, whole: a descriptor's stack is
+ * walked over the same unwind tables and sent as the same mt_stack
+ * record, through the same ring, as an allocation's. The Go side loads
+ * this object with memtrace's maps in place of the ones these parts
+ * declare (the tables, events, stacks_sent, files_sent); the per-CPU
+ * scratch stays this object's own. wakeup_bytes, lost_records and
+ * stack_depth are declared by mt_state.h and mean here what they mean
+ * there, for this object's ring and records. docs/fd.md, "Stacks". */
+#include "mt_state.h"
+#include "mt_ring.h"
+#include "mt_frames.h"
+#include "mt_dwarf.h"
+#include "mt_fp.h"
+#include "mt_capture.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -79,9 +89,6 @@ static __always_inline struct fstate *fstate_get(int create)
 	return bpf_map_lookup_elem(&fd_states, &tid);
 }
 
-/* --stack-depth: user frames per descriptor event (at most FD_MAX_FRAMES). */
-const volatile __u32 stack_depth = 0;
-
 /* CO-RE flavours of the kernel types walked to name a device fd: matched
  * by name against the running kernel's BTF, on every architecture. */
 struct qstr___fd {
@@ -112,7 +119,7 @@ struct task_struct___fd {
 #define FD_CLOSE_RANGE_CLOEXEC 4
 #define FD_EBADF 9
 
-static __always_inline int is_target(void)
+static __always_inline int fd_is_target(void)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	return bpf_map_lookup_elem(&fd_targets, &tgid) != 0;
@@ -196,7 +203,7 @@ static __always_inline struct fd_event *reserve(void)
 	return e;
 }
 
-static __always_inline void submit(struct fd_event *e)
+static __always_inline void fd_submit(struct fd_event *e)
 {
 	__u64 avail = bpf_ringbuf_query(&fd_events, BPF_RB_AVAIL_DATA);
 	bpf_ringbuf_submit(e, avail >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
@@ -323,12 +330,55 @@ static __always_inline int on_ioctl(struct fd_event *e, struct fstate *st)
 	return 0;
 }
 
-/* The user stack at a system call's exit. Frame 0 is in libc's wrapper,
- * which keeps no frame pointer, so the kernel's walk misses the wrapper's
- * caller. The first of the words just above the user stack pointer that
- * is a return address (the five bytes before it are a call rel32 into
- * the PLT or the wrapper) is put in as frame 1. The rest is the
- * frame-pointer walk. */
+/* The user stack at a system call's exit, as the allocation tracer
+ * sends its stacks (mt_capture_stack): walked, hashed into an id with the
+ * tgid, sent once. Frame 0 is the instruction after the syscall, in
+ * libc's wrapper; it is no return address (is_return 0), so its own row
+ * gives the first step. A global function: the verifier checks the walk
+ * once, not at every path of on_exit. */
+__noinline __u64 fd_dwarf_capture(__u64 pc, __u64 sp, __u64 fp, __u64 lr)
+{
+	__u32 zero = 0;
+	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!buf)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct mt_walk w = {
+		.buf = buf,
+		.maps = bpf_map_lookup_elem(&unwind_procs, &tgid),
+		.chunk = bpf_map_lookup_elem(&stack_chunk, &zero),
+		.s = {.pc = pc, .sp = sp, .fp = fp, .lr = lr, .fp_known = 1},
+		.reason = MT_STOP_DEPTH,
+	};
+#if defined(__TARGET_ARCH_arm64)
+	/* In a leaf wrapper the return address is still in x30. */
+	w.s.lr_valid = 1;
+#endif
+	buf->ips[0] = pc;
+	w.n = 1;
+	if (stack_depth > 1)
+		bpf_loop(stack_depth, walk_cb, &w, 0);
+	__u16 reason = w.n >= stack_depth ? MT_STOP_DEPTH : w.reason;
+	__u32 n = w.n;
+	if (n > MT_MAX_FRAMES)
+		n = MT_MAX_FRAMES;
+	buf->n = n;
+	struct mt_hash_ctx h = {.buf = buf, .id = 0xcbf29ce484222325ULL ^ tgid};
+	bpf_loop((n + 7) / 8, hash_cb, &h, 0);
+	__u64 id = h.id | 1; /* never 0 */
+	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
+		__u8 one = 1;
+		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
+		send_stack(id, buf, n, reason);
+	}
+	return id;
+}
+
+/* --stack-unwind fp: the kernel's frame-pointer walk. Frame 0 is in
+ * libc's wrapper, which keeps no frame pointer, so the kernel's walk
+ * misses the wrapper's caller. The first of the words just above the user
+ * stack pointer that is a return address (the five bytes before it are a
+ * call rel32 into the PLT or the wrapper) is put in as frame 1. */
 #if defined(__TARGET_ARCH_x86)
 struct fd_scan {
 	__u64 sp;
@@ -347,29 +397,74 @@ static long scan_cb(__u64 i, void *data)
 	c->ret = w;
 	return 1;
 }
+
+struct fd_shift {
+	struct stackbuf *buf;
+	__u32 top;
+};
+
+/* Moves frame top - 1 - i one place up, making room at frame 1. */
+static long shift_cb(__u64 i, void *data)
+{
+	struct fd_shift *c = data;
+	__u32 k = c->top - i;
+	if (k < 2 || k > MT_MAX_FRAMES)
+		return 1;
+	c->buf->ips[k] = c->buf->ips[k - 1];
+	return 0;
+}
 #endif
 
-static __always_inline void fd_stack(__u64 *ctx, struct fd_event *e)
+static __always_inline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
 {
-	__u32 n = stack_depth < FD_MAX_FRAMES ? stack_depth : FD_MAX_FRAMES;
-	long got = bpf_get_stack(ctx, e->frames, n * 8, BPF_F_USER_STACK);
+	__u32 zero = 0;
+	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!buf)
+		return 0;
+	__u32 want = stack_depth < MT_MAX_FRAMES ? stack_depth : MT_MAX_FRAMES;
+	long got = bpf_get_stack(ctx, buf->ips, (want * 8) & 0x3ff, BPF_F_USER_STACK);
 	if (got <= 0)
-		return;
-	e->nframes = got / 8;
+		return 0;
+	__u32 n = got / 8;
 #if defined(__TARGET_ARCH_x86)
+	struct fd_scan c = {.sp = sp};
+	bpf_loop(24, scan_cb, &c, 0);
+	if (c.ret && want >= 2 && !(n > 1 && buf->ips[1] == c.ret)) {
+		struct fd_shift sh = {.buf = buf, .top = n < want ? n : want - 1};
+		bpf_loop(MT_MAX_FRAMES, shift_cb, &sh, 0);
+		buf->ips[1] = c.ret;
+		if (n < want)
+			n++;
+	}
+#endif
+	if (n > MT_MAX_FRAMES)
+		n = MT_MAX_FRAMES;
+	buf->n = n;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct mt_hash_ctx h = {.buf = buf, .id = 0xcbf29ce484222325ULL ^ tgid};
+	bpf_loop((n + 7) / 8, hash_cb, &h, 0);
+	__u64 id = h.id | 1;
+	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
+		__u8 one = 1;
+		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
+		send_stack(id, buf, n, MT_STOP_FPWALK);
+	}
+	return id;
+}
+
+/* The user registers as the system call left them. */
+static __always_inline __u64 fd_stack(__u64 *ctx)
+{
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	struct fd_scan c = {.sp = BPF_CORE_READ(regs, sp)};
-	bpf_loop(24, scan_cb, &c, 0);
-	if (!c.ret || n < 2)
-		return;
-	if (e->nframes > 1 && e->frames[1] == c.ret)
-		return;
-	for (int i = FD_MAX_FRAMES - 1; i > 1; i--)
-		e->frames[i] = e->frames[i - 1];
-	e->frames[1] = c.ret;
-	if (e->nframes < n)
-		e->nframes++;
+	__u64 sp = PT_REGS_SP_CORE(regs);
+	if (!unwind_dwarf)
+		return fd_fp_capture(ctx, sp);
+#if defined(__TARGET_ARCH_x86)
+	return fd_dwarf_capture(PT_REGS_IP_CORE(regs), sp, PT_REGS_FP_CORE(regs), 0);
+#else
+	return fd_dwarf_capture(PT_REGS_IP_CORE(regs), sp, PT_REGS_FP_CORE(regs),
+				BPF_CORE_READ(regs, regs[30]) & MT_ARM64_PAC_MASK);
 #endif
 }
 
@@ -389,10 +484,9 @@ static __always_inline int on_exit(void *ctx, long ret)
 	struct fd_event *e = reserve();
 	if (!e)
 		return 0;
-	e->nframes = 0;
-	e->pad = 0;
+	e->stack = 0;
 	if (stack_depth)
-		fd_stack(ctx, e);
+		e->stack = fd_stack(ctx);
 	e->call = call;
 	e->type = FD_EV_OPEN;
 	e->fd = ret;
@@ -483,7 +577,7 @@ static __always_inline int on_exit(void *ctx, long ret)
 			goto drop;
 		break;
 	}
-	submit(e);
+	fd_submit(e);
 	return 0;
 drop:
 	bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
@@ -497,7 +591,7 @@ SEC("raw_tp/sys_enter")
 int fd_sys_enter(__u64 *ctx)
 {
 	__u8 call = lookup_call((long)ctx[1]);
-	if (!call || !is_target())
+	if (!call || !fd_is_target())
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)ctx[0];
 	return on_enter(call, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs),
@@ -518,7 +612,7 @@ SEC("raw_tp")
 int fd_test_enter(__u64 *ctx)
 {
 	__u8 call = lookup_call((long)ctx[0]);
-	if (!call || !is_target())
+	if (!call || !fd_is_target())
 		return 0;
 	return on_enter(call, ctx[1], ctx[2], ctx[3], ctx[4]);
 }

@@ -61,7 +61,6 @@ enum fd_type {
 #define FD_ION_IOC_FREE 0xC0044901u           /* _IOWR('I', 1, 4): legacy */
 
 #define FD_PATH_LEN 256
-#define FD_MAX_FRAMES 32
 
 struct fd_event {
 	__u64 ts_ns;  /* CLOCK_MONOTONIC; a close's is taken at entry, before
@@ -79,9 +78,10 @@ struct fd_event {
 	__u8 trunc;   /* path did not fit */
 	char comm[16];
 	char path[FD_PATH_LEN]; /* open*, creat: path; memfd_create: name; ioctl: device name */
-	__u32 nframes;          /* user stack (--stack-depth), innermost first */
-	__u32 pad;
-	__u64 frames[FD_MAX_FRAMES];
+	/* --stack-depth: the id of the user stack at the call, sent as an
+	 * mt_stack record through memtrace's own ring (bpf/memtrace.h), as
+	 * an allocation's is; 0: none. */
+	__u64 stack;
 };
 
 #endif

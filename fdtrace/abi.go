@@ -94,9 +94,11 @@ const (
 // eventSize is sizeof(struct fd_event); abi_test.go checks it, and the
 // offsets decode reads, against the BTF of the compiled object.
 const (
-	eventSize = 592
+	eventSize = 336
 	pathLen   = 256
-	maxFrames = 32
+	// maxFrames is MT_MAX_FRAMES: the stack walk is the allocation
+	// tracer's.
+	maxFrames = 127
 )
 
 // Event is one record from the kernel or one the Table emits.
@@ -113,9 +115,11 @@ type Event struct {
 	Truncated bool // Path was cut at 255 bytes
 	Comm      [16]byte
 	Path      string // the path opened, a memfd's name, or a device's name (the heap)
-	// Frames is the user stack at the call (--stack-depth), innermost
-	// first: frame 0 lies in the system call's libc wrapper.
-	Frames []uint64
+	// Stack is the id of the user stack at the call (--stack-depth), a
+	// tracer.Stack sent through the allocation tracer's ring as an
+	// allocation's is; frame 0 lies in the system call's libc wrapper.
+	// 0: none.
+	Stack uint64
 
 	// Set by the Table.
 	Kind   Kind   // what the descriptor is
@@ -153,16 +157,7 @@ func (e *Event) decode(b []byte) error {
 		p = p[:i]
 	}
 	e.Path = string(p)
-	n := int(le.Uint32(b[328:]))
-	if n > maxFrames {
-		n = maxFrames
-	}
-	if n > 0 {
-		e.Frames = make([]uint64, n)
-		for i := range e.Frames {
-			e.Frames[i] = le.Uint64(b[336+8*i:])
-		}
-	}
+	e.Stack = le.Uint64(b[328:])
 	return nil
 }
 

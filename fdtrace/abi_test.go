@@ -40,7 +40,7 @@ func TestEventABI(t *testing.T) {
 		want := map[string]uint32{
 			"ts_ns": 0, "size": 8, "flags": 16, "extra": 24, "tgid": 32, "tid": 36, "fd": 40, "fd2": 44,
 			"aux": 48, "call": 52, "type": 54, "trunc": 55, "comm": 56, "path": 72,
-			"nframes": 328, "pad": 332, "frames": 336,
+			"stack": 328,
 		}
 		for _, m := range st.Members {
 			off, ok := want[m.Name]

@@ -178,7 +178,7 @@ func checkDecoded(t *testing.T, got *Event, want Event) {
 		t.Errorf("header: %+v", got)
 	}
 	g := *got
-	g.TGID, g.TID, g.TS, g.Comm, g.Frames = 0, 0, 0, [16]byte{}, nil
+	g.TGID, g.TID, g.TS, g.Comm, g.Stack = 0, 0, 0, [16]byte{}, 0
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", g, want)
 	}

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type FdtrackAllocText struct {
+	_  structs.HostLayout
+	Lo [2]uint64
+	Hi [2]uint64
+}
+
 type FdtrackFstate struct {
 	_       structs.HostLayout
 	A0      uint64
@@ -24,22 +30,173 @@ type FdtrackFstate struct {
 	_       [7]byte
 }
 
+type FdtrackMtChunk struct {
+	_ structs.HostLayout
+	B [2048]uint8
+}
+
+type FdtrackMtRcache struct {
+	_ structs.HostLayout
+	E [512]struct {
+		_   structs.HostLayout
+		Key uint64
+		R   struct {
+			_      structs.HostLayout
+			CfaOff int64
+			FpOff  int64
+			RaOff  int64
+			Type   uint8
+			Sig    uint8
+			Fp     uint8
+			RaAt   uint8
+			Plt    uint8
+			_      [3]byte
+		}
+	}
+}
+
+type FdtrackMtUext struct {
+	_      structs.HostLayout
+	CfaOff int32
+	FpOff  int32
+	RaOff  int32
+	Info   uint8
+	Plt    uint8
+	Zero   uint16
+}
+
+type FdtrackMtUfile struct {
+	_ structs.HostLayout
+	T struct {
+		_         structs.HostLayout
+		RowFirst  uint32
+		RowCount  uint32
+		PageFirst uint32
+		PageCount uint32
+		ExtFirst  uint32
+		ExtCount  uint32
+	}
+	SegOff uint64
+	SegEnd uint64
+	Delta  uint64
+}
+
+type FdtrackMtUfileKey struct {
+	_   structs.HostLayout
+	Dev uint64
+	Ino uint64
+}
+
+type FdtrackMtUmaps struct {
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	M   [512]struct {
+		_     structs.HostLayout
+		Start uint64
+		End   uint64
+		Base  uint64
+		T     struct {
+			_         structs.HostLayout
+			RowFirst  uint32
+			RowCount  uint32
+			PageFirst uint32
+			PageCount uint32
+			ExtFirst  uint32
+			ExtCount  uint32
+		}
+	}
+}
+
+type FdtrackMtUrow struct {
+	_    structs.HostLayout
+	Pc   uint32
+	Cfa  uint16
+	Info uint8
+	Reg  int8
+}
+
+type FdtrackStackbuf struct {
+	_   structs.HostLayout
+	Ips [128]uint64
+	N   uint32
+	_   [4]byte
+}
+
+type FdtrackTstate struct {
+	_              structs.HostLayout
+	Owner          uint64
+	OuterSp        uint64
+	ArgSize        uint64
+	ArgPtr         uint64
+	InnerSize      uint64
+	SkipFreePtr    uint64
+	SkipFreeSp     uint64
+	OvrSp          uint64
+	OvrRet         uint64
+	OvrSize        uint64
+	OvrCallsite    uint64
+	OvrCallsiteIno uint64
+	Callsite       uint64
+	CallsiteIno    uint64
+	Stack          uint64
+	OvrStack       uint64
+	EntryTs        uint64
+	CommLo         uint64
+	CommHi         uint64
+	StackOk        uint8
+	CommOk         uint8
+	_              [2]byte
+	Nev            uint32
+	Depth          uint32
+	Op             uint8
+	Sig            uint8
+	OvrOp          uint8
+	Flags          uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FdtrackMapFdCalls      = "fd_calls"
-	FdtrackMapFdEvents     = "fd_events"
-	FdtrackMapFdStates     = "fd_states"
-	FdtrackMapFdTargets    = "fd_targets"
-	FdtrackProgFdSysEnter  = "fd_sys_enter"
-	FdtrackProgFdSysExit   = "fd_sys_exit"
-	FdtrackProgFdTestEnter = "fd_test_enter"
-	FdtrackProgFdTestExit  = "fd_test_exit"
-	FdtrackVarFdAbiTypes   = "fd_abi_types"
-	FdtrackVarLostRecords  = "lost_records"
-	FdtrackVarStackDepth   = "stack_depth"
-	FdtrackVarWakeupBytes  = "wakeup_bytes"
+	FdtrackMapAllocInos      = "alloc_inos"
+	FdtrackMapAllocTexts     = "alloc_texts"
+	FdtrackMapEvents         = "events"
+	FdtrackMapFdCalls        = "fd_calls"
+	FdtrackMapFdEvents       = "fd_events"
+	FdtrackMapFdStates       = "fd_states"
+	FdtrackMapFdTargets      = "fd_targets"
+	FdtrackMapFilesSent      = "files_sent"
+	FdtrackMapRuleCache      = "rule_cache"
+	FdtrackMapStackChunk     = "stack_chunk"
+	FdtrackMapStackScratch   = "stack_scratch"
+	FdtrackMapStacksSent     = "stacks_sent"
+	FdtrackMapTargets        = "targets"
+	FdtrackMapTslots         = "tslots"
+	FdtrackMapTstates        = "tstates"
+	FdtrackMapUnwindExt      = "unwind_ext"
+	FdtrackMapUnwindFiles    = "unwind_files"
+	FdtrackMapUnwindPages    = "unwind_pages"
+	FdtrackMapUnwindProcs    = "unwind_procs"
+	FdtrackMapUnwindRows     = "unwind_rows"
+	FdtrackMapUnwindStale    = "unwind_stale"
+	FdtrackProgFdSysEnter    = "fd_sys_enter"
+	FdtrackProgFdSysExit     = "fd_sys_exit"
+	FdtrackProgFdTestEnter   = "fd_test_enter"
+	FdtrackProgFdTestExit    = "fd_test_exit"
+	FdtrackVarAgentTgid      = "agent_tgid"
+	FdtrackVarAllocLibs      = "alloc_libs"
+	FdtrackVarFdAbiTypes     = "fd_abi_types"
+	FdtrackVarFollow         = "follow"
+	FdtrackVarFreeStacks     = "free_stacks"
+	FdtrackVarHoldExec       = "hold_exec"
+	FdtrackVarLostRecords    = "lost_records"
+	FdtrackVarN_stackThreads = "n_stack_threads"
+	FdtrackVarReleased       = "released"
+	FdtrackVarStackDepth     = "stack_depth"
+	FdtrackVarStackThreads   = "stack_threads"
+	FdtrackVarUnwindDwarf    = "unwind_dwarf"
+	FdtrackVarWakeupBytes    = "wakeup_bytes"
 )
 
 // LoadFdtrack returns the embedded CollectionSpec for Fdtrack.
@@ -94,20 +251,46 @@ type FdtrackProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FdtrackMapSpecs struct {
-	FdCalls   *ebpf.MapSpec `ebpf:"fd_calls"`
-	FdEvents  *ebpf.MapSpec `ebpf:"fd_events"`
-	FdStates  *ebpf.MapSpec `ebpf:"fd_states"`
-	FdTargets *ebpf.MapSpec `ebpf:"fd_targets"`
+	AllocInos    *ebpf.MapSpec `ebpf:"alloc_inos"`
+	AllocTexts   *ebpf.MapSpec `ebpf:"alloc_texts"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	FdCalls      *ebpf.MapSpec `ebpf:"fd_calls"`
+	FdEvents     *ebpf.MapSpec `ebpf:"fd_events"`
+	FdStates     *ebpf.MapSpec `ebpf:"fd_states"`
+	FdTargets    *ebpf.MapSpec `ebpf:"fd_targets"`
+	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
+	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
+	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
+	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
+	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
+	Targets      *ebpf.MapSpec `ebpf:"targets"`
+	Tslots       *ebpf.MapSpec `ebpf:"tslots"`
+	Tstates      *ebpf.MapSpec `ebpf:"tstates"`
+	UnwindExt    *ebpf.MapSpec `ebpf:"unwind_ext"`
+	UnwindFiles  *ebpf.MapSpec `ebpf:"unwind_files"`
+	UnwindPages  *ebpf.MapSpec `ebpf:"unwind_pages"`
+	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
+	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
+	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
 }
 
 // FdtrackVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FdtrackVariableSpecs struct {
-	FdAbiTypes  *ebpf.VariableSpec `ebpf:"fd_abi_types"`
-	LostRecords *ebpf.VariableSpec `ebpf:"lost_records"`
-	StackDepth  *ebpf.VariableSpec `ebpf:"stack_depth"`
-	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	AgentTgid      *ebpf.VariableSpec `ebpf:"agent_tgid"`
+	AllocLibs      *ebpf.VariableSpec `ebpf:"alloc_libs"`
+	FdAbiTypes     *ebpf.VariableSpec `ebpf:"fd_abi_types"`
+	Follow         *ebpf.VariableSpec `ebpf:"follow"`
+	FreeStacks     *ebpf.VariableSpec `ebpf:"free_stacks"`
+	HoldExec       *ebpf.VariableSpec `ebpf:"hold_exec"`
+	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
+	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
+	Released       *ebpf.VariableSpec `ebpf:"released"`
+	StackDepth     *ebpf.VariableSpec `ebpf:"stack_depth"`
+	StackThreads   *ebpf.VariableSpec `ebpf:"stack_threads"`
+	UnwindDwarf    *ebpf.VariableSpec `ebpf:"unwind_dwarf"`
+	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // FdtrackObjects contains all objects after they have been loaded into the kernel.
@@ -130,18 +313,52 @@ func (o *FdtrackObjects) Close() error {
 //
 // It can be passed to LoadFdtrackObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FdtrackMaps struct {
-	FdCalls   *ebpf.Map `ebpf:"fd_calls"`
-	FdEvents  *ebpf.Map `ebpf:"fd_events"`
-	FdStates  *ebpf.Map `ebpf:"fd_states"`
-	FdTargets *ebpf.Map `ebpf:"fd_targets"`
+	AllocInos    *ebpf.Map `ebpf:"alloc_inos"`
+	AllocTexts   *ebpf.Map `ebpf:"alloc_texts"`
+	Events       *ebpf.Map `ebpf:"events"`
+	FdCalls      *ebpf.Map `ebpf:"fd_calls"`
+	FdEvents     *ebpf.Map `ebpf:"fd_events"`
+	FdStates     *ebpf.Map `ebpf:"fd_states"`
+	FdTargets    *ebpf.Map `ebpf:"fd_targets"`
+	FilesSent    *ebpf.Map `ebpf:"files_sent"`
+	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
+	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
+	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
+	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
+	Targets      *ebpf.Map `ebpf:"targets"`
+	Tslots       *ebpf.Map `ebpf:"tslots"`
+	Tstates      *ebpf.Map `ebpf:"tstates"`
+	UnwindExt    *ebpf.Map `ebpf:"unwind_ext"`
+	UnwindFiles  *ebpf.Map `ebpf:"unwind_files"`
+	UnwindPages  *ebpf.Map `ebpf:"unwind_pages"`
+	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
+	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
+	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
 }
 
 func (m *FdtrackMaps) Close() error {
 	return _FdtrackClose(
+		m.AllocInos,
+		m.AllocTexts,
+		m.Events,
 		m.FdCalls,
 		m.FdEvents,
 		m.FdStates,
 		m.FdTargets,
+		m.FilesSent,
+		m.RuleCache,
+		m.StackChunk,
+		m.StackScratch,
+		m.StacksSent,
+		m.Targets,
+		m.Tslots,
+		m.Tstates,
+		m.UnwindExt,
+		m.UnwindFiles,
+		m.UnwindPages,
+		m.UnwindProcs,
+		m.UnwindRows,
+		m.UnwindStale,
 	)
 }
 
@@ -149,10 +366,19 @@ func (m *FdtrackMaps) Close() error {
 //
 // It can be passed to LoadFdtrackObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FdtrackVariables struct {
-	FdAbiTypes  *ebpf.Variable `ebpf:"fd_abi_types"`
-	LostRecords *ebpf.Variable `ebpf:"lost_records"`
-	StackDepth  *ebpf.Variable `ebpf:"stack_depth"`
-	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
+	AgentTgid      *ebpf.Variable `ebpf:"agent_tgid"`
+	AllocLibs      *ebpf.Variable `ebpf:"alloc_libs"`
+	FdAbiTypes     *ebpf.Variable `ebpf:"fd_abi_types"`
+	Follow         *ebpf.Variable `ebpf:"follow"`
+	FreeStacks     *ebpf.Variable `ebpf:"free_stacks"`
+	HoldExec       *ebpf.Variable `ebpf:"hold_exec"`
+	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
+	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
+	Released       *ebpf.Variable `ebpf:"released"`
+	StackDepth     *ebpf.Variable `ebpf:"stack_depth"`
+	StackThreads   *ebpf.Variable `ebpf:"stack_threads"`
+	UnwindDwarf    *ebpf.Variable `ebpf:"unwind_dwarf"`
+	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // FdtrackPrograms contains all programs after they have been loaded into the kernel.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/memtrace/memtrace/config"
 )
 
@@ -18,9 +20,18 @@ type Options struct {
 	// WakeupBytes: records are submitted without waking the reader until
 	// this much is pending; 0 means RingBytes/4.
 	WakeupBytes int
-	// StackDepth is how many user frames each event carries (0: none; at
-	// most 32).
+	// StackDepth is how many user frames each event's stack has (0:
+	// none; at most 127). Stacks need Stacks.
 	StackDepth int
+	// Stacks are the allocation tracer's maps that a descriptor's stack
+	// goes through (tracer.Tracer.StackMaps): its unwind tables, the
+	// ring its stack and file records are read from, and the sets of
+	// stacks and files already sent. With StackDepth and without them,
+	// New fails: a stack would go where nothing reads it.
+	Stacks map[string]*ebpf.Map
+	// DWARF: walk the unwind tables (the tracer's --stack-unwind dwarf);
+	// false: the kernel's frame-pointer walk.
+	DWARF bool
 }
 
 // DefaultRingBytes holds about 12,000 records: a program that opens and

@@ -28,6 +28,7 @@ type entry struct {
 	cloexec bool
 	ts      uint64
 	tid     uint32
+	stack   uint64 // the opening call's stack id (Event.Stack)
 }
 
 // desc is an open file description.
@@ -184,7 +185,7 @@ func (t *Table) install(p map[int32]*entry, fd int32, d *desc, o *Event, emit fu
 		}
 	}
 	d.refs++
-	p[fd] = &entry{d: d, call: o.Call, cloexec: cloexec(o.Call, o.Flags), ts: o.TS, tid: o.TID}
+	p[fd] = &entry{d: d, call: o.Call, cloexec: cloexec(o.Call, o.Flags), ts: o.TS, tid: o.TID, stack: o.Stack}
 	if t.track.Has(config.TrackFD) {
 		o.Known = true
 		emit(o)
@@ -293,6 +294,7 @@ type Open struct {
 	Cloexec bool
 	Buf     uint64 // the buffer it holds (dmabuf, ion), or 0
 	Size    uint64 // that buffer's size
+	Stack   uint64 // the stack id of the call that made it (Event.Stack), or 0
 }
 
 // Open lists the descriptors that pid made while traced and still holds,
@@ -304,7 +306,7 @@ func (t *Table) Open(pid uint32) []Open {
 		if en.call == CallNone {
 			continue // held before tracing started
 		}
-		o := Open{FD: fd, Kind: en.d.kind, Call: en.call, Path: en.d.path, TS: en.ts, TID: en.tid, Cloexec: en.cloexec}
+		o := Open{FD: fd, Kind: en.d.kind, Call: en.call, Path: en.d.path, TS: en.ts, TID: en.tid, Cloexec: en.cloexec, Stack: en.stack}
 		if en.d.buf != nil {
 			o.Buf, o.Size = en.d.buf.id, en.d.buf.size
 		}

@@ -92,7 +92,17 @@ func newTracer(opts Options, test bool) (*Tracer, error) {
 		return nil, fmt.Errorf("load the fd BPF object: %w", err)
 	}
 	spec.Maps["fd_events"].MaxEntries = uint32(opts.RingBytes)
-	if err := spec.Variables["stack_depth"].Set(uint32(min(max(opts.StackDepth, 0), maxFrames))); err != nil {
+	depth := uint32(min(max(opts.StackDepth, 0), maxFrames))
+	var load *ebpf.CollectionOptions
+	if depth > 0 {
+		if load, err = shareStackMaps(spec, opts.Stacks); err != nil {
+			return nil, err
+		}
+	}
+	if err := spec.Variables["stack_depth"].Set(depth); err != nil {
+		return nil, fmt.Errorf("configure descriptor tracing: %w", err)
+	}
+	if err := spec.Variables["unwind_dwarf"].Set(b2u(opts.DWARF)); err != nil {
 		return nil, fmt.Errorf("configure descriptor tracing: %w", err)
 	}
 	if err := spec.Variables["wakeup_bytes"].Set(uint64(opts.WakeupBytes)); err != nil {
@@ -103,7 +113,7 @@ func newTracer(opts Options, test bool) (*Tracer, error) {
 	if test {
 		into = &t.objs
 	}
-	if err := spec.LoadAndAssign(into, nil); err != nil {
+	if err := spec.LoadAndAssign(into, load); err != nil {
 		return nil, fmt.Errorf("%w: load the fd BPF programs: %w", ErrUnavailable, err)
 	}
 	want := callsFor(opts.Track)
@@ -133,6 +143,38 @@ func newTracer(opts Options, test bool) (*Tracer, error) {
 		return nil, fmt.Errorf("open the fd ring buffer: %w", err)
 	}
 	return t, nil
+}
+
+// stackMaps are the maps of the allocation tracer's that a descriptor's
+// stack is walked over and sent through; the walk's per-CPU scratch stays
+// this object's own.
+var stackMaps = []string{"events", "stacks_sent", "files_sent", "unwind_rows", "unwind_pages", "unwind_ext",
+	"unwind_procs", "unwind_files", "unwind_stale"}
+
+// shareStackMaps puts the tracer's maps in place of this object's copies,
+// sized as the tracer sized them.
+func shareStackMaps(spec *ebpf.CollectionSpec, have map[string]*ebpf.Map) (*ebpf.CollectionOptions, error) {
+	repl := make(map[string]*ebpf.Map, len(stackMaps))
+	for _, name := range stackMaps {
+		m := have[name]
+		if m == nil {
+			return nil, fmt.Errorf("fd tracer: descriptor stacks need the allocation tracer's %s map: start it with the same --stack-depth", name)
+		}
+		ms := spec.Maps[name]
+		if ms == nil {
+			return nil, fmt.Errorf("fd tracer: the fd BPF object has no %s map: rebuild memtrace (go generate)", name)
+		}
+		ms.MaxEntries = m.MaxEntries()
+		repl[name] = m
+	}
+	return &ebpf.CollectionOptions{MapReplacements: repl}, nil
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // AddProcess starts recording the descriptor calls of pid (a tgid).

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
@@ -171,7 +172,20 @@ func (l *loop) startFD() error {
 	if !l.o.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
 		return nil
 	}
-	fd, err := fdtrace.New(fdtrace.Options{Track: l.o.Track, StackDepth: l.o.StackDepth})
+	fo := fdtrace.Options{Track: l.o.Track, StackDepth: l.o.StackDepth}
+	// Descriptor stacks go through the allocation tracer's walk and
+	// ring (docs/fd.md, "Stacks").
+	var tr any = l.tr
+	if pc, ok := tr.(*probeCounter); ok {
+		tr = pc.tracerAPI
+	}
+	if st, ok := tr.(interface {
+		StackMaps() map[string]*ebpf.Map
+		StackDWARF() bool
+	}); ok && fo.StackDepth > 0 {
+		fo.Stacks, fo.DWARF = st.StackMaps(), st.StackDWARF()
+	}
+	fd, err := fdtrace.New(fo)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ type FD struct {
 	FD         int32
 	Kind, Call string
 	Path       string
+	Stack      string // the opening call's, "open64 < fopen < main"; "" without --stack-depth
 }
 
 // Report is one process's figures.
@@ -149,6 +150,11 @@ func (r *Report) text(w io.Writer) {
 	fmt.Fprintf(w, "\nLeaked file descriptors (open at exit): %d\n", len(r.OpenFDs))
 	for _, f := range r.OpenFDs {
 		fmt.Fprintf(w, "  fd %d %s (%s) %s\n", f.FD, f.Kind, f.Call, f.Path)
+		if f.Stack != "" {
+			// Under the descriptor, as an allocation's stack is
+			// under its line.
+			fmt.Fprintf(w, "      %s\n", f.Stack)
+		}
 	}
 }
 
@@ -168,9 +174,9 @@ func (r *Report) html(w io.Writer) {
 	}
 	table("Live at the peak", r.PeakTop)
 	table("Leaked (live at exit)", r.Leaks)
-	fmt.Fprint(w, "<h2>Open file descriptors at exit</h2><table><tr><th>fd</th><th>kind</th><th>call</th><th>path</th></tr>\n")
+	fmt.Fprint(w, "<h2>Open file descriptors at exit</h2><table><tr><th>fd</th><th>kind</th><th>call</th><th>path</th><th>call stack</th></tr>\n")
 	for _, f := range r.OpenFDs {
-		fmt.Fprintf(w, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", f.FD, e(f.Kind), e(f.Call), e(f.Path))
+		fmt.Fprintf(w, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td><code>%s</code></td></tr>\n", f.FD, e(f.Kind), e(f.Call), e(f.Path), e(f.Stack))
 	}
 	fmt.Fprint(w, "</table>\n")
 }
