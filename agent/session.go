@@ -85,14 +85,17 @@ type process struct {
 }
 
 type thread struct {
-	tid   uint32
-	comm  [16]byte // as the kernel sent it: compared without making a string
-	name  string
-	tgid  uint32
-	total uint64
-	track bool
-	proc  *process
-	ended bool // EXIT written (InProcess: later events are still its own)
+	tid  uint32
+	comm [16]byte // as the kernel sent it: compared without making a string
+	name string
+	// prefix is the start its event lines share (logfmt.AppendEventPrefix),
+	// formatted when the thread is first seen or renamed.
+	prefix []byte
+	tgid   uint32
+	total  uint64
+	track  bool
+	proc   *process
+	ended  bool // EXIT written (InProcess: later events are still its own)
 }
 
 // Stats counts what a session wrote.
@@ -342,12 +345,14 @@ func (s *Session) thread(e *tracer.Event) *thread {
 	if t == nil {
 		t = &thread{tid: e.TID, comm: e.Comm, name: e.CommString(), tgid: e.TGID}
 		t.track = s.tracked(t.name)
+		t.prefix = logfmt.AppendEventPrefix(nil, int64(t.tid), t.name)
 		s.threads[e.TID] = t
 		s.announce(e.TID, t)
 	} else if t.comm != e.Comm {
 		// A renamed thread shows its new name from here on.
 		t.comm, t.name = e.Comm, e.CommString()
 		t.track = s.tracked(t.name)
+		t.prefix = logfmt.AppendEventPrefix(t.prefix[:0], int64(t.tid), t.name)
 		s.announce(e.TID, t)
 	}
 	s.last = t
@@ -511,7 +516,8 @@ func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op lo
 	t.total += size
 	s.Stats.Allocs++
 	if s.err == nil && !s.cfg.NoText {
-		s.out = logfmt.AppendAlloc(s.out, int64(e.TID), t.name, op.String(), ts, size, t.total, ptr)
+		s.out = append(append(s.out, t.prefix...), logfmt.OpField(op)...)
+		s.out = logfmt.AppendAllocAfter(s.out, ts, size, t.total, ptr)
 	}
 	if e.Stack != 0 {
 		s.writeStack(e.Stack)
@@ -566,7 +572,8 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 	}
 	s.Stats.Frees++
 	if s.err == nil && !s.cfg.NoText {
-		s.out = logfmt.AppendFree(s.out, int64(e.TID), t.name, op.String(), ts, size, ptr)
+		s.out = append(append(s.out, t.prefix...), logfmt.OpField(op)...)
+		s.out = logfmt.AppendFreeAfter(s.out, ts, size, ptr)
 	}
 	if e.Stack != 0 && !s.cfg.NoFreeStacks {
 		s.writeStack(e.Stack)

@@ -30,3 +30,47 @@ func BenchmarkSessionPairs(b *testing.B) {
 	}
 	s.Drain(true)
 }
+
+// benchStacks are stacks shaped like the DWARF walk's on sqlite3 at
+// --stack-depth 32: long module paths, a symbol on most frames.
+func benchStacks(n, depth int) [][]Frame {
+	mods := []string{"/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6", "/usr/bin/sqlite3", "/usr/lib/x86_64-linux-gnu/libc.so.6"}
+	syms := []string{"sqlite3Malloc", "sqlite3MallocZero", "", "sqlite3VdbeExec", "sqlite3_step", "__libc_start_main"}
+	st := make([][]Frame, n)
+	for i := range st {
+		for j := 0; j < depth-i%7; j++ {
+			st[i] = append(st[i], Frame{Module: mods[(i+j)%3], Symbol: syms[(i*j)%len(syms)],
+				Offset: uint64(0x40 + (i*31+j*7)%0x900), Addr: 0x7faa44700000 + uint64(i*4096+j*64)})
+		}
+	}
+	return st
+}
+
+// BenchmarkSessionStackPairs is BenchmarkSessionPairs with a stack on
+// both events, as --stack-depth 32 gives them: the per-event cost of the
+// stack's lines once they are formatted.
+func BenchmarkSessionStackPairs(b *testing.B) {
+	s := New(Config{Out: io.Discard, InProcess: true})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	stacks := benchStacks(512, 24)
+	for i, st := range stacks {
+		s.ResolvedStack(uint64(i+1), st)
+	}
+	ev := tracer.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: tracer.KindAlloc}
+	copy(ev.Comm[:], "loop")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		ev.TS = uint64(i) * 1000
+		ev.Stack = uint64(i%len(stacks) + 1)
+		ev.Kind, ev.Op, ev.Ptr = tracer.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
+		s.Add(&ev)
+		ev.Stack = uint64((i*7)%len(stacks) + 1)
+		ev.Kind, ev.Op = tracer.KindFree, uint8(logfmt.OpFree)
+		s.Add(&ev)
+		if i&1023 == 0 {
+			s.Drain(true)
+		}
+	}
+	s.Drain(true)
+}

@@ -14,8 +14,16 @@ const (
 // AppendAlloc appends one alloc line (with its newline) to b, in memtrack's
 // layout: tid=%-6d (%-15s) %-10s ts=%-12llu size=%-12zu  total=%-12zu  ptr=%p.
 func AppendAlloc(b []byte, tid int64, name string, op string, ts, size, total, ptr uint64) []byte {
-	b = appendHead(b, tid, name, op, ts)
-	b = append(b, "size="...)
+	return AppendAllocAfter(appendHead(b, tid, name, op), ts, size, total, ptr)
+}
+
+// AppendAllocAfter is AppendAlloc from the ts value on, after a line's
+// start written by AppendEventPrefix and AppendOpField (or OpField): a
+// writer keeps those per thread and per op instead of formatting them for
+// every event.
+func AppendAllocAfter(b []byte, ts, size, total, ptr uint64) []byte {
+	b = appendPadUint(b, ts, 12)
+	b = append(b, " size="...)
 	b = appendPadUint(b, size, 12)
 	b = append(b, "  total="...)
 	b = appendPadUint(b, total, 12)
@@ -27,8 +35,13 @@ func AppendAlloc(b []byte, tid int64, name string, op string, ts, size, total, p
 // AppendFree appends one free line: ... size=%-12zu  ptr=%p. size is the
 // size of the block released, 0 where it is unknown.
 func AppendFree(b []byte, tid int64, name string, op string, ts, size, ptr uint64) []byte {
-	b = appendHead(b, tid, name, op, ts)
-	b = append(b, "size="...)
+	return AppendFreeAfter(appendHead(b, tid, name, op), ts, size, ptr)
+}
+
+// AppendFreeAfter is AppendFree from the ts value on (see AppendAllocAfter).
+func AppendFreeAfter(b []byte, ts, size, ptr uint64) []byte {
+	b = appendPadUint(b, ts, 12)
+	b = append(b, " size="...)
 	b = appendPadUint(b, size, 12)
 	b = append(b, "  ptr="...)
 	b = appendPtr(b, ptr)
@@ -37,8 +50,9 @@ func AppendFree(b []byte, tid int64, name string, op string, ts, size, ptr uint6
 
 // AppendExit appends a thread-exit line.
 func AppendExit(b []byte, tid int64, name string, ts, total uint64) []byte {
-	b = appendHead(b, tid, name, "EXIT", ts)
-	b = append(b, "total="...)
+	b = appendHead(b, tid, name, "EXIT")
+	b = appendPadUint(b, ts, 12)
+	b = append(b, " total="...)
 	b = appendPadUint(b, total, 12)
 	return append(b, " bytes allocated\n"...)
 }
@@ -51,10 +65,7 @@ func AppendFrame(b []byte, idx int, module, symbol string, off, addr uint64) []b
 	b = append(b, "  #"...)
 	n := len(b)
 	b = strconv.AppendInt(b, int64(idx), 10)
-	for len(b)-n < 2 {
-		b = append(b, ' ')
-	}
-	b = append(b, ' ')
+	b = appendSpaces(b, 3-(len(b)-n))
 	if module != "" {
 		b = append(b, sanitize(module)...)
 		b = append(b, '(')
@@ -98,24 +109,59 @@ func needsQuote(s string) bool {
 	return false
 }
 
-func appendHead(b []byte, tid int64, name, op string, ts uint64) []byte {
+// appendHead writes an event line up to its ts value.
+func appendHead(b []byte, tid int64, name, op string) []byte {
+	return AppendOpField(AppendEventPrefix(b, tid, name), op)
+}
+
+// AppendEventPrefix appends the start every event line of one thread
+// shares: "[memtrack] tid=%-6d (%-15s) ".
+func AppendEventPrefix(b []byte, tid int64, name string) []byte {
 	b = append(b, TrackPrefix...)
 	b = append(b, "tid="...)
 	n := len(b)
 	b = strconv.AppendInt(b, tid, 10)
-	for len(b)-n < 6 {
-		b = append(b, ' ')
-	}
+	b = appendSpaces(b, 6-(len(b)-n))
 	b = append(b, " ("...)
 	b = appendName(b, name)
-	b = append(b, ") "...)
+	return append(b, ") "...)
+}
+
+// AppendOpField appends an event line's op column and the ts key that
+// follows it: "%-10s ts=".
+func AppendOpField(b []byte, op string) []byte {
 	b = append(b, op...)
-	for i := len(op); i < 10; i++ {
-		b = append(b, ' ')
+	b = appendSpaces(b, 10-len(op))
+	return append(b, " ts="...)
+}
+
+var opFields = func() (f [numOps]string) {
+	for o := range f {
+		f[o] = string(AppendOpField(nil, Op(o).String()))
 	}
-	b = append(b, " ts="...)
-	b = appendPadUint(b, ts, 12)
-	return append(b, ' ')
+	return f
+}()
+
+// OpField is AppendOpField's text for o, made once.
+func OpField(o Op) string {
+	if o < numOps {
+		return opFields[o]
+	}
+	return opFields[OpOther]
+}
+
+const spaces = "                                "
+
+// appendSpaces appends n spaces (none when n <= 0).
+func appendSpaces(b []byte, n int) []byte {
+	for n > len(spaces) {
+		b = append(b, spaces...)
+		n -= len(spaces)
+	}
+	if n > 0 {
+		b = append(b, spaces[:n]...)
+	}
+	return b
 }
 
 // appendName writes the thread name padded to exactly 15 bytes. Bytes that
@@ -132,10 +178,7 @@ func appendName(b []byte, name string) []byte {
 		}
 		b = append(b, c)
 	}
-	for i := len(name); i < 15; i++ {
-		b = append(b, ' ')
-	}
-	return b
+	return appendSpaces(b, 15-len(name))
 }
 
 func sanitize(s string) string {
@@ -148,10 +191,7 @@ func sanitize(s string) string {
 func appendPadUint(b []byte, v uint64, width int) []byte {
 	n := len(b)
 	b = strconv.AppendUint(b, v, 10)
-	for len(b)-n < width {
-		b = append(b, ' ')
-	}
-	return b
+	return appendSpaces(b, width-(len(b)-n))
 }
 
 // appendPtr writes a pointer as glibc's %p does: 0x-prefixed lower-case hex,
