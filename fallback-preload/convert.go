@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"sort"
 	"sync/atomic"
@@ -14,9 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/agent"
-	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/procreport"
 	"github.com/memtrace/memtrace/event"
+	"github.com/memtrace/memtrace/logfmt"
 )
 
 // mergeSlack is how long a record may take to become visible after its
@@ -81,7 +78,7 @@ type converter struct {
 	// owners: the stream whose thread the session knows by each tid.
 	owners  map[int64]*stream
 	ev      event.Event // the event handed to the session (reused)
-	evComm  *stream      // whose comm ev holds (nil: none)
+	evComm  *stream     // whose comm ev holds (nil: none)
 	stackID map[string]uint64
 	frames  []agent.Frame
 	lastTS  uint64
@@ -103,20 +100,12 @@ type converter struct {
 	detachAt uint64
 }
 
-func newConverter(r *region, w io.Writer, opts Options) *converter {
-	// Times are ns since the library's epoch: StartNS is 0.
-	sess := agent.New(agent.Config{Out: w, MinSize: opts.MinSize, TrackThreads: opts.TrackThreads, InProcess: true,
-		NoFreeStacks: opts.NoFreeStacks, Reports: opts.ReportDir != "" || opts.Interval > 0, PeakTopN: opts.PeakTopN})
-	if dir := opts.ReportDir; dir != "" {
-		stderr := pick(opts.Stderr, os.Stderr)
-		sess.OnProcessReport = func(rep *agent.ProcessReport) {
-			if _, _, err := procreport.Write(dir, rep); err != nil {
-				fmt.Fprintf(stderr, "memtrace: %v\n", err)
-			}
-		}
-	}
+// newConverter reads r into sess, the run's Session (runner.NewSession:
+// the options' filters, --report-dir, the live model; its times are ns since
+// the library's epoch, StartNS 0), with a snapshot every interval.
+func newConverter(r *region, sess *agent.Session, interval time.Duration) *converter {
 	return &converter{r: r, sess: sess, chunks: make([]chunkPos, r.nchunks), streams: map[uint32]*stream{},
-		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: opts.Interval}
+		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: interval}
 }
 
 // run polls until stop is closed, then drains everything.

@@ -31,7 +31,7 @@ func frameBlob(frames []agent.Frame, pad []byte) []byte {
 }
 
 func testConverter(out *bytes.Buffer) (*converter, *stream) {
-	c := newConverter(&region{}, out, Options{})
+	c := newConverter(&region{}, testSession(Options{}, out), 0)
 	st := &stream{id: 1, pid: 10, tid: 10}
 	copy(st.comm[:], "prog")
 	return c, st
