@@ -88,6 +88,7 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if err := o.resolveUser(); err != nil {
 		return 1, err
 	}
+	since := time.Now()
 	r := &Handle{opts: &o, stderr: stderr}
 	// The port and the profile directory before anything is started: a
 	// taken port is one line, and the program never ran.
@@ -107,7 +108,6 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if err != nil {
 		return status, err
 	}
-	since := time.Now()
 	out, err := openOutput(&o, stderr)
 	if err != nil {
 		src.Close()

@@ -76,6 +76,7 @@ func startLive(t *testing.T, env []string, args ...string) *liveRun {
 		}
 		select {
 		case err := <-r.done:
+			r.done <- err // for the cleanup's wait
 			t.Fatalf("memtrace ended before serving: %v\n%s", err, r.stderr)
 		default:
 		}
