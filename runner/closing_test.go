@@ -84,7 +84,7 @@ func TestClosingCoarseMtime(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	Closing(&w, log, false, st.ModTime().Add(coarseTick/2), 0)
+	Closing(&w, log, false, st.ModTime().Add(4*time.Millisecond), 0)
 	if !strings.Contains(w.String(), "calls to allocation functions: 1\n") {
 		t.Errorf("a log written a tick after the run began: %q, want its closing lines", w.String())
 	}
