@@ -94,7 +94,7 @@ func runRegion(t *testing.T, size int, cmd *exec.Cmd, convertLive bool, extraArg
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	b, err := startBinary(opts, cmd, nil)
+	b, err := startBinaryLog(t, opts, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"sort"
 	"sync/atomic"
@@ -16,7 +14,6 @@ import (
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/procreport"
 )
 
 // mergeSlack is how long a record may take to become visible after its
@@ -112,22 +109,15 @@ type converter struct {
 	detachAt uint64
 }
 
-func newConverter(r *region, w io.Writer, opts Options) *converter {
-	// Times are ns since the library's epoch: StartNS is 0.
-	sess := agent.New(agent.Config{Out: w, MinSize: opts.MinSize, TrackThreads: opts.TrackThreads, InProcess: true,
-		NoFreeStacks: opts.NoFreeStacks, Reports: opts.ReportDir != "" || opts.Interval > 0, PeakTopN: opts.PeakTopN})
-	if dir := opts.ReportDir; dir != "" {
-		stderr := pick(opts.Stderr, os.Stderr)
-		sess.OnProcessReport = func(rep *agent.ProcessReport) {
-			if _, _, err := procreport.Write(dir, rep); err != nil {
-				fmt.Fprintf(stderr, "memtrace: %v\n", err)
-			}
-		}
-	}
+// newConverter reads r into sess, the run's Session (runner.NewSession:
+// the options' filters, --report-dir, the live model; its times are ns since
+// the library's epoch, StartNS 0), with a snapshot every interval; with
+// stacks (depth > 0) a table builder writes the files' unwind rows.
+func newConverter(r *region, sess *agent.Session, interval time.Duration, depth int) *converter {
 	c := &converter{r: r, sess: sess, chunks: make([]chunkPos, r.nchunks), streams: map[uint32]*stream{},
-		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: opts.Interval,
-		inoDev: map[uint64]uint64{}, onStacks: opts.OnStacks}
-	if opts.StackDepth > 0 {
+		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: interval,
+		inoDev: map[uint64]uint64{}}
+	if depth > 0 {
 		c.tb = &tableBuilder{r: r}
 	}
 	return c

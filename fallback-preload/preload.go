@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/internal/logio"
-	"github.com/memtrace/memtrace/internal/viewconn"
-	"github.com/memtrace/memtrace/launch"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // LibName is the library's file name beside the executable and in bin/.
@@ -30,68 +30,10 @@ const LibName = "memtrace-preload.so"
 // library built for another libc).
 const LibEnv = "MEMTRACE_PRELOAD_LIB"
 
-// Options are memtrace's options as the library understands them.
-type Options struct {
-	// Output is the log file; "" writes to stderr.
-	Output string
-	// Port makes Run wait for one viewer on Listen's address (127.0.0.1
-	// by default) before it starts the program, and stream the log to it
-	// (in text mode the library itself waits and streams).
-	Port int
-	// Listen is ADDR:PORT or ADDR; it overrides the loopback default.
-	Listen string
-	// MinSize drops allocations smaller than this (and their frees).
-	MinSize uint64
-	// StackDepth is the number of frames captured per event (0 = none).
-	StackDepth int
-	// StackThreads and TrackThreads are thread-name substrings: only
-	// matching threads get stacks / are logged at all.
-	StackThreads, TrackThreads []string
-	// NoFreeStacks leaves free lines without frames (the library still
-	// walks them: only the log is smaller).
-	NoFreeStacks bool
-	// BufferSize is the per-thread buffer in bytes: 0 keeps the library's
-	// default (64 KiB); negative writes every event at once under a global
-	// lock (slow, but the file is in time order as it grows).
-	BufferSize int
-	// Unordered leaves a file log in per-thread order. By default Run
-	// sorts a file log by time once the program has exited, so that the
-	// file is in global time order as docs/spec.md §2.3 promises.
-	Unordered bool
-	// Text makes the library format and write the log itself (its
-	// drop-in mode, as with LD_PRELOAD and MEMTRACK_OUTPUT) instead of
-	// handing binary records to Run through shared memory.
-	Text bool
-	// SharedMemory is the size in bytes of the region the library writes
-	// its records to in binary mode (0: DefaultSharedMemory). It bounds
-	// how far the program may run ahead of the conversion to text.
-	SharedMemory int
-	// Interval writes a snapshot into the log this often, ReportDir a
-	// report file per process as it exits (procreport), PeakTopN stacks
-	// in each (binary mode: the eBPF path's agent.Session does both).
-	Interval  time.Duration
-	ReportDir string
-	PeakTopN  int
-	// Stdin, Stdout and Stderr default to the process's own.
-	Stdin  *os.File
-	Stdout *os.File
-	Stderr *os.File
-	// Credential runs the program as another user (with these groups):
-	// under sudo, the user behind it, never root. The library file must
-	// be readable by that user (the embedded one is).
-	Credential *syscall.Credential
-	// BaseEnv is the program's environment before the library's
-	// settings (nil: memtrace's own); under sudo memtrace gives the
-	// user's HOME, USER and LOGNAME.
-	BaseEnv []string
-	// OpenLog creates Output for the log (default os.Create); memtrace
-	// passes one that creates it as the user behind sudo. It is not
-	// called when the library writes the log itself as Credential's user.
-	OpenLog func(path string) (*os.File, error)
-	// OnStacks, when set, is told at the end of a binary-mode run how
-	// the library walked its stacks (-v; tests).
-	OnStacks func(StackStats)
-}
+// Options is the run's options; the library reads the shared ones and
+// those marked LD_PRELOAD only. OpenLog is not called when the library
+// writes the log itself (text mode) as Credential's user.
+type Options = runner.Options
 
 // StackStats says how the library took a run's stacks: over the unwind
 // rows memtrace built (Rows), or through glibc's backtrace() where no
@@ -104,7 +46,7 @@ type StackStats struct {
 }
 
 // openLog creates the log file through OpenLog, whose errors are its own.
-func (o Options) openLog() (*os.File, error) {
+func openLog(o *Options) (*os.File, error) {
 	if o.OpenLog != nil {
 		return o.OpenLog(o.Output)
 	}
@@ -115,9 +57,9 @@ func (o Options) openLog() (*os.File, error) {
 	return f, nil
 }
 
-// Env returns the environment variables that configure the library for
-// opts (without LD_PRELOAD).
-func (o Options) Env() ([]string, error) {
+// libEnv returns the environment variables that configure the library
+// for o (without LD_PRELOAD).
+func libEnv(o Options) ([]string, error) {
 	var env []string
 	if o.Output != "" {
 		abs, err := filepath.Abs(o.Output)
@@ -126,27 +68,16 @@ func (o Options) Env() ([]string, error) {
 		}
 		env = append(env, "MEMTRACK_OUTPUT="+abs)
 	}
-	if o.Port < 0 || o.Port > 65535 {
-		return nil, fmt.Errorf("port %d is out of range: use 1-65535", o.Port)
-	}
 	if o.Listen != "" {
 		host, port, hasPort := splitListen(o.Listen)
-		if hasPort {
-			p, err := strconv.Atoi(port)
-			if err != nil || p <= 0 || p > 65535 {
-				return nil, fmt.Errorf("bad listen address %q: want ADDR:PORT with a numeric port", o.Listen)
-			}
-			if o.Port == 0 {
-				o.Port = p
-			}
+		p, err := strconv.Atoi(port)
+		if !hasPort || err != nil || p <= 0 || p > 65535 {
+			return nil, fmt.Errorf("bad listen address %q: want ADDR:PORT with a port of 1-65535", o.Listen)
 		}
 		if host == "" {
 			host = "0.0.0.0"
 		}
-		env = append(env, "MEMTRACE_LISTEN="+host+":"+strconv.Itoa(o.Port))
-	}
-	if o.Port != 0 {
-		env = append(env, "MEMTRACK_PORT="+strconv.Itoa(o.Port))
+		env = append(env, "MEMTRACE_LISTEN="+host+":"+port, "MEMTRACK_PORT="+port)
 	}
 	if o.MinSize > 0 {
 		env = append(env, "MEMTRACK_MIN_SIZE="+strconv.FormatUint(o.MinSize, 10))
@@ -199,90 +130,120 @@ const detachGrace = 200 * time.Millisecond
 // Run starts argv[0] with the library preloaded, waits for it and returns
 // its exit status (128+N when it was killed by signal N). err is non-nil
 // only when the program could not be run or its log could not be finished.
+// It is runner.Run with the LD_PRELOAD source (memtrace --preload), or, with
+// opts.Text, the library's drop-in mode, where it writes the log itself.
 //
 // SIGINT or SIGTERM to this process detaches (binary mode): the log ends
 // with its summary, the program keeps running untraced, and Run returns
-// 130 without waiting for it. In text mode, where the library writes the
-// log itself, SIGTERM is passed to the program and SIGINT left to it.
+// 130 without waiting for it. In text mode SIGTERM is passed to the
+// program and SIGINT left to it. A cancelled ctx sends the program SIGTERM.
 func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 	if len(argv) == 0 {
 		return 2, errors.New("no program given: use memtrace --preload [options] -- PROG ARGS")
 	}
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return 127, fmt.Errorf("cannot run %s: %w: check the program's path", argv[0], err)
+	opts.Argv = argv
+	if opts.Text {
+		return runText(ctx, opts)
 	}
-	lib, err := Library()
+	return runner.Run(opts, pick(opts.Stderr, os.Stderr), NewSource(ctx), nil)
+}
+
+// Source is the LD_PRELOAD library as a runner.Source: the program
+// started with the library preloaded, its records read from the shared
+// region into the Session.
+type Source struct {
+	ctx    context.Context
+	o      *Options
+	stderr io.Writer
+	cmd    *exec.Cmd
+	bin    *binRun
+	sigs   chan os.Signal
+	traced bool
+}
+
+// NewSource is the LD_PRELOAD source; a cancelled ctx sends the program
+// SIGTERM.
+func NewSource(ctx context.Context) *Source {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return &Source{ctx: ctx}
+}
+
+// Start prepares the program: the library, its environment and the
+// shared region; the program starts in Trace, once the log is open.
+func (s *Source) Start(r *runner.Handle) (int, error) {
+	o := r.Options()
+	s.o, s.stderr = o, r.Stderr()
+	if len(o.Argv) == 0 {
+		return 2, errors.New("--preload starts a program (-- PROG); it cannot attach to a running process")
+	}
+	cmd, status, err := command(o)
+	if err != nil {
+		return status, err
+	}
+	bin, err := startBinary(*o, cmd)
 	if err != nil {
 		return 1, err
 	}
-	env, err := opts.Env()
+	s.cmd, s.bin = cmd, bin
+	// The program shares the terminal: a Ctrl-C there reaches it too.
+	// SIGINT and SIGTERM are the runner's (a detach); these two are
+	// the program's.
+	s.sigs = make(chan os.Signal, 4)
+	signal.Notify(s.sigs, syscall.SIGHUP, syscall.SIGQUIT)
+	return 0, nil
+}
+
+// command is the program with the library preloaded, as the user and with
+// the environment Options give.
+func command(o *Options) (*exec.Cmd, int, error) {
+	argv := o.Argv
+	path, err := exec.LookPath(argv[0])
 	if err != nil {
-		return 2, err
+		return nil, 127, fmt.Errorf("cannot run %s: %w: check the program's path", argv[0], err)
 	}
-	binary := !opts.Text
-	tcp := opts.Port != 0 || opts.Listen != ""
-	if !binary && !tcp && opts.Output != "" && logio.KindOf(opts.Output) != logio.Plain {
-		// The library's text mode writes the file itself, as text.
-		return 2, fmt.Errorf("cannot write %s: compressed logs (.zst, .gz) need memtrace's own writer, not the library's text mode: drop the suffix, or use binary mode", opts.Output)
+	lib, err := Library()
+	if err != nil {
+		return nil, 1, err
 	}
-	if opts.Output != "" && !tcp && !binary && (opts.OpenLog != nil || opts.Credential == nil) {
-		// Fail here, with one line, rather than in the library. (The
-		// library, running as Credential's user, creates the file as
-		// that user: memtrace must not create it first as root.)
-		f, err := opts.openLog()
-		if err != nil {
-			return 1, err
-		}
-		f.Close()
+	env, err := libEnv(*o)
+	if err != nil {
+		return nil, 2, err
 	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
-	base := opts.BaseEnv
+	base := o.BaseEnv
 	if base == nil {
 		base = os.Environ()
 	}
 	cmd.Env = childEnv(base, lib, env)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = pick(opts.Stdin, os.Stdin), pick(opts.Stdout, os.Stdout), pick(opts.Stderr, os.Stderr)
-	if opts.Credential != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: opts.Credential}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pick(o.Stdin, os.Stdin), pick(o.Stdout, os.Stdout), pick(o.Stderr, os.Stderr)
+	if o.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.Credential}
 	}
-	// The program shares the terminal: a Ctrl-C there reaches it too.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	// After bin.close, the log whole; only for a program that started:
-	// a failed start is its one error line.
-	started, since := false, time.Now()
-	defer func() {
-		if started {
-			launch.Closing(pick(opts.Stderr, os.Stderr), opts.Output, tcp, since, 0)
+	return cmd, 0, nil
+}
+
+// Configure: the events come from inside the traced processes, with
+// times from the library's epoch.
+func (s *Source) Configure(c *agent.Config) {
+	c.InProcess = true
+	c.StartNS = 0
+}
+
+// Trace starts the program and converts its records until it exits, or
+// until a SIGINT or SIGTERM detaches.
+func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
+	cmd, bin, argv := s.cmd, s.bin, s.o.Argv
+	bin.conv = newConverter(bin.reg, sess, s.o.Interval, s.o.StackDepth)
+	if s.o.Verbose && s.o.StackDepth > 0 {
+		bin.conv.onStacks = func(st StackStats) {
+			fmt.Fprintf(s.stderr, "memtrace: preload stacks: %d over unwind rows, %d by backtrace(); %d files, %d tables (%d bytes)\n",
+				st.Rows, st.Backtrace, st.Files, st.Tables, st.TableBytes)
 		}
-	}()
-	var bin *binRun
-	if binary {
-		var viewer net.Conn
-		if tcp {
-			addr, err := opts.viewerAddr()
-			if err != nil {
-				return 2, err
-			}
-			if viewer, err = acceptViewer(addr, pick(opts.Stderr, os.Stderr), sigs); err != nil {
-				if errors.Is(err, viewconn.ErrInterrupted) {
-					return 130, err
-				}
-				return 1, err
-			}
-		}
-		bin, err = startBinary(opts, cmd, viewer)
-		if err != nil {
-			if viewer != nil {
-				viewer.Close()
-			}
-			return 1, err
-		}
-		defer bin.close()
 	}
+	bin.conv.prefault(0)
 	if err := cmd.Start(); err != nil {
 		status := 127
 		if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES) {
@@ -290,43 +251,102 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 		}
 		return status, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}
-	started = true
-	if bin != nil {
-		bin.conv.launched(cmd.Process.Pid)
-		bin.start()
-	}
+	s.traced = true
+	bin.conv.launched(cmd.Process.Pid)
+	bin.start()
 	exited := make(chan struct{})
 	var werr error
 	go func() {
 		werr = cmd.Wait()
-		if bin != nil {
-			// Here, not after waitOrDetach: the converter may be
-			// holding the exit line for it.
-			bin.conv.exited(cmd.Process.Pid, cmd.ProcessState)
-		}
+		// Here, not after waitOrDetach: the converter may be holding
+		// the exit line for it.
+		bin.conv.exited(cmd.Process.Pid, cmd.ProcessState)
 		close(exited)
 	}()
-	if detached := waitOrDetach(ctx, cmd, sigs, exited, bin != nil); detached {
-		err := bin.detach(opts)
-		fmt.Fprintf(pick(opts.Stderr, os.Stderr), "memtrace: detached; %s (pid %d) keeps running\n", argv[0], cmd.Process.Pid)
-		return 130, err
+	if detached := waitOrDetach(s.ctx, cmd, s.sigs, runner.Interrupted(), exited); detached {
+		bin.detach()
+		fmt.Fprintf(s.stderr, "memtrace: detached; %s (pid %d) keeps running\n", argv[0], cmd.Process.Pid)
+		return 130, nil
 	}
-	status := 0
+	bin.finish()
 	if werr != nil {
 		var ee *exec.ExitError
 		if !errors.As(werr, &ee) {
 			return 1, fmt.Errorf("wait for %s: %w", argv[0], werr)
 		}
-		ws, _ := ee.Sys().(syscall.WaitStatus)
-		switch {
-		case ws.Signaled():
-			status = 128 + int(ws.Signal())
-		default:
-			status = ee.ExitCode()
-		}
+		return exitStatus(ee), nil
 	}
-	if bin != nil {
-		return status, bin.finish(opts)
+	return 0, nil
+}
+
+// Close releases the region; a file log that had to take records late is
+// sorted by time, now that it is closed.
+func (s *Source) Close() error {
+	signal.Stop(s.sigs)
+	s.bin.close()
+	o := s.o
+	if s.traced && s.bin.conv.late > 0 && o.Output != "" && o.Output != runner.NoLog && o.Listen == "" && !o.Unordered {
+		return SortFile(o.Output)
+	}
+	return nil
+}
+
+func exitStatus(ee *exec.ExitError) int {
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
+}
+
+// runText is the library's drop-in mode: it formats and writes the log
+// (or serves it) itself; memtrace only starts the program and waits.
+func runText(ctx context.Context, opts Options) (int, error) {
+	argv := opts.Argv
+	tcp := opts.Listen != ""
+	if !tcp && opts.Output != "" && logio.KindOf(opts.Output) != logio.Plain {
+		// The library's text mode writes the file itself, as text.
+		return 2, fmt.Errorf("cannot write %s: compressed logs (.zst, .gz) need memtrace's own writer, not the library's text mode: drop the suffix, or use binary mode", opts.Output)
+	}
+	cmd, status, err := command(&opts)
+	if err != nil {
+		return status, err
+	}
+	if opts.Output != "" && !tcp && (opts.OpenLog != nil || opts.Credential == nil) {
+		// Fail here, with one line, rather than in the library. (The
+		// library, running as Credential's user, creates the file as
+		// that user: memtrace must not create it first as root.)
+		f, err := openLog(&opts)
+		if err != nil {
+			return 1, err
+		}
+		f.Close()
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		status := 127
+		if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES) {
+			status = 126 // a shell's "cannot execute"
+		}
+		return status, fmt.Errorf("cannot start %s: %w", argv[0], err)
+	}
+	since := time.Now()
+	exited := make(chan struct{})
+	var werr error
+	go func() {
+		werr = cmd.Wait()
+		close(exited)
+	}()
+	waitOrDetach(ctx, cmd, sigs, nil, exited)
+	runner.Closing(pick(opts.Stderr, os.Stderr), opts.Output, tcp, since, 0)
+	status = 0
+	if werr != nil {
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) {
+			return 1, fmt.Errorf("wait for %s: %w", argv[0], werr)
+		}
+		status = exitStatus(ee)
 	}
 	if opts.Output != "" && !tcp && !opts.Unordered {
 		if err := SortFile(opts.Output); err != nil {
@@ -337,23 +357,23 @@ func Run(ctx context.Context, opts Options, argv []string) (int, error) {
 }
 
 // waitOrDetach waits for the program to exit, passing on the signals that
-// are the program's, and reports whether a SIGINT or SIGTERM asked to
-// detach instead (only when canDetach: binary mode).
-func waitOrDetach(ctx context.Context, cmd *exec.Cmd, sigs <-chan os.Signal, exited <-chan struct{}, canDetach bool) bool {
+// are the program's, and reports whether interrupt (a SIGINT or SIGTERM to
+// memtrace; nil in text mode, where they come on sigs) asked to detach.
+func waitOrDetach(ctx context.Context, cmd *exec.Cmd, sigs <-chan os.Signal, interrupt <-chan struct{}, exited <-chan struct{}) bool {
 	cancelled := ctx.Done()
 	for {
 		select {
 		case <-exited:
 			return false
+		case <-interrupt:
+			select {
+			case <-exited:
+				return false
+			case <-time.After(detachGrace):
+				return true
+			}
 		case s := <-sigs:
 			switch {
-			case (s == syscall.SIGINT || s == syscall.SIGTERM) && canDetach:
-				select {
-				case <-exited:
-					return false
-				case <-time.After(detachGrace):
-					return true
-				}
 			case s == syscall.SIGINT || s == syscall.SIGQUIT:
 				// The terminal sent it to the program as well.
 			default:

@@ -350,7 +350,7 @@ func TestSortLog(t *testing.T) {
 }
 
 func TestEnv(t *testing.T) {
-	env, err := Options{Port: 4242, Listen: "0.0.0.0", MinSize: 8, StackDepth: 3, StackThreads: []string{"a", "b"}, BufferSize: -1}.Env()
+	env, err := libEnv(Options{Listen: "0.0.0.0:4242", MinSize: 8, StackDepth: 3, StackThreads: []string{"a", "b"}, BufferSize: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,11 +359,10 @@ func TestEnv(t *testing.T) {
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	if _, err := (Options{Listen: "[::1]:x"}).Env(); err == nil {
-		t.Fatal("bad port accepted")
-	}
-	if _, err := (Options{Port: 70000}).Env(); err == nil {
-		t.Fatal("port out of range accepted")
+	for _, listen := range []string{"[::1]:x", "127.0.0.1:70000", "127.0.0.1", ":0"} {
+		if _, err := libEnv(Options{Listen: listen}); err == nil {
+			t.Errorf("--listen %s accepted", listen)
+		}
 	}
 }
 

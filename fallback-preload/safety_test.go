@@ -177,12 +177,12 @@ func TestSummaryLine(t *testing.T) {
 
 // startDetach starts "prog detach" under the binary mode and waits for its
 // "ready" line.
-func startDetach(t *testing.T, lib, prog, log string) (*binRun, *exec.Cmd, io.WriteCloser, *bufio.Reader, Options) {
+func startDetach(t *testing.T, lib, prog, log string) (*binLog, *exec.Cmd, io.WriteCloser, *bufio.Reader, Options) {
 	t.Helper()
 	opts := Options{Output: log}
 	cmd := exec.Command(prog, "detach")
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
-	b, err := startBinary(opts, cmd, nil)
+	b, err := startBinaryLog(t, opts, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,8 @@ func TestCachedLibraryReachable(t *testing.T) {
 
 // TestBinaryTCP: with a port, Run waits for the viewer before it starts
 // the program and streams the converted log, summary included; a viewer
-// that leaves early lets the program run to its end.
+// that leaves early lets the program run to its end, with its status, and
+// is one line at the end (as on the eBPF path: the log ends, not the run).
 func TestBinaryTCP(t *testing.T) {
 	lib, prog := build(t)
 	t.Setenv(LibEnv, lib)
@@ -466,7 +467,7 @@ func TestBinaryTCP(t *testing.T) {
 		go func() {
 			// The marker proves when the program ran: the shell
 			// creates it, then execs the program.
-			st, err := Run(context.Background(), Options{Port: port, Stdout: out, Stderr: out},
+			st, err := Run(context.Background(), Options{Listen: "127.0.0.1:" + strconv.Itoa(port), Stdout: out, Stderr: out},
 				[]string{"/bin/sh", "-c", fmt.Sprintf("touch %s && exec %s %s", marker, prog, mode)})
 			res <- result{st, err}
 		}()
@@ -506,37 +507,46 @@ func TestBinaryTCP(t *testing.T) {
 			if r.st != 0 {
 				t.Errorf("leaveEarly=%v: status %d, err %v", leaveEarly, r.st, r.err)
 			}
-			if leaveEarly != (r.err != nil) {
+			if r.err != nil {
 				t.Errorf("leaveEarly=%v: err %v", leaveEarly, r.err)
 			}
 		case <-time.After(60 * time.Second):
 			t.Fatalf("leaveEarly=%v: Run did not return", leaveEarly)
 		}
-		if got, _ := os.ReadFile(out.Name()); leaveEarly && !strings.Contains(string(got), "done\n") {
+		got, _ := os.ReadFile(out.Name())
+		if leaveEarly && !strings.Contains(string(got), "done\n") {
 			t.Errorf("the program did not run to its end after the viewer left: %q", got)
+		}
+		if incomplete := strings.Count(string(got), "the viewer closed its connection"); incomplete != map[bool]int{false: 0, true: 1}[leaveEarly] {
+			t.Errorf("leaveEarly=%v: %d lines saying the viewer left: %q", leaveEarly, incomplete, got)
 		}
 		out.Close()
 	}
 }
 
-// FuzzViewerAddr: whatever --listen/--port hold, viewerAddr either says
-// no or gives an address net can split, with a port in range.
-func FuzzViewerAddr(f *testing.F) {
+// FuzzLibEnvListen: whatever --listen holds, the library's environment
+// either says no or names a port in range, the same in both variables.
+func FuzzLibEnvListen(f *testing.F) {
 	for _, s := range []string{"", "127.0.0.1:4242", "[::1]:80", ":9", "0.0.0.0", "[::]", "host:x", "a:b:c", "[::1", "1.2.3.4:70000", "[]:1"} {
-		f.Add(s, 0)
-		f.Add(s, 4242)
+		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, listen string, port int) {
-		addr, err := Options{Listen: listen, Port: port}.viewerAddr()
-		if err != nil {
+	f.Fuzz(func(t *testing.T, listen string) {
+		env, err := libEnv(Options{Listen: listen})
+		if err != nil || listen == "" {
 			return
 		}
-		_, p, err := net.SplitHostPort(addr)
-		if err != nil {
-			t.Fatalf("Listen %q Port %d: address %q: %v", listen, port, addr, err)
+		var addr, port string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "MEMTRACE_LISTEN="); ok {
+				addr = v
+			}
+			if v, ok := strings.CutPrefix(kv, "MEMTRACK_PORT="); ok {
+				port = v
+			}
 		}
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			t.Fatalf("Listen %q Port %d: address %q has port %q", listen, port, addr, p)
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || !strings.HasSuffix(addr, ":"+port) {
+			t.Fatalf("Listen %q: MEMTRACE_LISTEN=%q MEMTRACK_PORT=%q", listen, addr, port)
 		}
 	})
 }

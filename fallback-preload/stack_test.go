@@ -38,7 +38,7 @@ func testConverter(t testing.TB, out *bytes.Buffer, depth int) (*converter, *str
 		t.Fatal(err)
 	}
 	t.Cleanup(r.close)
-	c := newConverter(r, out, Options{StackDepth: depth})
+	c := newConverter(r, testSession(Options{StackDepth: depth}, out), 0, depth)
 	st := &stream{id: 1, pid: 10, tid: 10}
 	copy(st.comm[:], "prog")
 	return c, st

@@ -3,7 +3,6 @@ package launch
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/runner"
 )
 
 func procComm(pid int) string {
@@ -23,13 +23,13 @@ func procCmdline(pid int) string {
 	return strings.Join(args, " ")
 }
 
-// attach probes the running processes o.PIDs and logs them until the last
-// exits or Ctrl-C; they are left running, as they were.
-func attach(o *Options, tr tracerAPI, stderr io.Writer) error {
+// startAttach probes the running processes o.PIDs; they are left running,
+// as they were, and logged (traceAttach) until the last exits or Ctrl-C.
+func (s *Source) startAttach() error {
+	o, tr := s.o, s.tr
 	start := monoNow()
-	var watchers []int
 	for _, pid := range o.PIDs {
-		if wasInterrupted() {
+		if runner.WasInterrupted() {
 			return fmt.Errorf("interrupted while attaching: nothing was traced")
 		}
 		if err := tr.AddProcess(pid); err != nil {
@@ -46,26 +46,26 @@ func attach(o *Options, tr tracerAPI, stderr io.Writer) error {
 			return untraceableProcess(pid)
 		}
 		if o.Verbose {
-			fmt.Fprintf(stderr, "memtrace: process %d: probed %s\n", pid, strings.Join(added, ", "))
+			fmt.Fprintf(s.stderr, "memtrace: process %d: probed %s\n", pid, strings.Join(added, ", "))
 		}
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
 			return fmt.Errorf("watch process %d: %w", pid, err)
 		}
-		watchers = append(watchers, fd)
+		s.watchers = append(s.watchers, fd)
 	}
-	attached := monoNow()
-	out, err := openOutput(o, stderr)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	l := newLoop(o, tr, out, stderr, start)
-	l.sess.From(attached)
+	s.attached = monoNow()
+	s.l = makeLoop(o, tr, s.stderr, start)
+	return nil
+}
+
+// traceAttach logs the attached processes until the last exits or Ctrl-C.
+func (s *Source) traceAttach() error {
+	o, l := s.o, s.l
+	l.sess.From(s.attached)
 	if err := l.startFD(); err != nil {
 		return err
 	}
-	defer l.closeFD()
 	for _, pid := range o.PIDs {
 		l.addPID(pid)
 		l.pids[pid] = true
@@ -77,6 +77,8 @@ func attach(o *Options, tr tracerAPI, stderr io.Writer) error {
 		l.sess.Line(logfmt.AppendProc(nil, logfmt.Proc{Event: logfmt.ProcAttach, PID: int64(pid), Comm: procComm(pid), Cmd: procCmdline(pid)}))
 	}
 	stop := make(chan struct{})
+	watchers := s.watchers
+	s.watchers = nil // the waiters below close them
 	exited := make(chan int, len(watchers))
 	for i, fd := range watchers {
 		go func(pid, fd int) {
@@ -94,12 +96,11 @@ func attach(o *Options, tr tracerAPI, stderr io.Writer) error {
 		left := len(watchers)
 		for left > 0 {
 			select {
-			case <-interrupted:
+			case <-runner.Interrupted():
 				close(stop)
 				return
-			case pid := <-exited:
+			case <-exited:
 				left--
-				_ = pid
 			}
 		}
 		close(stop)

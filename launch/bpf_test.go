@@ -110,10 +110,7 @@ func launchBPF(t *testing.T, argv []string, status int) []byte {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "app.log")
 	var stderr syncBuf
-	got, err := Run(Options{Argv: argv, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, func() (int, error) {
-		t.Fatal("fell back to LD_PRELOAD")
-		return 0, nil
-	})
+	got, err := Run(Options{Argv: argv, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, noFallback{t})
 	if err != nil || got != status {
 		t.Fatalf("Run = %d, %v (stderr %q); want %d, nil", got, err, stderr.String(), status)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/procreport"
+	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/tracer"
 )
 
@@ -31,7 +31,6 @@ type loop struct {
 	fd      *fdtrace.Tracer // nil unless --track has fd, dmabuf or ion
 	fdEvs   chan fdtrace.Event
 	sess    *agent.Session
-	out     io.WriteCloser
 	stderr  io.Writer
 	start   uint64
 	mu      sync.Mutex   // guards pids: the launch waiter reads it too
@@ -138,32 +137,33 @@ func processAlive(pid int) bool {
 	return errors.Is(err, procfs.ErrBadStat) || err == nil && !st.Gone()
 }
 
+// makeLoop is the loop of a run whose log counts from start; its Session
+// comes later (Source.Trace), made with configure.
+func makeLoop(o *Options, tr tracerAPI, stderr io.Writer, start uint64) *loop {
+	return &loop{o: o, tr: tr, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(), libs: launchLibs}
+}
+
+// newLoop is a loop with its Session, writing to out.
 func newLoop(o *Options, tr tracerAPI, out io.WriteCloser, stderr io.Writer, start uint64) *loop {
-	l := &loop{o: o, tr: tr, out: out, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(), libs: launchLibs}
-	l.sess = agent.New(agent.Config{Out: out, MinSize: o.MinSize, TrackThreads: o.TrackThreads, StartNS: start,
-		StackDepth: o.StackDepth, NoFreeStacks: o.NoFreeStacks, NoText: o.Output == NoLog && o.Listen == "", OnProcess: l.onProcess,
-		ProcessExited: func(pid uint32) {
-			l.mu.Lock()
-			delete(l.pids, int(pid))
-			l.mu.Unlock()
-			l.released(int(pid))
-			if l.fd != nil {
-				l.fd.RemoveProcess(int(pid))
-			}
-		},
-		Track: o.Track, MmapFiles: o.MmapFiles, Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN,
-		Observer: o.live.observer()})
-	if o.ReportDir != "" {
-		l.sess.OnProcessReport = func(r *agent.ProcessReport) {
-			txt, _, err := procreport.Write(o.ReportDir, r)
-			if err != nil {
-				fmt.Fprintf(stderr, "memtrace: %v\n", err)
-			} else if o.Verbose {
-				fmt.Fprintf(stderr, "memtrace: wrote %s\n", txt)
-			}
+	l := makeLoop(o, tr, stderr, start)
+	l.sess = runner.NewSession(o, out, stderr, nil, l.configure)
+	return l
+}
+
+// configure is what the Session needs of the loop: its clock and the
+// callbacks that probe new processes and let exited ones go.
+func (l *loop) configure(c *agent.Config) {
+	c.StartNS = l.start
+	c.OnProcess = l.onProcess
+	c.ProcessExited = func(pid uint32) {
+		l.mu.Lock()
+		delete(l.pids, int(pid))
+		l.mu.Unlock()
+		l.released(int(pid))
+		if l.fd != nil {
+			l.fd.RemoveProcess(int(pid))
 		}
 	}
-	return l
 }
 
 // startFD starts descriptor tracing when --track asks for it; its events

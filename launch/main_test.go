@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/tracer"
 )
 
@@ -57,7 +58,7 @@ func TestMain(m *testing.M) {
 			fmt.Println("bad options:", err)
 			os.Exit(2)
 		}
-		catchInterrupts()
+		runner.CatchInterrupts()
 		fake := newFake()
 		status, err := launch(&o, fake, os.Stderr)
 		fmt.Printf("status=%d err=%v calls=%q\n", status, err, fake.callList())

@@ -1,9 +1,7 @@
 package launch
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,87 +9,73 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/runner"
 )
 
-// launch starts PROG through a shim that waits, attaches to the shim's PID
-// (which PROG keeps across exec), then lets it exec: PROG is traced from its
-// first allocation, and runs as the user who invoked sudo.
+// startLaunch attaches to the shim's PID (which PROG keeps across exec)
+// while the shim waits: PROG is traced from its first allocation once it
+// is released (traceLaunch), and runs as the user who invoked sudo.
 //
 // Until the release, every way out (an error, Ctrl-C, a viewer that never
-// comes) kills the shim, which has not run PROG yet: nothing is left
-// stopped or waiting.
-func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
-	sh := o.shim
-	if sh == nil {
-		var status int
-		var err error
-		if sh, status, err = startShim(o); err != nil {
-			return status, err
-		}
-	}
-	cmd, w, ready, path, start := sh.cmd, sh.w, sh.ready, sh.path, sh.start
-	defer w.Close()
-	defer ready.Close()
-	pid := cmd.Process.Pid
-	abort := func(status int, err error) (int, error) {
-		sh.abort()
-		if errors.Is(err, interruptError{}) {
-			status = interruptStatus()
-		}
-		return status, err
-	}
+// comes) kills the shim (Close), which has not run PROG yet: nothing is
+// left stopped or waiting.
+func (s *Source) startLaunch() (int, error) {
+	o, sh, tr := s.o, s.shim, s.tr
+	pid := sh.cmd.Process.Pid
 	// The shim's own exec (of memtrace) must be over before its PID
 	// becomes a target, or the kernel side would hold it at that exec.
-	if err := waitShim(ready, 30*time.Second); err != nil {
-		return abort(1, err)
+	if err := waitShim(sh.ready, 30*time.Second); err != nil {
+		return 1, err
 	}
 	if err := tr.AddProcess(pid); err != nil {
-		return abort(1, err)
+		return 1, err
 	}
-	libs := sh.libs()
 	probed := 0
-	for _, lib := range libs {
-		if wasInterrupted() {
-			return abort(0, interruptError{})
+	for _, lib := range sh.libs() {
+		if runner.WasInterrupted() {
+			return runner.InterruptStatus(), runner.ErrInterrupted
 		}
 		ok, err := tr.AttachLibrary(pid, lib)
 		if err != nil {
-			return abort(1, err)
+			return 1, err
 		}
 		if ok {
 			probed++
 		}
 	}
 	if probed == 0 {
-		return abort(1, untraceable(o.Argv[0], path, true))
+		return 1, untraceable(o.Argv[0], sh.path, true)
 	}
-	out, err := openOutput(o, stderr)
-	if err != nil {
-		return abort(1, err)
+	s.l = makeLoop(o, tr, s.stderr, sh.start)
+	return 0, nil
+}
+
+// traceLaunch writes the header, releases PROG and logs it, and what it
+// forks with --follow, until it has exited or Ctrl-C.
+func (s *Source) traceLaunch() (int, error) {
+	o, sh, l := s.o, s.shim, s.l
+	if runner.WasInterrupted() {
+		return runner.InterruptStatus(), runner.ErrInterrupted
 	}
-	defer out.Close()
-	if wasInterrupted() {
-		return abort(0, interruptError{})
-	}
-	l := newLoop(o, tr, out, stderr, start)
+	cmd, path := sh.cmd, sh.path
+	pid := cmd.Process.Pid
 	if err := l.startFD(); err != nil {
-		return abort(1, err)
+		return 1, err
 	}
-	defer l.closeFD()
 	l.addPID(pid)
 	l.pids[pid] = true
 	l.sess.AddLaunched(uint32(pid))
 	l.sess.KnownFile(path)
-	for _, lib := range libs {
+	for _, lib := range sh.libs() {
 		l.sess.KnownFile(lib)
 	}
 	l.header([]int{pid}, filepath.Base(path), strings.Join(o.Argv, " "))
 	l.sess.Released(uint32(pid), monoNow())
-	if _, err := w.Write([]byte{1}); err != nil {
-		return abort(1, fmt.Errorf("release %s: %w", o.Argv[0], err))
+	if _, err := sh.w.Write([]byte{1}); err != nil {
+		return 1, fmt.Errorf("release %s: %w", o.Argv[0], err)
 	}
-	w.Close()
+	s.released = true
+	sh.w.Close()
 
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -105,8 +89,8 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 		// After stop is closed: the loop, woken in its wait for
 		// records, sees it at once, not at its next poll.
 		defer func() {
-			if o.wake != nil {
-				o.wake()
+			if s.wake != nil {
+				s.wake()
 			}
 		}()
 		select {
@@ -115,7 +99,7 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 			// program left behind still run.
 			for o.Follow && l.othersAlive(pid) {
 				select {
-				case <-interrupted:
+				case <-runner.Interrupted():
 					detached = true
 					close(stop)
 					return
@@ -125,10 +109,10 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 			// Every process memtrace knows of is gone: the tracer
 			// may hand its probes to the watchdog (it checks the
 			// kernel's own list of targets too).
-			if o.handOff != nil {
-				o.handOff()
+			if s.handOff != nil {
+				s.handOff()
 			}
-		case <-interrupted:
+		case <-runner.Interrupted():
 			// Detach and flush; the program keeps running. Give a
 			// program that got the same Ctrl-C a moment to finish so
 			// its status is reported.
@@ -140,15 +124,15 @@ func launch(o *Options, tr tracerAPI, stderr io.Writer) (int, error) {
 		}
 		close(stop)
 	}()
-	err = l.run(stop)
+	err := l.run(stop)
 	select {
 	case <-done:
 		return exitStatus(cmd.ProcessState), err
 	default:
 	}
 	if detached {
-		fmt.Fprintf(stderr, "memtrace: detached; %s (pid %d) keeps running\n", o.Argv[0], pid)
-		return interruptStatus(), err
+		fmt.Fprintf(s.stderr, "memtrace: detached; %s (pid %d) keeps running\n", o.Argv[0], pid)
+		return runner.InterruptStatus(), err
 	}
 	return 1, err
 }
@@ -172,12 +156,10 @@ func startShim(o *Options) (*shim, int, error) {
 	path, _ := exec.LookPath(o.Argv[0])
 	list := make(chan []string, 1)
 	// PROG's environment is memtrace's (the shim passes it on), with
-	// the home and names of the user it runs as under sudo.
-	env := os.Environ()
-	if u, ok, err := asuser.Invoker(); err != nil {
-		return nil, 1, err
-	} else if ok {
-		env = asuser.Env(env, u)
+	// the home and names of the user it runs as under sudo (runner).
+	env := o.BaseEnv
+	if env == nil {
+		env = os.Environ()
 	}
 	go func() { list <- launchLibs(path, env) }()
 	r, w, err := os.Pipe()
@@ -203,13 +185,11 @@ func startShim(o *Options) (*shim, int, error) {
 	}
 	cmd := exec.Command(self, append([]string{ShimArg, path}, o.Argv...)...)
 	cmd.Args[0] = o.Argv[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pick(o.Stdin, os.Stdin), pick(o.Stdout, os.Stdout), pick(o.Stderr, os.Stderr)
 	cmd.ExtraFiles = []*os.File{r, readyW}
 	cmd.Env = env
-	if cred, ok, err := SudoCredential(); err != nil {
-		return fail(1, err)
-	} else if ok {
-		cmd.Env = append(cmd.Env, shimCredEnv+"="+cred)
+	if o.Credential != nil {
+		cmd.Env = append(cmd.Env, shimCredEnv+"="+runner.FormatCred(o.Credential))
 	}
 	start := monoNow()
 	if err := cmd.Start(); err != nil {
@@ -259,4 +239,11 @@ func exitStatus(ps *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+func pick(f, dflt *os.File) *os.File {
+	if f != nil {
+		return f
+	}
+	return dflt
 }

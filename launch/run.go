@@ -5,65 +5,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memtrace/memtrace/config"
-	"github.com/memtrace/memtrace/internal/logio"
+	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/tracer"
 )
 
-// Options is what memtrace's command line asks of an eBPF run.
-type Options struct {
-	// Argv is the program to start (-- PROG ARGS); PIDs the processes to
-	// attach to (-p). Exactly one of them is set.
-	Argv []string
-	PIDs []int
-	// Output is the -o file ("" for stderr, NoLog for none); Listen, if
-	// set, serves the log to one viewer on ADDR:PORT instead.
-	Output string
-	Listen string
-	// HTTP serves the live heap (/debug/pprof/heap, /metrics) on this
-	// address (a port alone: loopback); ProfileDir writes a heap profile
-	// there every Interval.
-	HTTP       string
-	ProfileDir string
-
-	MinSize      uint64
-	StackDepth   int
-	StackThreads []string
-	TrackThreads []string
-	NoFreeStacks bool   // frees carry no stack
-	StackUnwind  string // "dwarf" or "fp"
-	Follow       bool
-	Track        config.Track
-	MmapFiles    bool
-	ReportDir    string
-	Interval     time.Duration
-	PeakTopN     int
-	RingBytes    int
-	Floor        bool
-	NoMulti      bool
-	Verbose      bool
-
-	live *liveRun // --http, --profile-dir
-	// compressed is the -o FILE.zst/.gz writer, which knows the size of
-	// the text it compressed (the closing lines' read-back is bounded by
-	// that, not by the file's size).
-	compressed *logio.Writer
-	// logFailed is the launch-mode log's sink, which remembers its
-	// first write error (openOutput).
-	logFailed *keepGoing
-	// shim is PROG's exec shim, started by Run while the BPF programs
-	// load (launch starts one itself without); handOff tells the tracer
-	// that the program and everything it left behind have exited, and
-	// wake that the loop is to stop (both nil with a fake tracer).
-	shim    *shim
-	handOff func()
-	wake    func()
-}
+// Options is the run's options; launch reads the shared ones and those
+// marked eBPF only.
+type Options = runner.Options
 
 // tracerAPI is what the launcher, the attacher and the event loop use of
 // the eBPF tracer: *tracer.Tracer in memtrace, a fake in the unit tests,
@@ -86,6 +38,41 @@ type tracerAPI interface {
 
 var _ tracerAPI = (*tracer.Tracer)(nil)
 
+// Source is the eBPF tracer as a runner.Source: it starts PROG through
+// the exec shim or attaches to -p PIDs, and runs the event loop from the
+// ring buffer into the Session.
+type Source struct {
+	// fake, when set (the unit tests), stands for the tracer: no BPF is
+	// loaded and no watchdog started.
+	fake tracerAPI
+
+	o      *Options
+	stderr io.Writer
+	tr     *probeCounter
+	closer func() // closes the real tracer
+	l      *loop
+	// shim is PROG's exec shim, started while the BPF programs load;
+	// released once it was told to exec PROG; handOff tells the tracer
+	// that the program and everything it left behind have exited, and
+	// wake that the loop is to stop (both nil with a fake tracer).
+	shim     *shim
+	released bool
+	handOff  func()
+	wake     func()
+	// Attach mode: a pidfd per target, and when the probes were on.
+	watchers []int
+	attached uint64
+}
+
+// New is the eBPF source.
+func New() *Source { return &Source{} }
+
+// Run traces o with the eBPF tracer (runner.Run with this source), and
+// with fallback where eBPF is unavailable and a program is to be started.
+func Run(o Options, stderr io.Writer, fallback runner.Source) (int, error) {
+	return runner.Run(o, stderr, New(), fallback)
+}
+
 func monoNow() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
@@ -107,26 +94,15 @@ func bpfProblem() error {
 	return nil
 }
 
-// Run traces o.Argv (started here) or o.PIDs (attached to) with the eBPF
-// tracer until they end or Ctrl-C, and returns memtrace's exit status:
-// the program's, 128+N for a signal. Where eBPF is unavailable and a
-// program is to be started, it says so in one notice and returns
-// fallback's result (the LD_PRELOAD path, which main wires).
-func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error) {
-	if len(o.Argv) > 0 {
-		if _, err := exec.LookPath(o.Argv[0]); err != nil {
-			return 127, fmt.Errorf("cannot run %s: %w: check the program's path", o.Argv[0], unwrapExecErr(err))
+// Start loads the BPF programs and puts the probes on: on the exec shim,
+// which has not run PROG yet, or on the -p processes.
+func (s *Source) Start(r *runner.Handle) (int, error) {
+	s.o, s.stderr = r.Options(), r.Stderr()
+	o := s.o
+	if s.fake == nil {
+		if err := bpfProblem(); err != nil {
+			return 1, runner.Unavailable(err)
 		}
-	}
-	if err := bpfProblem(); err != nil {
-		if o.HTTP != "" || o.ProfileDir != "" {
-			return 1, fmt.Errorf("--http and --profile-dir need the eBPF tracer (the LD_PRELOAD fallback has no live model): %w", err)
-		}
-		if len(o.Argv) > 0 {
-			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
-			return fallback()
-		}
-		return 1, err
 	}
 	for _, pid := range o.PIDs {
 		if err := checkAttachable(pid); err != nil {
@@ -137,20 +113,43 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 	// first: their execs run while the BPF programs load, which is most
 	// of the start-up of a short program.
 	if len(o.Argv) > 0 {
-		sh, status, err := startShim(&o)
+		sh, status, err := startShim(o)
 		if err != nil {
 			return status, err
 		}
-		o.shim = sh
+		s.shim = sh
 	}
-	// fail ends the shim, which has not run PROG, on every way out
-	// before launch takes it over.
-	fail := func(status int, err error) (int, error) {
-		if o.shim != nil {
-			o.shim.abort()
+	tr := s.fake
+	if tr == nil {
+		var err error
+		if tr, err = s.load(); err != nil {
+			s.Close()
+			if errors.Is(err, tracer.ErrUnavailable) {
+				err = runner.Unavailable(err)
+			}
+			return 1, err
 		}
+	}
+	s.tr = countProbes(tr)
+	r.SetProbes(s.tr.count)
+	var status int
+	var err error
+	if len(o.Argv) > 0 {
+		status, err = s.startLaunch()
+	} else {
+		err = s.startAttach()
+		status = 1
+	}
+	if err != nil {
+		s.Close()
 		return status, err
 	}
+	return 0, nil
+}
+
+// load starts the watchdog where one is needed and loads the tracer.
+func (s *Source) load() (tracerAPI, error) {
+	o := s.o
 	// Holds: at exec in -- mode, at fork and exec with --follow, at
 	// dlopen with DWARF stacks. Where the kernel side cannot release
 	// them itself at memtrace's exit, a watchdog process does; in --
@@ -161,7 +160,7 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 	if len(o.Argv) > 0 || holds && !tracer.KernelRelease() {
 		var err error
 		if wd, err = startWatchdog(); err != nil {
-			return fail(1, err)
+			return nil, err
 		}
 		// Only the kernel closes memtrace's end, at memtrace's exit:
 		// the watchdog must not resume anything while memtrace may
@@ -170,59 +169,71 @@ func Run(o Options, stderr io.Writer, fallback func() (int, error)) (int, error)
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
 		StackDepth: o.StackDepth, StackThreads: o.StackThreads, NoFreeStacks: o.NoFreeStacks, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
-		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, Logf: verboseLogf(o.Verbose, stderr)})
+		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, Logf: verboseLogf(o.Verbose, s.stderr)})
 	if err != nil {
-		if errors.Is(err, tracer.ErrUnavailable) && (o.HTTP != "" || o.ProfileDir != "") {
-			return fail(1, fmt.Errorf("--http and --profile-dir need the eBPF tracer (the LD_PRELOAD fallback has no live model): %w", err))
+		if wd != nil && errors.Is(err, tracer.ErrUnavailable) {
+			// Nothing of the LD_PRELOAD path can be held.
+			wd.sock.Close()
+			watchdogSock = nil
 		}
-		if errors.Is(err, tracer.ErrUnavailable) && len(o.Argv) > 0 {
-			fail(0, nil)
-			if wd != nil {
-				// Nothing of the LD_PRELOAD path can be held.
-				wd.sock.Close()
-				watchdogSock = nil
-			}
-			fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
-			return fallback()
-		}
-		return fail(1, err)
+		return nil, err
 	}
-	defer tr.Close()
+	s.closer = func() { tr.Close() }
 	if wd != nil {
 		if err := wd.sendHold(tr.HoldFD()); err != nil {
-			return fail(1, err)
+			tr.Close()
+			s.closer = nil
+			return nil, err
 		}
 		if len(o.Argv) > 0 {
 			// In -- mode every target is memtrace's: once all have
 			// exited, the watchdog closes the probes and memtrace
 			// exits without waiting for the kernel to release them.
 			tr.SetHandOff(wd.giveLinks)
-			o.handOff = tr.AllowHandOff
+			s.handOff = tr.AllowHandOff
 		}
 	}
-	o.wake = tr.Wake
-	counted := countProbes(tr)
-	lr, err := startLive(&o, counted, stderr)
-	if err != nil {
-		return fail(1, err)
+	s.wake = tr.Wake
+	return tr, nil
+}
+
+// Configure gives the Session the loop's clock and callbacks.
+func (s *Source) Configure(c *agent.Config) { s.l.configure(c) }
+
+// Trace runs the event loop: PROG released, or the attached processes
+// logged, until they end or Ctrl-C.
+func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
+	s.l.sess = sess
+	if len(s.o.Argv) > 0 {
+		return s.traceLaunch()
 	}
-	defer lr.close()
-	o.live = lr
-	catchInterrupts()
-	// The closing lines describe a log the run wrote (launch and attach
-	// have closed it when they return); a run that failed wrote none,
-	// and its one error line stays the only one.
-	since := time.Now()
-	code := 0
-	if len(o.Argv) > 0 {
-		code, err = launch(&o, counted, stderr)
-	} else {
-		err = attach(&o, counted, stderr)
+	return 0, s.traceAttach()
+}
+
+// Close ends a shim that was never released, and unloads the tracer (in
+// -p mode its probes come off here, before Run returns).
+func (s *Source) Close() error {
+	if s.shim != nil && !s.released {
+		s.shim.abort()
 	}
-	if err == nil {
-		closing(&o, stderr, since)
+	if s.shim != nil {
+		s.shim.w.Close()
+		s.shim.ready.Close()
 	}
-	return code, err
+	for _, fd := range s.watchers {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	s.watchers = nil
+	if s.l != nil {
+		s.l.closeFD()
+	}
+	if s.closer != nil {
+		s.closer()
+		s.closer = nil
+	}
+	return nil
 }
 
 // verboseLogf is the tracer's -v output (unwind tables built), or nil.
@@ -237,11 +248,3 @@ func verboseLogf(verbose bool, w io.Writer) func(string, ...any) {
 // reachable, so no finalizer closes it) for memtrace's whole life, also
 // after Run returns: a package variable is never collected.
 var watchdogSock *watchdog
-
-func unwrapExecErr(err error) error {
-	var ee *exec.Error
-	if errors.As(err, &ee) {
-		return ee.Err
-	}
-	return err
-}

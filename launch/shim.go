@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
-	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // ShimArg, as os.Args[1], marks memtrace re-executed as the launcher shim:
@@ -72,7 +71,7 @@ func withoutEnv(env []string, key string) []string {
 }
 
 func dropTo(cred string) error {
-	uid, gid, groups, err := ParseCred(cred)
+	uid, gid, groups, err := runner.ParseCred(cred)
 	if err != nil {
 		return err
 	}
@@ -86,43 +85,6 @@ func dropTo(cred string) error {
 		return fmt.Errorf("setuid %d: %w", uid, err)
 	}
 	return nil
-}
-
-// ParseCred reads a SudoCredential string: uid, gid and groups.
-func ParseCred(cred string) (uid, gid int, groups []int, err error) {
-	parts := strings.SplitN(cred, ":", 3)
-	if len(parts) != 3 {
-		return 0, 0, nil, fmt.Errorf("bad credential %q", cred)
-	}
-	uid, err1 := strconv.Atoi(parts[0])
-	gid, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return 0, 0, nil, fmt.Errorf("bad credential %q", cred)
-	}
-	for _, g := range strings.Split(parts[2], ",") {
-		if n, err := strconv.Atoi(g); err == nil {
-			groups = append(groups, n)
-		}
-	}
-	return uid, gid, groups, nil
-}
-
-// SudoCredential returns the user behind sudo, with their supplementary
-// groups, when memtrace runs as root under sudo: asuser.Invoker decides,
-// the one place that does.
-func SudoCredential() (string, bool, error) {
-	u, ok, err := asuser.Invoker()
-	if err != nil || !ok {
-		return "", false, err
-	}
-	groups := make([]string, 0, len(u.Groups)+1)
-	for _, g := range u.Groups {
-		groups = append(groups, strconv.Itoa(g))
-	}
-	if len(groups) == 0 {
-		groups = append(groups, strconv.Itoa(u.GID))
-	}
-	return strconv.Itoa(u.UID) + ":" + strconv.Itoa(u.GID) + ":" + strings.Join(groups, ","), true, nil
 }
 
 // execStatus is a shell's status for a failed exec: 127 for a file not

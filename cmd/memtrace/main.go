@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,11 +13,13 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/config"
+	preload "github.com/memtrace/memtrace/fallback-preload"
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/internal/prof"
 	"github.com/memtrace/memtrace/launch"
 	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/procreport"
+	"github.com/memtrace/memtrace/runner"
 )
 
 type options struct {
@@ -91,14 +94,18 @@ func run(o *options, stderr io.Writer) (int, error) {
 		}
 		o.argv = argv
 	}
-	if o.preload {
-		return runPreload(o, stderr)
-	}
-	return launch.Run(launch.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, Listen: o.listen,
+	ro := runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
 		MinSize: o.minSize, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
-		NoFreeStacks: o.noFreeStacks, StackUnwind: o.stackUnwind, Follow: o.follow, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
-		Interval: o.interval, PeakTopN: o.peakTopN, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
-		Verbose: o.verbose, HTTP: o.http, ProfileDir: o.profileDir}, stderr, func() (int, error) { return runPreload(o, stderr) })
+		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
+		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
+		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti}
+	// The library forwards the program's own signals itself and finishes
+	// the log after it exits; a cancelled context would kill it.
+	preloaded := preload.NewSource(context.Background())
+	if o.preload {
+		return runner.Run(ro, stderr, preloaded, nil)
+	}
+	return runner.Run(ro, stderr, launch.New(), preloaded)
 }
 
 func realMain(args []string, stderr io.Writer) int {
@@ -288,9 +295,7 @@ options:
 		}
 	}
 	switch {
-	case o.preload && (o.http != "" || o.profileDir != "" || o.output == launch.NoLog):
-		return nil, usageError{"--http, --profile-dir and -o none need the eBPF tracer, not --preload"}
-	case o.output == launch.NoLog && o.http == "" && o.profileDir == "":
+	case o.output == runner.NoLog && o.http == "" && o.profileDir == "":
 		return nil, usageError{"-o none writes no log: give --http ADDR or --profile-dir DIR to see the heap (a file named none: -o ./none)"}
 	case len(o.pids) > 0 && len(o.argv) > 0:
 		return nil, usageError{"give either -p PID or -- PROG, not both"}

@@ -1,76 +1,16 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
-	preload "github.com/memtrace/memtrace/fallback-preload"
 	"github.com/memtrace/memtrace/internal/asuser"
-	"github.com/memtrace/memtrace/launch"
 	"github.com/memtrace/memtrace/procreport"
 	"github.com/memtrace/memtrace/report"
 )
-
-// runPreload runs PROG under the bundled LD_PRELOAD library with memtrace's
-// own options.
-func runPreload(o *options, stderr io.Writer) (int, error) {
-	// preload.Run forwards signals to the program itself and finishes
-	// the log after it exits; a cancelled context would kill it.
-	ctx := context.Background()
-	opts := preload.Options{
-		Output:       o.output,
-		MinSize:      o.minSize,
-		StackDepth:   o.stackDepth,
-		StackThreads: o.stackThreads,
-		NoFreeStacks: o.noFreeStacks,
-		TrackThreads: o.trackThreads,
-		Interval:     o.interval,
-		ReportDir:    o.reportDir,
-		PeakTopN:     o.peakTopN,
-		Stdin:        os.Stdin,
-		Stdout:       os.Stdout,
-		Stderr:       os.Stderr,
-		// Under sudo the log is created as the user behind it.
-		OpenLog: launch.CreateLog,
-	}
-	if o.listen != "" {
-		opts.Listen = o.listen // ADDR:PORT; --port made it 127.0.0.1:PORT
-	}
-	if o.verbose && o.stackDepth > 0 {
-		opts.OnStacks = func(s preload.StackStats) {
-			fmt.Fprintf(stderr, "memtrace: preload stacks: %d over unwind rows, %d by backtrace(); %d files, %d tables (%d bytes)\n",
-				s.Rows, s.Backtrace, s.Files, s.Tables, s.TableBytes)
-		}
-	}
-	// Under sudo the program runs as the user behind it, exactly as in
-	// eBPF mode (the shim's dropTo): never as root.
-	if cred, ok, err := launch.SudoCredential(); err != nil {
-		return 1, err
-	} else if ok {
-		if u, ok, err := asuser.Invoker(); err == nil && ok {
-			opts.BaseEnv = asuser.Env(os.Environ(), u)
-		}
-		uid, gid, groups, err := launch.ParseCred(cred)
-		if err != nil {
-			return 1, err
-		}
-		opts.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: toUint32(groups)}
-	}
-	return preload.Run(ctx, opts, o.argv)
-}
-
-func toUint32(v []int) []uint32 {
-	out := make([]uint32, len(v))
-	for i, n := range v {
-		out[i] = uint32(n)
-	}
-	return out
-}
 
 func runReport(args []string, stderr io.Writer) int {
 	for i, a := range args {

@@ -1,4 +1,4 @@
-package launch
+package runner
 
 import (
 	"bytes"
@@ -65,5 +65,27 @@ func TestClosingLines(t *testing.T) {
 	Closing(&w, "", false, before, 0)
 	if s := w.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "the log is on stderr") {
 		t.Errorf("stderr log: %q", s)
+	}
+}
+
+// TestClosingCoarseMtime: a log written just after the run began may carry
+// a modification time a tick before it (the kernel's coarse clock): it is
+// still the run's log, and described.
+func TestClosingCoarseMtime(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "app.log")
+	b := logfmt.AppendHeader(nil, logfmt.Header{Version: "t", PID: 7, Comm: "app", Mode: "preload"})
+	b = logfmt.AppendAlloc(b, 7, "app", "malloc", 1, 1000, 1000, 0x10)
+	b = logfmt.AppendSummary(b, logfmt.Summary{Events: 1, Allocs: 1})
+	if err := os.WriteFile(log, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	Closing(&w, log, false, st.ModTime().Add(4*time.Millisecond), 0)
+	if !strings.Contains(w.String(), "calls to allocation functions: 1\n") {
+		t.Errorf("a log written a tick after the run began: %q, want its closing lines", w.String())
 	}
 }

@@ -1,4 +1,4 @@
-package launch
+package runner
 
 import (
 	"fmt"
@@ -16,6 +16,10 @@ import (
 // should not wait for. A compressed log counts by its text (a 14 MB .zst
 // of 32-frame stacks is 1.7 GB of it, and its read-back was seconds).
 const closingMaxLog = 512 << 20
+
+// coarseTick bounds how far a file's modification time may lag the clock
+// it is compared with (the kernel's tick, at its slowest HZ).
+const coarseTick = 10 * time.Millisecond
 
 // Closing writes memtrace's closing lines on w, as heaptrack ends a run:
 // the log's calls, peak, leaked (or still allocated) bytes and lost
@@ -39,7 +43,10 @@ func Closing(w io.Writer, output string, served bool, since time.Time, text int6
 		return
 	}
 	st, err := os.Stat(output)
-	if err != nil || !st.Mode().IsRegular() || st.ModTime().Before(since) {
+	// A file's times come from the kernel's coarse clock, which may be
+	// a tick behind time.Now: a log written at once after since can
+	// look older by that much.
+	if err != nil || !st.Mode().IsRegular() || st.ModTime().Before(since.Add(-coarseTick)) {
 		return
 	}
 	q := shellQuote(output)

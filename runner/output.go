@@ -1,10 +1,9 @@
-package launch
+package runner
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -12,32 +11,56 @@ import (
 	"github.com/memtrace/memtrace/internal/viewconn"
 )
 
+// output is the log's sink as a run opened it.
+type output struct {
+	io.WriteCloser
+	// compressed is the -o FILE.zst/.gz writer, which knows the size of
+	// the text it compressed (the closing lines' read-back is bounded by
+	// that, not by the file's size).
+	compressed *logio.Writer
+	// failed is the sink of a run that started its program, which
+	// remembers its first write error.
+	failed *keepGoing
+}
+
 // openOutput opens the log sink. For TCP it waits for the first client,
 // which is what makes a viewer see a program from its first allocation.
 //
-// In launch mode the sink's first write error ends the log, not the run:
-// the program is traced on to its end (its --report-dir files and the
-// --http endpoint go on), memtrace exits with its status, and the error
-// is one line at the end (logFailure). Ending the run instead would leave
-// the program running without the parent that reports its status.
-func openOutput(o *Options, stderr io.Writer) (io.WriteCloser, error) {
-	w, err := openSink(o, stderr)
+// When memtrace started the program (--), the sink's first write error
+// ends the log, not the run: the program is traced on to its end (its
+// --report-dir files and the --http endpoint go on), memtrace exits with
+// its status, and the error is one line at the end (closing). Ending the
+// run instead would leave the program running without the parent that
+// reports its status.
+func openOutput(o *Options, stderr io.Writer) (*output, error) {
+	out, err := openSink(o, stderr)
 	if err != nil || len(o.Argv) == 0 {
-		return w, err
+		return out, err
 	}
-	k := &keepGoing{w: w, start: time.Now()}
-	o.logFailed = k
-	return k, nil
+	k := &keepGoing{w: out.WriteCloser, start: time.Now()}
+	out.WriteCloser, out.failed = k, k
+	return out, nil
 }
 
-func openSink(o *Options, stderr io.Writer) (io.WriteCloser, error) {
+func openSink(o *Options, stderr io.Writer) (*output, error) {
 	switch {
 	case o.Listen != "":
-		return acceptViewer(o.Listen, stderr)
+		c, err := viewconn.Accept(o.Listen, stderr, interrupted, nil)
+		if errors.Is(err, viewconn.ErrInterrupted) {
+			return nil, ErrInterrupted
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &output{WriteCloser: c}, nil
 	case o.Output == NoLog:
-		return nopCloser{io.Discard}, nil
+		return &output{WriteCloser: nopCloser{io.Discard}}, nil
 	case o.Output != "":
-		f, err := CreateLog(o.Output)
+		open := o.OpenLog
+		if open == nil {
+			open = CreateLog
+		}
+		f, err := open(o.Output)
 		if err != nil {
 			return nil, err
 		}
@@ -48,21 +71,13 @@ func openSink(o *Options, stderr io.Writer) (io.WriteCloser, error) {
 			f.Close()
 			return nil, err
 		}
+		out := &output{WriteCloser: w}
 		if z, ok := w.(*logio.Writer); ok {
-			o.compressed = z
+			out.compressed = z
 		}
-		return w, nil
+		return out, nil
 	}
-	return nopCloser{os.Stderr}, nil
-}
-
-// acceptViewer waits for the first viewer, or for Ctrl-C.
-func acceptViewer(addr string, stderr io.Writer) (io.WriteCloser, error) {
-	c, err := viewconn.Accept(addr, stderr, interrupted, nil)
-	if errors.Is(err, viewconn.ErrInterrupted) {
-		return nil, interruptError{}
-	}
-	return c, err
+	return &output{WriteCloser: nopCloser{stderr}}, nil
 }
 
 type nopCloser struct{ io.Writer }
@@ -113,8 +128,8 @@ func (k *keepGoing) failure() (time.Duration, error) {
 // closing ends a run that wrote its log: the closing lines, or, where the
 // log could not be written, one line that says so instead (the figures
 // of an incomplete log would mislead).
-func closing(o *Options, stderr io.Writer, since time.Time) {
-	if at, err := o.logFailed.failure(); err != nil {
+func closing(o *Options, out *output, stderr io.Writer, since time.Time) {
+	if at, err := out.failed.failure(); err != nil {
 		hint := "free some space or give another -o"
 		if o.Listen != "" {
 			hint = "the viewer closed its connection: keep it open to the end"
@@ -124,8 +139,8 @@ func closing(o *Options, stderr io.Writer, since time.Time) {
 		return
 	}
 	var text int64
-	if o.compressed != nil {
-		text = o.compressed.TextBytes()
+	if out.compressed != nil {
+		text = out.compressed.TextBytes()
 	}
 	Closing(stderr, o.Output, o.Listen != "", since, text)
 }

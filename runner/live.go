@@ -1,4 +1,4 @@
-package launch
+package runner
 
 import (
 	"fmt"
@@ -11,10 +11,6 @@ import (
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/live"
 )
-
-// NoLog is the -o value that writes no log: with --http or --profile-dir
-// the live model is all memtrace keeps.
-const NoLog = "none"
 
 // liveRun is --http and --profile-dir: the live heap model the agent
 // feeds, its endpoint and its periodic profiles.
@@ -29,8 +25,9 @@ type liveRun struct {
 // startLive listens on --http's address and makes --profile-dir (as the
 // user behind sudo) before anything is traced, so that a taken port or a
 // directory the user cannot write is one line and nothing started. It
-// returns nil when neither is asked for.
-func startLive(o *Options, tr *probeCounter, stderr io.Writer) (*liveRun, error) {
+// returns nil when neither is asked for. probes is the source's count of
+// probe sets for /metrics.
+func startLive(o *Options, probes func() int, stderr io.Writer) (*liveRun, error) {
 	if o.HTTP == "" && o.ProfileDir == "" {
 		return nil, nil
 	}
@@ -50,7 +47,7 @@ func startLive(o *Options, tr *probeCounter, stderr io.Writer) (*liveRun, error)
 		}
 	}
 	lr := &liveRun{model: live.NewModel(), stop: make(chan struct{})}
-	lr.model.Probes = tr.count
+	lr.model.Probes = probes
 	lr.prof = live.NewProfiler(lr.model)
 	if ln != nil {
 		limits := live.DefaultLimits()
@@ -97,54 +94,4 @@ func (lr *liveRun) close() {
 	if lr.srv != nil {
 		lr.srv.Close()
 	}
-}
-
-// probeCounter counts the probe sets (a library's allocation functions in
-// one process) memtrace holds, for /metrics: the tracer's attach calls
-// pass through it.
-type probeCounter struct {
-	tracerAPI
-	mu    sync.Mutex
-	byPID map[int]int
-}
-
-func countProbes(tr tracerAPI) *probeCounter {
-	return &probeCounter{tracerAPI: tr, byPID: map[int]int{}}
-}
-
-func (c *probeCounter) AttachLibrary(pid int, path string) (bool, error) {
-	ok, err := c.tracerAPI.AttachLibrary(pid, path)
-	if ok && err == nil {
-		c.mu.Lock()
-		c.byPID[pid]++
-		c.mu.Unlock()
-	}
-	return ok, err
-}
-
-func (c *probeCounter) ScanProcess(pid int) ([]string, error) {
-	added, err := c.tracerAPI.ScanProcess(pid)
-	if len(added) > 0 {
-		c.mu.Lock()
-		c.byPID[pid] += len(added)
-		c.mu.Unlock()
-	}
-	return added, err
-}
-
-func (c *probeCounter) ReleaseProcess(pid int) {
-	c.tracerAPI.ReleaseProcess(pid)
-	c.mu.Lock()
-	delete(c.byPID, pid)
-	c.mu.Unlock()
-}
-
-func (c *probeCounter) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, v := range c.byPID {
-		n += v
-	}
-	return n
 }
