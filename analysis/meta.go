@@ -11,111 +11,132 @@ import (
 // Metadata: the [memtrace] lines (header, processes, threads, lost
 // records, the summary, notices) and what the model says of processes.
 
+// applyMeta dispatches a [memtrace] line to logfmt's typed parser of its
+// word. A line whose fields do not parse is a bad line like any other,
+// counted and skipped, never applied in part: a half-read process or
+// thread would be attributed wrongly. Words this version does not know
+// are skipped (later versions may add some).
 func (m *Model) applyMeta(word []byte, rest []byte) {
 	m.Counts.Meta++
-	kv := logfmt.Fields(rest)
-	get := func(k string) string { v, _ := logfmt.Field(kv, k); return v }
-	num := func(k string) (int64, bool) {
-		v, ok := logfmt.Field(kv, k)
-		if !ok {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		return n, err == nil
-	}
+	var err error
 	switch string(word) {
 	case logfmt.WordHeader:
-		m.Header.Seen = true
-		m.ordered = m.Counts.Events == 0
-		if pid, ok := num("pid"); ok {
-			m.Header.PID = pid
-			if m.defProc < 0 {
-				m.defProc = m.proc(pid)
-			}
-		}
-		m.Header.Comm, m.Header.Cmd = get("comm"), get("cmd")
-		m.Header.Version, m.Header.Start, m.Header.Mode = get("version"), get("start"), get("mode")
-		if m.defProc >= 0 {
-			p := &m.Procs[m.defProc]
-			if p.Comm == "" {
-				p.Comm = m.Header.Comm
-			}
-			if p.Cmd == "" {
-				p.Cmd = m.Header.Cmd
-			}
+		var h logfmt.Header
+		if h, err = logfmt.ParseHeader(rest); err == nil {
+			m.applyHeader(&h)
 		}
 	case logfmt.WordLost:
-		if tot, ok := num("total"); ok && tot >= m.LostEvents {
-			m.LostEvents = tot
-		} else if c, ok := num("count"); ok && c > 0 {
-			m.LostEvents += c
+		var l logfmt.Lost
+		if l, err = logfmt.ParseLost(rest); err == nil {
+			// total= is the tracer's own count; count= adds up where a
+			// line has no total (or one behind what was read).
+			if l.Total > 0 && int64(l.Total) >= m.LostEvents {
+				m.LostEvents = int64(l.Total)
+			} else if l.Count > 0 {
+				m.LostEvents += int64(l.Count)
+			}
 		}
 	case logfmt.WordSummary:
-		if l, ok := num("lost"); ok && l > m.LostEvents {
-			m.LostEvents = l
+		var s logfmt.Summary
+		if s, err = logfmt.ParseSummary(rest); err == nil {
+			if int64(s.Lost) > m.LostEvents {
+				m.LostEvents = int64(s.Lost)
+			}
+			m.Ended = true
+			m.ended.Store(true)
 		}
-		m.Ended = true
-		m.ended.Store(true)
 	case logfmt.WordThread:
-		tid, ok := num("tid")
-		if !ok {
-			return
-		}
-		pid, hasPID := num("pid")
-		name := get("name")
-		ti := m.thread(tid, []byte(name), m.lastTS)
-		if hasPID {
-			pi := m.proc(pid)
-			m.Threads[ti].Proc = pi
+		var t logfmt.Thread
+		if t, err = logfmt.ParseThread(rest); err == nil && t.TID != 0 {
+			ti := m.thread(t.TID, []byte(t.Name), m.lastTS)
+			if t.PID != 0 {
+				m.Threads[ti].Proc = m.proc(t.PID)
+			}
 		}
 	case logfmt.WordProc:
-		pid, ok := num("pid")
-		if !ok {
-			return
-		}
-		pi := m.proc(pid)
-		p := &m.Procs[pi]
-		if pp, ok := num("ppid"); ok {
-			p.PPID = pp
-		}
-		if c := get("comm"); c != "" {
-			p.Comm = c
-		}
-		if c := get("cmd"); c != "" {
-			p.Cmd = c
-		}
-		switch get("event") {
-		case "exit":
-			p.Exited = true
-			p.ExitSignal = get("signal")
-			if v, ok := num("status"); ok && v >= 0 && v <= 255 {
-				p.HasStatus, p.ExitStatus = true, int(v)
-			}
-		case "attach":
-			p.Attached = true
-		case "untraced":
-			p.Untraced = get("reason")
-			if p.Untraced == "" {
-				p.Untraced = "no reason given"
-			}
-		case "fork":
-			if pp, ok := num("ppid"); ok {
-				m.fdFork(pi, m.proc(pp))
-			}
+		var p logfmt.Proc
+		if p, err = logfmt.ParseProc(rest); err == nil && p.PID != 0 {
+			m.applyProc(&p)
 		}
 	case logfmt.WordFD, logfmt.WordDmabuf, logfmt.WordION:
 		m.applyFD(word, rest)
 	case logfmt.WordStack:
+		var s logfmt.Stack
 		// It follows the frames of the event it is about.
-		if v, _ := logfmt.Field(kv, "truncated"); v == "1" && m.target != noTarget {
-			m.openTrunc = m.truncReason(get("reason"))
+		if s, err = logfmt.ParseStack(rest); err == nil && s.Truncated && m.target != noTarget {
+			m.openTrunc = m.truncReason(s.Reason)
 		}
 	case logfmt.WordNotice:
-		if msg := get("msg"); msg != "" {
+		var n logfmt.Notice
+		if n, err = logfmt.ParseNotice(rest); err == nil && n.Msg != "" {
 			if len(m.Notices) >= 16 {
 				m.Notices = m.Notices[1:]
 			}
-			m.Notices = append(m.Notices, msg)
+			m.Notices = append(m.Notices, n.Msg)
+		}
+	}
+	if err != nil {
+		m.Counts.Malformed++
+	}
+}
+
+func (m *Model) applyHeader(h *logfmt.Header) {
+	m.Header.Seen = true
+	m.ordered = m.Counts.Events == 0
+	// No process has pid 0: a header without pid= leaves the one known.
+	if h.PID != 0 {
+		m.Header.PID = h.PID
+		if m.defProc < 0 {
+			m.defProc = m.proc(h.PID)
+		}
+	}
+	m.Header.Comm, m.Header.Cmd = h.Comm, h.Cmd
+	m.Header.Version, m.Header.Mode = h.Version, h.Mode
+	m.Header.Start = ""
+	if !h.Start.IsZero() {
+		m.Header.Start = h.Start.UTC().Format(logfmt.StartLayout)
+	}
+	if m.defProc >= 0 {
+		p := &m.Procs[m.defProc]
+		if p.Comm == "" {
+			p.Comm = m.Header.Comm
+		}
+		if p.Cmd == "" {
+			p.Cmd = m.Header.Cmd
+		}
+	}
+}
+
+func (m *Model) applyProc(l *logfmt.Proc) {
+	pi := m.proc(l.PID)
+	p := &m.Procs[pi]
+	// ppid= is left out when 0: no traced process has parent 0.
+	if l.PPID != 0 {
+		p.PPID = l.PPID
+	}
+	if l.Comm != "" {
+		p.Comm = l.Comm
+	}
+	if l.Cmd != "" {
+		p.Cmd = l.Cmd
+	}
+	switch l.Event {
+	case logfmt.ProcExit:
+		p.Exited = true
+		p.ExitSignal = l.Signal
+		if l.HasStatus {
+			p.HasStatus, p.ExitStatus = true, l.Status
+		}
+	case logfmt.ProcAttach:
+		p.Attached = true
+	case logfmt.ProcUntraced:
+		p.Untraced = l.Reason
+		if p.Untraced == "" {
+			p.Untraced = "no reason given"
+		}
+	case logfmt.ProcFork:
+		if l.PPID != 0 {
+			m.fdFork(pi, m.proc(l.PPID))
 		}
 	}
 }
