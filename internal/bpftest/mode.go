@@ -21,8 +21,8 @@ func RequireModeBPF(t testing.TB, log []byte) {
 		if l.Parse(sc.Line()) != nil || l.Kind != logfmt.KindMeta || string(l.Word) != logfmt.WordHeader {
 			continue
 		}
-		if mode, _ := logfmt.Field(logfmt.Fields(l.Rest), "mode"); mode != "bpf" {
-			t.Fatalf("the log's header says mode=%q, want mode=bpf (memtrace fell back from the eBPF tracer): %s", mode, sc.Line())
+		if h, err := logfmt.ParseHeader(l.Rest); err != nil || h.Mode != logfmt.ModeBPF {
+			t.Fatalf("the log's header says mode=%q (%v), want mode=bpf (memtrace fell back from the eBPF tracer): %s", h.Mode, err, sc.Line())
 		}
 		return
 	}
