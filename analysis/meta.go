@@ -14,17 +14,18 @@ import (
 // applyMeta dispatches a [memtrace] line to logfmt's typed parser of its
 // word. A line whose fields do not parse is a bad line like any other,
 // counted and skipped, never applied in part: a half-read process or
-// thread would be attributed wrongly. Words this version does not know
-// are skipped (later versions may add some).
+// thread would be attributed wrongly. The header is the exception: it
+// names the run, and a value that does not parse (a start= in another
+// format) is left out and the rest kept. Words this version does not
+// know are skipped (later versions may add some).
 func (m *Model) applyMeta(word []byte, rest []byte) {
 	m.Counts.Meta++
 	var err error
 	switch string(word) {
 	case logfmt.WordHeader:
-		var h logfmt.Header
-		if h, err = logfmt.ParseHeader(rest); err == nil {
-			m.applyHeader(&h)
-		}
+		// ParseHeader leaves what does not parse at zero.
+		h, _ := logfmt.ParseHeader(rest)
+		m.applyHeader(&h)
 	case logfmt.WordLost:
 		var l logfmt.Lost
 		if l, err = logfmt.ParseLost(rest); err == nil {

@@ -62,6 +62,7 @@ func TestMetaLinesFromTypedWriters(t *testing.T) {
 // A [memtrace] line whose fields do not parse is counted as malformed and
 // not applied in part: a thread with a broken pid= is not given to a
 // process, an exit with a status out of range does not end its process.
+// A header keeps what parses: a start= in another format loses only it.
 func TestMalformedMetaLinesCounted(t *testing.T) {
 	var l logb
 	l.meta("header", "pid", "100", "comm", "app", "mode", "bpf")
@@ -69,19 +70,20 @@ func TestMalformedMetaLinesCounted(t *testing.T) {
 	l.raw("[memtrace] proc event=exit pid=100 ts=5 status=300\n")
 	l.raw("[memtrace] proc event=fork pid=200 ppid=100 ts=nope\n")
 	l.raw("[memtrace] lost count=-3 total=3 ts=1\n")
-	l.raw("[memtrace] header version=1 pid=7 start=yesterday mode=bpf\n")
 	l.alloc(101, "w", "malloc", 6, 10, 0x10)
 	m := load(t, l.b)
-	if m.Counts.Malformed != 5 {
-		t.Errorf("%d malformed lines, want 5 (%+v)", m.Counts.Malformed, m.Counts)
-	}
-	if m.Header.PID != 100 {
-		t.Errorf("header pid %d: the second header, whose start= is not a time, was applied", m.Header.PID)
+	if m.Counts.Malformed != 4 {
+		t.Errorf("%d malformed lines, want 4 (%+v)", m.Counts.Malformed, m.Counts)
 	}
 	if len(m.Procs) != 1 || m.Procs[0].Exited {
 		t.Errorf("procs %+v: a malformed proc line was applied", m.Procs)
 	}
 	if m.LostEvents != 0 {
 		t.Errorf("lost %d from a malformed lost line", m.LostEvents)
+	}
+
+	h := load(t, []byte("[memtrace] header version=1 pid=7 comm=app start=yesterday mode=bpf\n"))
+	if !h.Header.Seen || h.Header.PID != 7 || h.Header.Comm != "app" || h.Header.Mode != "bpf" || h.Header.Start != "" || h.Counts.Malformed != 0 {
+		t.Errorf("a header with an unreadable start=: %+v, counts %+v", h.Header, h.Counts)
 	}
 }
