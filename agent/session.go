@@ -191,9 +191,6 @@ func (s *Session) AddProcess(pid uint32, attached bool) {
 	}
 }
 
-// Line writes b, whole lines built by logfmt's writers, at once.
-func (s *Session) Line(b []byte) { s.write(b) }
-
 // Header writes the log's header line.
 func (s *Session) Header(h logfmt.Header) {
 	s.buf = logfmt.AppendHeader(s.buf[:0], h)

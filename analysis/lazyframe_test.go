@@ -75,27 +75,6 @@ func TestLazyFramesGiveTheSameModel(t *testing.T) {
 	}
 }
 
-func TestLazyFrameForm(t *testing.T) {
-	for _, c := range []struct {
-		line string
-		text string
-		ok   bool
-	}{
-		{"[memtrack]   #0  /lib/a.so(f+0x1) [0x10]", "/lib/a.so(f+0x1) [0x10]", true},
-		{"[memtrack]   #12 \t x [0x1] \r", "x [0x1]", true},
-		{"[memtrack]   #  x", "", false},
-		{"[memtrack]   #1234567890123456789 x", "", false},
-		{"[memtrack]   #3   ", "", false},
-		{"[memtrack] tid=1 (x) malloc", "", false},
-		{"junk [memtrack]   #0  x [0x1]", "", false},
-	} {
-		s, e, ok := lazyFrame([]byte(c.line))
-		if ok != c.ok || ok && c.line[s:e] != c.text {
-			t.Errorf("lazyFrame(%q) = %q %v, want %q %v", c.line, c.line[s:e], ok, c.text, c.ok)
-		}
-	}
-}
-
 // FuzzLazyFrames: for any input, the lazy frame path builds the model the
 // eager one builds.
 func FuzzLazyFrames(f *testing.F) {

@@ -112,9 +112,9 @@ func (b *batch) parse() {
 		start = end
 		var r rec
 		if b.lazy {
-			if k0, k1, ok := lazyFrame(line); ok {
+			if k0, k1, ok := logfmt.FrameText(line); ok {
 				r.kind, r.lazy = logfmt.KindFrame, true
-				r.c0, r.c1, r.l0, r.l1 = s0+k0, s0+k1, s0, end
+				r.c0, r.c1, r.l0, r.l1 = s0+int32(k0), s0+int32(k1), s0, end
 				b.recs = append(b.recs, r)
 				continue
 			}
@@ -160,41 +160,6 @@ func (b *batch) frame(r *rec, l *logfmt.Line, end int32) {
 	case r.b1 > r.b0:
 		r.c0, r.c1 = r.b0, e
 	}
-}
-
-// lazyFrame reports whether line has the form of a frame line
-// ("[memtrack]   #N  TEXT", logfmt's test) and returns the offsets of TEXT,
-// trimmed as logfmt's parser trims it. TEXT decides the frame: two lines
-// with equal TEXT parse to the same frame, whatever their index.
-func lazyFrame(line []byte) (int32, int32, bool) {
-	const pre = logfmt.TrackPrefix + "  #"
-	if len(line) <= len(pre) || string(line[:len(pre)]) != pre {
-		return 0, 0, false
-	}
-	i := len(pre)
-	for i < len(line) && line[i] >= '0' && line[i] <= '9' {
-		i++
-	}
-	// logfmt refuses an index that overflows; 18 digits never do.
-	if n := i - len(pre); n == 0 || n > 18 {
-		return 0, 0, false
-	}
-	e := len(line)
-	for i < e && isSpace(line[i]) {
-		i++
-	}
-	for e > i && isSpace(line[e-1]) {
-		e--
-	}
-	if e == i {
-		return 0, 0, false
-	}
-	return int32(i), int32(e), true
-}
-
-// isSpace is bytes.TrimSpace's ASCII set.
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 // lazyFrame resolves a lazy frame record: the frame its text was seen as

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"syscall"
 
 	"github.com/memtrace/memtrace/internal/logio"
@@ -125,12 +124,10 @@ func SortLog(data []byte) ([]byte, bool) {
 			}
 			recs = append(recs, record{ts, pos, next})
 		case err == nil && l.Kind == logfmt.KindMeta:
-			if v, ok := logfmt.Field(logfmt.Fields(l.Rest), "ts"); ok {
-				if n, err := strconv.ParseUint(v, 10, 64); err == nil {
-					ts = n
-					if len(recs) > 0 && ts < recs[len(recs)-1].ts {
-						inOrder = false
-					}
+			if n, ok := logfmt.MetaTS(l.Rest); ok {
+				ts = n
+				if len(recs) > 0 && ts < recs[len(recs)-1].ts {
+					inOrder = false
 				}
 			}
 			recs = append(recs, record{ts, pos, next})

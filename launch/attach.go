@@ -74,7 +74,7 @@ func (s *Source) traceAttach() error {
 	}
 	l.header(o.PIDs, procComm(o.PIDs[0]), procCmdline(o.PIDs[0]))
 	for _, pid := range o.PIDs {
-		l.sess.Line(logfmt.AppendProc(nil, logfmt.Proc{Event: logfmt.ProcAttach, PID: int64(pid), Comm: procComm(pid), Cmd: procCmdline(pid)}))
+		l.sess.Proc(logfmt.Proc{Event: logfmt.ProcAttach, PID: int64(pid), Comm: procComm(pid), Cmd: procCmdline(pid)})
 	}
 	stop := make(chan struct{})
 	watchers := s.watchers

@@ -95,8 +95,8 @@ func (l *loop) untraced(pid int, err error) {
 	l.mu.Lock()
 	delete(l.pids, pid)
 	l.mu.Unlock()
-	l.sess.Line(logfmt.AppendProc(nil, logfmt.Proc{Event: logfmt.ProcUntraced, PID: int64(pid),
-		TS: (monoNow() - l.start) / 1000, Reason: err.Error()}))
+	l.sess.Proc(logfmt.Proc{Event: logfmt.ProcUntraced, PID: int64(pid),
+		TS: (monoNow() - l.start) / 1000, Reason: err.Error()})
 	fmt.Fprintf(l.stderr, "memtrace: process %d is not traced: %v\n", pid, err)
 }
 

@@ -1,0 +1,195 @@
+package report
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/memtrace/memtrace/analysis"
+)
+
+// Rankings: the figures of a site as signed numbers, and the top sites
+// by each of heaptrack_print's measures.
+
+// figs are a site's figures as signed numbers, so that a comparison's
+// deltas rank and print like the figures themselves.
+type figs [numFigs]int64
+
+const (
+	fCalls = iota
+	fBytes
+	fTemp
+	fTempBytes
+	fPeakCount
+	fPeak
+	fLeaks
+	fLeaked
+	numFigs
+)
+
+func figsOf(c *analysis.CostFigures) figs {
+	if c == nil {
+		return figs{}
+	}
+	return figs{c.Calls, int64(c.Bytes), c.Temporary, int64(c.TempBytes), c.PeakCount, int64(c.PeakBytes), c.Leaks, int64(c.LeakedBytes)}
+}
+
+func (f *figs) add(o figs) {
+	for i := range f {
+		f[i] = analysis.SatAddSigned(f[i], o[i])
+	}
+}
+
+// addTruncations adds b's counts to a's, reason by reason, most stacks first.
+func addTruncations(a, b []analysis.Truncation) []analysis.Truncation {
+	for _, t := range b {
+		k := slices.IndexFunc(a, func(x analysis.Truncation) bool { return x.Reason == t.Reason })
+		if k < 0 {
+			a = append(a, t)
+			continue
+		}
+		a[k].Stacks += t.Stacks
+		a[k].Events += t.Events
+	}
+	slices.SortStableFunc(a, func(x, y analysis.Truncation) int {
+		return cmp.Or(cmp.Compare(y.Stacks, x.Stacks), cmp.Compare(y.Events, x.Events), cmp.Compare(x.Reason, y.Reason))
+	})
+	return a
+}
+
+func (f figs) sub(o figs) figs {
+	for i := range f {
+		f[i] -= o[i]
+	}
+	return f
+}
+
+// metric is one ranking's cost.
+type metric int
+
+// The rankings, in heaptrack_print's order.
+const (
+	byCalls metric = iota
+	byPeak
+	byLeaks
+	byTemporary
+	numMetrics
+)
+
+func (mt metric) fig() int {
+	return [numMetrics]int{fCalls, fPeak, fLeaked, fTemp}[mt]
+}
+
+// tie is the figure that breaks equal costs: the other one on the line.
+func (mt metric) tie() int {
+	return [numMetrics]int{fBytes, fCalls, fCalls, fBytes}[mt]
+}
+
+// entry is a site with its figures (or, in a comparison, their deltas).
+type entry struct {
+	site int32
+	f    figs
+}
+
+func entriesOf(s *section) []entry {
+	out := make([]entry, 0, len(s.bySite))
+	for id, c := range s.bySite {
+		out = append(out, entry{id, figsOf(c)})
+	}
+	return out
+}
+
+// diffEntries is after minus base, per site, for sites in either.
+func diffEntries(after, base *section) []entry {
+	out := make([]entry, 0, len(after.bySite))
+	for id, c := range after.bySite {
+		out = append(out, entry{id, figsOf(c).sub(figsOf(base.bySite[id]))})
+	}
+	for id, c := range base.bySite {
+		if after.bySite[id] == nil {
+			out = append(out, entry{id, figs{}.sub(figsOf(c))})
+		}
+	}
+	return out
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// rank returns the entries with a non-zero cost, largest (in absolute
+// value, for deltas) first, at most n (n <= 0: all).
+func rank(t *siteTable, es []entry, mt metric, n int) []entry {
+	k, tie := mt.fig(), mt.tie()
+	var out []entry
+	for _, e := range es {
+		if e.f[k] != 0 {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b entry) int {
+		if c := cmp.Compare(abs(b.f[k]), abs(a.f[k])); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
+			return c
+		}
+		return cmp.Compare(t.sites[a.site].key, t.sites[b.site].key)
+	})
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// group is heaptrack_print's merged entry: the stacks that share their
+// innermost frame (the function that called the allocation function).
+type group struct {
+	f     figs
+	sites []entry // costliest first
+}
+
+// groups folds ranked-to-be entries by innermost frame and ranks the
+// groups by mt; each group's stacks are ranked too.
+func groups(t *siteTable, es []entry, mt metric, n int) []group {
+	idx := map[string]int{}
+	var gs []group
+	for _, e := range es {
+		if e.f[mt.fig()] == 0 {
+			continue
+		}
+		s := t.sites[e.site]
+		key := s.key
+		if i := strings.IndexByte(key, ';'); i >= 0 {
+			key = key[:i]
+		}
+		k, ok := idx[key]
+		if !ok {
+			k = len(gs)
+			idx[key] = k
+			gs = append(gs, group{})
+		}
+		gs[k].f.add(e.f)
+		gs[k].sites = append(gs[k].sites, e)
+	}
+	k, tie := mt.fig(), mt.tie()
+	slices.SortFunc(gs, func(a, b group) int {
+		if c := cmp.Compare(abs(b.f[k]), abs(a.f[k])); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
+			return c
+		}
+		return cmp.Compare(t.sites[a.sites[0].site].key, t.sites[b.sites[0].site].key)
+	})
+	if n > 0 && len(gs) > n {
+		gs = gs[:n]
+	}
+	for i := range gs {
+		gs[i].sites = rank(t, gs[i].sites, mt, 0)
+	}
+	return gs
+}
