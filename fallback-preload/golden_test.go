@@ -36,7 +36,7 @@ func TestTextModeMatchesAgent(t *testing.T) {
 		t.Run(c.mode, func(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "log")
 			out, err := runDirect(t, []string{"MEMTRACK_OUTPUT=" + log, "MEMTRACK_STACK_DEPTH=6"}, c.mode, "a\tb\r\a\"c\\ d\x7f")
-			if st := exitStatus(err); st != c.status {
+			if st := runStatus(err); st != c.status {
 				t.Fatalf("exit status %d (%v), want %d\n%s", st, err, c.status, out)
 			}
 			data, err := os.ReadFile(log)
@@ -48,8 +48,8 @@ func TestTextModeMatchesAgent(t *testing.T) {
 	}
 }
 
-// exitStatus is the exit code behind a command's error, 0 for none.
-func exitStatus(err error) int {
+// runStatus is the exit code behind a command's error, 0 for none.
+func runStatus(err error) int {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return ee.ExitCode()
