@@ -211,9 +211,9 @@ func (s *Session) resolveFrame(pid int, ts uint64, f tracer.Frame) Frame {
 		}
 		v := m.VAddr(f.FileOff)
 		// Return addresses point after the call: look up the call
-		// itself, report the offset as given.
-		if name, off, err := m.Symbol(v - 1); err == nil {
-			of.Symbol, of.Offset = name, off+1
+		// itself (or a trampoline at v), report the offset as given.
+		if name, off, err := m.ReturnSymbol(v); err == nil {
+			of.Symbol, of.Offset = name, off
 		} else {
 			of.Offset = v
 		}

@@ -468,8 +468,11 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 			return step_stop(w, MT_STOP_NO_INFO);
 		if (fp == 0)
 			return mapped ? MT_STOP_END : step_stop(w, MT_STOP_NO_INFO);
+		/* A value that cannot be a frame pointer is no frame pointer
+		 * to follow: no unwind info, not a failed read (code built
+		 * without CFI or frame pointers). */
 		if (fp < sp || (fp & 7) || fp - sp > MT_FP_SANE)
-			return step_stop(w, mapped ? MT_STOP_BAD_READ : MT_STOP_NO_INFO);
+			return step_stop(w, MT_STOP_NO_INFO);
 		__u64 rec[2];
 		if (!stack_read(c, w, rec, 16, fp))
 			return step_stop(w, MT_STOP_BAD_READ);
@@ -539,11 +542,17 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 static long walk_cb(__u64 i, void *data)
 {
 	struct mt_walk *w = data;
-	if (w->n >= stack_depth || w->n > MT_MAX_FRAMES) {
+	if (w->n > MT_MAX_FRAMES) {
 		w->reason = MT_STOP_DEPTH;
 		return 1;
 	}
 	int stop = mt_step(&w->s, w->maps, w->chunk);
+	if (w->n >= stack_depth) {
+		/* One step past the last frame kept: a stack of exactly
+		 * stack_depth frames ends there and is complete, not cut. */
+		w->reason = stop ? stop : MT_STOP_DEPTH;
+		return 1;
+	}
 	if (stop) {
 		w->reason = stop;
 		return 1;
@@ -578,8 +587,9 @@ static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *b
 #endif
 	buf->ips[0] = w.s.pc;
 	w.n = 1;
-	if (stack_depth > 1)
-		bpf_loop(stack_depth, walk_cb, &w, 0);
-	*reason = w.n >= stack_depth ? MT_STOP_DEPTH : w.reason;
+	/* stack_depth - 1 steps for the frames, one more to see whether
+	 * the last of them is the outermost. */
+	bpf_loop(stack_depth, walk_cb, &w, 0);
+	*reason = w.reason;
 	return w.n;
 }

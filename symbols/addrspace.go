@@ -492,13 +492,17 @@ func (as *AddressSpace) openErr(addr, t uint64) error {
 func (m *Module) frame(fr Frame, flags Flags) (Frame, error) {
 	fr.BuildID = m.buildID
 	pc := fr.ModuleOffset
+	var name string
+	var off uint64
+	var err error
 	if flags&ReturnAddress != 0 && pc > 0 {
 		pc--
+		name, off, err = m.ReturnSymbol(fr.ModuleOffset)
+	} else {
+		name, off, err = m.Symbol(pc)
 	}
-	name, off, err := m.Symbol(pc)
 	if err == nil {
-		fr.Symbol = name
-		fr.Offset = off + (fr.ModuleOffset - pc)
+		fr.Symbol, fr.Offset = name, off
 	}
 	if flags&WithSource != 0 {
 		src, serr := m.Source(pc)

@@ -150,6 +150,30 @@ func (m *Module) Symbol(vaddr uint64) (name string, off uint64, err error) {
 	return s.name, vaddr - s.addr, nil
 }
 
+// ReturnSymbol names the function a return address ret returns into,
+// with ret's offset from its start: the function holding the call at
+// ret-1 or, where no function holds ret-1 and one starts exactly at
+// ret, that one. Only planted return addresses start a function: a
+// signal or context trampoline's (__restore_rt, __start_context), which
+// the kernel or makecontext put on the stack with no call before them.
+func (m *Module) ReturnSymbol(ret uint64) (name string, off uint64, err error) {
+	if ret == 0 {
+		return m.Symbol(ret)
+	}
+	name, off, err = m.Symbol(ret - 1)
+	if err == nil {
+		return name, off + 1, nil
+	}
+	if t, _ := m.symbols(); t != nil {
+		if _, ok := t.lookup(ret - 1); !ok {
+			if s, ok := t.at(ret); ok {
+				return s.name, 0, nil
+			}
+		}
+	}
+	return "", 0, err
+}
+
 // NumSymbols reports how many code symbols the module's table holds
 // (loading it if needed).
 func (m *Module) NumSymbols() int {

@@ -13,8 +13,12 @@ import (
 // (mangled); the rank picks between aliases at the same address.
 type sym struct {
 	addr, size uint64
-	name       string
-	rank       uint8 // lower is preferred
+	// end bounds an unsized symbol: the end of its section (0: not
+	// known). Past it lie other sections (.fini's last label is no name
+	// for a .bss address).
+	end  uint64
+	name string
+	rank uint8 // lower is preferred
 }
 
 // symtab is an address-sorted table of code symbols, one per address.
@@ -103,7 +107,14 @@ func symbolsFrom(e *elfFile, dynamic bool, out []sym) (res []sym, err error) {
 			return out, fmt.Errorf("%s has more than %d symbols: %w", name, e.lim.MaxSymbols, ErrTooLarge)
 		}
 		if keepSymbol(e.f, &ss[i]) {
-			out = append(out, sym{addr: ss[i].Value, size: ss[i].Size, name: ss[i].Name, rank: symRank(&ss[i])})
+			sy := sym{addr: ss[i].Value, size: ss[i].Size, name: ss[i].Name, rank: symRank(&ss[i])}
+			if sy.size == 0 && int(ss[i].Section) < len(e.f.Sections) {
+				sec := e.f.Sections[ss[i].Section]
+				if sec.Addr <= sy.addr && sy.addr-sec.Addr < sec.Size {
+					sy.end = sec.Addr + sec.Size
+				}
+			}
+			out = append(out, sy)
 		}
 	}
 	return out, nil
@@ -151,6 +162,7 @@ func newSymtab(ss []sym) *symtab {
 			if ss[i].size > out[len(out)-1].size && out[len(out)-1].size == 0 {
 				out[len(out)-1].size = ss[i].size
 			}
+			out[len(out)-1].end = max(out[len(out)-1].end, ss[i].end)
 			continue
 		}
 		out = append(out, ss[i])
@@ -180,11 +192,24 @@ func (t *symtab) lookup(vaddr uint64) (sym, bool) {
 			return s, true
 		}
 	}
-	// An unsized symbol covers everything up to the next symbol.
-	if t.syms[i].size == 0 {
-		return t.syms[i], true
+	// An unsized symbol covers everything up to the next symbol, within
+	// its section.
+	if s := t.syms[i]; s.size == 0 && (s.end == 0 || vaddr < s.end) {
+		return s, true
 	}
 	return sym{}, false
+}
+
+// at finds the symbol starting exactly at vaddr.
+func (t *symtab) at(vaddr uint64) (sym, bool) {
+	if t == nil {
+		return sym{}, false
+	}
+	i, found := slices.BinarySearchFunc(t.syms, vaddr, func(s sym, v uint64) int { return cmp.Compare(s.addr, v) })
+	if !found {
+		return sym{}, false
+	}
+	return t.syms[i], true
 }
 
 // value returns the address of a named symbol (mangled, as in the ELF).

@@ -447,7 +447,7 @@ func TestSpans(t *testing.T) {
 	push := []byte{cfaAdvanceLoc | 1, cfaDefCFAOffset, 16}
 	a.fde(cie, peUdata8, 0x1000, 0x10, []byte{}, nil)   // rsp+8
 	a.fde(cie, peUdata8, 0x1010, 0x10, []byte{}, push)  // rsp+8 merges; rsp+16 at 0x1011
-	a.fde(cie, peUdata8, 0x1028, 0x08, []byte{}, nil)   // 8 bytes of padding before: no gap
+	a.fde(cie, peUdata8, 0x1028, 0x08, []byte{}, nil)   // 8 bytes of padding before: an end, not a gap
 	a.fde(cie, peUdata8, 0x1100, 0x40, []byte{}, push)  // a gap from 0x1030
 	a.fde(cie, peUdata8, 0x1120, 0x10, []byte{}, nil)   // overlaps the previous: cuts it
 	a.fde(cie, peUdata8, 0x200000, 0x10, []byte{}, nil) // outside the text segment
@@ -471,12 +471,12 @@ func TestSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	tab := b.t
-	sp8, sp16, gap := x86Rule(CFASP, 8), x86Rule(CFASP, 16), Rule{CFA: CFAGap}
+	sp8, sp16, gap, end := x86Rule(CFASP, 8), x86Rule(CFASP, 16), Rule{CFA: CFAGap}, Rule{CFA: CFAEnd}
 	for _, c := range []struct {
 		pc   uint64
 		want Rule
 	}{
-		{0xfff, gap}, {0x1000, sp8}, {0x1010, sp8}, {0x1011, sp16}, {0x1020, sp16}, {0x1027, sp16},
+		{0xfff, gap}, {0x1000, sp8}, {0x1010, sp8}, {0x1011, sp16}, {0x101f, sp16}, {0x1020, end}, {0x1027, end},
 		{0x1028, sp8}, {0x102f, sp8}, {0x1030, gap}, {0x1101, sp16}, {0x1120, sp8}, {0x1130, gap},
 		{0x1301, sp16}, {0x1310, gap}, {0x1400, sp8}, {0x143f, sp8}, {0x1440, gap}, {0x1500, gap},
 	} {
@@ -484,7 +484,7 @@ func TestSpans(t *testing.T) {
 			t.Errorf("%#x: %+v, want %+v", c.pc, got, c.want)
 		}
 	}
-	want := []uint32{0x1000, 0x1011, 0x1028, 0x1030, 0x1100, 0x1101, 0x1120, 0x1130, 0x1300, 0x1301, 0x1310, 0x1400, 0x1440}
+	want := []uint32{0x1000, 0x1011, 0x1020, 0x1028, 0x1030, 0x1100, 0x1101, 0x1120, 0x1130, 0x1300, 0x1301, 0x1310, 0x1400, 0x1440}
 	var got []uint32
 	for _, r := range tab.Rows {
 		got = append(got, r.PC+uint32(tab.Base))

@@ -415,11 +415,16 @@ func (b *builder) rows(spans []span) error {
 			}
 		}
 		// Padding between functions (under 16 bytes: the alignment
-		// compilers use) never executes, so it takes the rule before it
-		// rather than a gap row; the next function's first row then often
-		// merges with that rule too, which saves two rows per function.
+		// compilers use) never executes, and no call returns into it:
+		// a return address whose call would be there was planted, as
+		// makecontext plants __start_context's, and marks the outermost
+		// frame of its stack, as it does for libgcc and gdb, which find
+		// no FDE there. With the rule before it instead, the walk went on
+		// past __start_context with the previous function's rule.
 		if i+1 == len(spans) || spans[i+1].start-limit >= MinGap {
 			add(limit, Row{Info: uint8(CFAGap)})
+		} else if spans[i+1].start > limit {
+			add(limit, Row{Info: uint8(CFAEnd)})
 		}
 		if tooMany {
 			return fmt.Errorf("more than %d rows: %w", b.opts.MaxRows, errTooManyRows)

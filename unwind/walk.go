@@ -1,6 +1,9 @@
 package unwind
 
-import "sort"
+import (
+	"math"
+	"sort"
+)
 
 // Regs is the register state a walk starts from: the thread's registers
 // at the first frame.
@@ -70,8 +73,21 @@ func Walk(regs Regs, readMem func(addr uint64) (uint64, bool), maps []Mapping, m
 	return WalkDetailed(regs, readMem, maps, maxFrames).Frames
 }
 
-// WalkDetailed is Walk that also says why the walk stopped.
+// WalkDetailed is Walk that also says why the walk stopped. A stack of
+// exactly maxFrames frames whose last is the outermost stops with
+// StopEnd, not StopMaxFrames: the walk looks one frame further.
 func WalkDetailed(regs Regs, readMem func(addr uint64) (uint64, bool), maps []Mapping, maxFrames int) WalkResult {
+	if maxFrames <= 0 || maxFrames == math.MaxInt {
+		return walk(regs, readMem, maps, maxFrames)
+	}
+	res := walk(regs, readMem, maps, maxFrames+1)
+	if len(res.Frames) > maxFrames {
+		res.Frames, res.Stop = res.Frames[:maxFrames], StopMaxFrames
+	}
+	return res
+}
+
+func walk(regs Regs, readMem func(addr uint64) (uint64, bool), maps []Mapping, maxFrames int) WalkResult {
 	ms := append([]Mapping(nil), maps...)
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Start < ms[j].Start })
 	find := func(pc uint64) *Mapping {
@@ -135,7 +151,7 @@ func WalkDetailed(regs Regs, readMem func(addr uint64) (uint64, bool), maps []Ma
 				return stop(StopEnd) // the ABI's end of the frame-pointer chain
 			}
 			if fp < sp || fp%8 != 0 {
-				return stop(StopBadFrame)
+				return stop(StopNoFP) // no frame pointer to follow, as the kernel side says
 			}
 			nfp, ok1 := readMem(fp)
 			r, ok2 := readMem(fp + 8)

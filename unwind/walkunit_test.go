@@ -21,6 +21,10 @@ func TestWalkRules(t *testing.T) {
 	a.fde(cie, peUdata8, 0x1900, 0x10, []byte{}, []byte{cfaDefCFA, 6, 16})
 	sig := a.cie(1, "zRS", 1, -8, 16, []byte{peUdata8}, x86Initial)
 	a.fde(sig, peUdata8, 0x1a00, 0x10, []byte{}, []byte{cfaDefCFAExpression, 4, opBreg0 + 7, 0xa0, 0x01, 0x06})
+	// Two functions with padding between them, like glibc's
+	// __start_context after the function before it.
+	a.fde(cie, peUdata8, 0x1b00, 0x0c, []byte{}, nil)
+	a.fde(cie, peUdata8, 0x1b10, 0x10, []byte{}, nil)
 	a.terminate()
 	tab := buildEh(t, ArchAMD64, a.buf, a.addr)
 	maps := []Mapping{{Start: 0x1000, End: 0x2000, Table: tab}}
@@ -41,12 +45,19 @@ func TestWalkRules(t *testing.T) {
 		{"gap: frame-pointer fallback", Regs{PC: 0x1800, SP: 0x8000, FP: 0x8100},
 			mem{0x8100: 0, 0x8108: 0x1401}, 8, []uint64{0x1800, 0x1401}, StopEnd},
 		{"gap with FP 0: the chain's end", Regs{PC: 0x1800, SP: 0x8000}, mem{}, 8, []uint64{0x1800}, StopEnd},
-		{"gap with FP below SP", Regs{PC: 0x1800, SP: 0x8000, FP: 0x7000}, mem{}, 8, []uint64{0x1800}, StopBadFrame},
+		{"gap with FP below SP", Regs{PC: 0x1800, SP: 0x8000, FP: 0x7000}, mem{}, 8, []uint64{0x1800}, StopNoFP},
 		{"unsupported", Regs{PC: 0x1505, SP: 0x8000}, mem{}, 8, []uint64{0x1505}, StopUnsupported},
 		{"fp lost, then needed", Regs{PC: 0x1605, SP: 0x8000, FP: 0x8800}, mem{0x8000: 0x1905}, 8, []uint64{0x1605, 0x1905}, StopNoFP},
 		{"fp rule, CFA below SP", Regs{PC: 0x1205, SP: 0x8000, FP: 0x7000}, mem{}, 8, []uint64{0x1205}, StopBadFrame},
 		{"unreadable stack", Regs{PC: 0x1010, SP: 0x8000}, mem{}, 8, []uint64{0x1010}, StopMemory},
 		{"frame limit", Regs{PC: 0x1010, SP: 0x8000}, mem{0x8008: 0x1401, 0x8000: 0}, 1, []uint64{0x1010}, StopMaxFrames},
+		{"exactly the frame limit, the last outermost", Regs{PC: 0x1010, SP: 0x8000, FP: 1},
+			mem{0x8008: 0x1401, 0x8000: 0x9000}, 2, []uint64{0x1010, 0x1401}, StopEnd},
+		// makecontext's planted return address: its call would be in
+		// the padding, where no call is; the previous function's rule
+		// would read on past the context's stack.
+		{"return address after padding", Regs{PC: 0x1010, SP: 0x8000},
+			mem{0x8008: 0x1b10, 0x8000: 0, 0x8010: 0x1401}, 8, []uint64{0x1010, 0x1b10}, StopEnd},
 		{"outside every mapping", Regs{PC: 0x5000, SP: 0x8000}, mem{}, 8, []uint64{0x5000}, StopNoMapping},
 		{"zero return address", Regs{PC: 0x1010, SP: 0x8000}, mem{0x8008: 0, 0x8000: 0}, 8, []uint64{0x1010}, StopEnd},
 		// The handler returns to 0x1a01; 0x1a00 is the signal trampoline's
