@@ -50,7 +50,7 @@ test: build progs lint cross
 
 # check is the fast inner loop: lint and every package's tests with -short,
 # which skips the soak, the cross builds under qemu, Chromium and tmux and
-# runs each race loop once; the fault loops of tests/ run 2 rounds
+# runs each race loop once; the fault loops of tests/ run 1 round
 # instead of 20. make test stays the whole run (and CI's).
 check: build progs lint
 	$(GO) test -short -count=1 -timeout 10m ./...

@@ -24,14 +24,14 @@ import (
 )
 
 // faultRounds is how many rounds a fault loop runs: MEMTRACE_FAULT_ROUNDS,
-// else 20, or 2 under -short (make check), where they only show that the
+// else 20, or 1 under -short (make check), where they only show that the
 // loop still runs.
 func faultRounds() int {
 	if n, err := strconv.Atoi(os.Getenv("MEMTRACE_FAULT_ROUNDS")); err == nil && n > 0 {
 		return n
 	}
 	if testing.Short() {
-		return 2
+		return 1
 	}
 	return 20
 }

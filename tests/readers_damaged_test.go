@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -190,37 +191,41 @@ func TestNotALogRefused(t *testing.T) {
 		}},
 	} {
 		for _, reader := range []int{0, 1, 2} {
-			fifo := filepath.Join(t.TempDir(), "fifo")
-			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			if c.writer != nil {
-				go func() {
-					defer close(done)
-					w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-					if err != nil {
-						return
-					}
-					defer w.Close()
-					c.writer(w)
-				}()
-			} else {
-				close(done)
-			}
-			r := runReaders(t, fifo)[reader]
-			if r.code != 1 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "not a log") || r.took > 2*time.Second {
-				t.Errorf("FIFO, %s, %s: exit %d after %v, stdout %q, stderr %q; want one line refusing it within 2s", c.name, r.name, r.code, r.took, r.stdout, r.stderr)
-			}
-			// Unblock a writer that waits for a reader.
-			if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-				f.Close()
-			}
-			select {
-			case <-done:
-			case <-time.After(6 * time.Second):
-				t.Fatalf("FIFO, %s: the writer did not end", c.name)
-			}
+			// In parallel: each case waits up to the readers' second.
+			t.Run(fmt.Sprintf("fifo/%s/%d", c.name, reader), func(t *testing.T) {
+				t.Parallel()
+				fifo := filepath.Join(t.TempDir(), "fifo")
+				if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan struct{})
+				if c.writer != nil {
+					go func() {
+						defer close(done)
+						w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+						if err != nil {
+							return
+						}
+						defer w.Close()
+						c.writer(w)
+					}()
+				} else {
+					close(done)
+				}
+				r := runReaders(t, fifo)[reader]
+				if r.code != 1 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "not a log") || r.took > 2*time.Second {
+					t.Errorf("FIFO, %s, %s: exit %d after %v, stdout %q, stderr %q; want one line refusing it within 2s", c.name, r.name, r.code, r.took, r.stdout, r.stderr)
+				}
+				// Unblock a writer that waits for a reader.
+				if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+					f.Close()
+				}
+				select {
+				case <-done:
+				case <-time.After(6 * time.Second):
+					t.Fatalf("FIFO, %s: the writer did not end", c.name)
+				}
+			})
 		}
 	}
 }
