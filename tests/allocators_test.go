@@ -2,7 +2,6 @@ package tests
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -21,7 +20,7 @@ var allocLibs = []struct{ name, lib string }{
 
 func allocLibPath(t *testing.T, lib string) string {
 	t.Helper()
-	out, err := exec.Command("gcc", "-print-multiarch").Output()
+	out, err := command("gcc", "-print-multiarch").Output()
 	if err != nil {
 		t.Fatalf("gcc -print-multiarch: %v", err)
 	}
@@ -114,7 +113,7 @@ func TestAllocators(t *testing.T) {
 
 func (r *run) runMemtraceEnv(t *testing.T, memtrace string, env []string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(memtrace, args...)
+	cmd := command(memtrace, args...)
 	cmd.Env = r.env(env...)
 	cmd.Stderr = &r.stderr
 	cmd.Stdout = &r.stderr

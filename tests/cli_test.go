@@ -33,7 +33,7 @@ func buildC(t *testing.T, name, src string, flags ...string) string {
 	}
 	bin := filepath.Join(dir, name)
 	args := append([]string{"-O1", "-o", bin, c, "-lpthread"}, flags...)
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+	if out, err := command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", name, err, out)
 	}
 	os.Chmod(dir, 0o755)
@@ -43,7 +43,7 @@ func buildC(t *testing.T, name, src string, flags ...string) string {
 // memtrace runs bin/memtrace and returns its exit status and stderr.
 func memtraceRun(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(need(t, "bin/memtrace"), args...)
+	cmd := command(need(t, "bin/memtrace"), args...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	cmd.Env = append(os.Environ(), env...)
@@ -121,7 +121,7 @@ func TestCLIWithoutPrivilege(t *testing.T) {
 	os.Chmod(dir, 0o777)
 	log := filepath.Join(dir, "log")
 	run := func(args ...string) (int, string) {
-		cmd := exec.Command(setpriv, append([]string{"--reuid=" + nobody, "--regid=" + nobody, "--clear-groups", mt}, args...)...)
+		cmd := command(setpriv, append([]string{"--reuid=" + nobody, "--regid=" + nobody, "--clear-groups", mt}, args...)...)
 		var se bytes.Buffer
 		cmd.Stderr = &se
 		err := runCmd(t, cmd, 60*time.Second)
@@ -212,7 +212,7 @@ func TestCLITCP(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	marker := filepath.Join(t.TempDir(), "started")
-	cmd := exec.Command(need(t, "bin/memtrace"), "--port", fmt.Sprint(port), "--", bin, marker)
+	cmd := command(need(t, "bin/memtrace"), "--port", fmt.Sprint(port), "--", bin, marker)
 	var so, se lockedBuffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Start(); err != nil {
@@ -282,7 +282,7 @@ int main(void){
 func TestCLISigkillLeavesTarget(t *testing.T) {
 	requireBPF(t)
 	bin := buildC(t, "spin", spinProg)
-	target := exec.Command(bin)
+	target := command(bin)
 	out, _ := target.StdoutPipe()
 	if err := target.Start(); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestCLISigkillLeavesTarget(t *testing.T) {
 		t.Fatalf("target said %q", l)
 	}
 	log := filepath.Join(t.TempDir(), "log")
-	mt := exec.Command(need(t, "bin/memtrace"), "-o", log, "-p", fmt.Sprint(target.Process.Pid))
+	mt := command(need(t, "bin/memtrace"), "-o", log, "-p", fmt.Sprint(target.Process.Pid))
 	if err := mt.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ func TestCLILostRecords(t *testing.T) {
 func TestCLIHelpAndVersion(t *testing.T) {
 	mt := need(t, "bin/memtrace")
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
-		cmd := exec.Command(mt, args...)
+		cmd := command(mt, args...)
 		var so, se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &so, &se
 		if err := runCmd(t, cmd, 20*time.Second); err != nil {
@@ -423,7 +423,7 @@ func TestCLIHelpAndVersion(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"--version"}, {"version"}} {
-		out, err := exec.Command(mt, args...).Output()
+		out, err := command(mt, args...).Output()
 		if err != nil || !strings.HasPrefix(string(out), "memtrace ") || len(strings.Fields(string(out))) != 2 {
 			t.Errorf("memtrace %v: %q, %v", args, out, err)
 		}
@@ -433,7 +433,7 @@ func TestCLIHelpAndVersion(t *testing.T) {
 	if err := os.WriteFile(help, []byte("#!/bin/sh\necho ran-help\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(mt, "--preload", "-o", filepath.Join(dir, "log"), "--", help)
+	cmd := command(mt, "--preload", "-o", filepath.Join(dir, "log"), "--", help)
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), "ran-help") {
 		t.Errorf("memtrace -- help (a program called help): %q, %v", out, err)
@@ -451,11 +451,11 @@ func TestViewerAndReportVersion(t *testing.T) {
 		{"bin/memview", []string{"--version"}, "memview "},
 		{"bin/memtrace", []string{"report", "--version"}, "memtrace report "},
 	} {
-		out, err := exec.Command(need(t, c.bin), c.args...).Output()
+		out, err := command(need(t, c.bin), c.args...).Output()
 		if err != nil || !strings.HasPrefix(string(out), c.want) || strings.Count(string(out), "\n") != 1 {
 			t.Errorf("%s %v: %q, %v", c.bin, c.args, out, err)
 		}
-		mt, _ := exec.Command(need(t, "bin/memtrace"), "--version").Output()
+		mt, _ := command(need(t, "bin/memtrace"), "--version").Output()
 		if v := strings.Fields(string(out)); len(v) == 0 || !strings.HasSuffix(strings.TrimSpace(string(mt)), v[len(v)-1]) {
 			t.Errorf("%s %v says %q, memtrace says %q", c.bin, c.args, out, mt)
 		}

@@ -60,7 +60,7 @@ func toolDecode(t *testing.T, path string, k logio.Kind) ([]byte, error) {
 		t.Fatalf("%s is not installed (make deps installs it)", tool[0])
 	}
 	var out, errb bytes.Buffer
-	cmd := exec.Command(tool[0], append(tool[1:], path)...)
+	cmd := command(tool[0], append(tool[1:], path)...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := runCmd(t, cmd, 60*time.Second)
 	if err != nil {
@@ -235,7 +235,7 @@ func TestCompressedLogSIGKILLBPF(t *testing.T) {
 	for round := range rounds {
 		suffix := []string{".zst", ".gz"}[round%2]
 		out := filepath.Join(t.TempDir(), "run.log"+suffix)
-		cmd := exec.Command(memtrace, "-o", out, "--", exe)
+		cmd := command(memtrace, "-o", out, "--", exe)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -365,7 +365,7 @@ func TestFollowCompressedLogBPF(t *testing.T) {
 	for _, suffix := range []string{".zst", ".gz"} {
 		t.Run(suffix[1:], func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "live.log"+suffix)
-			cmd := exec.Command(memtrace, "-o", out, "--", exe)
+			cmd := command(memtrace, "-o", out, "--", exe)
 			stdin, _ := cmd.StdinPipe()
 			stdout, _ := cmd.StdoutPipe()
 			var stderr lockedBuffer
@@ -459,11 +459,11 @@ func TestCompressedReportMemory(t *testing.T) {
 	memtrace := need(t, "bin/memtrace")
 	dir := t.TempDir()
 	gen := filepath.Join(dir, "genlog")
-	if out, err := exec.Command("go", "build", "-o", gen, filepath.Join(repoRoot(t), "cmd/memtrace-genlog")).CombinedOutput(); err != nil {
+	if out, err := command("go", "build", "-o", gen, filepath.Join(repoRoot(t), "cmd/memtrace-genlog")).CombinedOutput(); err != nil {
 		t.Fatalf("build memtrace-genlog: %v\n%s", err, out)
 	}
 	plain := filepath.Join(dir, "big.log")
-	if out, err := exec.Command(gen, "-events", "1000000", "-o", plain).CombinedOutput(); err != nil {
+	if out, err := command(gen, "-events", "1000000", "-o", plain).CombinedOutput(); err != nil {
 		t.Fatalf("memtrace-genlog: %v\n%s", err, out)
 	}
 	for _, suffix := range []string{".zst", ".gz"} {
@@ -473,7 +473,7 @@ func TestCompressedReportMemory(t *testing.T) {
 	}
 	maxrss := buildC(t, "maxrss", maxRSS)
 	report := func(path string) (string, int64) {
-		cmd := exec.Command(maxrss, memtrace, "report", path)
+		cmd := command(maxrss, memtrace, "report", path)
 		var so, se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &so, &se
 		if err := runCmd(t, cmd, 120*time.Second); err != nil {

@@ -117,7 +117,7 @@ func nsDir(t *testing.T) string {
 	for _, f := range []string{"nsprog", "libns.so", "libns-alt.so"} {
 		copyFile(t, need(t, "tests/progs/build/"+f), filepath.Join(dir, f))
 	}
-	out, err := exec.Command("nm", "-D", "--defined-only", filepath.Join(dir, "libns.so")).Output()
+	out, err := command("nm", "-D", "--defined-only", filepath.Join(dir, "libns.so")).Output()
 	if err != nil {
 		bpftest.Unavailable(t, "nm: %v", err)
 	}
@@ -137,7 +137,7 @@ func chrootDir(t *testing.T) string {
 	root := t.TempDir()
 	build := need(t, "tests/progs/build")
 	copyFile(t, filepath.Join(build, "nsprog"), filepath.Join(root, "nsprog"))
-	out, err := exec.Command("ldd", filepath.Join(build, "nsprog")).Output()
+	out, err := command("ldd", filepath.Join(build, "nsprog")).Output()
 	if err != nil {
 		t.Fatalf("ldd: %v", err)
 	}
@@ -185,7 +185,7 @@ func (r *run) runAttachCmd(t *testing.T, memtrace string, prog *exec.Cmd, args .
 		t.Fatalf("program: %v\n%s", err, r.stderr.String())
 	}
 	mtErr := new(lockedBuffer)
-	mt := exec.Command(memtrace, append(append([]string{"-o", r.log}, args...), "-p", itoa(prog.Process.Pid))...)
+	mt := command(memtrace, append(append([]string{"-o", r.log}, args...), "-p", itoa(prog.Process.Pid))...)
 	mt.Stderr, mt.Stdout = mtErr, mtErr
 	if err := mt.Start(); err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestContainerBindMountBPF(t *testing.T) {
 			if mode == "launch" {
 				r.runMemtrace(t, memtrace, append([]string{"--stack-depth", "8", "-o", r.log, "--"}, cmd...))
 			} else {
-				prog := exec.Command(cmd[0], cmd[1:]...)
+				prog := command(cmd[0], cmd[1:]...)
 				prog.Env = r.env("MEMTRACE_TEST_WAIT=1")
 				r.runAttachCmd(t, memtrace, prog, "--stack-depth", "8")
 			}
@@ -282,7 +282,7 @@ func TestContainerChrootBPF(t *testing.T) {
 			if mode == "launch" {
 				r.runMemtraceEnv(t, memtrace, env, append([]string{"--stack-depth", "8", "-o", r.log, "--"}, cmd...)...)
 			} else {
-				prog := exec.Command(cmd[0], cmd[1:]...)
+				prog := command(cmd[0], cmd[1:]...)
 				prog.Env = append(r.env("MEMTRACE_TEST_WAIT=1"), env...)
 				r.runAttachCmd(t, memtrace, prog, "--stack-depth", "8")
 			}
@@ -320,7 +320,7 @@ func TestContainerPivotRootBPF(t *testing.T) {
 			if mode == "launch" {
 				r.runMemtraceEnv(t, memtrace, env, append([]string{"--stack-depth", "8", "-o", r.log, "--"}, cmd...)...)
 			} else {
-				prog := exec.Command(cmd[0], cmd[1:]...)
+				prog := command(cmd[0], cmd[1:]...)
 				prog.Env = append(r.env("MEMTRACE_TEST_WAIT=1"), env...)
 				r.runAttachCmd(t, memtrace, prog, "--stack-depth", "8")
 			}

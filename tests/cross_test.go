@@ -41,7 +41,7 @@ func TestCross(t *testing.T) {
 			requireCross(t, a.triplet, a.qemu)
 			lib := filepath.Join(t.TempDir(), "memtrace-preload.so")
 			mk := func(args ...string) {
-				cmd := exec.Command("make", args...)
+				cmd := command("make", args...)
 				cmd.Dir = root
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Fatalf("make %v: %v\n%s", args, err, out)
@@ -54,7 +54,7 @@ func TestCross(t *testing.T) {
 			for _, prog := range programs {
 				t.Run(prog, func(t *testing.T) {
 					r := newRun(t)
-					cmd := exec.Command(a.qemu, "-L", sysroot,
+					cmd := command(a.qemu, "-L", sysroot,
 						"-E", "LD_PRELOAD="+lib,
 						"-E", "MEMTRACK_OUTPUT="+r.log,
 						"-E", "MEMTRACE_TRUTH="+r.truth,

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -245,7 +244,7 @@ func faultRound(t *testing.T, mt string, m faultMode, f fault, at time.Duration,
 	root := 0
 	var targetDone chan *os.ProcessState
 	if m.attach {
-		target := exec.Command(argv[0], argv[1:]...)
+		target := command(argv[0], argv[1:]...)
 		if err := target.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +262,7 @@ func faultRound(t *testing.T, mt string, m faultMode, f fault, at time.Duration,
 	} else {
 		args = append(append(args, "--"), argv...)
 	}
-	cmd := exec.Command(mt, args...)
+	cmd := command(mt, args...)
 	// A file, not a pipe: the program inherits memtrace's stderr, and a
 	// pipe would keep cmd.Wait waiting for a program left stopped.
 	se, err := os.Create(out + ".stderr")

@@ -157,7 +157,7 @@ func referenceOutput(t *testing.T, out string, argv ...string) string {
 // status and what it wrote to out.
 func referenceRun(t *testing.T, out string, argv ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := command(argv[0], argv[1:]...)
 	b, err := cmd.CombinedOutput()
 	if _, exited := err.(*exec.ExitError); err != nil && (!exited || cmd.ProcessState.ExitCode() < 0) {
 		t.Fatalf("untraced %v: %v\n%s", argv, err, b)
@@ -202,13 +202,13 @@ func TestSIGKILLNeverLeavesTargetsStopped(t *testing.T) {
 				var target *exec.Cmd
 				var cmd *exec.Cmd
 				if c.attach {
-					target = exec.Command(argv[0], argv[1:]...)
+					target = command(argv[0], argv[1:]...)
 					if err := target.Start(); err != nil {
 						t.Fatal(err)
 					}
-					cmd = exec.Command(mt, "--follow", "-o", out+".log", "-p", strconv.Itoa(target.Process.Pid))
+					cmd = command(mt, "--follow", "-o", out+".log", "-p", strconv.Itoa(target.Process.Pid))
 				} else {
-					cmd = exec.Command(mt, append([]string{"--follow", "-o", out + ".log", "--"}, argv...)...)
+					cmd = command(mt, append([]string{"--follow", "-o", out + ".log", "--"}, argv...)...)
 				}
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
@@ -306,7 +306,7 @@ func TestEarlyFailuresEndTheShim(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for round := 0; round < faultRounds(); round++ {
 				tag := fmt.Sprintf("memtrace-early-%s-%d-%d", c.name, os.Getpid(), round)
-				cmd := exec.Command(mt, append(c.args, "--", "/bin/true", tag)...)
+				cmd := command(mt, append(c.args, "--", "/bin/true", tag)...)
 				var se bytes.Buffer
 				cmd.Stderr = &se
 				err := runCmd(t, cmd, 30*time.Second)
@@ -335,7 +335,7 @@ func TestInterruptWhileWaitingForViewer(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			for round := 0; round < faultRounds()/2; round++ {
 				tag := fmt.Sprintf("memtrace-wait-%d-%d-%d", sig, os.Getpid(), round)
-				cmd := exec.Command(mt, "--port", strconv.Itoa(freePort(t)), "--", "/bin/true", tag)
+				cmd := command(mt, "--port", strconv.Itoa(freePort(t)), "--", "/bin/true", tag)
 				se := &lockedBuffer{}
 				cmd.Stderr = se
 				if err := cmd.Start(); err != nil {
@@ -405,7 +405,7 @@ func TestFollowReleasesExitedChildren(t *testing.T) {
 	out, log := filepath.Join(dir, "out"), filepath.Join(dir, "log")
 	// 100 children, one every 5 ms, each gone at once; then the parent
 	// lingers 2 s with all of them exited.
-	cmd := exec.Command(mt, "--follow", "-o", log, "--", forker, out, "100", "5", "0", "2000")
+	cmd := command(mt, "--follow", "-o", log, "--", forker, out, "100", "5", "0", "2000")
 	var se bytes.Buffer
 	cmd.Stderr = &se
 	if err := cmd.Start(); err != nil {
@@ -458,7 +458,7 @@ func TestFollowOutOfDescriptorsSaysUntraced(t *testing.T) {
 	out, log := filepath.Join(dir, "out"), filepath.Join(dir, "log")
 	// 150 children alive together, 1.5 s each; 200 descriptors cannot
 	// hold two links for each.
-	cmd := exec.Command("prlimit", "--nofile=200:200", mt, "--follow", "-o", log, "--", forker, out, "150", "2", "1500")
+	cmd := command("prlimit", "--nofile=200:200", mt, "--follow", "-o", log, "--", forker, out, "150", "2", "1500")
 	var se bytes.Buffer
 	cmd.Stderr = &se
 	if err := runCmd(t, cmd, 120*time.Second); err != nil {
@@ -503,7 +503,7 @@ func TestFollowOutOfDescriptorsSaysUntraced(t *testing.T) {
 		t.Errorf("no child was untraced with 200 descriptors for 150 live children: the test did not test the limit")
 	}
 	t.Logf("%d children traced, %d untraced", traced, len(untraced))
-	rep, err := exec.Command(mt, "report", log).CombinedOutput()
+	rep, err := command(mt, "report", log).CombinedOutput()
 	if err != nil {
 		t.Fatalf("memtrace report: %v\n%s", err, rep)
 	}

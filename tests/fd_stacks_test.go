@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"debug/elf"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -103,11 +102,11 @@ func TestFDStacksMatchBacktrace(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fdstack")
 	src := filepath.Join(repoRoot(t), "tests/fdprogs/fdstack.c")
-	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-g", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := command("gcc", "-O2", "-fomit-frame-pointer", "-g", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	logPath, truthPath, rep := filepath.Join(dir, "run.log"), filepath.Join(dir, "truth"), filepath.Join(dir, "reports")
-	cmd := exec.Command(mt, "--track", "fd", "--stack-depth", "16", "--report-dir", rep, "-o", logPath, "--", bin)
+	cmd := command(mt, "--track", "fd", "--stack-depth", "16", "--report-dir", rep, "-o", logPath, "--", bin)
 	cmd.Env = append(os.Environ(), "FDTRUTH="+truthPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("memtrace: %v\n%s", err, out)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -138,7 +137,7 @@ func TestCLIAttachLines(t *testing.T) {
 	bin := buildC(t, "attachme", linesProg, "-fno-builtin")
 	var pids []int
 	for range 2 {
-		p := exec.Command(bin, "forever")
+		p := command(bin, "forever")
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +146,7 @@ func TestCLIAttachLines(t *testing.T) {
 	}
 	log := filepath.Join(t.TempDir(), "log")
 	mtOut := new(lockedBuffer)
-	mt := exec.Command(need(t, "bin/memtrace"), "-o", log, "-p", itoa(pids[0])+","+itoa(pids[1]))
+	mt := command(need(t, "bin/memtrace"), "-o", log, "-p", itoa(pids[0])+","+itoa(pids[1]))
 	mt.Stdout, mt.Stderr = mtOut, mtOut
 	if err := mt.Start(); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ var servingRE = regexp.MustCompile(`memtrace: serving http://([^/]+)/`)
 // startLive starts memtrace with args and waits until it serves.
 func startLive(t *testing.T, env []string, args ...string) *liveRun {
 	t.Helper()
-	r := &liveRun{cmd: exec.Command(need(t, "bin/memtrace"), args...), stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	r := &liveRun{cmd: command(need(t, "bin/memtrace"), args...), stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	r.cmd.Env = append(os.Environ(), env...)
 	r.cmd.Stderr = r.stderr
 	var err error
@@ -256,7 +256,7 @@ func srcLine(t *testing.T, fn, want string) int {
 
 func pprofTool(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(goTool, append([]string{"tool", "pprof"}, args...)...)
+	cmd := command(goTool, append([]string{"tool", "pprof"}, args...)...)
 	// Not a fresh HOME: go tool builds pprof into the build cache once.
 	cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
@@ -359,7 +359,7 @@ func TestLiveHeapOfLaunchedProgram(t *testing.T) {
 	// issue 15.5: the log's pprof export reads in go tool pprof with the
 	// program's functions at file:line and real addresses.
 	pf := filepath.Join(dir, "report.pb.gz")
-	if out, err := exec.Command(need(t, "bin/memtrace"), "report", "--pprof", pf, log).CombinedOutput(); err != nil {
+	if out, err := command(need(t, "bin/memtrace"), "report", "--pprof", pf, log).CombinedOutput(); err != nil {
 		t.Fatalf("report --pprof: %v\n%s", err, out)
 	}
 	line := srcLine(t, "leak_here", "malloc(n)")
@@ -389,7 +389,7 @@ func TestLiveAttachNoLogFollowProfileDir(t *testing.T) {
 	requireBPF(t)
 	dir := t.TempDir()
 	truth := filepath.Join(dir, "truth")
-	prog := exec.Command(need(t, "tests/progs/build/liveleak"))
+	prog := command(need(t, "tests/progs/build/liveleak"))
 	prog.Env = append(os.Environ(), "MEMTRACE_TRUTH="+truth, "MEMTRACE_TEST_WAIT=1")
 	in, _ := prog.StdinPipe()
 	outp, _ := prog.StdoutPipe()
@@ -500,7 +500,7 @@ func TestLiveCLIErrors(t *testing.T) {
 		if c.code == 1 && os.Geteuid() != 0 {
 			continue
 		}
-		cmd := exec.Command(mt, c.args...)
+		cmd := command(mt, c.args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := runCmd(t, cmd, time.Minute)

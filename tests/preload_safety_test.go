@@ -260,7 +260,7 @@ func TestPreloadCtrlCDetaches(t *testing.T) {
 			t.Fatal(err)
 		}
 		stderrText := func() string { b, _ := os.ReadFile(se.Name()); return string(b) }
-		cmd := exec.Command(mt, "--preload", "-o", log, "--", prog, ready, goFile, done)
+		cmd := command(mt, "--preload", "-o", log, "--", prog, ready, goFile, done)
 		cmd.Stdout, cmd.Stderr = out, se
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -377,7 +377,7 @@ func TestPreloadLogsStartupPool(t *testing.T) {
 				t.Fatalf("memtrace --preload: exit %d: %s", code, se)
 			}
 		case "ldpreload":
-			cmd := exec.Command(prog)
+			cmd := command(prog)
 			cmd.Env = append(os.Environ(), append(env, "LD_PRELOAD="+lib, "MEMTRACK_OUTPUT="+log)...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("LD_PRELOAD run: %v\n%s", err, out)

@@ -39,7 +39,7 @@ func TestPreloadedAllocator(t *testing.T) {
 				case "target-env":
 					r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", envPath, "LD_PRELOAD=" + jemalloc, exe})
 				case "memtrace-env":
-					cmd := exec.Command(memtrace, "-o", r.log, "--", exe)
+					cmd := command(memtrace, "-o", r.log, "--", exe)
 					cmd.Env = r.env("LD_PRELOAD=" + jemalloc)
 					cmd.Stderr, cmd.Stdout = &r.stderr, &r.stderr
 					if err := runCmd(t, cmd, runLimit); err != nil {
@@ -56,7 +56,7 @@ func TestPreloadedAllocator(t *testing.T) {
 					// Only this namespace sees the file: every other
 					// process on the machine would preload jemalloc.
 					script := `mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc || exit 99; shift 2; exec "$@"`
-					cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", upper, work, memtrace, "-o", r.log, "--", exe)
+					cmd := command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", upper, work, memtrace, "-o", r.log, "--", exe)
 					cmd.Env = r.env()
 					cmd.Stderr, cmd.Stdout = &r.stderr, &r.stderr
 					if err := runCmd(t, cmd, runLimit); err != nil {

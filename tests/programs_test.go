@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -70,7 +69,7 @@ func (r *run) env(extra ...string) []string {
 
 func (r *run) runMemtrace(t *testing.T, memtrace string, args []string) {
 	t.Helper()
-	cmd := exec.Command(memtrace, args...)
+	cmd := command(memtrace, args...)
 	cmd.Env = r.env()
 	cmd.Stderr = &r.stderr
 	cmd.Stdout = &r.stderr
@@ -81,7 +80,7 @@ func (r *run) runMemtrace(t *testing.T, memtrace string, args []string) {
 
 func (r *run) runDirect(t *testing.T, exe string, env []string) {
 	t.Helper()
-	cmd := exec.Command(exe)
+	cmd := command(exe)
 	cmd.Env = r.env(env...)
 	cmd.Stderr = &r.stderr
 	cmd.Stdout = &r.stderr
@@ -100,7 +99,7 @@ func (r *run) runAttach(t *testing.T, memtrace, exe string) {
 // runAttachEnv is runAttach with more of the program's environment.
 func (r *run) runAttachEnv(t *testing.T, memtrace, exe string, env []string) {
 	t.Helper()
-	prog := exec.Command(exe)
+	prog := command(exe)
 	prog.Env = r.env(append([]string{"MEMTRACE_TEST_WAIT=1"}, env...)...)
 	stdin, err := prog.StdinPipe()
 	if err != nil {
@@ -124,7 +123,7 @@ func (r *run) runAttachEnv(t *testing.T, memtrace, exe string, env []string) {
 		t.Fatalf("program: %v", err)
 	}
 	var mtErr = new(lockedBuffer)
-	mt := exec.Command(memtrace, "-o", r.log, "-p", itoa(prog.Process.Pid))
+	mt := command(memtrace, "-o", r.log, "-p", itoa(prog.Process.Pid))
 	mt.Stderr = mtErr
 	mt.Stdout = mtErr
 	if err := mt.Start(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -70,7 +69,7 @@ func everyReader(t *testing.T, path string) []readerSays {
 	}
 	out = append(out, readerSays{"report JSON", j.Leaks, units.Bytes(uint64(j.LeakedBytes)), j.Summary.LostEvents > 0})
 
-	dump, err := exec.Command(need(t, "bin/memview"), "--dump-threads", path).Output()
+	dump, err := command(need(t, "bin/memview"), "--dump-threads", path).Output()
 	if err != nil {
 		t.Fatalf("memview --dump-threads: %v", err)
 	}
@@ -196,7 +195,7 @@ func TestReadersAgreeLostRecordsEndToEnd(t *testing.T) {
 	path := filepath.Join(dir, "run.log")
 	var m *analysis.Model
 	for attempt := 0; attempt < 8; attempt++ {
-		cmd := exec.Command(memtrace, "--buffer-size", "64K", "--stack-depth", "16", "-o", path, "--", prog)
+		cmd := command(memtrace, "--buffer-size", "64K", "--stack-depth", "16", "-o", path, "--", prog)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := runCmd(t, cmd, 2*time.Minute); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -56,7 +55,7 @@ func writeManyFramesLog(t *testing.T, path string, allocs, depth int) int64 {
 // peakRSS runs a command and returns its peak resident size in MB.
 func peakRSS(t *testing.T, name string, args ...string) (int64, string) {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	cmd := command(name, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := runCmd(t, cmd, 5*time.Minute); err != nil {

@@ -80,7 +80,7 @@ func runReaders(t *testing.T, path string) []readerRun {
 		{"memview --dump-threads", "bin/memview", []string{"--dump-threads", path}},
 		{"memview", "bin/memview", []string{path}},
 	} {
-		cmd := exec.Command(need(t, c.bin), c.args...)
+		cmd := command(need(t, c.bin), c.args...)
 		var so, se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &so, &se
 		t0 := time.Now()
@@ -237,7 +237,7 @@ func TestLiveLogsStillRead(t *testing.T) {
 	log := damageLog()
 	for _, data := range [][]byte{log, compressLog(t, log, logio.Zstd)} {
 		for _, args := range [][]string{{"bin/memtrace", "report", "--resolve", "0", "-"}, {"bin/memview", "--dump-threads", "-"}} {
-			cmd := exec.Command(need(t, args[0]), args[1:]...)
+			cmd := command(need(t, args[0]), args[1:]...)
 			w, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -267,7 +267,7 @@ func TestLiveLogsStillRead(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			w.Write(data)
 		}()
-		cmd := exec.Command(need(t, "bin/memtrace"), "report", "--resolve", "0", fifo)
+		cmd := command(need(t, "bin/memtrace"), "report", "--resolve", "0", fifo)
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "total memory leaked: 19.20K (300 leaks)") {
 			t.Errorf("report of a FIFO: %v\n%s", err, out)

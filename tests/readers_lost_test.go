@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -75,7 +74,7 @@ func TestReadersLostRecordsEndToEnd(t *testing.T) {
 	if err := os.WriteFile(src, []byte(hammerC), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("gcc", "-O1", "-pthread", "-o", prog, src).CombinedOutput(); err != nil {
+	if out, err := command("gcc", "-O1", "-pthread", "-o", prog, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	var m *analysis.Model
@@ -83,7 +82,7 @@ func TestReadersLostRecordsEndToEnd(t *testing.T) {
 	// Losses depend on scheduling: try a few runs for one that lost records.
 	for attempt := 0; attempt < 5; attempt++ {
 		logPath, keptPath = filepath.Join(dir, "run.log"), filepath.Join(dir, "kept")
-		cmd := exec.Command(memtrace, "--buffer-size", "16K", "-o", logPath, "--", prog, keptPath)
+		cmd := command(memtrace, "--buffer-size", "16K", "-o", logPath, "--", prog, keptPath)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := runCmd(t, cmd, 2*time.Minute); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,10 +39,10 @@ func TestReadersTruncatedStacksEndToEnd(t *testing.T) {
 	if err := os.WriteFile(src, []byte(deepC), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("gcc", "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-o", prog, src).CombinedOutput(); err != nil {
+	if out, err := command("gcc", "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-o", prog, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	cmd := exec.Command(memtrace, "--stack-depth", "8", "-o", logPath, "--", prog)
+	cmd := command(memtrace, "--stack-depth", "8", "-o", logPath, "--", prog)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := runCmd(t, cmd, time.Minute); err != nil {

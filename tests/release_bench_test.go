@@ -10,7 +10,6 @@ package tests
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -62,19 +61,19 @@ func TestReleaseLatency(t *testing.T) {
 	if err := os.WriteFile(src, []byte(dlopenLoop), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("gcc", "-O1", "-o", prog, src, "-ldl").CombinedOutput(); err != nil {
+	if out, err := command("gcc", "-O1", "-o", prog, src, "-ldl").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	for _, design := range []string{"kernel", "watchdog"} {
 		var lat, dying []time.Duration
 		stuck, missed := 0, 0
 		for r := 0; r < rounds; r++ {
-			target := exec.Command(prog, lib, "1000000")
+			target := command(prog, lib, "1000000")
 			if err := target.Start(); err != nil {
 				t.Fatal(err)
 			}
 			pid := target.Process.Pid
-			cmd := exec.Command(mt, "--stack-depth", "16", "-o", "/dev/null", "-p", strconv.Itoa(pid))
+			cmd := command(mt, "--stack-depth", "16", "-o", "/dev/null", "-p", strconv.Itoa(pid))
 			if design == "watchdog" {
 				cmd.Env = append(os.Environ(), "MEMTRACE_TEST_WATCHDOG=1")
 			}

@@ -89,7 +89,7 @@ func TestRunEndDetachAndInterrupt(t *testing.T) {
 		var args []string
 		var prog *exec.Cmd
 		if mode == "attach" {
-			prog = exec.Command(bin, "forever")
+			prog = command(bin, "forever")
 			if err := prog.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestRunEndDetachAndInterrupt(t *testing.T) {
 		}
 		defer mtOut.Close()
 		said := func() string { b, _ := os.ReadFile(outPath); return string(b) }
-		mt := exec.Command(need(t, "bin/memtrace"), args...)
+		mt := command(need(t, "bin/memtrace"), args...)
 		mt.Stdout, mt.Stderr = mtOut, mtOut
 		if err := mt.Start(); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,6 @@ package tests
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -275,7 +274,7 @@ func TestSudoLogToStdout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	cmd := exec.Command(need(t, "bin/memtrace"), "-o", "/dev/stdin", "--", "/bin/true")
+	cmd := command(need(t, "bin/memtrace"), "-o", "/dev/stdin", "--", "/bin/true")
 	var stderr bytes.Buffer
 	cmd.Stdin, cmd.Stderr = in, &stderr
 	cmd.Env = append(os.Environ(), sudoEnv...)

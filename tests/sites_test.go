@@ -81,7 +81,7 @@ func buildSites(t *testing.T) (bin, src string) {
 		t.Fatal(err)
 	}
 	bin = filepath.Join(dir, "app")
-	if out, err := exec.Command("g++", "-O2", "-g", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := command("g++", "-O2", "-g", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("g++: %v\n%s", err, out)
 	}
 	os.Chmod(dir, 0o755)
@@ -205,7 +205,7 @@ func TestCallSitesMatchHeaptrack(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(ht, "-o", filepath.Join(dir, "ht"), bin)
+	cmd := command(ht, "-o", filepath.Join(dir, "ht"), bin)
 	if b, err := runWaitOutput(cmd, 60*time.Second); err != nil {
 		t.Fatalf("heaptrack: %v\n%s", err, b)
 	}
@@ -213,7 +213,7 @@ func TestCallSitesMatchHeaptrack(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("heaptrack wrote %v", files)
 	}
-	hp := exec.Command("heaptrack_print", "-n", "3", "-s", "1", "-p", "0", "-a", "1", "-T", "0", "-l", "0", files[0])
+	hp := command("heaptrack_print", "-n", "3", "-s", "1", "-p", "0", "-a", "1", "-T", "0", "-l", "0", files[0])
 	hout, err := runWaitOutput(hp, 60*time.Second)
 	if err != nil {
 		t.Fatalf("heaptrack_print: %v\n%s", err, hout)

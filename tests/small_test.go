@@ -140,7 +140,7 @@ func TestAggregateUnreadableDir(t *testing.T) {
 		t.Skip("setpriv (util-linux) not installed")
 	}
 	dir := sudoDir(t, 0o700, 0)
-	cmd := exec.Command(setpriv, "--reuid="+nobody, "--regid="+nobody, "--clear-groups", need(t, "bin/memtrace"), "report", "--aggregate", dir)
+	cmd := command(setpriv, "--reuid="+nobody, "--regid="+nobody, "--clear-groups", need(t, "bin/memtrace"), "report", "--aggregate", dir)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("exit 0 for a directory the user may not read: %s", out)

@@ -3,7 +3,6 @@ package tests
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -171,7 +170,7 @@ func TestBothSources(t *testing.T) {
 // wants memtrace's exit 0. It returns memtrace's stderr.
 func runLiveleak(t *testing.T, args []string, during func()) string {
 	t.Helper()
-	cmd := exec.Command(need(t, "bin/memtrace"), args...)
+	cmd := command(need(t, "bin/memtrace"), args...)
 	r := &liveRun{cmd: cmd, stderr: &lockedBuffer{}}
 	cmd.Stderr = r.stderr
 	var err error

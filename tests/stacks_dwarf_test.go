@@ -25,7 +25,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -513,7 +512,7 @@ var crtFuncs = map[string]bool{"__do_global_dtors_aux": true, "frame_dummy": tru
 // pointer (push %rbp; mov %rsp,%rbp).
 func framePointerFuncs(t *testing.T, file string) []string {
 	t.Helper()
-	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", file).Output()
+	out, err := command("objdump", "-d", "--no-show-raw-insn", file).Output()
 	if err != nil {
 		t.Fatalf("objdump -d %s: %v", file, err)
 	}
@@ -808,7 +807,7 @@ print(len(s))`
 // traceWithStdin runs memtrace with args, the program reading stdin.
 func traceWithStdin(t *testing.T, stdin string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(need(t, "bin/memtrace"), args...)
+	cmd := command(need(t, "bin/memtrace"), args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out

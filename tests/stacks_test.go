@@ -82,7 +82,7 @@ func buildWith(t *testing.T, compiler, name, src string, args ...string) string 
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	cmd := exec.Command(compiler, append([]string{"-o", bin, s}, args...)...)
+	cmd := command(compiler, append([]string{"-o", bin, s}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", compiler, err, out)
 	}
@@ -227,7 +227,7 @@ func TestStackDlopenClosed(t *testing.T) {
 	lib := filepath.Join(dir, "libdl_alloc.so")
 	src := filepath.Join(dir, "lib.c")
 	os.WriteFile(src, []byte(dlLibSrc), 0o644)
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-fno-omit-frame-pointer", "-o", lib, src).CombinedOutput(); err != nil {
+	if out, err := command("gcc", "-shared", "-fPIC", "-O1", "-fno-omit-frame-pointer", "-o", lib, src).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	bin := buildWith(t, "gcc", "dlmain", dlMainSrc, "-O1", "-fno-omit-frame-pointer", "-ldl")
@@ -256,11 +256,11 @@ func TestStackStrippedDebugFile(t *testing.T) {
 		{"strip", "--strip-all", bin},
 		{"objcopy", "--add-gnu-debuglink=" + dbg, bin},
 	} {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+		if out, err := command(c[0], c[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v %s", c, err, out)
 		}
 	}
-	if out, _ := exec.Command("nm", bin).CombinedOutput(); !bytes.Contains(out, []byte("no symbols")) {
+	if out, _ := command("nm", bin).CombinedOutput(); !bytes.Contains(out, []byte("no symbols")) {
 		t.Fatalf("binary not stripped: %s", out)
 	}
 	evs := find(traceStacks(t, 8, nil, bin), "malloc", 4242)
@@ -358,7 +358,7 @@ func TestStackRust(t *testing.T) {
 	src := filepath.Join(dir, "r.rs")
 	os.WriteFile(src, []byte(rustSrc), 0o644)
 	bin := filepath.Join(dir, "r")
-	if out, err := exec.Command(rustc, "-O", "-C", "force-frame-pointers=yes", "-g", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := command(rustc, "-O", "-C", "force-frame-pointers=yes", "-g", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("rustc: %v %s", err, out)
 	}
 	evs := traceStacks(t, 16, nil, bin)

@@ -9,7 +9,6 @@ package tests
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -229,7 +228,7 @@ func TestStackDwarfDlopen(t *testing.T) {
 	lib := filepath.Join(dir, "libnofp.so")
 	src := filepath.Join(dir, "lib.c")
 	os.WriteFile(src, []byte(dlNoFPLibSrc), 0o644)
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-fomit-frame-pointer", "-o", lib, src).CombinedOutput(); err != nil {
+	if out, err := command("gcc", "-shared", "-fPIC", "-O2", "-fomit-frame-pointer", "-o", lib, src).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	bin := buildWith(t, "gcc", "dlnofp", dlNoFPMainSrc, "-O2", "-fomit-frame-pointer", "-ldl")

@@ -118,7 +118,7 @@ func TestUntraceablePrograms(t *testing.T) {
 	if err := os.WriteFile(stripped, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("strip", "--strip-all", stripped).CombinedOutput(); err != nil {
+	if out, err := command("strip", "--strip-all", stripped).CombinedOutput(); err != nil {
 		t.Fatalf("strip: %v %s", err, out)
 	}
 	goSrc := filepath.Join(dir, "main.go")
@@ -126,7 +126,7 @@ func TestUntraceablePrograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	goProg := filepath.Join(dir, "goprog")
-	build := exec.Command("go", "build", "-o", goProg, goSrc)
+	build := command("go", "build", "-o", goProg, goSrc)
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -156,7 +156,7 @@ func TestUntraceablePrograms(t *testing.T) {
 			}
 		})
 		t.Run(c.name+"/attach", func(t *testing.T) {
-			prog := exec.Command(c.exe)
+			prog := command(c.exe)
 			prog.Env = append(os.Environ(), "MEMTRACE_TEST_WAIT=1", "MEMTRACE_TRUTH="+filepath.Join(t.TempDir(), "truth"))
 			in, _ := prog.StdinPipe()
 			out, _ := prog.StdoutPipe()

@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -195,7 +194,7 @@ func TestSnapshotsWhileRunning(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	reports := filepath.Join(dir, "reports")
-	cmd := exec.Command(need(t, "bin/memtrace"), "--track", "malloc,fd", "--stack-depth", "4", "--interval", "100ms",
+	cmd := command(need(t, "bin/memtrace"), "--track", "malloc,fd", "--stack-depth", "4", "--interval", "100ms",
 		"--report-dir", reports, "-o", log, "--", bin)
 	var se lockedBuffer
 	cmd.Stderr = &se
