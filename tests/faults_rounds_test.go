@@ -100,6 +100,12 @@ func faultSeed() int64 {
 // reparented to this test, a child subreaper while it runs, so that their
 // exit status can be read.
 func TestFaultRounds(t *testing.T) {
+	if testing.Short() {
+		// The loop is make test's and make soak's; make check keeps
+		// one round of each fault in TestSIGKILLNeverLeavesTargetsStopped
+		// and the faults tests.
+		t.Skip("the fault loops run in make test, not under -short")
+	}
 	requireBPF(t)
 	mt := need(t, "bin/memtrace")
 	dlloop := need(t, "tests/progs/build/dlloop")

@@ -235,42 +235,49 @@ func TestNotALogRefused(t *testing.T) {
 // first line comes within the second too, compressed or not.
 func TestLiveLogsStillRead(t *testing.T) {
 	log := damageLog()
+	// Every case waits on a clock of its own, so they run side by side.
 	for _, data := range [][]byte{log, compressLog(t, log, logio.Zstd)} {
 		for _, args := range [][]string{{"bin/memtrace", "report", "--resolve", "0", "-"}, {"bin/memview", "--dump-threads", "-"}} {
-			cmd := command(need(t, args[0]), args[1:]...)
-			w, err := cmd.StdinPipe()
-			if err != nil {
+			t.Run(fmt.Sprintf("stdin/%s/%d", filepath.Base(args[0]), len(data)), func(t *testing.T) {
+				t.Parallel()
+				cmd := command(need(t, args[0]), args[1:]...)
+				w, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var so, se bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &so, &se
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(1500 * time.Millisecond)
+				w.Write(data)
+				w.Close()
+				if err := runWait(cmd, 20*time.Second); err != nil || !strings.Contains(so.String(), "TOTAL") && !strings.Contains(so.String(), "total memory leaked: 19.20K (300 leaks)") {
+					t.Errorf("%v on a late stdin: %v %s\n%s", args, err, se.String(), so.String())
+				}
+			})
+		}
+		t.Run(fmt.Sprintf("fifo/%d", len(data)), func(t *testing.T) {
+			t.Parallel()
+			fifo := filepath.Join(t.TempDir(), "fifo")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var so, se bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &so, &se
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
+			go func() {
+				w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+				if err != nil {
+					return
+				}
+				defer w.Close()
+				time.Sleep(300 * time.Millisecond)
+				w.Write(data)
+			}()
+			cmd := command(need(t, "bin/memtrace"), "report", "--resolve", "0", fifo)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "total memory leaked: 19.20K (300 leaks)") {
+				t.Errorf("report of a FIFO: %v\n%s", err, out)
 			}
-			time.Sleep(1500 * time.Millisecond)
-			w.Write(data)
-			w.Close()
-			if err := runWait(cmd, 20*time.Second); err != nil || !strings.Contains(so.String(), "TOTAL") && !strings.Contains(so.String(), "total memory leaked: 19.20K (300 leaks)") {
-				t.Errorf("%v on a late stdin: %v %s\n%s", args, err, se.String(), so.String())
-			}
-		}
-		fifo := filepath.Join(t.TempDir(), "fifo")
-		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-			if err != nil {
-				return
-			}
-			defer w.Close()
-			time.Sleep(300 * time.Millisecond)
-			w.Write(data)
-		}()
-		cmd := command(need(t, "bin/memtrace"), "report", "--resolve", "0", fifo)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "total memory leaked: 19.20K (300 leaks)") {
-			t.Errorf("report of a FIFO: %v\n%s", err, out)
-		}
+		})
 	}
 }
