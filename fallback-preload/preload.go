@@ -244,6 +244,7 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 		}
 	}
 	bin.conv.prefault(0)
+	r.MarkReleased()
 	if err := cmd.Start(); err != nil {
 		status := 127
 		if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES) {
@@ -258,6 +259,7 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 	var werr error
 	go func() {
 		werr = cmd.Wait()
+		r.MarkExited()
 		// Here, not after waitOrDetach: the converter may be holding
 		// the exit line for it.
 		bin.conv.exited(cmd.Process.Pid, cmd.ProcessState)

@@ -71,6 +71,7 @@ func (s *Source) traceLaunch() (int, error) {
 	}
 	l.header([]int{pid}, filepath.Base(path), strings.Join(o.Argv, " "))
 	l.sess.Released(uint32(pid), monoNow())
+	s.r.MarkReleased()
 	if _, err := sh.w.Write([]byte{1}); err != nil {
 		return 1, fmt.Errorf("release %s: %w", o.Argv[0], err)
 	}
@@ -81,6 +82,7 @@ func (s *Source) traceLaunch() (int, error) {
 	done := make(chan struct{})
 	go func() {
 		cmd.Wait()
+		s.r.MarkExited()
 		l.sess.SetExitStatus(uint32(pid), cmd.ProcessState) // for its exit line
 		close(done)
 	}()

@@ -47,6 +47,7 @@ type Source struct {
 	fake tracerAPI
 
 	o      *Options
+	r      *runner.Handle // the run, from Trace on
 	stderr io.Writer
 	tr     *probeCounter
 	closer func() // closes the real tracer
@@ -204,6 +205,7 @@ func (s *Source) Configure(c *agent.Config) { s.l.configure(c) }
 // logged, until they end or Ctrl-C.
 func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 	s.l.sess = sess
+	s.r = r
 	if len(s.o.Argv) > 0 {
 		return s.traceLaunch()
 	}

@@ -54,6 +54,7 @@ type Handle struct {
 	stderr io.Writer
 	live   *liveRun
 	probes atomic.Pointer[func() int]
+	phases phases
 }
 
 // Options is the run's options, with the user behind sudo filled in.
@@ -124,6 +125,9 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	}
 	if err == nil {
 		closing(&o, out, stderr, since)
+	}
+	if o.Verbose {
+		r.writePhases(stderr, time.Now())
 	}
 	return status, err
 }

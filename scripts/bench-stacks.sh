@@ -12,8 +12,9 @@
 #      with frame pointers: untraced, floor, no stacks, --stack-depth 16
 #      --stack-unwind fp; ns per iteration timed inside the program
 #      (target fp16/floor <= 1.25x).
-#   3. Start-up: memtrace -- /bin/true against heaptrack /bin/true (target
-#      <= 0.5x).
+#   3. Start-up: memtrace -- /bin/true, without stacks and with
+#      --stack-depth 32 to .zst, against heaptrack /bin/true (targets <= 0.5x
+#      and <= 1.0x).
 #   4. About $BIG_EVENTS events with stacks (sqlite3 on a file database, so
 #      that its own memory stays small) through -o run.log.zst: memtrace's
 #      peak RSS (target <= 150 MB), lost records; then the readers on that
@@ -22,7 +23,8 @@
 #      <= 5x, <= 400 MB). BIG_LOG=FILE.zst measures the readers alone on a
 #      log made before (PARTS=4; the traced run is then skipped).
 #   5. Where the time goes (kernel.bpf_stats_enabled=1, restored after):
-#      BPF program time per run, memtrace's own CPU per event (-v), ring
+#      each mode's phases (-v: start-up, run, end), BPF program time per
+#      run, memtrace's own CPU per event (-v), ring
 #      buffer bytes per event (from the records' sizes and the log), and
 #      with PROFILE=1 a CPU profile of memtrace (MEMTRACE_CPUPROFILE).
 #   6. The LD_PRELOAD path on part 1's workload: untraced, heaptrack and
@@ -181,20 +183,24 @@ for r in $(seq "$START_ROUNDS"); do
 	t0=$(now)
 	$MT -o "$tmp/true.log" -- /bin/true
 	t1=$(now)
-	heaptrack -o "$tmp/httrue" /bin/true >/dev/null 2>&1
+	$MT --stack-depth 32 -o "$tmp/true.log.zst" -- /bin/true
 	t2=$(now)
-	/bin/true
+	heaptrack -o "$tmp/httrue" /bin/true >/dev/null 2>&1
 	t3=$(now)
+	/bin/true
+	t4=$(now)
 	res[s_memtrace]+="$(ms "$t0" "$t1") "
-	res[s_heaptrack]+="$(ms "$t1" "$t2") "
-	res[s_true]+="$(( ($t3 - $t2) / 1000 )) "
+	res[s_stack32]+="$(ms "$t1" "$t2") "
+	res[s_heaptrack]+="$(ms "$t2" "$t3") "
+	res[s_true]+="$(( ($t4 - $t3) / 1000 )) "
 done
 printf "  %-11s %7s ms   (runs: %s)\n" memtrace "$(echo "${res[s_memtrace]}" | median)" "${res[s_memtrace]}"
+printf "  %-11s %7s ms   (runs: %s)\n" stack32 "$(echo "${res[s_stack32]}" | median)" "${res[s_stack32]}"
 printf "  %-11s %7s ms   (runs: %s)\n" heaptrack "$(echo "${res[s_heaptrack]}" | median)" "${res[s_heaptrack]}"
 echo "  untraced: $(echo "${res[s_true]}" | median) us"
-echo "  memtrace / heaptrack: $(paired s_memtrace s_heaptrack)x   (target <= 0.5x)"
-$MT -v -o "$tmp/true.log" -- /bin/true 2>"$tmp/true.err" || true
-echo "  memtrace -v on /bin/true:"
+echo "  memtrace / heaptrack: $(paired s_memtrace s_heaptrack)x   (target <= 0.5x); --stack-depth 32 .zst / heaptrack: $(paired s_stack32 s_heaptrack)x (target <= 1.0x)"
+$MT -v --stack-depth 32 -o "$tmp/true.log.zst" -- /bin/true 2>"$tmp/true.err" || true
+echo "  memtrace -v --stack-depth 32 on /bin/true:"
 sed 's/^/    /' "$tmp/true.err"
 
 fi
@@ -293,6 +299,7 @@ for m in nostack stack32 stack32zst; do
 	# time) is not per event: subtract that of /bin/true with the same flags.
 	"$MT" -v "${args[@]}" -o "$tmp/t.log" -- /bin/true 2>"$tmp/t.err" >/dev/null
 	base=$(sed -n 's|^memtrace: own CPU \([0-9.]*\) s .*|\1|p' "$tmp/t.err")
+	sed -n "s|^memtrace: phases: |  $m: phases: |p" "$tmp/p.err"
 	sed -n "s|^memtrace: program \(mt_[a-z_]*\): \([0-9]*\) runs, \([0-9]*\) ns a run|  $m: \1 \3 ns a run (\2 runs)|p" "$tmp/p.err"
 	sed -n 's|^memtrace: own CPU \([0-9.]*\) s (user \([0-9.]*\), system \([0-9.]*\)) in \([0-9.]*\) s|\1 \2 \3 \4|p' "$tmp/p.err" |
 		awk -v e="$e" -v m="$m" -v b="$base" '{ printf "  %s: memtrace CPU %.2f s (user %.2f, system %.2f), of it start-up %.2f s (/bin/true): %.0f ns per event beyond start-up, %d events\n", m, $1, $2, $3, b, ($1 - b) * 1e9 / e, e }'
@@ -333,6 +340,6 @@ for m in $pmodes; do
 done
 echo "  the traced sqlite3 itself: wall $(echo "${res[p_inner]}" | median) ms, CPU $(echo "${res[p_cpu]}" | median) ms (runs: ${res[p_cpu]})"
 echo "  preload / heaptrack: $(paired p_preload p_heaptrack)x   (target <= 1.0x); heaptrack / untraced: $(paired p_heaptrack p_untraced)x"
-grep '^memtrace: preload stacks' "$tmp/pre.err" | sed 's/^/  /'
+grep '^memtrace: \(preload stacks\|phases\)' "$tmp/pre.err" | sed 's/^/  /'
 echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi

@@ -147,6 +147,21 @@ func TestBothSources(t *testing.T) {
 				}
 			}
 		}},
+		{"phases", func(t *testing.T, mode string, args []string, dir, log string) {
+			// liveleak waits for its stdin after its leaks: 300 ms
+			// held there are in the run phase, not in the others.
+			se := runLiveleak(t, append(args, "-v", "--stack-depth", "16", "-o", log, "--", prog), func() { time.Sleep(300 * time.Millisecond) })
+			m := regexp.MustCompile(`(?m)^memtrace: phases: start-up ([0-9.]+) ms .*, run ([0-9.]+) ms, end ([0-9.]+) ms `).FindStringSubmatch(se)
+			if m == nil {
+				t.Fatalf("no phases line in memtrace -v's stderr:\n%s", se)
+			}
+			start, _ := strconv.ParseFloat(m[1], 64)
+			run, _ := strconv.ParseFloat(m[2], 64)
+			end, _ := strconv.ParseFloat(m[3], 64)
+			if start <= 0 || run < 300 || end <= 0 || end > run+start+10000 {
+				t.Errorf("phases start-up %v ms, run %v ms, end %v ms: want each above 0 and the run at least liveleak's 300 ms\n%s", start, run, end, se)
+			}
+		}},
 	}
 	for _, src := range sources {
 		for _, c := range checks {
