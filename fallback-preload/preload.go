@@ -268,7 +268,7 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 	if detached := waitOrDetach(s.ctx, cmd, s.sigs, runner.Interrupted(), exited); detached {
 		bin.detach()
 		fmt.Fprintf(s.stderr, "memtrace: detached; %s (pid %d) keeps running\n", argv[0], cmd.Process.Pid)
-		return 130, nil
+		return runner.InterruptStatus(), nil
 	}
 	bin.finish()
 	if werr != nil {
