@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/runner"
 )
@@ -177,6 +178,13 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	s.o, s.stderr = o, r.Stderr()
 	if len(o.Argv) == 0 {
 		return 2, errors.New("--preload starts a program (-- PROG); it cannot attach to a running process")
+	}
+	// The library sees the allocation functions only: descriptors
+	// would need hooks on every call that makes or closes one, which it
+	// does not have (docs/fd.md). A log without them must not look like
+	// a program that opened nothing.
+	if o.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
+		return 2, errors.New("--track fd, dmabuf and ion need the eBPF tracer (the LD_PRELOAD library does not see descriptors): run as root where BPF works, or leave them out of --track")
 	}
 	cmd, status, err := command(o)
 	if err != nil {

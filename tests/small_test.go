@@ -152,3 +152,16 @@ func TestAggregateUnreadableDir(t *testing.T) {
 	}
 	oneLine(t, se, "no such file or directory")
 }
+
+// TestPreloadRefusesDescriptorTracking: the LD_PRELOAD library does not
+// see descriptors, so --preload --track fd is refused in one line rather
+// than writing a log in which the program seems to open nothing.
+func TestPreloadRefusesDescriptorTracking(t *testing.T) {
+	for _, track := range []string{"fd", "malloc,dmabuf", "ion"} {
+		code, _, se := memtraceRun(t, nil, "--preload", "--track", track, "-o", filepath.Join(t.TempDir(), "x.log"), "--", "/bin/true")
+		if code != 2 {
+			t.Errorf("--preload --track %s: exit %d, want 2\n%s", track, code, se)
+		}
+		oneLine(t, se, "need the eBPF tracer")
+	}
+}
