@@ -404,7 +404,7 @@ func TestBadInput(t *testing.T) {
 		{nil, 2, "no log given"},
 		{[]string{"/nonexistent/run.log"}, 1, "open the log: open /nonexistent/run.log: no such file or directory"},
 		{[]string{t.TempDir()}, 1, "is a directory, give a log file"},
-		{[]string{"--bogus", "x"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"--bogus", "x"}, 2, "unknown option '--bogus' (see memtrace report --help)"},
 		{[]string{"-n", "-3", "x"}, 2, "-n and -s take a count"},
 		{[]string{"--json", "same", "--html", "same", "x"}, 2, "both write same"},
 	} {

@@ -131,9 +131,11 @@ func TestBadArguments(t *testing.T) {
 	}{
 		{[]string{filepath.Join(dir, "missing.log")}, 1, "memview: open the log:"},
 		{[]string{"--dump-threads", dir}, 1, "is a directory"},
-		{[]string{"--bogus"}, 2, "unknown option --bogus"},
+		{[]string{"--bogus"}, 2, "unknown option '--bogus' (see memview --help)"},
+		{[]string{"--dump-thread", "x.log"}, 2, "unknown option '--dump-thread'; did you mean '--dump-threads'?"},
+		{[]string{"--save=x", "-"}, 1, "only applies to a TCP stream"},
 		{[]string{}, 2, "no log given"},
-		{[]string{"-f"}, 2, "-f needs an argument"},
+		{[]string{"-f"}, 2, "option '-f' requires an argument LOG"},
 		{[]string{"a.log", "b.log"}, 2, "more than one log"},
 		{[]string{"127.0.0.1:1"}, 1, "memview needs a terminal"}, // no terminal here: checked before connecting
 		{[]string{"x.log", "-o", "y.log"}, 1, "only applies to a TCP stream"},
