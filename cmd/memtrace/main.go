@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-		"fmt"
+	"fmt"
 	"io"
 	"os"
 	"runtime"

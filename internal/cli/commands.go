@@ -82,7 +82,7 @@ var Memview = &Command{
 	Footer:       "See docs/memview.md, docs/cli.md.",
 	Interspersed: true,
 	Operand:      "file",
-	SeeAlso: []string{"memtrace(1)", "memtrace-report(1)"},
+	SeeAlso:      []string{"memtrace(1)", "memtrace-report(1)"},
 }
 
 // Report is the table of `memtrace report`.
