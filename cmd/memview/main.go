@@ -373,6 +373,9 @@ func readAll(m *analysis.Model, f *os.File) (stop, err error) {
 		}
 		return nil, logio.NoLogLine(err)
 	}
+	if !m.Counts.HasLogLine() {
+		return nil, analysis.NotLog(filepath.Base(f.Name()), m.Counts)
+	}
 	return err, nil
 }
 
@@ -388,11 +391,11 @@ func checkIsLog(f *os.File, path string) error {
 		return err
 	}
 	if !c.HasLogLine() {
-		msg := analysis.EmptyLogHint(filepath.Base(path), c.Lines, c.Events)
+		err := analysis.NotLog(filepath.Base(path), c)
 		if c.Lines == 0 {
-			msg += " (memview -f follows a log while it is written)"
+			return fmt.Errorf("%w (memview -f follows a log while it is written)", err)
 		}
-		return errors.New(msg)
+		return err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("read the log again from its start: %w", err)

@@ -112,12 +112,12 @@ func TestDumpThreads(t *testing.T) {
 func TestDumpThreadsGarbage(t *testing.T) {
 	junk := []byte("some text\n\x01\x02 binary\n[memtrack] tid=1 (x\n" + strings.Repeat("z", 2<<20) + "\n[memtrack] tid=9      (t              ) malloc     ts=5 size=1")
 	p := writeTemp(t, "junk.log", junk)
+	// No line of it is a log line: not a log, in one line that quotes
+	// none of it, exit 1 (docs/cli.md), no table.
 	out, errs, code := runBin(t, "--dump-threads", p)
-	if code != 0 || errs != "" {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	if !strings.Contains(out, "3 unreadable lines skipped") {
-		t.Fatalf("garbage not counted:\n%s", out)
+	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "junk.log is not a memtrace or memtrack log") ||
+		strings.Contains(errs, "some text") {
+		t.Fatalf("exit %d: stdout %q, stderr %q", code, out, errs)
 	}
 }
 
