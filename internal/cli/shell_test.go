@@ -69,7 +69,6 @@ func TestBashCompletion(t *testing.T) {
 	}
 }
 
-
 // TestZshFishCompletion: zsh reads the zsh files; fish reads its files
 // and completes an option and a value from its list.
 func TestZshFishCompletion(t *testing.T) {
