@@ -121,6 +121,15 @@ func run(a args) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", a.dump, err)
 		}
+		if !m.Counts.HasLogLine() {
+			// Read to its end without a log line: not a log, in the
+			// viewer's and the report's words (docs/cli.md).
+			name := filepath.Base(a.dump)
+			if a.dump == "-" {
+				name = "stdin"
+			}
+			return analysis.NotLog(name, m.Counts)
+		}
 		if m.SummaryOnly && m.LostEvents > 0 {
 			if _, err := f.Seek(0, io.SeekStart); err != nil {
 				return fmt.Errorf("read %s again from its start: %w", a.dump, err)
@@ -372,9 +381,6 @@ func readAll(m *analysis.Model, f *os.File) (stop, err error) {
 			err = logio.ErrNoLogLine
 		}
 		return nil, logio.NoLogLine(err)
-	}
-	if !m.Counts.HasLogLine() {
-		return nil, analysis.NotLog(filepath.Base(f.Name()), m.Counts)
 	}
 	return err, nil
 }

@@ -115,7 +115,7 @@ func TestDumpThreadsGarbage(t *testing.T) {
 	// No line of it is a log line: not a log, in one line that quotes
 	// none of it, exit 1 (docs/cli.md), no table.
 	out, errs, code := runBin(t, "--dump-threads", p)
-	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "junk.log is not a memtrace or memtrack log") ||
+	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "memview: junk.log is not a memtrace or memtrack log") ||
 		strings.Contains(errs, "some text") {
 		t.Fatalf("exit %d: stdout %q, stderr %q", code, out, errs)
 	}

@@ -108,13 +108,13 @@ var Report = &Command{
 		helpFlag,
 		versionFlag,
 
-		{Names: []string{"file", "f"}, Arg: "LOG", Section: "input", Help: "read LOG, as an operand would be (heaptrack_print's -f; repeatable)", Complete: "file"},
+		{Names: []string{"file", "f"}, Repeatable: true, Arg: "LOG", Section: "input", Help: "read LOG, as an operand would be (heaptrack_print's -f; repeatable)", Complete: "file"},
 		{Names: []string{"pid"}, Arg: "PID[,PID...]", Section: "input", Help: "only these processes"},
 		{Names: []string{"filter-bt-function"}, Arg: "NAME", Section: "input", Help: "only stacks with a function containing NAME"},
 		{Names: []string{"progress"}, Arg: "auto|1|0", Section: "input", Default: "auto", Help: "progress line on stderr (auto: on a terminal)", Complete: "auto 1 0"},
 
-		{Names: []string{"diff", "d"}, Arg: "BASE.log", Section: "comparison and leaks", Help: "print LOG minus BASE (repeatable: bases add up)", Complete: "file"},
-		{Names: []string{"suppressions"}, Arg: "FILE", Section: "comparison and leaks", Help: "leak:PATTERN lines (repeatable)", Complete: "file"},
+		{Names: []string{"diff", "d"}, Repeatable: true, Arg: "BASE.log", Section: "comparison and leaks", Help: "print LOG minus BASE (repeatable: bases add up)", Complete: "file"},
+		{Names: []string{"suppressions"}, Repeatable: true, Arg: "FILE", Section: "comparison and leaks", Help: "leak:PATTERN lines (repeatable)", Complete: "file"},
 		{Names: []string{"print-suppressions"}, Arg: "0|1", OptionalArg: true, Section: "comparison and leaks", Help: "what each suppression matched and the bytes suppressed"},
 		{Names: []string{"disable-builtin-suppressions"}, Arg: "0|1", OptionalArg: true, Section: "comparison and leaks", Help: "report what system libraries keep for good (libstdc++'s exception pool, glibc's and the loader's internals) as leaks too"},
 

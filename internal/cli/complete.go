@@ -112,7 +112,10 @@ func zshFunc(b *strings.Builder, c, sub *Command) {
 	}
 	b.WriteString("\t_arguments -S")
 	for _, f := range c.visible() {
-		excl := strings.Join(f.Spellings(), " ")
+		excl := "(" + strings.Join(f.Spellings(), " ") + ")"
+		if f.Repeatable {
+			excl = "*"
+		}
 		desc := strings.NewReplacer("[", `\[`, "]", `\]`, "'", `'\''`).Replace(short(f))
 		for _, s := range f.Spellings() {
 			spec := s
@@ -124,7 +127,7 @@ func zshFunc(b *strings.Builder, c, sub *Command) {
 			} else {
 				spec += "[" + desc + "]"
 			}
-			fmt.Fprintf(b, " \\\n\t\t'(%s)%s'", excl, spec)
+			fmt.Fprintf(b, " \\\n\t\t'%s%s'", excl, spec)
 		}
 	}
 	switch c.Operand {

@@ -28,6 +28,9 @@ type Flag struct {
 	Section string
 	// Hidden options are parsed but listed nowhere (benchmark hooks).
 	Hidden bool
+	// Repeatable options may be given more than once (the report's
+	// logs, bases and suppression files): completions offer them again.
+	Repeatable bool
 }
 
 // Name is the canonical spelling, without dashes.
