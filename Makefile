@@ -7,13 +7,26 @@ BIN     := bin
 GOFLAGS ?=
 export CGO_ENABLED ?= 0
 
+# make install: GNU's PREFIX and DESTDIR. memtrace finds its preload
+# library in PREFIX/lib/memtrace/, beside PREFIX/bin (fallback-preload's
+# Library).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+INSTALL ?= install
+bindir  := $(DESTDIR)$(PREFIX)/bin
+libdir  := $(DESTDIR)$(PREFIX)/lib/memtrace
+man1dir := $(DESTDIR)$(PREFIX)/share/man/man1
+bashdir := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+zshdir  := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+fishdir := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+
 DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-linux clang-19 llvm-19 clang-format-19 libbpf-dev bpftool \
 	gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf \
 	libc6-dev-arm64-cross libc6-dev-armhf-cross qemu-user heaptrack valgrind tmux chromium \
 	linux-libc-dev libc6-dbg sqlite3 python3.11 zstd libjemalloc2 rustc libtcmalloc-minimal4 libmimalloc2.0 \
 	libc++-19-dev libc++abi-19-dev
 
-.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint
+.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs
 
 all: build
 
@@ -35,6 +48,30 @@ $(BIN)/memtrace-preload.so: FORCE
 
 progs:
 	$(MAKE) -s -C tests/progs
+
+# install: the two commands, the preload library, the man pages and the
+# bash, zsh and fish completions (docs/cli.md).
+install: build
+	$(INSTALL) -d $(bindir) $(libdir) $(man1dir) $(bashdir) $(zshdir) $(fishdir)
+	$(INSTALL) -m 755 $(BIN)/memtrace $(BIN)/memview $(bindir)/
+	$(INSTALL) -m 644 $(BIN)/memtrace-preload.so $(libdir)/
+	$(INSTALL) -m 644 docs/man/memtrace.1 docs/man/memview.1 docs/man/memtrace-report.1 $(man1dir)/
+	$(INSTALL) -m 644 completions/memtrace.bash $(bashdir)/memtrace
+	$(INSTALL) -m 644 completions/memview.bash $(bashdir)/memview
+	$(INSTALL) -m 644 completions/_memtrace completions/_memview $(zshdir)/
+	$(INSTALL) -m 644 completions/memtrace.fish completions/memview.fish $(fishdir)/
+
+uninstall:
+	rm -f $(bindir)/memtrace $(bindir)/memview $(libdir)/memtrace-preload.so
+	-rmdir $(libdir)
+	rm -f $(man1dir)/memtrace.1 $(man1dir)/memview.1 $(man1dir)/memtrace-report.1
+	rm -f $(bashdir)/memtrace $(bashdir)/memview $(zshdir)/_memtrace $(zshdir)/_memview
+	rm -f $(fishdir)/memtrace.fish $(fishdir)/memview.fish
+
+# docs: the man pages (docs/man) and completions (completions/) from the
+# command tables in internal/cli; TestGeneratedFresh checks them.
+docs:
+	$(GO) generate ./internal/cli
 
 FORCE:
 

@@ -97,3 +97,21 @@ func Prelude(r io.Reader) (read []byte, found bool, err error) {
 	}
 	return buf.Bytes(), false, nil
 }
+
+// NotLog is the readers' one line for an input that is not a log: what
+// memview and the report refuse, in the same words, with exit status 1.
+// An input is a log when a log line (HasLogLine: an event, a frame, an
+// EXIT or a [memtrace] line) comes within its first MaxPrelude bytes;
+// c counts what was read of it. The line names the file and counts its
+// lines, and never quotes them: the file may be anything.
+func NotLog(name string, c Counts) error {
+	if c.Lines == 0 {
+		return &notLog{fmt.Sprintf("%s is empty: not a memtrace or memtrack log", name)}
+	}
+	return &notLog{fmt.Sprintf("%s is not a memtrace or memtrack log: none of its %d lines read is a log line", name, c.Lines)}
+}
+
+type notLog struct{ msg string }
+
+func (e *notLog) Error() string        { return e.msg }
+func (e *notLog) Is(target error) bool { return target == ErrNotLog }

@@ -426,14 +426,22 @@ func childEnv(base []string, lib string, extra []string) []string {
 }
 
 // Library returns the path of a memtrace-preload.so for this machine: $MEMTRACE_PRELOAD_LIB,
-// else the embedded one (written once to a per-user cache directory), else
-// memtrace-preload.so beside the executable.
+// else the installed one (make install: PREFIX/lib/memtrace/ beside
+// PREFIX/bin/memtrace), else the embedded one (written once to a per-user
+// cache directory), else memtrace-preload.so beside the executable.
 func Library() (string, error) {
 	if p := os.Getenv(LibEnv); p != "" {
 		if _, err := os.Stat(p); err != nil {
 			return "", fmt.Errorf("%s=%s: %w", LibEnv, p, err)
 		}
 		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		// Installed, it is every user's to read and needs no cache.
+		p := filepath.Join(filepath.Dir(exe), "..", "lib", "memtrace", LibName)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return filepath.Clean(p), nil
+		}
 	}
 	if data, err := fs.ReadFile(libFS, "lib/memtrace-preload-"+runtime.GOARCH+".so"); err == nil {
 		return writeCached(data)

@@ -119,6 +119,11 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 		}
 		return nil, fmt.Errorf("read %s: %w", path, logio.NoLogLine(err))
 	}
+	if !m.Counts.HasLogLine() {
+		// A file read to its end without a log line (a source file, an
+		// empty one): memview refuses it in the same words.
+		return nil, analysis.NotLog(displayName(name), m.Counts)
+	}
 	if errors.Is(err, logio.ErrTruncated) {
 		// A cut compressed stream (a killed memtrace -o FILE.zst) ends
 		// the log like a truncated file, and the report says so.

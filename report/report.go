@@ -3,7 +3,6 @@ package report
 import (
 	"bufio"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -15,48 +14,6 @@ import (
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/symbols"
 )
-
-const usage = `usage: memtrace report [flags] LOG...
-Rank the call stacks of memtrace (or memtrack) logs by allocation calls,
-memory live at the peak, leaks and temporary allocations, like
-heaptrack_print. Several logs (or a log of several processes) give a section
-per process and a merged one. A LOG may be compressed (zstd, gzip); - reads stdin.
-
-rankings (on/off flags take 1/0, true/false, on/off; alone they mean on):
-  -a, --print-allocators 0|1   most calls to allocation functions (on)
-  -p, --print-peaks 0|1        peak memory consumers: live at the peak (on)
-  -l, --print-leaks 0|1        memory leaks (on)
-  -T, --print-temporary 0|1    most temporary allocations (on)
-  -n, --peak-limit N           entries per ranking (10; 0: all)
-  -s, --sub-peak-limit N       call stacks shown under each entry (5)
-  -m, --merge-backtraces 0|1   1: one frame per function, so that builds
-                               compare; 0 (default): call sites, each named by
-                               its innermost inlined function and file:line
-  --resolve 0|1                names of unnamed frames and file:line, from the
-                               modules the log names (on)
-  --pid PID[,PID...]           only these processes
-  --filter-bt-function NAME    only stacks with a function containing NAME
-comparison and leaks:
-  -d, --diff BASE.log          print LOG minus BASE (repeatable)
-  --suppressions FILE          leak:PATTERN lines (repeatable)
-  --print-suppressions         what each suppression matched
-  --disable-builtin-suppressions
-                               report what system libraries keep for good
-                               (libstdc++'s exception pool, glibc's and the
-                               loader's internals) as leaks too
-exports (FILE - writes to stdout instead of the text report):
-  --json FILE                  figures and rankings for automation
-  -F, --folded FILE            folded stacks (flamegraph.pl, speedscope, inferno)
-  --cost allocations|temporary|leaked|peak
-                               cost of --folded and of the HTML's first flame graph
-  -M, --massif FILE            valgrind massif format (ms_print)
-  --massif-threshold PERCENT   fold smaller stacks in massif trees (1)
-  --massif-detailed-freq N     every Nth massif snapshot detailed (2)
-  --pprof FILE                 gzipped profile.proto (go tool pprof)
-  --html FILE                  one self-contained HTML page
-  --progress auto|1|0          progress line on stderr (auto: on a terminal)
-See docs/report.md for the definitions.
-`
 
 // options are the command line.
 type options struct {
@@ -138,86 +95,49 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 	for i := range o.show {
 		o.show[i] = true
 	}
-	fs := flag.NewFlagSet("memtrace report", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported in one line, help by hand
-	fs.Usage = func() {}
-	onOffs := map[string]bool{}
-	bo := func(p *bool, help string, names ...string) {
-		for _, n := range names {
-			fs.Var(onOff{p}, n, help)
-			onOffs[n] = true
+	fs := cli.NewParser(cli.Report)
+	var pids, progress, aggregate, prefix string
+	fs.Int(&o.limit, "peak-limit")
+	fs.Int(&o.subLimit, "sub-peak-limit")
+	fs.Var(onOff{&o.show[byCalls]}, "print-allocators")
+	fs.Var(onOff{&o.show[byPeak]}, "print-peaks")
+	fs.Var(onOff{&o.show[byLeaks]}, "print-leaks")
+	fs.Var(onOff{&o.show[byTemporary]}, "print-temporary")
+	fs.Var(onOff{&o.merge}, "merge-backtraces")
+	fs.Var(onOff{&o.lines}, "resolve")
+	fs.Var(listFlag{&o.logs}, "file")
+	fs.Var(listFlag{&o.diff}, "diff")
+	fs.Var(listFlag{&o.supps}, "suppressions")
+	fs.Var(onOff{&o.printSupps}, "print-suppressions")
+	fs.Var(onOff{&o.noBuiltin}, "disable-builtin-suppressions")
+	fs.String(&o.jsonOut, "json")
+	fs.String(&o.folded, "folded")
+	fs.String(&o.cost, "cost")
+	fs.String(&o.massif, "massif")
+	fs.String(&o.pprof, "pprof")
+	fs.String(&o.html, "html")
+	fs.Float64(&o.massifThreshold, "massif-threshold")
+	fs.Int(&o.massifDetailed, "massif-detailed-freq")
+	fs.String(&o.filterFn, "filter-bt-function")
+	fs.String(&pids, "pid")
+	fs.String(&progress, "progress")
+	// --aggregate is memtrace's (cmd/memtrace), which takes it before
+	// the report sees its command line: here it is only a mistake.
+	fs.String(&aggregate, "aggregate")
+	fs.String(&prefix, "output-prefix")
+	logs, err := fs.Parse(args)
+	if err != nil {
+		if errors.Is(err, cli.ErrHelp) {
+			cli.Help(stdout, cli.Report)
 		}
+		return nil, err
 	}
-	str := func(p *string, help string, names ...string) {
-		for _, n := range names {
-			fs.StringVar(p, n, *p, help)
-		}
-	}
-	var pids, progress string
-	fs.IntVar(&o.limit, "n", o.limit, "show `N` entries per ranking (0: all)")
-	fs.IntVar(&o.limit, "peak-limit", o.limit, "same as -n")
-	fs.IntVar(&o.subLimit, "s", o.subLimit, "show `N` call stacks under each entry (heaptrack's sub-peaks)")
-	fs.IntVar(&o.subLimit, "sub-peak-limit", o.subLimit, "same as -s")
-	bo(&o.show[byCalls], "ranking by calls to allocation functions (default on)", "a", "print-allocators")
-	bo(&o.show[byPeak], "ranking by memory live at the peak (default on)", "p", "print-peaks")
-	bo(&o.show[byLeaks], "ranking by leaked memory (default on)", "l", "print-leaks")
-	bo(&o.show[byTemporary], "ranking by temporary allocations (default on)", "T", "print-temporary")
-	bo(&o.merge, "merge call sites by function, so builds compare (default off: call sites with inlined frames)", "m", "merge-backtraces")
-	bo(&o.lines, "look up missing function names and source lines in the logged modules (default on)", "resolve")
-	fs.Var(listFlag{&o.logs}, "f", "read `LOG` (also given as an argument)")
-	fs.Var(listFlag{&o.logs}, "file", "same as -f")
-	fs.Var(listFlag{&o.diff}, "d", "compare with `BASE.log`: print LOG minus BASE (repeatable: bases add up)")
-	fs.Var(listFlag{&o.diff}, "diff", "same as -d")
-	fs.Var(listFlag{&o.supps}, "suppressions", "leak suppressions `FILE` (leak:PATTERN lines; repeatable)")
-	bo(&o.printSupps, "list what each suppression matched and the bytes suppressed", "print-suppressions")
-	bo(&o.noBuiltin, "do not apply the built-in suppressions", "disable-builtin-suppressions")
-	str(&o.jsonOut, "write JSON to `FILE` (- for stdout)", "json")
-	str(&o.folded, "write folded stacks (flamegraph.pl, speedscope, inferno) to `FILE`", "folded", "F", "print-flamegraph")
-	str(&o.cost, "cost of --folded and the HTML flamegraph: `allocations|temporary|leaked|peak`", "cost", "flamegraph-cost-type")
-	str(&o.massif, "write a massif file (ms_print) to `FILE`", "massif", "M", "print-massif")
-	str(&o.pprof, "write a gzipped pprof profile to `FILE`", "pprof")
-	str(&o.html, "write one self-contained HTML report to `FILE`", "html")
-	fs.Float64Var(&o.massifThreshold, "massif-threshold", o.massifThreshold, "massif: fold stacks below `PERCENT` of the snapshot")
-	fs.IntVar(&o.massifDetailed, "massif-detailed-freq", o.massifDetailed, "massif: every `N`th snapshot is detailed (0: none but the peak)")
-	str(&o.filterFn, "only allocations whose stack has a function containing `NAME`", "filter-bt-function")
-	str(&pids, "only processes `PID[,PID...]`", "pid")
-	str(&progress, "progress line on stderr: `auto|1|0` (auto: when stderr is a terminal)", "progress")
-
-	// Flags and logs may come in any order; "--" ends the flags.
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				io.WriteString(stdout, usage)
-				return nil, err
-			}
-			return nil, usageError{strings.TrimSpace(err.Error()) + " (see memtrace report -h)"}
-		}
-		left := fs.Args()
-		if len(left) == 0 {
-			break
-		}
-		used := len(rest) - len(left)
-		if used > 0 && rest[used-1] == "--" {
-			o.logs = append(o.logs, left...)
-			break
-		}
-		// heaptrack_print's "-l 1": a value after an on/off flag.
-		if used > 0 {
-			prev := strings.TrimLeft(rest[used-1], "-")
-			if onOffs[prev] {
-				if v, ok := parseOnOff(left[0]); ok {
-					fs.Set(prev, strconv.FormatBool(v))
-					rest = left[1:]
-					continue
-				}
-			}
-		}
-		o.logs = append(o.logs, left[0])
-		rest = left[1:]
+	o.logs = append(o.logs, logs...)
+	if fs.IsSet("aggregate") || fs.IsSet("output-prefix") {
+		return nil, usageError{"--aggregate DIR [--output-prefix P] takes no log and no other option (see memtrace report --help)"}
 	}
 	if len(o.logs) == 0 {
-		return nil, usageError{"no log given: memtrace report [flags] LOG... (see memtrace report -h)"}
+		return nil, usageError{"no log given: memtrace report [options] LOG... (see memtrace report --help)"}
 	}
 	if o.limit < 0 || o.subLimit < 0 {
 		return nil, usageError{"-n and -s take a count of 0 or more"}
@@ -270,12 +190,12 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 // unless an export is written there ("-"); messages go to stderr. It
 // returns the exit status: 0, 1 for an error, 2 for a bad command line.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
-		cli.PrintVersion(stdout, "memtrace report")
+	o, err := parseArgs(args, stdout)
+	if errors.Is(err, cli.ErrHelp) {
 		return 0
 	}
-	o, err := parseArgs(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, cli.ErrVersion) {
+		cli.PrintVersion(stdout, "memtrace report")
 		return 0
 	}
 	if err != nil {

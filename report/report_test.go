@@ -375,8 +375,6 @@ func TestBadInput(t *testing.T) {
 		code       int
 		want       string
 	}{
-		{"empty", "", 0, "empty.log is empty: no allocation to report"},
-		{"garbage", "hello\nworld\n\x01\x02 binary\n[memtrack] tid=zz (x) malloc ts=?\n", 0, "none of them an allocation or free"},
 		{"truncated", string(known[:len(known)*2/3]), 0, "LIVE AT THE CUT (the log ends before the process did"},
 		{"cut mid-line", string(known[:len(known)-7]), 0, "total memory leaked: 2.01K (3 leaks)"},
 		{"frees only", string(logfmt.AppendFree(nil, 1, "a", "free", 1, 8, 0x10)), 0, "frees of blocks not seen allocated (made before tracing started, or lost): 1"},
@@ -404,12 +402,16 @@ func TestBadInput(t *testing.T) {
 		{nil, 2, "no log given"},
 		{[]string{"/nonexistent/run.log"}, 1, "open the log: open /nonexistent/run.log: no such file or directory"},
 		{[]string{t.TempDir()}, 1, "is a directory, give a log file"},
-		{[]string{"--bogus", "x"}, 2, "flag provided but not defined: -bogus"},
+		// Not a log: one line that names the file and quotes none of it.
+		{[]string{writeFile(t, "empty.log", nil)}, 1, "memtrace report: empty.log is empty: not a memtrace or memtrack log"},
+		{[]string{writeFile(t, "leaky.cc", []byte("hello\nworld\n\x01\x02 binary\n[memtrack] tid=zz (x) malloc ts=?\n"))}, 1,
+			"leaky.cc is not a memtrace or memtrack log: none of its 4 lines read is a log line"},
+		{[]string{"--bogus", "x"}, 2, "unknown option '--bogus' (see memtrace report --help)"},
 		{[]string{"-n", "-3", "x"}, 2, "-n and -s take a count"},
 		{[]string{"--json", "same", "--html", "same", "x"}, 2, "both write same"},
 	} {
 		_, errs, code := runMain(t, c.args...)
-		if code != c.code || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+		if code != c.code || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 || strings.Contains(errs, "hello") {
 			t.Errorf("%v: exit %d, stderr %q (want %d, %q, one line)", c.args, code, errs, c.code, c.want)
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -124,7 +123,11 @@ func realMain(args []string, stderr io.Writer) int {
 		}
 	}
 	opts, err := parseArgs(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, cli.ErrHelp) {
+		return 0
+	}
+	if errors.Is(err, cli.ErrVersion) {
+		cli.PrintVersion(os.Stdout, "memtrace")
 		return 0
 	}
 	if err != nil {
@@ -152,73 +155,58 @@ func splitList(s string) []string {
 }
 
 func parseArgs(args []string, stderr io.Writer) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("memtrace", flag.ContinueOnError)
-	// The flag package's own messages would make a bad flag cost several
-	// lines; errors are reported in one, usage only on -h.
-	fs.SetOutput(io.Discard)
-	stdout := io.Writer(os.Stdout)
-	usage := func() {
-		fmt.Fprint(stdout, `usage: memtrace [options] -- PROG [ARGS...]    trace PROG from its first allocation
-       memtrace [options] -p PID[,PID...]       attach to running processes
-       memtrace --preload [options] -- PROG     LD_PRELOAD fallback (no BPF, no root)
-       memtrace report [options] LOG...         heaptrack_print-style reports (memtrace report --help)
-       memtrace --version
-options:
-`)
-		cli.Usage(stdout, fs)
-	}
-	fs.Usage = func() {}
-	var pids, stackThreads, trackThreads, minSize, bufSize, track, configPath string
+	o := &options{peakTopN: 10, stackUnwind: "dwarf"}
+	fs := cli.NewParser(cli.Memtrace)
+	var pids, stackThreads, trackThreads, minSize, bufSize, configPath string
+	track := "malloc,mmap"
+	minSize = "0"
 	var interval time.Duration
-	fs.StringVar(&o.output, "o", "", "write the log to `FILE` (default stderr; none: no log, with --http or --profile-dir)")
-	fs.StringVar(&o.http, "http", "", "serve the live heap on `ADDR:PORT` (a port alone: 127.0.0.1): /debug/pprof/heap, /metrics")
-	fs.StringVar(&o.profileDir, "profile-dir", "", "write a heap profile (heap-<time>.pb.gz) into `DIR` every --interval (default 1m)")
-	fs.IntVar(&o.port, "port", 0, "serve the log over TCP on 127.0.0.1:`PORT`; in -- mode PROG starts once a client connects")
-	fs.StringVar(&o.listen, "listen", "", "serve the log over TCP on `ADDR:PORT`")
-	fs.StringVar(&minSize, "min-size", "0", "do not log allocations smaller than `N` bytes (K/M suffixes)")
-	fs.IntVar(&o.stackDepth, "stack-depth", 0, "capture `N` call-stack frames per event (1-127)")
-	fs.StringVar(&stackThreads, "stack-threads", "", "capture stacks only in threads whose name contains one of `a,b`")
-	fs.BoolVar(&o.noFreeStacks, "no-free-stacks", false, "frees carry no stack: with --stack-depth only allocations walk theirs")
-	fs.StringVar(&trackThreads, "track-threads", "", "log only threads whose name contains one of `a,b`")
-	fs.StringVar(&pids, "p", "", "attach to `PID[,PID...]`")
-	fs.BoolVar(&o.preload, "preload", false, "use the LD_PRELOAD library instead of eBPF")
-	fs.BoolVar(&o.follow, "follow", false, "also trace the processes the targets fork, and the programs they exec")
-	fs.BoolVar(&o.follow, "f", false, "short for --follow")
-	fs.StringVar(&bufSize, "buffer-size", "", "ring buffer `SIZE` (power of two, K/M suffixes; default 32M)")
-	fs.BoolVar(&o.floor, "floor", false, "benchmark baseline: attach empty probes on the same points, log nothing")
-	fs.BoolVar(&o.noMulti, "no-uprobe-multi", false, "use classic uprobe links even where uprobe_multi exists")
-	fs.StringVar(&o.stackUnwind, "stack-unwind", "dwarf", "walk stacks with the files' unwind tables (`dwarf`) or with frame pointers only (fp)")
-	fs.BoolVar(&o.verbose, "v", false, "say where each probe went")
-	fs.StringVar(&track, "track", "malloc,mmap", "what to trace: `LIST` of malloc, mmap, fd, dmabuf, ion")
-	fs.BoolVar(&o.mmapFiles, "mmap-files", false, "log file-backed mmaps too")
-	fs.StringVar(&configPath, "config", "", "read settings from `FILE` (mem_monitor's keys; flags over MEMTRACE_* variables over the file)")
-	fs.StringVar(&o.reportDir, "report-dir", "", "write <process>_<timestamp>.txt and .html per process into `DIR` as each exits")
-	fs.DurationVar(&interval, "interval", 0, "write a snapshot (current, peak, top live stacks, open fds) into the log every `DURATION`")
-	fs.IntVar(&o.peakTopN, "peak-top-n", 10, "call stacks in snapshots and per-process reports")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage()
-			return nil, err
+	fs.String(&o.output, "o")
+	fs.String(&o.http, "http")
+	fs.String(&o.profileDir, "profile-dir")
+	fs.Int(&o.port, "port")
+	fs.String(&o.listen, "listen")
+	fs.String(&minSize, "min-size")
+	fs.Int(&o.stackDepth, "stack-depth")
+	fs.String(&stackThreads, "stack-threads")
+	fs.Bool(&o.noFreeStacks, "no-free-stacks")
+	fs.String(&trackThreads, "track-threads")
+	fs.String(&pids, "p")
+	fs.Bool(&o.preload, "preload")
+	fs.Bool(&o.follow, "follow")
+	fs.String(&bufSize, "buffer-size")
+	fs.Bool(&o.floor, "floor")
+	fs.Bool(&o.noMulti, "no-uprobe-multi")
+	fs.String(&o.stackUnwind, "stack-unwind")
+	fs.Bool(&o.verbose, "v")
+	fs.String(&track, "track")
+	fs.Bool(&o.mmapFiles, "mmap-files")
+	fs.String(&configPath, "config")
+	fs.String(&o.reportDir, "report-dir")
+	fs.Duration(&interval, "interval")
+	fs.Int(&o.peakTopN, "peak-top-n")
+	argv, err := fs.Parse(args)
+	if err != nil {
+		if errors.Is(err, cli.ErrHelp) {
+			cli.Help(os.Stdout, cli.Memtrace)
 		}
-		return nil, usageError{strings.TrimSpace(err.Error()) + " (see memtrace -h)"}
+		return nil, err
 	}
-	o.argv = fs.Args()
-	var err error
+	o.argv = argv
 	// An empty value given on purpose is a mistake (an unset shell
 	// variable, most often): taken as the default it would put the log
 	// on stderr or lose the reports without a word.
-	fs.Visit(func(f *flag.Flag) {
-		if err != nil || f.Value.String() != "" {
+	fs.Visit(func(name, value string) {
+		if err != nil || value != "" {
 			return
 		}
-		switch f.Name {
+		switch name {
 		case "o":
 			err = usageError{`-o "": give a file name (the log goes to stderr without -o; -o none writes none)`}
 		case "report-dir", "profile-dir":
-			err = usageError{fmt.Sprintf(`--%s "": give a directory`, f.Name)}
+			err = usageError{fmt.Sprintf(`--%s "": give a directory`, name)}
 		case "http", "listen":
-			err = usageError{fmt.Sprintf(`--%s "": give ADDR:PORT`, f.Name)}
+			err = usageError{fmt.Sprintf(`--%s "": give ADDR:PORT`, name)}
 		}
 	})
 	if err != nil {
@@ -241,8 +229,8 @@ options:
 	flagKeys := map[string]string{"track": config.KeyTrack, "stack-depth": config.KeyStackDepth, "report-dir": config.KeyReportDir,
 		"interval": config.KeySnapshotIntervalMS, "peak-top-n": config.KeyPeakTopN, "min-size": config.KeyMinAlloc}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) {
-		if k, ok := flagKeys[f.Name]; ok {
+	fs.Visit(func(name, _ string) {
+		if k, ok := flagKeys[name]; ok {
 			set[k] = true
 		}
 	})

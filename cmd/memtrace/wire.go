@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,14 +9,18 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/procreport"
 	"github.com/memtrace/memtrace/report"
 )
 
 func runReport(args []string, stderr io.Writer) int {
-	for i, a := range args {
-		if a == "--aggregate" || a == "-aggregate" {
-			return runAggregate(append(args[:i:i], args[i+1:]...), os.Stdout, stderr)
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && name == "aggregate" {
+			return runAggregate(args, os.Stdout, stderr)
 		}
 	}
 	return report.Main(args, os.Stdout, stderr)
@@ -27,23 +32,33 @@ func runReport(args []string, stderr io.Writer) int {
 func runAggregate(args []string, stdout, stderr io.Writer) int {
 	prefix := "memtrace_summary"
 	var dir string
-	for i := 0; i < len(args); i++ {
-		switch a := args[i]; {
-		case (a == "--output-prefix" || a == "-output-prefix") && i+1 < len(args):
-			prefix = args[i+1]
-			i++
-		case strings.HasPrefix(a, "-"):
-			fmt.Fprintf(stderr, "memtrace: report --aggregate: unknown flag %s (give DIR and optionally --output-prefix P)\n", a)
-			return 2
-		case dir == "":
-			dir = a
-		default:
-			fmt.Fprintf(stderr, "memtrace: report --aggregate takes one directory, got %s and %s\n", dir, a)
-			return 2
-		}
+	fs := cli.NewParser(cli.Report)
+	fs.String(&dir, "aggregate")
+	fs.String(&prefix, "output-prefix")
+	fs.BindRest()
+	rest, err := fs.Parse(args)
+	if err == nil {
+		fs.Visit(func(name, _ string) {
+			if err == nil && name != "aggregate" && name != "output-prefix" {
+				err = cli.UsageError{Msg: fmt.Sprintf("--aggregate takes --output-prefix P, not --%s (see memtrace report --help)", name)}
+			}
+		})
 	}
-	if dir == "" {
-		fmt.Fprintln(stderr, "memtrace: report --aggregate: give the directory --report-dir wrote")
+	switch {
+	case errors.Is(err, cli.ErrHelp):
+		cli.Help(stdout, cli.Report)
+		return 0
+	case errors.Is(err, cli.ErrVersion):
+		cli.PrintVersion(stdout, "memtrace report")
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "memtrace report: %v\n", err)
+		return 2
+	case len(rest) > 0:
+		fmt.Fprintf(stderr, "memtrace report: --aggregate %s takes no log, got %s\n", dir, rest[0])
+		return 2
+	case dir == "":
+		fmt.Fprintln(stderr, "memtrace report: --aggregate: give the directory --report-dir wrote")
 		return 2
 	}
 	_, skipped, err := procreport.Aggregate(dir, prefix)

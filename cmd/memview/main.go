@@ -27,20 +27,6 @@ import (
 	"github.com/memtrace/memtrace/viewer"
 )
 
-const usage = `usage: memview LOG | -f LOG | -f - | [HOST]:PORT [-o FILE] | --dump-threads LOG
-  LOG                 open a memtrace or memtrack log (plain, or zstd/gzip-compressed)
-  -f LOG              follow a growing log (refresh every 250 ms)
-  -f -                follow a log on stdin
-  [HOST]:PORT         connect to a memtrace (--port) or memtrack.so (MEMTRACK_PORT) stream
-  -o, --save FILE     with a TCP stream: also save it to FILE (FILE.zst, FILE.gz: compressed)
-  --dump-threads LOG  print the per-thread table (memtrack's memview --dump-threads) and exit
-  --disable-builtin-suppressions
-                      count what system libraries keep for good (libstdc++'s
-                      exception pool, glibc's internals) as leaks too
-  -h, --help          this help
-  --version           memview's version
-Press ? inside memview for the keys.`
-
 type args struct {
 	target string
 	follow bool
@@ -53,71 +39,32 @@ type args struct {
 
 func parseArgs(av []string) (args, error) {
 	var a args
-	need := func(i int, flag string) (string, error) {
-		if i+1 >= len(av) {
-			return "", fmt.Errorf("%s needs an argument", flag)
-		}
-		return av[i+1], nil
+	var follow string
+	fs := cli.NewParser(cli.Memview)
+	fs.String(&follow, "follow")
+	fs.String(&a.save, "save")
+	fs.String(&a.dump, "dump-threads")
+	fs.String(&a.stats, "load-stats")
+	fs.String(&a.fbench, "follow-bench")
+	fs.Bool(&a.noSupp, "disable-builtin-suppressions")
+	rest, err := fs.Parse(av)
+	if err != nil {
+		return a, err
 	}
-	for i := 0; i < len(av); i++ {
-		s := av[i]
-		var err error
-		switch {
-		case s == "-h" || s == "--help" || s == "-help":
-			return a, errHelp
-		case s == "--version" || s == "-version":
-			return a, errVersion
-		case s == "-f" || s == "--follow":
-			a.follow = true
-			if a.target, err = need(i, s); err != nil {
-				return a, err
-			}
-			i++
-		case s == "-o" || s == "--save":
-			if a.save, err = need(i, s); err != nil {
-				return a, err
-			}
-			i++
-		case strings.HasPrefix(s, "--save="):
-			a.save = strings.TrimPrefix(s, "--save=")
-		case s == "--dump-threads":
-			if a.dump, err = need(i, s); err != nil {
-				return a, err
-			}
-			i++
-		case s == "--load-stats":
-			if a.stats, err = need(i, s); err != nil {
-				return a, err
-			}
-			i++
-		case s == "--follow-bench":
-			if a.fbench, err = need(i, s); err != nil {
-				return a, err
-			}
-			i++
-		case s == "--disable-builtin-suppressions":
-			a.noSupp = true
-		case s == "-":
-			a.target = s
-		case strings.HasPrefix(s, "-") && s != "-":
-			return a, fmt.Errorf("unknown option %s", s)
-		default:
-			if a.target != "" {
-				return a, fmt.Errorf("more than one log given (%s and %s)", a.target, s)
-			}
-			a.target = s
+	if fs.IsSet("follow") {
+		a.follow, a.target = true, follow
+	}
+	for _, s := range rest {
+		if a.target != "" {
+			return a, cli.UsageError{Msg: fmt.Sprintf("more than one log given (%s and %s)", a.target, s)}
 		}
+		a.target = s
 	}
 	if a.dump == "" && a.stats == "" && a.fbench == "" && a.target == "" {
-		return a, errors.New("no log given")
+		return a, cli.UsageError{Msg: "no log given (see memview --help)"}
 	}
 	return a, nil
 }
-
-var errHelp = errors.New("help")
-
-// errVersion: --version was asked for.
-var errVersion = errors.New("version")
 
 var tcpRe = regexp.MustCompile(`^[^/]*:[0-9]+$`)
 
@@ -128,16 +75,16 @@ func main() {
 		debug.SetGCPercent(50)
 	}
 	a, err := parseArgs(os.Args[1:])
-	if errors.Is(err, errHelp) {
-		fmt.Println(usage)
+	if errors.Is(err, cli.ErrHelp) {
+		cli.Help(os.Stdout, cli.Memview)
 		return
 	}
-	if errors.Is(err, errVersion) {
+	if errors.Is(err, cli.ErrVersion) {
 		cli.PrintVersion(os.Stdout, "memview")
 		return
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "memview: %v\n%s\n", err, usage)
+		fmt.Fprintf(os.Stderr, "memview: %v\n", err)
 		os.Exit(2)
 	}
 	if err := run(a); err != nil {
@@ -173,6 +120,15 @@ func run(a args) error {
 		stop, err := readAll(m, f)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", a.dump, err)
+		}
+		if !m.Counts.HasLogLine() {
+			// Read to its end without a log line: not a log, in the
+			// viewer's and the report's words (docs/cli.md).
+			name := filepath.Base(a.dump)
+			if a.dump == "-" {
+				name = "stdin"
+			}
+			return analysis.NotLog(name, m.Counts)
 		}
 		if m.SummaryOnly && m.LostEvents > 0 {
 			if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -441,11 +397,11 @@ func checkIsLog(f *os.File, path string) error {
 		return err
 	}
 	if !c.HasLogLine() {
-		msg := analysis.EmptyLogHint(filepath.Base(path), c.Lines, c.Events)
+		err := analysis.NotLog(filepath.Base(path), c)
 		if c.Lines == 0 {
-			msg += " (memview -f follows a log while it is written)"
+			return fmt.Errorf("%w (memview -f follows a log while it is written)", err)
 		}
-		return errors.New(msg)
+		return err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("read the log again from its start: %w", err)

@@ -112,12 +112,12 @@ func TestDumpThreads(t *testing.T) {
 func TestDumpThreadsGarbage(t *testing.T) {
 	junk := []byte("some text\n\x01\x02 binary\n[memtrack] tid=1 (x\n" + strings.Repeat("z", 2<<20) + "\n[memtrack] tid=9      (t              ) malloc     ts=5 size=1")
 	p := writeTemp(t, "junk.log", junk)
+	// No line of it is a log line: not a log, in one line that quotes
+	// none of it, exit 1 (docs/cli.md), no table.
 	out, errs, code := runBin(t, "--dump-threads", p)
-	if code != 0 || errs != "" {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	if !strings.Contains(out, "3 unreadable lines skipped") {
-		t.Fatalf("garbage not counted:\n%s", out)
+	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "memview: junk.log is not a memtrace or memtrack log") ||
+		strings.Contains(errs, "some text") {
+		t.Fatalf("exit %d: stdout %q, stderr %q", code, out, errs)
 	}
 }
 
@@ -131,9 +131,11 @@ func TestBadArguments(t *testing.T) {
 	}{
 		{[]string{filepath.Join(dir, "missing.log")}, 1, "memview: open the log:"},
 		{[]string{"--dump-threads", dir}, 1, "is a directory"},
-		{[]string{"--bogus"}, 2, "unknown option --bogus"},
+		{[]string{"--bogus"}, 2, "unknown option '--bogus' (see memview --help)"},
+		{[]string{"--dump-thread", "x.log"}, 2, "unknown option '--dump-thread'; did you mean '--dump-threads'?"},
+		{[]string{"--save=x", "-"}, 1, "only applies to a TCP stream"},
 		{[]string{}, 2, "no log given"},
-		{[]string{"-f"}, 2, "-f needs an argument"},
+		{[]string{"-f"}, 2, "option '-f' requires an argument LOG"},
 		{[]string{"a.log", "b.log"}, 2, "more than one log"},
 		{[]string{"127.0.0.1:1"}, 1, "memview needs a terminal"}, // no terminal here: checked before connecting
 		{[]string{"x.log", "-o", "y.log"}, 1, "only applies to a TCP stream"},

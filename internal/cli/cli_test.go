@@ -1,35 +1,202 @@
 package cli
 
 import (
-	"flag"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
-func TestUsageGNUStyle(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	var follow bool
-	fs.String("o", "", "write the log to `FILE`")
-	fs.BoolVar(&follow, "follow", false, "trace children")
-	fs.BoolVar(&follow, "f", false, "short for --follow")
-	fs.Int("stack-depth", 0, "capture `N` frames")
-	fs.String("track", "malloc,mmap", "what to trace: `LIST`")
+func TestSuggest(t *testing.T) {
+	names := Memtrace.names()
+	for _, c := range []struct{ typed, want string }{
+		{"stack-dept", "stack-depth"},
+		{"stack-dpeth", "stack-depth"}, // a swapped pair is one typo
+		{"stackdepth", "stack-depth"},
+		{"folow", "follow"},
+		{"preloda", "preload"},
+		{"mmap-file", "mmap-files"},
+		{"trak", "track"},
+		{"profile", "profile-dir"}, // the start of one name only
+		{"stack", ""},              // the start of several
+		{"x", ""},                  // a letter is never a long name's typo
+		{"q", ""},
+		{"frobnicate", ""},
+		{"verbose", ""},
+		{"no-uprobe", "no-uprobe-multi"},
+	} {
+		if got := Suggest(c.typed, names); got != c.want {
+			t.Errorf("Suggest(%q) = %q, want %q", c.typed, got, c.want)
+		}
+	}
+	if got := Suggest("dump-thread", Memview.names()); got != "dump-threads" {
+		t.Errorf("memview: %q", got)
+	}
+	if got := Suggest("print-leak", Report.names()); got != "print-leaks" {
+		t.Errorf("report: %q", got)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stack-dept", "4"}, "unknown option '--stack-dept'; did you mean '--stack-depth'?"},
+		{[]string{"-stack-dept=4"}, "unknown option '-stack-dept'; did you mean '--stack-depth'?"},
+		{[]string{"--frobnicate"}, "unknown option '--frobnicate' (see memtrace --help)"},
+		{[]string{"-o"}, "option '-o' requires an argument FILE (see memtrace --help)"},
+		{[]string{"--stack-depth", "deep"}, "invalid argument 'deep' for '--stack-depth': not a number"},
+		{[]string{"--interval=soon"}, "invalid argument 'soon' for '--interval': give a duration such as 500ms, 10s or 1m"},
+		{[]string{"--follow=maybe"}, "invalid argument 'maybe' for '--follow': not a number"},
+	} {
+		p, _ := testParser()
+		_, err := p.Parse(c.args)
+		var ue UsageError
+		if !errors.As(err, &ue) || ue.Msg != c.want {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+type parsed struct {
+	o, track string
+	depth    int
+	follow   bool
+	interval time.Duration
+}
+
+func testParser() (*Parser, *parsed) {
+	var v parsed
+	p := NewParser(Memtrace)
+	p.String(&v.o, "o")
+	p.String(&v.track, "track")
+	p.Int(&v.depth, "stack-depth")
+	p.Bool(&v.follow, "follow")
+	p.Duration(&v.interval, "interval")
+	p.BindRest()
+	return p, &v
+}
+
+func TestParseSpellings(t *testing.T) {
+	p, v := testParser()
+	rest, err := p.Parse([]string{"-o", "x.log", "--stack-depth=8", "-f", "-track", "fd", "--interval", "1s", "prog", "-o", "arg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.o != "x.log" || v.depth != 8 || !v.follow || v.track != "fd" || v.interval != time.Second {
+		t.Errorf("parsed %+v", *v)
+	}
+	// memtrace's options end at PROG: its arguments are its own.
+	if strings.Join(rest, " ") != "prog -o arg" {
+		t.Errorf("operands %q", rest)
+	}
+	if !p.IsSet("follow") || p.IsSet("port") {
+		t.Error("IsSet")
+	}
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"-v", "--help", "x"}} {
+		p, _ := testParser()
+		if _, err := p.Parse(args); !errors.Is(err, ErrHelp) {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+	p, _ = testParser()
+	if _, err := p.Parse([]string{"--version"}); !errors.Is(err, ErrVersion) {
+		t.Errorf("--version: %v", err)
+	}
+}
+
+func TestParseOptionalArg(t *testing.T) {
+	var leaks, peaks bool
+	var logs []string
+	p := NewParser(Report)
+	p.Var(boolValue{&leaks}, "print-leaks")
+	p.Var(boolValue{&peaks}, "print-peaks")
+	p.BindRest()
+	peaks = true
+	rest, err := p.Parse([]string{"a.log", "-l", "-p", "0", "b.log", "--", "-c.log"})
+	logs = rest
+	if err != nil || !leaks || peaks || strings.Join(logs, " ") != "a.log b.log -c.log" {
+		t.Errorf("leaks %v peaks %v logs %q err %v", leaks, peaks, logs, err)
+	}
+}
+
+type boolValue struct{ p *bool }
+
+func (b boolValue) String() string   { return "" }
+func (b boolValue) IsBoolFlag() bool { return true }
+func (b boolValue) Set(s string) error {
+	switch s {
+	case "1", "true":
+		*b.p = true
+	case "0", "false":
+		*b.p = false
+	default:
+		return errors.New("want 1 or 0")
+	}
+	return nil
+}
+
+func TestHelpFromTable(t *testing.T) {
 	var b strings.Builder
-	Usage(&b, fs)
+	Help(&b, Memtrace)
 	out := b.String()
-	for _, want := range []string{"-f, --follow", "-o FILE", "--stack-depth N", "--track LIST", "(default malloc,mmap)"} {
+	for _, want := range []string{"usage: memtrace [options] -- PROG", "  -f, --follow", "  -o FILE", "  --stack-depth N", "--track LIST", "(default malloc,mmap)", "-h, --help", "--version"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("usage lacks %q:\n%s", want, out)
+			t.Errorf("help lacks %q:\n%s", want, out)
 		}
 	}
-	for _, bad := range []string{"\n  -follow", "\n  -stack-depth", "short for", "(default 0)", "(default false)"} {
+	for _, bad := range []string{"\n  -follow", "\n  -stack-depth", "(default 0)", "(default false)"} {
 		if strings.Contains(out, bad) {
-			t.Errorf("usage has %q:\n%s", bad, out)
+			t.Errorf("help has %q:\n%s", bad, out)
 		}
 	}
-	// One line per option: the alias is folded, not listed.
-	if n := strings.Count(out, "\n"); n != 4 {
-		t.Errorf("%d lines, want 4:\n%s", n, out)
+	for _, c := range Commands {
+		b.Reset()
+		Help(&b, c)
+		for _, line := range strings.Split(b.String(), "\n") {
+			if len(line) > lineWidth {
+				t.Errorf("%s: line of %d columns: %q", c.Name, len(line), line)
+			}
+		}
+		for _, f := range c.Flags {
+			if !f.Hidden && !strings.Contains(b.String(), f.Spellings()[len(f.Spellings())-1]) {
+				t.Errorf("%s: help lacks --%s", c.Name, f.Name())
+			}
+			if f.Hidden && strings.Contains(b.String(), f.Name()) {
+				t.Errorf("%s: help shows hidden --%s", c.Name, f.Name())
+			}
+		}
+	}
+}
+
+// TestTablesUnique: no spelling names two flags of a command.
+func TestTablesUnique(t *testing.T) {
+	for _, c := range Commands {
+		seen := map[string]bool{}
+		for _, n := range c.names() {
+			if seen[n] {
+				t.Errorf("%s: -%s twice", c.Name, n)
+			}
+			seen[n] = true
+		}
+	}
+}
+
+// TestGeneratedFresh: the committed man pages and completions are what
+// the tables give (go generate ./internal/cli rewrites them).
+func TestGeneratedFresh(t *testing.T) {
+	for path, want := range Generated() {
+		got, err := os.ReadFile(filepath.Join("..", "..", path))
+		if err != nil {
+			t.Errorf("%v: run go generate ./internal/cli and commit", err)
+			continue
+		}
+		if string(got) != want {
+			t.Errorf("%s differs from internal/cli's tables: run go generate ./internal/cli and commit", path)
+		}
 	}
 }
 

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// memtraceBin is this package built (no preload library needed: the
+// cases never trace).
+func memtraceBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "memtrace-cli"); buildErr != nil {
+			return
+		}
+		built = filepath.Join(buildDir, "memtrace")
+		var out []byte
+		if out, buildErr = exec.Command("go", "build", "-o", built, ".").CombinedOutput(); buildErr != nil {
+			buildErr = &buildError{buildErr, string(out)}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
+
+// TestCommandLineErrors: each bad command line of memtrace and memtrace
+// report is one GNU-style line, exit 2; a file that is not a log is one
+// line, exit 1, quoting none of it; -h and --version exit 0.
+func TestCommandLineErrors(t *testing.T) {
+	bin := memtraceBin(t)
+	src := filepath.Join(t.TempDir(), "leaky.cc")
+	if err := os.WriteFile(src, []byte("#include <stdlib.h>\nint main() { malloc(10); }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--stack-dept", "4", "--", "true"}, 2, "memtrace: unknown option '--stack-dept'; did you mean '--stack-depth'?"},
+		{[]string{"-folow", "--", "true"}, 2, "memtrace: unknown option '-folow'; did you mean '--follow'?"},
+		{[]string{"--frobnicate", "--", "true"}, 2, "memtrace: unknown option '--frobnicate' (see memtrace --help)"},
+		{[]string{"--stack-depth"}, 2, "memtrace: option '--stack-depth' requires an argument N (see memtrace --help)"},
+		{[]string{"-stack-depth", "lots", "--", "true"}, 2, "memtrace: invalid argument 'lots' for '-stack-depth': not a number"},
+		{[]string{"--stack-depth", "500", "--", "true"}, 2, "memtrace: bad --stack-depth 500: give 1 to 127 (0 turns stacks off)"},
+		{[]string{"--interval=soon", "--", "true"}, 2, "memtrace: invalid argument 'soon' for '--interval': give a duration such as 500ms, 10s or 1m"},
+		{[]string{"report", "--print-leak", "0", "x.log"}, 2, "memtrace report: unknown option '--print-leak'; did you mean '--print-leaks'?"},
+		{[]string{"report", "-n"}, 2, "memtrace report: option '-n' requires an argument N (see memtrace report --help)"},
+		{[]string{"report", "--peak-limit", "many", "x.log"}, 2, "memtrace report: invalid argument 'many' for '--peak-limit': not a number"},
+		{[]string{"report", "--aggregate"}, 2, "memtrace report: option '--aggregate' requires an argument DIR (see memtrace report --help)"},
+		{[]string{"report", "--aggregate", "d", "--json", "x"}, 2, "memtrace report: --aggregate takes --output-prefix P, not --json (see memtrace report --help)"},
+		{[]string{"report", src}, 1, "memtrace report: leaky.cc is not a memtrace or memtrack log: none of its 2 lines read is a log line"},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.code || se.String() != c.want+"\n" || so.Len() != 0 || strings.Contains(se.String(), "malloc") {
+			t.Errorf("memtrace %q: exit %d, stdout %q, stderr %q; want %d, %q", c.args, code, so.String(), se.String(), c.code, c.want)
+		}
+	}
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"report", "-h"}, {"report", "--help"}, {"--version"}, {"report", "--version"}} {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil || len(out) == 0 {
+			t.Errorf("memtrace %q: %v", args, err)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package cli
+
+// helpFlag and versionFlag are every command's; the parser answers them
+// with ErrHelp and ErrVersion.
+var (
+	helpFlag    = Flag{Names: []string{"help", "h"}, Help: "print this help and exit"}
+	versionFlag = Flag{Names: []string{"version"}, Help: "print the version and exit"}
+)
+
+// Memtrace is the table of `memtrace`.
+var Memtrace = &Command{
+	Name:    "memtrace",
+	ManName: "memtrace",
+	Summary: "trace the heap of a Linux program with eBPF or LD_PRELOAD",
+	Synopsis: []string{
+		"memtrace [options] -- PROG [ARGS...]  trace PROG from its start",
+		"memtrace [options] -p PID[,PID...]     attach to running processes",
+		"memtrace --preload [options] -- PROG   LD_PRELOAD: no BPF, no root",
+		"memtrace report [options] LOG...       rank a log's call stacks (--help)",
+		"memtrace --version",
+	},
+	Description: "memtrace writes every allocation and free of the traced processes, with their call stacks, as memtrack-format log lines. Open the log with memview, or rank it with memtrace report.",
+	Sections:    []string{"", "what is traced", "output", "eBPF"},
+	Flags: []Flag{
+		{Names: []string{"p"}, Arg: "PID[,PID...]", Help: "attach to running processes", Complete: "pid"},
+		{Names: []string{"follow", "f"}, Help: "also trace the processes the targets fork, and the programs they exec (-f is memtrace's --follow: children, not a file)"},
+		{Names: []string{"preload"}, Help: "use the LD_PRELOAD library instead of eBPF"},
+		{Names: []string{"config"}, Arg: "FILE", Help: "read settings from FILE (mem_monitor's keys; flags over MEMTRACE_* variables over the file)", Complete: "file"},
+		{Names: []string{"v"}, Help: "say where each probe went"},
+		helpFlag,
+		versionFlag,
+
+		{Names: []string{"track"}, Arg: "LIST", Section: "what is traced", Default: "malloc,mmap", Help: "what to trace: a comma-separated LIST of malloc, mmap, fd, dmabuf, ion", Complete: "malloc mmap fd dmabuf ion"},
+		{Names: []string{"mmap-files"}, Section: "what is traced", Help: "log file-backed mmaps too"},
+		{Names: []string{"min-size"}, Arg: "N", Section: "what is traced", Help: "do not log allocations smaller than N bytes (K/M suffixes)"},
+		{Names: []string{"stack-depth"}, Arg: "N", Section: "what is traced", Help: "capture N call-stack frames per event (1-127; 0: none)"},
+		{Names: []string{"stack-threads"}, Arg: "a,b", Section: "what is traced", Help: "capture stacks only in threads whose name contains one of a,b"},
+		{Names: []string{"no-free-stacks"}, Section: "what is traced", Help: "frees carry no stack: with --stack-depth only allocations walk theirs"},
+		{Names: []string{"track-threads"}, Arg: "a,b", Section: "what is traced", Help: "log only threads whose name contains one of a,b"},
+		{Names: []string{"stack-unwind"}, Arg: "dwarf|fp", Section: "what is traced", Default: "dwarf", Help: "walk stacks with the files' unwind tables (dwarf) or with frame pointers only (fp)", Complete: "dwarf fp"},
+
+		{Names: []string{"o"}, Arg: "FILE", Section: "output", Help: "write the log to FILE (default stderr; FILE.zst, FILE.gz: compressed; none: no log, with --http or --profile-dir)", Complete: "file"},
+		{Names: []string{"port"}, Arg: "PORT", Section: "output", Help: "serve the log over TCP on 127.0.0.1:PORT; in -- mode PROG starts once a client connects"},
+		{Names: []string{"listen"}, Arg: "ADDR:PORT", Section: "output", Help: "serve the log over TCP on ADDR:PORT"},
+		{Names: []string{"http"}, Arg: "ADDR:PORT", Section: "output", Help: "serve the live heap on ADDR:PORT (a port alone: 127.0.0.1): /debug/pprof/heap, /metrics"},
+		{Names: []string{"profile-dir"}, Arg: "DIR", Section: "output", Help: "write a heap profile (heap-<time>.pb.gz) into DIR every --interval (default 1m)", Complete: "dir"},
+		{Names: []string{"report-dir"}, Arg: "DIR", Section: "output", Help: "write <process>_<timestamp>.txt and .html per process into DIR as each exits", Complete: "dir"},
+		{Names: []string{"interval"}, Arg: "DURATION", Section: "output", Help: "write a snapshot (current, peak, top live stacks, open fds) into the log every DURATION (10s, 1m)"},
+		{Names: []string{"peak-top-n"}, Arg: "N", Section: "output", Default: "10", Help: "call stacks in snapshots and per-process reports"},
+
+		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "eBPF", Help: "ring buffer SIZE (power of two, K/M suffixes; default 32M)"},
+		{Names: []string{"no-uprobe-multi"}, Section: "eBPF", Help: "use classic uprobe links even where uprobe_multi exists"},
+		{Names: []string{"floor"}, Section: "eBPF", Help: "benchmark baseline: attach empty probes on the same points, log nothing"},
+	},
+	Footer:  "memtrace report --help lists the report's options. See docs/cli.md, docs/spec.md.",
+	Operand: "command",
+	SeeAlso: []string{"memview(1)", "memtrace-report(1)"},
+}
+
+// Memview is the table of `memview`.
+var Memview = &Command{
+	Name:    "memview",
+	ManName: "memview",
+	Summary: "browse a memtrace or memtrack log in the terminal",
+	Synopsis: []string{
+		"memview LOG",
+		"memview -f LOG | -f -",
+		"memview [HOST]:PORT [-o FILE]",
+		"memview --dump-threads LOG",
+	},
+	Description: "LOG is a memtrace or memtrack log, plain or zstd/gzip-compressed. [HOST]:PORT connects to a memtrace --port or a memtrack.so MEMTRACK_PORT stream. Press ? inside memview for the keys.",
+	Flags: []Flag{
+		{Names: []string{"follow", "f"}, Arg: "LOG", Help: "follow LOG as it grows (refresh every 250 ms); -f - follows a log on stdin (-f is memview's follow: a file, as tail -f)", Complete: "file"},
+		{Names: []string{"save", "o"}, Arg: "FILE", Help: "with a [HOST]:PORT stream: also save it to FILE (FILE.zst, FILE.gz: compressed)", Complete: "file"},
+		{Names: []string{"dump-threads"}, Arg: "LOG", Help: "print the per-thread table (memtrack's memview --dump-threads) and exit", Complete: "file"},
+		{Names: []string{"disable-builtin-suppressions"}, Help: "count what system libraries keep for good (libstdc++'s exception pool, glibc's internals) as leaks too"},
+		helpFlag,
+		versionFlag,
+		{Names: []string{"load-stats"}, Arg: "LOG", Hidden: true, Help: "benchmark: load LOG and print the time and memory"},
+		{Names: []string{"follow-bench"}, Arg: "LOG", Hidden: true, Help: "benchmark: follow LOG and print when it caught up"},
+	},
+	Footer:       "See docs/memview.md, docs/cli.md.",
+	Interspersed: true,
+	Operand:      "file",
+	SeeAlso:      []string{"memtrace(1)", "memtrace-report(1)"},
+}
+
+// Report is the table of `memtrace report`.
+var Report = &Command{
+	Name:    "memtrace report",
+	ManName: "memtrace-report",
+	Summary: "rank the call stacks of memtrace logs, like heaptrack_print",
+	Synopsis: []string{
+		"memtrace report [options] LOG...",
+		"memtrace report --aggregate DIR [--output-prefix P]",
+	},
+	Description: "Rank the call stacks of memtrace (or memtrack) logs by allocation calls, memory live at the peak, leaks and temporary allocations, like heaptrack_print. Several logs (or a log of several processes) give a section per process and a merged one. A LOG may be compressed (zstd, gzip); - reads stdin.\n\nThe on/off options take 1/0, true/false, on/off, yes/no, after = or as the next argument; alone they mean on.",
+	Sections:    []string{"rankings", "input", "comparison and leaks", "exports (FILE - writes to stdout instead of the text report)", "mem_monitor"},
+	Flags: []Flag{
+		{Names: []string{"print-allocators", "a"}, Arg: "0|1", OptionalArg: true, Help: "most calls to allocation functions (on)"},
+		{Names: []string{"print-peaks", "p"}, Arg: "0|1", OptionalArg: true, Help: "peak memory consumers: live at the peak (on)"},
+		{Names: []string{"print-leaks", "l"}, Arg: "0|1", OptionalArg: true, Help: "memory leaks (on)"},
+		{Names: []string{"print-temporary", "T"}, Arg: "0|1", OptionalArg: true, Help: "most temporary allocations (on)"},
+		{Names: []string{"peak-limit", "n"}, Arg: "N", Default: "10", Help: "entries per ranking (0: all)"},
+		{Names: []string{"sub-peak-limit", "s"}, Arg: "N", Default: "5", Help: "call stacks shown under each entry (heaptrack's sub-peaks)"},
+		{Names: []string{"merge-backtraces", "m"}, Arg: "0|1", OptionalArg: true, Help: "1: one frame per function, so that builds compare; 0 (default): call sites, each named by its innermost inlined function and file:line"},
+		{Names: []string{"resolve"}, Arg: "0|1", OptionalArg: true, Help: "names of unnamed frames and file:line, from the modules the log names (on)"},
+		helpFlag,
+		versionFlag,
+
+		{Names: []string{"file", "f"}, Repeatable: true, Arg: "LOG", Section: "input", Help: "read LOG, as an operand would be (heaptrack_print's -f; repeatable)", Complete: "file"},
+		{Names: []string{"pid"}, Arg: "PID[,PID...]", Section: "input", Help: "only these processes"},
+		{Names: []string{"filter-bt-function"}, Arg: "NAME", Section: "input", Help: "only stacks with a function containing NAME"},
+		{Names: []string{"progress"}, Arg: "auto|1|0", Section: "input", Default: "auto", Help: "progress line on stderr (auto: on a terminal)", Complete: "auto 1 0"},
+
+		{Names: []string{"diff", "d"}, Repeatable: true, Arg: "BASE.log", Section: "comparison and leaks", Help: "print LOG minus BASE (repeatable: bases add up)", Complete: "file"},
+		{Names: []string{"suppressions"}, Repeatable: true, Arg: "FILE", Section: "comparison and leaks", Help: "leak:PATTERN lines (repeatable)", Complete: "file"},
+		{Names: []string{"print-suppressions"}, Arg: "0|1", OptionalArg: true, Section: "comparison and leaks", Help: "what each suppression matched and the bytes suppressed"},
+		{Names: []string{"disable-builtin-suppressions"}, Arg: "0|1", OptionalArg: true, Section: "comparison and leaks", Help: "report what system libraries keep for good (libstdc++'s exception pool, glibc's and the loader's internals) as leaks too"},
+
+		{Names: []string{"json"}, Arg: "FILE", Section: "exports (FILE - writes to stdout instead of the text report)", Help: "figures and rankings for automation", Complete: "file"},
+		{Names: []string{"folded", "F", "print-flamegraph"}, Arg: "FILE", Section: "exports (FILE - writes to stdout instead of the text report)", Help: "folded stacks (flamegraph.pl, speedscope, inferno)", Complete: "file"},
+		{Names: []string{"cost", "flamegraph-cost-type"}, Arg: "allocations|temporary|leaked|peak", Section: "exports (FILE - writes to stdout instead of the text report)", Default: "allocations", Help: "cost of --folded and of the HTML's first flame graph", Complete: "allocations temporary leaked peak"},
+		{Names: []string{"massif", "M", "print-massif"}, Arg: "FILE", Section: "exports (FILE - writes to stdout instead of the text report)", Help: "valgrind massif format (ms_print)", Complete: "file"},
+		{Names: []string{"massif-threshold"}, Arg: "PERCENT", Section: "exports (FILE - writes to stdout instead of the text report)", Default: "1", Help: "fold smaller stacks in massif trees"},
+		{Names: []string{"massif-detailed-freq"}, Arg: "N", Section: "exports (FILE - writes to stdout instead of the text report)", Default: "2", Help: "every Nth massif snapshot detailed (0: none but the peak)"},
+		{Names: []string{"pprof"}, Arg: "FILE", Section: "exports (FILE - writes to stdout instead of the text report)", Help: "gzipped profile.proto (go tool pprof)", Complete: "file"},
+		{Names: []string{"html"}, Arg: "FILE", Section: "exports (FILE - writes to stdout instead of the text report)", Help: "one self-contained HTML page", Complete: "file"},
+
+		{Names: []string{"aggregate"}, Arg: "DIR", Section: "mem_monitor", Help: "merge the per-process reports memtrace --report-dir wrote into DIR/P.txt and DIR/P.html, and print the text", Complete: "dir"},
+		{Names: []string{"output-prefix"}, Arg: "P", Section: "mem_monitor", Default: "memtrace_summary", Help: "with --aggregate: the summary's file name"},
+	},
+	Footer:       "See docs/report.md for the definitions, docs/cli.md for the command line.",
+	Interspersed: true,
+	Operand:      "file",
+	SeeAlso:      []string{"memtrace(1)", "memview(1)"},
+}
+
+// Commands are the three tables, in the order the generator writes them.
+var Commands = []*Command{Memtrace, Memview, Report}

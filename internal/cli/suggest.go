@@ -1,0 +1,61 @@
+package cli
+
+// Suggest returns the name in names nearest to typed when it is near
+// enough to be a typo of it (an edit or two, fewer for a short name) or
+// typed is the start of exactly one of them; "" otherwise. A single
+// letter is never suggested, nor suggested for.
+func Suggest(typed string, names []string) string {
+	if len(typed) < 2 {
+		return ""
+	}
+	var prefixed []string
+	best, bestD := "", 1<<30
+	for _, n := range names {
+		if len(n) == 1 {
+			continue
+		}
+		if len(typed) >= 3 && len(n) > len(typed) && n[:len(typed)] == typed {
+			prefixed = append(prefixed, n)
+		}
+		if d := distance(typed, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	limit := 2
+	if len(typed) <= 6 {
+		limit = 1
+	}
+	if best != "" && bestD <= limit {
+		return best
+	}
+	if len(prefixed) == 1 {
+		return prefixed[0]
+	}
+	return ""
+}
+
+// distance is the Damerau-Levenshtein (optimal string alignment) distance:
+// a swapped pair of letters is one typo, not two.
+func distance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
