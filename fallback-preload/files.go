@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/event"
+	"github.com/memtrace/memtrace/symbols"
 	"github.com/memtrace/memtrace/unwind"
 )
 
@@ -157,7 +158,7 @@ func (b *tableBuilder) pass() {
 			state := uint32(fileNoTable)
 			if dev, ino, path, ok := r.slotFile(i); ok {
 				if f, st, err := openSame(path, dev, ino); err == nil {
-					if b.build(base, f, st.Size) {
+					if b.build(base, f, st.Size, path) {
 						state = fileReady
 						b.built++
 					}
@@ -197,8 +198,9 @@ func sameFile(path string, dev, ino uint64) bool {
 // buildTable writes f's unwind table into the rows' area and the slot at
 // base: false when the file has none, of an architecture the library
 // cannot walk, or no room is left (the library then takes backtrace()).
-func (b *tableBuilder) build(base int, f *os.File, size int64) bool {
-	t, err := unwind.BuildTable(f, size, nil)
+// path finds its separate debug file, as the eBPF tracer's tables do.
+func (b *tableBuilder) build(base int, f *os.File, size int64, path string) bool {
+	t, err := unwind.BuildTable(f, size, symbols.UnwindOptions(path))
 	if err != nil || len(t.Rows) == 0 {
 		return false
 	}

@@ -7,6 +7,7 @@ package tests
 // trampolines.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -209,4 +210,76 @@ func TestStackDwarfSignalTrampolineNamed(t *testing.T) {
 	if len(got) < 5 || strings.Join(got[:4], " ") != "leaf rec handler __restore_rt" || !hasSuffix(got, mainRoot) || e.truncated != "" {
 		t.Fatalf("frames %v truncated=%q, want leaf rec handler __restore_rt ... %v", got, e.truncated, mainRoot)
 	}
+}
+
+// TestStackSeparateDebugFrame: a binary built without .eh_frame whose
+// .debug_frame went into its separate debug file (objcopy
+// --only-keep-debug, strip --strip-debug, a debuglink) unwinds through
+// that file's CFI on both paths, as gdb does, to the same frames
+// (function and offset: each run has its own load addresses); with
+// the debug file gone it stops at its first frame, marked so.
+func TestStackSeparateDebugFrame(t *testing.T) {
+	bin := buildWith(t, "gcc", "sepdebug", noCFISrc, "-g", "-O2", "-fomit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables")
+	dbg := bin + ".debug"
+	for _, c := range [][]string{
+		{"objcopy", "--only-keep-debug", bin, dbg},
+		{"strip", "--strip-debug", bin},
+		{"objcopy", "--add-gnu-debuglink=" + dbg, bin},
+	} {
+		if out, err := command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", c, err, out)
+		}
+	}
+	if out, _ := command("readelf", "-S", bin).CombinedOutput(); strings.Contains(string(out), ".debug_frame") {
+		t.Fatalf("the stripped binary still has its .debug_frame")
+	}
+	want := []string{"leaf", "mid", "main"}
+	var frames []string
+	for _, src := range []string{"bpf", "preload"} {
+		var extra []string
+		var evs []*stackEvent
+		if src == "bpf" {
+			requireBPF(t)
+			evs = traceStacks(t, 32, nil, bin)
+		} else {
+			extra = []string{"--preload"}
+			evs = tracePreloadStacks(t, 32, extra, bin)
+		}
+		e := oneEvent(t, evs, "malloc", 5151)
+		got := symbolsOf(e.frames)
+		if len(got) < len(want) || strings.Join(got[:len(want)], " ") != strings.Join(want, " ") || e.truncated != "" {
+			t.Fatalf("%s: frames %v truncated=%q, want %v first, whole", src, got, e.truncated, want)
+		}
+		var fs []string
+		for _, f := range e.frames {
+			fs = append(fs, fmt.Sprintf("%s(%s+%#x)", filepath.Base(f.module), f.symbol, f.off))
+		}
+		frames = append(frames, strings.Join(fs, " "))
+	}
+	if frames[0] != frames[1] {
+		t.Errorf("eBPF frames %s\npreload frames %s", frames[0], frames[1])
+	}
+	if err := os.Remove(dbg); err != nil {
+		t.Fatal(err)
+	}
+	e := oneEvent(t, traceStacks(t, 32, nil, bin), "malloc", 5151)
+	if len(e.frames) != 1 || e.truncated != "no-unwind-info" {
+		t.Errorf("without the debug file: frames %v truncated=%q, want leaf alone, no-unwind-info", symbolsOf(e.frames), e.truncated)
+	}
+}
+
+// tracePreloadStacks is traceStacks under --preload (extra holds it).
+func tracePreloadStacks(t *testing.T, depth int, extra []string, prog ...string) []*stackEvent {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "log")
+	args := append([]string{"--stack-depth", fmt.Sprint(depth), "-o", log}, extra...)
+	args = append(append(args, "--"), prog...)
+	code, _, se := memtraceRun(t, nil, args...)
+	if code != 0 {
+		t.Fatalf("memtrace exit %d: %s", code, se)
+	}
+	if m := logMode(t, log); m != "preload" {
+		t.Fatalf("the log says mode=%s, want preload", m)
+	}
+	return readStacks(t, log)
 }

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/symbols"
 	"github.com/memtrace/memtrace/unwind"
 )
 
@@ -120,7 +122,7 @@ var errTablesFull = errors.New("the unwind tables are full")
 // build builds a file's table and appends it to the shared arrays.
 func (u *unwinder) build(path string) (*loadedTable, error) {
 	start := time.Now()
-	t, err := unwind.BuildTableFile(path, nil)
+	t, err := unwind.BuildTableFile(path, symbols.UnwindOptions(path, mappedPath(path)))
 	if err != nil {
 		return nil, err
 	}
@@ -211,4 +213,23 @@ func (w *mapWindow) at(p []byte, off int64, write bool) (int, error) {
 		return n, fmt.Errorf("unmap the unwind array: %w", err)
 	}
 	return n, nil
+}
+
+// mappedPath is the path a /proc/PID/map_files/START-END file is mapped by,
+// under the process's root (its separate debug file may be beside it);
+// path itself otherwise.
+func mappedPath(path string) string {
+	rest, ok := strings.CutPrefix(path, "/proc/")
+	if !ok {
+		return path
+	}
+	pid, rest, ok := strings.Cut(rest, "/")
+	if !ok || !strings.HasPrefix(rest, "map_files/") {
+		return path
+	}
+	target, err := os.Readlink(path)
+	if err != nil || !strings.HasPrefix(target, "/") {
+		return path
+	}
+	return "/proc/" + pid + "/root" + strings.TrimSuffix(target, " (deleted)")
 }

@@ -46,6 +46,14 @@ type Options struct {
 	Limits
 	// NoDebugFrame ignores .debug_frame.
 	NoDebugFrame bool
+	// SeparateDebug, when set, opens the file's separate debug file (its
+	// build-id or debuglink file) for its .debug_frame. It is called only
+	// when the file itself has no .debug_frame and its .eh_frame covers
+	// less than half of its code (the C runtime's few FDEs): a binary
+	// stripped of the CFI it was built with (-fno-asynchronous-unwind-
+	// tables keeps it in .debug_frame only). Every other file costs no
+	// lookup. done closes what it opened; a nil r means there is none.
+	SeparateDebug func() (r io.ReaderAt, size int64, done func())
 }
 
 // Segment is an executable PT_LOAD segment of the file.
@@ -58,6 +66,7 @@ type Stats struct {
 	EhFrameFDEs    int  // FDEs from .eh_frame in the table
 	DebugFrameFDEs int  // FDEs from .debug_frame where .eh_frame had none
 	DebugFrameDup  int  // .debug_frame FDEs dropped: .eh_frame covers them
+	SeparateDebug  bool // the .debug_frame came from the separate debug file
 	OutsideText    int  // FDEs outside every executable segment (discarded code)
 	Overlapping    int  // FDEs cut short where the next one starts
 	Skipped        int  // entries the parser could not use
@@ -212,6 +221,12 @@ func (b *builder) build() (*Table, error) {
 		var err error
 		if dbg, err = b.debugFrame(); err != nil {
 			t.Stats.problem(err)
+		}
+		if dbg == nil && b.opts.SeparateDebug != nil && b.sparse(eh) {
+			if dbg, err = b.separateDebugFrame(); err != nil {
+				t.Stats.problem(err)
+			}
+			t.Stats.SeparateDebug = dbg != nil && len(dbg.FDEs) > 0
 		}
 	}
 	if err := b.assemble(eh, dbg); err != nil {
@@ -589,14 +604,70 @@ func (b *builder) debugFrame() (*CFI, error) {
 	return ParseDebugFrame(data, b.opts.MaxFDEs)
 }
 
+// sparse reports whether eh's FDEs cover less than half of the executable
+// segments.
+func (b *builder) sparse(eh *CFI) bool {
+	var text, covered uint64
+	for _, s := range b.t.Segments {
+		text += s.Memsz
+	}
+	if eh != nil {
+		for i := range eh.FDEs {
+			if f := &eh.FDEs[i]; f.End > f.Start && b.inText(f.Start, f.End) {
+				covered += f.End - f.Start
+			}
+		}
+	}
+	return covered < text/2
+}
+
+// separateDebugFrame parses the .debug_frame of the separate debug file
+// (Options.SeparateDebug), nil when there is none. Its addresses are the
+// binary's: objcopy --only-keep-debug keeps every section's address.
+func (b *builder) separateDebugFrame() (cfi *CFI, err error) {
+	r, size, done := b.opts.SeparateDebug()
+	if r == nil {
+		return nil, nil
+	}
+	if done != nil {
+		defer done()
+	}
+	var magic [4]byte
+	if _, err := r.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
+		return nil, fmt.Errorf("the separate debug file: %w", ErrNotELF)
+	}
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading the separate debug file's ELF headers: %w: %w", ErrMalformed, err)
+	}
+	if f.Machine != b.f.Machine || f.Class != b.f.Class {
+		return nil, fmt.Errorf("the separate debug file is for %v, the binary %v: %w", f.Machine, b.f.Machine, ErrMalformed)
+	}
+	s := f.Section(".debug_frame")
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	data, err := readSection(s, size, b.opts.MaxSection)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDebugFrame(data, b.opts.MaxFDEs)
+}
+
 // section reads s after checking it lies inside the file and, once
 // decompressed, within MaxSection.
 func (b *builder) section(s *elf.Section) ([]byte, error) {
-	if s.Offset > uint64(b.size) || s.FileSize > uint64(b.size)-s.Offset {
-		return nil, fmt.Errorf("section %s runs past the end of the %d-byte file: %w", s.Name, b.size, ErrMalformed)
+	return readSection(s, b.size, b.opts.MaxSection)
+}
+
+// readSection reads s of a file of size bytes after checking it lies
+// inside the file and, once decompressed, within max.
+func readSection(s *elf.Section, size, max int64) ([]byte, error) {
+	if s.Offset > uint64(size) || s.FileSize > uint64(size)-s.Offset {
+		return nil, fmt.Errorf("section %s runs past the end of the %d-byte file: %w", s.Name, size, ErrMalformed)
 	}
-	if s.Size > uint64(b.opts.MaxSection) || s.FileSize > uint64(b.opts.MaxSection) {
-		return nil, fmt.Errorf("section %s is %d bytes (limit %d): %w", s.Name, s.Size, b.opts.MaxSection, ErrTooLarge)
+	if s.Size > uint64(max) || s.FileSize > uint64(max) {
+		return nil, fmt.Errorf("section %s is %d bytes (limit %d): %w", s.Name, s.Size, max, ErrTooLarge)
 	}
 	// s.Size is the decompressed size for a compressed section, checked
 	// against the limit above; a stream that ends early is malformed.
