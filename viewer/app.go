@@ -120,6 +120,14 @@ type App struct {
 	tlKey    tlKey
 	hists    []analysis.Bucket // histogram of sel, nil until drawn
 	listRows int               // rows of the list pane at the last draw, for paging
+
+	cv     costView // the call tree and icicle views
+	flameW int      // the icicle's width at the last draw
+	// groupLabels names each group apart (analysis.DistinctLabel), by
+	// group index; groupTell is the frame that tells it apart (its
+	// file:line is looked up when the row is drawn), noTell when none.
+	groupLabels []string
+	groupTell   []uint32
 }
 
 // New returns an App over model m, drawing on scr.
@@ -167,6 +175,7 @@ func (a *App) refresh() {
 			analysis.SortGroupsByRate(a.groups, a.groupDesc) // the rates shown, not the raw ones
 		}
 		a.groupThreads = m.ThreadsByStack(a.sel)
+		a.groupLabels, a.groupTell = a.labelGroups(a.groups)
 		if hadG && !a.follow {
 			for k := range a.groups {
 				if a.groups[k].Stack == keepStack {
@@ -480,6 +489,7 @@ func (a *App) HandleEvent(ev tcell.Event) bool {
 					a.quit = true
 				}
 			}
+		case a.viewKey(ev):
 		default:
 			a.dispatch(ev)
 		}
