@@ -15,12 +15,14 @@ import "strings"
 // len(stacks[k]) when the whole stack is another's (or a prefix of one).
 // One pass over a trie of the stacks, so that thousands of sites cost no
 // more than their frames.
-func DistinctDepth(stacks [][]string) []int {
+// Frames may be given by name or by id (a frame id: the same names at
+// different offsets).
+func DistinctDepth[T comparable](stacks [][]T) []int {
 	type edge struct {
 		parent int32
 		name   int32
 	}
-	names := map[string]int32{}
+	names := map[T]int32{}
 	kids := map[edge]int32{}
 	count := []int32{0} // per trie node: stacks through it; node 0 the root
 	for _, st := range stacks {

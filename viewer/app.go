@@ -32,6 +32,10 @@ type Options struct {
 	Size     int64  // bytes of the input when known, for the loading progress
 	Progress *atomic.Int64
 	Lines    SourceLiner // for L; nil = unavailable
+	// NameFrame names a frame the log gave without a function (module
+	// and offset from its base) from the module's ELF symbols, as the
+	// report does; "" when it cannot. nil: such frames keep module+0xOFF.
+	NameFrame func(module string, off uint64) string
 	// NoBuiltinSuppressions counts what system libraries keep for good
 	// as leaks too (--disable-builtin-suppressions, as in the report).
 	NoBuiltinSuppressions bool
@@ -116,7 +120,8 @@ type App struct {
 	quit    bool
 
 	srcCache map[uint32]string
-	tlCells  []analysis.Cell // the timeline, cached until the model or its parameters change
+	elfNames map[uint32]string // NameFrame's names, by frame
+	tlCells  []analysis.Cell   // the timeline, cached until the model or its parameters change
 	tlKey    tlKey
 	hists    []analysis.Bucket // histogram of sel, nil until drawn
 	listRows int               // rows of the list pane at the last draw, for paging

@@ -730,15 +730,50 @@ func (a *App) labelGroups(gs []analysis.Group) ([]string, []uint32) {
 	m := a.M
 	names := make([][]string, len(gs))
 	for k := range gs {
-		names[k] = m.StackNames(gs[k].Stack)
+		fr := m.Frames(gs[k].Stack)
+		names[k] = make([]string, len(fr))
+		for j, f := range fr {
+			names[k][j] = a.frameName(f)
+		}
 	}
 	depth := analysis.DistinctDepth(names)
+	// Stacks of the same names (a function calling from two places)
+	// differ in an offset: named by the first frame whose offset does,
+	// +0xOFF, among the others of their names.
+	same := map[string][]int{}
+	for k := range gs {
+		if len(names[k]) > 0 && depth[k] >= len(names[k]) {
+			key := strings.Join(names[k], "\x00")
+			same[key] = append(same[key], k)
+		}
+	}
+	at := map[int]int{} // group: its first frame that differs from every other's of the same names
+	for _, ks := range same {
+		if len(ks) < 2 {
+			continue
+		}
+		ids := make([][]uint32, len(ks))
+		for n, k := range ks {
+			ids[n] = m.Frames(gs[k].Stack)
+		}
+		for n, d := range analysis.DistinctDepth(ids) {
+			if d < len(ids[n]) {
+				at[ks[n]] = d
+			}
+		}
+	}
 	out := make([]string, len(gs))
 	tell := make([]uint32, len(gs))
 	for k := range gs {
 		fr := m.Frames(gs[k].Stack)
 		if len(fr) == 0 {
 			out[k], tell[k] = "(no stack)", noTell
+			continue
+		}
+		if j, ok := at[k]; ok {
+			n := slices.Clone(names[k])
+			n[j] += "+0x" + strconv.FormatUint(m.Frame(fr[j]).Offset, 16)
+			out[k], tell[k] = analysis.DistinctLabel(n, j), fr[j]
 			continue
 		}
 		out[k] = analysis.DistinctLabel(names[k], depth[k])

@@ -106,8 +106,12 @@ func (n *TreeNode) Find(path []string) *TreeNode {
 // every process when proc < 0): top-down from the outermost frame (the
 // program's entry) to the allocating function, or bottom-up from the
 // allocating function to its callers. Stacks for which drop is true are
-// left out (the built-in suppressions, for leaks).
-func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, bottomUp bool, drop func(stack uint32) bool) *TreeNode {
+// left out (the built-in suppressions, for leaks). name names a frame
+// (nil: Model.FrameName).
+func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, bottomUp bool, drop func(stack uint32) bool, name func(f uint32) string) *TreeNode {
+	if name == nil {
+		name = m.FrameName
+	}
 	root := &TreeNode{Name: "all"}
 	var ids []uint32
 	for p := range costs.Procs {
@@ -133,7 +137,7 @@ func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, 
 			}
 			n := root
 			for _, f := range ids {
-				n = n.kid(m.FrameName(f))
+				n = n.kid(name(f))
 				if !n.HasFr {
 					n.Frame, n.HasFr = f, true
 				}

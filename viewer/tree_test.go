@@ -74,7 +74,7 @@ func TestTreeFigures(t *testing.T) {
 		{CostTemporary, false, 1, []string{"main 1B", " other 1B"}},
 	}
 	for _, tc := range cases {
-		root := BuildTree(m, c, -1, tc.cost, tc.bottomUp, nil)
+		root := BuildTree(m, c, -1, tc.cost, tc.bottomUp, nil, nil)
 		if root.Value != tc.total {
 			t.Errorf("%v bottomUp=%v: total %d, want %d", tc.cost, tc.bottomUp, root.Value, tc.total)
 		}
@@ -90,7 +90,7 @@ func TestTreeFigures(t *testing.T) {
 			fStack = s
 		}
 	}
-	root := BuildTree(m, c, -1, CostLeaked, false, func(s uint32) bool { return s == fStack })
+	root := BuildTree(m, c, -1, CostLeaked, false, func(s uint32) bool { return s == fStack }, nil)
 	if got, want := flat(root), []string{"main 50B", " g 50B", "  wrap 50B"}; !slices.Equal(got, want) {
 		t.Errorf("dropped f: %q", got)
 	}
@@ -98,7 +98,7 @@ func TestTreeFigures(t *testing.T) {
 
 func TestTreeRowsOpenAndClose(t *testing.T) {
 	m, c := treeModel(t)
-	root := BuildTree(m, c, -1, CostAllocated, false, nil)
+	root := BuildTree(m, c, -1, CostAllocated, false, nil, nil)
 	names := func(rows []TreeRow) string {
 		var s []string
 		for _, r := range rows {
@@ -135,7 +135,7 @@ func TestFlameLayout(t *testing.T) {
 	}
 	// Allocated, 200 B in 34 columns: main all of it; f 120 B (20.4
 	// columns: 20), g to 34·170/200 = 28.9 (29), other the rest.
-	root := BuildTree(m, c, -1, CostAllocated, false, nil)
+	root := BuildTree(m, c, -1, CostAllocated, false, nil, nil)
 	want := []box{{"all", 0, 34, 0}, {"main", 0, 34, 1}, {"f", 0, 20, 2}, {"g", 20, 9, 2}, {"other", 29, 5, 2}, {"wrap", 0, 20, 3}, {"wrap", 20, 9, 3}}
 	if got := lay(root, 34, 10); !slices.Equal(got, want) {
 		t.Fatalf("allocated:\n%v\nwant\n%v", got, want)
@@ -151,7 +151,7 @@ func TestFlameLayout(t *testing.T) {
 	}
 	// Leaked, 170 B: in 3 columns f has 2.1 (2), g the last; in one
 	// column f has 0.7 (1), g none: it is left out, with its callee.
-	leak := BuildTree(m, c, -1, CostLeaked, false, nil)
+	leak := BuildTree(m, c, -1, CostLeaked, false, nil, nil)
 	if got := lay(leak, 3, 10); !slices.Equal(got, []box{{"all", 0, 3, 0}, {"main", 0, 3, 1}, {"f", 0, 2, 2}, {"g", 2, 1, 2}, {"wrap", 0, 2, 3}, {"wrap", 2, 1, 3}}) {
 		t.Fatalf("leaked in 3 columns: %v", got)
 	}
@@ -252,4 +252,39 @@ func TestTreeAndIcicleViews(t *testing.T) {
 	h.contains("zoom: all ")
 	h.press(tcell.KeyEscape, 0) // out of the whole: the records
 	h.contains("Detail [↑↓ scroll]")
+}
+
+// Groups of the same function names are told apart by the offset of the
+// first frame that differs; frames logged without a function are named
+// by Options.NameFrame, in the groups and the tree alike.
+func TestGroupNamesSameFunctionsAndELFNames(t *testing.T) {
+	var b []byte
+	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "9"}, logfmt.KV{Key: "comm", Value: "t"}, logfmt.KV{Key: "cmd", Value: "./t"})
+	site := func(ts, ptr, fOff uint64) {
+		b = logfmt.AppendAlloc(b, 1, "main", "malloc", ts, 10, 10, ptr)
+		b = logfmt.AppendFrame(b, 0, "/lib/libx.so", "", 0xa750, 0x7000a750)
+		b = logfmt.AppendFrame(b, 1, "./t", "f", fOff, 0x401000+fOff)
+		b = logfmt.AppendFrame(b, 2, "./t", "main", 0x30, 0x402030)
+	}
+	site(1000, 0x1000, 0x20)
+	site(2000, 0x2000, 0x24)
+	b = logfmt.AppendSummary(b, logfmt.Summary{})
+	named := func(module string, off uint64) string {
+		if module == "/lib/libx.so" && off == 0xa750 {
+			return "x_malloc"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		name  func(string, uint64) string
+		alloc string
+	}{{nil, "libx.so+0xa750"}, {named, "x_malloc"}} {
+		h := newHarness(t, b, Options{NameFrame: tc.name})
+		h.press(tcell.KeyRune, '\\')
+		h.contains(tc.alloc + " ← f+0x20  ")
+		h.contains(tc.alloc + " ← f+0x24  ")
+		h.press(tcell.KeyRune, 'c')
+		h.press(tcell.KeyRune, 'u')
+		h.contains("20B 100.0%  ▾ " + tc.alloc)
+	}
 }

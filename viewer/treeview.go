@@ -70,7 +70,7 @@ func (a *App) costTree() *TreeNode {
 		if v.cost == CostLeaked && !a.opt.NoBuiltinSuppressions {
 			drop = a.stackSuppressed
 		}
-		v.root, v.key = BuildTree(m, v.costs, a.q.Proc, v.cost, v.bottomUp, drop), k
+		v.root, v.key = BuildTree(m, v.costs, a.q.Proc, v.cost, v.bottomUp, drop, a.frameName), k
 		if !v.opened {
 			v.open, v.opened = map[string]bool{}, true
 			openLevels(v.root, "", 2, v.open)
