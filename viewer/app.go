@@ -119,12 +119,13 @@ type App struct {
 	message string
 	quit    bool
 
-	srcCache map[uint32]string
-	elfNames map[uint32]string // NameFrame's names, by frame
-	tlCells  []analysis.Cell   // the timeline, cached until the model or its parameters change
-	tlKey    tlKey
-	hists    []analysis.Bucket // histogram of sel, nil until drawn
-	listRows int               // rows of the list pane at the last draw, for paging
+	srcCache  map[uint32]string
+	elfNames  map[uint32]string // NameFrame's names, by frame
+	callCache map[uint32]string // callLine's answers, by frame ("": none)
+	tlCells   []analysis.Cell   // the timeline, cached until the model or its parameters change
+	tlKey     tlKey
+	hists     []analysis.Bucket // histogram of sel, nil until drawn
+	listRows  int               // rows of the list pane at the last draw, for paging
 
 	cv     costView // the call tree and icicle views
 	flameW int      // the icicle's width at the last draw

@@ -523,7 +523,7 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 		if k < len(a.groupLabels) {
 			line += a.groupLabels[k]
 			if f := a.groupTell[k]; f != noTell {
-				if s, ok := a.frameSource(f); ok {
+				if s, ok := a.callLine(f); ok {
 					line += "  (" + s + ")"
 				}
 			}
@@ -733,7 +733,7 @@ func (a *App) labelGroups(gs []analysis.Group) ([]string, []uint32) {
 		fr := m.Frames(gs[k].Stack)
 		names[k] = make([]string, len(fr))
 		for j, f := range fr {
-			names[k][j] = a.frameName(f)
+			names[k][j] = shortName(a.frameName(f))
 		}
 	}
 	depth := analysis.DistinctDepth(names)

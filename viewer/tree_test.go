@@ -9,6 +9,7 @@ import (
 
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/symbols"
 )
 
 // treeLog is one thread's history, worked out by hand below:
@@ -287,4 +288,36 @@ func TestGroupNamesSameFunctionsAndELFNames(t *testing.T) {
 		h.press(tcell.KeyRune, 'u')
 		h.contains("20B 100.0%  ▾ " + tc.alloc)
 	}
+}
+
+func TestShortName(t *testing.T) {
+	for in, want := range map[string]string{
+		"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_mutate(unsigned long, unsigned long, char const*, unsigned long)": "std::__cxx11::basic_string<…>::_M_mutate(…)",
+		"demo::Cache::insert()":                      "demo::Cache::insert()",
+		"main":                                       "main",
+		"std::operator<< <char>(int)":                "std::operator<< <char>(int)", // unpaired: whole
+		"f(std::vector<int>) const":                  "f(…) const",
+		"libsqlite3.so.0+0xa7504":                    "libsqlite3.so.0+0xa7504",
+		"std::map<int, int>::operator[](int const&)": "std::map<…>::operator[](…)",
+	} {
+		if got := shortName(in); got != want {
+			t.Errorf("shortName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+type chainLines struct{ treeLines }
+
+func (chainLines) SourceFrames(module, symbol string, off uint64) ([]symbols.SourceFrame, error) {
+	return []symbols.SourceFrame{{Function: "inlined", File: "/usr/include/inl.h", Line: 7}, {Function: symbol, File: "/src/" + symbol + ".c", Line: int(off)}}, nil
+}
+
+// A group's file:line is its telling frame's own function's line, not the
+// inlined code it ran.
+func TestGroupCallLine(t *testing.T) {
+	h := newHarness(t, treeLog(), Options{Lines: chainLines{}})
+	h.press(tcell.KeyRune, '\\')
+	h.contains("wrap ← f  (f.c:32)")
+	h.contains("other  (other.c:16)")
+	h.lacks("inl.h")
 }
