@@ -32,6 +32,10 @@ type Options struct {
 	Size     int64  // bytes of the input when known, for the loading progress
 	Progress *atomic.Int64
 	Lines    SourceLiner // for L; nil = unavailable
+	// NameFrame names a frame the log gave without a function (module
+	// and offset from its base) from the module's ELF symbols, as the
+	// report does; "" when it cannot. nil: such frames keep module+0xOFF.
+	NameFrame func(module string, off uint64) string
 	// NoBuiltinSuppressions counts what system libraries keep for good
 	// as leaks too (--disable-builtin-suppressions, as in the report).
 	NoBuiltinSuppressions bool
@@ -115,11 +119,21 @@ type App struct {
 	message string
 	quit    bool
 
-	srcCache map[uint32]string
-	tlCells  []analysis.Cell // the timeline, cached until the model or its parameters change
-	tlKey    tlKey
-	hists    []analysis.Bucket // histogram of sel, nil until drawn
-	listRows int               // rows of the list pane at the last draw, for paging
+	srcCache  map[uint32]string
+	elfNames  map[uint32]string // NameFrame's names, by frame
+	callCache map[uint32]string // callLine's answers, by frame ("": none)
+	tlCells   []analysis.Cell   // the timeline, cached until the model or its parameters change
+	tlKey     tlKey
+	hists     []analysis.Bucket // histogram of sel, nil until drawn
+	listRows  int               // rows of the list pane at the last draw, for paging
+
+	cv     costView // the call tree and icicle views
+	flameW int      // the icicle's width at the last draw
+	// groupLabels names each group apart (analysis.DistinctLabel), by
+	// group index; groupTell is the frame that tells it apart (its
+	// file:line is looked up when the row is drawn), noTell when none.
+	groupLabels []string
+	groupTell   []uint32
 }
 
 // New returns an App over model m, drawing on scr.
@@ -167,6 +181,7 @@ func (a *App) refresh() {
 			analysis.SortGroupsByRate(a.groups, a.groupDesc) // the rates shown, not the raw ones
 		}
 		a.groupThreads = m.ThreadsByStack(a.sel)
+		a.groupLabels, a.groupTell = a.labelGroups(a.groups)
 		if hadG && !a.follow {
 			for k := range a.groups {
 				if a.groups[k].Stack == keepStack {
@@ -480,6 +495,7 @@ func (a *App) HandleEvent(ev tcell.Event) bool {
 					a.quit = true
 				}
 			}
+		case a.viewKey(ev):
 		default:
 			a.dispatch(ev)
 		}

@@ -618,6 +618,22 @@ func TestEveryKey(t *testing.T) {
 	press(tcell.KeyRune, 'o')
 	h.contains("60 shown")
 
+	// The call tree and the icicle (tree_test.go tests them in full).
+	press(tcell.KeyRune, 'c')
+	h.contains("Call tree top-down, leaked")
+	press(tcell.KeyRune, 'u')
+	h.contains("Call tree bottom-up, leaked")
+	press(tcell.KeyRune, 'C')
+	h.contains("Call tree bottom-up, peak")
+	press(tcell.KeyRune, 'u')
+	press(tcell.KeyRune, 'i')
+	h.contains("Icicle top-down, peak")
+	press(tcell.KeyRune, 'i')
+	h.contains("60 shown")
+	for range numCosts - 1 {
+		h.press(tcell.KeyRune, 'C')
+	}
+
 	// Process filter with one process.
 	press(tcell.KeyRune, 'p')
 	h.contains("the log holds one process")
@@ -650,8 +666,14 @@ func TestEveryKey(t *testing.T) {
 
 func TestHelpComesFromTheKeyTable(t *testing.T) {
 	lines := HelpLines()
-	if len(lines) != len(Keys) {
-		t.Fatalf("%d help lines for %d bindings", len(lines), len(Keys))
+	views := 0
+	for _, b := range ViewKeys {
+		if b.label != "" {
+			views++
+		}
+	}
+	if len(lines) != len(Keys)+2+views {
+		t.Fatalf("%d help lines for %d bindings and %d of the views", len(lines), len(Keys), views)
 	}
 	seen := map[key]string{}
 	for i, b := range Keys {

@@ -92,6 +92,8 @@ func BenchmarkKeypress(b *testing.B) {
 		{"histogram", tcell.KeyRune, 'H'},
 		{"timeline", tcell.KeyRune, 'Z'},
 		{"delta", tcell.KeyRune, 'm'},
+		{"tree", tcell.KeyRune, 'c'},   // on and off: the tree is built once
+		{"icicle", tcell.KeyRune, 'i'}, // likewise
 	} {
 		b.Run(k.name, func(b *testing.B) {
 			sim := tcell.NewSimulationScreen("UTF-8")
@@ -129,4 +131,22 @@ func BenchmarkSearch(b *testing.B) {
 		a.draw()
 		a.Mu.Unlock()
 	}
+}
+
+// BenchmarkCostTree: the tree and icicle views' first draw, the report's
+// costs over every event and the tree of one cost (later keys reuse the
+// costs; C and u rebuild the tree only).
+func BenchmarkCostTree(b *testing.B) {
+	m := loadBenchModel(b)
+	b.Run("costs", func(b *testing.B) {
+		for range b.N {
+			m.ReportCosts()
+		}
+	})
+	c := m.ReportCosts()
+	b.Run("tree", func(b *testing.B) {
+		for range b.N {
+			BuildTree(m, c, -1, CostAllocated, false, nil, nil)
+		}
+	})
 }

@@ -143,6 +143,7 @@ func init() {
 			a.applyRange()
 		}},
 		{[]key{rk('\\')}, "\\", "group mode: fold records by call stack", func(a *App) {
+			a.cv.mode = viewNone
 			a.groupMode = !a.groupMode
 			a.hist = false
 			a.gcursor = 0
@@ -156,8 +157,15 @@ func init() {
 		{[]key{rk('1')}, "1", "sort the list by time", func(a *App) { a.q.Sort = analysis.SortTime }},
 		{[]key{rk('2')}, "2", "sort the list by size", func(a *App) { a.q.Sort = analysis.SortSize }},
 		{[]key{rk('3')}, "3", "sort the list by thread", func(a *App) { a.q.Sort = analysis.SortThread }},
-		{[]key{rk('o')}, "o", "descriptor view: open and leaked file descriptors (--track fd) instead of the list", func(a *App) { a.toggleFDs() }},
-		{[]key{rk('H')}, "H", "size histogram instead of the list", func(a *App) { a.hist = !a.hist }},
+		{[]key{rk('o')}, "o", "descriptor view: open and leaked file descriptors (--track fd) instead of the list", func(a *App) { a.cv.mode = viewNone; a.toggleFDs() }},
+		{[]key{rk('H')}, "H", "size histogram instead of the list", func(a *App) { a.hist, a.cv.mode = !a.hist, viewNone }},
+		{[]key{rk('c')}, "c", "call tree of the cost (C), top-down or bottom-up (u), with expand/collapse (keys below); again: back", func(a *App) { a.setView(viewTree) }},
+		{[]key{rk('i')}, "i", "icicle (flame graph, callers above) of the cost (C), with zoom (keys below); again: back", func(a *App) { a.setView(viewFlame) }},
+		{[]key{rk('C')}, "C", "cost of the tree and icicle: leaked → peak → allocated → temporary", func(a *App) { a.cv.cost = (a.cv.cost + 1) % numCosts }},
+		{[]key{rk('u')}, "u", "tree and icicle: top-down (from main) ↔ bottom-up (from the allocating function)", func(a *App) {
+			a.cv.bottomUp = !a.cv.bottomUp
+			a.cv.zoom, a.cv.sel, a.cv.curPath, a.cv.opened = nil, nil, nil, false
+		}},
 		{[]key{rk('W')}, "W", "export the visible records (or groups) to a text file", func(a *App) {
 			a.startPrompt("Export to", "memview-export.txt", func(a *App, s string) { a.export(strings.TrimSpace(s)) })
 		}},
@@ -225,11 +233,18 @@ func (a *App) reverseSort() {
 	}
 }
 
-// HelpLines is the help overlay's text, from the key table.
+// HelpLines is the help overlay's text, from the key table, then the
+// tree and icicle views' own keys.
 func HelpLines() []string {
-	out := make([]string, 0, len(Keys))
+	out := make([]string, 0, len(Keys)+len(ViewKeys)+2)
 	for _, b := range Keys {
 		out = append(out, pad(b.label, 16)+b.help)
+	}
+	out = append(out, "", "In the call tree (c) and the icicle (i):")
+	for _, b := range ViewKeys {
+		if b.label != "" { // a key described with the one before it
+			out = append(out, pad(b.label, 16)+b.help)
+		}
 	}
 	return out
 }

@@ -79,6 +79,9 @@ func (a *App) draw() {
 		y++
 	}
 	split := w * 62 / 100
+	if a.cv.mode != viewNone {
+		split = -1 // the tree and icicle take the whole width
+	}
 	a.hline(y, 0, w-1, '├', '─', '┤', split, '┬')
 	y++
 	nth := len(m.ThreadOrder(analysis.ThreadByName, false, a.q.Proc))
@@ -93,11 +96,17 @@ func (a *App) draw() {
 	}
 	for yy := y; yy < paneBottom; yy++ {
 		a.scr.SetContent(0, yy, '│', nil, stBorder)
-		a.scr.SetContent(split, yy, '│', nil, stBorder)
+		if split > 0 {
+			a.scr.SetContent(split, yy, '│', nil, stBorder)
+		}
 		a.scr.SetContent(w-1, yy, '│', nil, stBorder)
 	}
 	a.listRows = paneBottom - y - 1
 	switch {
+	case a.cv.mode == viewTree:
+		a.drawTree(1, y, w-1, paneBottom)
+	case a.cv.mode == viewFlame:
+		a.drawFlame(1, y, w-1, paneBottom)
 	case a.fdView:
 		a.drawFDs(1, y, split, paneBottom)
 	case a.hist:
@@ -107,7 +116,9 @@ func (a *App) draw() {
 	default:
 		a.drawList(1, y, split, paneBottom)
 	}
-	a.drawDetail(split+1, y, w-1, paneBottom)
+	if split > 0 {
+		a.drawDetail(split+1, y, w-1, paneBottom)
+	}
 	a.hline(paneBottom, 0, w-1, '├', '─', '┤', split, '┴')
 	for yy := paneBottom + 1; yy < h-1; yy++ {
 		a.vbar(yy, w)
@@ -509,7 +520,16 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 		if a.hasBaseline {
 			line += lpad(SBytes(g.Growth), 9) + "  "
 		}
-		line += a.firstFrame(g.Stack)
+		if k < len(a.groupLabels) {
+			line += a.groupLabels[k]
+			if f := a.groupTell[k]; f != noTell {
+				if s, ok := a.callLine(f); ok {
+					line += "  (" + s + ")"
+				}
+			}
+		} else {
+			line += a.firstFrame(g.Stack)
+		}
 		if r := m.StackTruncation(g.Stack); r != "" {
 			line += " …[truncated: " + r + "]"
 		}
@@ -689,6 +709,77 @@ func (a *App) stackLines(title string, stack uint32) []styled {
 		out = append(out, styled{"  … truncated: " + cut + " (the frames above are all there are)", stYellow})
 	}
 	return out
+}
+
+// frameSource is frame f's file:line, false when it cannot be looked up.
+func (a *App) frameSource(f uint32) (string, bool) {
+	s := a.sourceLine(f)
+	if s == "" || strings.HasSuffix(s, " (no line info)") {
+		return "", false
+	}
+	return s, true
+}
+
+// noTell: a group without frames has no frame to look up.
+const noTell = ^uint32(0)
+
+// labelGroups names groups apart by the first frame that tells their call
+// stacks apart (the report's rule, analysis.DistinctDepth), and returns
+// that frame of each.
+func (a *App) labelGroups(gs []analysis.Group) ([]string, []uint32) {
+	m := a.M
+	names := make([][]string, len(gs))
+	for k := range gs {
+		fr := m.Frames(gs[k].Stack)
+		names[k] = make([]string, len(fr))
+		for j, f := range fr {
+			names[k][j] = shortName(a.frameName(f))
+		}
+	}
+	depth := analysis.DistinctDepth(names)
+	// Stacks of the same names (a function calling from two places)
+	// differ in an offset: named by the first frame whose offset does,
+	// +0xOFF, among the others of their names.
+	same := map[string][]int{}
+	for k := range gs {
+		if len(names[k]) > 0 && depth[k] >= len(names[k]) {
+			key := strings.Join(names[k], "\x00")
+			same[key] = append(same[key], k)
+		}
+	}
+	at := map[int]int{} // group: its first frame that differs from every other's of the same names
+	for _, ks := range same {
+		if len(ks) < 2 {
+			continue
+		}
+		ids := make([][]uint32, len(ks))
+		for n, k := range ks {
+			ids[n] = m.Frames(gs[k].Stack)
+		}
+		for n, d := range analysis.DistinctDepth(ids) {
+			if d < len(ids[n]) {
+				at[ks[n]] = d
+			}
+		}
+	}
+	out := make([]string, len(gs))
+	tell := make([]uint32, len(gs))
+	for k := range gs {
+		fr := m.Frames(gs[k].Stack)
+		if len(fr) == 0 {
+			out[k], tell[k] = "(no stack)", noTell
+			continue
+		}
+		if j, ok := at[k]; ok {
+			n := slices.Clone(names[k])
+			n[j] += "+0x" + strconv.FormatUint(m.Frame(fr[j]).Offset, 16)
+			out[k], tell[k] = analysis.DistinctLabel(n, j), fr[j]
+			continue
+		}
+		out[k] = analysis.DistinctLabel(names[k], depth[k])
+		tell[k] = fr[min(depth[k], len(fr)-1)]
+	}
+	return out, tell
 }
 
 func (a *App) sourceLine(f uint32) string {

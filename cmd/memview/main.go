@@ -160,7 +160,8 @@ func run(a args) error {
 
 	m := analysis.New()
 	m.Demangle = symbols.Demangle
-	opt := viewer.Options{Source: a.target, Progress: new(atomic.Int64), Lines: symbols.NewCache(nil), NoBuiltinSuppressions: a.noSupp}
+	cache := symbols.NewCache(nil)
+	opt := viewer.Options{Source: a.target, Progress: new(atomic.Int64), Lines: cache, NameFrame: viewer.ELFNamer(cache), NoBuiltinSuppressions: a.noSupp}
 	in, err := openInput(a, &opt)
 	if err != nil {
 		return err

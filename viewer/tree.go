@@ -1,0 +1,240 @@
+package viewer
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+	"strconv"
+
+	"github.com/memtrace/memtrace/analysis"
+)
+
+// The call tree (c) and the icicle (i) views, heaptrack_gui's caller tree
+// and flame graph: the cost of every call stack of the model (the report's
+// figures, analysis.Model.ReportCosts) added up along its frames, merged
+// by function name as the report's trees are.
+
+// Cost is the figure the tree and icicle views add up (C cycles it).
+type Cost int
+
+const (
+	CostLeaked    Cost = iota // bytes leaked
+	CostPeak                  // bytes live at the peak
+	CostAllocated             // bytes allocated
+	CostTemporary             // temporary allocations (a count, as heaptrack's)
+	numCosts
+)
+
+func (c Cost) String() string {
+	return [...]string{"leaked", "peak", "allocated", "temporary"}[c]
+}
+
+// format is v in the cost's unit.
+func (c Cost) format(v uint64) string {
+	if c == CostTemporary {
+		return strconv.FormatUint(v, 10)
+	}
+	return Bytes(v)
+}
+
+func (c Cost) of(f *analysis.CostFigures) uint64 {
+	switch c {
+	case CostLeaked:
+		return f.LeakedBytes
+	case CostPeak:
+		return f.PeakBytes
+	case CostAllocated:
+		return f.Bytes
+	}
+	return uint64(max(f.Temporary, 0))
+}
+
+// TreeNode is one function of a call tree: the cost of the stacks through
+// it at this place of the tree.
+type TreeNode struct {
+	Name   string
+	Value  uint64
+	Kids   []*TreeNode // by value, highest first, then by name
+	Parent *TreeNode
+	Frame  uint32 // the first frame met with this name here, for file:line
+	HasFr  bool
+	idx    map[string]*TreeNode
+}
+
+func (n *TreeNode) kid(name string) *TreeNode {
+	if k, ok := n.idx[name]; ok {
+		return k
+	}
+	if n.idx == nil {
+		n.idx = map[string]*TreeNode{}
+	}
+	k := &TreeNode{Name: name, Parent: n}
+	n.idx[name] = k
+	n.Kids = append(n.Kids, k)
+	return k
+}
+
+// Path is the names from the root's child down to n.
+func (n *TreeNode) Path() []string {
+	var p []string
+	for ; n != nil && n.Parent != nil; n = n.Parent {
+		p = append(p, n.Name)
+	}
+	slices.Reverse(p)
+	return p
+}
+
+// Find is the node at path below n, or the deepest one of it that exists.
+func (n *TreeNode) Find(path []string) *TreeNode {
+	for _, name := range path {
+		var next *TreeNode
+		for _, k := range n.Kids {
+			if k.Name == name {
+				next = k
+				break
+			}
+		}
+		if next == nil {
+			return n
+		}
+		n = next
+	}
+	return n
+}
+
+// BuildTree adds up cost over the call stacks of costs (of process proc,
+// every process when proc < 0): top-down from the outermost frame (the
+// program's entry) to the allocating function, or bottom-up from the
+// allocating function to its callers. Stacks for which drop is true are
+// left out (the built-in suppressions, for leaks). name names a frame
+// (nil: Model.FrameName).
+func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, bottomUp bool, drop func(stack uint32) bool, name func(f uint32) string) *TreeNode {
+	if name == nil {
+		name = m.FrameName
+	}
+	root := &TreeNode{Name: "all"}
+	var ids []uint32
+	for p := range costs.Procs {
+		pc := &costs.Procs[p]
+		if proc >= 0 && pc.Proc != proc {
+			continue
+		}
+		for k := range pc.Stacks {
+			sc := &pc.Stacks[k]
+			v := cost.of(&sc.CostFigures)
+			if v == 0 || drop != nil && sc.Stack != 0 && drop(sc.Stack) {
+				continue
+			}
+			root.Value = analysis.SatAdd(root.Value, v)
+			if sc.Stack == 0 {
+				n := root.kid("[no stack] " + m.OpName(sc.Op))
+				n.Value = analysis.SatAdd(n.Value, v)
+				continue
+			}
+			ids = append(ids[:0], m.Frames(sc.Stack)...)
+			if !bottomUp {
+				slices.Reverse(ids)
+			}
+			n := root
+			for _, f := range ids {
+				n = n.kid(name(f))
+				if !n.HasFr {
+					n.Frame, n.HasFr = f, true
+				}
+				n.Value = analysis.SatAdd(n.Value, v)
+			}
+		}
+	}
+	var sortKids func(n *TreeNode)
+	sortKids = func(n *TreeNode) {
+		n.idx = nil
+		slices.SortFunc(n.Kids, func(a, b *TreeNode) int {
+			return cmp.Or(cmp.Compare(b.Value, a.Value), cmp.Compare(a.Name, b.Name))
+		})
+		for _, k := range n.Kids {
+			sortKids(k)
+		}
+	}
+	sortKids(root)
+	return root
+}
+
+// TreeRow is one visible row of a call tree.
+type TreeRow struct {
+	Node  *TreeNode
+	Depth int
+	Open  bool
+}
+
+// pathKey is a node's place in its tree, as a map key.
+func pathKey(n *TreeNode) string {
+	var b []byte
+	for _, s := range n.Path() {
+		b = append(append(b, s...), 0)
+	}
+	return string(b)
+}
+
+// TreeRows is the rows of root's tree shown when the nodes in open (by
+// pathKey) are expanded.
+func TreeRows(root *TreeNode, open map[string]bool) []TreeRow {
+	var out []TreeRow
+	var walk func(n *TreeNode, d int, key string)
+	walk = func(n *TreeNode, d int, key string) {
+		for _, k := range n.Kids {
+			kk := key + k.Name + "\x00"
+			o := open[kk] && len(k.Kids) > 0
+			out = append(out, TreeRow{Node: k, Depth: d, Open: o})
+			if o {
+				walk(k, d+1, kk)
+			}
+		}
+	}
+	walk(root, 0, "")
+	return out
+}
+
+// FlameBox is one frame of the icicle: its node, its columns [X, X+W) and
+// its row (0: the zoomed node).
+type FlameBox struct {
+	Node  *TreeNode
+	X, W  int
+	Depth int
+}
+
+// FlameLayout lays out root's subtree in width columns and at most rows
+// rows: root spans them all, and each node's callees share its columns in
+// proportion to their cost (what it allocates itself is the gap on the
+// right). A node that rounds to no column is left out, with its
+// callees.
+func FlameLayout(root *TreeNode, width, rows int) []FlameBox {
+	if root == nil || root.Value == 0 || width <= 0 || rows <= 0 {
+		return nil
+	}
+	out := []FlameBox{{Node: root, X: 0, W: width}}
+	for k := 0; k < len(out); k++ {
+		b := out[k]
+		if b.Depth+1 >= rows {
+			continue
+		}
+		var cum uint64
+		for _, c := range b.Node.Kids {
+			x0 := b.X + share(b.W, cum, b.Node.Value)
+			cum = min(analysis.SatAdd(cum, c.Value), b.Node.Value)
+			x1 := b.X + share(b.W, cum, b.Node.Value)
+			if x1-x0 >= 1 {
+				out = append(out, FlameBox{Node: c, X: x0, W: x1 - x0, Depth: b.Depth + 1})
+			}
+		}
+	}
+	return out
+}
+
+// share is w·v/total rounded to the nearest, without overflow (v ≤
+// total): a callee of half a column or more gets one.
+func share(w int, v, total uint64) int {
+	hi, lo := bits.Mul64(uint64(w), v)
+	lo, c := bits.Add64(lo, total/2, 0)
+	q, _ := bits.Div64(hi+c, lo, total)
+	return int(q)
+}
