@@ -34,6 +34,10 @@ rankings (on/off flags take 1/0, true/false, on/off; alone they mean on):
                                its innermost inlined function and file:line
   --resolve 0|1                names of unnamed frames and file:line, from the
                                modules the log names (on)
+  --full-stacks                stacks go on past main (or a thread's start
+                               routine) into the C library's start-up code
+  -t, --shorten-templates 0|1  C++ template arguments left out: std::vector<>
+                               (on; --full-names is -t 0)
   --pid PID[,PID...]           only these processes
   --filter-bt-function NAME    only stacks with a function containing NAME
 comparison and leaks:
@@ -76,6 +80,8 @@ type options struct {
 	cost       string
 	merge      bool
 	lines      bool
+	fullStacks bool // text: stacks past main into start-up code
+	shorten    bool // text and HTML labels: template arguments left out
 	pids       map[int64]bool
 	filterFn   string
 	progress   int // -1 auto (stderr is a terminal), 0 never, 1 always
@@ -133,7 +139,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func parseArgs(args []string, stdout io.Writer) (*options, error) {
-	o := &options{limit: 10, subLimit: 5, merge: false, lines: true, progress: -1, cost: "allocations",
+	o := &options{limit: 10, subLimit: 5, merge: false, lines: true, shorten: true, progress: -1, cost: "allocations",
 		massifThreshold: 1, massifDetailed: 2}
 	for i := range o.show {
 		o.show[i] = true
@@ -164,6 +170,10 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 	bo(&o.show[byTemporary], "ranking by temporary allocations (default on)", "T", "print-temporary")
 	bo(&o.merge, "merge call sites by function, so builds compare (default off: call sites with inlined frames)", "m", "merge-backtraces")
 	bo(&o.lines, "look up missing function names and source lines in the logged modules (default on)", "resolve")
+	bo(&o.fullStacks, "show stacks past main (or a thread's start routine) into the C library's start-up code", "full-stacks")
+	bo(&o.shorten, "leave C++ template arguments out of function names (default on)", "t", "shorten-templates")
+	var fullNames bool
+	bo(&fullNames, "keep C++ template arguments in function names (same as -t 0)", "full-names")
 	fs.Var(listFlag{&o.logs}, "f", "read `LOG` (also given as an argument)")
 	fs.Var(listFlag{&o.logs}, "file", "same as -f")
 	fs.Var(listFlag{&o.diff}, "d", "compare with `BASE.log`: print LOG minus BASE (repeatable: bases add up)")
@@ -215,6 +225,9 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 		}
 		o.logs = append(o.logs, left[0])
 		rest = left[1:]
+	}
+	if fullNames {
+		o.shorten = false
 	}
 	if len(o.logs) == 0 {
 		return nil, usageError{"no log given: memtrace report [flags] LOG... (see memtrace report -h)"}

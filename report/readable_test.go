@@ -1,0 +1,129 @@
+package report
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+var (
+	startup  = []fr{{"__libc_start_call_main", 0x1}, {"__libc_start_main", 0x2}, {"_start", 0x3}}
+	trampoln = []fr{{"start_thread", 0x4}, {"clone3", 0x5}}
+)
+
+func with(a []fr, b ...[]fr) []fr {
+	out := append([]fr(nil), a...)
+	for _, x := range b {
+		out = append(out, x...)
+	}
+	return out
+}
+
+// readableLog has stacks that run into the C library's start-up code, on
+// the main thread and another, C++ template instances, and a function
+// whose stacks are temporary on one path only.
+func readableLog() []byte {
+	l := &lb{}
+	l.meta(logfmt.WordHeader, "version", "test", "pid", "100", "comm", "app")
+	vec := with([]fr{{"_ZNSt6vectorIiSaIiEE9push_backERKi", 0x10}, {"main", 0x20}}, startup)
+	l.alloc(1, "app", "malloc", 10, 64, 0x100, vec...)
+	l.alloc(2, "worker", "malloc", 11, 32, 0x200, with([]fr{{"worker_alloc", 0x30}, {"worker", 0x40}}, trampoln)...)
+	// Box<int>::fill() and Box<double>::fill(): alike once shortened.
+	l.alloc(1, "app", "malloc", 12, 8, 0x300, with([]fr{{"_ZN3BoxIiE4fillEv", 0x50}, {"main", 0x60}}, startup)...)
+	l.alloc(1, "app", "malloc", 13, 8, 0x310, with([]fr{{"_ZN3BoxIdE4fillEv", 0x70}, {"main", 0x80}}, startup)...)
+	// make_tmp from main: 2 temporaries; from keep: 3 allocations kept.
+	tmp := with([]fr{{"make_tmp", 0x90}, {"main", 0xa0}}, startup)
+	kept := with([]fr{{"make_tmp", 0x90}, {"keep", 0xb0}, {"main", 0xc0}}, startup)
+	ts := uint64(20)
+	for k := range uint64(2) {
+		l.alloc(1, "app", "malloc", ts, 16, 0x400+k*0x10, tmp...).free(1, "app", ts+1, 16, 0x400+k*0x10)
+		ts += 2
+	}
+	for k := range uint64(3) {
+		l.alloc(1, "app", "malloc", ts, 16, 0x500+k*0x10, kept...)
+		ts++
+	}
+	l.exit(2, "worker", ts)
+	l.ended(ts, 100)
+	return l.b
+}
+
+func TestStacksEndAtMain(t *testing.T) {
+	log := writeFile(t, "readable.log", readableLog())
+	out, errs, code := runMain(t, "-p", "0", "-l", "0", "-T", "0", log)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, f := range []string{"__libc_start_call_main", "__libc_start_main", "_start", "start_thread", "clone3"} {
+		if strings.Contains(out, "    "+f+"\n") {
+			t.Errorf("default report shows start-up frame %s:\n%s", f, out)
+		}
+	}
+	mustContain(t, out,
+		"1 calls with 32B peak consumption from:\n    worker\n      in /nonexistent/app\n\n",
+		"std::vector<>::push_back(int const&)\n  in /nonexistent/app\n1 calls with 64B peak consumption from:\n    main\n      in /nonexistent/app\n\n",
+	)
+	full, _, _ := runMain(t, "-p", "0", "-l", "0", "-T", "0", "--full-stacks", log)
+	mustContain(t, full,
+		"    worker\n      in /nonexistent/app\n    start_thread\n      in /nonexistent/app\n    clone3\n",
+		"    main\n      in /nonexistent/app\n    __libc_start_call_main\n      in /nonexistent/app\n    __libc_start_main\n      in /nonexistent/app\n    _start\n",
+	)
+	// JSON keeps every frame and full names.
+	js, _, _ := runMain(t, "--json", "-", log)
+	var j jsonReport
+	if err := json.Unmarshal([]byte(js), &j); err != nil {
+		t.Fatal(err)
+	}
+	var fns []string
+	for _, e := range j.Rankings.Calls {
+		for _, f := range e.Stack {
+			fns = append(fns, f.Function)
+		}
+	}
+	for _, want := range []string{"_start", "clone3", "std::vector<int, std::allocator<int> >::push_back(int const&)"} {
+		if !slices.Contains(fns, want) {
+			t.Errorf("JSON stacks lack %q: %q", want, fns)
+		}
+	}
+}
+
+func TestTemplateNames(t *testing.T) {
+	log := writeFile(t, "readable.log", readableLog())
+	out, _, _ := runMain(t, "-p", "0", "-l", "0", "-T", "0", log)
+	mustContain(t, out, "\nstd::vector<>::push_back(int const&)\n",
+		// Shortened, the two instances would read alike: their full names.
+		"\nBox<int>::fill()\n", "\nBox<double>::fill()\n")
+	if strings.Contains(out, "std::allocator") {
+		t.Errorf("template arguments shown by default:\n%s", out)
+	}
+	for _, args := range [][]string{{"--full-names"}, {"-t", "0"}, {"--shorten-templates=0"}} {
+		full, _, code := runMain(t, append(args, "-p", "0", "-l", "0", "-T", "0", log)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d", args, code)
+		}
+		mustContain(t, full, "\nstd::vector<int, std::allocator<int> >::push_back(int const&)\n")
+	}
+}
+
+// The entry's "of N allocations in total" is the function's own total:
+// every stack's allocations, those without temporaries too.
+func TestTemporaryOfTotal(t *testing.T) {
+	log := writeFile(t, "readable.log", readableLog())
+	out, _, _ := runMain(t, "-a", "0", "-p", "0", "-l", "0", log)
+	mustContain(t, out,
+		"MOST TEMPORARY ALLOCATIONS\n2 temporary allocations of 5 allocations in total (40.00%) from\nmake_tmp\n  in /nonexistent/app\n2 temporary allocations of 2 allocations in total (100.00%) from:\n    main\n",
+		"calls to allocation functions: 9 ",
+		"temporary memory allocations: 2 ",
+	)
+}
+
+// The HTML's rows share their allocating function: each is named by the
+// frame that tells it apart.
+func TestHTMLRowLabels(t *testing.T) {
+	log := writeFile(t, "readable.log", readableLog())
+	out, _, _ := runMain(t, "--html", "-", log)
+	mustContain(t, out, "<summary><code>make_tmp ← keep</code>", "<summary><code>make_tmp ← main</code>", "<summary><code>std::vector&lt;&gt;::push_back(int const&amp;)</code>")
+}
