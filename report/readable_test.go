@@ -127,3 +127,41 @@ func TestHTMLRowLabels(t *testing.T) {
 	out, _, _ := runMain(t, "--html", "-", log)
 	mustContain(t, out, "<summary><code>make_tmp ← keep</code>", "<summary><code>make_tmp ← main</code>", "<summary><code>std::vector&lt;&gt;::push_back(int const&amp;)</code>")
 }
+
+// splitLog's peak (12338 bytes at ts 14) holds two mappings and a heap
+// block; the malloc family alone peaked earlier (100 bytes at ts 10).
+// Left at the end: the 50-byte block and the 4096-byte mapping.
+func splitLog() []byte {
+	l := &lb{}
+	l.meta(logfmt.WordHeader, "version", "test", "pid", "100", "comm", "app")
+	st := []fr{{"load", 0x10}, {"main", 0x20}}
+	l.alloc(1, "app", "malloc", 10, 100, 0x100, st...).free(1, "app", 11, 100, 0x100)
+	l.alloc(1, "app", "mmap", 12, 4096, 0x7000, st...)
+	l.alloc(1, "app", "malloc", 13, 50, 0x200, st...)
+	l.alloc(1, "app", "mmap", 14, 8192, 0x9000, st...)
+	l.b = logfmt.AppendFree(l.b, 1, "app", "munmap", 15, 8192, 0x9000)
+	l.ended(16, 100)
+	return l.b
+}
+
+func TestPeakAndLeaksSplit(t *testing.T) {
+	log := writeFile(t, "split.log", splitLog())
+	out, errs, code := runMain(t, "-a", "0", "-p", "0", "-l", "0", "-T", "0", log)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	mustContain(t, out,
+		"peak heap memory consumption: 12.34K after 0.000014s\n  of which malloc family 50B, mmap 12.29K; the malloc family alone peaks at 100B after 0.000010s (heaptrack, which does not trace mmap, reports that one)\n",
+		"total memory leaked: 4.15K (2 leaks)\n  of which malloc family 50B (1 blocks), mmap 4.10K (1 mappings)\n",
+	)
+	js, _, _ := runMain(t, "--json", "-", log)
+	var j jsonReport
+	if err := json.Unmarshal([]byte(js), &j); err != nil {
+		t.Fatal(err)
+	}
+	s := j.Summary
+	if s.PeakMallocBytes == nil || *s.PeakMallocBytes != 50 || *s.PeakMmapBytes != 12288 || *s.MallocOwnPeakBytes != 100 || *s.MallocOwnPeakTimeS != 0.00001 ||
+		*s.MallocLeaks != 1 || *s.MallocLeakedBytes != 50 || *s.MmapLeaks != 1 || *s.MmapLeakedBytes != 4096 {
+		t.Fatalf("split figures: %s", js)
+	}
+}

@@ -258,10 +258,16 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 	default:
 		fmt.Fprintln(w)
 	}
+	if l := peakSplitLine(s); l != "" {
+		fmt.Fprintln(w, l)
+	}
 	if lt, ok := liveTexts[s.live]; ok {
 		fmt.Fprintf(w, "%s: %s (%d blocks; %s)\n", lt.summary, units.Bytes(t.LeakedBytes), t.Leaks, lt.why)
 	} else {
 		fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", units.Bytes(t.LeakedBytes), t.Leaks)
+	}
+	if l := leakSplitLine(s); l != "" {
+		fmt.Fprintln(w, l)
 	}
 	if t.Unknown > 0 {
 		fmt.Fprintln(w, unknownLine(t))
