@@ -17,6 +17,10 @@ func peakSplitLine(s *section) string {
 		return ""
 	}
 	h := s.total.Minus(&s.mmap)
+	if s.mmap.Calls == 0 {
+		// The malloc family's own peak is the peak: heaptrack's figure.
+		return fmt.Sprintf("  of which malloc family %s, mmap 0B (no mapping in the log)", units.Bytes(h.PeakBytes))
+	}
 	l := fmt.Sprintf("  of which malloc family %s, mmap %s; the malloc family alone peaks at %s", units.Bytes(h.PeakBytes), units.Bytes(s.mmap.PeakBytes), units.Bytes(s.heapPeak))
 	switch {
 	case s.procs > 1:

@@ -165,3 +165,10 @@ func TestPeakAndLeaksSplit(t *testing.T) {
 		t.Fatalf("split figures: %s", js)
 	}
 }
+
+// Without a mapping the peak is the malloc family's own: one short line.
+func TestPeakSplitWithoutMappings(t *testing.T) {
+	log := writeFile(t, "known.log", knownLog())
+	out, _, _ := runMain(t, log)
+	mustContain(t, out, "peak heap memory consumption: 7.00K after 0.000018s\n  of which malloc family 7.00K, mmap 0B (no mapping in the log)\ntotal memory leaked: 2.01K (3 leaks)\n  of which malloc family 2.01K (3 blocks), mmap 0B (0 mappings)\n")
+}

@@ -8,7 +8,8 @@
 void *volatile sink;
 volatile int two = 2;
 
-__attribute__((noinline)) static void alone(void) {
+__attribute__((noinline)) static void alone(void)
+{
 	// Freed before anything else is allocated: temporary for all three.
 	for (int i = 0; i < 100; i++) {
 		sink = malloc(32);
@@ -16,7 +17,8 @@ __attribute__((noinline)) static void alone(void) {
 	}
 }
 
-__attribute__((noinline)) static void pairs(void) {
+__attribute__((noinline)) static void pairs(void)
+{
 	// Two blocks from one call stack, of one size, freed oldest first.
 	for (int i = 0; i < 1000; i++) {
 		void *p[2];
@@ -27,9 +29,13 @@ __attribute__((noinline)) static void pairs(void) {
 	}
 }
 
-__attribute__((noinline)) static void *get(void) { return malloc(48); }
+__attribute__((noinline)) static void *get(void)
+{
+	return malloc(48);
+}
 
-__attribute__((noinline)) static void paths(void) {
+__attribute__((noinline)) static void paths(void)
+{
 	// One allocating function, two callers: its blocks are kept on one path,
 	// temporary on the other. Its entry counts both paths' allocations.
 	void *keep[10];
@@ -43,7 +49,8 @@ __attribute__((noinline)) static void paths(void) {
 		free(keep[i]);
 }
 
-int main(void) {
+int main(void)
+{
 	alone();
 	pairs();
 	paths();
