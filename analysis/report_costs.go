@@ -70,6 +70,13 @@ type ProcCosts struct {
 	PeakTS          uint64 // time stamp at which the peak was first reached
 	FirstTS, LastTS uint64 // span of its allocations and their frees (and thread exits)
 	Stacks          []StackCost
+	// Mmap is the figures of its mappings (mmap, mremap) alone: the rest
+	// is the malloc family's (heap_split.go). HeapPeak is the malloc
+	// family's own peak, at HeapPeakTS: what a tracer of the heap alone
+	// (heaptrack) reports.
+	Mmap       CostFigures
+	HeapPeak   uint64
+	HeapPeakTS uint64
 }
 
 // Costs is the result of ReportCosts.
@@ -104,6 +111,7 @@ func (m *Model) ReportCosts() *Costs {
 
 	np := len(m.Procs)
 	live := make([]peak.Live, np)
+	heap := make([]peak.Live, np) // the malloc family's alone
 	peakPos := make([]int, np)
 	for p := range peakPos {
 		peakPos[p] = -1
@@ -119,6 +127,9 @@ func (m *Model) ReportCosts() *Costs {
 			if live[p].Alloc(m.Size[id], m.TS[id]) {
 				peakPos[p] = k
 			}
+			if !isMapping(m.Op[id]) {
+				heap[p].Alloc(m.Size[id], m.TS[id])
+			}
 			continue
 		}
 		if !bitGet(seen, id) {
@@ -126,6 +137,9 @@ func (m *Model) ReportCosts() *Costs {
 			continue
 		}
 		live[p].Free(m.Size[id])
+		if !isMapping(m.Op[id]) {
+			heap[p].Free(m.Size[id])
+		}
 	}
 	// The live set at each process's peak: replay up to it.
 	last := -1
@@ -158,7 +172,7 @@ func (m *Model) ReportCosts() *Costs {
 		}
 	}
 	for p := range np {
-		pc := ProcCosts{Proc: int32(p), PeakTS: live[p].PeakTS()}
+		pc := ProcCosts{Proc: int32(p), PeakTS: live[p].PeakTS(), HeapPeak: heap[p].Peak(), HeapPeakTS: heap[p].PeakTS()}
 		var stacks []StackCost
 		first := true
 		for _, t := range byProc[p] {
@@ -195,6 +209,9 @@ func (m *Model) ReportCosts() *Costs {
 				}
 				sc := &stacks[k]
 				sz := m.Size[id]
+				if isMapping(m.Op[id]) {
+					pc.Mmap.Add(m.allocFigures(id, bitGet(c.peak, id), leaks))
+				}
 				sc.Calls++
 				sc.Bytes = satAdd(sc.Bytes, sz)
 				if m.Temporary(id) {

@@ -42,7 +42,7 @@ func TestBuiltinSuppressions(t *testing.T) {
 	mustContain(t, out,
 		"MEMORY LEAKS\n100B leaked over 1 calls from\nkeep()\n",
 		"50B leaked over 1 calls from\nmine_init\n",
-		"total memory leaked: 150B (2 leaks)\nsuppressed leaks: 73.00K (2 leaks)\n",
+		"total memory leaked: 150B (2 leaks)\n  of which malloc family 150B (2 blocks), mmap 0B (0 mappings)\nsuppressed leaks: 73.00K (2 leaks)\n",
 		"leak:_dl_init (allocated in libstdc++.so*)  (built-in: libstdc++'s emergency exception pool and other start-up state, allocated by its constructors) matched 1 leaks, 72.70K, in 1 call stacks\n",
 		"leak:__nss_  (built-in: glibc's name service modules and databases) matched 1 leaks, 300B, in 1 call stacks\n",
 		"suppressed in total: 2 leaks, 73.00K\n",

@@ -373,7 +373,9 @@ func (r *report) htmlFlames(w io.Writer) {
 	fmt.Fprintln(w, "</section>")
 }
 
-func (r *report) htmlStack(w io.Writer, st *site) {
+// htmlStack writes a site's stack, folded under label (its name among
+// the table's rows, siteLabels).
+func (r *report) htmlStack(w io.Writer, st *site, label string) {
 	if len(st.fr()) == 0 {
 		fmt.Fprintf(w, "<code>%s</code>%s", esc(st.label()), esc(r.noStackHint()))
 		return
@@ -382,7 +384,7 @@ func (r *report) htmlStack(w io.Writer, st *site) {
 	if mk := st.truncMark(); mk != "" {
 		mark = ` <span class="trunc">` + esc(mk) + "</span>"
 	}
-	fmt.Fprintf(w, "<details><summary><code>%s</code>%s</summary><ol class=\"stack\">", esc(st.frames[0].name), mark)
+	fmt.Fprintf(w, "<details><summary><code>%s</code>%s</summary><ol class=\"stack\">", esc(label), mark)
 	for k := range st.frames {
 		f := &st.frames[k]
 		r.resolve(f)
@@ -421,6 +423,11 @@ func (r *report) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 		fmt.Fprintln(w, "<p>None.</p>")
 		return
 	}
+	sts := make([]*site, len(list))
+	for i, e := range list {
+		sts[i] = r.t.sites[e.site]
+	}
+	labels := r.siteLabels(sts)
 	fmt.Fprintf(w, `<table class="grid rank"><tr><th>#</th><th>calls</th><th>allocated</th><th>temporary</th><th>peak</th><th>%s</th><th>call stack (innermost first)</th></tr>`+"\n", esc(r.leakedWord()))
 	for i, e := range list {
 		cell := func(k int, v string) string {
@@ -432,7 +439,7 @@ func (r *report) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 		fmt.Fprintf(w, "<tr><td>%d</td>%s%s%s%s%s<td>", i+1,
 			cell(fCalls, num(e.f[fCalls], signed)), cell(fBytes, bytesOf(e.f[fBytes], signed)), cell(fTemp, num(e.f[fTemp], signed)),
 			cell(fPeak, bytesOf(e.f[fPeak], signed)), cell(fLeaked, bytesOf(e.f[fLeaked], signed)+" ("+num(e.f[fLeaks], signed)+")"))
-		r.htmlStack(w, r.t.sites[e.site])
+		r.htmlStack(w, sts[i], labels[i])
 		fmt.Fprintln(w, "</td></tr>")
 	}
 	fmt.Fprintln(w, "</table>")

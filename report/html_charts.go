@@ -212,56 +212,6 @@ func (r *report) siteSeriesOf(secs []*section, sites []int32, times []uint64) []
 	return out
 }
 
-// siteCallers names a site by its first n frames, innermost first
-// ("alloc ← caller ← its caller"): sites that share their allocating
-// function differ in their callers.
-func siteCallers(st *site, n int) string {
-	frames := st.fr()
-	if len(frames) == 0 {
-		return st.label()
-	}
-	names := make([]string, 0, n)
-	for k := range frames[:min(n, len(frames))] {
-		names = append(names, frames[k].name)
-	}
-	return strings.Join(names, " ← ")
-}
-
-// distinctLabels names each site by its allocating function and, where
-// sites share it, the frames that tell them apart: "alloc ← … ← caller",
-// the first frame at which its stack differs from every other's.
-func distinctLabels(sts []*site) []string {
-	out := make([]string, len(sts))
-	for k, st := range sts {
-		if len(st.fr()) == 0 {
-			out[k] = st.label()
-			continue
-		}
-		d := 0 // deepest frame that another site shares with st, frame by frame from the innermost
-		for j, o := range sts {
-			if j == k {
-				continue
-			}
-			n := 0
-			for n < len(st.frames) && n < len(o.fr()) && st.frames[n].name == o.frames[n].name {
-				n++
-			}
-			d = max(d, n)
-		}
-		switch {
-		case d == 0:
-			out[k] = st.frames[0].name
-		case d >= len(st.frames):
-			out[k] = siteCallers(st, len(st.frames)) // a prefix of another's stack: all of it
-		case d == 1:
-			out[k] = siteCallers(st, 2)
-		default:
-			out[k] = st.frames[0].name + " ← … ← " + st.frames[d].name
-		}
-	}
-	return out
-}
-
 func (r *report) htmlSiteChart(w io.Writer) {
 	secs, end := r.timed()
 	sites := r.topSites(siteSeries)
@@ -282,7 +232,7 @@ func (r *report) htmlSiteChart(w io.Writer) {
 	for _, id := range sites {
 		sts = append(sts, r.t.sites[id])
 	}
-	labels := distinctLabels(sts)
+	labels := r.siteLabels(sts)
 	f := writeAxes(w, "live bytes over time of the top call sites", top, end)
 	for k := range sites {
 		col := palette[k%len(palette)]
@@ -293,7 +243,7 @@ func (r *report) htmlSiteChart(w io.Writer) {
 	fmt.Fprint(w, `<ol class="legend sites">`)
 	for k, id := range sites {
 		fmt.Fprintf(w, `<li data-site="%d"><i style="background:%s"></i><span class="at">max %s live</span> <code title="%s">%s</code></li>`, k, palette[k%len(palette)],
-			esc(units.Bytes(slices.Max(series[k]))), esc(siteCallers(r.t.sites[id], 64)), esc(labels[k]))
+			esc(units.Bytes(slices.Max(series[k]))), esc(r.callers(r.t.sites[id])), esc(labels[k]))
 	}
 	fmt.Fprintln(w, "</ol></section>")
 }

@@ -87,36 +87,46 @@ func (j *jsonRankings[E]) set(mt metric, es []E) {
 }
 
 type jsonSummary struct {
-	RuntimeS         float64       `json:"runtime_s"`
-	Calls            int64         `json:"calls"`
-	CallsPerS        float64       `json:"calls_per_s"`
-	Temporary        int64         `json:"temporary"`
-	TemporaryPerS    float64       `json:"temporary_per_s"`
-	AllocatedBytes   int64         `json:"allocated_bytes"`
-	PeakBytes        int64         `json:"peak_bytes"`
-	PeakTimeS        float64       `json:"peak_time_s"` // when the peak was first reached; 0 for several processes
-	PeakIsSum        bool          `json:"peak_is_sum,omitempty"`
-	Leaks            int64         `json:"leaks"`
-	LeakedBytes      int64         `json:"leaked_bytes"`
-	UnknownBlocks    int64         `json:"unknown_blocks"` // not freed in the log, their frees lost: not leaks
-	UnknownBytes     int64         `json:"unknown_bytes"`
-	LeaksOverstated  bool          `json:"leaks_may_be_overstated"` // records were lost and some leaks remain
-	SuppressedLeaks  int64         `json:"suppressed_leaks,omitempty"`
-	SuppressedBytes  int64         `json:"suppressed_bytes,omitempty"`
-	LostEvents       int64         `json:"lost_events"`
-	UnreadableLines  int64         `json:"unreadable_lines"`
-	UnmatchedFrees   int64         `json:"unmatched_frees"`
-	Lines            int64         `json:"lines"`
-	Events           int64         `json:"events"`
-	TruncatedGzipped int           `json:"truncated_gzipped_logs,omitempty"`
-	FDLeaks          int           `json:"fd_leaks"`
-	TruncatedStacks  jsonTruncated `json:"truncated_stacks"`
-	SkippedFrames    int64         `json:"skipped_frames"`         // frame lines past 127 after one event
-	Untraced         []string      `json:"untraced_processes"`     // processes the tracer could not probe, one line per log
-	RunEnd           string        `json:"run_end,omitempty"`      // how the process's run ended: "exited with status 0", "killed by SIGSEGV", "detached", "interrupted"
-	StillAllocated   bool          `json:"still_allocated"`        // leaks and leaked_bytes are not leaks: blocks still allocated at detach, or (live_at_cut) live at the cut
-	LiveAtCut        bool          `json:"live_at_cut"`            // the log ends before the process did: leaks are blocks live at the cut
-	ReadStopped      []string      `json:"read_stopped,omitempty"` // why a log's reading stopped before its end, and where: the figures cover what came before
+	RuntimeS       float64 `json:"runtime_s"`
+	Calls          int64   `json:"calls"`
+	CallsPerS      float64 `json:"calls_per_s"`
+	Temporary      int64   `json:"temporary"`
+	TemporaryPerS  float64 `json:"temporary_per_s"`
+	AllocatedBytes int64   `json:"allocated_bytes"`
+	PeakBytes      int64   `json:"peak_bytes"`
+	PeakTimeS      float64 `json:"peak_time_s"` // when the peak was first reached; 0 for several processes
+	PeakIsSum      bool    `json:"peak_is_sum,omitempty"`
+	Leaks          int64   `json:"leaks"`
+	LeakedBytes    int64   `json:"leaked_bytes"`
+	// The peak and the leaks split between the malloc family and
+	// mappings (heap_split.go); omitted with --filter-bt-function.
+	PeakMallocBytes    *int64        `json:"peak_malloc_bytes,omitempty"` // of peak_bytes: malloc-family blocks live at the peak
+	PeakMmapBytes      *int64        `json:"peak_mmap_bytes,omitempty"`   // of peak_bytes: mappings live at the peak
+	MallocOwnPeakBytes *int64        `json:"malloc_own_peak_bytes,omitempty"`
+	MallocOwnPeakTimeS *float64      `json:"malloc_own_peak_time_s,omitempty"` // 0 for several processes
+	MallocLeaks        *int64        `json:"malloc_leaks,omitempty"`
+	MallocLeakedBytes  *int64        `json:"malloc_leaked_bytes,omitempty"`
+	MmapLeaks          *int64        `json:"mmap_leaks,omitempty"`
+	MmapLeakedBytes    *int64        `json:"mmap_leaked_bytes,omitempty"`
+	UnknownBlocks      int64         `json:"unknown_blocks"` // not freed in the log, their frees lost: not leaks
+	UnknownBytes       int64         `json:"unknown_bytes"`
+	LeaksOverstated    bool          `json:"leaks_may_be_overstated"` // records were lost and some leaks remain
+	SuppressedLeaks    int64         `json:"suppressed_leaks,omitempty"`
+	SuppressedBytes    int64         `json:"suppressed_bytes,omitempty"`
+	LostEvents         int64         `json:"lost_events"`
+	UnreadableLines    int64         `json:"unreadable_lines"`
+	UnmatchedFrees     int64         `json:"unmatched_frees"`
+	Lines              int64         `json:"lines"`
+	Events             int64         `json:"events"`
+	TruncatedGzipped   int           `json:"truncated_gzipped_logs,omitempty"`
+	FDLeaks            int           `json:"fd_leaks"`
+	TruncatedStacks    jsonTruncated `json:"truncated_stacks"`
+	SkippedFrames      int64         `json:"skipped_frames"`         // frame lines past 127 after one event
+	Untraced           []string      `json:"untraced_processes"`     // processes the tracer could not probe, one line per log
+	RunEnd             string        `json:"run_end,omitempty"`      // how the process's run ended: "exited with status 0", "killed by SIGSEGV", "detached", "interrupted"
+	StillAllocated     bool          `json:"still_allocated"`        // leaks and leaked_bytes are not leaks: blocks still allocated at detach, or (live_at_cut) live at the cut
+	LiveAtCut          bool          `json:"live_at_cut"`            // the log ends before the process did: leaks are blocks live at the cut
+	ReadStopped        []string      `json:"read_stopped,omitempty"` // why a log's reading stopped before its end, and where: the figures cover what came before
 }
 
 type jsonProcess struct {
@@ -189,6 +199,18 @@ func (r *report) jsonSummaryOf(s *section) jsonSummary {
 	}
 	if s.procs <= 1 {
 		j.PeakTimeS = float64(s.peakTS) / 1e6
+	}
+	if s.split {
+		h := s.total.Minus(&s.mmap)
+		i := func(v int64) *int64 { return &v }
+		ts := 0.0
+		if s.procs <= 1 {
+			ts = float64(s.heapPeakTS) / 1e6
+		}
+		j.PeakMallocBytes, j.PeakMmapBytes = i(int64(h.PeakBytes)), i(int64(s.mmap.PeakBytes))
+		j.MallocOwnPeakBytes, j.MallocOwnPeakTimeS = i(int64(s.heapPeak)), &ts
+		j.MallocLeaks, j.MallocLeakedBytes = i(h.Leaks), i(int64(h.LeakedBytes))
+		j.MmapLeaks, j.MmapLeakedBytes = i(s.mmap.Leaks), i(int64(s.mmap.LeakedBytes))
 	}
 	sp := r.supd[s]
 	j.SuppressedLeaks, j.SuppressedBytes = sp.leaks, int64(sp.bytes)

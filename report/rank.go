@@ -148,8 +148,21 @@ func rank(t *siteTable, es []entry, mt metric, n int) []entry {
 // group is heaptrack_print's merged entry: the stacks that share their
 // innermost frame (the function that called the allocation function).
 type group struct {
-	f     figs
+	f     figs    // of the sites with a cost in the ranking
+	all   figs    // of every site of the group: the function's own figures
 	sites []entry // costliest first
+}
+
+// head is the figures an entry's first line gives: the ranking's cost
+// over its stacks, and for temporary allocations the function's total of
+// allocations, every stack's (heaptrack_print's "of N allocations in
+// total"), not only those of the stacks that had temporaries.
+func (g *group) head(mt metric) figs {
+	f := g.f
+	if mt == byTemporary {
+		f[fCalls] = g.all[fCalls]
+	}
+	return f
 }
 
 // groups folds ranked-to-be entries by innermost frame and ranks the
@@ -157,23 +170,30 @@ type group struct {
 func groups(t *siteTable, es []entry, mt metric, n int) []group {
 	idx := map[string]int{}
 	var gs []group
+	key := func(e entry) string {
+		key := t.sites[e.site].key
+		if i := strings.IndexByte(key, ';'); i >= 0 {
+			key = key[:i]
+		}
+		return key
+	}
 	for _, e := range es {
 		if e.f[mt.fig()] == 0 {
 			continue
 		}
-		s := t.sites[e.site]
-		key := s.key
-		if i := strings.IndexByte(key, ';'); i >= 0 {
-			key = key[:i]
-		}
-		k, ok := idx[key]
+		k, ok := idx[key(e)]
 		if !ok {
 			k = len(gs)
-			idx[key] = k
+			idx[key(e)] = k
 			gs = append(gs, group{})
 		}
 		gs[k].f.add(e.f)
 		gs[k].sites = append(gs[k].sites, e)
+	}
+	for _, e := range es {
+		if k, ok := idx[key(e)]; ok {
+			gs[k].all.add(e.f)
+		}
 	}
 	k, tie := mt.fig(), mt.tie()
 	slices.SortFunc(gs, func(a, b group) int {

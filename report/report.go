@@ -33,6 +33,8 @@ type options struct {
 	cost       string
 	merge      bool
 	lines      bool
+	fullStacks bool // text: stacks past main into start-up code
+	shorten    bool // text and HTML labels: template arguments left out
 	pids       map[int64]bool
 	filterFn   string
 	progress   int // -1 auto (stderr is a terminal), 0 never, 1 always
@@ -90,7 +92,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func parseArgs(args []string, stdout io.Writer) (*options, error) {
-	o := &options{limit: 10, subLimit: 5, merge: false, lines: true, progress: -1, cost: "allocations",
+	o := &options{limit: 10, subLimit: 5, merge: false, lines: true, shorten: true, progress: -1, cost: "allocations",
 		massifThreshold: 1, massifDetailed: 2}
 	for i := range o.show {
 		o.show[i] = true
@@ -105,6 +107,10 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 	fs.Var(onOff{&o.show[byTemporary]}, "print-temporary")
 	fs.Var(onOff{&o.merge}, "merge-backtraces")
 	fs.Var(onOff{&o.lines}, "resolve")
+	fs.Var(onOff{&o.fullStacks}, "full-stacks")
+	fs.Var(onOff{&o.shorten}, "shorten-templates")
+	var fullNames bool
+	fs.Var(onOff{&fullNames}, "full-names")
 	fs.Var(listFlag{&o.logs}, "file")
 	fs.Var(listFlag{&o.diff}, "diff")
 	fs.Var(listFlag{&o.supps}, "suppressions")
@@ -135,6 +141,9 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 	o.logs = append(o.logs, logs...)
 	if fs.IsSet("aggregate") || fs.IsSet("output-prefix") {
 		return nil, usageError{"--aggregate DIR [--output-prefix P] takes no log and no other option (see memtrace report --help)"}
+	}
+	if fullNames {
+		o.shorten = false
 	}
 	if len(o.logs) == 0 {
 		return nil, usageError{"no log given: memtrace report [options] LOG... (see memtrace report --help)"}

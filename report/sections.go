@@ -23,6 +23,14 @@ type section struct {
 	runtime uint64 // µs
 	bySite  map[int32]*analysis.CostFigures
 	procs   int // processes added up
+	// mmap is total's mappings' share (analysis.ProcCosts.Mmap), heapPeak
+	// the malloc family's own peak (summed over processes, as the peak
+	// is), at heapPeakTS (one process only); split: they are known (not
+	// with --filter-bt-function, whose totals are by stack).
+	mmap       analysis.CostFigures
+	heapPeak   uint64
+	heapPeakTS uint64
+	split      bool
 	// end is how the run ended (analysis.Model.ProcEnd), "" for a merged
 	// section; live: what its live blocks are, and alive that they are
 	// not leaks (the process, every process of a merged one, was let go
@@ -95,6 +103,7 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 		s.alive = s.live != analysis.LiveLeaked
 		s.total = pc.CostFigures
 		s.peakTS = pc.PeakTS
+		s.mmap, s.heapPeak, s.heapPeakTS, s.split = pc.Mmap, pc.HeapPeak, pc.HeapPeakTS, filterFn == ""
 		// Runtime counts from the start of tracing (time stamps are µs
 		// since then) for a log's first process, from its first event
 		// for a process that came later (a fork).
@@ -181,6 +190,7 @@ func merge(title string, secs []*section) *section {
 	out := newSection()
 	out.title = title
 	out.alive = len(secs) > 0
+	out.split = len(secs) > 0
 	if len(secs) == 1 {
 		// Nothing is added to a section once merged: the one section's
 		// figures by site are the merged ones, not copied (a log of many
@@ -195,6 +205,9 @@ func merge(title string, secs []*section) *section {
 			out.live = mergeLive(out.live, s.live)
 		}
 		out.total.Add(&s.total)
+		out.mmap.Add(&s.mmap)
+		out.heapPeak = analysis.SatAdd(out.heapPeak, s.heapPeak)
+		out.split = out.split && s.split
 		out.runtime = max(out.runtime, s.runtime)
 		out.procs += s.procs
 		if len(secs) > 1 {
@@ -220,6 +233,7 @@ func merge(title string, secs []*section) *section {
 		only := secs[0]
 		out.title, out.pid, out.comm, out.cmd, out.log, out.peakTS = only.title, only.pid, only.comm, only.cmd, only.log, only.peakTS
 		out.end = only.end
+		out.heapPeakTS = only.heapPeakTS
 	}
 	return out
 }

@@ -120,17 +120,22 @@ func (r *report) resolve(f *frameInfo) {
 }
 
 func (r *report) writeFrame(w io.Writer, f *frameInfo, indent string) {
+	r.writeFrameNamed(w, f, indent, r.fname(f.name))
+}
+
+// writeFrameNamed writes frame f with name as its (physical) function's.
+func (r *report) writeFrameNamed(w io.Writer, f *frameInfo, indent, name string) {
 	r.resolve(f)
 	if len(f.inl) > 1 {
 		// heaptrack's layout: the innermost inlined function with its
 		// line and module, then the functions it was inlined into, the
 		// physical one last, each at the line of its call.
 		for j, c := range f.inl {
-			name := c.name
+			n := r.fname(c.name)
 			if j == len(f.inl)-1 {
-				name = f.name
+				n = name
 			}
-			io.WriteString(w, indent+name+"\n")
+			io.WriteString(w, indent+n+"\n")
 			if c.file != "" {
 				io.WriteString(w, indent+"  at "+c.file+":"+strconv.Itoa(c.line)+"\n")
 			}
@@ -140,7 +145,7 @@ func (r *report) writeFrame(w io.Writer, f *frameInfo, indent string) {
 		}
 		return
 	}
-	io.WriteString(w, indent+f.name+"\n")
+	io.WriteString(w, indent+name+"\n")
 	if f.file != "" {
 		io.WriteString(w, indent+"  at "+f.file+":"+strconv.Itoa(f.line)+"\n")
 	}
@@ -186,14 +191,15 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool, l
 	if len(gs) == 0 {
 		io.WriteString(w, "(none)\n")
 	}
-	for _, g := range gs {
-		io.WriteString(w, line(entryLine(mt, g.f, signed, false))+"\n")
+	heads := r.groupHeads(gs)
+	for i, g := range gs {
+		io.WriteString(w, line(entryLine(mt, g.head(mt), signed, false))+"\n")
 		first := r.t.sites[g.sites[0].site]
 		if len(first.fr()) == 0 {
 			io.WriteString(w, first.label()+r.noStackHint()+"\n\n")
 			continue
 		}
-		r.writeFrame(w, &first.frames[0], "")
+		r.writeFrameNamed(w, &first.frames[0], "", heads[i])
 		// Call sites: the entry is its first frame, so its stacks go on
 		// from the caller, as heaptrack_print's do.
 		from := 0
@@ -204,11 +210,13 @@ func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool, l
 		for _, e := range g.sites[:shown] {
 			io.WriteString(w, line(entryLine(mt, e.f, signed, true))+"\n")
 			s := r.t.sites[e.site]
-			s.fr()
-			for k := from; k < len(s.frames); k++ {
+			n, cut := r.shown(s.fr())
+			for k := from; k < n; k++ {
 				r.writeFrame(w, &s.frames[k], "    ")
 			}
-			if mk := s.truncMark(); mk != "" {
+			// A stack that reached main lacks none of the program's
+			// frames, wherever the tracer stopped in start-up code.
+			if mk := s.truncMark(); mk != "" && !cut {
 				io.WriteString(w, "    … "+mk+"\n")
 			}
 		}
@@ -250,10 +258,16 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 	default:
 		fmt.Fprintln(w)
 	}
+	if l := peakSplitLine(s); l != "" {
+		fmt.Fprintln(w, l)
+	}
 	if lt, ok := liveTexts[s.live]; ok {
 		fmt.Fprintf(w, "%s: %s (%d blocks; %s)\n", lt.summary, units.Bytes(t.LeakedBytes), t.Leaks, lt.why)
 	} else {
 		fmt.Fprintf(w, "total memory leaked: %s (%d leaks)\n", units.Bytes(t.LeakedBytes), t.Leaks)
+	}
+	if l := leakSplitLine(s); l != "" {
+		fmt.Fprintln(w, l)
 	}
 	if t.Unknown > 0 {
 		fmt.Fprintln(w, unknownLine(t))

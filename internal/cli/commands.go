@@ -105,6 +105,9 @@ var Report = &Command{
 		{Names: []string{"sub-peak-limit", "s"}, Arg: "N", Default: "5", Help: "call stacks shown under each entry (heaptrack's sub-peaks)"},
 		{Names: []string{"merge-backtraces", "m"}, Arg: "0|1", OptionalArg: true, Help: "1: one frame per function, so that builds compare; 0 (default): call sites, each named by its innermost inlined function and file:line"},
 		{Names: []string{"resolve"}, Arg: "0|1", OptionalArg: true, Help: "names of unnamed frames and file:line, from the modules the log names (on)"},
+		{Names: []string{"full-stacks"}, Arg: "0|1", OptionalArg: true, Help: "stacks go on past main (or a thread's start routine) into the C library's start-up code"},
+		{Names: []string{"shorten-templates", "t"}, Arg: "0|1", OptionalArg: true, Help: "C++ template arguments left out: std::vector<> (on; --full-names is -t 0)"},
+		{Names: []string{"full-names"}, Arg: "0|1", OptionalArg: true, Help: "keep C++ template arguments in function names (-t 0)"},
 		helpFlag,
 		versionFlag,
 
