@@ -7,7 +7,7 @@ import (
 
 // TestDistinctLabels: sites through one wrapper are named by the caller
 // that tells them apart, as the report's charts name them.
-func TestDistinctLabels(t *testing.T) {
+func TestDistinctDepthAndLabel(t *testing.T) {
 	stacks := [][]string{
 		{"wrap", "a", "main"},            // 0: differs at a
 		{"wrap", "b", "x", "main"},       // 1: shares wrap←b with 2, differs at x

@@ -101,34 +101,10 @@ func StackEnd(names []string) (n int, cut bool) {
 // stack that is a prefix of another is named by all its frames; an empty
 // one gets "".
 func DistinctLabels(stacks [][]string) []string {
+	deep := DistinctDepth(stacks)
 	out := make([]string, len(stacks))
-	deep := make([]int, len(stacks))
 	for k, st := range stacks {
-		if len(st) == 0 {
-			continue
-		}
-		d := 0 // frames another stack shares with st, from the innermost
-		for j, o := range stacks {
-			if j == k {
-				continue
-			}
-			n := 0
-			for n < len(st) && n < len(o) && st[n] == o[n] {
-				n++
-			}
-			d = max(d, n)
-		}
-		deep[k] = d
-		switch {
-		case d == 0:
-			out[k] = st[0]
-		case d >= len(st):
-			out[k] = strings.Join(st, " ← ")
-		case d == 1:
-			out[k] = st[0] + " ← " + st[1]
-		default:
-			out[k] = st[0] + " ← … ← " + st[d]
-		}
+		out[k] = DistinctLabel(st, deep[k])
 	}
 	seen := map[string]int{}
 	for _, l := range out {
