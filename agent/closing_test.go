@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/fdtrace"
 	fig "github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/report"
@@ -194,6 +196,39 @@ func TestFiguresOfRandomRuns(t *testing.T) {
 		got, want := s.Figures(), logFigures(t, s, &buf)
 		if d := fig.Diff(got, want); d != "" {
 			t.Fatalf("seed %d: %s\nagent %+v\nreport %+v", seed, d, got, want)
+		}
+	}
+}
+
+// TestFiguresFDOnlyProcess: with descriptors tracked, a child that made
+// no allocation but leaked a descriptor is a process of its own in the
+// report, so the log's one allocating process no longer gives the run's
+// end; the agent's figures say the same. Without the leak (the descriptor
+// closed) the end is the allocating process's.
+func TestFiguresFDOnlyProcess(t *testing.T) {
+	for _, leak := range []bool{true, false} {
+		var buf bytes.Buffer
+		s := New(Config{Out: &buf, Track: config.TrackMalloc | config.TrackFD})
+		s.Header(logfmt.Header{Version: "t", PID: 1, Comm: "app", Mode: logfmt.ModeBPF})
+		s.AddProcess(1, false)
+		s.procs[1].scanned = true
+		s.Add(ev(1000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
+		s.Add(&tracer.Event{TS: 2000, TGID: 1, TID: 1, Kind: tracer.KindFork, Ptr: 2})
+		s.procs[2] = &process{live: map[uint64]liveBlock{}, scanned: true}
+		s.AddFD(&fdtrace.Event{TS: 3000, TGID: 2, TID: 2, FD: 5, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/hosts"})
+		if !leak {
+			s.AddFD(&fdtrace.Event{TS: 3500, TGID: 2, TID: 2, FD: 5, Type: fdtrace.TypeClose, Call: fdtrace.CallClose})
+		}
+		s.Add(&tracer.Event{TS: 4000, TGID: 2, TID: 2, Kind: tracer.KindExit})
+		s.Add(&tracer.Event{TS: 5000, TGID: 1, TID: 1, Kind: tracer.KindExit})
+		s.Drain(true)
+		s.Summary(5)
+		got, want := s.Figures(), logFigures(t, s, &buf)
+		if d := fig.Diff(got, want); d != "" {
+			t.Errorf("leak %v: %s\nagent %+v\nreport %+v\n%s", leak, d, got, want, buf.Bytes())
+		}
+		if (got.End == "") != leak {
+			t.Errorf("leak %v: end %q", leak, got.End)
 		}
 	}
 }

@@ -235,6 +235,20 @@ func (s *Session) Figures() fig.Figures {
 		end = text
 		sections++
 	}
+	// A process that leaked descriptors but made no allocation has a
+	// section of its own in the report (its end and live blocks not
+	// said: its blocks count as leaks).
+	for pid := range s.fdProcs {
+		if p := s.procs[pid]; p != nil && p.figs.calls > 0 {
+			continue
+		}
+		if s.fdLeaked[pid] || s.fds != nil && len(s.fds.Open(pid)) > 0 {
+			sections++
+			alive = false
+			live = analysis.LiveLeaked
+			end = ""
+		}
+	}
 	if sections == 1 {
 		f.End = end
 	}

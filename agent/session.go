@@ -148,6 +148,10 @@ type Session struct {
 	// ended: the header and summary lines were (figures.go).
 	ends          map[uint32]*procEnd
 	header, ended bool
+	// fdProcs are the processes the log has descriptors of (their own
+	// lines, or a parent's at a fork), fdLeaked those whose leaks were
+	// written at their exit.
+	fdProcs, fdLeaked map[uint32]bool
 	// OnProcessReport receives a process's figures as it exits (with
 	// Reports set).
 	OnProcessReport func(r *ProcessReport)
@@ -643,6 +647,9 @@ func (s *Session) forked(e *tracer.Event) {
 	}
 	if s.fds != nil {
 		s.fds.Fork(e.TGID, child)
+		if s.fdProcs[e.TGID] {
+			s.noteFDProc(child)
+		}
 	}
 	s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcFork, PID: int64(child), PPID: int64(e.TGID), TS: s.ts(e)})
 	s.write(s.buf)
