@@ -232,3 +232,21 @@ func TestFiguresFDOnlyProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestInOrder: a session that wrote an event after a newer one says so
+// (the runner then reads the figures from the file, which the report
+// reads otherwise); one in time order does not.
+func TestInOrder(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		s := New(Config{Out: io.Discard, InProcess: true})
+		s.Emit(ev(5000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 8, "app"))
+		ts := uint64(6000)
+		if late {
+			ts = 3000
+		}
+		s.Emit(ev(ts, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20, 8, "app"))
+		if s.InOrder() == late {
+			t.Errorf("late %v: InOrder %v", late, s.InOrder())
+		}
+	}
+}

@@ -261,6 +261,13 @@ func (s *Session) Figures() fig.Figures {
 	return f
 }
 
+// InOrder reports whether every event was written in time order (log
+// microseconds). When one came late (a thread preempted past the merge
+// window), the report reads the log otherwise (the preload source sorts
+// the file afterwards, the report re-matches an unordered one), and
+// Figures, counted in the order written, may differ from its figures.
+func (s *Session) InOrder() bool { return !s.late }
+
 // procEnd is analysis.Model.ProcEnd for a log this session wrote to its
 // end (header and summary lines, nothing cut).
 func (s *Session) procEnd(pid uint32) (string, analysis.Live) {

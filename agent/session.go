@@ -152,6 +152,10 @@ type Session struct {
 	// lines, or a parent's at a fork), fdLeaked those whose leaks were
 	// written at their exit.
 	fdProcs, fdLeaked map[uint32]bool
+	// late: an event was written after a newer one (see InOrder);
+	// lastTS is the newest time stamp written.
+	late   bool
+	lastTS uint64
 	// OnProcessReport receives a process's figures as it exits (with
 	// Reports set).
 	OnProcessReport func(r *ProcessReport)
@@ -412,6 +416,11 @@ func (s *Session) proc(pid uint32) *process {
 
 func (s *Session) emit(e *tracer.Event) {
 	s.Stats.Events++
+	if ts := s.ts(e); ts < s.lastTS {
+		s.late = true
+	} else {
+		s.lastTS = ts
+	}
 	switch e.Kind {
 	case tracer.KindFork:
 		s.forked(e)

@@ -339,7 +339,7 @@ func runText(ctx context.Context, opts Options) (int, error) {
 		close(exited)
 	}()
 	waitOrDetach(ctx, cmd, sigs, nil, exited)
-	runner.ClosingFromLog(pick(opts.Stderr, os.Stderr), opts.Output, tcp, since)
+	runner.ClosingFromLog(pick(opts.Stderr, os.Stderr), opts.Output, tcp, since, nil)
 	status = 0
 	if werr != nil {
 		var ee *exec.ExitError

@@ -66,18 +66,21 @@ func Closing(w io.Writer, output string, served bool, since time.Time, f *figure
 	}
 }
 
-// ClosingFromLog is Closing for a log no agent wrote (the preload
-// library's text mode writes it itself): its figures are read back from
-// the file, as `memtrace report` reads it; a log not in a file gets where
-// it is only.
-func ClosingFromLog(w io.Writer, output string, served bool, since time.Time) {
+// ClosingFromLog is Closing for a log whose figures only its file can
+// give: one no agent wrote (the preload library's text mode writes it
+// itself), or one whose events were written out of time order
+// (agent.Session.InOrder), which the report reads otherwise. The figures
+// are read back from the file, as `memtrace report` reads it; a log not in
+// a file (or not readable) gets fp, the agent's figures (nil without an
+// agent: only where the log went).
+func ClosingFromLog(w io.Writer, output string, served bool, since time.Time, fp *figures.Figures) {
 	if served || output == NoLog || output == "" || output == "/dev/stderr" || output == "/dev/stdout" || output == "-" || !written(output, since) {
-		Closing(w, output, served, since, nil)
+		Closing(w, output, served, since, fp)
 		return
 	}
 	f, err := report.LogFigures(output, io.Discard)
 	if err != nil {
-		Closing(w, output, served, since, nil)
+		Closing(w, output, served, since, fp)
 		return
 	}
 	Closing(w, output, served, since, &f)

@@ -32,7 +32,7 @@ func TestClosingLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	ClosingFromLog(&w, log, false, before)
+	ClosingFromLog(&w, log, false, before, nil)
 	stats := "memtrace stats:\n\trun: exited with status 2\n\tcalls to allocation functions: 2\n\tpeak heap memory consumption: 1.50K\n" +
 		"\ttotal memory leaked: 1000B (1 leaks)\n\tlost events: 0\n"
 	want := stats + "memtrace finished: the log is " + log + "; to investigate it run:\n" +
@@ -47,8 +47,8 @@ func TestClosingLines(t *testing.T) {
 		t.Errorf("check of a wrong call count: %q", msg)
 	}
 	w.Reset()
-	ClosingFromLog(&w, log, false, time.Now().Add(time.Hour))
-	ClosingFromLog(&w, filepath.Join(dir, "nope"), false, before)
+	ClosingFromLog(&w, log, false, time.Now().Add(time.Hour), nil)
+	ClosingFromLog(&w, filepath.Join(dir, "nope"), false, before, nil)
 	if w.Len() != 0 {
 		t.Errorf("an older log, a missing one: %q, want nothing", w.String())
 	}
@@ -81,7 +81,7 @@ func TestClosingCoarseMtime(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	ClosingFromLog(&w, log, false, st.ModTime().Add(4*time.Millisecond))
+	ClosingFromLog(&w, log, false, st.ModTime().Add(4*time.Millisecond), nil)
 	if !strings.Contains(w.String(), "calls to allocation functions: 1\n") {
 		t.Errorf("a log written a tick after the run began: %q, want its closing lines", w.String())
 	}

@@ -132,5 +132,11 @@ func closing(o *Options, out *output, s *agent.Session, stderr io.Writer, since 
 		return
 	}
 	f := s.Figures()
+	if !s.InOrder() {
+		// Events written late: the file's reading (sorted by the
+		// source, or re-matched) is what the report will say.
+		ClosingFromLog(stderr, o.Output, o.Listen != "", since, &f)
+		return
+	}
 	Closing(stderr, o.Output, o.Listen != "", since, &f)
 }
