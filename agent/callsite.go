@@ -107,7 +107,7 @@ func (s *Session) KnownProcess(pid int, attached bool) {
 		}
 		if attached {
 			if _, ok := p.live[m.Start]; !ok {
-				p.live[m.Start] = (m.End - m.Start) | filteredBit
+				p.live[m.Start] = liveBlock{v: (m.End - m.Start) | filteredBit}
 			}
 		}
 	}

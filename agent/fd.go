@@ -50,6 +50,7 @@ func (s *Session) drainFD(limit uint64, all bool, emitUpTo func(ts uint64)) {
 func cmpFD(a, b fdtrace.Event) int { return cmp.Compare(a.TS, b.TS) }
 
 func (s *Session) writeFD(e *fdtrace.Event) {
+	s.noteFDProc(e.TGID)
 	r := e.Record(s.cfg.StartNS)
 	r.Stack = s.fdStack(e.Stack)
 	s.buf = logfmt.AppendFD(s.buf[:0], &r)
@@ -95,6 +96,12 @@ func (s *Session) fdLeaks(pid uint32) []fdtrace.Open {
 		return nil
 	}
 	open := s.fds.Exit(pid)
+	if len(open) > 0 {
+		if s.fdLeaked == nil {
+			s.fdLeaked = map[uint32]bool{}
+		}
+		s.fdLeaked[pid] = true
+	}
 	for _, o := range open {
 		r := o.Record(pid, s.cfg.StartNS)
 		r.Stack = s.fdStack(o.Stack)
@@ -102,4 +109,12 @@ func (s *Session) fdLeaks(pid uint32) []fdtrace.Open {
 		s.write(s.buf)
 	}
 	return open
+}
+
+// noteFDProc records that the log has descriptors of pid (Figures).
+func (s *Session) noteFDProc(pid uint32) {
+	if s.fdProcs == nil {
+		s.fdProcs = map[uint32]bool{}
+	}
+	s.fdProcs[pid] = true
 }

@@ -8,6 +8,7 @@ import "github.com/memtrace/memtrace/logfmt"
 // layout. It does not touch s.buf: a runner may call it from OnProcess,
 // whatever the session was writing.
 func (s *Session) Proc(p logfmt.Proc) {
+	s.noteProc(&p)
 	var a [256]byte
 	s.write(logfmt.AppendProc(a[:0], p))
 }

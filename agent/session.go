@@ -68,10 +68,21 @@ type Config struct {
 // its record reaching the ring buffer, which only preemption widens.
 const DefaultWindow = 5 * time.Millisecond
 
-const filteredBit = 1 << 63 // a live block below --min-size: its free is not logged either
+// Flags on a live block's size (liveBlock.v).
+const (
+	filteredBit  = 1 << 63 // a live block below --min-size: its free is not logged either
+	inheritedBit = 1 << 62 // a parent's block, copied at a fork: not the child's in the log
+	mappingBit   = 1 << 61 // mmap, mremap: the report keeps them apart from heap blocks
+	sizeMask     = mappingBit - 1
+)
+
+// liveBlock is a block the agent saw allocated and not yet freed.
+type liveBlock struct{ v, stack uint64 }
 
 type process struct {
-	live map[uint64]uint64
+	live map[uint64]liveBlock
+	// The model of the log (figures.go): what the report will count.
+	figs procFigures
 	// attached: blocks from before the attach exist, so an unknown
 	// munmap may be the program's; in launch mode it is a file mapping.
 	attached bool
@@ -133,6 +144,18 @@ type Session struct {
 	procNames map[uint32]string
 	procCmds  map[uint32]string
 	exits     exitStatuses // the wait statuses of the processes memtrace started
+	// ends is the exit and attach lines written, by process; header and
+	// ended: the header and summary lines were (figures.go).
+	ends          map[uint32]*procEnd
+	header, ended bool
+	// fdProcs are the processes the log has descriptors of (their own
+	// lines, or a parent's at a fork), fdLeaked those whose leaks were
+	// written at their exit.
+	fdProcs, fdLeaked map[uint32]bool
+	// late: an event was written after a newer one (see InOrder);
+	// lastTS is the newest time stamp written.
+	late   bool
+	lastTS uint64
 	// OnProcessReport receives a process's figures as it exits (with
 	// Reports set).
 	OnProcessReport func(r *ProcessReport)
@@ -187,7 +210,7 @@ func (s *Session) Released(pid uint32, ns uint64) {
 // tracing started.
 func (s *Session) AddProcess(pid uint32, attached bool) {
 	if _, ok := s.procs[pid]; !ok {
-		s.procs[pid] = &process{live: make(map[uint64]uint64, 1024), attached: attached}
+		s.procs[pid] = &process{live: make(map[uint64]liveBlock, 1024), attached: attached}
 	}
 }
 
@@ -195,6 +218,7 @@ func (s *Session) AddProcess(pid uint32, attached bool) {
 func (s *Session) Header(h logfmt.Header) {
 	s.buf = logfmt.AppendHeader(s.buf[:0], h)
 	s.write(s.buf)
+	s.header = true
 }
 
 // Summary writes the closing summary line: the counts of what was written
@@ -204,6 +228,7 @@ func (s *Session) Summary(durationUS int64) {
 	s.buf = logfmt.AppendSummary(s.buf[:0], logfmt.Summary{Events: st.Events, Allocs: st.Allocs, Frees: st.Frees,
 		Lost: st.Lost, DurationUS: durationUS})
 	s.write(s.buf)
+	s.ended = true
 }
 
 // Err returns the first write error; after one, nothing more is written.
@@ -383,7 +408,7 @@ func (s *Session) tracked(name string) bool {
 func (s *Session) proc(pid uint32) *process {
 	p := s.procs[pid]
 	if p == nil {
-		p = &process{live: make(map[uint64]uint64, 1024)}
+		p = &process{live: make(map[uint64]liveBlock, 1024)}
 		s.procs[pid] = p
 	}
 	return p
@@ -391,6 +416,11 @@ func (s *Session) proc(pid uint32) *process {
 
 func (s *Session) emit(e *tracer.Event) {
 	s.Stats.Events++
+	if ts := s.ts(e); ts < s.lastTS {
+		s.late = true
+	} else {
+		s.lastTS = ts
+	}
 	switch e.Kind {
 	case tracer.KindFork:
 		s.forked(e)
@@ -400,7 +430,9 @@ func (s *Session) emit(e *tracer.Event) {
 		return
 	}
 	if e.Kind == tracer.KindExit && e.TID == e.TGID {
-		s.buf = logfmt.AppendProc(s.buf[:0], s.exitLine(e.TGID, s.ts(e)))
+		line := s.exitLine(e.TGID, s.ts(e))
+		s.noteProc(&line)
+		s.buf = logfmt.AppendProc(s.buf[:0], line)
 		s.write(s.buf)
 		s.processExit(e.TGID)
 		s.calls.forget(int(e.TGID))
@@ -467,7 +499,8 @@ func (s *Session) emit(e *tracer.Event) {
 		if e.Flags&tracer.FlagFile != 0 && !s.cfg.MmapFiles {
 			// A file mapping: not logged, but remembered so that its
 			// munmap is left out too.
-			p.live[e.Ptr] = e.Size | filteredBit
+			s.replace(p, e.Ptr)
+			p.live[e.Ptr] = liveBlock{v: e.Size | filteredBit}
 			return
 		}
 		if e.Flags&tracer.FlagCallsite != 0 {
@@ -502,11 +535,18 @@ func (s *Session) trackedOp(op logfmt.Op) bool {
 }
 
 func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
+	s.replace(p, ptr)
 	if !t.track || size < s.cfg.MinSize || !s.trackedOp(op) {
-		p.live[ptr] = size | filteredBit
+		p.live[ptr] = liveBlock{v: size | filteredBit}
 		return
 	}
-	p.live[ptr] = size
+	mapping := op == logfmt.OpMmap || op == logfmt.OpMremap
+	v := size
+	if mapping {
+		v |= mappingBit
+	}
+	p.live[ptr] = liveBlock{v: v, stack: e.Stack}
+	p.figs.alloc(ptr, size, ts, mapping)
 	if s.cfg.Reports {
 		s.account(e.TGID, ts, ptr, size, e.Stack)
 	}
@@ -526,7 +566,8 @@ func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op lo
 }
 
 func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
-	v, known := p.live[ptr]
+	b, known := p.live[ptr]
+	v := b.v
 	if known {
 		delete(p.live, ptr)
 		if v&filteredBit != 0 {
@@ -543,7 +584,7 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 			return
 		}
 	} else if known {
-		size = v
+		size = v & sizeMask
 	} else if s.cfg.InProcess {
 		// A block the library never saw (ld.so's, or one libc
 		// allocated inside itself): size 0, as its text mode writes
@@ -562,8 +603,13 @@ func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op log
 		size = 0
 	}
 	if !t.track || !s.trackedOp(op) {
+		if known {
+			// Not logged: the report holds the block live to the end.
+			p.figs.keep(ptr, b)
+		}
 		return
 	}
+	p.figs.free(ptr, b, known)
 	if s.cfg.Reports && known {
 		s.unaccount(e.TGID, ptr)
 	}
@@ -601,8 +647,8 @@ func (s *Session) forked(e *tracer.Event) {
 	child := uint32(e.Ptr)
 	parent := s.proc(e.TGID)
 	c := s.proc(child)
-	for ptr, v := range parent.live {
-		c.live[ptr] = v
+	for ptr, b := range parent.live {
+		c.live[ptr] = liveBlock{v: b.v | inheritedBit}
 	}
 	c.attached = parent.attached
 	if s.cfg.Observer != nil {
@@ -610,6 +656,9 @@ func (s *Session) forked(e *tracer.Event) {
 	}
 	if s.fds != nil {
 		s.fds.Fork(e.TGID, child)
+		if s.fdProcs[e.TGID] {
+			s.noteFDProc(child)
+		}
 	}
 	s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcFork, PID: int64(child), PPID: int64(e.TGID), TS: s.ts(e)})
 	s.write(s.buf)
@@ -621,6 +670,11 @@ func (s *Session) execd(e *tracer.Event, ppid uint32, cmd string) {
 	p := s.proc(e.TGID)
 	if p.preExec && e.TS < p.released {
 		return // the launcher's own exec
+	}
+	for ptr, b := range p.live {
+		// The report's model keeps the old image's blocks: leaks
+		// unless the new image's frees name them.
+		p.figs.keep(ptr, b)
 	}
 	clear(p.live)
 	if s.cfg.Observer != nil {

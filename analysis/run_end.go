@@ -66,7 +66,20 @@ func (m *Model) ProcEnd(p int) (text string, live Live) {
 	if p < 0 || p >= len(m.Procs) {
 		return "", LiveLeaked
 	}
-	pr := &m.Procs[p]
+	return ProcEndOf(&m.Procs[p], LogEnd{Cut: m.Cut(), Lost: m.LostEvents, Header: m.Header.Seen, Ended: m.Ended})
+}
+
+// LogEnd is what ProcEndOf needs of a log: whether it was cut, the
+// records its tracer lost, and whether its header and summary were read.
+type LogEnd struct {
+	Cut           bool
+	Lost          int64
+	Header, Ended bool
+}
+
+// ProcEndOf is ProcEnd for process pr of a log that ended as l: the one
+// decision, which the agent makes too for the log it writes.
+func ProcEndOf(pr *Proc, l LogEnd) (text string, live Live) {
 	switch {
 	case pr.Exited && pr.ExitSignal != "":
 		return "killed by " + pr.ExitSignal, LiveLeaked
@@ -74,15 +87,15 @@ func (m *Model) ProcEnd(p int) (text string, live Live) {
 		return "exited with status " + strconv.Itoa(pr.ExitStatus), LiveLeaked
 	case pr.Exited:
 		return "exited", LiveLeaked
-	case m.Cut():
+	case l.Cut:
 		return "cut short (the log ends before the process did)", LiveCut
-	case pr.Attached && m.LostEvents > 0:
+	case pr.Attached && l.Lost > 0:
 		return "detached (or exited: the tracer lost records, an exit line may be among them)", LiveDetached
 	case pr.Attached:
 		return "detached", LiveDetached
-	case m.LostEvents > 0 && m.Header.Seen:
+	case l.Lost > 0 && l.Header:
 		return "not known (no exit line, and the tracer lost records: the exit may be among them)", LiveLeaked
-	case m.Ended && m.Header.Seen:
+	case l.Ended && l.Header:
 		return "interrupted", LiveDetached
 	}
 	return "", LiveLeaked

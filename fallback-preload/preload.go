@@ -349,7 +349,7 @@ func runText(ctx context.Context, opts Options) (int, error) {
 		close(exited)
 	}()
 	waitOrDetach(ctx, cmd, sigs, nil, exited)
-	runner.Closing(pick(opts.Stderr, os.Stderr), opts.Output, tcp, since, 0)
+	runner.ClosingFromLog(pick(opts.Stderr, os.Stderr), opts.Output, tcp, since, nil)
 	status = 0
 	if werr != nil {
 		var ee *exec.ExitError

@@ -7,65 +7,116 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/internal/units"
 	"github.com/memtrace/memtrace/report"
 )
-
-// closingMaxLog bounds the log text that the closing lines read back:
-// reading takes about a second per 500 MB, which a user who pressed Ctrl-C
-// should not wait for. A compressed log counts by its text (a 14 MB .zst
-// of 32-frame stacks is 1.7 GB of it, and its read-back was seconds).
-const closingMaxLog = 512 << 20
 
 // coarseTick bounds how far a file's modification time may lag the clock
 // it is compared with (the kernel's tick, at its slowest HZ).
 const coarseTick = 10 * time.Millisecond
 
+// CheckEnv is the test hook (docs/closing.md): set to 1, a run that wrote
+// its log to a file reads it back after its closing lines, as `memtrace
+// report` would, and exits with CheckStatus and one line if a figure
+// differs from the closing lines'.
+const CheckEnv = "MEMTRACE_TEST_CLOSING_CHECK"
+
+// CheckStatus is the exit status of a failed closing check.
+const CheckStatus = 70
+
 // Closing writes memtrace's closing lines on w, as heaptrack ends a run:
-// the log's calls, peak, leaked (or still allocated) bytes and lost
-// events, where the log is and the commands that open it. The figures are
-// the report's own (report.LogFigures reads the finished log as `memtrace
-// report` does), so the two never disagree. output is the -o file: ""
-// (the log went to stderr: said once), NoLog, or a path; served: the log
-// went to a viewer on a port instead. A file not written since the run
-// began (the run failed before opening it) is an older log: not described.
-// text is the size of a compressed log's text when the caller knows it
-// (0: the file's size stands for it).
-func Closing(w io.Writer, output string, served bool, since time.Time, text int64) {
+// the log's calls, peak, leaked (or still allocated) bytes, suppressed
+// leaks and lost events, then where the log is and the commands that open
+// it (f nil: only where the log is). f is what the agent counted as it wrote the log (agent.Session's
+// Figures: the report's own figures of that log, without reading it
+// back), so every run gets them: a log on stderr or stdout, -o none and a
+// log served to a viewer too. output is the -o file: "" (stderr), NoLog,
+// or a path; served: the log went to a viewer on a port instead. A file
+// not written since the run began (the run failed before opening it) is
+// an older log: nothing is said.
+func Closing(w io.Writer, output string, served bool, since time.Time, f *figures.Figures) {
+	var where string
 	switch {
-	case served || output == NoLog:
-		return
+	case served:
+		where = "memtrace finished: the log went to the viewer"
+	case output == NoLog:
+		where = "memtrace finished: no log was written (-o none)"
 	case output == "" || output == "/dev/stderr":
-		fmt.Fprintln(w, "memtrace: the log is on stderr, above: with -o FILE memview FILE and memtrace report FILE open it")
-		return
+		where = "memtrace finished: the log is on stderr, above: with -o FILE memview FILE and memtrace report FILE open it"
 	case output == "/dev/stdout" || output == "-":
-		fmt.Fprintln(w, "memtrace: the log went to stdout: memview FILE and memtrace report FILE open it once saved")
+		where = "memtrace finished: the log went to stdout: memview FILE and memtrace report FILE open it once saved"
+	default:
+		if !written(output, since) {
+			return
+		}
+		q := shellQuote(output)
+		where = fmt.Sprintf("memtrace finished: the log is %s; to investigate it run:\n  memview %s\n  memtrace report %s", output, q, q)
+	}
+	if f == nil {
+		fmt.Fprintln(w, where)
 		return
 	}
-	st, err := os.Stat(output)
-	// A file's times come from the kernel's coarse clock, which may be
-	// a tick behind time.Now: a log written at once after since can
-	// look older by that much.
-	if err != nil || !st.Mode().IsRegular() || st.ModTime().Before(since.Add(-coarseTick)) {
-		return
+	fmt.Fprintln(w, statsLines(*f)+where)
+	if os.Getenv(CheckEnv) == "1" && !served && output != NoLog && written(output, since) {
+		if msg := CheckClosing(*f, output); msg != "" {
+			fmt.Fprintln(w, msg)
+			os.Exit(CheckStatus)
+		}
 	}
-	q := shellQuote(output)
-	if text < st.Size() {
-		text = st.Size()
-	}
-	if text > closingMaxLog {
-		fmt.Fprintf(w, "memtrace: the log is %s (%s); to investigate it run:\n  memview %s\n  memtrace report %s\n", output, units.Bytes(uint64(st.Size())), q, q)
+}
+
+// ClosingFromLog is Closing for a log whose figures only its file can
+// give: one no agent wrote (the preload library's text mode writes it
+// itself), or one whose events were written out of time order
+// (agent.Session.InOrder), which the report reads otherwise. The figures
+// are read back from the file, as `memtrace report` reads it; a log not in
+// a file (or not readable) gets fp, the agent's figures (nil without an
+// agent: only where the log went).
+func ClosingFromLog(w io.Writer, output string, served bool, since time.Time, fp *figures.Figures) {
+	if served || output == NoLog || output == "" || output == "/dev/stderr" || output == "/dev/stdout" || output == "-" || !written(output, since) {
+		Closing(w, output, served, since, fp)
 		return
 	}
 	f, err := report.LogFigures(output, io.Discard)
 	if err != nil {
+		Closing(w, output, served, since, fp)
 		return
 	}
-	fmt.Fprintln(w, ClosingLines(f, output))
+	Closing(w, output, served, since, &f)
+}
+
+// CheckClosing reads the log at path back as `memtrace report` does and
+// returns one line naming the first figure that differs from f, or "".
+func CheckClosing(f figures.Figures, path string) string {
+	r, err := report.LogFigures(path, io.Discard)
+	if err != nil {
+		return fmt.Sprintf("memtrace: closing check: read %s back: %v", path, err)
+	}
+	if d := figures.Diff(f, r); d != "" {
+		return fmt.Sprintf("memtrace: closing check: the closing lines and memtrace report %s disagree: %s (closing lines against report)", path, d)
+	}
+	return ""
+}
+
+// written reports whether output is a regular file written since the run
+// began. A file's times come from the kernel's coarse clock, which may be
+// a tick behind time.Now: a log written at once after since can look
+// older by that much.
+func written(output string, since time.Time) bool {
+	st, err := os.Stat(output)
+	return err == nil && st.Mode().IsRegular() && !st.ModTime().Before(since.Add(-coarseTick))
 }
 
 // ClosingLines is the closing text for a log at path with figures f.
 func ClosingLines(f report.Figures, path string) string {
+	q := shellQuote(path)
+	return statsLines(f) + fmt.Sprintf("memtrace finished: the log is %s; to investigate it run:\n  memview %s\n  memtrace report %s", path, q, q)
+}
+
+// statsLines is the figures' part of the closing text, heaptrack's
+// summary in the report's words.
+func statsLines(f report.Figures) string {
 	var b strings.Builder
 	b.WriteString("memtrace stats:\n")
 	if f.End != "" {
@@ -79,14 +130,12 @@ func ClosingLines(f report.Figures, path string) string {
 		fmt.Fprintf(&b, "\ttotal memory leaked: %s (%d leaks)\n", units.Bytes(f.LeakedBytes), f.Leaks)
 	}
 	if f.Suppressed > 0 {
-		fmt.Fprintf(&b, "\tsuppressed leaks: %d (system libraries' own)\n", f.Suppressed)
+		fmt.Fprintf(&b, "\tsuppressed leaks: %s (%d leaks)\n", units.Bytes(f.SuppressedBytes), f.Suppressed)
 	}
 	fmt.Fprintf(&b, "\tlost events: %d\n", f.Lost)
 	if f.Caveat != "" {
 		fmt.Fprintf(&b, "\t(%s)\n", f.Caveat)
 	}
-	q := shellQuote(path)
-	fmt.Fprintf(&b, "memtrace finished: the log is %s; to investigate it run:\n  memview %s\n  memtrace report %s", path, q, q)
 	return b.String()
 }
 

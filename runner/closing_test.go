@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/report"
 )
 
-// TestClosingLines: the closing lines carry the report's figures of the
-// log, its path (quoted for a shell where needed) and the commands; a log
-// older than the run, -o none and a served log get none; stderr gets one
-// sentence.
+// TestClosingLines: the closing lines carry the figures given (here the
+// report's, read back as the preload library's text mode does), the
+// log's path (quoted for a shell where needed) and the commands; a log
+// older than the run gets none; a log on stderr or stdout, -o none and a
+// served log get the figures and where the log went.
 func TestClosingLines(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "my run.log")
@@ -31,40 +32,36 @@ func TestClosingLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	Closing(&w, log, false, before, 0)
-	want := "memtrace stats:\n\trun: exited with status 2\n\tcalls to allocation functions: 2\n\tpeak heap memory consumption: 1.50K\n" +
-		"\ttotal memory leaked: 1000B (1 leaks)\n\tlost events: 0\nmemtrace finished: the log is " + log + "; to investigate it run:\n" +
+	ClosingFromLog(&w, log, false, before, nil)
+	stats := "memtrace stats:\n\trun: exited with status 2\n\tcalls to allocation functions: 2\n\tpeak heap memory consumption: 1.50K\n" +
+		"\ttotal memory leaked: 1000B (1 leaks)\n\tlost events: 0\n"
+	want := stats + "memtrace finished: the log is " + log + "; to investigate it run:\n" +
 		"  memview '" + log + "'\n  memtrace report '" + log + "'\n"
 	if w.String() != want {
 		t.Errorf("closing lines:\n%s\nwant:\n%s", w.String(), want)
 	}
-	f, err := report.LogFigures(log, &w)
-	if err != nil || f.Calls != 2 || f.PeakBytes != 1500 || f.LeakedBytes != 1000 || f.Leaks != 1 || f.StillAllocated {
-		t.Errorf("LogFigures %+v %v", f, err)
+	if msg := CheckClosing(figures.Figures{Calls: 2, PeakBytes: 1500, Leaks: 1, LeakedBytes: 1000, End: "exited with status 2"}, log); msg != "" {
+		t.Errorf("check of the log's own figures: %s", msg)
 	}
-	for name, call := range map[string]func(*bytes.Buffer){
-		"older log": func(w *bytes.Buffer) { Closing(w, log, false, time.Now().Add(time.Hour), 0) },
-		"none":      func(w *bytes.Buffer) { Closing(w, NoLog, false, before, 0) },
-		"served":    func(w *bytes.Buffer) { Closing(w, log, true, before, 0) },
-		"missing":   func(w *bytes.Buffer) { Closing(w, filepath.Join(dir, "nope"), false, before, 0) },
-	} {
-		var w bytes.Buffer
-		call(&w)
-		if w.Len() != 0 {
-			t.Errorf("%s: %q, want nothing", name, w.String())
+	if msg := CheckClosing(figures.Figures{Calls: 3, PeakBytes: 1500, Leaks: 1, LeakedBytes: 1000, End: "exited with status 2"}, log); !strings.Contains(msg, "calls: 3 against 2") {
+		t.Errorf("check of a wrong call count: %q", msg)
+	}
+	w.Reset()
+	ClosingFromLog(&w, log, false, time.Now().Add(time.Hour), nil)
+	ClosingFromLog(&w, filepath.Join(dir, "nope"), false, before, nil)
+	if w.Len() != 0 {
+		t.Errorf("an older log, a missing one: %q, want nothing", w.String())
+	}
+	f := figures.Figures{Calls: 2, PeakBytes: 1500, Leaks: 1, LeakedBytes: 1000, End: "exited with status 2", Suppressed: 3, SuppressedBytes: 2048}
+	for out, where := range map[string]string{NoLog: "no log was written", "": "the log is on stderr", "-": "the log went to stdout", log: "the log went to the viewer"} {
+		w.Reset()
+		Closing(&w, out, out == log, before, &f)
+		s := w.String()
+		lines := strings.Split(strings.TrimSpace(s), "\n")
+		if !strings.HasPrefix(s, strings.TrimSuffix(stats, "\tlost events: 0\n")) || !strings.Contains(s, "\tsuppressed leaks: 2.05K (3 leaks)\n") ||
+			!strings.Contains(lines[len(lines)-1], where) {
+			t.Errorf("-o %q: %q, want the figures and %q last", out, s, where)
 		}
-	}
-	// A compressed log whose text is over the bound: not read back,
-	// though its file is small; the path and commands only.
-	w.Reset()
-	Closing(&w, log, false, before, closingMaxLog+1)
-	if s := w.String(); strings.Contains(s, "calls to allocation functions") || !strings.Contains(s, "memview '"+log+"'") {
-		t.Errorf("log of %d bytes of text: %q, want the path and commands without figures", closingMaxLog+1, s)
-	}
-	w.Reset()
-	Closing(&w, "", false, before, 0)
-	if s := w.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "the log is on stderr") {
-		t.Errorf("stderr log: %q", s)
 	}
 }
 
@@ -84,7 +81,7 @@ func TestClosingCoarseMtime(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	Closing(&w, log, false, st.ModTime().Add(4*time.Millisecond), 0)
+	ClosingFromLog(&w, log, false, st.ModTime().Add(4*time.Millisecond), nil)
 	if !strings.Contains(w.String(), "calls to allocation functions: 1\n") {
 		t.Errorf("a log written a tick after the run began: %q, want its closing lines", w.String())
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/internal/viewconn"
 )
@@ -14,10 +15,6 @@ import (
 // output is the log's sink as a run opened it.
 type output struct {
 	io.WriteCloser
-	// compressed is the -o FILE.zst/.gz writer, which knows the size of
-	// the text it compressed (the closing lines' read-back is bounded by
-	// that, not by the file's size).
-	compressed *logio.Writer
 	// failed is the sink of a run that started its program, which
 	// remembers its first write error.
 	failed *keepGoing
@@ -71,11 +68,7 @@ func openSink(o *Options, stderr io.Writer) (*output, error) {
 			f.Close()
 			return nil, err
 		}
-		out := &output{WriteCloser: w}
-		if z, ok := w.(*logio.Writer); ok {
-			out.compressed = z
-		}
-		return out, nil
+		return &output{WriteCloser: w}, nil
 	}
 	return &output{WriteCloser: nopCloser{stderr}}, nil
 }
@@ -128,7 +121,7 @@ func (k *keepGoing) failure() (time.Duration, error) {
 // closing ends a run that wrote its log: the closing lines, or, where the
 // log could not be written, one line that says so instead (the figures
 // of an incomplete log would mislead).
-func closing(o *Options, out *output, stderr io.Writer, since time.Time) {
+func closing(o *Options, out *output, s *agent.Session, stderr io.Writer, since time.Time) {
 	if at, err := out.failed.failure(); err != nil {
 		hint := "free some space or give another -o"
 		if o.Listen != "" {
@@ -138,9 +131,12 @@ func closing(o *Options, out *output, stderr io.Writer, since time.Time) {
 			err, at.Seconds(), hint)
 		return
 	}
-	var text int64
-	if out.compressed != nil {
-		text = out.compressed.TextBytes()
+	f := s.Figures()
+	if !s.InOrder() {
+		// Events written late: the file's reading (sorted by the
+		// source, or re-matched) is what the report will say.
+		ClosingFromLog(stderr, o.Output, o.Listen != "", since, &f)
+		return
 	}
-	Closing(stderr, o.Output, o.Listen != "", since, text)
+	Closing(stderr, o.Output, o.Listen != "", since, &f)
 }

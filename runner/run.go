@@ -124,7 +124,7 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 		err = cerr
 	}
 	if err == nil {
-		closing(&o, out, stderr, since)
+		closing(&o, out, s, stderr, since)
 	}
 	if o.Verbose {
 		r.writePhases(stderr, time.Now())
