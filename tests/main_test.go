@@ -13,15 +13,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/runner"
 )
 
-// TestMain adds a hang report to the package: go test's own timeout
+// TestMain turns the closing check on for every memtrace the tests run
+// (runner.CheckEnv, docs/closing.md): each run that writes its log to a
+// file reads it back after its closing lines and fails, with one line and
+// runner.CheckStatus, if the agent's figures differ from the report's.
+//
+// It also adds a hang report to the package: go test's own timeout
 // panics with every goroutine's stack, and a CI log that keeps only its
 // tail then shows neither which test hung nor on what. Shortly before the
 // timeout this prints, last, the tests still running and every process
 // the test binary started (state, wait channel, command line: a stopped
 // target is what memtrace must never leave), then fails the package.
 func TestMain(m *testing.M) {
+	os.Setenv(runner.CheckEnv, "1")
 	flag.Parse()
 	if g, ok := flag.Lookup("test.timeout").Value.(flag.Getter); ok {
 		if d, ok := g.Get().(time.Duration); ok && d > 3*time.Minute {
