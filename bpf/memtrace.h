@@ -114,10 +114,10 @@ enum mt_rec {
  * MT_PACKED_FLAGS) it is an mt_event_packed of 24 bytes; else the whole
  * mt_event of 56. The ring buffer's cost per record grows with its length,
  * because each record fills fresh cache lines: the 80-byte events of
- * before cost a malloc+free pair about a tenth of the floor more (see the
- * README). For the same reason the thread's process and name travel apart,
- * in an mt_thread record sent before the thread's first event and again
- * after each rename. */
+ * before cost a malloc+free pair about a tenth of the floor more
+ * (docs/measurements.md). For the same reason the thread's process and
+ * name travel apart, in an mt_thread record sent before the thread's first
+ * event and again after each rename. */
 struct mt_event {
 	__u8 type;      /* MT_REC_EVENT */
 	__u8 kind;      /* enum mt_kind */

@@ -149,7 +149,7 @@ int main(void) { mid(5151); free(sink); return 0; }
 
 // TestStackDwarfNoCFIIsNoUnwindInfo: code built without CFI or frame
 // pointers stops after its first frame, marked no-unwind-info (the
-// README's reason for a PC without a rule or frame pointer), not
+// reason docs/stacks.md gives a PC without a rule or frame pointer), not
 // bad-read.
 func TestStackDwarfNoCFIIsNoUnwindInfo(t *testing.T) {
 	requireBPF(t)

@@ -53,7 +53,7 @@ func KindOf(path string) Kind {
 const ZstdWindow = 1 << 20
 
 // The levels are chosen for the writer's CPU, which the agent spends on the
-// CPU next to the traced program's (see README, "Compressed logs"). With
+// CPU next to the traced program's (docs/measurements.md, "Compressed logs"). With
 // DWARF stacks (sqlite3, --stack-depth 32: 32 frames, 1.46 KB of text an
 // event) zstd's default level is 10 % smaller than its fastest (11.4
 // against 12.7 bytes an event) for the same or less CPU (0.95-1.1 µs an

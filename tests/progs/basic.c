@@ -155,7 +155,7 @@ int main(void)
 		truth_die("huge posix_memalign succeeded\n");
 	/* A static glibc (before 2.38) has one function under both names and
 	 * no PLT stub to tell which was called: memtrace logs it as memalign
-	 * (README, "Static programs"), so the static build asks for that. */
+	 * (docs/tracer.md, "Static programs"), so the static build asks for that. */
 #if defined(TRUTH_STATIC) && defined(__GLIBC__)
 #if !__GLIBC_PREREQ(2, 38)
 #define TRUTH_ONE_MEMALIGN
