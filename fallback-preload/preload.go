@@ -178,6 +178,9 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	if len(o.Argv) == 0 {
 		return 2, errors.New("--preload starts a program (-- PROG); it cannot attach to a running process")
 	}
+	if o.Sample > 0 {
+		return 2, errors.New("--sample needs eBPF: the LD_PRELOAD library logs every allocation (docs/sampling.md)")
+	}
 	cmd, status, err := command(o)
 	if err != nil {
 		return status, err

@@ -27,6 +27,7 @@ type options struct {
 	port         int
 	listen       string
 	minSize      uint64
+	sample       uint64
 	stackDepth   int
 	stackThreads []string
 	noFreeStacks bool
@@ -95,7 +96,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 		o.argv = argv
 	}
 	ro := runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
-		MinSize: o.minSize, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
+		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
 		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti}
@@ -169,7 +170,7 @@ options:
 		cli.Usage(stdout, fs)
 	}
 	fs.Usage = func() {}
-	var pids, stackThreads, trackThreads, minSize, bufSize, track, configPath string
+	var pids, stackThreads, trackThreads, minSize, bufSize, track, configPath, sample string
 	var interval time.Duration
 	fs.StringVar(&o.output, "o", "", "write the log to `FILE` (default stderr; none: no log, with --http or --profile-dir)")
 	fs.StringVar(&o.http, "http", "", "serve the live heap on `ADDR:PORT` (a port alone: 127.0.0.1): /debug/pprof/heap, /metrics")
@@ -177,6 +178,7 @@ options:
 	fs.IntVar(&o.port, "port", 0, "serve the log over TCP on 127.0.0.1:`PORT`; in -- mode PROG starts once a client connects")
 	fs.StringVar(&o.listen, "listen", "", "serve the log over TCP on `ADDR:PORT`")
 	fs.StringVar(&minSize, "min-size", "0", "do not log allocations smaller than `N` bytes (K/M suffixes)")
+	fs.StringVar(&sample, "sample", "", "sample one allocation per `BYTES` on average (K/M suffixes): a heap profile cheap enough to leave on (-o FILE.pb.gz, --http, --profile-dir)")
 	fs.IntVar(&o.stackDepth, "stack-depth", 0, "capture `N` call-stack frames per event (1-127)")
 	fs.StringVar(&stackThreads, "stack-threads", "", "capture stacks only in threads whose name contains one of `a,b`")
 	fs.BoolVar(&o.noFreeStacks, "no-free-stacks", false, "frees carry no stack: with --stack-depth only allocations walk theirs")
@@ -226,6 +228,9 @@ options:
 	}
 	if o.minSize, err = config.ParseSize(strings.TrimSpace(minSize)); err != nil {
 		return nil, usageError{fmt.Sprintf("bad --min-size %q: %v", minSize, err)}
+	}
+	if o.sample, err = config.ParseSize(strings.TrimSpace(sample)); sample != "" && (err != nil || o.sample == 0 || o.sample > 1<<30) {
+		return nil, usageError{fmt.Sprintf("bad --sample %q: give 1 to 1G bytes (K/M suffixes)", sample)}
 	}
 	if o.track, err = config.ParseTrack(track); err != nil {
 		return nil, usageError{fmt.Sprintf("bad --track: %v", err)}
