@@ -10,29 +10,8 @@
  * probability 1 - e^(-s/rate): the agent weighs it by the inverse
  * (live/, internal/heapprof). Frees are sent only for the blocks sampled
  * and still live, which the sampled map holds.
- * Part of memtrace.bpf.c, which includes it once, in order. */
-
-/* Mean bytes between samples; 0: every allocation is logged. */
-const volatile __u64 sample_rate = 0;
-/* Sampled blocks the sampled map had no room for: not sent (their frees
- * could not be matched), counted here for the agent's figures. */
-__u64 sample_untracked = 0;
-
-struct mt_sample_key {
-	__u32 tgid;
-	__u32 pad;
-	__u64 ptr;
-};
-
-/* The live sampled blocks, by process and address. Sized by the agent
- * (one entry without --sample); a hash, not an LRU: a block evicted would
- * stay live in the agent's model forever. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, struct mt_sample_key);
-	__type(value, __u8);
-} sampled SEC(".maps");
+ * Part of memtrace.bpf.c, which includes it once, in order; with
+ * MT_SAMPLE_HOST defined, only its arithmetic (tracer/testdata). */
 
 /* log2(1 + i/32) in 16.16 fixed point, i = 0..32; between two entries the
  * curve is taken as straight (Go's runtime/fastlog2.go does the same with
@@ -88,6 +67,28 @@ static __always_inline __u64 mt_sample_draw(__u32 r, __u64 rate)
 }
 
 #ifndef MT_SAMPLE_HOST
+/* Mean bytes between samples; 0: every allocation is logged. */
+const volatile __u64 sample_rate = 0;
+/* Sampled blocks the sampled map had no room for: not sent (their frees
+ * could not be matched), counted here for the agent's figures. */
+__u64 sample_untracked = 0;
+
+struct mt_sample_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 ptr;
+};
+
+/* The live sampled blocks, by process and address. Sized by the agent
+ * (one entry without --sample); a hash, not an LRU: a block evicted would
+ * stay live in the agent's model forever. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct mt_sample_key);
+	__type(value, __u8);
+} sampled SEC(".maps");
+
 /* Whether an allocation of size bytes is the thread's next sample. */
 static __always_inline int mt_sample_take(struct tstate *st, __u64 size)
 {

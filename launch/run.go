@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/agent"
-	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/tracer"
 )
 

@@ -1,0 +1,160 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/memtrace/memtrace/internal/bpftest"
+)
+
+var sampleSites = []string{"site_small", "site_medium", "site_large"}
+
+// TestSampleAccuracy: progs/sample_churn's heap (three sites of 16 B to
+// 8 KiB blocks, about 105 MB live after some 430k events of churn), traced
+// with --sample 64K into -o FILE.pb.gz, is estimated within 3 points of
+// each site's true share of the live bytes and within 10 % of their total,
+// in each of 10 runs of different seeds (docs/sampling.md).
+func TestSampleAccuracy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10 traced runs of 105 MB heaps")
+	}
+	requireBPF(t)
+	bin, prog := need(t, "bin/memtrace"), need(t, "tests/progs/build/sample_churn")
+	dir := t.TempDir()
+	for run := 1; run <= 10; run++ {
+		out := filepath.Join(dir, "run"+strconv.Itoa(run)+".pb.gz")
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, "--sample", "64K", "--stack-depth", "16", "-o", out, "--", prog, strconv.Itoa(run))
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := runCmd(t, cmd, 2*time.Minute); err != nil {
+			t.Fatalf("run %d: %v\n%s", run, err, stderr.String())
+		}
+		truth := sampleTruth(t, stdout.String())
+		est := sampleEstimate(t, out)
+		var trueTotal, estTotal float64
+		for _, s := range sampleSites {
+			trueTotal += truth[s]
+			estTotal += est[s]
+		}
+		if d := math.Abs(estTotal-trueTotal) / trueTotal; d > 0.10 {
+			t.Errorf("run %d: estimated %.0f live bytes at the three sites, truly %.0f (%.1f %% off)", run, estTotal, trueTotal, 100*d)
+		}
+		shares := ""
+		for _, s := range sampleSites {
+			want, got := 100*truth[s]/trueTotal, 100*est[s]/estTotal
+			if math.Abs(got-want) > 3 {
+				t.Errorf("run %d: %s holds %.2f %% of the estimate, truly %.2f %%", run, s, got, want)
+			}
+			shares += fmt.Sprintf(" %s %.2f%% (true %.2f%%)", s, got, want)
+		}
+		t.Logf("run %d: %.1f MB estimated, %.1f MB true;%s", run, estTotal/1e6, trueTotal/1e6, shares)
+	}
+}
+
+// sampleTruth reads sample_churn's "site BYTES BLOCKS" lines.
+func sampleTruth(t *testing.T, out string) map[string]float64 {
+	t.Helper()
+	truth := map[string]float64{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			t.Fatalf("sample_churn printed %q", l)
+		}
+		n, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			t.Fatalf("sample_churn printed %q", l)
+		}
+		truth[f[0]] = n
+	}
+	if len(truth) != len(sampleSites) {
+		t.Fatalf("sample_churn printed %q", out)
+	}
+	return truth
+}
+
+// sampleEstimate is the profile's in-use bytes by site: the samples whose
+// stack passes through the site's function.
+func sampleEstimate(t *testing.T, path string) map[string]float64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("the profile: %v", err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	bpftest.RequireProfileModeBPF(t, p)
+	if p.Period != 64<<10 {
+		t.Fatalf("the profile's period is %d, want the rate 65536", p.Period)
+	}
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == "inuse_space" {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		t.Fatalf("the profile has no inuse_space")
+	}
+	est := map[string]float64{}
+	for _, s := range p.Sample {
+	locs:
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				for _, site := range sampleSites {
+					if ln.Function != nil && ln.Function.Name == site {
+						est[site] += float64(s.Value[idx])
+						break locs
+					}
+				}
+			}
+		}
+	}
+	return est
+}
+
+// TestSampleRefusals: --sample with an output that is a memtrack log is
+// one line and exit 2, before anything runs; so is --preload, whose
+// library logs every allocation.
+func TestSampleRefusals(t *testing.T) {
+	bin := need(t, "bin/memtrace")
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	for _, args := range [][]string{
+		{"--sample", "64K"},
+		{"--sample", "64K", "-o", filepath.Join(dir, "x.log")},
+		{"--sample", "64K", "--port", "1"},
+		{"--sample", "64K", "--preload", "-o", filepath.Join(dir, "x.pb.gz")},
+		{"--sample", "0", "-o", filepath.Join(dir, "x.pb.gz")},
+		{"--sample", "2G", "-o", filepath.Join(dir, "x.pb.gz")},
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, append(args, "--", "touch", marker)...)
+		cmd.Stderr = &stderr
+		err := runCmd(t, cmd, time.Minute)
+		var ee *exec.ExitError
+		if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%q: %v, want exit 2", args, err)
+		}
+		if n := strings.Count(stderr.String(), "\n"); n != 1 || !strings.HasPrefix(stderr.String(), "memtrace: ") {
+			t.Errorf("%q: want one line, got %q", args, stderr.String())
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("%q: the program ran", args)
+			os.Remove(marker)
+		}
+	}
+}
