@@ -564,6 +564,9 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	__u64 ptr = PT_REGS_PARM1(ctx);
 	if (ptr == 0)
 		return 0;
+	/* --sample: the free of a block not sampled sends nothing. */
+	if (sample_rate && !mt_sample_maybe(ptr))
+		return 0;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u8 op = MT_CK(cookie, OP);
 	__u64 sp = PT_REGS_SP(ctx);

@@ -272,6 +272,7 @@ const (
 	MemtraceVarMtAbiTypes           = "mt_abi_types"
 	MemtraceVarN_stackThreads       = "n_stack_threads"
 	MemtraceVarReleased             = "released"
+	MemtraceVarSampleFilter         = "sample_filter"
 	MemtraceVarSampleRate           = "sample_rate"
 	MemtraceVarSampleUntracked      = "sample_untracked"
 	MemtraceVarStackDepth           = "stack_depth"
@@ -387,6 +388,7 @@ type MemtraceVariableSpecs struct {
 	MtAbiTypes      *ebpf.VariableSpec `ebpf:"mt_abi_types"`
 	N_stackThreads  *ebpf.VariableSpec `ebpf:"n_stack_threads"`
 	Released        *ebpf.VariableSpec `ebpf:"released"`
+	SampleFilter    *ebpf.VariableSpec `ebpf:"sample_filter"`
 	SampleRate      *ebpf.VariableSpec `ebpf:"sample_rate"`
 	SampleUntracked *ebpf.VariableSpec `ebpf:"sample_untracked"`
 	StackDepth      *ebpf.VariableSpec `ebpf:"stack_depth"`
@@ -477,6 +479,7 @@ type MemtraceVariables struct {
 	MtAbiTypes      *ebpf.Variable `ebpf:"mt_abi_types"`
 	N_stackThreads  *ebpf.Variable `ebpf:"n_stack_threads"`
 	Released        *ebpf.Variable `ebpf:"released"`
+	SampleFilter    *ebpf.Variable `ebpf:"sample_filter"`
 	SampleRate      *ebpf.Variable `ebpf:"sample_rate"`
 	SampleUntracked *ebpf.Variable `ebpf:"sample_untracked"`
 	StackDepth      *ebpf.Variable `ebpf:"stack_depth"`
