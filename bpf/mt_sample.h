@@ -81,9 +81,11 @@ struct mt_sample_key {
 
 /* The live sampled blocks, by process and address. Sized by the agent
  * (one entry without --sample); a hash, not an LRU: a block evicted would
- * stay live in the agent's model forever. */
+ * stay live in the agent's model forever. Not preallocated: its memory is
+ * that of the samples live, not of its bound. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 1);
 	__type(key, struct mt_sample_key);
 	__type(value, __u8);

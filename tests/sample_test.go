@@ -42,6 +42,9 @@ func TestSampleAccuracy(t *testing.T) {
 		}
 		truth := sampleTruth(t, stdout.String())
 		est := sampleEstimate(t, out)
+		if p := profilePeriod(t, out); p != 64<<10 {
+			t.Fatalf("run %d: the profile's period is %d, want the rate 65536", run, p)
+		}
 		var trueTotal, estTotal float64
 		for _, s := range sampleSites {
 			trueTotal += truth[s]
@@ -60,6 +63,68 @@ func TestSampleAccuracy(t *testing.T) {
 		}
 		t.Logf("run %d: %.1f MB estimated, %.1f MB true;%s", run, estTotal/1e6, trueTotal/1e6, shares)
 	}
+}
+
+// TestSampleRateOne: at --sample 1 a block of 16 bytes or more is a
+// sample but for a chance of e^-16 and weighs 1 + e^-16, so the profile is
+// the exact heap: each site's live bytes and blocks as the program counts
+// them, after 215,000 frees and reallocs each matched in BPF against the
+// sampled blocks. (A block left unsampled, some 1 in 10^7, is allowed
+// for: one block's bytes.)
+func TestSampleRateOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a traced run that samples every allocation")
+	}
+	requireBPF(t)
+	bin, prog := need(t, "bin/memtrace"), need(t, "tests/progs/build/sample_churn")
+	out := filepath.Join(t.TempDir(), "one.pb.gz")
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "--sample", "1", "--stack-depth", "8", "-o", out, "--", prog, "7")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := runCmd(t, cmd, 2*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "did not fit") {
+		t.Fatalf("samples were lost: %s", stderr.String())
+	}
+	truth, blocks := sampleTruth(t, stdout.String()), sampleBlocks(t, stdout.String())
+	est, objs := sampleEstimateObjects(t, out)
+	for _, s := range sampleSites {
+		if math.Abs(est[s]-truth[s]) > 8192 || math.Abs(objs[s]-blocks[s]) > 1 {
+			t.Errorf("%s: %.0f bytes in %.0f blocks in the profile, %.0f in %.0f truly", s, est[s], objs[s], truth[s], blocks[s])
+		}
+		t.Logf("%s: %.0f bytes in %.0f blocks in the profile, %.0f in %.0f truly", s, est[s], objs[s], truth[s], blocks[s])
+	}
+}
+
+func profilePeriod(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Period
+}
+
+// sampleBlocks reads sample_churn's block counts.
+func sampleBlocks(t *testing.T, out string) map[string]float64 {
+	t.Helper()
+	n := map[string]float64{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) == 3 {
+			v, err := strconv.ParseFloat(f[2], 64)
+			if err != nil {
+				t.Fatalf("sample_churn printed %q", l)
+			}
+			n[f[0]] = v
+		}
+	}
+	return n
 }
 
 // sampleTruth reads sample_churn's "site BYTES BLOCKS" lines.
@@ -87,6 +152,13 @@ func sampleTruth(t *testing.T, out string) map[string]float64 {
 // stack passes through the site's function.
 func sampleEstimate(t *testing.T, path string) map[string]float64 {
 	t.Helper()
+	est, _ := sampleEstimateObjects(t, path)
+	return est
+}
+
+// sampleEstimateObjects is the profile's in-use bytes and blocks by site.
+func sampleEstimateObjects(t *testing.T, path string) (bytes, objects map[string]float64) {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("the profile: %v", err)
@@ -97,19 +169,19 @@ func sampleEstimate(t *testing.T, path string) map[string]float64 {
 		t.Fatalf("parse %s: %v", path, err)
 	}
 	bpftest.RequireProfileModeBPF(t, p)
-	if p.Period != 64<<10 {
-		t.Fatalf("the profile's period is %d, want the rate 65536", p.Period)
-	}
-	idx := -1
+	idx, oidx := -1, -1
 	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" {
+		switch st.Type {
+		case "inuse_space":
 			idx = i
+		case "inuse_objects":
+			oidx = i
 		}
 	}
-	if idx < 0 {
-		t.Fatalf("the profile has no inuse_space")
+	if idx < 0 || oidx < 0 {
+		t.Fatalf("the profile has no inuse_space or inuse_objects")
 	}
-	est := map[string]float64{}
+	est, objs := map[string]float64{}, map[string]float64{}
 	for _, s := range p.Sample {
 	locs:
 		for _, l := range s.Location {
@@ -117,13 +189,14 @@ func sampleEstimate(t *testing.T, path string) map[string]float64 {
 				for _, site := range sampleSites {
 					if ln.Function != nil && ln.Function.Name == site {
 						est[site] += float64(s.Value[idx])
+						objs[site] += float64(s.Value[oidx])
 						break locs
 					}
 				}
 			}
 		}
 	}
-	return est
+	return est, objs
 }
 
 // TestSampleRefusals: --sample with an output that is a memtrack log is

@@ -60,8 +60,10 @@ type Options struct {
 }
 
 // DefaultSampleBlocks bounds the live sampled blocks the kernel side
-// holds: at a rate of 512K that is some 32 GiB of live heap.
-const DefaultSampleBlocks = 1 << 16
+// holds (the map is not preallocated: its memory is that of the samples
+// live, some 100 bytes each): at a rate of 512K that is 512 GiB of live
+// heap, at --sample 1 a million blocks.
+const DefaultSampleBlocks = 1 << 20
 
 // MaxSampleRate keeps the fixed-point draw (bpf/mt_sample.h) exact.
 const MaxSampleRate = 1 << 30

@@ -4,7 +4,7 @@
  * Three sites, each its own function so that a profile's stacks tell them
  * apart, hold blocks of their own size range (16 B to 8 KiB, about 105 MB
  * live in all); then STEPS times a random block is freed and another of
- * its site allocated in its place. At the end the blocks stay live and the
+ * its site allocated in its place (one time in four by realloc). At the end the blocks stay live and the
  * program prints its truth, the live bytes per site:
  *   site_small BYTES BLOCKS
  *   site_medium BYTES BLOCKS
@@ -47,26 +47,26 @@ static void escape(void *p)
 }
 
 /* One allocation function per site: the frame the profile names. */
-__attribute__((noinline)) static void *site_small(size_t n)
+__attribute__((noinline)) static void *site_small(void *old, size_t n)
 {
-	void *p = malloc(n);
+	void *p = old ? realloc(old, n) : malloc(n);
 	escape(p);
 	return p;
 }
-__attribute__((noinline)) static void *site_medium(size_t n)
+__attribute__((noinline)) static void *site_medium(void *old, size_t n)
 {
-	void *p = malloc(n);
+	void *p = old ? realloc(old, n) : malloc(n);
 	escape(p);
 	return p;
 }
-__attribute__((noinline)) static void *site_large(size_t n)
+__attribute__((noinline)) static void *site_large(void *old, size_t n)
 {
-	void *p = malloc(n);
+	void *p = old ? realloc(old, n) : malloc(n);
 	escape(p);
 	return p;
 }
 
-static void *(*const alloc_at[NSITES])(size_t) = {site_small, site_medium, site_large};
+static void *(*const alloc_at[NSITES])(void *, size_t) = {site_small, site_medium, site_large};
 
 static struct site sites[NSITES] = {
 	{"site_small", 16, 256, 38000, 0, 0, 0},
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
 		struct site *s = &sites[i];
 		for (size_t k = 0; k < s->nblocks; k++) {
 			s->sizes[k] = size_in(s);
-			s->blocks[k] = alloc_at[i](s->sizes[k]);
+			s->blocks[k] = alloc_at[i](0, s->sizes[k]);
 			s->live += s->sizes[k];
 		}
 	}
@@ -110,9 +110,15 @@ int main(int argc, char **argv)
 		}
 		struct site *s = &sites[i];
 		s->live -= s->sizes[pick];
-		free(s->blocks[pick]);
 		s->sizes[pick] = size_in(s);
-		s->blocks[pick] = alloc_at[i](s->sizes[pick]);
+		/* One step in four a realloc (a free and an allocation to the
+		 * tracer), the others a free and a malloc. */
+		if (n % 4 == 0) {
+			s->blocks[pick] = alloc_at[i](s->blocks[pick], s->sizes[pick]);
+		} else {
+			free(s->blocks[pick]);
+			s->blocks[pick] = alloc_at[i](0, s->sizes[pick]);
+		}
 		s->live += s->sizes[pick];
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
