@@ -25,6 +25,9 @@ func sampleOutputs(o *Options) (string, error) {
 	if o.Floor {
 		return "", errors.New("--sample and --floor: the floor logs nothing to sample; give one of them")
 	}
+	if o.ReportDir != "" {
+		return "", errors.New("--sample and --report-dir: the reports count events, and a sampled run's events are samples without their weights; read the profile instead")
+	}
 	const why = "--sample: a memtrack log cannot carry the samples' weights; " +
 		"write a pprof profile instead: -o FILE.pb.gz (at the end), --http ADDR or --profile-dir DIR (with -o none)"
 	switch {

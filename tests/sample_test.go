@@ -213,6 +213,8 @@ func TestSampleRefusals(t *testing.T) {
 		{"--sample", "64K", "--preload", "-o", filepath.Join(dir, "x.pb.gz")},
 		{"--sample", "0", "-o", filepath.Join(dir, "x.pb.gz")},
 		{"--sample", "2G", "-o", filepath.Join(dir, "x.pb.gz")},
+		{"--sample", "64K", "--floor", "-o", filepath.Join(dir, "x.pb.gz")},
+		{"--sample", "64K", "--report-dir", dir, "-o", filepath.Join(dir, "x.pb.gz")},
 	} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(bin, append(args, "--", "touch", marker)...)
