@@ -20,6 +20,7 @@ import (
 
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/internal/logio"
+	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
 )
 
@@ -81,6 +82,9 @@ func libEnv(o Options) ([]string, error) {
 	}
 	if o.MinSize > 0 {
 		env = append(env, "MEMTRACK_MIN_SIZE="+strconv.FormatUint(o.MinSize, 10))
+	}
+	if o.Sample > 0 {
+		env = append(env, "MEMTRACE_SAMPLE="+strconv.FormatUint(o.Sample, 10))
 	}
 	if o.StackDepth < 0 {
 		return nil, fmt.Errorf("stack depth %d is negative: use 0 (no stacks) or more", o.StackDepth)
@@ -178,9 +182,10 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	if len(o.Argv) == 0 {
 		return 2, errors.New("--preload starts a program (-- PROG); it cannot attach to a running process")
 	}
-	if o.Sample > 0 {
-		return 2, errors.New("--sample needs eBPF: the LD_PRELOAD library logs every allocation (docs/sampling.md)")
+	if o.Sample > 0 && o.Text {
+		return 2, errors.New("--sample: the library's drop-in text log cannot carry the samples' weights (docs/sampling.md)")
 	}
+	r.SetMode(logfmt.ModePreload)
 	cmd, status, err := command(o)
 	if err != nil {
 		return status, err
@@ -404,7 +409,7 @@ func childEnv(base []string, lib string, extra []string) []string {
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv:
+		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv, k == "MEMTRACE_SAMPLE":
 			continue
 		case k == "LD_PRELOAD":
 			if v != "" {

@@ -10,6 +10,8 @@
 #   sample64    memtrace --sample 64K --stack-depth 32 -o FILE.pb.gz
 #   full32      memtrace --stack-depth 32 -o none --http 127.0.0.1:0: every
 #               event and its stack into the same live model
+#   pre512      memtrace --preload --sample 512K --stack-depth 32 -o FILE.pb.gz
+#   prefull32   memtrace --preload --stack-depth 32 -o none --http 127.0.0.1:0
 # and the ratios to the floor and to untraced (medians of per-round
 # ratios).
 # Environment: ROUNDS (default 7), STEPS (1000000).
@@ -30,13 +32,15 @@ ns() {
 	"$@" 2>&1 >/dev/null | awk '$1 == "sample_churn:" { print $2 }'
 }
 declare -A res
-modes="untraced floor sample512 sample64 full32"
+modes="untraced floor sample512 sample64 full32 pre512 prefull32"
 for r in $(seq "$ROUNDS"); do
 	res[untraced]+="$(ns "$PROG" "$r" "$STEPS") "
 	res[floor]+="$(ns "$MT" --floor -o /dev/null -- "$PROG" "$r" "$STEPS") "
 	res[sample512]+="$(ns "$MT" --sample 512K --stack-depth 32 -o "$tmp/s512.pb.gz" -- "$PROG" "$r" "$STEPS") "
 	res[sample64]+="$(ns "$MT" --sample 64K --stack-depth 32 -o "$tmp/s64.pb.gz" -- "$PROG" "$r" "$STEPS") "
 	res[full32]+="$(ns "$MT" --stack-depth 32 -o none --http 127.0.0.1:0 -- "$PROG" "$r" "$STEPS") "
+	res[pre512]+="$(ns "$MT" --preload --sample 512K --stack-depth 32 -o "$tmp/p512.pb.gz" -- "$PROG" "$r" "$STEPS") "
+	res[prefull32]+="$(ns "$MT" --preload --stack-depth 32 -o none --http 127.0.0.1:0 -- "$PROG" "$r" "$STEPS") "
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # paired A B: the median of the per-round ratios A/B.
@@ -54,4 +58,5 @@ echo "  sample512 / floor: $(paired sample512 floor)x   sample512 / untraced: $(
 echo "  sample64 / floor:  $(paired sample64 floor)x   sample64 / untraced:  $(paired sample64 untraced)x"
 echo "  full32 / floor:    $(paired full32 floor)x   full32 / untraced:    $(paired full32 untraced)x"
 echo "  floor / untraced:  $(paired floor untraced)x"
+echo "  --preload: pre512 / untraced: $(paired pre512 untraced)x   prefull32 / untraced: $(paired prefull32 untraced)x"
 echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,21 +28,39 @@ var sampleSites = []string{"site_small", "site_medium", "site_large"}
 // in each of 10 runs of different seeds (docs/sampling.md).
 func TestSampleAccuracy(t *testing.T) {
 	if testing.Short() {
-		t.Skip("10 traced runs of 105 MB heaps")
+		t.Skip("10 traced runs of 105 MB heaps on each path")
+	}
+	for _, mode := range sampleModes {
+		t.Run(mode, func(t *testing.T) { sampleAccuracy(t, mode) })
+	}
+}
+
+// sampleModes are the two capture paths, each with its own countdown
+// (bpf/mt_sample.h, fallback-preload/c/sample.c) over one draw.
+var sampleModes = []string{"bpf", "preload"}
+
+// sampleArgs are memtrace's arguments for mode.
+func sampleArgs(t *testing.T, mode string, args ...string) []string {
+	if mode == "preload" {
+		return append([]string{"--preload"}, args...)
 	}
 	requireBPF(t)
+	return args
+}
+
+func sampleAccuracy(t *testing.T, mode string) {
 	bin, prog := need(t, "bin/memtrace"), need(t, "tests/progs/build/sample_churn")
 	dir := t.TempDir()
 	for run := 1; run <= 10; run++ {
 		out := filepath.Join(dir, "run"+strconv.Itoa(run)+".pb.gz")
 		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, "--sample", "64K", "--stack-depth", "16", "-o", out, "--", prog, strconv.Itoa(run))
+		cmd := exec.Command(bin, sampleArgs(t, mode, "--sample", "64K", "--stack-depth", "16", "-o", out, "--", prog, strconv.Itoa(run))...)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := runCmd(t, cmd, 2*time.Minute); err != nil {
 			t.Fatalf("run %d: %v\n%s", run, err, stderr.String())
 		}
 		truth := sampleTruth(t, stdout.String())
-		est := sampleEstimate(t, out)
+		est := sampleEstimate(t, out, mode)
 		if p := profilePeriod(t, out); p != 64<<10 {
 			t.Fatalf("run %d: the profile's period is %d, want the rate 65536", run, p)
 		}
@@ -73,13 +92,18 @@ func TestSampleAccuracy(t *testing.T) {
 // for: one block's bytes.)
 func TestSampleRateOne(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a traced run that samples every allocation")
+		t.Skip("a traced run that samples every allocation, on each path")
 	}
-	requireBPF(t)
+	for _, mode := range sampleModes {
+		t.Run(mode, func(t *testing.T) { sampleRateOne(t, mode) })
+	}
+}
+
+func sampleRateOne(t *testing.T, mode string) {
 	bin, prog := need(t, "bin/memtrace"), need(t, "tests/progs/build/sample_churn")
 	out := filepath.Join(t.TempDir(), "one.pb.gz")
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "--sample", "1", "--stack-depth", "8", "-o", out, "--", prog, "7")
+	cmd := exec.Command(bin, sampleArgs(t, mode, "--sample", "1", "--stack-depth", "8", "-o", out, "--", prog, "7")...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := runCmd(t, cmd, 2*time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
@@ -88,7 +112,7 @@ func TestSampleRateOne(t *testing.T) {
 		t.Fatalf("samples were lost: %s", stderr.String())
 	}
 	truth, blocks := sampleTruth(t, stdout.String()), sampleBlocks(t, stdout.String())
-	est, objs := sampleEstimateObjects(t, out)
+	est, objs := sampleEstimateObjects(t, out, mode)
 	for _, s := range sampleSites {
 		if math.Abs(est[s]-truth[s]) > 8192 || math.Abs(objs[s]-blocks[s]) > 1 {
 			t.Errorf("%s: %.0f bytes in %.0f blocks in the profile, %.0f in %.0f truly", s, est[s], objs[s], truth[s], blocks[s])
@@ -150,14 +174,14 @@ func sampleTruth(t *testing.T, out string) map[string]float64 {
 
 // sampleEstimate is the profile's in-use bytes by site: the samples whose
 // stack passes through the site's function.
-func sampleEstimate(t *testing.T, path string) map[string]float64 {
+func sampleEstimate(t *testing.T, path, mode string) map[string]float64 {
 	t.Helper()
-	est, _ := sampleEstimateObjects(t, path)
+	est, _ := sampleEstimateObjects(t, path, mode)
 	return est
 }
 
 // sampleEstimateObjects is the profile's in-use bytes and blocks by site.
-func sampleEstimateObjects(t *testing.T, path string) (bytes, objects map[string]float64) {
+func sampleEstimateObjects(t *testing.T, path, mode string) (bytes, objects map[string]float64) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -168,7 +192,11 @@ func sampleEstimateObjects(t *testing.T, path string) (bytes, objects map[string
 	if err != nil {
 		t.Fatalf("parse %s: %v", path, err)
 	}
-	bpftest.RequireProfileModeBPF(t, p)
+	if mode == "bpf" {
+		bpftest.RequireProfileModeBPF(t, p)
+	} else if !slices.Contains(p.Comments, "mode="+mode) {
+		t.Fatalf("the profile's comments %q do not say mode=%s", p.Comments, mode)
+	}
 	idx, oidx := -1, -1
 	for i, st := range p.SampleType {
 		switch st.Type {
@@ -200,8 +228,7 @@ func sampleEstimateObjects(t *testing.T, path string) (bytes, objects map[string
 }
 
 // TestSampleRefusals: --sample with an output that is a memtrack log is
-// one line and exit 2, before anything runs; so is --preload, whose
-// library logs every allocation.
+// one line and exit 2, before anything runs, on both paths.
 func TestSampleRefusals(t *testing.T) {
 	bin := need(t, "bin/memtrace")
 	dir := t.TempDir()
@@ -210,7 +237,7 @@ func TestSampleRefusals(t *testing.T) {
 		{"--sample", "64K"},
 		{"--sample", "64K", "-o", filepath.Join(dir, "x.log")},
 		{"--sample", "64K", "--port", "1"},
-		{"--sample", "64K", "--preload", "-o", filepath.Join(dir, "x.pb.gz")},
+		{"--sample", "64K", "--preload"},
 		{"--sample", "0", "-o", filepath.Join(dir, "x.pb.gz")},
 		{"--sample", "2G", "-o", filepath.Join(dir, "x.pb.gz")},
 		{"--sample", "64K", "--floor", "-o", filepath.Join(dir, "x.pb.gz")},
