@@ -11,7 +11,8 @@
  * (live/, internal/heapprof). Frees are sent only for the blocks sampled
  * and still live, which the sampled map holds.
  * Part of memtrace.bpf.c, which includes it once, in order; with
- * MT_SAMPLE_HOST defined, only its arithmetic (tracer/testdata). */
+ * MT_SAMPLE_HOST defined, only its arithmetic (the LD_PRELOAD library's
+ * countdown, fallback-preload/c/sample.c, and tracer/testdata). */
 
 /* log2(1 + i/32) in 16.16 fixed point, i = 0..32; between two entries the
  * curve is taken as straight (Go's runtime/fastlog2.go does the same with

@@ -71,7 +71,7 @@ int sample_keep(const void *ptr)
 		void *m = mmap(NULL, (size_t)TABLE_SLOTS * 8, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (m != MAP_FAILED)
-			table = m;
+			__atomic_store_n(&table, (uint64_t *)m, __ATOMIC_RELEASE);
 	}
 	if (!table || table_n >= TABLE_MAX) {
 		spin_unlock(&table_lock);
