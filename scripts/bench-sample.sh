@@ -48,7 +48,7 @@ paired() {
 	paste <(echo "${res[$1]}" | tr ' ' '\n' | grep -v '^$') <(echo "${res[$2]}" | tr ' ' '\n' | grep -v '^$') |
 		awk '{ print $1 / $2 }' | median | awk '{ printf "%.2f", $1 }'
 }
-events=$(( 79000 + 2 * STEPS ))
+events=$(( 61000 + 2 * STEPS ))
 echo "sample_churn: $events events a run ($STEPS free+malloc pairs), $ROUNDS rounds; median ms of the program's own allocation time"
 for m in $modes; do
 	printf "  %-10s %8.1f ms  %6.0f ns/event   (runs, ns: %s)\n" "$m" "$(echo "${res[$m]}" | median | awk '{print $1/1e6}')" \

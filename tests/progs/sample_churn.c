@@ -3,7 +3,9 @@
  * test (tests/sample_test.go) and its benchmark (scripts/bench-sample.sh).
  * Three sites, each its own function so that a profile's stacks tell them
  * apart, hold blocks of their own size range (16 B to 8 KiB, about 105 MB
- * live in all); then STEPS times a random block is freed and another of
+ * live in all: some 5, 5 and 95 MB, so that sampling's spread of a site's
+ * share, sqrt(rate/total * share * (1 - share)), stays under a point at a
+ * rate of 64K); then STEPS times a random block is freed and another of
  * its site allocated in its place (one time in four by realloc). At the end the blocks stay live and the
  * program prints its truth, the live bytes per site:
  *   site_small BYTES BLOCKS
@@ -13,7 +15,7 @@
  * figure, without the start-up of a tracer): "sample_churn: NS ns EVENTS
  * events".
  * Usage: sample_churn [SEED [STEPS]] (defaults 1 and 215000: ~430k events
- * of churn after the ~79k allocations of the start).
+ * of churn after the ~61k allocations of the start).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -70,8 +72,8 @@ static void *(*const alloc_at[NSITES])(void *, size_t) = {site_small, site_mediu
 
 static struct site sites[NSITES] = {
 	{"site_small", 16, 256, 38000, 0, 0, 0},
-	{"site_medium", 257, 2048, 27000, 0, 0, 0},
-	{"site_large", 2049, 8192, 14000, 0, 0, 0},
+	{"site_medium", 257, 2048, 4500, 0, 0, 0},
+	{"site_large", 2049, 8192, 18500, 0, 0, 0},
 };
 
 static size_t size_in(struct site *s)
