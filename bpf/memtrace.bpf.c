@@ -10,6 +10,7 @@
  *   mt_dwarf.h    the DWARF walk (docs/unwind.md)
  *   mt_fp.h       the frame-pointer walk (--stack-unwind fp)
  *   mt_capture.h  the capture at the outermost call: walk, id, sent once
+ *   mt_sample.h   --sample: the per-thread countdown, the live sampled blocks
  *   (this file)   the allocation probes: entry, return, free, operator new
  *   mt_proc.h     thread names, fork/exec/exit records, holds (docs/holds.md)
  * bpf/memtrace.h is the ABI with the Go side.
@@ -56,6 +57,7 @@ static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 #include "mt_dwarf.h"
 #include "mt_fp.h"
 #include "mt_capture.h"
+#include "mt_sample.h"
 
 /* aligned_alloc and memalign are one function in glibc, so one probe
  * serves both; which name the program called shows in the call that got
@@ -323,14 +325,33 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 			st->ovr_op = 0;
 		}
 	}
-	if (!under_new)
-		st->stack = capture_stack(ctx, st);
+	/* --sample: an allocation that is not a sample walks nothing; its
+	 * return only looks for a sampled block it frees (realloc). */
+	st->sampled = 1;
+	if (sample_rate) {
+		if (under_new) {
+			st->sampled = st->ovr_sampled;
+		} else {
+			__u64 n = size;
+			if (sig == MT_SIG_STRDUP) {
+				n = strlen_user(PT_REGS_PARM1(ctx));
+				if (op == MT_OP_STRNDUP && n > PT_REGS_PARM2(ctx))
+					n = PT_REGS_PARM2(ctx);
+				n++;
+			}
+			st->sampled = mt_sample_take(st, n);
+		}
+	}
 	st->callsite_ino = 0;
-	if (under_new) {
+	if (!st->sampled) {
+		st->stack = 0;
+	} else if (under_new) {
 		st->callsite = st->ovr_callsite;
 		st->callsite_ino = st->ovr_callsite_ino;
-	} else if (op == MT_OP_ALIGNED_ALLOC || (sig != MT_SIG_MMAP && sig != MT_SIG_MREMAP && MT_CK(cookie, ALIAS))) {
-		call_target(ctx, st);
+	} else {
+		st->stack = capture_stack(ctx, st);
+		if (op == MT_OP_ALIGNED_ALLOC || (sig != MT_SIG_MMAP && sig != MT_SIG_MREMAP && MT_CK(cookie, ALIAS)))
+			call_target(ctx, st);
 	}
 	st->outer_sp = sp;
 	st->op = op;
@@ -380,6 +401,10 @@ static __always_inline int do_new(struct pt_regs *ctx)
 	st->ovr_sp = sp;
 	st->ovr_ret = ra;
 	st->ovr_callsite_ino = 0;
+	st->ovr_sampled = sample_rate ? mt_sample_take(st, st->ovr_size) : 1;
+	st->ovr_stack = 0;
+	if (!st->ovr_sampled)
+		return 0;
 	if (MT_CK(cookie, ALIAS))
 		find_call_target(ctx, &st->ovr_callsite, &st->ovr_callsite_ino);
 	st->ovr_stack = capture_stack(ctx, st);
@@ -408,6 +433,8 @@ static __always_inline int do_new_ret(struct pt_regs *ctx)
 	__u64 ptr = PT_REGS_RC(ctx);
 	if (!ptr)
 		return 0; /* a nothrow new that failed */
+	if (sample_rate && (!st->ovr_sampled || !mt_sample_keep(ptr)))
+		return 0;
 	__u64 old_ptr = 0, old_size = 0;
 	__u8 flags = 0;
 	if (st->ovr_callsite_ino) {
@@ -425,6 +452,9 @@ static __always_inline int do_return(struct pt_regs *ctx)
 	if (!st || st->depth == 0)
 		return 0;
 	if (--st->depth != 0)
+		return 0;
+	/* Not a sample, and no old block that may be one: nothing to send. */
+	if (sample_rate && !st->sampled && (st->arg_ptr == 0 || st->sig == MT_SIG_POSIX_MEMALIGN))
 		return 0;
 	__u64 ret = PT_REGS_RC(ctx);
 	__u64 ptr = ret;
@@ -486,8 +516,13 @@ static __always_inline int do_return(struct pt_regs *ctx)
 		 * time order each comes where it happened. */
 		__u8 free_op = st->sig == MT_SIG_MREMAP ? MT_OP_MUNMAP : MT_OP_FREE;
 		__u64 old_len = st->sig == MT_SIG_MREMAP ? st->inner_size : 0;
-		send(st, MT_EV_FREE, free_op, 0, st->arg_ptr, old_len, st->stack, 0, 0, st->entry_ts);
+		if (!sample_rate || mt_sample_forget(st->arg_ptr))
+			send(st, MT_EV_FREE, free_op, 0, st->arg_ptr, old_len, st->stack, 0, 0, st->entry_ts);
 		kind = MT_EV_ALLOC;
+	}
+	if (sample_rate) {
+		if (kind == MT_EV_FREE ? !mt_sample_forget(ptr) : !st->sampled || !mt_sample_keep(ptr))
+			return 0;
 	}
 	if (kind != MT_EV_FREE && st->callsite_ino) {
 		old_ptr = st->callsite;
@@ -529,6 +564,9 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	__u64 ptr = PT_REGS_PARM1(ctx);
 	if (ptr == 0)
 		return 0;
+	/* --sample: the free of a block not sampled sends nothing. */
+	if (sample_rate && !mt_sample_maybe(ptr))
+		return 0;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u8 op = MT_CK(cookie, OP);
 	__u64 sp = PT_REGS_SP(ctx);
@@ -563,6 +601,9 @@ static __always_inline int do_free(struct pt_regs *ctx)
 			st->skip_free_sp = sp;
 		}
 	}
+	/* --sample: only a live sampled block's free is sent. */
+	if (sample_rate && !mt_sample_forget(ptr))
+		return 0;
 	__u64 cs = 0, cs_ino = 0;
 	__u8 flags = 0;
 	if (op != MT_OP_MUNMAP && MT_CK(cookie, SIG) != MT_SIG_FREE_CHECKED && MT_CK(cookie, ALIAS)) {

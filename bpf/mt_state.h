@@ -94,6 +94,7 @@ struct tstate {
 	__u64 ovr_stack;
 	__u64 entry_ts;      /* realloc, mremap: when the call began (see do_return) */
 	__u64 comm_lo, comm_hi; /* the name stack_ok was decided for */
+	__u64 sample_left;   /* --sample: bytes until the next sample (mt_sample.h) */
 	__u8 stack_ok;       /* 1: capture, 2: do not */
 	__u8 comm_ok;        /* the agent has the thread's current name */
 	__u32 nev;           /* events sent: paces the wake-up test */
@@ -102,6 +103,9 @@ struct tstate {
 	__u8 sig;
 	__u8 ovr_op;
 	__u8 flags;
+	__u8 sample_init;    /* sample_left drawn */
+	__u8 sampled;        /* the outermost call is a sample */
+	__u8 ovr_sampled;    /* the operator new in progress is */
 };
 
 /* Per-thread state: an array slot (tslots, below) and, for a thread whose
@@ -176,6 +180,7 @@ static __always_inline struct tstate *state(int create)
 			st->skip_free_ptr = 0;
 			st->callsite_ino = 0;
 			st->stack = 0;
+			st->sample_init = 0;
 			return st;
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/internal/logio"
+	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
 )
 
@@ -82,6 +83,9 @@ func libEnv(o Options) ([]string, error) {
 	}
 	if o.MinSize > 0 {
 		env = append(env, "MEMTRACK_MIN_SIZE="+strconv.FormatUint(o.MinSize, 10))
+	}
+	if o.Sample > 0 {
+		env = append(env, "MEMTRACE_SAMPLE="+strconv.FormatUint(o.Sample, 10))
 	}
 	if o.StackDepth < 0 {
 		return nil, fmt.Errorf("stack depth %d is negative: use 0 (no stacks) or more", o.StackDepth)
@@ -186,6 +190,10 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	if o.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
 		return 2, errors.New("--track fd, dmabuf and ion need the eBPF tracer (the LD_PRELOAD library does not see descriptors): run as root where BPF works, or leave them out of --track")
 	}
+	if o.Sample > 0 && o.Text {
+		return 2, errors.New("--sample: the library's drop-in text log cannot carry the samples' weights (docs/sampling.md)")
+	}
+	r.SetMode(logfmt.ModePreload)
 	cmd, status, err := command(o)
 	if err != nil {
 		return status, err
@@ -411,7 +419,7 @@ func childEnv(base []string, lib string, extra []string) []string {
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv:
+		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv, k == "MEMTRACE_SAMPLE":
 			continue
 		case k == "LD_PRELOAD":
 			if v != "" {

@@ -144,6 +144,7 @@ type FdtrackTstate struct {
 	EntryTs        uint64
 	CommLo         uint64
 	CommHi         uint64
+	SampleLeft     uint64
 	StackOk        uint8
 	CommOk         uint8
 	_              [2]byte
@@ -153,6 +154,10 @@ type FdtrackTstate struct {
 	Sig            uint8
 	OvrOp          uint8
 	Flags          uint8
+	SampleInit     uint8
+	Sampled        uint8
+	OvrSampled     uint8
+	_              [5]byte
 }
 
 // Names of all BPF objects in the ELF.

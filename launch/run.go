@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -133,6 +134,10 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	}
 	s.tr = countProbes(tr)
 	r.SetProbes(s.tr.count)
+	r.SetMode(logfmt.ModeBPF)
+	if t, ok := tr.(*tracer.Tracer); ok {
+		r.SetSampleUntracked(t.SampleUntracked)
+	}
 	var status int
 	var err error
 	if len(o.Argv) > 0 {
@@ -170,7 +175,7 @@ func (s *Source) load() (tracerAPI, error) {
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
 		StackDepth: o.StackDepth, StackThreads: o.StackThreads, NoFreeStacks: o.NoFreeStacks, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
-		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, Logf: verboseLogf(o.Verbose, s.stderr)})
+		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, SampleRate: o.Sample, Logf: verboseLogf(o.Verbose, s.stderr)})
 	if err != nil {
 		if wd != nil && errors.Is(err, tracer.ErrUnavailable) {
 			// Nothing of the LD_PRELOAD path can be held.

@@ -233,7 +233,7 @@ func TestBoundedByLiveBlocks(t *testing.T) {
 	}
 	p := m.procs[7]
 	if len(p.blocks) != 1000 || len(p.byStack) != 3 || p.liveBytes != 16000 {
-		t.Fatalf("blocks %d stacks %d live %d", len(p.blocks), len(p.byStack), p.liveBytes)
+		t.Fatalf("blocks %d stacks %d live %v", len(p.blocks), len(p.byStack), p.liveBytes)
 	}
 }
 

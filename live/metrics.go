@@ -17,13 +17,18 @@ var (
 	descProbes     = prometheus.NewDesc("memtrace_probes_attached", "Probe sets attached (one per library with allocation functions per traced process).", nil, nil)
 	descProcs      = prometheus.NewDesc("memtrace_traced_processes", "Traced processes with a live heap model.", nil, nil)
 	descStacks     = prometheus.NewDesc("memtrace_stacks", "Distinct call stacks the model holds.", nil, nil)
+	descSince      = prometheus.NewDesc("memtrace_traced_since_seconds", "When tracing began (unix time); an attached process's blocks from before are not counted.", nil, nil)
+	descRate       = prometheus.NewDesc("memtrace_sample_rate_bytes", "--sample: mean bytes between sampled allocations (0: every allocation counted; else the figures are estimates).", nil, nil)
+	descSampled    = prometheus.NewDesc("memtrace_sampled_live_blocks", "Sampled blocks the process holds live (--sample).", []string{"pid", "comm"}, nil)
+	descUntracked  = prometheus.NewDesc("memtrace_sample_untracked_total", "Sampled blocks the kernel side's table had no room for: not counted in the estimates.", nil, nil)
 )
 
 // collector reads the model at each scrape.
 type collector struct{ m *Model }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLiveBytes, descLiveBlocks, descAllocs, descAllocBytes, descFrees, descFreeBytes, descLost, descProbes, descProcs, descStacks} {
+	for _, d := range []*prometheus.Desc{descLiveBytes, descLiveBlocks, descAllocs, descAllocBytes, descFrees, descFreeBytes, descLost, descProbes, descProcs, descStacks,
+		descSince, descRate, descSampled, descUntracked} {
 		ch <- d
 	}
 }
@@ -38,7 +43,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAllocBytes, prometheus.CounterValue, float64(p.AllocBytes), l...)
 		ch <- prometheus.MustNewConstMetric(descFrees, prometheus.CounterValue, float64(p.Frees), l...)
 		ch <- prometheus.MustNewConstMetric(descFreeBytes, prometheus.CounterValue, float64(p.FreeBytes), l...)
+		ch <- prometheus.MustNewConstMetric(descSampled, prometheus.GaugeValue, float64(p.SampledBlocks), l...)
 	}
+	if since, _ := c.m.TracedSince(); !since.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descSince, prometheus.GaugeValue, float64(since.UnixNano())/1e9)
+	}
+	ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(c.m.SampleRate()))
+	var untracked uint64
+	if c.m.Untracked != nil {
+		untracked = c.m.Untracked()
+	}
+	ch <- prometheus.MustNewConstMetric(descUntracked, prometheus.CounterValue, float64(untracked))
 	ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(lost))
 	probes := 0
 	if c.m.Probes != nil {

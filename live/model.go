@@ -1,8 +1,10 @@
 package live
 
 import (
+	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/memtrace/memtrace/internal/heapprof"
 	"github.com/memtrace/memtrace/internal/procfs"
@@ -34,17 +36,18 @@ type block struct {
 	seq         uint64 // when it was allocated: the model's allocation count then
 }
 
-// totals is one stack's figures in one process.
+// totals is one stack's figures in one process: exact counts, or under
+// --sample the estimates (float64 holds every count exactly below 2^53).
 type totals struct {
-	allocs, allocBytes uint64
-	inuse, inuseBytes  uint64
+	allocs, allocBytes float64
+	inuse, inuseBytes  float64
 }
 
 type proc struct {
 	blocks                               map[uint64]block
 	byStack                              map[uint64]*totals
-	allocs, allocBytes, frees, freeBytes uint64
-	liveBytes                            uint64
+	allocs, allocBytes, frees, freeBytes float64
+	liveBytes                            float64
 	comm                                 string // read at the first scrape
 }
 
@@ -63,7 +66,87 @@ type Model struct {
 	// Probes, when set, says how many probe sets (library × process) are
 	// attached, for /metrics.
 	Probes func() int
+	// Untracked, when set, says how many sampled blocks the tracer could
+	// not keep (--sample), for /metrics.
+	Untracked func() uint64
+
+	rate     float64   // --sample's mean bytes between samples; 0: every block
+	keepExit bool      // exited processes stay (a profile written at the end)
+	since    time.Time // when tracing began (zero: unknown)
+	attached bool      // the processes ran before it (-p)
+	mode     string    // the capture path (logfmt.ModeBPF), for the profiles
 }
+
+// SetMode names the capture path the events come from.
+func (m *Model) SetMode(mode string) {
+	m.mu.Lock()
+	m.mode = mode
+	m.mu.Unlock()
+}
+
+// Mode is what SetMode set.
+func (m *Model) Mode() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mode
+}
+
+// SetSampleRate makes every block count as the blocks it stands for under
+// --sample rate (docs/sampling.md); 0, the default, counts each once.
+// Call it before the first event.
+func (m *Model) SetSampleRate(rate uint64) {
+	m.mu.Lock()
+	m.rate = float64(rate)
+	m.mu.Unlock()
+}
+
+// SampleRate is the rate SetSampleRate set.
+func (m *Model) SampleRate() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return uint64(m.rate)
+}
+
+// KeepExited keeps the heap of each process that exits, for a profile
+// written at the end of the run (-o FILE.pb.gz).
+func (m *Model) KeepExited() {
+	m.mu.Lock()
+	m.keepExit = true
+	m.mu.Unlock()
+}
+
+// SetTracedSince says when tracing began, and whether the processes ran
+// before (attached: their older blocks are not in the model).
+func (m *Model) SetTracedSince(t time.Time, attached bool) {
+	m.mu.Lock()
+	m.since, m.attached = t, attached
+	m.mu.Unlock()
+}
+
+// TracedSince is what SetTracedSince set.
+func (m *Model) TracedSince() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.since, m.attached
+}
+
+// Weight is what one sampled block of size bytes stands for at a mean of
+// rate bytes between samples: it was sampled with probability
+// p = 1 - e^(-size/rate), so it counts 1/p blocks and size/p bytes, the
+// unbiased estimate Go's heap profile makes (runtime/pprof's
+// scaleHeapSample). rate 0: the block itself.
+func Weight(size uint64, rate float64) (count, bytes float64) {
+	if rate <= 0 {
+		return 1, float64(size)
+	}
+	if size == 0 {
+		return 1, 0
+	}
+	p := -math.Expm1(-float64(size) / rate)
+	return 1 / p, float64(size) / p
+}
+
+func (m *Model) weight(size uint64) (float64, float64) { return Weight(size, m.rate) }
 
 // NewModel returns an empty model.
 func NewModel() *Model {
@@ -86,7 +169,7 @@ func (m *Model) Alloc(pid uint32, ptr, size, stack, ts uint64) {
 	m.mu.Lock()
 	p := m.proc(pid)
 	if old, ok := p.blocks[ptr]; ok {
-		p.release(ptr, old)
+		p.release(m, ptr, old)
 	}
 	m.seq++
 	p.blocks[ptr] = block{stack: stack, size: size, seq: m.seq}
@@ -95,13 +178,14 @@ func (m *Model) Alloc(pid uint32, ptr, size, stack, ts uint64) {
 		t = &totals{}
 		p.byStack[stack] = t
 	}
-	t.allocs++
-	t.allocBytes += size
-	t.inuse++
-	t.inuseBytes += size
-	p.allocs++
-	p.allocBytes += size
-	p.liveBytes += size
+	wc, wb := m.weight(size)
+	t.allocs += wc
+	t.allocBytes += wb
+	t.inuse += wc
+	t.inuseBytes += wb
+	p.allocs += wc
+	p.allocBytes += wb
+	p.liveBytes += wb
 	m.mu.Unlock()
 }
 
@@ -111,20 +195,22 @@ func (m *Model) Free(pid uint32, ptr, ts uint64) {
 	m.mu.Lock()
 	if p := m.procs[pid]; p != nil {
 		if b, ok := p.blocks[ptr]; ok {
-			p.release(ptr, b)
-			p.frees++
-			p.freeBytes += b.size
+			p.release(m, ptr, b)
+			wc, wb := m.weight(b.size)
+			p.frees += wc
+			p.freeBytes += wb
 		}
 	}
 	m.mu.Unlock()
 }
 
-func (p *proc) release(ptr uint64, b block) {
+func (p *proc) release(m *Model, ptr uint64, b block) {
 	delete(p.blocks, ptr)
-	p.liveBytes -= b.size
+	wc, wb := m.weight(b.size)
+	p.liveBytes -= wb
 	if t := p.byStack[b.stack]; t != nil {
-		t.inuse--
-		t.inuseBytes -= b.size
+		t.inuse -= wc
+		t.inuseBytes -= wb
 	}
 }
 
@@ -150,9 +236,10 @@ func (m *Model) Fork(parent, child uint32) {
 				t = &totals{}
 				c.byStack[b.stack] = t
 			}
-			t.inuse++
-			t.inuseBytes += b.size
-			c.liveBytes += b.size
+			wc, wb := m.weight(b.size)
+			t.inuse += wc
+			t.inuseBytes += wb
+			c.liveBytes += wb
 		}
 	}
 	m.procs[child] = c
@@ -169,7 +256,9 @@ func (m *Model) Exec(pid uint32) {
 // ProcessExit forgets pid: the model holds live processes only.
 func (m *Model) ProcessExit(pid uint32) {
 	m.mu.Lock()
-	delete(m.procs, pid)
+	if !m.keepExit {
+		delete(m.procs, pid)
+	}
 	m.mu.Unlock()
 }
 
@@ -186,6 +275,16 @@ type ProcStats struct {
 	Comm                                 string
 	LiveBytes, LiveBlocks                uint64
 	Allocs, AllocBytes, Frees, FreeBytes uint64
+	SampledBlocks                        uint64 // blocks held (under --sample, the samples live)
+}
+
+// round is an estimate as a whole number: never below 0, which float
+// sums of weights added and taken away may drift to.
+func round(f float64) uint64 {
+	if f < 0.5 {
+		return 0
+	}
+	return uint64(math.Round(f))
 }
 
 // Stats returns every process's figures, by pid, the records lost and the
@@ -197,8 +296,13 @@ func (m *Model) Stats() (procs []ProcStats, lost uint64, stacks int) {
 		if p.comm == "" {
 			p.comm = readComm(pid)
 		}
-		procs = append(procs, ProcStats{PID: pid, Comm: p.comm, LiveBytes: p.liveBytes, LiveBlocks: uint64(len(p.blocks)),
-			Allocs: p.allocs, AllocBytes: p.allocBytes, Frees: p.frees, FreeBytes: p.freeBytes})
+		var inuse float64
+		for _, t := range p.byStack {
+			inuse += t.inuse
+		}
+		procs = append(procs, ProcStats{PID: pid, Comm: p.comm, LiveBytes: round(p.liveBytes), LiveBlocks: round(inuse),
+			Allocs: round(p.allocs), AllocBytes: round(p.allocBytes), Frees: round(p.frees), FreeBytes: round(p.freeBytes),
+			SampledBlocks: uint64(len(p.blocks))})
 	}
 	slices.SortFunc(procs, func(a, b ProcStats) int { return int(a.PID) - int(b.PID) })
 	return procs, m.lost, len(m.stacks)
@@ -211,6 +315,7 @@ func readComm(pid uint32) string {
 
 // window is the state a delta profile starts from.
 type window struct {
+	rate   float64
 	seq    uint64
 	allocs map[uint32]map[uint64]totals // per process, per stack: allocations so far
 }
@@ -218,7 +323,7 @@ type window struct {
 func (m *Model) startWindow() *window {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	w := &window{seq: m.seq, allocs: map[uint32]map[uint64]totals{}}
+	w := &window{rate: m.rate, seq: m.seq, allocs: map[uint32]map[uint64]totals{}}
 	for pid, p := range m.procs {
 		st := make(map[uint64]totals, len(p.byStack))
 		for id, t := range p.byStack {
@@ -260,7 +365,8 @@ func (m *Model) samples(pid uint32, w *window) []heapprof.Sample {
 		for _, s := range stacks {
 			t := figs[s]
 			smp := heapprof.Sample{PID: int64(id), Process: p.comm,
-				AllocObjects: int64(t.allocs), AllocBytes: int64(t.allocBytes), InuseObjects: int64(t.inuse), InuseBytes: int64(t.inuseBytes)}
+				AllocObjects: int64(round(t.allocs)), AllocBytes: int64(round(t.allocBytes)),
+				InuseObjects: int64(round(t.inuse)), InuseBytes: int64(round(t.inuseBytes))}
 			if s == 0 {
 				smp.NoStack = "allocations"
 			} else if fr, ok := m.stacks[s]; ok {
@@ -297,8 +403,9 @@ func (p *proc) since(w *window, pid uint32) map[uint64]*totals {
 	for _, b := range p.blocks {
 		if b.seq > w.seq {
 			g := get(b.stack)
-			g.inuse++
-			g.inuseBytes += b.size
+			wc, wb := Weight(b.size, w.rate)
+			g.inuse += wc
+			g.inuseBytes += wb
 		}
 	}
 	return out

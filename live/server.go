@@ -80,7 +80,7 @@ func NewProfiler(m *Model) *Profiler {
 
 // Write writes the heap profile of pid (0: every process) as a gzipped
 // pprof profile; with w set, of the window since w started.
-func (pr *Profiler) write(out io.Writer, pid uint32, w *window, dur time.Duration) error {
+func (pr *Profiler) write(out io.Writer, pid uint32, w *window, dur time.Duration, def string) error {
 	samples := pr.m.samples(pid, w)
 	mains := map[int64]string{}
 	for _, s := range samples {
@@ -101,14 +101,35 @@ func (pr *Profiler) write(out io.Writer, pid uint32, w *window, dur time.Duratio
 			}
 			return root
 		},
-		Comments: []string{"memtrace live heap profile"}}
+		Comments: pr.comments(), DefaultSampleType: def}
+	if rate := pr.m.SampleRate(); rate > 0 {
+		o.Period = int64(rate)
+	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	return heapprof.Write(out, samples, o)
 }
 
 // WriteProfile writes the heap profile of every traced process now.
-func (pr *Profiler) WriteProfile(out io.Writer) error { return pr.write(out, 0, nil, 0) }
+func (pr *Profiler) WriteProfile(out io.Writer) error { return pr.write(out, 0, nil, 0, "") }
+
+// comments say what the profile holds: sampled or every block, and what
+// an attach leaves out.
+func (pr *Profiler) comments() []string {
+	c := []string{"memtrace live heap profile"}
+	if mode := pr.m.Mode(); mode != "" {
+		c = append(c, "mode="+mode)
+	}
+	if rate := pr.m.SampleRate(); rate > 0 {
+		c = append(c, fmt.Sprintf("sampled: --sample %d: one allocation per %d bytes on average (exponential countdown per thread); "+
+			"a sampled block of s bytes counts for s/(1-exp(-s/%d)) bytes and 1/(1-exp(-s/%d)) blocks, as Go's heap profile", rate, rate, rate, rate))
+	}
+	if since, attached := pr.m.TracedSince(); attached {
+		c = append(c, fmt.Sprintf("attached at %s: blocks allocated before the attach are not in this profile",
+			since.UTC().Format(time.RFC3339)))
+	}
+	return c
+}
 
 // query is what /debug/pprof/heap was asked.
 type query struct {
@@ -151,10 +172,13 @@ func Handler(pr *Profiler) http.Handler {
 		collectors.NewGoCollector())
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", index)
-	mux.HandleFunc("/debug/pprof/{$}", index)
+	idx := func(w http.ResponseWriter, r *http.Request) { index(pr, w) }
+	mux.HandleFunc("/{$}", idx)
+	mux.HandleFunc("/debug/pprof/{$}", idx)
 	mux.Handle("/metrics", metrics)
-	mux.HandleFunc("/debug/pprof/heap", func(w http.ResponseWriter, r *http.Request) { heap(pr, windows, w, r) })
+	mux.HandleFunc("/debug/pprof/heap", func(w http.ResponseWriter, r *http.Request) { heap(pr, windows, w, r, "") })
+	// Go's layout: the same profile, allocations first.
+	mux.HandleFunc("/debug/pprof/allocs", func(w http.ResponseWriter, r *http.Request) { heap(pr, windows, w, r, "alloc_space") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -170,17 +194,29 @@ const indexPage = `<!DOCTYPE html>
 <h1>memtrace</h1>
 <ul>
 <li><a href="/debug/pprof/heap">/debug/pprof/heap</a>: live heap by stack, gzipped pprof in Go's heap-profile layout (<code>go tool pprof http://HOST:PORT/debug/pprof/heap</code>); <code>?pid=N</code> one process, <code>?seconds=N</code> allocated during the next N seconds and still live then</li>
-<li><a href="/metrics">/metrics</a>: Prometheus text format: live bytes and blocks per process, allocations and frees, lost records, probes attached</li>
+<li><a href="/debug/pprof/allocs">/debug/pprof/allocs</a>: the same profile with the allocations (alloc_space) shown first, as Go's</li>
+<li><a href="/metrics">/metrics</a>: Prometheus text format: live bytes and blocks per process, allocations and frees, lost records, probes attached, since when the processes are traced</li>
 </ul>
-</body></html>
+%s</body></html>
 `
 
-func index(w http.ResponseWriter, r *http.Request) {
+func index(pr *Profiler, w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	io.WriteString(w, indexPage)
+	var notes string
+	if since, attached := pr.m.TracedSince(); !since.IsZero() {
+		notes = "<p>Traced since " + since.UTC().Format(time.RFC3339)
+		if attached {
+			notes += " (attached: blocks allocated before then are not in the profiles)"
+		}
+		notes += ".</p>\n"
+	}
+	if rate := pr.m.SampleRate(); rate > 0 {
+		notes += fmt.Sprintf("<p>Sampled (--sample %d): the figures are estimates, each sample weighed as Go's heap profile weighs its own.</p>\n", rate)
+	}
+	fmt.Fprintf(w, indexPage, notes)
 }
 
-func heap(pr *Profiler, windows chan struct{}, w http.ResponseWriter, r *http.Request) {
+func heap(pr *Profiler, windows chan struct{}, w http.ResponseWriter, r *http.Request, def string) {
 	q, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -207,12 +243,16 @@ func heap(pr *Profiler, windows chan struct{}, w http.ResponseWriter, r *http.Re
 		}
 	}
 	var buf bytes.Buffer
-	if err := pr.write(&buf, q.pid, win, dur); err != nil {
+	if err := pr.write(&buf, q.pid, win, dur, def); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", `attachment; filename="heap.pb.gz"`)
+	name := "heap.pb.gz"
+	if def != "" {
+		name = "allocs.pb.gz"
+	}
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	w.Write(buf.Bytes())
 }
 

@@ -28,7 +28,7 @@ type liveRun struct {
 // returns nil when neither is asked for. probes is the source's count of
 // probe sets for /metrics.
 func startLive(o *Options, probes func() int, stderr io.Writer) (*liveRun, error) {
-	if o.HTTP == "" && o.ProfileDir == "" {
+	if o.HTTP == "" && o.ProfileDir == "" && o.Sample == 0 {
 		return nil, nil
 	}
 	var ln net.Listener

@@ -31,6 +31,9 @@ type Options struct {
 	HTTP       string
 	ProfileDir string
 
+	// Sample is --sample: the mean bytes between sampled allocations
+	// (0: every one); the outputs are then profiles only (docs/sampling.md).
+	Sample       uint64
 	MinSize      uint64
 	StackDepth   int
 	StackThreads []string

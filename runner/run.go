@@ -55,6 +55,28 @@ type Handle struct {
 	live   *liveRun
 	probes atomic.Pointer[func() int]
 	phases phases
+	// untracked is the source's count of sampled blocks it could not
+	// keep (--sample), for /metrics and the end of the run.
+	untracked atomic.Pointer[func() uint64]
+}
+
+// SetMode names the capture path (logfmt.ModeBPF) for the profiles'
+// comments: a sampled run has no log header to say it.
+func (r *Handle) SetMode(mode string) {
+	if r.live != nil {
+		r.live.model.SetMode(mode)
+	}
+}
+
+// SetSampleUntracked gives the run the source's count of sampled blocks
+// its table had no room for (--sample).
+func (r *Handle) SetSampleUntracked(count func() uint64) { r.untracked.Store(&count) }
+
+func (r *Handle) untrackedCount() uint64 {
+	if f := r.untracked.Load(); f != nil {
+		return (*f)()
+	}
+	return 0
 }
 
 // Options is the run's options, with the user behind sudo filled in.
@@ -91,12 +113,17 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	}
 	since := time.Now()
 	r := &Handle{opts: &o, stderr: stderr}
+	profileOut, err := sampleOutputs(&o)
+	if err != nil {
+		return 2, err
+	}
 	// The port and the profile directory before anything is started: a
 	// taken port is one line, and the program never ran.
 	lr, err := startLive(&o, r.probeCount, stderr)
 	if err != nil {
 		return 1, err
 	}
+	lr.sampled(&o, r.untrackedCount, profileOut)
 	defer lr.close()
 	r.live = lr
 	CatchInterrupts()
@@ -109,6 +136,7 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if err != nil {
 		return status, err
 	}
+	lr.tracing(len(o.PIDs) > 0)
 	out, err := openOutput(&o, stderr)
 	if err != nil {
 		src.Close()
@@ -119,6 +147,7 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	}
 	s := NewSession(&o, out, stderr, lr.observer(), src.Configure)
 	status, err = src.Trace(r, s)
+	untracked := r.untrackedCount()
 	out.Close()
 	if cerr := src.Close(); err == nil {
 		err = cerr
@@ -129,6 +158,7 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if o.Verbose {
 		r.writePhases(stderr, time.Now())
 	}
+	sampleEnd(lr, profileOut, untracked, stderr)
 	return status, err
 }
 

@@ -39,6 +39,9 @@ func TestNewLoadsEveryOption(t *testing.T) {
 		{"depth frame pointers", Options{StackDepth: 32, StackUnwind: "fp"}, true},
 		{"classic maxdepth dwarf", Options{NoMulti: true, StackDepth: maxFrames, StackUnwind: "dwarf", UnwindRows: 1 << 16}, false},
 		{"follow depth2 dwarf", Options{Follow: true, HoldExec: true, StackDepth: 2}, true},
+		{"sample depth", Options{SampleRate: 512 << 10, StackDepth: 32}, true},
+		{"classic sample follow check-frees", Options{NoMulti: true, SampleRate: 64 << 10, StackDepth: 16, Follow: true, HoldExec: true, CheckInternalFrees: true}, false},
+		{"sample without stacks", Options{SampleRate: 1}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr, err := New(c.opts)

@@ -71,6 +71,13 @@ type MemtraceMtRcache struct {
 	}
 }
 
+type MemtraceMtSampleKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ptr  uint64
+}
+
 type MemtraceMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -192,6 +199,7 @@ type MemtraceTstate struct {
 	EntryTs        uint64
 	CommLo         uint64
 	CommHi         uint64
+	SampleLeft     uint64
 	StackOk        uint8
 	CommOk         uint8
 	_              [2]byte
@@ -201,6 +209,10 @@ type MemtraceTstate struct {
 	Sig            uint8
 	OvrOp          uint8
 	Flags          uint8
+	SampleInit     uint8
+	Sampled        uint8
+	OvrSampled     uint8
+	_              [5]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -215,6 +227,7 @@ const (
 	MemtraceMapFpState              = "fp_state"
 	MemtraceMapHold                 = "hold"
 	MemtraceMapRuleCache            = "rule_cache"
+	MemtraceMapSampled              = "sampled"
 	MemtraceMapStackChunk           = "stack_chunk"
 	MemtraceMapStackScratch         = "stack_scratch"
 	MemtraceMapStacksSent           = "stacks_sent"
@@ -259,6 +272,9 @@ const (
 	MemtraceVarMtAbiTypes           = "mt_abi_types"
 	MemtraceVarN_stackThreads       = "n_stack_threads"
 	MemtraceVarReleased             = "released"
+	MemtraceVarSampleFilter         = "sample_filter"
+	MemtraceVarSampleRate           = "sample_rate"
+	MemtraceVarSampleUntracked      = "sample_untracked"
 	MemtraceVarStackDepth           = "stack_depth"
 	MemtraceVarStackThreads         = "stack_threads"
 	MemtraceVarUnwindDwarf          = "unwind_dwarf"
@@ -344,6 +360,7 @@ type MemtraceMapSpecs struct {
 	FpState      *ebpf.MapSpec `ebpf:"fp_state"`
 	Hold         *ebpf.MapSpec `ebpf:"hold"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
+	Sampled      *ebpf.MapSpec `ebpf:"sampled"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -362,19 +379,22 @@ type MemtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MemtraceVariableSpecs struct {
-	AgentTgid      *ebpf.VariableSpec `ebpf:"agent_tgid"`
-	AllocLibs      *ebpf.VariableSpec `ebpf:"alloc_libs"`
-	Follow         *ebpf.VariableSpec `ebpf:"follow"`
-	FreeStacks     *ebpf.VariableSpec `ebpf:"free_stacks"`
-	HoldExec       *ebpf.VariableSpec `ebpf:"hold_exec"`
-	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
-	MtAbiTypes     *ebpf.VariableSpec `ebpf:"mt_abi_types"`
-	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
-	Released       *ebpf.VariableSpec `ebpf:"released"`
-	StackDepth     *ebpf.VariableSpec `ebpf:"stack_depth"`
-	StackThreads   *ebpf.VariableSpec `ebpf:"stack_threads"`
-	UnwindDwarf    *ebpf.VariableSpec `ebpf:"unwind_dwarf"`
-	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	AgentTgid       *ebpf.VariableSpec `ebpf:"agent_tgid"`
+	AllocLibs       *ebpf.VariableSpec `ebpf:"alloc_libs"`
+	Follow          *ebpf.VariableSpec `ebpf:"follow"`
+	FreeStacks      *ebpf.VariableSpec `ebpf:"free_stacks"`
+	HoldExec        *ebpf.VariableSpec `ebpf:"hold_exec"`
+	LostRecords     *ebpf.VariableSpec `ebpf:"lost_records"`
+	MtAbiTypes      *ebpf.VariableSpec `ebpf:"mt_abi_types"`
+	N_stackThreads  *ebpf.VariableSpec `ebpf:"n_stack_threads"`
+	Released        *ebpf.VariableSpec `ebpf:"released"`
+	SampleFilter    *ebpf.VariableSpec `ebpf:"sample_filter"`
+	SampleRate      *ebpf.VariableSpec `ebpf:"sample_rate"`
+	SampleUntracked *ebpf.VariableSpec `ebpf:"sample_untracked"`
+	StackDepth      *ebpf.VariableSpec `ebpf:"stack_depth"`
+	StackThreads    *ebpf.VariableSpec `ebpf:"stack_threads"`
+	UnwindDwarf     *ebpf.VariableSpec `ebpf:"unwind_dwarf"`
+	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // MemtraceObjects contains all objects after they have been loaded into the kernel.
@@ -405,6 +425,7 @@ type MemtraceMaps struct {
 	FpState      *ebpf.Map `ebpf:"fp_state"`
 	Hold         *ebpf.Map `ebpf:"hold"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
+	Sampled      *ebpf.Map `ebpf:"sampled"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -429,6 +450,7 @@ func (m *MemtraceMaps) Close() error {
 		m.FpState,
 		m.Hold,
 		m.RuleCache,
+		m.Sampled,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,
@@ -448,19 +470,22 @@ func (m *MemtraceMaps) Close() error {
 //
 // It can be passed to LoadMemtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MemtraceVariables struct {
-	AgentTgid      *ebpf.Variable `ebpf:"agent_tgid"`
-	AllocLibs      *ebpf.Variable `ebpf:"alloc_libs"`
-	Follow         *ebpf.Variable `ebpf:"follow"`
-	FreeStacks     *ebpf.Variable `ebpf:"free_stacks"`
-	HoldExec       *ebpf.Variable `ebpf:"hold_exec"`
-	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
-	MtAbiTypes     *ebpf.Variable `ebpf:"mt_abi_types"`
-	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
-	Released       *ebpf.Variable `ebpf:"released"`
-	StackDepth     *ebpf.Variable `ebpf:"stack_depth"`
-	StackThreads   *ebpf.Variable `ebpf:"stack_threads"`
-	UnwindDwarf    *ebpf.Variable `ebpf:"unwind_dwarf"`
-	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
+	AgentTgid       *ebpf.Variable `ebpf:"agent_tgid"`
+	AllocLibs       *ebpf.Variable `ebpf:"alloc_libs"`
+	Follow          *ebpf.Variable `ebpf:"follow"`
+	FreeStacks      *ebpf.Variable `ebpf:"free_stacks"`
+	HoldExec        *ebpf.Variable `ebpf:"hold_exec"`
+	LostRecords     *ebpf.Variable `ebpf:"lost_records"`
+	MtAbiTypes      *ebpf.Variable `ebpf:"mt_abi_types"`
+	N_stackThreads  *ebpf.Variable `ebpf:"n_stack_threads"`
+	Released        *ebpf.Variable `ebpf:"released"`
+	SampleFilter    *ebpf.Variable `ebpf:"sample_filter"`
+	SampleRate      *ebpf.Variable `ebpf:"sample_rate"`
+	SampleUntracked *ebpf.Variable `ebpf:"sample_untracked"`
+	StackDepth      *ebpf.Variable `ebpf:"stack_depth"`
+	StackThreads    *ebpf.Variable `ebpf:"stack_threads"`
+	UnwindDwarf     *ebpf.Variable `ebpf:"unwind_dwarf"`
+	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // MemtracePrograms contains all programs after they have been loaded into the kernel.

@@ -51,7 +51,22 @@ type Options struct {
 	// program's; a launched program's agent knows every block and drops
 	// frees of unknown ones itself, which is cheaper.
 	CheckInternalFrees bool
+	// SampleRate, when not 0, is --sample: the mean bytes between
+	// sampled allocations (docs/sampling.md). Only samples are sent,
+	// with their stacks, and only their frees; the blocks live in the
+	// sampled map, SampleBlocks entries (0: DefaultSampleBlocks).
+	SampleRate   uint64
+	SampleBlocks int
 }
+
+// DefaultSampleBlocks bounds the live sampled blocks the kernel side
+// holds (the map is not preallocated: its memory is that of the samples
+// live, some 100 bytes each): at a rate of 512K that is 512 GiB of live
+// heap, at --sample 1 a million blocks.
+const DefaultSampleBlocks = 1 << 20
+
+// MaxSampleRate keeps the fixed-point draw (bpf/mt_sample.h) exact.
+const MaxSampleRate = 1 << 30
 
 // DefaultRingBytes holds about 30 ms of events at the fastest rate a single
 // thread can produce under uprobes, so a reader that is briefly descheduled

@@ -172,6 +172,7 @@ func (t *Tracer) ReleaseProcess(pid int) {
 	if t.unw != nil {
 		t.unw.forget(pid)
 	}
+	t.forgetSamples(pid)
 	var ls []link.Link
 	t.mu.Lock()
 	for k, kl := range t.links {
@@ -318,4 +319,27 @@ func closeLinks(ls []link.Link) {
 	}
 	close(ch)
 	wg.Wait()
+}
+
+// forgetSamples deletes an exited process's live samples from the sampled
+// map (--sample), which would otherwise fill it, and match the frees of a
+// later process given the same pid. Their filter counters stay raised:
+// that costs a later free at those addresses a lookup, never a missed
+// free.
+func (t *Tracer) forgetSamples(pid int) {
+	if t.opts.SampleRate == 0 || t.objs.Sampled == nil {
+		return
+	}
+	var k MemtraceMtSampleKey
+	var v uint8
+	var gone []MemtraceMtSampleKey
+	it := t.objs.Sampled.Iterate()
+	for it.Next(&k, &v) {
+		if k.Tgid == uint32(pid) {
+			gone = append(gone, k)
+		}
+	}
+	for i := range gone {
+		_ = t.objs.Sampled.Delete(&gone[i])
+	}
 }

@@ -96,6 +96,16 @@ func New(opts Options) (*Tracer, error) {
 	if err := sizeUnwindMaps(spec, dwarf && !opts.Floor, opts.UnwindRows); err != nil {
 		return nil, err
 	}
+	if opts.SampleRate > MaxSampleRate {
+		return nil, fmt.Errorf("--sample %d: give at most %d bytes", opts.SampleRate, MaxSampleRate)
+	}
+	if opts.SampleRate > 0 && !opts.Floor {
+		n := opts.SampleBlocks
+		if n <= 0 {
+			n = DefaultSampleBlocks
+		}
+		spec.Maps["sampled"].MaxEntries = uint32(n)
+	}
 	var pats [8][16]byte
 	for i, p := range opts.StackThreads {
 		if len(p) == 0 || len(p) > 15 {
@@ -122,6 +132,7 @@ func New(opts Options) (*Tracer, error) {
 		"unwind_dwarf":    b2u(dwarf),
 		"n_stack_threads": uint32(len(opts.StackThreads)),
 		"stack_threads":   pats,
+		"sample_rate":     opts.SampleRate,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
@@ -245,6 +256,16 @@ func (t *Tracer) RemoveProcess(pid int) {
 func (t *Tracer) Lost() uint64 {
 	var n uint64
 	if v := t.objs.LostRecords; v != nil {
+		_ = v.Get(&n)
+	}
+	return n
+}
+
+// SampleUntracked returns how many sampled blocks the kernel side's
+// table had no room for (not sent: --sample's profile lacks them).
+func (t *Tracer) SampleUntracked() uint64 {
+	var n uint64
+	if v := t.objs.SampleUntracked; v != nil {
 		_ = v.Get(&n)
 	}
 	return n

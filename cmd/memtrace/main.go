@@ -26,6 +26,7 @@ type options struct {
 	port         int
 	listen       string
 	minSize      uint64
+	sample       uint64
 	stackDepth   int
 	stackThreads []string
 	noFreeStacks bool
@@ -94,7 +95,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 		o.argv = argv
 	}
 	ro := runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
-		MinSize: o.minSize, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
+		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
 		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti}
@@ -157,7 +158,7 @@ func splitList(s string) []string {
 func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	o := &options{peakTopN: 10, stackUnwind: "dwarf"}
 	fs := cli.NewParser(cli.Memtrace)
-	var pids, stackThreads, trackThreads, minSize, bufSize, configPath string
+	var pids, stackThreads, trackThreads, minSize, bufSize, configPath, sample string
 	track := "malloc,mmap"
 	minSize = "0"
 	var interval time.Duration
@@ -167,6 +168,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Int(&o.port, "port")
 	fs.String(&o.listen, "listen")
 	fs.String(&minSize, "min-size")
+	fs.String(&sample, "sample")
 	fs.Int(&o.stackDepth, "stack-depth")
 	fs.String(&stackThreads, "stack-threads")
 	fs.Bool(&o.noFreeStacks, "no-free-stacks")
@@ -214,6 +216,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.minSize, err = config.ParseSize(strings.TrimSpace(minSize)); err != nil {
 		return nil, usageError{fmt.Sprintf("bad --min-size %q: %v", minSize, err)}
+	}
+	if o.sample, err = config.ParseSize(strings.TrimSpace(sample)); sample != "" && (err != nil || o.sample == 0 || o.sample > 1<<30) {
+		return nil, usageError{fmt.Sprintf("bad --sample %q: give 1 to 1G bytes (K/M suffixes)", sample)}
 	}
 	if o.track, err = config.ParseTrack(track); err != nil {
 		return nil, usageError{fmt.Sprintf("bad --track: %v", err)}

@@ -123,6 +123,7 @@ static void init_once(void)
 	const char *fv = getenv("MEMTRACE_FOLLOW");
 	follow = !(fv && strcmp(fv, "0") == 0);
 	min_size = parse_size(getenv("MEMTRACK_MIN_SIZE"), 0);
+	sample_rate = parse_size(getenv("MEMTRACE_SAMPLE"), 0);
 	stack_depth = (int)parse_size(getenv("MEMTRACK_STACK_DEPTH"), 0);
 	if (stack_depth > 128)
 		stack_depth = 128;

@@ -55,6 +55,17 @@ extern pid_t g_pid;
 extern pthread_key_t exit_key;
 extern uintptr_t self_base; // this library's load address (own frames)
 
+// --sample (sample.c): the mean bytes between samples (0: every event),
+// the countdown, and the table of the live samples.
+extern uint64_t sample_rate;
+extern uint64_t sample_untracked; // samples the table had no room for
+int sample_take(uint64_t size);
+int sample_keep(const void *p);
+int sample_forget(const void *p);
+void sample_atfork_prepare(void);
+void sample_atfork_parent(void);
+void sample_atfork_child(void);
+
 // t_in: the thread is inside a hook (or is the library's own): calls pass
 // straight through, so that one outermost call logs one event.
 extern __thread int t_in TLS_IE;

@@ -403,14 +403,42 @@ static void bin_before_exec(void)
 // ---------------------------------------------------------------------------
 // The sink: one record per call, the free half timed before the real call.
 
+// --sample (sample.c): an allocation goes when it is a sample, a free
+// when it releases one. A sample leaves the table before the real free,
+// since another thread may be given the address as soon as that returns;
+// a call that then fails (realloc, munmap, mremap) puts it back.
+static ALWAYS_INLINE int sampled_alloc(uint64_t size, const void *p)
+{
+	if (!sample_rate)
+		return 1;
+	if (!sample_take(size))
+		return 0;
+	if (sample_keep(p))
+		return 1;
+	// No room in the table: counted with the records lost, which the
+	// closing lines and /metrics report.
+	tb.lost++;
+	return 0;
+}
+
+static ALWAYS_INLINE int sampled_free(const void *p)
+{
+	return !sample_rate || sample_forget(p);
+}
+
 static void bin_alloc(int op, uint64_t size, const void *p, uint64_t kind)
 {
 	(void)kind; // the converter tells mappings by their op
-	bin_event(op, bin_ts(), p, size);
+	if (sampled_alloc(size, p))
+		bin_event(op, bin_ts(), p, size);
 }
 
 static void bin_free(int op, void *p, void (*real)(void *))
 {
+	if (!sampled_free(p)) {
+		real(p);
+		return;
+	}
 	uint64_t ts = bin_ts();
 	real(p);
 	bin_event(op, ts, p, 0);
@@ -418,42 +446,54 @@ static void bin_free(int op, void *p, void (*real)(void *))
 
 static void bin_free_pre(mt_call_t *c, const void *p)
 {
-	(void)p;
-	c->ts = bin_ts();
+	c->log = sampled_free(p);
+	c->ts = c->log ? bin_ts() : 0;
 }
 
 static void bin_free_post(mt_call_t *c, int op, const void *p)
 {
-	bin_event(op, c->ts, p, 0);
+	if (c->log)
+		bin_event(op, c->ts, p, 0);
 }
 
 static void bin_realloc_pre(mt_call_t *c, const void *p)
 {
-	c->ts = p ? bin_ts() : 0;
+	c->log = p && sampled_free(p);
+	c->ts = c->log ? bin_ts() : 0;
 }
 
 static void bin_realloc_post(mt_call_t *c, int op, const void *p, const void *q, size_t n)
 {
 	// The consumer knows the old block's size; a failed realloc logs
 	// nothing, realloc(p, 0) only the free.
-	if (p && (q || n == 0))
-		bin_event(MT_OP_FREE, c->ts, p, 0);
-	if (q)
+	if (p && (q || n == 0)) {
+		if (c->log)
+			bin_event(MT_OP_FREE, c->ts, p, 0);
+	} else if (p && c->log && sample_rate) {
+		sample_keep(p);
+	}
+	if (q && sampled_alloc(n, q))
 		bin_event(op, bin_ts(), q, n);
 }
 
 static void bin_unmap_post(mt_call_t *c, const void *p, size_t len, int ok)
 {
 	// Logged by the consumer only for a mapping it saw created.
-	if (ok)
+	if (ok && c->log)
 		bin_event(MT_OP_MUNMAP, c->ts, p, len);
+	else if (!ok && c->log && sample_rate)
+		sample_keep(p);
 }
 
 static void bin_remap_post(mt_call_t *c, const void *old, size_t oldlen, const void *r, size_t newlen)
 {
 	if (r != MAP_FAILED) {
-		bin_event(MT_OP_MUNMAP, c->ts, old, oldlen);
-		bin_event(MT_OP_MREMAP, bin_ts(), r, newlen);
+		if (c->log)
+			bin_event(MT_OP_MUNMAP, c->ts, old, oldlen);
+		if (sampled_alloc(newlen, r))
+			bin_event(MT_OP_MREMAP, bin_ts(), r, newlen);
+	} else if (c->log && sample_rate) {
+		sample_keep(old);
 	}
 }
 
@@ -594,6 +634,7 @@ static void bin_start_record(int exec_child)
 
 static void bin_atfork_prepare(void)
 {
+	sample_atfork_prepare();
 	fork_serial = 0;
 	if (g_ready && !g_off && follow)
 		fork_serial = __atomic_add_fetch(&shm->stream_next, 1, __ATOMIC_SEQ_CST);
@@ -604,11 +645,13 @@ static void bin_atfork_prepare(void)
 
 static void bin_atfork_parent(void)
 {
+	sample_atfork_parent();
 	fork_serial = 0;
 }
 
 static void bin_atfork_child(void)
 {
+	sample_atfork_child();
 	int in = t_in;
 	t_in = 1;
 	modules_atfork_child();

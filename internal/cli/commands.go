@@ -33,6 +33,7 @@ var Memtrace = &Command{
 		{Names: []string{"track"}, Arg: "LIST", Section: "what is traced", Default: "malloc,mmap", Help: "what to trace: a comma-separated LIST of malloc, mmap, fd, dmabuf, ion", Complete: "malloc mmap fd dmabuf ion"},
 		{Names: []string{"mmap-files"}, Section: "what is traced", Help: "log file-backed mmaps too"},
 		{Names: []string{"min-size"}, Arg: "N", Section: "what is traced", Help: "do not log allocations smaller than N bytes (K/M suffixes)"},
+		{Names: []string{"sample"}, Arg: "BYTES", Section: "what is traced", Help: "sample one allocation per BYTES on average (K/M suffixes): a heap profile cheap enough to leave on, not a log (-o FILE.pb.gz, --http, --profile-dir; docs/sampling.md)"},
 		{Names: []string{"stack-depth"}, Arg: "N", Section: "what is traced", Help: "capture N call-stack frames per event (1-127; 0: none)"},
 		{Names: []string{"stack-threads"}, Arg: "a,b", Section: "what is traced", Help: "capture stacks only in threads whose name contains one of a,b"},
 		{Names: []string{"no-free-stacks"}, Section: "what is traced", Help: "frees carry no stack: with --stack-depth only allocations walk theirs"},

@@ -56,6 +56,14 @@ type Options struct {
 
 	TimeNanos, DurationNanos int64
 	Comments                 []string
+	// Period is the profile's period in bytes: under --sample its mean
+	// bytes between samples, as Go's heap profiles carry
+	// runtime.MemProfileRate (the values are already scaled: pprof does
+	// not scale them again). 0 means 1: every allocation.
+	Period int64
+	// DefaultSampleType is what pprof shows first; "" means
+	// DefaultSampleType (an allocs profile says alloc_space).
+	DefaultSampleType string
 }
 
 // SampleTypes are the sample types in order; the peak's two come last,
@@ -149,10 +157,17 @@ func Build(samples []Sample, o *Options) (*profile.Profile, error) {
 	if o.Peak {
 		n = 6
 	}
+	period, def := o.Period, o.DefaultSampleType
+	if period <= 0 {
+		period = 1
+	}
+	if def == "" {
+		def = DefaultSampleType
+	}
 	p := &profile.Profile{
-		DefaultSampleType: DefaultSampleType,
+		DefaultSampleType: def,
 		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
-		Period:            1,
+		Period:            period,
 		TimeNanos:         o.TimeNanos,
 		DurationNanos:     o.DurationNanos,
 		Comments:          o.Comments,
