@@ -53,17 +53,14 @@ const capSysPtrace = 19
 
 func readFacts(pid int) attachFacts {
 	f := attachFacts{euid: os.Geteuid(), targetUID: -1, ptraceScope: -1}
-	self, serr := statusFields(os.Getpid())
-	target, terr := statusFields(pid)
+	self, serr := procfs.ReadStatus(os.Getpid())
+	target, terr := procfs.ReadStatus(pid)
 	if serr == nil && terr == nil {
-		f.caps, _ = strconv.ParseUint(self["CapEff"], 16, 64)
-		f.targetCaps, _ = strconv.ParseUint(target["CapPrm"], 16, 64)
-		f.capsKnown = self["CapEff"] != "" && target["CapPrm"] != ""
+		f.caps, f.targetCaps = self.CapEff, target.CapPrm
+		f.capsKnown = self.CapsKnown && target.CapsKnown
 	}
 	if terr == nil {
-		if u := strings.Fields(target["Uid"]); len(u) > 1 {
-			f.targetUID, _ = strconv.Atoi(u[1])
-		}
+		f.targetUID = target.UID
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
@@ -71,20 +68,6 @@ func readFacts(pid int) attachFacts {
 		}
 	}
 	return f
-}
-
-func statusFields(pid int) (map[string]string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			m[k] = strings.TrimSpace(v)
-		}
-	}
-	return m, nil
 }
 
 // permissionCause names why the kernel refused memtrace the mappings of

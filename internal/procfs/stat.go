@@ -114,6 +114,12 @@ type Status struct {
 	State byte
 	Tgid  int // the thread group (process) of a thread
 	PPID  int
+	// UID is the effective user id (-1 when the file has no Uid line).
+	UID int
+	// CapEff and CapPrm are the effective and permitted capability
+	// sets; CapsKnown false when the file has neither.
+	CapEff, CapPrm uint64
+	CapsKnown      bool
 }
 
 // ReadStatus reads /proc/PID/status; pid may be any thread's id.
@@ -133,8 +139,8 @@ func ReadStatus(pid int) (Status, error) {
 // ParseStatus parses the "Key:\tvalue" lines of a status file; Name and
 // Tgid must be there.
 func ParseStatus(b []byte) (Status, error) {
-	var st Status
-	var name, tgid bool
+	st := Status{UID: -1}
+	var name, tgid, eff, prm bool
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -156,6 +162,23 @@ func ParseStatus(b []byte) (Status, error) {
 				return Status{}, fmt.Errorf("%w: bad State", ErrBadStat)
 			}
 			st.State = v[0]
+		case "Uid":
+			// real, effective, saved, filesystem
+			if f := bytes.Fields(v); len(f) > 1 {
+				if n, err := strconv.Atoi(string(f[1])); err == nil {
+					st.UID = n
+				}
+			}
+		case "CapEff", "CapPrm":
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64)
+			if err != nil {
+				continue
+			}
+			if k[3] == 'E' {
+				st.CapEff, eff = n, true
+			} else {
+				st.CapPrm, prm = n, true
+			}
 		case "Tgid", "PPid":
 			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
 			if err != nil || n < 0 {
@@ -171,6 +194,7 @@ func ParseStatus(b []byte) (Status, error) {
 	if !name || !tgid {
 		return Status{}, fmt.Errorf("%w: no Name or Tgid", ErrBadStat)
 	}
+	st.CapsKnown = eff && prm
 	return st, nil
 }
 

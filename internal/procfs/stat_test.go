@@ -38,8 +38,13 @@ func TestParseStat(t *testing.T) {
 func TestParseStatus(t *testing.T) {
 	in := "Name:\tx\\ny\\\\z\t \nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4000\nNgid:\t0\nPid:\t4001\nPPid:\t3999\n"
 	st, err := ParseStatus([]byte(in))
-	if want := (Status{Name: "x\ny\\z\t ", State: 'S', Tgid: 4000, PPID: 3999}); err != nil || st != want {
+	if want := (Status{Name: "x\ny\\z\t ", State: 'S', Tgid: 4000, PPID: 3999, UID: -1}); err != nil || st != want {
 		t.Fatalf("%+v, %v, want %+v", st, err, want)
+	}
+	// The effective uid and the capability sets, for the attach check.
+	st, err = ParseStatus([]byte(in + "Uid:\t1000\t0\t0\t0\nCapPrm:\t000001ffffffffff\nCapEff:\t0000000000080000\n"))
+	if want := (Status{Name: "x\ny\\z\t ", State: 'S', Tgid: 4000, PPID: 3999, UID: 0, CapPrm: 0x1ffffffffff, CapEff: 1 << 19, CapsKnown: true}); err != nil || st != want {
+		t.Fatalf("with Uid and caps: %+v, %v, want %+v", st, err, want)
 	}
 	// Kernels before 5.13 escaped in octal.
 	st, err = ParseStatus([]byte("Name:\ta\\012b\\134c\\d\\\nTgid:\t1\n"))
