@@ -434,8 +434,10 @@ func TestFollowReleasesExitedChildren(t *testing.T) {
 	if n := bytes.Count(data, []byte("proc event=fork")); n != 100 {
 		t.Errorf("%d fork lines, want 100", n)
 	}
-	// The parent's own links (libc) and a few children still closing.
-	if links > 12 {
+	// The parent's own links (libc, and with stacks, the default, its
+	// dlopen hook) and a few children still closing; a child's links
+	// left open would make it 2 or more per child, 200 and up.
+	if links > 20 {
 		t.Errorf("memtrace holds %d BPF links with every child gone, want the parent's few", links)
 	}
 }

@@ -169,8 +169,9 @@ func (t *Tracer) ReleaseProcess(pid int) {
 	// A process killed while held leaves its holds behind; its pid may
 	// be reused, and a later sweep must not resume a stranger.
 	_, _ = sweepHolds(t.objs.Hold, func(key uint32) bool { return key&holdPIDMask == uint32(pid)&holdPIDMask })
+	var hook link.Link
 	if t.unw != nil {
-		t.unw.forget(pid)
+		hook = t.unw.forget(pid)
 	}
 	t.forgetSamples(pid)
 	var ls []link.Link
@@ -193,6 +194,9 @@ func (t *Tracer) ReleaseProcess(pid int) {
 	}
 	keep := t.give != nil && last
 	t.mu.Unlock()
+	if hook != nil {
+		ls = append(ls, hook)
+	}
 	if len(ls) > 0 && keep && exited(pid) {
 		// Kept for the hand-off: nothing can hit a dead process's
 		// probes, and closing them here would make the exit of a

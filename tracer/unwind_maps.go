@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cilium/ebpf/link"
+
 	"github.com/memtrace/memtrace/internal/procfs"
 )
 
@@ -169,8 +171,11 @@ func (u *unwinder) updateProcess(pid int, clear bool) error {
 	return nil
 }
 
-// forget drops an exited process's mappings.
-func (u *unwinder) forget(pid int) {
+// forget drops an exited process's mappings, and returns its dlopen hook
+// (nil if none) for the caller to close with its other links: a close
+// waits for a grace period, which must not hold up the next process's
+// release.
+func (u *unwinder) forget(pid int) link.Link {
 	u.mu.Lock()
 	delete(u.written, pid)
 	delete(u.seen, pid)
@@ -179,11 +184,12 @@ func (u *unwinder) forget(pid int) {
 	ll, had := u.loader[pid]
 	delete(u.loader, pid)
 	u.mu.Unlock()
-	if had {
-		ll.l.Close()
-	}
 	_ = u.procs.Delete(uint32(pid))
 	_ = u.stale.Delete(uint32(pid))
+	if had {
+		return ll.l
+	}
+	return nil
 }
 
 // fillFrames locates the frames whose VMA the kernel side could not read
