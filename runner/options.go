@@ -25,6 +25,9 @@ type Options struct {
 	// program starts once it has connected.
 	Output string
 	Listen string
+	// DefaultOutput: Output is the name memtrace chose (no -o), which it
+	// says once the file is open, as heaptrack does.
+	DefaultOutput bool
 	// HTTP serves the live heap (/debug/pprof/heap, /metrics) on this
 	// address (a port alone: loopback); ProfileDir writes a heap profile
 	// there every Interval (a minute without one).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -52,6 +53,10 @@ func openSink(o *Options, stderr io.Writer) (*output, error) {
 		return &output{WriteCloser: c}, nil
 	case o.Output == NoLog:
 		return &output{WriteCloser: nopCloser{io.Discard}}, nil
+	case o.Output == "-":
+		// Plain text on memtrace's own stdout (a pipe, most often):
+		// never a file named "-".
+		return &output{WriteCloser: nopCloser{os.Stdout}}, nil
 	case o.Output != "":
 		open := o.OpenLog
 		if open == nil {
@@ -60,6 +65,9 @@ func openSink(o *Options, stderr io.Writer) (*output, error) {
 		f, err := open(o.Output)
 		if err != nil {
 			return nil, err
+		}
+		if o.DefaultOutput {
+			fmt.Fprintf(stderr, "memtrace: writing the log to %s (-o FILE for another name, -o - for stdout)\n", o.Output)
 		}
 		// FILE.zst and FILE.gz are compressed; the agent's flushes end
 		// the compressed blocks (logio).

@@ -152,7 +152,9 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if cerr := src.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	// The floor's probes are empty: it has no figures to give; a
+	// sampled run's events are samples, whose figures are its profile's.
+	if err == nil && !o.Floor && o.Sample == 0 {
 		closing(&o, out, s, stderr, since)
 	}
 	if o.Verbose {

@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"bytes"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // closingFigures reads memtrace's closing lines (stderr) or the report's
@@ -65,13 +67,40 @@ func TestClosingLinesMatchReport(t *testing.T) {
 			t.Errorf("%s: closing lines not once:\n%s", mode, se)
 		}
 	}
-	// Without -o the log is on stderr: said once, at the end.
-	code, _, se := memtraceRun(t, nil, "--preload", "--", bin)
+	// Without -o the log is memtrace.PROG.PID.log.zst in the current
+	// directory (heaptrack's naming), said when it opens and named by the
+	// closing lines; with -o /dev/stderr it is on stderr, said once at
+	// the end.
+	for _, src := range [][]string{nil, {"--preload"}} {
+		dir := t.TempDir()
+		cmd := command(need(t, "bin/memtrace"), append(src, "--", bin)...)
+		cmd.Dir = dir
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		if err := runCmd(t, cmd, time.Minute); err != nil {
+			t.Fatalf("%v without -o: %v\n%s", src, err, se.String())
+		}
+		logs, _ := filepath.Glob(filepath.Join(dir, "memtrace."+filepath.Base(bin)+".*.log.zst"))
+		if len(logs) != 1 {
+			t.Fatalf("%v without -o: logs %v, want one memtrace.PROG.PID.log.zst\n%s", src, logs, se.String())
+		}
+		name := filepath.Base(logs[0])
+		for _, w := range []string{"memtrace: writing the log to " + name, "the log is " + name + ";", "\tlost events: 0\n"} {
+			if !strings.Contains(se.String(), w) {
+				t.Errorf("%v without -o: stderr lacks %q:\n%s", src, w, se.String())
+			}
+		}
+		// Stacks are on by default: the leaks have frames.
+		if code, out, rse := memtraceRun(t, nil, "report", logs[0]); code != 0 || strings.Contains(out, "[no stack]") {
+			t.Errorf("%v without flags: report exit %d, a stack missing:\n%s%s", src, code, out, rse)
+		}
+	}
+	code, _, se := memtraceRun(t, nil, "--preload", "-o", "/dev/stderr", "--", bin)
 	if code != 0 {
 		t.Fatalf("memtrace exit %d: %s", code, se)
 	}
 	lines := strings.Split(strings.TrimSpace(se), "\n")
 	if n := strings.Count(se, "the log is on stderr"); n != 1 || !strings.Contains(lines[len(lines)-1], "the log is on stderr") {
-		t.Errorf("without -o: want one last line saying the log is on stderr, got %d:\n%s", n, se)
+		t.Errorf("-o /dev/stderr: want one last line saying the log is on stderr, got %d:\n%s", n, se)
 	}
 }

@@ -237,10 +237,10 @@ func TestSampleRefusals(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	for _, args := range [][]string{
-		{"--sample", "64K"},
 		{"--sample", "64K", "-o", filepath.Join(dir, "x.log")},
+		{"--sample", "64K", "-o", "/dev/stderr"},
 		{"--sample", "64K", "--port", "1"},
-		{"--sample", "64K", "--preload"},
+		{"--sample", "64K", "--preload", "-o", filepath.Join(dir, "x.log.zst")},
 		{"--sample", "0", "-o", filepath.Join(dir, "x.pb.gz")},
 		{"--sample", "2G", "-o", filepath.Join(dir, "x.pb.gz")},
 		{"--sample", "64K", "--floor", "-o", filepath.Join(dir, "x.pb.gz")},
@@ -260,6 +260,31 @@ func TestSampleRefusals(t *testing.T) {
 		if _, err := os.Stat(marker); err == nil {
 			t.Errorf("%q: the program ran", args)
 			os.Remove(marker)
+		}
+	}
+}
+
+// TestSampleDefaultProfile: --sample without -o writes its profile as
+// heaptrack names its file, memtrace.PROG.PID.pb.gz in the current
+// directory, on both paths, and prints no log figures (a sampled run's
+// events are samples).
+func TestSampleDefaultProfile(t *testing.T) {
+	bin := need(t, "bin/memtrace")
+	for _, extra := range [][]string{nil, {"--preload"}} {
+		dir := t.TempDir()
+		cmd := command(bin, append(append([]string{"--sample", "64K"}, extra...), "--", "touch", filepath.Join(dir, "ran"))...)
+		cmd.Dir = dir
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := runCmd(t, cmd, time.Minute); err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, stderr.String())
+		}
+		got, _ := filepath.Glob(filepath.Join(dir, "memtrace.touch.*.pb.gz"))
+		if len(got) != 1 {
+			t.Errorf("%v: profiles %v in the directory, want one memtrace.touch.PID.pb.gz\n%s", extra, got, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "memtrace stats:") {
+			t.Errorf("%v: a sampled run printed log figures:\n%s", extra, stderr.String())
 		}
 	}
 }

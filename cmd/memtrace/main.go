@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/memtrace/memtrace/config"
 	preload "github.com/memtrace/memtrace/fallback-preload"
 	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/prof"
 	"github.com/memtrace/memtrace/launch"
 	"github.com/memtrace/memtrace/live"
@@ -94,7 +96,15 @@ func run(o *options, stderr io.Writer) (int, error) {
 		}
 		o.argv = argv
 	}
-	ro := runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
+	defaultOut := o.output == "" && o.listen == "" && !o.floor
+	switch {
+	case defaultOut:
+		o.output = defaultOutput(o)
+	case o.output == "" && o.floor:
+		// The floor writes nothing: no file to leave behind.
+		o.output = runner.NoLog
+	}
+	ro := runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, DefaultOutput: defaultOut, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
 		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
@@ -106,6 +116,35 @@ func run(o *options, stderr io.Writer) (int, error) {
 		return runner.Run(ro, stderr, preloaded, nil)
 	}
 	return runner.Run(ro, stderr, launch.New(), preloaded)
+}
+
+// defaultOutput is the log's name when -o gives none, heaptrack's
+// heaptrack.PROG.PID in the current directory: memtrace.PROG.PID.log.zst,
+// PID being memtrace's own (as heaptrack's) when it starts PROG, the
+// first target's with -p. A sampled run's is its profile,
+// memtrace.PROG.PID.pb.gz.
+func defaultOutput(o *options) string {
+	prog, pid := "", os.Getpid()
+	if len(o.argv) > 0 {
+		prog = filepath.Base(o.argv[0])
+	} else if len(o.pids) > 0 {
+		pid = o.pids[0]
+		prog, _ = procfs.ReadComm(pid)
+	}
+	prog = strings.Map(func(r rune) rune {
+		if r == '/' || r < ' ' || r == 0x7f || r == ' ' {
+			return '_'
+		}
+		return r
+	}, prog)
+	if prog == "" || prog == "." || prog == ".." {
+		prog = "prog"
+	}
+	ext := ".log.zst"
+	if o.sample > 0 {
+		ext = runner.ProfileSuffix
+	}
+	return fmt.Sprintf("memtrace.%s.%d%s", prog, pid, ext)
 }
 
 func realMain(args []string, stderr io.Writer) int {
@@ -156,7 +195,7 @@ func splitList(s string) []string {
 }
 
 func parseArgs(args []string, stderr io.Writer) (*options, error) {
-	o := &options{peakTopN: 10, stackUnwind: "dwarf"}
+	o := &options{peakTopN: 10, stackUnwind: "dwarf", stackDepth: config.DefaultStackDepth}
 	fs := cli.NewParser(cli.Memtrace)
 	var pids, stackThreads, trackThreads, minSize, bufSize, configPath, sample string
 	track := "malloc,mmap"
@@ -242,6 +281,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	merged := config.Merge(loaded, config.Settings{Track: o.track, StackDepth: o.stackDepth, ReportDir: o.reportDir,
 		SnapshotIntervalMS: int(interval / time.Millisecond), PeakTopN: o.peakTopN, MinAlloc: o.minSize}, set)
 	o.track, o.stackDepth, o.reportDir = merged.Track, merged.StackDepth, merged.ReportDir
+	// --floor measures the traps alone: stacks only when asked for.
+	if _, given := merged.Origin[config.KeyStackDepth]; o.floor && !given {
+		o.stackDepth = 0
+	}
 	o.interval = time.Duration(merged.SnapshotIntervalMS) * time.Millisecond
 	o.peakTopN, o.minSize = merged.PeakTopN, merged.MinAlloc
 	if o.peakTopN <= 0 {
