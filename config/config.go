@@ -50,16 +50,16 @@ func EnvName(key string) string { return "MEMTRACE_" + strings.ToUpper(key) }
 // Limits on values, chosen so that a typo fails rather than making memtrace
 // do something absurd.
 const (
-	MaxStackDepth   = 127 // the kernel's perf_event_max_stack default
+	MaxStackDepth = 127 // the kernel's perf_event_max_stack default
 	// DefaultStackDepth is memtrace's depth when nothing sets one: stacks
 	// are why a heap profiler runs (heaptrack always records them), and
 	// this roots the stacks of typical C and C++ programs, whose deepest
 	// allocation paths rarely pass it; a shallower stack costs no more.
 	DefaultStackDepth = 64
-	MaxIntervalMS   = 24 * 60 * 60 * 1000
-	MaxPeakTopN     = 1 << 20
-	maxConfigSize   = 1 << 20
-	maxConfigValues = 4096
+	MaxIntervalMS     = 24 * 60 * 60 * 1000
+	MaxPeakTopN       = 1 << 20
+	maxConfigSize     = 1 << 20
+	maxConfigValues   = 4096
 )
 
 // Load reads the config file at path (or, when path is empty, the one that

@@ -11,9 +11,8 @@ import (
 	"sort"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/internal/procfs"
 )
