@@ -231,7 +231,7 @@ type report struct {
 	supd  map[*section]suppressed
 	// supSite is the suppression of each site with leaks (nil: none).
 	supSite map[int32]*suppression
-	cache *symbols.Cache
+	cache   *symbols.Cache
 }
 
 func (r *report) multi() bool { return len(r.secs) > 1 }

@@ -11,11 +11,11 @@ import (
 // header's figure (analysis.BuiltinSuppressions, the report's list),
 // recounted only when the model changed: the header is drawn at every key.
 type suppCache struct {
-	sups        []*analysis.Suppression
-	ready       bool
-	events      int64
-	allocs      int
-	done        bool
+	sups   []*analysis.Suppression
+	ready  bool
+	events int64
+	allocs int
+	done   bool
 	// leaks and leakedBytes are per thread, indexed as Model.Threads
 	// (shorter while a followed log grows: a thread past them has none).
 	leaks       []int64
