@@ -204,6 +204,10 @@ func (s *Session) Released(pid uint32, ns uint64) {
 	if p := s.procs[pid]; p != nil {
 		p.released = ns
 	}
+	// The log's clock starts here, not when tracing was set up: the
+	// probes' start-up and a wait for --port's viewer are not the
+	// program's runtime (every ts, peak time and figure per second).
+	s.cfg.StartNS = max(s.cfg.StartNS, ns)
 }
 
 // AddProcess declares a traced process; attached says it ran before

@@ -3,7 +3,10 @@ package analysis
 import (
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/memtrace/memtrace/internal/units"
 )
 
 // Suppression is one leak suppression: LeakSanitizer's leak:PATTERN, as
@@ -217,4 +220,18 @@ func (m *Model) stackSuppressed(sups []*Suppression, st uint32, fr []SuppFrame) 
 		fr = append(fr, SuppFrame{Name: m.FrameName(f), Mangled: x.Symbol, Module: x.Module})
 	}
 	return MatchSuppression(sups, fr) != nil, fr
+}
+
+// SuppressedLine is how every reader words the leaks that suppressions
+// took out: "suppressed leaks: 72.70K (1 leaks)", the form of the report's
+// "total memory leaked" line, so that the report, memview and the closing
+// lines read alike.
+func SuppressedLine(n int64, bytes uint64) string {
+	return "suppressed leaks: " + SuppressedFigure(n, bytes)
+}
+
+// SuppressedFigure is SuppressedLine's figure, "72.70K (1 leaks)", for a
+// reader that puts the words beside it (the HTML summary's row).
+func SuppressedFigure(n int64, bytes uint64) string {
+	return units.Bytes(bytes) + " (" + strconv.FormatInt(n, 10) + " leaks)"
 }

@@ -148,20 +148,21 @@ func TestLoopLaunched(t *testing.T) {
 	}
 	bpftest.RequireModeBPF(t, []byte(out.String()))
 	p, c := strconv.Itoa(pid), strconv.Itoa(child)
+	// Time stamps count from the release (at 5), not the loop's start.
 	diffLines(t, stable(out.String()), []string{
 		`[memtrace] header version=` + cli.Version + ` pid=` + p + ` pids=` + p + ` comm=prog cmd="prog a b" start=S mode=bpf probes=uprobe_session`,
-		`[memtrace] proc event=exec pid=` + p + ` ts=10 comm=prog`,
+		`[memtrace] proc event=exec pid=` + p + ` ts=5 comm=prog`,
 		`[memtrace] thread tid=` + p + ` pid=` + p + ` name=prog`,
-		alloc(pid, "malloc", 20, 100, 100, 0x1000),
-		alloc(pid, "calloc", 25, 48, 148, 0x2000),
-		`[memtrace] proc event=fork pid=` + c + ` ppid=` + p + ` ts=30`,
+		alloc(pid, "malloc", 15, 100, 100, 0x1000),
+		alloc(pid, "calloc", 20, 48, 148, 0x2000),
+		`[memtrace] proc event=fork pid=` + c + ` ppid=` + p + ` ts=25`,
 		`[memtrace] thread tid=` + c + ` pid=` + c + ` name=prog`,
-		free(child, "free", 40, 100, 0x1000),
-		`[memtrace] proc event=exit pid=` + c + ` ts=50`,
-		exit(child, 50, 0),
-		free(pid, "free", 60, 48, 0x2000),
-		`[memtrace] proc event=exit pid=` + p + ` ts=70`,
-		exit(pid, 70, 148),
+		free(child, "free", 35, 100, 0x1000),
+		`[memtrace] proc event=exit pid=` + c + ` ts=45`,
+		exit(child, 45, 0),
+		free(pid, "free", 55, 48, 0x2000),
+		`[memtrace] proc event=exit pid=` + p + ` ts=65`,
+		exit(pid, 65, 148),
 		`[memtrace] lost count=3 total=3 ts=T`,
 		`[memtrace] summary events=10 allocs=2 frees=2 lost=3 duration_us=D`,
 	})

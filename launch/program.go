@@ -69,8 +69,12 @@ func (s *Source) traceLaunch() (int, error) {
 	for _, lib := range sh.libs() {
 		l.sess.KnownFile(lib)
 	}
+	// The log counts from the release (Session.Released): its header's
+	// start too.
+	now := monoNow()
+	l.start, l.started = now, time.Now()
 	l.header([]int{pid}, filepath.Base(path), strings.Join(o.Argv, " "))
-	l.sess.Released(uint32(pid), monoNow())
+	l.sess.Released(uint32(pid), now)
 	s.r.MarkReleased()
 	if _, err := sh.w.Write([]byte{1}); err != nil {
 		return 1, fmt.Errorf("release %s: %w", o.Argv[0], err)

@@ -124,7 +124,7 @@ func (r *report) htmlSummary(w io.Writer) {
 		row("leaks may be overstated", `<span class="warn">`+esc(fmt.Sprintf("a leak may be a block whose free was among the %d lost records", lost))+"</span>")
 	}
 	if sp := r.supd[s]; sp.leaks > 0 {
-		row("suppressed leaks", esc(fmt.Sprintf("%s (%d leaks; built-in suppressions: --print-suppressions lists them, --disable-builtin-suppressions keeps them)", units.Bytes(sp.bytes), sp.leaks)))
+		row("suppressed leaks", esc(analysis.SuppressedFigure(sp.leaks, sp.bytes)+"; --print-suppressions lists them, --disable-builtin-suppressions counts the built-in ones as leaks"))
 	}
 	if s.lost > 0 {
 		row("LOST EVENTS", `<span class="warn">`+esc(fmt.Sprintf("%d: the tracer could not keep up, every figure misses them", s.lost))+"</span>")

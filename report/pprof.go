@@ -11,8 +11,8 @@ import (
 // writePprof writes a gzipped profile.proto in Go's heap-profile layout
 // through internal/heapprof, the encoder the live endpoint uses too:
 // alloc_objects and alloc_space are every allocation, inuse_objects and
-// inuse_space what is still live at the end of the log (leaks and blocks
-// whose frees were lost), peak_objects and peak_space the blocks live at
+// inuse_space what is still live at the end of the log (the text report's
+// leaks, the suppressed ones left out, and blocks whose frees were lost), peak_objects and peak_space the blocks live at
 // the process's peak. One sample per logged call stack, with its real
 // addresses, so that pprof's -lines and -addresses work; with several
 // processes each sample carries pid and process labels.
@@ -42,13 +42,23 @@ func (r *report) writePprof(w io.Writer) error {
 			}
 			for k := range pc.Stacks {
 				sc := &pc.Stacks[k]
-				if r.opt.filterFn != "" && !r.t.hasFunction(r.t.site(m, l.sites, sc), r.opt.filterFn) {
+				id := r.t.site(m, l.sites, sc)
+				if r.opt.filterFn != "" && !r.t.hasFunction(id, r.opt.filterFn) {
 					continue
 				}
 				smp := heapprof.Sample{PID: s.pid, Process: s.comm,
 					AllocObjects: sc.Calls, AllocBytes: int64(sc.Bytes),
 					InuseObjects: sc.Leaks + sc.Unknown, InuseBytes: int64(sc.LeakedBytes + sc.UnknownBytes),
 					PeakObjects: sc.PeakCount, PeakBytes: int64(sc.PeakBytes)}
+				// A suppressed leak is out of inuse, as it is out of the
+				// text report's leaks, so that both give one leaked
+				// figure; the sample keeps its other figures and says
+				// which suppression took it out.
+				if sp := r.supSite[id]; sp != nil && sc.Leaks > 0 {
+					smp.InuseObjects -= sc.Leaks
+					smp.InuseBytes -= int64(sc.LeakedBytes)
+					smp.Labels = map[string]string{"suppressed": sp.Text()}
+				}
 				if sc.Stack == 0 {
 					smp.NoStack = m.OpName(sc.Op)
 				} else {
@@ -63,7 +73,10 @@ func (r *report) writePprof(w io.Writer) error {
 					o.Main[s.pid] = mainModule(s.cmd, smp.Stack)
 				}
 				if r.multi() && len(r.logs) > 1 {
-					smp.Labels = map[string]string{"log": filepath.Base(l.path)}
+					if smp.Labels == nil {
+						smp.Labels = map[string]string{}
+					}
+					smp.Labels["log"] = filepath.Base(l.path)
 				}
 				samples = append(samples, smp)
 			}

@@ -229,7 +229,9 @@ type report struct {
 	bases []*loaded
 	sups  []*suppression
 	supd  map[*section]suppressed
-	cache *symbols.Cache
+	// supSite is the suppression of each site with leaks (nil: none).
+	supSite map[int32]*suppression
+	cache   *symbols.Cache
 }
 
 func (r *report) multi() bool { return len(r.secs) > 1 }
@@ -326,7 +328,7 @@ func build(o *options, stderr io.Writer) (*report, error) {
 			return r, err
 		}
 	}
-	r.supd = applySuppressions(r.t, r.sups, append(append([]*section(nil), r.secs...), baseSecs...))
+	r.supd, r.supSite = applySuppressions(r.t, r.sups, append(append([]*section(nil), r.secs...), baseSecs...))
 	r.all = merge(fmt.Sprintf("all %d processes", len(r.secs)), r.secs)
 	if len(r.secs) == 1 {
 		r.supd[r.all] = r.supd[r.secs[0]]

@@ -271,7 +271,7 @@ func TestSuppressions(t *testing.T) {
 		"total memory leaked: 10B (1 leaks)\n  of which malloc family 10B (1 blocks), mmap 0B (0 mappings)\nsuppressed leaks: 2.00K (2 leaks)\n",
 		"leak:cache::*  ("+sup+":2) matched 2 leaks, 2.00K, in 1 call stacks\n",
 		"leak:^nomatch$  ("+sup+":4) matched 0 leaks, 0B, in 0 call stacks\n",
-		"suppressed in total: 2 leaks, 2.00K\n",
+		"suppressed in total: 2.00K (2 leaks)\n",
 	)
 	if strings.Contains(out, "leaked over 2 calls from\ncache::put()") {
 		t.Fatalf("suppressed stack still ranked:\n%s", out)

@@ -100,13 +100,15 @@ type suppressed struct {
 }
 
 // applySuppressions takes the leaks of matching sites out of every section
-// (their leak figures and totals) and counts them on the suppression.
-func applySuppressions(t *siteTable, sups []*suppression, secs []*section) map[*section]suppressed {
+// (their leak figures and totals) and counts them on the suppression; it
+// returns those figures by section, and the suppression of each site
+// that had leaks (nil where none matched), for the pprof export.
+func applySuppressions(t *siteTable, sups []*suppression, secs []*section) (map[*section]suppressed, map[int32]*suppression) {
 	out := map[*section]suppressed{}
-	if len(sups) == 0 {
-		return out
-	}
 	matched := map[int32]*suppression{}
+	if len(sups) == 0 {
+		return out, matched
+	}
 	for _, s := range secs {
 		for id, c := range s.bySite {
 			if c.Leaks == 0 {
@@ -134,5 +136,5 @@ func applySuppressions(t *siteTable, sups []*suppression, secs []*section) map[*
 			*c = analysis.CostFigures{Calls: c.Calls, Bytes: c.Bytes, Temporary: c.Temporary, TempBytes: c.TempBytes, PeakCount: c.PeakCount, PeakBytes: c.PeakBytes}
 		}
 	}
-	return out
+	return out, matched
 }

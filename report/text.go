@@ -273,7 +273,7 @@ func (r *report) writeSummary(w io.Writer, s *section) {
 		fmt.Fprintln(w, unknownLine(t))
 	}
 	if sp := r.supd[s]; sp.leaks > 0 {
-		fmt.Fprintf(w, "suppressed leaks: %s (%d leaks)\n", units.Bytes(sp.bytes), sp.leaks)
+		fmt.Fprintln(w, analysis.SuppressedLine(sp.leaks, sp.bytes))
 	}
 	if l := fdSummaryLine(s); l != "" {
 		fmt.Fprintln(w, l)
@@ -388,7 +388,7 @@ func (r *report) writeSuppressions(w io.Writer) {
 		n += sp.leaks
 		b += sp.bytes
 	}
-	fmt.Fprintf(w, "suppressed in total: %d leaks, %s\n", n, units.Bytes(b))
+	fmt.Fprintf(w, "suppressed in total: %s\n", analysis.SuppressedFigure(n, b))
 }
 
 // writeDiff writes every ranking as LOG minus BASE, and the summary with

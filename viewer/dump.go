@@ -30,11 +30,8 @@ func WriteThreadTableWith(out io.Writer, m *analysis.Model, sups []*analysis.Sup
 	var ba, bf, bn, bl uint64
 	for _, i := range m.ThreadOrder(analysis.ThreadByTID, false, -1) {
 		t := &m.Threads[i]
-		ln, lb := m.ThreadLeaks(i)
-		if supN[i] <= ln && supB[i] <= lb {
-			ln, lb = ln-supN[i], lb-supB[i]
-			sn, sb = sn+supN[i], analysis.SatAdd(sb, supB[i])
-		}
+		ln, lb, lsn, lsb := threadLeaks(m, i, supN, supB)
+		sn, sb = sn+lsn, analysis.SatAdd(sb, lsb)
 		fmt.Fprintf(w, "%-16s %8d %10d %14d %10d %14d %14d %10d %14d\n", t.Name, t.TID, t.Allocs, t.AllocBytes, t.Frees, t.FreedBytes, t.LiveBytes, ln, lb)
 		ta += t.Allocs
 		tf += t.Frees
@@ -58,7 +55,7 @@ func WriteThreadTableWith(out io.Writer, m *analysis.Model, sups []*analysis.Sup
 		fmt.Fprintf(w, "%d blocks, %d bytes: unknown (records lost): their memory was allocated again, so their frees were lost; not counted as leaks\n", n, b)
 	}
 	if sn > 0 {
-		fmt.Fprintf(w, "suppressed leaks: %d, %d bytes (system libraries' own; not in the Leaks column; --disable-builtin-suppressions counts them)\n", sn, sb)
+		fmt.Fprintf(w, "%s: system libraries' own, not in the Leaks column; --disable-builtin-suppressions counts them\n", analysis.SuppressedLine(sn, sb))
 	}
 	if m.Done && m.StillAllocated(-1) {
 		fmt.Fprintf(w, "the Leaks and Leaked columns are blocks %s, not leaks: %s\n", m.LiveOf(-1).Words(), liveWhy[m.LiveOf(-1)])

@@ -87,10 +87,8 @@ func (a *App) header() Header {
 	case a.opt.Live:
 		h.State = StateLive
 	}
-	h.Leaks, h.LeakBytes = m.Leaks()
-	if n, b := a.suppressed(); n > 0 && n <= h.Leaks && b <= h.LeakBytes {
-		h.Leaks, h.LeakBytes, h.Suppressed, h.SuppressedBytes = h.Leaks-n, h.LeakBytes-b, n, b
-	}
+	supN, supB := a.suppressed()
+	h.Leaks, h.LeakBytes, h.Suppressed, h.SuppressedBytes = leaksOf(m, supN, supB)
 	// Of the leaks shown, the suppressed ones left out, as the report
 	// says it: with every leak suppressed there is nothing to overstate.
 	h.LeaksOverstated = m.LostEvents > 0 && h.Leaks > 0

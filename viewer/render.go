@@ -838,6 +838,7 @@ func (a *App) drawThreads(x0, y0, x1, y1 int) {
 	}
 	head += threadsPosition(a.ttop, rows, len(order))
 	a.put(x0, y0, x1, pad(head, x1-x0), a.headStyle(PaneThreads))
+	supN, supB := a.suppressed()
 	for r := 0; r < rows; r++ {
 		k := a.ttop + r
 		if k >= len(order) {
@@ -845,7 +846,8 @@ func (a *App) drawThreads(x0, y0, x1, y1 int) {
 		}
 		ti := order[k]
 		t := &m.Threads[ti]
-		ln, lb := m.ThreadLeaks(ti)
+		// The suppressed leaks left out, as the header leaves them out.
+		ln, lb, _, _ := threadLeaks(m, ti, supN, supB)
 		leaks := strconv.FormatInt(ln, 10)
 		if ln > 0 {
 			leaks += " (" + Bytes(lb) + ")"

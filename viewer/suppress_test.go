@@ -27,6 +27,7 @@ func suppLog() []byte {
 // TestBuiltinSuppressionsInHeader: memview's leak figure leaves out what
 // the report's built-in suppressions hide and counts it beside; with
 // NoBuiltinSuppressions (--disable-builtin-suppressions) it is a leak again.
+// The thread pane's Leaks column says the same.
 func TestBuiltinSuppressionsInHeader(t *testing.T) {
 	h := newHarness(t, suppLog(), Options{})
 	hd := h.a.HeaderInfo()
@@ -34,12 +35,16 @@ func TestBuiltinSuppressionsInHeader(t *testing.T) {
 		t.Fatalf("header %+v: want 1 leak of 100B and 1 suppressed of 72704B", hd)
 	}
 	h.contains("Leaks: 1  (100B)  +1 suppressed (72.70K)")
+	// The thread pane counts as the header does.
+	h.contains("  1 (100B)")
+	h.lacks("  2 (72.80K)")
 
 	h = newHarness(t, suppLog(), Options{NoBuiltinSuppressions: true})
 	hd = h.a.HeaderInfo()
 	if hd.Leaks != 2 || hd.LeakBytes != 72804 || hd.Suppressed != 0 {
 		t.Fatalf("header without the built-in list %+v: want 2 leaks of 72804B", hd)
 	}
+	h.contains("  2 (72.80K)")
 	if s := h.screen(); strings.Contains(s, "suppressed") {
 		t.Fatalf("suppressed shown with the list off:\n%s", s)
 	}
