@@ -57,7 +57,7 @@ func sampleAccuracy(t *testing.T, mode string) {
 	for run := 1; run <= 10; run++ {
 		out := filepath.Join(dir, "run"+strconv.Itoa(run)+".pb.gz")
 		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, sampleArgs(t, mode, "--sample", "64K", "--stack-depth", "16", "-o", out, "--", prog, strconv.Itoa(run))...)
+		cmd := command(bin, sampleArgs(t, mode, "--sample", "64K", "--stack-depth", "16", "-o", out, "--", prog, strconv.Itoa(run))...)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := runCmd(t, cmd, 2*time.Minute); err != nil {
 			t.Fatalf("run %d: %v\n%s", run, err, stderr.String())
@@ -106,7 +106,7 @@ func sampleRateOne(t *testing.T, mode string) {
 	bin, prog := need(t, "bin/memtrace"), need(t, "tests/progs/build/sample_churn")
 	out := filepath.Join(t.TempDir(), "one.pb.gz")
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, sampleArgs(t, mode, "--sample", "1", "--stack-depth", "8", "-o", out, "--", prog, "7")...)
+	cmd := command(bin, sampleArgs(t, mode, "--sample", "1", "--stack-depth", "8", "-o", out, "--", prog, "7")...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := runCmd(t, cmd, 2*time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
@@ -247,7 +247,7 @@ func TestSampleRefusals(t *testing.T) {
 		{"--sample", "64K", "--report-dir", dir, "-o", filepath.Join(dir, "x.pb.gz")},
 	} {
 		var stderr bytes.Buffer
-		cmd := exec.Command(bin, append(args, "--", "touch", marker)...)
+		cmd := command(bin, append(args, "--", "touch", marker)...)
 		cmd.Stderr = &stderr
 		err := runCmd(t, cmd, time.Minute)
 		var ee *exec.ExitError
