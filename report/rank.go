@@ -148,8 +148,11 @@ func rank(t *siteTable, es []entry, mt metric, n int) []entry {
 // group is heaptrack_print's merged entry: the stacks that share their
 // innermost frame (the function that called the allocation function).
 type group struct {
-	f     figs    // of the sites with a cost in the ranking
-	all   figs    // of every site of the group: the function's own figures
+	f figs // of the sites with a cost in the ranking
+	// calls is every site's allocation calls, the function's own total
+	// (one figure, not a figs: a log of many distinct functions has as
+	// many groups)
+	calls int64
 	sites []entry // costliest first
 }
 
@@ -160,7 +163,7 @@ type group struct {
 func (g *group) head(mt metric) figs {
 	f := g.f
 	if mt == byTemporary {
-		f[fCalls] = g.all[fCalls]
+		f[fCalls] = g.calls
 	}
 	return f
 }
@@ -169,7 +172,6 @@ func (g *group) head(mt metric) figs {
 // groups by mt; each group's stacks are ranked too.
 func groups(t *siteTable, es []entry, mt metric, n int) []group {
 	idx := map[string]int{}
-	var gs []group
 	key := func(e entry) string {
 		key := t.sites[e.site].key
 		if i := strings.IndexByte(key, ';'); i >= 0 {
@@ -177,22 +179,32 @@ func groups(t *siteTable, es []entry, mt metric, n int) []group {
 		}
 		return key
 	}
+	// Keys first, then the groups at their final size: a log of many
+	// distinct functions has as many groups, and a growing slice of them
+	// would copy them over and over.
 	for _, e := range es {
 		if e.f[mt.fig()] == 0 {
 			continue
 		}
-		k, ok := idx[key(e)]
-		if !ok {
-			k = len(gs)
-			idx[key(e)] = k
-			gs = append(gs, group{})
+		if _, ok := idx[key(e)]; !ok {
+			idx[key(e)] = len(idx)
 		}
+	}
+	gs := make([]group, len(idx))
+	for _, e := range es {
+		if e.f[mt.fig()] == 0 {
+			continue
+		}
+		k := idx[key(e)]
 		gs[k].f.add(e.f)
 		gs[k].sites = append(gs[k].sites, e)
 	}
-	for _, e := range es {
-		if k, ok := idx[key(e)]; ok {
-			gs[k].all.add(e.f)
+	// Only the temporary ranking's heads show every site's calls.
+	if mt == byTemporary {
+		for _, e := range es {
+			if k, ok := idx[key(e)]; ok {
+				gs[k].calls += e.f[fCalls]
+			}
 		}
 	}
 	k, tie := mt.fig(), mt.tie()
