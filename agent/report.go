@@ -3,6 +3,7 @@ package agent
 import (
 	"time"
 
+	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
@@ -24,11 +25,13 @@ func (s *Session) entries(cs []StackCost) []procreport.Entry {
 // processReport builds pid's report; open are its descriptors left open.
 func (s *Session) processReport(pid uint32, open []procreport.FD) *ProcessReport {
 	ps := s.stats(pid)
+	sb, sbytes, supd := s.suppressedLive(pid)
 	r := &ProcessReport{
 		Process: procName(int(pid)), PID: pid, End: time.Now(),
 		AllocCalls: ps.allocs, AllocBytes: ps.allocBytes,
-		Current: ps.Current(), Peak: ps.Peak(), PeakUS: ps.PeakTS(), LeakBlocks: ps.Blocks(),
-		PeakTop: s.entries(ps.PeakTop()), Leaks: s.entries(ps.Top(s.cfg.PeakTopN)), OpenFDs: open,
+		Current: ps.Current() - min(sbytes, ps.Current()), Peak: ps.Peak(), PeakUS: ps.PeakTS(), LeakBlocks: ps.Blocks() - min(sb, ps.Blocks()),
+		SuppressedBlocks: sb, SuppressedBytes: sbytes,
+		PeakTop: s.entries(ps.PeakTop()), Leaks: s.entries(unsuppressed(ps.Top(s.cfg.PeakTopN+suppressedTop), supd, s.cfg.PeakTopN)), OpenFDs: open,
 	}
 	if name := s.procNames[pid]; name != "" {
 		r.Process = name
@@ -111,4 +114,35 @@ func (s *Session) Snapshot(nowNS uint64) {
 func procName(pid int) string {
 	comm, _ := procfs.ReadComm(pid)
 	return comm
+}
+
+// suppressedTop is how many more of the stacks live at exit a report asks
+// for, so that those the built-in suppressions take out leave its top N.
+const suppressedTop = 16
+
+// suppressedLive adds up pid's blocks live now that the built-in
+// suppressions match, as the report takes them out of the leaks, and
+// returns the matcher by stack.
+func (s *Session) suppressedLive(pid uint32) (blocks, bytes uint64, suppressed func(stack uint64) bool) {
+	c := &leakCounter{s: s, sups: analysis.BuiltinSuppressions(), matched: map[uint64]bool{}}
+	if p := s.procs[pid]; p != nil {
+		for _, b := range p.live {
+			if b.v&(filteredBit|inheritedBit) == 0 && c.suppressed(b.stack) {
+				blocks++
+				bytes = satAdd(bytes, b.v&sizeMask)
+			}
+		}
+	}
+	return blocks, bytes, c.suppressed
+}
+
+// unsuppressed is cs without the stacks suppressed matches, at most n.
+func unsuppressed(cs []StackCost, suppressed func(uint64) bool, n int) []StackCost {
+	out := cs[:0:0]
+	for _, c := range cs {
+		if !suppressed(c.Stack) && len(out) < n {
+			out = append(out, c)
+		}
+	}
+	return out
 }

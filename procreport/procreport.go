@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/internal/units"
 )
@@ -40,13 +41,17 @@ type Report struct {
 	End        time.Time
 	AllocCalls uint64
 	AllocBytes uint64
-	Current    uint64 // live at exit: the leak total
+	Current    uint64 // live at exit, the built-in suppressions' out: the leak total
 	Peak       uint64
 	PeakUS     uint64 // µs since tracing started
 	LeakBlocks uint64
-	PeakTop    []Entry // stacks live at the peak
-	Leaks      []Entry // stacks live at exit
-	OpenFDs    []FD
+	// SuppressedBlocks and SuppressedBytes are the blocks live at exit
+	// that the built-in suppressions match (system libraries' own), left
+	// out of Current and LeakBlocks as the report leaves them out.
+	SuppressedBlocks, SuppressedBytes uint64
+	PeakTop                           []Entry // stacks live at the peak
+	Leaks                             []Entry // stacks live at exit
+	OpenFDs                           []FD
 }
 
 // Name is the file name stem: <process>_<timestamp>, the process being
@@ -137,13 +142,16 @@ func writeFile(path string, fn func(io.Writer)) error {
 
 func (r *Report) text(w io.Writer) {
 	fmt.Fprintf(w, "process: %s\npid: %d\ncmd: %s\nend: %s\n", r.Process, r.PID, r.Cmd, r.End.UTC().Format(time.RFC3339Nano))
-	fmt.Fprintf(w, "alloc_calls: %d\nalloc_bytes: %d\ncurrent_bytes: %d\npeak_bytes: %d\npeak_us: %d\nleak_blocks: %d\nopen_fds: %d\n",
-		r.AllocCalls, r.AllocBytes, r.Current, r.Peak, r.PeakUS, r.LeakBlocks, len(r.OpenFDs))
+	fmt.Fprintf(w, "alloc_calls: %d\nalloc_bytes: %d\ncurrent_bytes: %d\npeak_bytes: %d\npeak_us: %d\nleak_blocks: %d\nopen_fds: %d\nsuppressed_blocks: %d\nsuppressed_bytes: %d\n",
+		r.AllocCalls, r.AllocBytes, r.Current, r.Peak, r.PeakUS, r.LeakBlocks, len(r.OpenFDs), r.SuppressedBlocks, r.SuppressedBytes)
 	fmt.Fprintf(w, "\nPeak snapshot (%s at %.6fs), top %d call stacks live then:\n", units.Bytes(r.Peak), float64(r.PeakUS)/1e6, len(r.PeakTop))
 	for i, e := range r.PeakTop {
 		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, units.Bytes(e.Bytes), e.Blocks, e.Stack)
 	}
 	fmt.Fprintf(w, "\nLeaked allocations (live at exit): %s in %d blocks\n", units.Bytes(r.Current), r.LeakBlocks)
+	if r.SuppressedBlocks > 0 {
+		fmt.Fprintf(w, "  (%s, left out above: system libraries' own)\n", analysis.SuppressedLine(int64(r.SuppressedBlocks), r.SuppressedBytes))
+	}
 	for i, e := range r.Leaks {
 		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, units.Bytes(e.Bytes), e.Blocks, e.Stack)
 	}
