@@ -28,10 +28,10 @@ for r in $(seq "$ROUNDS"); do
 	res[untraced]+="$("$tmp/loop" "$N") "
 	res[floor]+="$($MT --floor -o /dev/null -- "$tmp/loop" "$N") "
 	res[floor-classic]+="$($MT --floor --no-uprobe-multi -o /dev/null -- "$tmp/loop" "$N") "
-	res[memtrace]+="$($MT -o "$tmp/log" -- "$tmp/loop" "$N") "
+	res[memtrace]+="$($MT --stack-depth 0 -o "$tmp/log" -- "$tmp/loop" "$N") "
 	lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log")
 	[ "$lost" = 0 ] || echo "round $r: memtrace lost $lost records" >&2
-	res[memtrace-classic]+="$($MT --no-uprobe-multi -o "$tmp/log" -- "$tmp/loop" "$N") "
+	res[memtrace-classic]+="$($MT --stack-depth 0 --no-uprobe-multi -o "$tmp/log" -- "$tmp/loop" "$N") "
 	res[floor-stack8]+="$($MT --floor --stack-depth 8 -o /dev/null -- "$tmp/loopfp" "$N") "
 	res[memtrace-stack8]+="$($MT --stack-depth 8 --stack-unwind fp -o "$tmp/log8" -- "$tmp/loopfp" "$N") "
 done

@@ -24,8 +24,8 @@ modes="untraced floor log live log-stack8 live-stack8"
 for r in $(seq "$ROUNDS"); do
 	res[untraced]+="$("$tmp/loop" "$N") "
 	res[floor]+="$($MT --floor -o /dev/null -- "$tmp/loop" "$N") "
-	res[log]+="$($MT -o "$tmp/log" -- "$tmp/loop" "$N") "
-	res[live]+="$($MT -o none --http 127.0.0.1:0 -- "$tmp/loop" "$N" 2>/dev/null) "
+	res[log]+="$($MT --stack-depth 0 -o "$tmp/log" -- "$tmp/loop" "$N") "
+	res[live]+="$($MT --stack-depth 0 -o none --http 127.0.0.1:0 -- "$tmp/loop" "$N" 2>/dev/null) "
 	res[log-stack8]+="$($MT --stack-depth 8 -o "$tmp/log8" -- "$tmp/loop" "$N") "
 	res[live-stack8]+="$($MT --stack-depth 8 -o none --http 127.0.0.1:0 -- "$tmp/loop" "$N" 2>/dev/null) "
 done

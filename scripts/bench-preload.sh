@@ -55,7 +55,7 @@ run_one() {
 	memtrace)
 		local t0 t1
 		t0=$(date +%s%N)
-		"$MEMTRACE" --preload -o "$OUT/memtrace.log" -- "$LOOP" "$PAIRS" 64
+		"$MEMTRACE" --preload --stack-depth 0 -o "$OUT/memtrace.log" -- "$LOOP" "$PAIRS" 64
 		t1=$(date +%s%N)
 		echo "$(( (t1 - t0) / 1000000 ))" >>"$OUT/wall.ms" ;;
 	text) LD_PRELOAD=$LIB MEMTRACK_OUTPUT=$OUT/text.log "$LOOP" "$PAIRS" 64 ;;

@@ -121,7 +121,7 @@ for r in $(seq "$ROUNDS"); do
 		case $m in
 		untraced) "${sq[@]}" >/dev/null ;;
 		floor) $MT --floor -o /dev/null -- "${sq[@]}" >/dev/null ;;
-		nostack) $MT -o "$tmp/nostack.log" -- "${sq[@]}" >/dev/null ;;
+		nostack) $MT --stack-depth 0 -o "$tmp/nostack.log" -- "${sq[@]}" >/dev/null ;;
 		stack32) $MT --stack-depth 32 -o "$tmp/stack32.log" -- "${sq[@]}" >/dev/null ;;
 		stack32zst) $MT --stack-depth 32 -o "$tmp/stack32.log.zst" -- "${sq[@]}" >/dev/null ;;
 		nofreezst) $MT --stack-depth 32 --no-free-stacks -o "$tmp/nofree.log.zst" -- "${sq[@]}" >/dev/null ;;
@@ -163,7 +163,7 @@ lostsum=0
 for r in $(seq "$ROUNDS"); do
 	res[c_untraced]+="$("$tmp/cxx" "$CXX_N") "
 	res[c_floor]+="$($MT --floor -o /dev/null -- "$tmp/cxx" "$CXX_N") "
-	res[c_nostack]+="$($MT -o "$tmp/c.log" -- "$tmp/cxx" "$CXX_N") "
+	res[c_nostack]+="$($MT --stack-depth 0 -o "$tmp/c.log" -- "$tmp/cxx" "$CXX_N") "
 	checklost c_nostack "$tmp/c.log"
 	res[c_fp16]+="$($MT --stack-depth 16 --stack-unwind fp -o "$tmp/c.log" -- "$tmp/cxx" "$CXX_N") "
 	checklost c_fp16 "$tmp/c.log"
@@ -181,7 +181,7 @@ echo
 echo "== 3. start-up: /bin/true, wall ms, $START_ROUNDS rounds"
 for r in $(seq "$START_ROUNDS"); do
 	t0=$(now)
-	$MT -o "$tmp/true.log" -- /bin/true
+	$MT --stack-depth 0 -o "$tmp/true.log" -- /bin/true
 	t1=$(now)
 	$MT --stack-depth 32 -o "$tmp/true.log.zst" -- /bin/true
 	t2=$(now)
@@ -284,7 +284,7 @@ echo
 echo "== 5. where the time goes: sqlite3 $ROWS rows, kernel.bpf_stats_enabled=1"
 sysctl -qw kernel.bpf_stats_enabled=1
 for m in nostack stack32 stack32zst; do
-	args=()
+	args=(--stack-depth 0)
 	out=$tmp/p.log
 	case $m in
 	stack32) args=(--stack-depth 32) ;;

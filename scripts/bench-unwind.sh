@@ -39,7 +39,7 @@ for r in $(seq "$ROUNDS"); do
 	for c in 0 "$CALLS"; do
 		res[untraced/$c]+="$("$tmp/nofp" "$N" "$c") "
 		res[floor/$c]+="$($MT --floor -o /dev/null -- "$tmp/nofp" "$N" "$c") "
-		res[nostack/$c]+="$($MT -o "$tmp/log" -- "$tmp/nofp" "$N" "$c") "
+		res[nostack/$c]+="$($MT --stack-depth 0 -o "$tmp/log" -- "$tmp/nofp" "$N" "$c") "
 		res[fp/$c]+="$($MT --stack-depth "$DEPTH" --stack-unwind fp -o "$tmp/log" -- "$tmp/fp" "$N" "$c") "
 		l=$(lost "$tmp/log")
 		[ "$l" = 0 ] || { echo "round $r: fp/$c lost $l records" >&2; lostsum=$((lostsum + l)); }
@@ -71,7 +71,7 @@ echo "  lost records with stacks, all runs: $lostsum (default buffer)"
 # memtrace -v prints both at the end.
 sysctl -qw kernel.bpf_stats_enabled=1
 sample() { # mode build calls
-	local mode=$1 bin=$2 c=$3 args=()
+	local mode=$1 bin=$2 c=$3 args=(--stack-depth 0)
 	case $mode in
 	dwarf) args=(--stack-depth "$DEPTH") ;;
 	fp) args=(--stack-depth "$DEPTH" --stack-unwind fp) ;;
