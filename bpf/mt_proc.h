@@ -125,7 +125,15 @@ static __always_inline void hold_self(__u32 key)
 	if (__sync_fetch_and_add(&released, 0)) {
 		bpf_send_signal_thread(MT_SIGCONT);
 		bpf_map_delete_elem(&hold, &key);
+		return;
 	}
+	/* The agent resumes a hold by deleting its key, then sending
+	 * SIGCONT. A resume that deleted the key before this point may have
+	 * sent its SIGCONT before the SIGSTOP above, which it then cannot
+	 * cancel: seen here, the process continues itself. A resume that
+	 * deletes it later sends its SIGCONT after the SIGSTOP. */
+	if (!bpf_map_lookup_elem(&hold, &key))
+		bpf_send_signal_thread(MT_SIGCONT);
 }
 
 static long release_one(struct bpf_map *map, __u32 *key, __u8 *state, void *ctx)

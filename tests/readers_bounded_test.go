@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,16 +51,28 @@ func writeManyFramesLog(t *testing.T, path string, allocs, depth int) int64 {
 	return st.Size()
 }
 
-// peakRSS runs a command and returns its peak resident size in MB.
+// peakRSS runs a command and returns its peak resident size in MB,
+// through the maxRSS helper: a child of the test binary itself would
+// count the test's own resident pages (compress_test.go's maxRSS says
+// why), and other tests of the package leave it hundreds of MB.
 func peakRSS(t *testing.T, name string, args ...string) (int64, string) {
 	t.Helper()
-	cmd := command(name, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd := command(buildC(t, "maxrss", maxRSS), append([]string{name}, args...)...)
+	var out, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &se
 	if err := runCmd(t, cmd, 5*time.Minute); err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out.String())
+		t.Fatalf("%s %v: %v\n%s%s", name, args, err, out.String(), se.String())
 	}
-	return int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) >> 10, out.String()
+	text := se.String()
+	i := strings.LastIndex(text, "maxrss_kb=")
+	if i < 0 {
+		t.Fatalf("%s %v: no maxrss line: %s", name, args, text)
+	}
+	kb, err := strconv.ParseInt(strings.TrimSpace(text[i+len("maxrss_kb="):]), 10, 64)
+	if err != nil {
+		t.Fatalf("%s %v: stderr %q", name, args, text)
+	}
+	return kb >> 10, out.String() + text[:i]
 }
 
 // TestManyDistinctFramesBoundedMemory: a log of a million distinct frames

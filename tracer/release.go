@@ -42,11 +42,17 @@ func holdKey(pid int, kind, seq uint32) uint32 {
 // a second time. The SIGCONT comes first: a hold forgotten before its
 // process runs again could outlive memtrace.
 func (t *Tracer) Resume(pid int, key uint32) error {
-	err := syscall.Kill(pid, syscall.SIGCONT)
+	// The key goes first, then the SIGCONT: a process not yet at its
+	// stop then finds no hold and does not stop, and one stopping at
+	// this moment sees its key gone after its SIGSTOP and continues
+	// itself (hold_self). The other order lost a SIGCONT sent just
+	// before the stop, and the stopped process had no key left for any
+	// sweep: stopped for good (a --follow child whose state memtrace
+	// could not read, out of descriptors).
 	if key&holdPIDMask == uint32(pid)&holdPIDMask {
 		_ = t.objs.Hold.Delete(key)
 	}
-	return err
+	return syscall.Kill(pid, syscall.SIGCONT)
 }
 
 // HoldFD is the descriptor of the map of held processes. memtrace hands a
@@ -118,11 +124,19 @@ func sweepHolds(m *ebpf.Map, match func(key uint32) bool) (int, error) {
 	}
 	n := 0
 	for _, h := range all {
-		if h.state == holdStopped {
+		// As Resume: the key first, then the SIGCONT, for a hold
+		// that was stopped (or became so) when it was taken away; a
+		// pending one that stops after finds its key gone
+		// (hold_self) and continues itself.
+		var state uint8
+		if err := m.LookupAndDelete(h.key, &state); err != nil {
+			state = h.state
+			_ = m.Delete(h.key)
+		}
+		if state == holdStopped {
 			_ = syscall.Kill(int(h.key&holdPIDMask), syscall.SIGCONT)
 			n++
 		}
-		_ = m.Delete(h.key)
 	}
 	return n, it.Err()
 }
