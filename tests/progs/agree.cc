@@ -10,7 +10,7 @@
 
 struct Node {
 	Node *next;
-	char payload[256];
+	char payload[264 - sizeof(Node *)];
 };
 
 static_assert(sizeof(Node) == 264, "the leak's block size");
