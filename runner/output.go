@@ -140,9 +140,13 @@ func closing(o *Options, out *output, s *agent.Session, stderr io.Writer, since 
 		return
 	}
 	f := s.Figures()
-	if !s.InOrder() {
+	if !s.InOrder() || f.Lost > 0 {
 		// Events written late: the file's reading (sorted by the
-		// source, or re-matched) is what the report will say.
+		// source, or re-matched) is what the report will say. With
+		// lost records too: the report then takes out of the leaks
+		// every block a later allocation overlaps (its free was lost),
+		// which needs every allocation of the log, not the agent's
+		// table of live blocks.
 		ClosingFromLog(stderr, o.Output, o.Listen != "", since, &f)
 		return
 	}
