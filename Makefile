@@ -86,11 +86,12 @@ test: build progs lint cross
 	$(GO) test -count=1 -timeout 30m ./...
 
 # check is the fast inner loop: lint and every package's tests with -short,
-# which skips the soak, the cross builds under qemu, Chromium and tmux and
-# runs each race loop once; the fault loops of tests/ run 1 round
-# instead of 20. make test stays the whole run (and CI's).
+# which skips the soak, the fault loops, the cross builds under qemu,
+# Chromium and tmux and runs each race loop once; the tests package runs in
+# two shards beside the others (scripts/check.sh). make test stays the
+# whole run (and CI's).
 check: build progs lint
-	$(GO) test -short -count=1 -timeout 10m ./...
+	GO=$(GO) ./scripts/check.sh
 
 # lint: gofmt, goimports' import groups, clang-format for the C, a tidy
 # go.mod, go vet for every architecture memtrace ships for, and staticcheck

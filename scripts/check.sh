@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# make check's tests: every package with -short, the tests package (the
+# integration tests, most of them waiting on traced programs) in two
+# shards side by side with the other packages, so that the loop uses both
+# CPUs of a small machine. make test runs the same tests in one go test.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/check.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+"$GO" test -c -o "$tmp/tests.test" ./tests || exit 1
+mapfile -t names < <(cd tests && "$tmp/tests.test" -test.list '.*' | grep '^Test')
+shard() { # k n: every nth test name from the kth, as a -test.run pattern
+	local out="" i
+	for ((i = $1; i < ${#names[@]}; i += $2)); do out+="${out:+|}${names[i]}"; done
+	echo "^($out)\$"
+}
+pids=()
+"$GO" test -short -count=1 -timeout 10m $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
+pids+=($!)
+for k in 0 1; do
+	(cd tests && "$tmp/tests.test" -test.short -test.count=1 -test.timeout=10m -test.run "$(shard $k 2)" >"$tmp/shard$k.out" 2>&1) &
+	pids+=($!)
+done
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+cat "$tmp/pkgs.out"
+for k in 0 1; do
+	if [ "$(tail -n 1 "$tmp/shard$k.out")" = PASS ]; then
+		echo "ok  	github.com/memtrace/memtrace/tests (shard $((k + 1)) of 2)"
+	else
+		cat "$tmp/shard$k.out"
+		echo "FAIL	github.com/memtrace/memtrace/tests (shard $((k + 1)) of 2)"
+		status=1
+	fi
+done
+exit $status
