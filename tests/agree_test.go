@@ -15,14 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gdamore/tcell/v2"
 	"github.com/google/pprof/profile"
 
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/internal/units"
-	"github.com/memtrace/memtrace/symbols"
-	"github.com/memtrace/memtrace/viewer"
 )
 
 // figures is what one reader says of a log: its leaks (the suppressed
@@ -185,24 +182,7 @@ func readAll(t *testing.T, path string) []figures {
 	}
 	out = append(out, f)
 
-	mod := analysis.New()
-	mod.Demangle = symbols.Demangle
-	lf, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	if err := mod.ReadAll(lf); err != nil {
-		t.Fatal(err)
-	}
-	sim := tcell.NewSimulationScreen("UTF-8")
-	if err := sim.Init(); err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Fini()
-	app := viewer.New(sim, mod, viewer.Options{Source: filepath.Base(path)})
-	app.SetEnded(nil)
-	h := app.HeaderInfo()
+	h := memviewHeader(t, path)
 	out = append(out, figures{reader: "memview header", leaks: h.Leaks, leaked: int64(h.LeakBytes), suppressed: h.Suppressed,
 		suppBytes: int64(h.SuppressedBytes), peak: -1, runtimeUS: -1})
 	if want := "+" + strconv.FormatInt(h.Suppressed, 10) + " suppressed (" + units.Bytes(h.SuppressedBytes) + ")"; !strings.Contains(h.LeaksText(), want) {

@@ -87,24 +87,7 @@ func everyReader(t *testing.T, path string) []readerSays {
 	}
 	out = append(out, readerSays{"closing lines (report.LogFigures)", f.Leaks, units.Bytes(f.LeakedBytes), f.Caveat != ""})
 
-	m := analysis.New()
-	m.Demangle = symbols.Demangle
-	lf, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	if err := m.ReadAll(lf); err != nil {
-		t.Fatal(err)
-	}
-	sim := tcell.NewSimulationScreen("UTF-8")
-	if err := sim.Init(); err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Fini()
-	app := viewer.New(sim, m, viewer.Options{Source: filepath.Base(path)})
-	app.SetEnded(nil)
-	h := app.HeaderInfo()
+	h := memviewHeader(t, path)
 	out = append(out, readerSays{"memview header", h.Leaks, units.Bytes(h.LeakBytes), h.Lost > 0 && h.LeaksOverstated == (h.Leaks > 0)})
 	return out
 }
@@ -216,4 +199,28 @@ func TestReadersAgreeLostRecordsEndToEnd(t *testing.T) {
 	if text, _ := m.ProcEnd(0); !m.Procs[0].Exited && (text == "interrupted" || text == "detached") {
 		t.Errorf("the exit line is missing and records were lost: the run end is %q, which the log does not prove", text)
 	}
+}
+
+// memviewHeader is memview's header for the log at path, as the viewer
+// shows it once the log has ended (a simulated screen, the real model).
+func memviewHeader(t *testing.T, path string) viewer.Header {
+	t.Helper()
+	m := analysis.New()
+	m.Demangle = symbols.Demangle
+	lf, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := m.ReadAll(lf); err != nil {
+		t.Fatal(err)
+	}
+	sim := tcell.NewSimulationScreen("UTF-8")
+	if err := sim.Init(); err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Fini()
+	app := viewer.New(sim, m, viewer.Options{Source: filepath.Base(path)})
+	app.SetEnded(nil)
+	return app.HeaderInfo()
 }

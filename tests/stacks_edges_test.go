@@ -243,7 +243,7 @@ func TestStackSeparateDebugFrame(t *testing.T) {
 			evs = traceStacks(t, 32, nil, bin)
 		} else {
 			extra = []string{"--preload"}
-			evs = tracePreloadStacks(t, 32, extra, bin)
+			evs = traceStacksIn(t, "preload", 32, extra, bin)
 		}
 		e := oneEvent(t, evs, "malloc", 5151)
 		got := symbolsOf(e.frames)
@@ -266,20 +266,4 @@ func TestStackSeparateDebugFrame(t *testing.T) {
 	if len(e.frames) != 1 || e.truncated != "no-unwind-info" {
 		t.Errorf("without the debug file: frames %v truncated=%q, want leaf alone, no-unwind-info", symbolsOf(e.frames), e.truncated)
 	}
-}
-
-// tracePreloadStacks is traceStacks under --preload (extra holds it).
-func tracePreloadStacks(t *testing.T, depth int, extra []string, prog ...string) []*stackEvent {
-	t.Helper()
-	log := filepath.Join(t.TempDir(), "log")
-	args := append([]string{"--stack-depth", fmt.Sprint(depth), "-o", log}, extra...)
-	args = append(append(args, "--"), prog...)
-	code, _, se := memtraceRun(t, nil, args...)
-	if code != 0 {
-		t.Fatalf("memtrace exit %d: %s", code, se)
-	}
-	if m := logMode(t, log); m != "preload" {
-		t.Fatalf("the log says mode=%s, want preload", m)
-	}
-	return readStacks(t, log)
 }

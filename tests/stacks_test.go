@@ -91,6 +91,13 @@ func buildWith(t *testing.T, compiler, name, src string, args ...string) string 
 
 func traceStacks(t *testing.T, depth int, extra []string, prog ...string) []*stackEvent {
 	t.Helper()
+	return traceStacksIn(t, "bpf", depth, extra, prog...)
+}
+
+// traceStacksIn is traceStacks on the path mode names ("bpf", or
+// "preload" with --preload in extra), held to it by the log's header.
+func traceStacksIn(t *testing.T, mode string, depth int, extra []string, prog ...string) []*stackEvent {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), "log")
 	args := append([]string{"--stack-depth", fmt.Sprint(depth), "-o", log}, extra...)
 	args = append(append(args, "--"), prog...)
@@ -98,7 +105,11 @@ func traceStacks(t *testing.T, depth int, extra []string, prog ...string) []*sta
 	if code != 0 {
 		t.Fatalf("memtrace exit %d: %s", code, se)
 	}
-	bpfLog(t, log)
+	if mode == "bpf" {
+		bpfLog(t, log)
+	} else if m := logMode(t, log); m != mode {
+		t.Fatalf("the log says mode=%s, want %s", m, mode)
+	}
 	return readStacks(t, log)
 }
 
