@@ -85,6 +85,13 @@ func TestClosingLinesMatchReport(t *testing.T) {
 			t.Fatalf("%v without -o: logs %v, want one memtrace.PROG.PID.log.zst\n%s", src, logs, se.String())
 		}
 		name := filepath.Base(logs[0])
+		data, _, err := decompress(t, logs[0])
+		if err != nil {
+			t.Fatalf("%v without -o: %v", src, err)
+		}
+		if want := map[bool]string{true: "mode=preload", false: "mode=bpf"}[len(src) > 0]; !bytes.Contains(data, []byte(want)) {
+			t.Fatalf("%v without -o: the log's header does not say %s: a fallback wrote it", src, want)
+		}
 		for _, w := range []string{"memtrace: writing the log to " + name, "the log is " + name + ";", "\tlost events: 0\n"} {
 			if !strings.Contains(se.String(), w) {
 				t.Errorf("%v without -o: stderr lacks %q:\n%s", src, w, se.String())

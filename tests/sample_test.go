@@ -281,7 +281,19 @@ func TestSampleDefaultProfile(t *testing.T) {
 		}
 		got, _ := filepath.Glob(filepath.Join(dir, "memtrace.touch.*.pb.gz"))
 		if len(got) != 1 {
-			t.Errorf("%v: profiles %v in the directory, want one memtrace.touch.PID.pb.gz\n%s", extra, got, stderr.String())
+			t.Fatalf("%v: profiles %v in the directory, want one memtrace.touch.PID.pb.gz\n%s", extra, got, stderr.String())
+		}
+		if extra == nil {
+			f, err := os.Open(got[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := profile.Parse(f)
+			f.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", got[0], err)
+			}
+			bpftest.RequireProfileModeBPF(t, p)
 		}
 		if strings.Contains(stderr.String(), "memtrace stats:") {
 			t.Errorf("%v: a sampled run printed log figures:\n%s", extra, stderr.String())
