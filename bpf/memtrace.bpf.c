@@ -234,8 +234,10 @@ static __always_inline int ovr_live(struct tstate *st, __u64 sp)
 
 /* The uprobe programs do not consult the targets map: every link is
  * PID-filtered, so the kernel runs them for the traced processes only (a
- * forked child's inherited breakpoints are removed on its first hit). */
-static __always_inline int do_enter(struct pt_regs *ctx)
+ * forked child's inherited breakpoints are removed on its first hit).
+ * Returns 1 where the call needs no return probe, which on session probes
+ * (can_skip) the kernel then does not place. */
+static __always_inline int do_enter(struct pt_regs *ctx, const int can_skip)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u8 op = MT_CK(cookie, OP);
@@ -341,6 +343,21 @@ static __always_inline int do_enter(struct pt_regs *ctx)
 			}
 			st->sampled = mt_sample_take(st, n);
 		}
+	}
+	/* --sample: a malloc or calloc that is no sample has nothing for its
+	 * return to do, so it asks for none: it costs its entry's trap only,
+	 * not the return's too. Its depth stays 0, which takes it to call no
+	 * other probed function inside (as libc's and the probed allocators'
+	 * malloc and calloc do not: their other names alias them, and their
+	 * own work is internal calls), since one would be counted down again
+	 * as an outermost call. Not realloc, whose old block may be a sample
+	 * and which may call malloc inside (glibc's realloc(NULL, n)), nor
+	 * the aligned ones (glibc's memalign calls malloc for small
+	 * alignments). */
+	if (can_skip && !st->sampled && (sig == MT_SIG_SIZE0 || sig == MT_SIG_CALLOC)) {
+		__u8 cop = MT_CK(bpf_get_attach_cookie(ctx), OP);
+		if (cop == MT_OP_MALLOC || cop == MT_OP_CALLOC)
+			return 1;
 	}
 	st->callsite_ino = 0;
 	if (!st->sampled) {
@@ -621,11 +638,13 @@ static __always_inline int do_free(struct pt_regs *ctx)
  * with their own attach type; classic links are the fallback. */
 SEC("uprobe") int mt_enter(struct pt_regs *ctx)
 {
-	return do_enter(ctx);
+	do_enter(ctx, 0);
+	return 0;
 }
 SEC("uprobe.multi") int mt_enter_multi(struct pt_regs *ctx)
 {
-	return do_enter(ctx);
+	do_enter(ctx, 0);
+	return 0;
 }
 SEC("uretprobe") int mt_return(struct pt_regs *ctx)
 {
@@ -642,8 +661,7 @@ SEC("uprobe.session") int mt_session(struct pt_regs *ctx)
 {
 	if (bpf_session_is_return())
 		return do_return(ctx);
-	do_enter(ctx);
-	return 0;
+	return do_enter(ctx, 1);
 }
 SEC("uprobe") int mt_free(struct pt_regs *ctx)
 {

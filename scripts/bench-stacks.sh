@@ -5,7 +5,8 @@
 #   1. Debian's sqlite3 (no frame pointers) on a $ROWS-row script: untraced,
 #      memtrace --floor, memtrace without stacks, --stack-depth 32 (the
 #      DWARF walk) to a plain file and to -o FILE.zst, the same with
-#      --no-free-stacks to .zst, and heaptrack; wall
+#      --no-free-stacks to .zst, --sample 512K --stack-depth 32 to a .pb.gz
+#      (issue 25), and heaptrack; wall
 #      times, stack32/floor (target <= 1.25x), lost records (target 0),
 #      .zst bytes per alloc/free line (target <= 8).
 #   2. tests/bench/cxx_loop.cc (new/delete, std::string, std::vector) built
@@ -113,7 +114,7 @@ sq=("$SQLITE" "$tmp/db" ".read $tmp/rows.sql")
 if want 1; then
 echo
 echo "== 1. sqlite3, $ROWS-row script ($(grep -c . "$tmp/rows.sql") statements), wall ms, $ROUNDS rounds"
-smodes="untraced floor nostack stack32 stack32zst nofreezst heaptrack"
+smodes="untraced floor nostack stack32 stack32zst nofreezst sample512 heaptrack"
 for r in $(seq "$ROUNDS"); do
 	for m in $smodes; do
 		rm -f "$tmp/db" "$tmp/db-journal"
@@ -125,6 +126,7 @@ for r in $(seq "$ROUNDS"); do
 		stack32) $MT --stack-depth 32 -o "$tmp/stack32.log" -- "${sq[@]}" >/dev/null ;;
 		stack32zst) $MT --stack-depth 32 -o "$tmp/stack32.log.zst" -- "${sq[@]}" >/dev/null ;;
 		nofreezst) $MT --stack-depth 32 --no-free-stacks -o "$tmp/nofree.log.zst" -- "${sq[@]}" >/dev/null ;;
+		sample512) $MT --sample 512K --stack-depth 32 -o "$tmp/sample.pb.gz" -- "${sq[@]}" >/dev/null ;;
 		heaptrack) heaptrack -o "$tmp/ht" "${sq[@]}" >/dev/null 2>&1 ;;
 		esac
 		t1=$(now)
@@ -141,6 +143,7 @@ for m in $smodes; do
 done
 echo "  stack32 / floor:    $(paired stack32 floor)x   (target <= 1.25x; median of per-round ratios)"
 echo "  stack32zst / floor: $(paired stack32zst floor)x;  --no-free-stacks to .zst / floor: $(paired nofreezst floor)x;  nostack / floor: $(paired nostack floor)x"
+echo "  --sample 512K --stack-depth 32 / floor: $(paired sample512 floor)x   (issue 25's target <= 1.1x)"
 echo "  stack32 / heaptrack: $(paired stack32 heaptrack)x;  floor / heaptrack: $(paired floor heaptrack)x;  heaptrack / untraced: $(paired heaptrack untraced)x"
 ev=$(events "$tmp/stack32.log")
 zb=$(stat -c %s "$tmp/stack32.log.zst")
