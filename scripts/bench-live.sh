@@ -5,7 +5,10 @@
 #      of scripts/bench-bpf.sh, rounds interleaved, medians;
 #   2. the 10-minute soak: TestLiveSoak with MEMTRACE_SOAK=10m (a program
 #      doing ~100k allocations a second over a steady live set, memtrace's
-#      RSS sampled from /proc, bounded growth asserted).
+#      RSS sampled from /proc, bounded growth asserted);
+#   3. the same soak with --sample 512K --stack-depth 32 (TestSampleSoak,
+#      issue 25): memtrace's CPU share of one core (target <= 5 %) and
+#      its RSS over the soak.
 # SOAK=0 skips the soak; SOAK=2m shortens it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,4 +49,6 @@ echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$SOAK" != 0 ]; then
 	echo "soak: TestLiveSoak for $SOAK"
 	MEMTRACE_REQUIRE_BPF=1 MEMTRACE_SOAK=$SOAK go test ./tests -run '^TestLiveSoak$' -v -count=1 -timeout 30m | grep -E 'soak|PASS|FAIL|ok'
+	echo "sampled soak: TestSampleSoak for $SOAK"
+	MEMTRACE_REQUIRE_BPF=1 MEMTRACE_SOAK=$SOAK go test ./tests -run '^TestSampleSoak$' -v -count=1 -timeout 30m | grep -E 'soak|PASS|FAIL|ok'
 fi
