@@ -329,3 +329,93 @@ func TestSampleDefaultProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleForkInherited: with --follow, a forked child that frees every
+// block it inherited and allocates its own has only its own in its
+// profile, and the parent keeps its blocks (progs/sample_fork, --sample 1:
+// every block a sample). On eBPF the child's frees find the samples it
+// inherited only because the fork copied them under its pid in the
+// kernel side's table; without that copy all 1000 stayed live in the
+// child's profile.
+func TestSampleForkInherited(t *testing.T) {
+	for _, mode := range sampleModes {
+		t.Run(mode, func(t *testing.T) {
+			bin, prog := need(t, "bin/memtrace"), need(t, "tests/progs/build/sample_fork")
+			out := filepath.Join(t.TempDir(), "fork.pb.gz")
+			var stdout, stderr bytes.Buffer
+			cmd := command(bin, sampleArgs(t, mode, "--follow", "--sample", "1", "--stack-depth", "8", "-o", out, "--", prog)...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := runCmd(t, cmd, 2*time.Minute); err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			var child int64
+			if _, err := fmt.Sscanf(stdout.String(), "child %d", &child); err != nil {
+				t.Fatalf("sample_fork printed %q", stdout.String())
+			}
+			live := sampleLiveByPID(t, out, mode, child, "parent_site", "child_site")
+			want := map[string][2]int64{
+				"parent/parent_site": {1000, 1000 * 1000},
+				"child/parent_site":  {0, 0},
+				"child/child_site":   {10, 10 * 500},
+			}
+			for k, w := range want {
+				if got := live[k]; got != w {
+					t.Errorf("%s: %d blocks, %d bytes live in the profile; want %d, %d", k, got[0], got[1], w[0], w[1])
+				}
+			}
+		})
+	}
+}
+
+// sampleLiveByPID sums a profile's in-use blocks and bytes by process
+// ("child" for the pid child, "parent" for any other) and by the first of
+// sites the sample's stack passes through.
+func sampleLiveByPID(t *testing.T, path, mode string, child int64, sites ...string) map[string][2]int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("the profile: %v", err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	if mode == "bpf" {
+		bpftest.RequireProfileModeBPF(t, p)
+	}
+	idx, oidx := -1, -1
+	for i, st := range p.SampleType {
+		switch st.Type {
+		case "inuse_space":
+			idx = i
+		case "inuse_objects":
+			oidx = i
+		}
+	}
+	if idx < 0 || oidx < 0 {
+		t.Fatalf("the profile has no inuse_space or inuse_objects")
+	}
+	live := map[string][2]int64{}
+	for _, s := range p.Sample {
+		who := "parent"
+		if pid := s.NumLabel["pid"]; len(pid) != 1 {
+			t.Fatalf("a sample without one pid label: %v", s.NumLabel)
+		} else if pid[0] == child {
+			who = "child"
+		}
+	locs:
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				for _, site := range sites {
+					if ln.Function != nil && ln.Function.Name == site {
+						v := live[who+"/"+site]
+						live[who+"/"+site] = [2]int64{v[0] + s.Value[oidx], v[1] + s.Value[idx]}
+						break locs
+					}
+				}
+			}
+		}
+	}
+	return live
+}
