@@ -197,7 +197,6 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	__u8 one = 1;
 	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
-	mt_sample_fork(ptgid, ctgid);
 	/* The child's mappings are its parent's, until the agent writes them. */
 	if (unwind_dwarf) {
 		struct mt_umaps *pm = bpf_map_lookup_elem(&unwind_procs, &ptgid);

@@ -144,39 +144,6 @@ static __always_inline int mt_sample_keep(__u64 ptr)
 	return 1;
 }
 
-struct mt_sample_dup {
-	__u32 from, to;
-};
-
-static long sample_dup_cb(struct bpf_map *map, struct mt_sample_key *k, __u8 *v, struct mt_sample_dup *d)
-{
-	if (k->tgid != d->from)
-		return 0;
-	struct mt_sample_key nk = {.tgid = d->to, .ptr = k->ptr};
-	__u8 one = 1;
-	__u32 *slot = mt_sample_slot(k->ptr);
-	__sync_fetch_and_add(slot, 1);
-	if (bpf_map_update_elem(&sampled, &nk, &one, BPF_NOEXIST)) {
-		__sync_fetch_and_add(slot, -1);
-		__sync_fetch_and_add(&sample_untracked, 1);
-	}
-	return 0;
-}
-
-/* A followed fork: the child has its parent's heap, and so its parent's
- * live samples, which its frees must find under its own pid (the agent's
- * model gives the child a copy of the parent's blocks). Runs in the
- * parent before the child can: a walk of the whole table, whose cost is
- * its size (the bound, not the samples live), once per fork. The entries
- * added are the child's and not visited as the parent's. */
-static __always_inline void mt_sample_fork(__u32 from, __u32 to)
-{
-	if (!sample_rate)
-		return;
-	struct mt_sample_dup d = {.from = from, .to = to};
-	bpf_for_each_map_elem(&sampled, sample_dup_cb, &d, 0);
-}
-
 /* Forgets the block at ptr: 1 when it was a live sampled one, whose free
  * is then sent. */
 static __always_inline int mt_sample_forget(__u64 ptr)
