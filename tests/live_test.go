@@ -530,6 +530,14 @@ func soakDuration(t *testing.T) time.Duration {
 	return time.Minute
 }
 
+// soakSlack is how long a soak's program is told to run: past the test's
+// own last look (its stdin closing at the end ends it), since under load
+// memtrace's start-up can take seconds of the program's time, and a
+// program that ended first took the endpoint with it.
+func soakSlack(d time.Duration) time.Duration {
+	return d + time.Minute
+}
+
 func rssKB(pid int) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
@@ -564,7 +572,7 @@ func TestLiveSoak(t *testing.T) {
 	requireBPF(t)
 	d := soakDuration(t)
 	r := startLive(t, nil, "-o", "none", "--stack-depth", "8", "--http", "127.0.0.1:0",
-		"--", need(t, "tests/progs/build/liveleak"), "soak", strconv.Itoa(int(d.Seconds())))
+		"--", need(t, "tests/progs/build/liveleak"), "soak", strconv.Itoa(int(soakSlack(d).Seconds())))
 	start := time.Now()
 	var samples []int64
 	var times []time.Duration
@@ -796,7 +804,7 @@ func TestSampleSoak(t *testing.T) {
 	requireBPF(t)
 	d := soakDuration(t)
 	r := startLive(t, nil, "--sample", "512K", "--stack-depth", "32", "-o", "none", "--http", "127.0.0.1:0",
-		"--", need(t, "tests/progs/build/liveleak"), "soak", strconv.Itoa(int(d.Seconds())))
+		"--", need(t, "tests/progs/build/liveleak"), "soak", strconv.Itoa(int(soakSlack(d).Seconds())))
 	pid := r.cmd.Process.Pid
 	start := time.Now()
 	var samples []int64
