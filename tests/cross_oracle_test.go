@@ -214,10 +214,86 @@ func TestCrossDwarfOraclePreload(t *testing.T) {
 							fr.cut = cutAtCantUnwind(t)
 						}
 						checkOracleWith(t, fr, r, oracleDepth, oracleThreads(sc.args))
+						if sc.name == "plain" && !t.Failed() {
+							crossCatches(t, fr, r)
+						}
 					})
 				}
 			}
+			// Informative (docs/measurements.md): the oracle's events
+			// per second of its run under qemu, without stacks and
+			// with them (the default walk, no pause).
+			t.Run("rate", func(t *testing.T) {
+				for _, depth := range []int{0, oracleDepth} {
+					r := newRun(t)
+					r.runGuestMemtrace(t, a.qemu, sysroot, memtrace, nil,
+						"--preload", "--stack-depth", strconv.Itoa(depth), "-o", r.log, "--", exe)
+					n, d := summaryRate(t, r.log)
+					t.Logf("--stack-depth %d: %d events in %v: %.0f events/s", depth, n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+				}
+			})
 		})
+	}
+}
+
+// crossCatches: the comparison of a passing run fails once one frame is
+// off, and on 32-bit ARM the cut allowance takes no other stack: a
+// program stack cut to one frame with the reason, or a cut stack without
+// it.
+func crossCatches(t *testing.T, fr *frameResolver, r *run) {
+	t.Helper()
+	recs := readOracleRun(t, r.truth)
+	var deep, cut *dwarfEvent
+	var deepRec *oracleRec
+	_, byTID := readDwarfLog(t, r.log)
+	compareOracle(fr, byTID, recs, oracleDepth) // sets each record's log line
+	byLine := map[int]*dwarfEvent{}
+	for _, evs := range byTID {
+		for _, e := range evs {
+			byLine[e.line] = e
+		}
+	}
+	for _, rec := range recs {
+		if e := byLine[rec.matchedLogLine]; rec.matchedLogLine != 0 && cut == nil && rec.hasStack() && e.truncated == "no-unwind-info" {
+			cut = e
+		}
+	}
+	for _, rec := range recs {
+		if rec.kind == "d" && !rec.mainThread && len(rec.pcs) > 40 && rec.matchedLogLine != 0 {
+			deep, deepRec = byLine[rec.matchedLogLine], rec
+			break
+		}
+	}
+	if deep == nil {
+		t.Fatal("no deep worker allocation in the record")
+	}
+	type change struct {
+		name string
+		ev   *dwarfEvent
+		fn   func(e *dwarfEvent)
+	}
+	changes := []change{{"one outer frame off by one", deep, func(e *dwarfEvent) { e.frames[17].addr++ }}}
+	if fr.cut != nil {
+		if cut == nil {
+			t.Fatal("32-bit ARM: no stack marked reason=no-unwind-info (the first read's buffer, inside _IO_file_doallocate, is one)")
+		}
+		changes = append(changes,
+			change{"a program stack cut to one frame, marked no-unwind-info", deep, func(e *dwarfEvent) {
+				e.frames, e.truncated = e.frames[:1], "no-unwind-info"
+			}},
+			change{"a cut stack without its reason", cut, func(e *dwarfEvent) { e.truncated = "" }})
+	}
+	for _, c := range changes {
+		saved := *c.ev
+		c.ev.frames = append([]stackFrame(nil), c.ev.frames...)
+		c.fn(c.ev)
+		res := compareOracle(fr, byTID, recs, oracleDepth)
+		*c.ev = saved
+		if len(res.errs) == 0 {
+			t.Errorf("a log with %s passes the comparison (record %v)", c.name, deepRec)
+			continue
+		}
+		t.Logf("caught: %s: %s", c.name, res.errs[0])
 	}
 }
 
