@@ -31,6 +31,7 @@ const (
 	noFile         = 0xffffffff
 	stopEnd        = 1
 	stopDepth      = 2
+	stopNoInfo     = 3
 	fileFree       = 0
 	fileClaimed    = 1
 	fileAsked      = 2

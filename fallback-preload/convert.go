@@ -638,8 +638,13 @@ func (c *converter) stack(d []byte, pid uint32, ts uint64) uint64 {
 		return id
 	}
 	stop := event.StopEnd
-	if binary.LittleEndian.Uint32(d[4:]) == stopDepth {
+	switch binary.LittleEndian.Uint32(d[4:]) {
+	case stopDepth:
 		stop = event.StopDepth
+	case stopNoInfo:
+		// 32-bit ARM: the one frame is the hook's caller, which
+		// backtrace() could not step past (mt_abi.h).
+		stop = event.StopNoInfo
 	}
 	c.frames = c.frames[:0]
 	for o := framesHdr; o < framesHdr+n*frameSize; o += frameSize {

@@ -5,8 +5,10 @@
 // modules_still tells it to drop what it found.
 #include "modules.h"
 
+#include <fcntl.h>
 #include <link.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "shm.h"
 
@@ -55,8 +57,21 @@ static uint32_t file_of(const char *name, int main_prog)
 	} else if (!name || !strchr(name, '/')) {
 		return MT_NO_FILE; // the vDSO ("linux-vdso.so.1"): no file
 	}
+	// The file's dev and ino through an open descriptor, stat() only
+	// where open fails (an executable without read permission): the
+	// same inode natively, but qemu-user's stat() misses the guest's
+	// file twice: of /proc/self/exe it gives the host's link, to qemu
+	// itself (qemu opens the guest's program, and readlink names it),
+	// and on 32-bit ARM, where glibc's stat is statx, it ignores the
+	// -L prefix and finds no /lib/libc.so.6. memtrace then built no
+	// table for the program, or the frames had no file at all.
+	const char *at = main_prog ? "/proc/self/exe" : path;
 	struct stat st;
-	if (stat(main_prog ? "/proc/self/exe" : path, &st) != 0)
+	int fd = open(at, O_RDONLY | O_CLOEXEC);
+	int bad = fd < 0 || fstat(fd, &st) != 0;
+	if (fd >= 0)
+		close(fd);
+	if (bad && stat(at, &st) != 0)
 		return MT_NO_FILE;
 	return shm_file_slot((uint64_t)st.st_dev, (uint64_t)st.st_ino, path, strlen(path));
 }

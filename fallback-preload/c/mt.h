@@ -70,6 +70,18 @@ void sample_atfork_child(void);
 // straight through, so that one outermost call logs one event.
 extern __thread int t_in TLS_IE;
 
+#if defined(__arm__)
+// t_caller: the outermost hook's return address. 32-bit ARM's backtrace()
+// (the .ARM.exidx unwinder) reports no frame for a caller that has no
+// unwind entry (EXIDX_CANTUNWIND, much of libc: stdio's buffers), so a
+// stack taken inside such a call would be the library's frames alone;
+// stack.c puts this address in their place.
+extern __thread uintptr_t t_caller TLS_IE;
+#define SET_CALLER() (t_caller = (uintptr_t)__builtin_return_address(0))
+#else
+#define SET_CALLER() ((void)0)
+#endif
+
 // resolve looks up the real functions (hooks.c); the hooks call it when
 // they are reached before the constructor.
 void resolve(void);

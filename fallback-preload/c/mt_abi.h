@@ -174,6 +174,7 @@ typedef struct {
 #define MT_NO_FILE 0xffffffff
 #define MT_STOP_END 1   // the outermost frame, or backtrace() ended
 #define MT_STOP_DEPTH 2 // more frames than the stack depth: cut there
+#define MT_STOP_NO_INFO 3 // backtrace() ended at the hook's caller, which has no unwind entry (32-bit ARM)
 
 // A file slot names one ELF file that frames lie in, for every process of
 // the session (slots are shared: a file is named, and its table built,

@@ -41,6 +41,22 @@ static int bt_walk(mt_rawframe *out, int max, int *stop)
 	}
 	if (got == want && *stop == MT_STOP_END)
 		*stop = MT_STOP_DEPTH; // backtrace() was cut, not finished
+#if defined(__arm__)
+	// backtrace() ended in the library's own frames: the hook's caller
+	// has no unwind entry (mt.h, t_caller), and the unwinder leaves out
+	// the frame it cannot step past. That frame is the caller, and the
+	// stack is cut there, not ended.
+	if (n == 0 && got < want && max > 0 && t_caller) {
+		const mt_seg *s = modules_find(t_caller - 1);
+		if (!(s && s->self)) {
+			out[0].addr = t_caller;
+			out[0].off = s && s->file != MT_NO_FILE ? t_caller - s->adj : 0;
+			out[0].file = s ? s->file : MT_NO_FILE;
+			n = 1;
+			*stop = MT_STOP_NO_INFO;
+		}
+	}
+#endif
 	return n;
 }
 
