@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,12 @@ type loop struct {
 	// libs lists what a freshly exec'd image's allocations go through,
 	// with the environment it got: launchLibs, replaced by the unit tests.
 	libs func(exe string, env []string) []string
+	// Selectors (--comm, --cgroup, --all): the processes left untraced,
+	// --max-procs (0: no bound), and the live model's note of a process
+	// traced from its exec.
+	dropped  *atomic.Uint64
+	maxProcs int
+	traced   func(pid int)
 }
 
 // onProcess probes a forked child (stopped by the kernel side until now)
@@ -62,15 +69,43 @@ func (l *loop) onProcess(e *tracer.Event) {
 		// short-lived child is gone by the time its stacks are written.
 		l.sess.KnownProcess(pid, false)
 	case tracer.KindExec:
+		l.mu.Lock()
+		fresh := l.dropped != nil && !l.pids[pid]
+		l.mu.Unlock()
+		// A pid the loop has not seen is one a selector matched at its
+		// exec; past --max-procs it goes on untraced.
+		if fresh && !l.admit(pid) {
+			if err := l.tr.Resume(pid, uint32(e.Size)); err != nil && l.o.Verbose {
+				fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
+			}
+			l.tr.ReleaseProcess(pid)
+			return
+		}
 		// Read now, while the process is held: a short-lived program
 		// may be gone by the time its events come out of the queue.
 		l.sess.KnownProcess(pid, false)
+		probed := false
 		for _, lib := range l.libs("/proc/"+strconv.Itoa(pid)+"/exe", procEnviron(pid)) {
-			if _, err := l.tr.AttachLibrary(pid, lib); err != nil {
+			ok, err := l.tr.AttachLibrary(pid, lib)
+			if err != nil {
 				l.untraced(pid, err)
 				break
 			}
+			probed = probed || ok
 			l.sess.KnownFile(lib)
+		}
+		if fresh && !probed {
+			// A Go program or a stripped static one (--all meets
+			// many): nothing to trace, and no reason to say so.
+			l.mu.Lock()
+			delete(l.pids, pid)
+			l.mu.Unlock()
+			l.dropped.Add(1)
+			if err := l.tr.Resume(pid, uint32(e.Size)); err != nil && l.o.Verbose {
+				fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
+			}
+			l.tr.ReleaseProcess(pid)
+			return
 		}
 	}
 	if e.Flags&tracer.FlagHeld != 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -64,6 +65,13 @@ type Source struct {
 	// Attach mode: a pidfd per target, and when the probes were on.
 	watchers []int
 	attached uint64
+	// Selectors (--comm, --cgroup, --all): what they match, the running
+	// processes attached to at the start, and the count of those left
+	// untraced (/metrics).
+	sel      selector
+	tsel     tracer.Selector
+	selected []int
+	dropped  atomic.Uint64
 }
 
 // New is the eBPF source.
@@ -111,6 +119,13 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 			return 1, err
 		}
 	}
+	if o.Selecting() {
+		var err error
+		if s.sel, s.tsel, err = newSelector(o); err != nil {
+			return 2, err
+		}
+		r.SetDropped(s.dropped.Load)
+	}
 	// The shim, the listing of PROG's libraries and the watchdog start
 	// first: their execs run while the BPF programs load, which is most
 	// of the start-up of a short program.
@@ -140,9 +155,13 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	}
 	var status int
 	var err error
-	if len(o.Argv) > 0 {
+	switch {
+	case len(o.Argv) > 0:
 		status, err = s.startLaunch()
-	} else {
+	case o.Selecting():
+		err = s.startSelect()
+		status = 1
+	default:
 		err = s.startAttach()
 		status = 1
 	}
@@ -161,7 +180,7 @@ func (s *Source) load() (tracerAPI, error) {
 	// them itself at memtrace's exit, a watchdog process does; in --
 	// mode one runs anyway, to close the probes after the program
 	// (SetHandOff).
-	holds := len(o.Argv) > 0 || o.Follow || o.StackDepth > 0 && o.StackUnwind != "fp" && !o.Floor
+	holds := len(o.Argv) > 0 || o.Follow || o.Selecting() || o.StackDepth > 0 && o.StackUnwind != "fp" && !o.Floor
 	var wd *watchdog
 	if len(o.Argv) > 0 || holds && !tracer.KernelRelease() {
 		var err error
@@ -175,7 +194,8 @@ func (s *Source) load() (tracerAPI, error) {
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
 		StackDepth: o.StackDepth, StackThreads: o.StackThreads, NoFreeStacks: o.NoFreeStacks, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
-		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, SampleRate: o.Sample, Logf: verboseLogf(o.Verbose, s.stderr)})
+		CheckInternalFrees: len(o.PIDs) > 0 || o.Selecting(), StackUnwind: o.StackUnwind, SampleRate: o.Sample, Select: s.tsel,
+		Logf: verboseLogf(o.Verbose, s.stderr)})
 	if err != nil {
 		if wd != nil && errors.Is(err, tracer.ErrUnavailable) {
 			// Nothing of the LD_PRELOAD path can be held.
@@ -213,6 +233,9 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 	s.r = r
 	if len(s.o.Argv) > 0 {
 		return s.traceLaunch()
+	}
+	if s.o.Selecting() {
+		return 0, s.traceSelect()
 	}
 	return 0, s.traceAttach()
 }

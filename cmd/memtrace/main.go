@@ -45,6 +45,10 @@ type options struct {
 	floor        bool
 	noMulti      bool
 	stackUnwind  string
+	comms        []string
+	cgroups      []string
+	all          bool
+	maxProcs     int
 	verbose      bool
 	http         string
 	profileDir   string
@@ -108,7 +112,8 @@ func run(o *options, stderr io.Writer) (int, error) {
 		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
-		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti}
+		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
+		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs}
 	// The library forwards the program's own signals itself and finishes
 	// the log after it exits; a cancelled context would kill it.
 	preloaded := preload.NewSource(context.Background())
@@ -195,7 +200,7 @@ func splitList(s string) []string {
 }
 
 func parseArgs(args []string, stderr io.Writer) (*options, error) {
-	o := &options{peakTopN: 10, stackUnwind: "dwarf", stackDepth: config.DefaultStackDepth}
+	o := &options{peakTopN: 10, stackUnwind: "dwarf", stackDepth: config.DefaultStackDepth, maxProcs: runner.DefaultMaxProcs}
 	fs := cli.NewParser(cli.Memtrace)
 	var pids, stackThreads, trackThreads, minSize, bufSize, configPath, sample string
 	track := "malloc,mmap"
@@ -213,6 +218,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Bool(&o.noFreeStacks, "no-free-stacks")
 	fs.String(&trackThreads, "track-threads")
 	fs.String(&pids, "p")
+	fs.Var((*listFlag)(&o.comms), "comm")
+	fs.Var((*listFlag)(&o.cgroups), "cgroup")
+	fs.Bool(&o.all, "all")
+	fs.Int(&o.maxProcs, "max-procs")
 	fs.Bool(&o.preload, "preload")
 	fs.Bool(&o.follow, "follow")
 	fs.String(&bufSize, "buffer-size")
@@ -330,15 +339,78 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			return nil, usageError{err.Error()}
 		}
 	}
+	if err := checkSelectors(o); err != nil {
+		return nil, err
+	}
+	selecting := o.all || len(o.comms) > 0 || len(o.cgroups) > 0
 	switch {
 	case o.output == runner.NoLog && o.http == "" && o.profileDir == "":
 		return nil, usageError{"-o none writes no log: give --http ADDR or --profile-dir DIR to see the heap (a file named none: -o ./none)"}
 	case len(o.pids) > 0 && len(o.argv) > 0:
 		return nil, usageError{"give either -p PID or -- PROG, not both"}
-	case len(o.pids) == 0 && len(o.argv) == 0:
+	case len(o.pids) == 0 && len(o.argv) == 0 && !selecting:
 		return nil, usageError{"nothing to trace: give -- PROG ARGS or -p PID (see memtrace -h)"}
 	case o.preload && len(o.pids) > 0:
 		return nil, usageError{"--preload starts a program (-- PROG); it cannot attach to a running process"}
 	}
 	return o, nil
+}
+
+// listFlag is a repeatable option's values, in order.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// checkSelectors checks --comm, --cgroup, --all and --max-procs: what they
+// may be given with, and their values (docs/fleet.md, "Choices").
+func checkSelectors(o *options) error {
+	n := 0
+	for _, set := range []bool{len(o.pids) > 0, len(o.argv) > 0, o.all || len(o.comms) > 0 || len(o.cgroups) > 0} {
+		if set {
+			n++
+		}
+	}
+	if o.maxProcs < 1 {
+		return usageError{fmt.Sprintf("bad --max-procs %d: give 1 or more", o.maxProcs)}
+	}
+	if !o.all && len(o.comms) == 0 && len(o.cgroups) == 0 {
+		return nil
+	}
+	for _, c := range o.comms {
+		switch {
+		case c == "" || strings.ContainsRune(c, '/'):
+			return usageError{fmt.Sprintf("bad --comm %q: give a process name as ps -o comm shows it (no path)", c)}
+		case len(c) > 15:
+			return usageError{fmt.Sprintf("bad --comm %q: the kernel keeps 15 bytes of a name: give --comm %q", c, c[:15])}
+		}
+	}
+	for _, c := range o.cgroups {
+		if c == "" {
+			return usageError{`--cgroup "": give a cgroup v2 directory`}
+		}
+	}
+	const why = "--comm, --cgroup and --all write profiles, not a log (every event of many processes in one log is not a heap anyone reads): " +
+		"give -o none with --http ADDR or --profile-dir DIR, or --sample BYTES with -o FILE.pb.gz"
+	switch {
+	case n > 1:
+		return usageError{"give one of -p PID, -- PROG, or --comm/--cgroup/--all"}
+	case o.all && (len(o.comms) > 0 || len(o.cgroups) > 0):
+		return usageError{"--all selects every process already: give it without --comm and --cgroup"}
+	case len(o.comms) > 64:
+		return usageError{fmt.Sprintf("%d --comm names: at most 64", len(o.comms))}
+	case len(o.cgroups) > 8:
+		return usageError{fmt.Sprintf("%d --cgroup paths: at most 8", len(o.cgroups))}
+	case o.preload:
+		return usageError{"--preload starts a program (-- PROG); --comm, --cgroup and --all need eBPF"}
+	case o.floor:
+		return usageError{"--floor measures one program's probes: give it with -p or -- PROG, not --comm, --cgroup or --all"}
+	case o.listen != "" || o.reportDir != "":
+		return usageError{why}
+	case o.output == runner.NoLog:
+		return nil
+	case o.sample > 0 && strings.HasSuffix(o.output, runner.ProfileSuffix):
+		return nil
+	}
+	return usageError{why}
 }
