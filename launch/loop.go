@@ -47,6 +47,7 @@ type loop struct {
 	dropped  *atomic.Uint64
 	maxProcs int
 	traced   func(pid int)
+	letGo    map[int]bool // let go at their exec, until the Session asks (LetGo)
 }
 
 // onProcess probes a forked child (stopped by the kernel side until now)
@@ -74,7 +75,8 @@ func (l *loop) onProcess(e *tracer.Event) {
 		l.mu.Unlock()
 		// A pid the loop has not seen is one a selector matched at its
 		// exec; past --max-procs it goes on untraced.
-		if fresh && !l.admit(pid) {
+		if fresh && !l.room(pid) {
+			l.letGo[pid] = true
 			if err := l.tr.Resume(pid, uint32(e.Size)); err != nil && l.o.Verbose {
 				fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
 			}
@@ -82,8 +84,11 @@ func (l *loop) onProcess(e *tracer.Event) {
 			return
 		}
 		// Read now, while the process is held: a short-lived program
-		// may be gone by the time its events come out of the queue.
-		l.sess.KnownProcess(pid, false)
+		// may be gone by the time its events come out of the queue
+		// (a selector's new process once it is known to be traced).
+		if !fresh {
+			l.sess.KnownProcess(pid, false)
+		}
 		probed := false
 		for _, lib := range l.libs("/proc/"+strconv.Itoa(pid)+"/exe", procEnviron(pid)) {
 			ok, err := l.tr.AttachLibrary(pid, lib)
@@ -94,13 +99,14 @@ func (l *loop) onProcess(e *tracer.Event) {
 			probed = probed || ok
 			l.sess.KnownFile(lib)
 		}
-		if fresh && !probed {
+		if fresh && probed {
+			l.admit(pid)
+			l.sess.KnownProcess(pid, false)
+		} else if fresh {
 			// A Go program or a stripped static one (--all meets
 			// many): nothing to trace, and no reason to say so.
-			l.mu.Lock()
-			delete(l.pids, pid)
-			l.mu.Unlock()
 			l.dropped.Add(1)
+			l.letGo[pid] = true
 			if err := l.tr.Resume(pid, uint32(e.Size)); err != nil && l.o.Verbose {
 				fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
 			}
@@ -175,7 +181,7 @@ func processAlive(pid int) bool {
 // makeLoop is the loop of a run whose log counts from start; its Session
 // comes later (Source.Trace), made with configure.
 func makeLoop(o *Options, tr tracerAPI, stderr io.Writer, start uint64) *loop {
-	return &loop{o: o, tr: tr, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(), libs: launchLibs}
+	return &loop{o: o, tr: tr, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(), libs: launchLibs, letGo: map[int]bool{}}
 }
 
 // newLoop is a loop with its Session, writing to out.
@@ -190,6 +196,13 @@ func newLoop(o *Options, tr tracerAPI, out io.WriteCloser, stderr io.Writer, sta
 func (l *loop) configure(c *agent.Config) {
 	c.StartNS = l.start
 	c.OnProcess = l.onProcess
+	c.LetGo = func(pid uint32) bool {
+		if !l.letGo[int(pid)] {
+			return false
+		}
+		delete(l.letGo, int(pid))
+		return true
+	}
 	c.ProcessExited = func(pid uint32) {
 		l.mu.Lock()
 		delete(l.pids, int(pid))

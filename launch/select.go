@@ -168,13 +168,9 @@ func (l *loop) room(pid int) bool {
 }
 
 // admit takes a process the kernel side selected at its exec (a pid the
-// loop has not seen, which it made a target and holds): traced from now
-// on, or, past --max-procs, let go untraced. It reports whether it is
-// traced.
-func (l *loop) admit(pid int) bool {
-	if !l.room(pid) {
-		return false
-	}
+// loop had not seen, which it made a target and holds) once its probes
+// are on: traced from now on.
+func (l *loop) admit(pid int) {
 	l.mu.Lock()
 	l.pids[pid] = true
 	l.mu.Unlock()
@@ -183,7 +179,6 @@ func (l *loop) admit(pid int) bool {
 	if l.traced != nil {
 		l.traced(pid)
 	}
-	return true
 }
 
 // traceSelect logs the selected processes, and those that exec into a
