@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/tracer"
@@ -95,7 +96,7 @@ func bpfProblem() error {
 		// Tests only: the automatic fallback on a machine with BPF.
 		return fmt.Errorf("%w: MEMTRACE_TEST_NO_BPF=1 is set (a test hook)", tracer.ErrUnavailable)
 	}
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 && !bpfCapable() {
 		return fmt.Errorf("%w: loading BPF programs needs root (CAP_BPF and CAP_PERFMON): run memtrace with sudo", tracer.ErrUnavailable)
 	}
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
@@ -123,6 +124,13 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 		var err error
 		if s.sel, s.tsel, err = newSelector(o); err != nil {
 			return 2, err
+		}
+		if s.fake == nil && !hasCap(capKill) {
+			// Each new process is held at its exec and resumed with a
+			// SIGCONT, which another user's process takes only from
+			// a holder of CAP_KILL: without it, it would stay stopped
+			// until memtrace's exit.
+			return 1, fmt.Errorf("--comm, --cgroup and --all hold each process at its exec until it is probed, and resuming another user's process needs CAP_KILL: give memtrace that capability (docs/fleet.md, \"Capabilities\")")
 		}
 		r.SetDropped(s.dropped.Load)
 	}
@@ -278,3 +286,19 @@ func verboseLogf(verbose bool, w io.Writer) func(string, ...any) {
 // reachable, so no finalizer closes it) for memtrace's whole life, also
 // after Run returns: a package variable is never collected.
 var watchdogSock *watchdog
+
+// bpfCapable reports whether memtrace, not root, has what loading and
+// attaching its programs takes: CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN,
+// which kernels before 5.8 asked for instead), as a container granted the
+// capability set of docs/fleet.md has them.
+func bpfCapable() bool {
+	return hasCap(capSysAdmin) || hasCap(capPerfmon) && hasCap(capBPF)
+}
+
+const capKill, capSysAdmin, capPerfmon, capBPF = 5, 21, 38, 39
+
+// hasCap reports whether capability c is in memtrace's effective set.
+func hasCap(c int) bool {
+	st, err := procfs.ReadStatus(os.Getpid())
+	return err == nil && st.CapsKnown && st.CapEff&(1<<c) != 0
+}

@@ -50,7 +50,14 @@ func fleetCopy(t *testing.T, dir, name string) string {
 // startFleet starts prog with args and waits for its "ready".
 func startFleet(t *testing.T, prog string, args ...string) *fleetProc {
 	t.Helper()
+	return startFleetAs(t, nil, prog, args...)
+}
+
+// startFleetAs is startFleet with attr (another user, its own session).
+func startFleetAs(t *testing.T, attr *syscall.SysProcAttr, prog string, args ...string) *fleetProc {
+	t.Helper()
 	f := &fleetProc{cmd: command(prog, args...), done: make(chan error, 1)}
+	f.cmd.SysProcAttr = attr
 	var err error
 	if f.stdin, err = f.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -310,5 +317,58 @@ func TestFleetRefusals(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) || strings.Count(string(out), "\n") != 1 {
 			t.Errorf("memtrace %s: %v, %q; want exit 2 and one line with %q", strings.Join(c.args, " "), err, out, c.want)
 		}
+	}
+}
+
+// daemonSetCaps is the capability set of the DaemonSet of docs/fleet.md
+// ("Capabilities"), as setpriv names them: memtrace runs as uid 0 with
+// these alone, as a container granted them (capabilities: drop ALL, add
+// these) does.
+const daemonSetCaps = "+bpf,+perfmon,+sys_ptrace,+kill"
+
+// TestFleetCapabilities: the DaemonSet's invocation without a container
+// engine: memtrace with exactly daemonSetCaps (setpriv's bounding set; no
+// CAP_SYS_ADMIN, no CAP_DAC_OVERRIDE), --comm, --stack-unwind fp, serving
+// --http; a NAME process started after it as another user (nobody) in a
+// session of its own, as a service is, runs (it is resumed after its exec)
+// and `go tool pprof -raw` reads its fleet_keep stack, with its pid, from
+// the endpoint. Without CAP_KILL memtrace refuses in one line: it could
+// not resume that process.
+func TestFleetCapabilities(t *testing.T) {
+	requireBPF(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("no setpriv (util-linux) here")
+	}
+	dir, err := os.MkdirTemp("", "memtrace-fleet-caps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// nobody must reach and run the copy.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	comm := fmt.Sprintf("mtfc%d", os.Getpid()%1000000)
+	prog := fleetCopy(t, dir, comm)
+	bin := need(t, "bin/memtrace")
+
+	out, err := command(setpriv, "--bounding-set=-all,+bpf,+perfmon,+sys_ptrace", "--inh-caps=-all", bin,
+		"--comm", comm, "-o", "none", "--http", "127.0.0.1:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "needs CAP_KILL") {
+		t.Errorf("memtrace without CAP_KILL: %v, %q; want a refusal naming CAP_KILL", err, out)
+	}
+
+	r := startSelecting(t, setpriv, "--bounding-set=-all,"+daemonSetCaps, "--inh-caps=-all", bin,
+		"--comm", comm, "--sample", "4K", "--stack-depth", "8", "--stack-unwind", "fp", "-o", "none", "--http", "127.0.0.1:0")
+	f := startFleetAs(t, &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}, prog)
+	waitMetrics(t, r, fmt.Sprintf("process %d of nobody traced", f.pid()), func(pids map[int]float64) bool { return pids[f.pid()] > 0 })
+
+	raw, err := command(goTool, "tool", "pprof", "-raw", "http://"+r.addr+"/debug/pprof/heap").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -raw: %v\n%s", err, raw)
+	}
+	if !strings.Contains(string(raw), "fleet_keep") || !strings.Contains(string(raw), fmt.Sprintf("pid:[%d]", f.pid())) || !strings.Contains(string(raw), "mode=bpf") {
+		t.Errorf("go tool pprof -raw of the endpoint: want fleet_keep, pid:[%d] and mode=bpf:\n%s", f.pid(), raw)
 	}
 }
