@@ -167,7 +167,7 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	case len(o.Argv) > 0:
 		status, err = s.startLaunch()
 	case o.Selecting():
-		err = s.startSelect()
+		err = s.startSelect(r)
 		status = 1
 	default:
 		err = s.startAttach()

@@ -100,7 +100,7 @@ func (s *selector) match(pid int) bool {
 // startSelect attaches to every running process the selectors match, as
 // -p does but leaving out, and counting, what cannot be traced; processes
 // that exec later are the kernel side's to catch (onProcess, admit).
-func (s *Source) startSelect() error {
+func (s *Source) startSelect(r *runner.Handle) error {
 	o, tr := s.o, s.tr
 	start := monoNow()
 	s.l = makeLoop(o, tr, s.stderr, start)
@@ -139,6 +139,8 @@ func (s *Source) startSelect() error {
 		}
 		s.l.pids[pid] = true
 		s.selected = append(s.selected, pid)
+		// On /metrics from the moment tracing begins.
+		r.Traced(pid)
 	}
 	s.attached = monoNow()
 	return nil
@@ -194,7 +196,6 @@ func (s *Source) traceSelect() error {
 		l.addPID(pid)
 		l.sess.AddProcess(uint32(pid), true)
 		l.sess.KnownProcess(pid, true)
-		s.r.Traced(pid)
 	}
 	head := s.selected
 	if len(head) == 0 {

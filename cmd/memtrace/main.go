@@ -306,6 +306,12 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.ringBytes = int(n)
 	}
+	if bufSize == "" && o.sample > 0 && (o.all || len(o.comms) > 0 || len(o.cgroups) > 0) {
+		// A sampled fleet sends few records: the 32 MiB ring of a full
+		// trace would be most of memtrace's resident memory (its pages
+		// are mapped into memtrace), for nothing (docs/fleet.md, "Cost").
+		o.ringBytes = fleetSampleRing
+	}
 	for _, p := range strings.Split(pids, ",") {
 		if pids == "" {
 			break
@@ -355,6 +361,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	return o, nil
 }
+
+// fleetSampleRing is the ring buffer of a --sample run with --comm,
+// --cgroup or --all when --buffer-size gives none.
+const fleetSampleRing = 4 << 20
 
 // listFlag is a repeatable option's values, in order.
 type listFlag []string

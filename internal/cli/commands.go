@@ -54,7 +54,7 @@ var Memtrace = &Command{
 		{Names: []string{"interval"}, Arg: "DURATION", Section: "output", Help: "write a snapshot (current, peak, top live stacks, open fds) into the log every DURATION (10s, 1m)"},
 		{Names: []string{"peak-top-n"}, Arg: "N", Section: "output", Default: "10", Help: "call stacks in snapshots and per-process reports"},
 
-		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "eBPF", Help: "ring buffer SIZE (power of two, K/M suffixes; default 32M)"},
+		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "eBPF", Help: "ring buffer SIZE (power of two, K/M suffixes; default 32M, 4M for --sample with --comm, --cgroup or --all)"},
 		{Names: []string{"no-uprobe-multi"}, Section: "eBPF", Help: "use classic uprobe links even where uprobe_multi exists"},
 		{Names: []string{"floor"}, Section: "eBPF", Help: "benchmark baseline: attach empty probes on the same points, log nothing"},
 	},
