@@ -41,22 +41,23 @@ func newSelector(o *Options) (selector, tracer.Selector, error) {
 	return sel, ts, nil
 }
 
-// resolveCgroup takes --cgroup PATH, under /sys/fs/cgroup or relative to
+// resolveCgroup takes --cgroup PATH, under the cgroup2 mount or relative to
 // it ("/system.slice/x.service", as /proc/PID/cgroup writes it), to that
 // path, its cgroup id (the directory's inode, which is what
 // bpf_get_current_cgroup_id returns) and its level below the root.
 func resolveCgroup(p string) (string, uint64, int, error) {
-	rel := filepath.Clean("/" + strings.TrimPrefix(p, procfs.CgroupFS))
-	if _, err := os.Stat(procfs.CgroupFS + "/cgroup.controllers"); err != nil {
-		return "", 0, 0, fmt.Errorf("--cgroup %s: no cgroup v2 hierarchy at %s (a host with cgroup v1 only, or a container without the host's cgroupfs mounted): %w", p, procfs.CgroupFS, err)
+	fs := procfs.CgroupFS()
+	if fs == "" {
+		return "", 0, 0, fmt.Errorf("--cgroup %s: no cgroup v2 hierarchy is mounted (a host with cgroup v1 only, or a container without the host's cgroupfs): select with --comm instead", p)
 	}
-	st, err := os.Stat(procfs.CgroupFS + rel)
+	rel := filepath.Clean("/" + strings.TrimPrefix(p, fs))
+	st, err := os.Stat(fs + rel)
 	if err != nil {
-		return "", 0, 0, fmt.Errorf("--cgroup %s: %w: give a directory under %s, or its path as /proc/PID/cgroup shows it", p, err, procfs.CgroupFS)
+		return "", 0, 0, fmt.Errorf("--cgroup %s: %w: give a directory under %s, or its path as /proc/PID/cgroup shows it", p, err, fs)
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !st.IsDir() || !ok {
-		return "", 0, 0, fmt.Errorf("--cgroup %s: %s is not a cgroup directory", p, procfs.CgroupFS+rel)
+		return "", 0, 0, fmt.Errorf("--cgroup %s: %s is not a cgroup directory", p, fs+rel)
 	}
 	level := 0
 	if rel != "/" {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/memtrace/memtrace/internal/bpftest"
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // The fleet selectors (--comm, docs/fleet.md) against tests/progs/fleet,
@@ -370,5 +371,46 @@ func TestFleetCapabilities(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), "fleet_keep") || !strings.Contains(string(raw), fmt.Sprintf("pid:[%d]", f.pid())) || !strings.Contains(string(raw), "mode=bpf") {
 		t.Errorf("go tool pprof -raw of the endpoint: want fleet_keep, pid:[%d] and mode=bpf:\n%s", f.pid(), raw)
+	}
+}
+
+// TestFleetCgroup: --cgroup PATH with a cgroup v2 directory of the test's
+// own: a process started into it (clone3 into the cgroup) after memtrace
+// is traced, with its cgroup label; one of the same name outside it is
+// not.
+func TestFleetCgroup(t *testing.T) {
+	requireBPF(t)
+	root := procfs.CgroupFS()
+	if root == "" {
+		t.Skip("no cgroup v2 hierarchy mounted here")
+	}
+	rel := fmt.Sprintf("/memtrace-fleet-%d", os.Getpid())
+	if err := os.Mkdir(root+rel, 0o755); err != nil {
+		t.Skipf("cannot make a cgroup here: %v", err)
+	}
+	t.Cleanup(func() {
+		// Its processes have exited (their cleanups ran first).
+		for i := 0; i < 50 && os.Remove(root+rel) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	cg, err := os.Open(root + rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Close()
+	prog := fleetCopy(t, t.TempDir(), fmt.Sprintf("mtfg%d", os.Getpid()%1000000))
+	r := startSelecting(t, need(t, "bin/memtrace"), "--cgroup", rel, "--stack-depth", "8", "-o", "none", "--http", "127.0.0.1:0")
+	in := startFleetAs(t, &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}, prog)
+	out := startFleet(t, prog)
+	waitMetrics(t, r, fmt.Sprintf("process %d of %s traced", in.pid(), rel), func(pids map[int]float64) bool { return pids[in.pid()] >= fleetKept })
+	if _, ok := liveBytesByPID(t, r)[out.pid()]; ok {
+		t.Errorf("process %d, outside %s, is traced", out.pid(), rel)
+	}
+	p := fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap")
+	for _, s := range p.Sample {
+		if len(s.NumLabel["pid"]) == 1 && s.NumLabel["pid"][0] == int64(in.pid()) && (len(s.Label["cgroup"]) != 1 || s.Label["cgroup"][0] != rel) {
+			t.Errorf("process %d's sample: cgroup label %q, want %s", in.pid(), s.Label["cgroup"], rel)
+		}
 	}
 }

@@ -9,8 +9,22 @@ import (
 )
 
 // CgroupFS is where the cgroup v2 hierarchy is mounted (memtrace's own
-// cgroup namespace's view of it).
-const CgroupFS = "/sys/fs/cgroup"
+// cgroup namespace's view of it): /sys/fs/cgroup, or on a host with both
+// hierarchies (systemd's "hybrid" layout) /sys/fs/cgroup/unified; the
+// first cgroup2 mount of /proc/self/mounts, "" when there is none.
+func CgroupFS() string {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[2] == "cgroup2" {
+			return f[1]
+		}
+	}
+	return ""
+}
 
 // ReadCgroup reads the cgroup v2 path of pid from /proc/PID/cgroup (its
 // "0::" line), as seen from memtrace's own cgroup namespace; "" when the
