@@ -240,6 +240,11 @@ static __always_inline bool selected(__u32 tgid)
 {
 	if (!select_on || tgid == agent_tgid)
 		return false;
+	/* Nor memtrace's own children (the dynamic linker it runs to list a
+	 * program's libraries, from the very loop that would resume them). */
+	struct task_struct *cur = bpf_get_current_task_btf();
+	if (agent_tgid && BPF_CORE_READ(cur, real_parent, tgid) == agent_tgid)
+		return false;
 	if (select_all)
 		return true;
 	char comm[16] = {};
