@@ -344,6 +344,17 @@ func (l *loop) checkLost() {
 	}
 }
 
+// rescanEvery is how often the targets' mappings are read again for a
+// dlopen'ed allocator: 250 ms, or a second under a selector, whose tens
+// of processes that seldom dlopen made the rescans 9 % of a CPU for 50
+// idle ones (scripts/bench-fleet.sh).
+func (l *loop) rescanEvery() time.Duration {
+	if l.dropped != nil {
+		return time.Second
+	}
+	return 250 * time.Millisecond
+}
+
 // run reads until stop is closed, rescanning the targets' libraries now and
 // then so that a dlopen'ed allocator is probed too.
 func (l *loop) run(stop <-chan struct{}) error {
@@ -375,7 +386,7 @@ func (l *loop) run(stop <-chan struct{}) error {
 			}
 			lastFlush = time.Now()
 		}
-		if time.Since(lastScan) > 250*time.Millisecond {
+		if time.Since(lastScan) > l.rescanEvery() {
 			l.mu.Lock()
 			pids := make([]int, 0, len(l.pids))
 			for pid := range l.pids {

@@ -8,7 +8,7 @@
 #   2. each of N processes started after memtrace: its exec (the fork and
 #      exec of Popen) to its pid on /metrics, median and worst;
 #   3. links (bpf_link descriptors), probe sets, memtrace's RSS and open
-#      descriptors with N traced;
+#      descriptors with N traced, and its own CPU while they idle;
 #   4. an untraced process of another name, the same program file's bytes
 #      and libc, beside them: its malloc(64)+free loop, ns per pair, without
 #      memtrace and with memtrace and the N processes running (rounds
@@ -123,6 +123,14 @@ text = metrics(addr)
 print("exec to /metrics, %d processes started one after another: median %.1f ms, worst %.1f ms" % (N, statistics.median(lat) * 1000, max(lat) * 1000))
 print("with %d traced: %d bpf_link descriptors, memtrace_probes_attached %d, open descriptors %d, memtrace RSS %d MiB (%d MiB before them)" % (
     N, links(p.pid), value(text, "memtrace_probes_attached"), len(os.listdir("/proc/%d/fd" % p.pid)), rss_kb(p.pid) // 1024, rss0 // 1024))
+
+def cpu_s(pid):
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+c0 = cpu_s(p.pid)
+time.sleep(10)
+print("memtrace's own CPU with %d idle traced processes (its rescans, every second under a selector): %.1f %% of one CPU" % (N, (cpu_s(p.pid) - c0) * 10))
 
 # 4. the untraced neighbour, rounds interleaved: memtrace and the N stay up
 # for the "with" runs; the "without" runs stop nothing (the N processes

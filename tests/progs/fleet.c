@@ -4,7 +4,9 @@
  *                        print "ready", then wait for a byte (or EOF) on
  *                        stdin and exit
  *   fleet loop N         then N malloc(64)+free pairs, printing the loop's
- *                        ns per pair, and exit (no wait): an untraced
+ *                        CPU ns per pair (the process's CPU time, which a
+ *                        probe's trap would add to and other processes'
+ *                        load does not), and exit (no wait): an untraced
  *                        neighbour's speed
  *
  * It never renames itself: its comm is the name it was exec'd by, which
@@ -32,12 +34,12 @@ int main(int argc, char **argv)
 	if (argc > 2) {
 		long n = atol(argv[2]);
 		struct timespec a, b;
-		clock_gettime(CLOCK_MONOTONIC, &a);
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
 		for (long i = 0; i < n; i++) {
 			sink = malloc(64);
 			free(sink);
 		}
-		clock_gettime(CLOCK_MONOTONIC, &b);
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
 		double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
 		printf("%.1f\n", ns / (double)n);
 		return 0;
