@@ -414,3 +414,67 @@ func TestFleetCgroup(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetKilledHoldsNone: SIGKILL of memtrace while NAME processes exec
+// one after another (each held at its exec until probed) leaves none of
+// them stopped: every one prints its ready line, and none is in state T
+// once memtrace is gone (docs/holds.md: the kernel's release at exit).
+func TestFleetKilledHoldsNone(t *testing.T) {
+	requireBPF(t)
+	comm := fmt.Sprintf("mtfk%d", os.Getpid()%1000000)
+	prog := fleetCopy(t, t.TempDir(), comm)
+	r := startSelecting(t, need(t, "bin/memtrace"), "--comm", comm, "--stack-depth", "8", "-o", "none", "--http", "127.0.0.1:0")
+	const n = 20
+	type started struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		ready chan error
+	}
+	var ps []started
+	for i := range n {
+		if i == n/2 {
+			r.cmd.Process.Kill()
+		}
+		cmd := command(prog)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		s := started{cmd, stdin, make(chan error, 1)}
+		go func() {
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err == nil && strings.TrimSpace(line) != "ready" {
+				err = fmt.Errorf("got %q", line)
+			}
+			s.ready <- err
+		}()
+		ps = append(ps, s)
+	}
+	t.Cleanup(func() {
+		for _, s := range ps {
+			s.stdin.Close()
+			syscall.Kill(s.cmd.Process.Pid, syscall.SIGCONT)
+			s.cmd.Wait()
+		}
+	})
+	<-r.done
+	r.done <- nil // for the cleanup, which sends a SIGTERM to nothing
+	for i, s := range ps {
+		select {
+		case err := <-s.ready:
+			if err != nil {
+				t.Errorf("process %d (%d of %d): no ready line: %v", s.cmd.Process.Pid, i+1, n, err)
+			}
+		case <-time.After(10 * time.Second):
+			st, _ := procfs.ReadStat(s.cmd.Process.Pid)
+			t.Errorf("process %d (%d of %d) not ready 10 s after memtrace's SIGKILL (state %c): left held", s.cmd.Process.Pid, i+1, n, st.State)
+		}
+	}
+}
