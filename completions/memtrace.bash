@@ -109,6 +109,10 @@ _memtrace() {
 		:
 		return
 		;;
+	-max-samples | --max-samples)
+		:
+		return
+		;;
 	-config | --config)
 		:
 		return
@@ -179,7 +183,7 @@ _memtrace() {
 		;;
 	esac
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "-p --comm --cgroup --all --max-procs -f --follow --preload --config -v -h --help --version --track --mmap-files --min-size --sample --stack-depth --stack-threads --no-free-stacks --track-threads --stack-unwind -o --port --listen --http --profile-dir --report-dir --interval --peak-top-n --buffer-size --no-uprobe-multi --floor" -- "$cur"))
+		COMPREPLY=($(compgen -W "-p --comm --cgroup --all --max-procs --max-samples -f --follow --preload --config -v -h --help --version --track --mmap-files --min-size --sample --stack-depth --stack-threads --no-free-stacks --track-threads --stack-unwind -o --port --listen --http --profile-dir --report-dir --interval --peak-top-n --buffer-size --no-uprobe-multi --floor" -- "$cur"))
 		return
 	fi
 	if ((COMP_CWORD == 1)); then

@@ -202,7 +202,7 @@ func (s *Source) load() (tracerAPI, error) {
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
 		StackDepth: o.StackDepth, StackThreads: o.StackThreads, NoFreeStacks: o.NoFreeStacks, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
-		CheckInternalFrees: len(o.PIDs) > 0 || o.Selecting(), StackUnwind: o.StackUnwind, SampleRate: o.Sample, Select: s.tsel,
+		CheckInternalFrees: len(o.PIDs) > 0 || o.Selecting(), StackUnwind: o.StackUnwind, SampleRate: o.Sample, SampleBlocks: o.MaxSamples, Select: s.tsel,
 		Logf: verboseLogf(o.Verbose, s.stderr)})
 	if err != nil {
 		if wd != nil && errors.Is(err, tracer.ErrUnavailable) {

@@ -80,6 +80,9 @@ type Options struct {
 	// attached to, each that execs into a match is traced from its exec,
 	// until Ctrl-C or SIGTERM. MaxProcs bounds the processes traced at
 	// once; one more is left alone and counted.
+	// MaxSamples bounds the kernel side's live sampled blocks (0: the
+	// tracer's default), eBPF only.
+	MaxSamples  int
 	Comms       []string
 	Cgroups     []string
 	All         bool

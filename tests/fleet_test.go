@@ -478,3 +478,23 @@ func TestFleetKilledHoldsNone(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetMaxSamples: --max-samples bounds the kernel side's sampled
+// blocks in all: at --sample 1 a fleet process's 40 kept blocks do not fit
+// in 10, what did not is counted in memtrace_sample_untracked_total, and
+// the process's profile holds at most 10.
+func TestFleetMaxSamples(t *testing.T) {
+	requireBPF(t)
+	comm := fmt.Sprintf("mtfs%d", os.Getpid()%1000000)
+	prog := fleetCopy(t, t.TempDir(), comm)
+	r := startSelecting(t, need(t, "bin/memtrace"), "--comm", comm, "--sample", "1", "--max-samples", "10", "--stack-depth", "8", "-o", "none", "--http", "127.0.0.1:0")
+	f := startFleet(t, prog)
+	waitMetrics(t, r, fmt.Sprintf("process %d traced", f.pid()), func(pids map[int]float64) bool { return pids[f.pid()] > 0 })
+	fams := fetchMetrics(t, r.addr)
+	if got := metric(fams, "memtrace_sample_untracked_total", 0); got < 30 {
+		t.Errorf("memtrace_sample_untracked_total %v, want at least 30 of the 40 kept blocks", got)
+	}
+	if got := metric(fams, "memtrace_sampled_live_blocks", f.pid()); got > 10 {
+		t.Errorf("memtrace_sampled_live_blocks %v, want at most --max-samples 10", got)
+	}
+}

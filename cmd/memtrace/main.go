@@ -49,6 +49,7 @@ type options struct {
 	cgroups      []string
 	all          bool
 	maxProcs     int
+	maxSamples   int
 	verbose      bool
 	http         string
 	profileDir   string
@@ -113,7 +114,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
 		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
-		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs}
+		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs, MaxSamples: o.maxSamples}
 	// The library forwards the program's own signals itself and finishes
 	// the log after it exits; a cancelled context would kill it.
 	preloaded := preload.NewSource(context.Background())
@@ -222,6 +223,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Var((*listFlag)(&o.cgroups), "cgroup")
 	fs.Bool(&o.all, "all")
 	fs.Int(&o.maxProcs, "max-procs")
+	fs.Int(&o.maxSamples, "max-samples")
 	fs.Bool(&o.preload, "preload")
 	fs.Bool(&o.follow, "follow")
 	fs.String(&bufSize, "buffer-size")
@@ -344,6 +346,12 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		if _, err := live.ListenAddr(o.http); err != nil {
 			return nil, usageError{err.Error()}
 		}
+	}
+	switch {
+	case fs.IsSet("max-samples") && o.sample == 0:
+		return nil, usageError{"--max-samples bounds --sample's table: give it with --sample BYTES"}
+	case fs.IsSet("max-samples") && (o.maxSamples < 1 || o.maxSamples > 1<<26):
+		return nil, usageError{fmt.Sprintf("bad --max-samples %d: give 1 to %d", o.maxSamples, 1<<26)}
 	}
 	if err := checkSelectors(o); err != nil {
 		return nil, err
