@@ -121,10 +121,11 @@ func (s *Source) startSelect(r *runner.Handle) error {
 		if !s.l.room(pid) {
 			continue
 		}
-		if err := tr.AddProcess(pid); err != nil {
-			return err
+		err := tr.AddProcess(pid)
+		var added []string
+		if err == nil {
+			added, err = tr.ScanProcess(pid)
 		}
-		added, err := tr.ScanProcess(pid)
 		if err != nil || len(added) == 0 {
 			// Gone since, a Go or stripped static program, or out of
 			// descriptors: not this run's to trace; the others are.

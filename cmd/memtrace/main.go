@@ -370,6 +370,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
+// maxProcsLimit is the kernel side's room for targets (bpf/mt_state.h's
+// targets map).
+const maxProcsLimit = 4096
+
 // fleetSampleRing is the ring buffer of a --sample run with --comm,
 // --cgroup or --all when --buffer-size gives none.
 const fleetSampleRing = 4 << 20
@@ -389,8 +393,8 @@ func checkSelectors(o *options) error {
 			n++
 		}
 	}
-	if o.maxProcs < 1 {
-		return usageError{fmt.Sprintf("bad --max-procs %d: give 1 or more", o.maxProcs)}
+	if o.maxProcs < 1 || o.maxProcs > maxProcsLimit {
+		return usageError{fmt.Sprintf("bad --max-procs %d: give 1 to %d", o.maxProcs, maxProcsLimit)}
 	}
 	if !o.all && len(o.comms) == 0 && len(o.cgroups) == 0 {
 		return nil
