@@ -175,6 +175,11 @@ func (l *loop) room(pid int) bool {
 // loop had not seen, which it made a target and holds) once its probes
 // are on: traced from now on.
 func (l *loop) admit(pid int) {
+	// The kernel side made it a target; again here, for a process the
+	// start's scan found at its exec and let go before this record.
+	if err := l.tr.AddProcess(pid); err != nil && l.o.Verbose {
+		fmt.Fprintf(l.stderr, "memtrace: process %d: %v\n", pid, err)
+	}
 	l.mu.Lock()
 	l.pids[pid] = true
 	l.mu.Unlock()
