@@ -38,6 +38,11 @@ type Config struct {
 	// OnProcess is called as soon as a fork or exec event is read (before
 	// it is put in time order), to probe the new process or image.
 	OnProcess func(e *tracer.Event)
+	// LetGo, when set, is asked after OnProcess of an exec: true when the
+	// runner left that process untraced (a selector's match past
+	// --max-procs, a program with no allocator), whose exec is then
+	// dropped: it never was a process of the run.
+	LetGo func(pid uint32) bool
 	// ProcessExited is called when a traced process's main thread exits.
 	ProcessExited func(pid uint32)
 	// Track says what is logged (default malloc,mmap); fd, dmabuf and

@@ -48,6 +48,9 @@ var rootSymbols = map[string]bool{
 func (s *Session) Event(e *tracer.Event) {
 	if (e.Kind == tracer.KindFork || e.Kind == tracer.KindExec) && s.cfg.OnProcess != nil {
 		s.cfg.OnProcess(e)
+		if e.Kind == tracer.KindExec && s.cfg.LetGo != nil && s.cfg.LetGo(e.TGID) {
+			return
+		}
 	}
 	s.Add(e)
 }

@@ -232,14 +232,52 @@ int BPF_PROG(mt_child_start)
 	return 0;
 }
 
+/* selected says whether the current process, which has just exec'd and
+ * is not a target, is one --comm, --cgroup or --all asks for. It runs at
+ * every exec on the host while a selector is given: a lookup of the comm
+ * and a few cgroup ids, nothing on any other path. */
+static __always_inline bool selected(__u32 tgid)
+{
+	if (!select_on || tgid == agent_tgid)
+		return false;
+	/* Nor memtrace's own children (the dynamic linker it runs to list a
+	 * program's libraries, from the very loop that would resume them). */
+	struct task_struct *cur = bpf_get_current_task_btf();
+	if (agent_tgid && BPF_CORE_READ(cur, real_parent, tgid) == agent_tgid)
+		return false;
+	if (select_all)
+		return true;
+	char comm[16] = {};
+	bpf_get_current_comm(comm, sizeof(comm));
+	if (bpf_map_lookup_elem(&select_comms, comm))
+		return true;
+	for (__u32 i = 0; i < 8; i++) {
+		if (i >= n_select_cgroups)
+			break;
+		if (bpf_get_current_ancestor_cgroup_id((int)select_cgroups[i][1]) == select_cgroups[i][0])
+			return true;
+	}
+	return false;
+}
+
 /* A traced process exec'd: its new image may link other allocators. With
- * --follow it is held until the agent has probed them. */
+ * --follow it is held until the agent has probed them. A process a
+ * selector asks for becomes a target here and is held the same way, so
+ * that its first allocation is traced; the agent tells it from a target's
+ * exec by its pid, which it has not seen. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mt_exec)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_map_lookup_elem(&targets, &tgid))
-		return 0;
+	bool sel = false;
+	if (!bpf_map_lookup_elem(&targets, &tgid)) {
+		if (!selected(tgid))
+			return 0;
+		__u8 one = 1;
+		if (bpf_map_update_elem(&targets, &tgid, &one, BPF_ANY))
+			return 0;
+		sel = true;
+	}
 	/* A new image: the old mappings mean nothing now, and the first
 	 * miss asks the agent for the new ones. */
 	if (unwind_dwarf) {
@@ -251,12 +289,17 @@ int BPF_PROG(mt_exec)
 	 * record that makes the agent resume it, whose SIGCONT could otherwise
 	 * come first; a record that could not be sent undoes it: a process is
 	 * never held by a record that was lost. */
-	__u32 key = (follow || hold_exec) ? hold_new(tgid, MT_HOLD_EXEC) : 0;
+	__u32 key = (follow || hold_exec || sel) ? hold_new(tgid, MT_HOLD_EXEC) : 0;
 	if (key)
 		hold_self(key);
-	if (!send_proc(MT_EV_EXEC, key ? MT_FLAG_HELD : 0, 0, key, true) && key) {
-		bpf_send_signal_thread(MT_SIGCONT);
-		bpf_map_delete_elem(&hold, &key);
+	if (!send_proc(MT_EV_EXEC, key ? MT_FLAG_HELD : 0, 0, key, true)) {
+		if (key) {
+			bpf_send_signal_thread(MT_SIGCONT);
+			bpf_map_delete_elem(&hold, &key);
+		}
+		/* The agent will never hear of it: not a target. */
+		if (sel)
+			bpf_map_delete_elem(&targets, &tgid);
 	}
 	return 0;
 }

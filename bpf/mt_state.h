@@ -20,6 +20,21 @@ const volatile char stack_threads[8][16] = {};
  * (always in -- mode, where memtrace is the parent; with --follow). */
 const volatile __u8 follow = 0;
 const volatile __u8 hold_exec = 0;
+/* --comm, --cgroup, --all (docs/fleet.md): a process that execs and
+ * matches becomes a target at its exec (mt_exec), held until the agent
+ * has probed it. select_all takes every process but memtrace; n_select_cgroups
+ * of select_cgroups are (cgroup id, level) pairs, a process matching when
+ * its ancestor at that level is that cgroup; select_comms holds the comms. */
+const volatile __u8 select_all = 0;
+const volatile __u8 select_on = 0;
+const volatile __u32 n_select_cgroups = 0;
+const volatile __u64 select_cgroups[8][2] = {};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, char[16]);
+	__type(value, __u8);
+} select_comms SEC(".maps");
 /* memtrace's own tgid: its exit releases every hold (agent_exit). */
 const volatile __u32 agent_tgid = 0;
 /* Set when memtrace lets every held process go (the agent's release at

@@ -97,6 +97,22 @@ _memtrace() {
 		COMPREPLY=($(compgen -W "$(ps -eo pid= 2>/dev/null)" -- "$cur"))
 		return
 		;;
+	-comm | --comm)
+		COMPREPLY=($(compgen -c -- "$cur"))
+		return
+		;;
+	-cgroup | --cgroup)
+		COMPREPLY=($(compgen -d -- "$cur"))
+		return
+		;;
+	-max-procs | --max-procs)
+		:
+		return
+		;;
+	-max-samples | --max-samples)
+		:
+		return
+		;;
 	-config | --config)
 		:
 		return
@@ -167,7 +183,7 @@ _memtrace() {
 		;;
 	esac
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "-p -f --follow --preload --config -v -h --help --version --track --mmap-files --min-size --sample --stack-depth --stack-threads --no-free-stacks --track-threads --stack-unwind -o --port --listen --http --profile-dir --report-dir --interval --peak-top-n --buffer-size --no-uprobe-multi --floor" -- "$cur"))
+		COMPREPLY=($(compgen -W "-p --comm --cgroup --all --max-procs --max-samples -f --follow --preload --config -v -h --help --version --track --mmap-files --min-size --sample --stack-depth --stack-threads --no-free-stacks --track-threads --stack-unwind -o --port --listen --http --profile-dir --report-dir --interval --peak-top-n --buffer-size --no-uprobe-multi --floor" -- "$cur"))
 		return
 	fi
 	if ((COMP_CWORD == 1)); then

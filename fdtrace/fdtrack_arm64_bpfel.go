@@ -164,44 +164,49 @@ type FdtrackTstate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FdtrackMapAllocInos      = "alloc_inos"
-	FdtrackMapAllocTexts     = "alloc_texts"
-	FdtrackMapEvents         = "events"
-	FdtrackMapFdCalls        = "fd_calls"
-	FdtrackMapFdEvents       = "fd_events"
-	FdtrackMapFdStates       = "fd_states"
-	FdtrackMapFdTargets      = "fd_targets"
-	FdtrackMapFilesSent      = "files_sent"
-	FdtrackMapRuleCache      = "rule_cache"
-	FdtrackMapStackChunk     = "stack_chunk"
-	FdtrackMapStackScratch   = "stack_scratch"
-	FdtrackMapStacksSent     = "stacks_sent"
-	FdtrackMapTargets        = "targets"
-	FdtrackMapTslots         = "tslots"
-	FdtrackMapTstates        = "tstates"
-	FdtrackMapUnwindExt      = "unwind_ext"
-	FdtrackMapUnwindFiles    = "unwind_files"
-	FdtrackMapUnwindPages    = "unwind_pages"
-	FdtrackMapUnwindProcs    = "unwind_procs"
-	FdtrackMapUnwindRows     = "unwind_rows"
-	FdtrackMapUnwindStale    = "unwind_stale"
-	FdtrackProgFdSysEnter    = "fd_sys_enter"
-	FdtrackProgFdSysExit     = "fd_sys_exit"
-	FdtrackProgFdTestEnter   = "fd_test_enter"
-	FdtrackProgFdTestExit    = "fd_test_exit"
-	FdtrackVarAgentTgid      = "agent_tgid"
-	FdtrackVarAllocLibs      = "alloc_libs"
-	FdtrackVarFdAbiTypes     = "fd_abi_types"
-	FdtrackVarFollow         = "follow"
-	FdtrackVarFreeStacks     = "free_stacks"
-	FdtrackVarHoldExec       = "hold_exec"
-	FdtrackVarLostRecords    = "lost_records"
-	FdtrackVarN_stackThreads = "n_stack_threads"
-	FdtrackVarReleased       = "released"
-	FdtrackVarStackDepth     = "stack_depth"
-	FdtrackVarStackThreads   = "stack_threads"
-	FdtrackVarUnwindDwarf    = "unwind_dwarf"
-	FdtrackVarWakeupBytes    = "wakeup_bytes"
+	FdtrackMapAllocInos       = "alloc_inos"
+	FdtrackMapAllocTexts      = "alloc_texts"
+	FdtrackMapEvents          = "events"
+	FdtrackMapFdCalls         = "fd_calls"
+	FdtrackMapFdEvents        = "fd_events"
+	FdtrackMapFdStates        = "fd_states"
+	FdtrackMapFdTargets       = "fd_targets"
+	FdtrackMapFilesSent       = "files_sent"
+	FdtrackMapRuleCache       = "rule_cache"
+	FdtrackMapSelectComms     = "select_comms"
+	FdtrackMapStackChunk      = "stack_chunk"
+	FdtrackMapStackScratch    = "stack_scratch"
+	FdtrackMapStacksSent      = "stacks_sent"
+	FdtrackMapTargets         = "targets"
+	FdtrackMapTslots          = "tslots"
+	FdtrackMapTstates         = "tstates"
+	FdtrackMapUnwindExt       = "unwind_ext"
+	FdtrackMapUnwindFiles     = "unwind_files"
+	FdtrackMapUnwindPages     = "unwind_pages"
+	FdtrackMapUnwindProcs     = "unwind_procs"
+	FdtrackMapUnwindRows      = "unwind_rows"
+	FdtrackMapUnwindStale     = "unwind_stale"
+	FdtrackProgFdSysEnter     = "fd_sys_enter"
+	FdtrackProgFdSysExit      = "fd_sys_exit"
+	FdtrackProgFdTestEnter    = "fd_test_enter"
+	FdtrackProgFdTestExit     = "fd_test_exit"
+	FdtrackVarAgentTgid       = "agent_tgid"
+	FdtrackVarAllocLibs       = "alloc_libs"
+	FdtrackVarFdAbiTypes      = "fd_abi_types"
+	FdtrackVarFollow          = "follow"
+	FdtrackVarFreeStacks      = "free_stacks"
+	FdtrackVarHoldExec        = "hold_exec"
+	FdtrackVarLostRecords     = "lost_records"
+	FdtrackVarN_selectCgroups = "n_select_cgroups"
+	FdtrackVarN_stackThreads  = "n_stack_threads"
+	FdtrackVarReleased        = "released"
+	FdtrackVarSelectAll       = "select_all"
+	FdtrackVarSelectCgroups   = "select_cgroups"
+	FdtrackVarSelectOn        = "select_on"
+	FdtrackVarStackDepth      = "stack_depth"
+	FdtrackVarStackThreads    = "stack_threads"
+	FdtrackVarUnwindDwarf     = "unwind_dwarf"
+	FdtrackVarWakeupBytes     = "wakeup_bytes"
 )
 
 // LoadFdtrack returns the embedded CollectionSpec for Fdtrack.
@@ -265,6 +270,7 @@ type FdtrackMapSpecs struct {
 	FdTargets    *ebpf.MapSpec `ebpf:"fd_targets"`
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
+	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -283,19 +289,23 @@ type FdtrackMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FdtrackVariableSpecs struct {
-	AgentTgid      *ebpf.VariableSpec `ebpf:"agent_tgid"`
-	AllocLibs      *ebpf.VariableSpec `ebpf:"alloc_libs"`
-	FdAbiTypes     *ebpf.VariableSpec `ebpf:"fd_abi_types"`
-	Follow         *ebpf.VariableSpec `ebpf:"follow"`
-	FreeStacks     *ebpf.VariableSpec `ebpf:"free_stacks"`
-	HoldExec       *ebpf.VariableSpec `ebpf:"hold_exec"`
-	LostRecords    *ebpf.VariableSpec `ebpf:"lost_records"`
-	N_stackThreads *ebpf.VariableSpec `ebpf:"n_stack_threads"`
-	Released       *ebpf.VariableSpec `ebpf:"released"`
-	StackDepth     *ebpf.VariableSpec `ebpf:"stack_depth"`
-	StackThreads   *ebpf.VariableSpec `ebpf:"stack_threads"`
-	UnwindDwarf    *ebpf.VariableSpec `ebpf:"unwind_dwarf"`
-	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	AgentTgid       *ebpf.VariableSpec `ebpf:"agent_tgid"`
+	AllocLibs       *ebpf.VariableSpec `ebpf:"alloc_libs"`
+	FdAbiTypes      *ebpf.VariableSpec `ebpf:"fd_abi_types"`
+	Follow          *ebpf.VariableSpec `ebpf:"follow"`
+	FreeStacks      *ebpf.VariableSpec `ebpf:"free_stacks"`
+	HoldExec        *ebpf.VariableSpec `ebpf:"hold_exec"`
+	LostRecords     *ebpf.VariableSpec `ebpf:"lost_records"`
+	N_selectCgroups *ebpf.VariableSpec `ebpf:"n_select_cgroups"`
+	N_stackThreads  *ebpf.VariableSpec `ebpf:"n_stack_threads"`
+	Released        *ebpf.VariableSpec `ebpf:"released"`
+	SelectAll       *ebpf.VariableSpec `ebpf:"select_all"`
+	SelectCgroups   *ebpf.VariableSpec `ebpf:"select_cgroups"`
+	SelectOn        *ebpf.VariableSpec `ebpf:"select_on"`
+	StackDepth      *ebpf.VariableSpec `ebpf:"stack_depth"`
+	StackThreads    *ebpf.VariableSpec `ebpf:"stack_threads"`
+	UnwindDwarf     *ebpf.VariableSpec `ebpf:"unwind_dwarf"`
+	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // FdtrackObjects contains all objects after they have been loaded into the kernel.
@@ -327,6 +337,7 @@ type FdtrackMaps struct {
 	FdTargets    *ebpf.Map `ebpf:"fd_targets"`
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
+	SelectComms  *ebpf.Map `ebpf:"select_comms"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -352,6 +363,7 @@ func (m *FdtrackMaps) Close() error {
 		m.FdTargets,
 		m.FilesSent,
 		m.RuleCache,
+		m.SelectComms,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,
@@ -371,19 +383,23 @@ func (m *FdtrackMaps) Close() error {
 //
 // It can be passed to LoadFdtrackObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FdtrackVariables struct {
-	AgentTgid      *ebpf.Variable `ebpf:"agent_tgid"`
-	AllocLibs      *ebpf.Variable `ebpf:"alloc_libs"`
-	FdAbiTypes     *ebpf.Variable `ebpf:"fd_abi_types"`
-	Follow         *ebpf.Variable `ebpf:"follow"`
-	FreeStacks     *ebpf.Variable `ebpf:"free_stacks"`
-	HoldExec       *ebpf.Variable `ebpf:"hold_exec"`
-	LostRecords    *ebpf.Variable `ebpf:"lost_records"`
-	N_stackThreads *ebpf.Variable `ebpf:"n_stack_threads"`
-	Released       *ebpf.Variable `ebpf:"released"`
-	StackDepth     *ebpf.Variable `ebpf:"stack_depth"`
-	StackThreads   *ebpf.Variable `ebpf:"stack_threads"`
-	UnwindDwarf    *ebpf.Variable `ebpf:"unwind_dwarf"`
-	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
+	AgentTgid       *ebpf.Variable `ebpf:"agent_tgid"`
+	AllocLibs       *ebpf.Variable `ebpf:"alloc_libs"`
+	FdAbiTypes      *ebpf.Variable `ebpf:"fd_abi_types"`
+	Follow          *ebpf.Variable `ebpf:"follow"`
+	FreeStacks      *ebpf.Variable `ebpf:"free_stacks"`
+	HoldExec        *ebpf.Variable `ebpf:"hold_exec"`
+	LostRecords     *ebpf.Variable `ebpf:"lost_records"`
+	N_selectCgroups *ebpf.Variable `ebpf:"n_select_cgroups"`
+	N_stackThreads  *ebpf.Variable `ebpf:"n_stack_threads"`
+	Released        *ebpf.Variable `ebpf:"released"`
+	SelectAll       *ebpf.Variable `ebpf:"select_all"`
+	SelectCgroups   *ebpf.Variable `ebpf:"select_cgroups"`
+	SelectOn        *ebpf.Variable `ebpf:"select_on"`
+	StackDepth      *ebpf.Variable `ebpf:"stack_depth"`
+	StackThreads    *ebpf.Variable `ebpf:"stack_threads"`
+	UnwindDwarf     *ebpf.Variable `ebpf:"unwind_dwarf"`
+	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // FdtrackPrograms contains all programs after they have been loaded into the kernel.

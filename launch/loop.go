@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,13 @@ type loop struct {
 	// libs lists what a freshly exec'd image's allocations go through,
 	// with the environment it got: launchLibs, replaced by the unit tests.
 	libs func(exe string, env []string) []string
+	// Selectors (--comm, --cgroup, --all): the processes left untraced,
+	// --max-procs (0: no bound), and the live model's note of a process
+	// traced from its exec.
+	dropped  *atomic.Uint64
+	maxProcs int
+	traced   func(pid int)
+	letGo    map[int]bool // let go at their exec, until the Session asks (LetGo)
 }
 
 // onProcess probes a forked child (stopped by the kernel side until now)
@@ -62,15 +70,48 @@ func (l *loop) onProcess(e *tracer.Event) {
 		// short-lived child is gone by the time its stacks are written.
 		l.sess.KnownProcess(pid, false)
 	case tracer.KindExec:
+		l.mu.Lock()
+		fresh := l.dropped != nil && !l.pids[pid]
+		l.mu.Unlock()
+		// A pid the loop has not seen is one a selector matched at its
+		// exec; past --max-procs it goes on untraced.
+		if fresh && !l.room(pid) {
+			l.letGo[pid] = true
+			if err := l.tr.Resume(pid, uint32(e.Size)); err != nil && l.o.Verbose {
+				fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
+			}
+			l.tr.ReleaseProcess(pid)
+			return
+		}
 		// Read now, while the process is held: a short-lived program
-		// may be gone by the time its events come out of the queue.
-		l.sess.KnownProcess(pid, false)
+		// may be gone by the time its events come out of the queue
+		// (a selector's new process once it is known to be traced).
+		if !fresh {
+			l.sess.KnownProcess(pid, false)
+		}
+		probed := false
 		for _, lib := range l.libs("/proc/"+strconv.Itoa(pid)+"/exe", procEnviron(pid)) {
-			if _, err := l.tr.AttachLibrary(pid, lib); err != nil {
+			ok, err := l.tr.AttachLibrary(pid, lib)
+			if err != nil {
 				l.untraced(pid, err)
 				break
 			}
+			probed = probed || ok
 			l.sess.KnownFile(lib)
+		}
+		if fresh && probed {
+			l.admit(pid)
+			l.sess.KnownProcess(pid, false)
+		} else if fresh {
+			// A Go program or a stripped static one (--all meets
+			// many): nothing to trace, and no reason to say so.
+			l.dropped.Add(1)
+			l.letGo[pid] = true
+			if err := l.tr.Resume(pid, uint32(e.Size)); err != nil && l.o.Verbose {
+				fmt.Fprintf(l.stderr, "memtrace: resume process %d: %v\n", pid, err)
+			}
+			l.tr.ReleaseProcess(pid)
+			return
 		}
 	}
 	if e.Flags&tracer.FlagHeld != 0 {
@@ -140,7 +181,7 @@ func processAlive(pid int) bool {
 // makeLoop is the loop of a run whose log counts from start; its Session
 // comes later (Source.Trace), made with configure.
 func makeLoop(o *Options, tr tracerAPI, stderr io.Writer, start uint64) *loop {
-	return &loop{o: o, tr: tr, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(), libs: launchLibs}
+	return &loop{o: o, tr: tr, stderr: stderr, start: start, pids: map[int]bool{}, started: time.Now(), libs: launchLibs, letGo: map[int]bool{}}
 }
 
 // newLoop is a loop with its Session, writing to out.
@@ -155,6 +196,13 @@ func newLoop(o *Options, tr tracerAPI, out io.WriteCloser, stderr io.Writer, sta
 func (l *loop) configure(c *agent.Config) {
 	c.StartNS = l.start
 	c.OnProcess = l.onProcess
+	c.LetGo = func(pid uint32) bool {
+		if !l.letGo[int(pid)] {
+			return false
+		}
+		delete(l.letGo, int(pid))
+		return true
+	}
 	c.ProcessExited = func(pid uint32) {
 		l.mu.Lock()
 		delete(l.pids, int(pid))
@@ -296,6 +344,17 @@ func (l *loop) checkLost() {
 	}
 }
 
+// rescanEvery is how often the targets' mappings are read again for a
+// dlopen'ed allocator: 250 ms, or a second under a selector, whose tens
+// of processes that seldom dlopen made the rescans 9 % of a CPU for 50
+// idle ones (scripts/bench-fleet.sh).
+func (l *loop) rescanEvery() time.Duration {
+	if l.dropped != nil {
+		return time.Second
+	}
+	return 250 * time.Millisecond
+}
+
 // run reads until stop is closed, rescanning the targets' libraries now and
 // then so that a dlopen'ed allocator is probed too.
 func (l *loop) run(stop <-chan struct{}) error {
@@ -327,7 +386,7 @@ func (l *loop) run(stop <-chan struct{}) error {
 			}
 			lastFlush = time.Now()
 		}
-		if time.Since(lastScan) > 250*time.Millisecond {
+		if time.Since(lastScan) > l.rescanEvery() {
 			l.mu.Lock()
 			pids := make([]int, 0, len(l.pids))
 			for pid := range l.pids {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/tracer"
@@ -64,6 +66,13 @@ type Source struct {
 	// Attach mode: a pidfd per target, and when the probes were on.
 	watchers []int
 	attached uint64
+	// Selectors (--comm, --cgroup, --all): what they match, the running
+	// processes attached to at the start, and the count of those left
+	// untraced (/metrics).
+	sel      selector
+	tsel     tracer.Selector
+	selected []int
+	dropped  atomic.Uint64
 }
 
 // New is the eBPF source.
@@ -87,7 +96,7 @@ func bpfProblem() error {
 		// Tests only: the automatic fallback on a machine with BPF.
 		return fmt.Errorf("%w: MEMTRACE_TEST_NO_BPF=1 is set (a test hook)", tracer.ErrUnavailable)
 	}
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 && !bpfCapable() {
 		return fmt.Errorf("%w: loading BPF programs needs root (CAP_BPF and CAP_PERFMON): run memtrace with sudo", tracer.ErrUnavailable)
 	}
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
@@ -110,6 +119,20 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 		if err := checkAttachable(pid); err != nil {
 			return 1, err
 		}
+	}
+	if o.Selecting() {
+		var err error
+		if s.sel, s.tsel, err = newSelector(o); err != nil {
+			return 2, err
+		}
+		if s.fake == nil && !hasCap(capKill) {
+			// Each new process is held at its exec and resumed with a
+			// SIGCONT, which another user's process takes only from
+			// a holder of CAP_KILL: without it, it would stay stopped
+			// until memtrace's exit.
+			return 1, fmt.Errorf("--comm, --cgroup and --all hold each process at its exec until it is probed, and resuming another user's process needs CAP_KILL: give memtrace that capability (docs/fleet.md, \"Capabilities\")")
+		}
+		r.SetDropped(s.dropped.Load)
 	}
 	// The shim, the listing of PROG's libraries and the watchdog start
 	// first: their execs run while the BPF programs load, which is most
@@ -140,9 +163,13 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	}
 	var status int
 	var err error
-	if len(o.Argv) > 0 {
+	switch {
+	case len(o.Argv) > 0:
 		status, err = s.startLaunch()
-	} else {
+	case o.Selecting():
+		err = s.startSelect(r)
+		status = 1
+	default:
 		err = s.startAttach()
 		status = 1
 	}
@@ -161,7 +188,7 @@ func (s *Source) load() (tracerAPI, error) {
 	// them itself at memtrace's exit, a watchdog process does; in --
 	// mode one runs anyway, to close the probes after the program
 	// (SetHandOff).
-	holds := len(o.Argv) > 0 || o.Follow || o.StackDepth > 0 && o.StackUnwind != "fp" && !o.Floor
+	holds := len(o.Argv) > 0 || o.Follow || o.Selecting() || o.StackDepth > 0 && o.StackUnwind != "fp" && !o.Floor
 	var wd *watchdog
 	if len(o.Argv) > 0 || holds && !tracer.KernelRelease() {
 		var err error
@@ -175,7 +202,8 @@ func (s *Source) load() (tracerAPI, error) {
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
 		StackDepth: o.StackDepth, StackThreads: o.StackThreads, NoFreeStacks: o.NoFreeStacks, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
-		CheckInternalFrees: len(o.PIDs) > 0, StackUnwind: o.StackUnwind, SampleRate: o.Sample, Logf: verboseLogf(o.Verbose, s.stderr)})
+		CheckInternalFrees: len(o.PIDs) > 0 || o.Selecting(), StackUnwind: o.StackUnwind, SampleRate: o.Sample, SampleBlocks: o.MaxSamples, Select: s.tsel,
+		Logf: verboseLogf(o.Verbose, s.stderr)})
 	if err != nil {
 		if wd != nil && errors.Is(err, tracer.ErrUnavailable) {
 			// Nothing of the LD_PRELOAD path can be held.
@@ -213,6 +241,9 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 	s.r = r
 	if len(s.o.Argv) > 0 {
 		return s.traceLaunch()
+	}
+	if s.o.Selecting() {
+		return 0, s.traceSelect()
 	}
 	return 0, s.traceAttach()
 }
@@ -255,3 +286,19 @@ func verboseLogf(verbose bool, w io.Writer) func(string, ...any) {
 // reachable, so no finalizer closes it) for memtrace's whole life, also
 // after Run returns: a package variable is never collected.
 var watchdogSock *watchdog
+
+// bpfCapable reports whether memtrace, not root, has what loading and
+// attaching its programs takes: CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN,
+// which kernels before 5.8 asked for instead), as a container granted the
+// capability set of docs/fleet.md has them.
+func bpfCapable() bool {
+	return hasCap(capSysAdmin) || hasCap(capPerfmon) && hasCap(capBPF)
+}
+
+const capKill, capSysAdmin, capPerfmon, capBPF = 5, 21, 38, 39
+
+// hasCap reports whether capability c is in memtrace's effective set.
+func hasCap(c int) bool {
+	st, err := procfs.ReadStatus(os.Getpid())
+	return err == nil && st.CapsKnown && st.CapEff&(1<<c) != 0
+}

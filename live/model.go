@@ -49,6 +49,20 @@ type proc struct {
 	allocs, allocBytes, frees, freeBytes float64
 	liveBytes                            float64
 	comm                                 string // read at the first scrape
+	// cgroup and container are the process's cgroup v2 path and the
+	// container id it names, read with comm (labels: docs/fleet.md).
+	cgroup, container string
+}
+
+// names reads the process's comm and cgroup once, at the first scrape
+// that needs them (the process may be gone by then: then they stay "").
+func (p *proc) names(pid uint32) {
+	if p.comm != "" {
+		return
+	}
+	p.comm = readComm(pid)
+	p.cgroup, _ = procfs.ReadCgroup(int(pid))
+	p.container = procfs.ContainerID(p.cgroup)
 }
 
 func newProc() *proc {
@@ -69,6 +83,9 @@ type Model struct {
 	// Untracked, when set, says how many sampled blocks the tracer could
 	// not keep (--sample), for /metrics.
 	Untracked func() uint64
+	// Dropped, when set (--comm, --cgroup, --all), says how many selected
+	// processes were left untraced, for /metrics.
+	Dropped func() uint64
 
 	rate     float64   // --sample's mean bytes between samples; 0: every block
 	keepExit bool      // exited processes stay (a profile written at the end)
@@ -253,6 +270,15 @@ func (m *Model) Exec(pid uint32) {
 	m.mu.Unlock()
 }
 
+// Track makes pid a process of the model with an empty heap, unless it is
+// one already: a process attached to (--comm, --cgroup, --all) is in
+// /metrics from then on, before its first (sampled) allocation.
+func (m *Model) Track(pid uint32) {
+	m.mu.Lock()
+	m.proc(pid)
+	m.mu.Unlock()
+}
+
 // ProcessExit forgets pid: the model holds live processes only.
 func (m *Model) ProcessExit(pid uint32) {
 	m.mu.Lock()
@@ -272,7 +298,7 @@ func (m *Model) Lost(n uint64) {
 // ProcStats is one process's figures.
 type ProcStats struct {
 	PID                                  uint32
-	Comm                                 string
+	Comm, Cgroup, ContainerID            string
 	LiveBytes, LiveBlocks                uint64
 	Allocs, AllocBytes, Frees, FreeBytes uint64
 	SampledBlocks                        uint64 // blocks held (under --sample, the samples live)
@@ -293,14 +319,12 @@ func (m *Model) Stats() (procs []ProcStats, lost uint64, stacks int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for pid, p := range m.procs {
-		if p.comm == "" {
-			p.comm = readComm(pid)
-		}
+		p.names(pid)
 		var inuse float64
 		for _, t := range p.byStack {
 			inuse += t.inuse
 		}
-		procs = append(procs, ProcStats{PID: pid, Comm: p.comm, LiveBytes: round(p.liveBytes), LiveBlocks: round(inuse),
+		procs = append(procs, ProcStats{PID: pid, Comm: p.comm, Cgroup: p.cgroup, ContainerID: p.container, LiveBytes: round(p.liveBytes), LiveBlocks: round(inuse),
 			Allocs: round(p.allocs), AllocBytes: round(p.allocBytes), Frees: round(p.frees), FreeBytes: round(p.freeBytes),
 			SampledBlocks: uint64(len(p.blocks))})
 	}
@@ -350,8 +374,15 @@ func (m *Model) samples(pid uint32, w *window) []heapprof.Sample {
 	slices.Sort(pids)
 	for _, id := range pids {
 		p := m.procs[id]
-		if p.comm == "" {
-			p.comm = readComm(id)
+		p.names(id)
+		// pprof's -tagfocus and Parca's and Pyroscope's label filters
+		// select a container or a cgroup's processes by these.
+		var labels map[string]string
+		if p.cgroup != "" {
+			labels = map[string]string{"cgroup": p.cgroup}
+			if p.container != "" {
+				labels["container_id"] = p.container
+			}
 		}
 		figs := p.byStack
 		if w != nil {
@@ -364,7 +395,7 @@ func (m *Model) samples(pid uint32, w *window) []heapprof.Sample {
 		slices.Sort(stacks)
 		for _, s := range stacks {
 			t := figs[s]
-			smp := heapprof.Sample{PID: int64(id), Process: p.comm,
+			smp := heapprof.Sample{PID: int64(id), Process: p.comm, Labels: labels,
 				AllocObjects: int64(round(t.allocs)), AllocBytes: int64(round(t.allocBytes)),
 				InuseObjects: int64(round(t.inuse)), InuseBytes: int64(round(t.inuseBytes))}
 			if s == 0 {

@@ -8,6 +8,12 @@ import (
 	"github.com/memtrace/memtrace/config"
 )
 
+// Selecting says whether --comm, --cgroup or --all chose the processes.
+func (o *Options) Selecting() bool { return o.All || len(o.Comms) > 0 || len(o.Cgroups) > 0 }
+
+// DefaultMaxProcs is --max-procs' default (docs/fleet.md, "Bounds").
+const DefaultMaxProcs = 256
+
 // NoLog is the -o value that writes no log: with --http or --profile-dir
 // the live model is all memtrace keeps.
 const NoLog = "none"
@@ -68,7 +74,19 @@ type Options struct {
 	// StackUnwind is "dwarf" or "fp"; RingBytes the ring buffer's size;
 	// Floor attaches empty probes (a benchmark baseline); NoMulti keeps
 	// classic uprobe links.
-	Follow      bool
+	Follow bool
+	// Comms, Cgroups and All select processes instead of PIDs (--comm,
+	// --cgroup, --all; docs/fleet.md): each running one that matches is
+	// attached to, each that execs into a match is traced from its exec,
+	// until Ctrl-C or SIGTERM. MaxProcs bounds the processes traced at
+	// once; one more is left alone and counted.
+	// MaxSamples bounds the kernel side's live sampled blocks (0: the
+	// tracer's default), eBPF only.
+	MaxSamples  int
+	Comms       []string
+	Cgroups     []string
+	All         bool
+	MaxProcs    int
 	StackUnwind string
 	RingBytes   int
 	Floor       bool

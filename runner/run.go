@@ -58,6 +58,20 @@ type Handle struct {
 	// untracked is the source's count of sampled blocks it could not
 	// keep (--sample), for /metrics and the end of the run.
 	untracked atomic.Pointer[func() uint64]
+	// dropped is the source's count of processes a selector matched
+	// that it did not trace (--max-procs, no allocator, a failed probe).
+	dropped atomic.Pointer[func() uint64]
+}
+
+// SetDropped gives the run the source's count of selected processes it
+// left untraced, for /metrics.
+func (r *Handle) SetDropped(count func() uint64) { r.dropped.Store(&count) }
+
+func (r *Handle) droppedCount() uint64 {
+	if f := r.dropped.Load(); f != nil {
+		return (*f)()
+	}
+	return 0
 }
 
 // SetMode names the capture path (logfmt.ModeBPF) for the profiles'
@@ -124,6 +138,9 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 		return 1, err
 	}
 	lr.sampled(&o, r.untrackedCount, profileOut)
+	if lr != nil && o.Selecting() {
+		lr.model.Dropped = r.droppedCount
+	}
 	defer lr.close()
 	r.live = lr
 	CatchInterrupts()
@@ -136,7 +153,7 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if err != nil {
 		return status, err
 	}
-	lr.tracing(len(o.PIDs) > 0)
+	lr.tracing(len(o.PIDs) > 0 || o.Selecting())
 	out, err := openOutput(&o, stderr)
 	if err != nil {
 		src.Close()
@@ -170,4 +187,13 @@ func unwrapExecErr(err error) error {
 		return ee.Err
 	}
 	return err
+}
+
+// Traced tells the live model that pid is traced from now on (a process a
+// selector attached to or caught at its exec), so that /metrics lists it
+// before its first allocation.
+func (r *Handle) Traced(pid int) {
+	if r.live != nil {
+		r.live.model.Track(uint32(pid))
+	}
 }

@@ -228,6 +228,7 @@ const (
 	MemtraceMapHold                 = "hold"
 	MemtraceMapRuleCache            = "rule_cache"
 	MemtraceMapSampled              = "sampled"
+	MemtraceMapSelectComms          = "select_comms"
 	MemtraceMapStackChunk           = "stack_chunk"
 	MemtraceMapStackScratch         = "stack_scratch"
 	MemtraceMapStacksSent           = "stacks_sent"
@@ -270,11 +271,15 @@ const (
 	MemtraceVarHoldExec             = "hold_exec"
 	MemtraceVarLostRecords          = "lost_records"
 	MemtraceVarMtAbiTypes           = "mt_abi_types"
+	MemtraceVarN_selectCgroups      = "n_select_cgroups"
 	MemtraceVarN_stackThreads       = "n_stack_threads"
 	MemtraceVarReleased             = "released"
 	MemtraceVarSampleFilter         = "sample_filter"
 	MemtraceVarSampleRate           = "sample_rate"
 	MemtraceVarSampleUntracked      = "sample_untracked"
+	MemtraceVarSelectAll            = "select_all"
+	MemtraceVarSelectCgroups        = "select_cgroups"
+	MemtraceVarSelectOn             = "select_on"
 	MemtraceVarStackDepth           = "stack_depth"
 	MemtraceVarStackThreads         = "stack_threads"
 	MemtraceVarUnwindDwarf          = "unwind_dwarf"
@@ -361,6 +366,7 @@ type MemtraceMapSpecs struct {
 	Hold         *ebpf.MapSpec `ebpf:"hold"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
 	Sampled      *ebpf.MapSpec `ebpf:"sampled"`
+	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -386,11 +392,15 @@ type MemtraceVariableSpecs struct {
 	HoldExec        *ebpf.VariableSpec `ebpf:"hold_exec"`
 	LostRecords     *ebpf.VariableSpec `ebpf:"lost_records"`
 	MtAbiTypes      *ebpf.VariableSpec `ebpf:"mt_abi_types"`
+	N_selectCgroups *ebpf.VariableSpec `ebpf:"n_select_cgroups"`
 	N_stackThreads  *ebpf.VariableSpec `ebpf:"n_stack_threads"`
 	Released        *ebpf.VariableSpec `ebpf:"released"`
 	SampleFilter    *ebpf.VariableSpec `ebpf:"sample_filter"`
 	SampleRate      *ebpf.VariableSpec `ebpf:"sample_rate"`
 	SampleUntracked *ebpf.VariableSpec `ebpf:"sample_untracked"`
+	SelectAll       *ebpf.VariableSpec `ebpf:"select_all"`
+	SelectCgroups   *ebpf.VariableSpec `ebpf:"select_cgroups"`
+	SelectOn        *ebpf.VariableSpec `ebpf:"select_on"`
 	StackDepth      *ebpf.VariableSpec `ebpf:"stack_depth"`
 	StackThreads    *ebpf.VariableSpec `ebpf:"stack_threads"`
 	UnwindDwarf     *ebpf.VariableSpec `ebpf:"unwind_dwarf"`
@@ -426,6 +436,7 @@ type MemtraceMaps struct {
 	Hold         *ebpf.Map `ebpf:"hold"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
 	Sampled      *ebpf.Map `ebpf:"sampled"`
+	SelectComms  *ebpf.Map `ebpf:"select_comms"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -451,6 +462,7 @@ func (m *MemtraceMaps) Close() error {
 		m.Hold,
 		m.RuleCache,
 		m.Sampled,
+		m.SelectComms,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,
@@ -477,11 +489,15 @@ type MemtraceVariables struct {
 	HoldExec        *ebpf.Variable `ebpf:"hold_exec"`
 	LostRecords     *ebpf.Variable `ebpf:"lost_records"`
 	MtAbiTypes      *ebpf.Variable `ebpf:"mt_abi_types"`
+	N_selectCgroups *ebpf.Variable `ebpf:"n_select_cgroups"`
 	N_stackThreads  *ebpf.Variable `ebpf:"n_stack_threads"`
 	Released        *ebpf.Variable `ebpf:"released"`
 	SampleFilter    *ebpf.Variable `ebpf:"sample_filter"`
 	SampleRate      *ebpf.Variable `ebpf:"sample_rate"`
 	SampleUntracked *ebpf.Variable `ebpf:"sample_untracked"`
+	SelectAll       *ebpf.Variable `ebpf:"select_all"`
+	SelectCgroups   *ebpf.Variable `ebpf:"select_cgroups"`
+	SelectOn        *ebpf.Variable `ebpf:"select_on"`
 	StackDepth      *ebpf.Variable `ebpf:"stack_depth"`
 	StackThreads    *ebpf.Variable `ebpf:"stack_threads"`
 	UnwindDwarf     *ebpf.Variable `ebpf:"unwind_dwarf"`

@@ -57,7 +57,38 @@ type Options struct {
 	// sampled map, SampleBlocks entries (0: DefaultSampleBlocks).
 	SampleRate   uint64
 	SampleBlocks int
+	// Select makes a process that execs a target when it matches
+	// (--comm, --cgroup, --all): held at its exec until the agent has
+	// probed it, as a --follow child is. Filtered in BPF at each exec on
+	// the host; nothing else of an unselected process is touched.
+	Select Selector
 }
+
+// Selector is what processes --comm, --cgroup and --all ask for.
+type Selector struct {
+	All   bool
+	Comms []string // each 1 to 15 bytes, as the kernel keeps a comm
+	// Cgroups are cgroup v2 directories: a process in one of them or
+	// below matches.
+	Cgroups []Cgroup
+}
+
+// Cgroup is a cgroup v2 directory by its id (its inode in cgroupfs) and
+// its level (0: the root), which bpf_get_current_ancestor_cgroup_id takes.
+type Cgroup struct {
+	ID    uint64
+	Level int
+}
+
+// Any says whether the selector selects anything.
+func (s Selector) Any() bool { return s.All || len(s.Comms) > 0 || len(s.Cgroups) > 0 }
+
+// MaxSelectComms and MaxSelectCgroups are the kernel side's room
+// (select_comms, select_cgroups in bpf/mt_state.h).
+const (
+	MaxSelectComms   = 64
+	MaxSelectCgroups = 8
+)
 
 // DefaultSampleBlocks bounds the live sampled blocks the kernel side
 // holds (the map is not preallocated: its memory is that of the samples

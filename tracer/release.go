@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -49,10 +50,20 @@ func (t *Tracer) Resume(pid int, key uint32) error {
 	// before the stop, and the stopped process had no key left for any
 	// sweep: stopped for good (a --follow child whose state memtrace
 	// could not read, out of descriptors).
-	if key&holdPIDMask == uint32(pid)&holdPIDMask {
+	ours := key&holdPIDMask == uint32(pid)&holdPIDMask
+	if ours {
 		_ = t.objs.Hold.Delete(key)
 	}
-	return syscall.Kill(pid, syscall.SIGCONT)
+	err := syscall.Kill(pid, syscall.SIGCONT)
+	if err != nil && !errors.Is(err, syscall.ESRCH) && ours {
+		// Not allowed to signal it (another user's process, memtrace
+		// without CAP_KILL): the hold goes back, so that the release
+		// at memtrace's exit, the kernel's, which needs no right,
+		// still resumes it. Never a stop that outlives memtrace.
+		_ = t.objs.Hold.Put(key, uint8(holdStopped))
+		return fmt.Errorf("resume process %d: %w (memtrace needs CAP_KILL to resume another user's process)", pid, err)
+	}
+	return err
 }
 
 // HoldFD is the descriptor of the map of held processes. memtrace hands a

@@ -119,20 +119,31 @@ func New(opts Options) (*Tracer, error) {
 		}
 		return 0
 	}
+	if len(opts.Select.Comms) > MaxSelectComms || len(opts.Select.Cgroups) > MaxSelectCgroups {
+		return nil, fmt.Errorf("%d --comm and %d --cgroup selectors: at most %d and %d are supported", len(opts.Select.Comms), len(opts.Select.Cgroups), MaxSelectComms, MaxSelectCgroups)
+	}
+	var cgroups [MaxSelectCgroups][2]uint64
+	for i, c := range opts.Select.Cgroups {
+		cgroups[i] = [2]uint64{c.ID, uint64(c.Level)}
+	}
 	agent := uint32(os.Getpid())
 	if watchdogOnly() {
 		agent = 0
 	}
 	for name, v := range map[string]any{
-		"follow":          b2u(opts.Follow),
-		"hold_exec":       b2u(opts.HoldExec),
-		"agent_tgid":      agent,
-		"stack_depth":     uint32(opts.StackDepth),
-		"free_stacks":     b2u(!opts.NoFreeStacks),
-		"unwind_dwarf":    b2u(dwarf),
-		"n_stack_threads": uint32(len(opts.StackThreads)),
-		"stack_threads":   pats,
-		"sample_rate":     opts.SampleRate,
+		"follow":           b2u(opts.Follow),
+		"hold_exec":        b2u(opts.HoldExec),
+		"agent_tgid":       agent,
+		"stack_depth":      uint32(opts.StackDepth),
+		"free_stacks":      b2u(!opts.NoFreeStacks),
+		"unwind_dwarf":     b2u(dwarf),
+		"n_stack_threads":  uint32(len(opts.StackThreads)),
+		"stack_threads":    pats,
+		"sample_rate":      opts.SampleRate,
+		"select_on":        b2u(opts.Select.Any()),
+		"select_all":       b2u(opts.Select.All),
+		"n_select_cgroups": uint32(len(opts.Select.Cgroups)),
+		"select_cgroups":   cgroups,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
@@ -158,6 +169,18 @@ func New(opts Options) (*Tracer, error) {
 		return nil, loadError(err)
 	}
 	t.lazy = &lazyProgs{spec: spec, maps: maps, cache: cache, field: programFields(&t.objs)}
+	for _, c := range opts.Select.Comms {
+		var key [16]byte
+		if len(c) == 0 || len(c) > 15 {
+			t.objs.Close()
+			return nil, fmt.Errorf("--comm %q: give 1 to 15 bytes (the kernel keeps 15 of a process's name)", c)
+		}
+		copy(key[:], c)
+		if err := t.objs.SelectComms.Put(key, uint8(1)); err != nil {
+			t.objs.Close()
+			return nil, fmt.Errorf("add --comm %q to the BPF filter: %w", c, err)
+		}
+	}
 	if dwarf && !opts.Floor {
 		if t.unw, err = newUnwinder(&t.objs, opts.Logf); err != nil {
 			t.objs.Close()

@@ -45,6 +45,11 @@ type options struct {
 	floor        bool
 	noMulti      bool
 	stackUnwind  string
+	comms        []string
+	cgroups      []string
+	all          bool
+	maxProcs     int
+	maxSamples   int
 	verbose      bool
 	http         string
 	profileDir   string
@@ -108,7 +113,8 @@ func run(o *options, stderr io.Writer) (int, error) {
 		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
-		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti}
+		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
+		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs, MaxSamples: o.maxSamples}
 	// The library forwards the program's own signals itself and finishes
 	// the log after it exits; a cancelled context would kill it.
 	preloaded := preload.NewSource(context.Background())
@@ -195,7 +201,7 @@ func splitList(s string) []string {
 }
 
 func parseArgs(args []string, stderr io.Writer) (*options, error) {
-	o := &options{peakTopN: 10, stackUnwind: "dwarf", stackDepth: config.DefaultStackDepth}
+	o := &options{peakTopN: 10, stackUnwind: "dwarf", stackDepth: config.DefaultStackDepth, maxProcs: runner.DefaultMaxProcs}
 	fs := cli.NewParser(cli.Memtrace)
 	var pids, stackThreads, trackThreads, minSize, bufSize, configPath, sample string
 	track := "malloc,mmap"
@@ -213,6 +219,11 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Bool(&o.noFreeStacks, "no-free-stacks")
 	fs.String(&trackThreads, "track-threads")
 	fs.String(&pids, "p")
+	fs.Var((*listFlag)(&o.comms), "comm")
+	fs.Var((*listFlag)(&o.cgroups), "cgroup")
+	fs.Bool(&o.all, "all")
+	fs.Int(&o.maxProcs, "max-procs")
+	fs.Int(&o.maxSamples, "max-samples")
 	fs.Bool(&o.preload, "preload")
 	fs.Bool(&o.follow, "follow")
 	fs.String(&bufSize, "buffer-size")
@@ -297,6 +308,12 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.ringBytes = int(n)
 	}
+	if bufSize == "" && o.sample > 0 && (o.all || len(o.comms) > 0 || len(o.cgroups) > 0) {
+		// A sampled fleet sends few records: the 32 MiB ring of a full
+		// trace would be most of memtrace's resident memory (its pages
+		// are mapped into memtrace), for nothing (docs/fleet.md, "Cost").
+		o.ringBytes = fleetSampleRing
+	}
 	for _, p := range strings.Split(pids, ",") {
 		if pids == "" {
 			break
@@ -331,14 +348,91 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	switch {
+	case fs.IsSet("max-samples") && o.sample == 0:
+		return nil, usageError{"--max-samples bounds --sample's table: give it with --sample BYTES"}
+	case fs.IsSet("max-samples") && (o.maxSamples < 1 || o.maxSamples > 1<<26):
+		return nil, usageError{fmt.Sprintf("bad --max-samples %d: give 1 to %d", o.maxSamples, 1<<26)}
+	}
+	if err := checkSelectors(o); err != nil {
+		return nil, err
+	}
+	selecting := o.all || len(o.comms) > 0 || len(o.cgroups) > 0
+	switch {
 	case o.output == runner.NoLog && o.http == "" && o.profileDir == "":
 		return nil, usageError{"-o none writes no log: give --http ADDR or --profile-dir DIR to see the heap (a file named none: -o ./none)"}
 	case len(o.pids) > 0 && len(o.argv) > 0:
 		return nil, usageError{"give either -p PID or -- PROG, not both"}
-	case len(o.pids) == 0 && len(o.argv) == 0:
+	case len(o.pids) == 0 && len(o.argv) == 0 && !selecting:
 		return nil, usageError{"nothing to trace: give -- PROG ARGS or -p PID (see memtrace -h)"}
 	case o.preload && len(o.pids) > 0:
 		return nil, usageError{"--preload starts a program (-- PROG); it cannot attach to a running process"}
 	}
 	return o, nil
+}
+
+// maxProcsLimit is the kernel side's room for targets (bpf/mt_state.h's
+// targets map).
+const maxProcsLimit = 4096
+
+// fleetSampleRing is the ring buffer of a --sample run with --comm,
+// --cgroup or --all when --buffer-size gives none.
+const fleetSampleRing = 4 << 20
+
+// listFlag is a repeatable option's values, in order.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// checkSelectors checks --comm, --cgroup, --all and --max-procs: what they
+// may be given with, and their values (docs/fleet.md, "Choices").
+func checkSelectors(o *options) error {
+	n := 0
+	for _, set := range []bool{len(o.pids) > 0, len(o.argv) > 0, o.all || len(o.comms) > 0 || len(o.cgroups) > 0} {
+		if set {
+			n++
+		}
+	}
+	if o.maxProcs < 1 || o.maxProcs > maxProcsLimit {
+		return usageError{fmt.Sprintf("bad --max-procs %d: give 1 to %d", o.maxProcs, maxProcsLimit)}
+	}
+	if !o.all && len(o.comms) == 0 && len(o.cgroups) == 0 {
+		return nil
+	}
+	for _, c := range o.comms {
+		switch {
+		case c == "" || strings.ContainsRune(c, '/'):
+			return usageError{fmt.Sprintf("bad --comm %q: give a process name as ps -o comm shows it (no path)", c)}
+		case len(c) > 15:
+			return usageError{fmt.Sprintf("bad --comm %q: the kernel keeps 15 bytes of a name: give --comm %q", c, c[:15])}
+		}
+	}
+	for _, c := range o.cgroups {
+		if c == "" {
+			return usageError{`--cgroup "": give a cgroup v2 directory`}
+		}
+	}
+	const why = "--comm, --cgroup and --all write profiles, not a log (every event of many processes in one log is not a heap anyone reads): " +
+		"give -o none with --http ADDR or --profile-dir DIR, or --sample BYTES with -o FILE.pb.gz"
+	switch {
+	case n > 1:
+		return usageError{"give one of -p PID, -- PROG, or --comm/--cgroup/--all"}
+	case o.all && (len(o.comms) > 0 || len(o.cgroups) > 0):
+		return usageError{"--all selects every process already: give it without --comm and --cgroup"}
+	case len(o.comms) > 64:
+		return usageError{fmt.Sprintf("%d --comm names: at most 64", len(o.comms))}
+	case len(o.cgroups) > 8:
+		return usageError{fmt.Sprintf("%d --cgroup paths: at most 8", len(o.cgroups))}
+	case o.preload:
+		return usageError{"--preload starts a program (-- PROG); --comm, --cgroup and --all need eBPF"}
+	case o.floor:
+		return usageError{"--floor measures one program's probes: give it with -p or -- PROG, not --comm, --cgroup or --all"}
+	case o.listen != "" || o.reportDir != "":
+		return usageError{why}
+	case o.output == runner.NoLog:
+		return nil
+	case o.sample > 0 && strings.HasSuffix(o.output, runner.ProfileSuffix):
+		return nil
+	}
+	return usageError{why}
 }

@@ -15,6 +15,7 @@ var Memtrace = &Command{
 	Synopsis: []string{
 		"memtrace [options] -- PROG [ARGS...]  trace PROG from its start",
 		"memtrace [options] -p PID[,PID...]     attach to running processes",
+		"memtrace [options] --comm NAME ...     every process named NAME",
 		"memtrace --preload [options] -- PROG   LD_PRELOAD: no BPF, no root",
 		"memtrace report [options] LOG...       rank a log's call stacks (--help)",
 		"memtrace --version",
@@ -23,6 +24,11 @@ var Memtrace = &Command{
 	Sections:    []string{"", "what is traced", "output", "eBPF"},
 	Flags: []Flag{
 		{Names: []string{"p"}, Arg: "PID[,PID...]", Help: "attach to running processes", Complete: "pid"},
+		{Names: []string{"comm"}, Arg: "NAME", Repeatable: true, Help: "trace every process named NAME (its comm, at most 15 bytes): those running, and each that execs, until Ctrl-C; profiles only (docs/fleet.md)", Complete: "command"},
+		{Names: []string{"cgroup"}, Arg: "PATH", Repeatable: true, Help: "trace every process in the cgroup v2 directory PATH or below it (as --comm)", Complete: "dir"},
+		{Names: []string{"all"}, Help: "trace every process of the host that has an allocator to probe (as --comm)"},
+		{Names: []string{"max-procs"}, Arg: "N", Default: "256", Help: "with --comm, --cgroup, --all: trace at most N processes at once; the others are counted in /metrics"},
+		{Names: []string{"max-samples"}, Arg: "N", Section: "what is traced", Default: "1048576", Help: "with --sample: the kernel side keeps at most N live sampled blocks in all (about 100 bytes each); one more is counted in /metrics, not kept"},
 		{Names: []string{"follow", "f"}, Help: "also trace the processes the targets fork, and the programs they exec (-f is memtrace's --follow: children, not a file)"},
 		{Names: []string{"preload"}, Help: "use the LD_PRELOAD library instead of eBPF"},
 		{Names: []string{"config"}, Arg: "FILE", Help: "read settings from FILE (mem_monitor's keys; flags over MEMTRACE_* variables over the file)", Complete: "file"},
@@ -49,7 +55,7 @@ var Memtrace = &Command{
 		{Names: []string{"interval"}, Arg: "DURATION", Section: "output", Help: "write a snapshot (current, peak, top live stacks, open fds) into the log every DURATION (10s, 1m)"},
 		{Names: []string{"peak-top-n"}, Arg: "N", Section: "output", Default: "10", Help: "call stacks in snapshots and per-process reports"},
 
-		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "eBPF", Help: "ring buffer SIZE (power of two, K/M suffixes; default 32M)"},
+		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "eBPF", Help: "ring buffer SIZE (power of two, K/M suffixes; default 32M, 4M for --sample with --comm, --cgroup or --all)"},
 		{Names: []string{"no-uprobe-multi"}, Section: "eBPF", Help: "use classic uprobe links even where uprobe_multi exists"},
 		{Names: []string{"floor"}, Section: "eBPF", Help: "benchmark baseline: attach empty probes on the same points, log nothing"},
 	},

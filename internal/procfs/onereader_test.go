@@ -12,7 +12,7 @@ import (
 
 // procRead matches a string literal that ends in a /proc/PID file this
 // package reads: any other package naming one reads /proc by itself.
-var procRead = regexp.MustCompile(`"[^" ]*/(maps|smaps|stat|status|comm|cmdline|environ)"`)
+var procRead = regexp.MustCompile(`"[^" ]*/(maps|smaps|stat|status|comm|cmdline|environ|cgroup)"`)
 
 // TestOneReader: no non-test Go file of the module outside this package
 // names a /proc file this package reads (writing one's own comm is not
