@@ -815,6 +815,12 @@ func TestSampleSoak(t *testing.T) {
 		if len(samples) == int(d.Seconds())/5 {
 			cpuWarm, tWarm = cpuTicks(pid), time.Since(start)
 		}
+		select {
+		case err := <-r.done:
+			r.done <- err // for the cleanup's wait
+			t.Fatalf("memtrace ended %v into the soak: %v\n%s", time.Since(start).Round(time.Second), err, r.stderr)
+		default:
+		}
 		time.Sleep(time.Second)
 	}
 	cpuEnd, tEnd = cpuTicks(pid), time.Since(start)
