@@ -4,6 +4,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -73,4 +74,41 @@ func BenchmarkSessionStackPairs(b *testing.B) {
 		}
 	}
 	s.Drain(true)
+}
+
+// BenchmarkSessionStackPairsZstd is BenchmarkSessionStackPairs into the
+// zstd writer of a -o FILE.zst log: the agent's and the compressor's
+// work per pair together, what decides whether the agent keeps up.
+func BenchmarkSessionStackPairsZstd(b *testing.B) {
+	z, err := logio.NewWriter(io.Discard, logio.Zstd, logio.FlushInterval)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Config{Out: z, InProcess: true})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	// As many stacks as fit the window many times over, as a
+	// program's hot allocation sites do.
+	stacks := benchStacks(64, 32)
+	for i, st := range stacks {
+		s.ResolvedStack(uint64(i+1), st)
+	}
+	ev := tracer.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: tracer.KindAlloc}
+	copy(ev.Comm[:], "loop")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		ev.TS = uint64(i) * 1000
+		ev.Stack = uint64(i%len(stacks) + 1)
+		ev.Kind, ev.Op, ev.Ptr = tracer.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
+		s.Emit(&ev)
+		ev.Stack = uint64((i*7)%len(stacks) + 1)
+		ev.Kind, ev.Op = tracer.KindFree, uint8(logfmt.OpFree)
+		s.Emit(&ev)
+	}
+	if err := s.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := z.Close(); err != nil {
+		b.Fatal(err)
+	}
 }

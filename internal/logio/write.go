@@ -1,6 +1,7 @@
 package logio
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -87,8 +88,12 @@ const FlushInterval = 100 * time.Millisecond
 // by a timer otherwise. It is safe for one writer goroutine (the timer's
 // flush is serialised with it).
 type Writer struct {
-	mu       sync.Mutex
-	enc      compressor
+	mu  sync.Mutex
+	enc compressor
+	// out gathers the compressor's output between block ends: it
+	// writes each block as it is done, and a write(2) of every block
+	// of a stack-heavy log was a system call per few hundred events.
+	out      *bufio.Writer
 	under    io.Closer // closed after the compressor; nil when not ours
 	closed   bool
 	interval time.Duration
@@ -113,22 +118,29 @@ func (z *Writer) TextBytes() int64 {
 func NewWriter(w io.Writer, k Kind, interval time.Duration) (*Writer, error) {
 	var enc compressor
 	var err error
+	out := bufio.NewWriterSize(w, outBuffer)
 	switch k {
 	case Zstd:
 		// Concurrency 1: compress on the caller's goroutine, with no
 		// goroutines of its own competing with the traced program.
-		enc, err = zstd.NewWriter(w, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
+		// The frame checksum stays, though hashing the text costs
+		// the writer CPU: it is how a reader tells a bit flipped in
+		// a literal from the log's text (docs/report.md, damage).
+		enc, err = zstd.NewWriter(out, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
 			zstd.WithWindowSize(ZstdWindow))
 	case Gzip:
-		enc, err = gzip.NewWriterLevel(w, gzipLevel)
+		enc, err = gzip.NewWriterLevel(out, gzipLevel)
 	default:
 		return nil, fmt.Errorf("logio: no compressor for a %s log", k)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start the %s compressor: %w", k, err)
 	}
-	return &Writer{enc: enc, interval: interval}, nil
+	return &Writer{enc: enc, out: out, interval: interval}, nil
 }
+
+// outBuffer holds the compressed blocks between block ends.
+const outBuffer = 64 << 10
 
 // Create wraps w, a log file created for path, in the compressor path's
 // suffix names (KindOf), ending blocks within FlushInterval; a plain path
@@ -168,14 +180,50 @@ func (z *Writer) Write(p []byte) (int, error) {
 		return n, err
 	}
 	z.pending = true
+	return n, z.ended()
+}
+
+// ended ends the block now when the last one ended an interval ago or
+// more, and sets the timer that ends it otherwise.
+func (z *Writer) ended() error {
+	if !z.pending {
+		return nil
+	}
 	now := time.Now()
 	if wait := z.interval - now.Sub(z.lastEnd); wait > 0 {
 		if z.timer == nil {
 			z.timer = time.AfterFunc(wait, z.timedEnd)
 		}
-		return n, nil
+		return nil
 	}
-	return n, z.endBlock(now)
+	return z.endBlock(now)
+}
+
+// WriteBuffers is Write of the parts in turn, one call for the lot: the
+// compressor copies each into its input, so the agent hands over a
+// stack's text where it keeps it, unjoined (agent.BuffersWriter).
+func (z *Writer) WriteBuffers(parts [][]byte) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.closed {
+		return errClosed
+	}
+	if z.err != nil {
+		return z.err
+	}
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		n, err := z.enc.Write(p)
+		z.in += int64(n)
+		if err != nil {
+			z.err = err
+			return err
+		}
+		z.pending = true
+	}
+	return z.ended()
 }
 
 func (z *Writer) endBlock(now time.Time) error {
@@ -186,6 +234,10 @@ func (z *Writer) endBlock(now time.Time) error {
 	z.pending, z.lastEnd = false, now
 	z.ends++
 	if err := z.enc.Flush(); err != nil {
+		z.err = err
+		return err
+	}
+	if err := z.out.Flush(); err != nil {
 		z.err = err
 		return err
 	}
@@ -231,6 +283,9 @@ func (z *Writer) Close() error {
 	err := z.err
 	if cerr := z.enc.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = z.out.Flush()
 	}
 	if z.under != nil {
 		if cerr := z.under.Close(); err == nil {

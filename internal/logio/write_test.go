@@ -2,7 +2,11 @@ package logio
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"testing"
+	"time"
 )
 
 // TestTextBytes: the writer counts the text it was given, which a
@@ -28,6 +32,52 @@ func TestTextBytes(t *testing.T) {
 		}
 		if int64(buf.Len()) >= z.TextBytes()/10 {
 			t.Errorf("%s: %d bytes compressed for %d of text: not the text's count", k, buf.Len(), z.TextBytes())
+		}
+	}
+}
+
+// TestWriteBuffers: parts handed over in one call read back as their
+// concatenation, and a block end makes them readable before Close (the
+// compressed output held between block ends is written then).
+func TestWriteBuffers(t *testing.T) {
+	for _, k := range []Kind{Zstd, Gzip} {
+		var buf bytes.Buffer
+		z, err := NewWriter(&buf, k, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		var parts [][]byte
+		for i := range 200 {
+			p := fmt.Appendf(nil, "[memtrack] tid=%d line %d\n", i%7, i)
+			if i%3 == 0 {
+				p = nil // an empty part is skipped
+			}
+			parts = append(parts, p)
+			want = append(want, p...)
+		}
+		if err := z.WriteBuffers(parts); err != nil {
+			t.Fatal(err)
+		}
+		if err := z.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil && !errors.Is(err, ErrTruncated) {
+			t.Fatalf("%s: read before Close: %v", k, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: read back %d bytes before Close, want %d", k, len(got), len(want))
+		}
+		if got := z.TextBytes(); got != int64(len(want)) {
+			t.Errorf("%s: TextBytes %d, want %d", k, got, len(want))
+		}
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
