@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"flag"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,15 +18,10 @@ var update = flag.Bool("update", false, "rewrite the golden logs in testdata")
 // threads with short, long and unprintable names, a rename, every op,
 // numbers of every width, stacks kernel-side and named, missing and cut
 // ones, frees of unknown blocks, thread and process exits.
-func goldenRun(t *testing.T, inProcess, noFreeStacks, parts bool) []byte {
+func goldenRun(t *testing.T, inProcess, noFreeStacks bool) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	var out io.Writer = &buf
-	pw := &partsWriter{buf: &buf}
-	if parts {
-		out = pw
-	}
-	s := New(Config{Out: out, StartNS: 1000, StackDepth: 6, InProcess: inProcess, NoFreeStacks: noFreeStacks})
+	s := New(Config{Out: &buf, StartNS: 1000, StackDepth: 6, InProcess: inProcess, NoFreeStacks: noFreeStacks})
 	s.AddProcess(1, false)
 	s.procs[1].scanned = true
 	r := rand.New(rand.NewPCG(23, 5))
@@ -105,39 +99,7 @@ func goldenRun(t *testing.T, inProcess, noFreeStacks, parts bool) []byte {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if parts && pw.calls == 0 {
-		t.Fatal("the stacks' texts never went to WriteBuffers")
-	}
 	return buf.Bytes()
-}
-
-// partsWriter takes the log in parts, as the compressor does.
-type partsWriter struct {
-	buf   *bytes.Buffer
-	calls int
-}
-
-func (w *partsWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
-
-func (w *partsWriter) WriteBuffers(parts [][]byte) error {
-	w.calls++
-	for _, p := range parts {
-		w.buf.Write(p)
-	}
-	return nil
-}
-
-// TestSessionGoldenParts: a writer that takes the log in parts (the
-// compressor: the stacks' texts are handed over unjoined) gets the same
-// bytes as a plain one.
-func TestSessionGoldenParts(t *testing.T) {
-	for _, c := range []struct{ inProcess, noFreeStacks bool }{{false, false}, {true, false}, {false, true}} {
-		plain := goldenRun(t, c.inProcess, c.noFreeStacks, false)
-		parts := goldenRun(t, c.inProcess, c.noFreeStacks, true)
-		if !bytes.Equal(plain, parts) {
-			t.Errorf("inProcess=%v noFreeStacks=%v: %d bytes in parts, %d plain, not the same", c.inProcess, c.noFreeStacks, len(parts), len(plain))
-		}
-	}
 }
 
 // TestSessionGolden: the log a Session writes for a fixed stream of events
@@ -153,7 +115,7 @@ func TestSessionGolden(t *testing.T) {
 		{"golden-inprocess.log", true, false},
 		{"golden-nofreestacks.log", false, true},
 	} {
-		got := goldenRun(t, c.inProcess, c.noFreeStacks, false)
+		got := goldenRun(t, c.inProcess, c.noFreeStacks)
 		path := filepath.Join("testdata", c.file)
 		if *update {
 			if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -174,36 +136,5 @@ func TestSessionGolden(t *testing.T) {
 			}
 			t.Fatalf("%s: %d lines, want %d", c.file, len(gl), len(wl))
 		}
-	}
-}
-
-// TestSessionPartsSpill: the parts written when the held text passes
-// the buffer's size, mid-run, come out in the order of the events.
-func TestSessionPartsSpill(t *testing.T) {
-	run := func(out io.Writer) {
-		s := New(Config{Out: out, InProcess: true})
-		s.AddProcess(1, false)
-		s.procs[1].scanned = true
-		for i, st := range benchStacks(16, 32) {
-			s.ResolvedStack(uint64(i+1), st)
-		}
-		for i := range 3000 {
-			e := ev(uint64(1000+i), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x1000+uint64(i)*16, 16, "spill")
-			e.Stack = uint64(i%16 + 1)
-			s.Emit(e)
-		}
-		if err := s.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var plain, parts bytes.Buffer
-	run(&plain)
-	pw := &partsWriter{buf: &parts}
-	run(pw)
-	if pw.calls < 2 {
-		t.Fatalf("%d writes of parts for %d bytes: the held texts did not spill", pw.calls, parts.Len())
-	}
-	if !bytes.Equal(plain.Bytes(), parts.Bytes()) {
-		t.Fatalf("%d bytes in parts, %d plain, not the same", parts.Len(), plain.Len())
 	}
 }

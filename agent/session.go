@@ -121,18 +121,8 @@ type Session struct {
 	cfg Config
 	w   io.Writer
 	// out holds lines not yet written to w: the lines of events are
-	// formatted straight into it, not copied there. A stack's lines,
-	// formatted once (stackInfo.text), are not copied into it either:
-	// stackRefs says where among out's lines each goes, and held
-	// counts them.
+	// formatted straight into it, not copied there.
 	out       []byte
-	stackRefs []stackRef
-	held      int
-	pieces    [][]byte // Flush's list of out's parts and stack texts
-	// bw is w when it takes parts (a compressor); to any other writer
-	// (a file, a socket) a stack's text is copied into out, for one
-	// write(2) of the whole.
-	bw        BuffersWriter
 	buf       []byte
 	procs     map[uint32]*process
 	threads   map[uint32]*thread
@@ -183,7 +173,6 @@ func New(cfg Config) *Session {
 	if cfg.PeakTopN == 0 {
 		cfg.PeakTopN = 10
 	}
-	bw, _ := cfg.Out.(BuffersWriter)
 	var fds *fdtrace.Table
 	if cfg.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
 		fds = fdtrace.NewTable(cfg.Track)
@@ -192,7 +181,6 @@ func New(cfg Config) *Session {
 		fds:     fds,
 		cfg:     cfg,
 		w:       cfg.Out,
-		bw:      bw,
 		out:     make([]byte, 0, outSize+4096),
 		buf:     make([]byte, 0, 512),
 		procs:   map[uint32]*process{},
@@ -261,73 +249,20 @@ func (s *Session) write(b []byte) {
 	s.spill()
 }
 
-// A stackRef puts a stack's text after out[:end].
-type stackRef struct {
-	end  int
-	text []byte
-}
-
-// writeText queues text, which stays as it is (a stack's formatted
-// lines), after the lines in out, without copying it.
-func (s *Session) writeText(text []byte) {
-	if s.bw == nil {
-		s.write(text)
-		return
-	}
-	if s.err != nil || s.cfg.NoText || len(text) == 0 {
-		return
-	}
-	s.stackRefs = append(s.stackRefs, stackRef{end: len(s.out), text: text})
-	s.held += len(text)
-}
-
-// BuffersWriter is a writer that takes the log's text as a list of
-// parts in one call, as the compressor does (logio.Writer): it copies
-// them into its own input anyway, so the agent does not join them first.
-type BuffersWriter interface {
-	io.Writer
-	WriteBuffers(parts [][]byte) error
-}
-
 // spill writes the held lines out once there are outSize of them.
 func (s *Session) spill() {
-	if len(s.out)+s.held >= outSize {
+	if len(s.out) >= outSize {
 		s.Flush()
 	}
 }
 
 // Flush writes out buffered lines.
 func (s *Session) Flush() error {
-	if s.err == nil && len(s.out)+s.held > 0 {
-		if len(s.stackRefs) == 0 {
-			_, s.err = s.w.Write(s.out)
-		} else {
-			s.err = s.bw.WriteBuffers(s.parts())
-		}
+	if s.err == nil && len(s.out) > 0 {
+		_, s.err = s.w.Write(s.out)
 	}
 	s.out = s.out[:0]
-	clear(s.stackRefs) // the texts are the stacks' own: not held here
-	s.stackRefs = s.stackRefs[:0]
-	clear(s.pieces)
-	s.pieces = s.pieces[:0]
-	s.held = 0
 	return s.err
-}
-
-// parts lists out's lines and the stack texts between them in order.
-func (s *Session) parts() [][]byte {
-	from := 0
-	for _, r := range s.stackRefs {
-		if r.end > from {
-			s.pieces = append(s.pieces, s.out[from:r.end])
-		}
-		s.pieces = append(s.pieces, r.text)
-		from = r.end
-	}
-	if from < len(s.out) {
-		s.pieces = append(s.pieces, s.out[from:])
-	}
-	return s.pieces
 }
 
 // Received counts the events queued so far.

@@ -84,23 +84,8 @@ func BenchmarkSessionStackPairs(b *testing.B) {
 // BenchmarkSessionStackPairsZstd is BenchmarkSessionStackPairs into the
 // zstd writer of a -o FILE.zst log, to a file: the agent's and the
 // compressor's work per pair together, what decides whether the agent
-// keeps up. "parts" hands the stacks' texts over where they are kept
-// (BuffersWriter), "joined" copies them into the agent's buffer first,
-// as for a plain file.
+// keeps up.
 func BenchmarkSessionStackPairsZstd(b *testing.B) {
-	for _, parts := range []bool{true, false} {
-		name := "joined"
-		if parts {
-			name = "parts"
-		}
-		b.Run(name, func(b *testing.B) { benchStackPairsZstd(b, parts) })
-	}
-}
-
-// writerOnly hides a writer's WriteBuffers.
-type writerOnly struct{ io.Writer }
-
-func benchStackPairsZstd(b *testing.B, parts bool) {
 	f, err := os.Create(filepath.Join(b.TempDir(), "run.log.zst"))
 	if err != nil {
 		b.Fatal(err)
@@ -110,11 +95,7 @@ func benchStackPairsZstd(b *testing.B, parts bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var out io.Writer = z
-	if !parts {
-		out = writerOnly{z}
-	}
-	s := New(Config{Out: out, InProcess: true})
+	s := New(Config{Out: z, InProcess: true})
 	s.AddProcess(1, false)
 	s.procs[1].scanned = true
 	// As many stacks as fit the window many times over, as a

@@ -142,7 +142,7 @@ func (s *Session) writeStack(id uint64) {
 			s.cfg.Observer.Stack(id, fr)
 		}
 	}
-	s.writeText(si.text)
+	s.write(si.text)
 }
 
 func (s *Session) resolve(si *stackInfo) {

@@ -81,21 +81,6 @@ func openSink(o *Options, stderr io.Writer) (*output, error) {
 	return &output{WriteCloser: nopCloser{stderr}}, nil
 }
 
-// logWriter is what the agent writes the log to: out, or, where out's
-// sink takes the text in parts (the compressor), out's writer that
-// passes them on, so that the agent need not join them first.
-func (out *output) logWriter() io.Writer {
-	switch w := out.WriteCloser.(type) {
-	case *keepGoing:
-		if _, ok := w.w.(agent.BuffersWriter); ok {
-			return w
-		}
-	case agent.BuffersWriter:
-		return w
-	}
-	return out
-}
-
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
@@ -119,19 +104,6 @@ func (k *keepGoing) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
-}
-
-// WriteBuffers is Write for a sink that takes the text in parts
-// (logWriter hands k to the agent only then).
-func (k *keepGoing) WriteBuffers(parts [][]byte) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.err == nil {
-		if err := k.w.(agent.BuffersWriter).WriteBuffers(parts); err != nil {
-			k.err, k.at = err, time.Since(k.start)
-		}
-	}
-	return nil
 }
 
 func (k *keepGoing) Close() error {

@@ -16,9 +16,6 @@ import (
 // what only the source knows (its clock, its callbacks) before the
 // Session is made.
 func NewSession(o *Options, out io.Writer, stderr io.Writer, obs live.Observer, configure func(*agent.Config)) *agent.Session {
-	if o, ok := out.(*output); ok {
-		out = o.logWriter()
-	}
 	c := agent.Config{Out: out, MinSize: o.MinSize, TrackThreads: o.TrackThreads, StackDepth: o.StackDepth,
 		NoFreeStacks: o.NoFreeStacks, NoText: o.Output == NoLog && o.Listen == "", Track: o.Track, MmapFiles: o.MmapFiles,
 		Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN}

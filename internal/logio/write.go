@@ -85,9 +85,9 @@ const FlushInterval = 100 * time.Millisecond
 type Writer struct {
 	mu  sync.Mutex
 	enc compressor
-	// out gathers the compressor's output between block ends: it
-	// writes each block as it is done, and a write(2) of every block
-	// of a stack-heavy log was a system call per few hundred events.
+	// out gathers the compressor's output between block ends: the
+	// compressor writes each block as it is done, and a stack-heavy
+	// log's blocks are small, so that was a write(2) for very little.
 	out      *bufio.Writer
 	under    io.Closer // closed after the compressor; nil when not ours
 	closed   bool
@@ -175,50 +175,14 @@ func (z *Writer) Write(p []byte) (int, error) {
 		return n, err
 	}
 	z.pending = true
-	return n, z.ended()
-}
-
-// ended ends the block now when the last one ended an interval ago or
-// more, and sets the timer that ends it otherwise.
-func (z *Writer) ended() error {
-	if !z.pending {
-		return nil
-	}
 	now := time.Now()
 	if wait := z.interval - now.Sub(z.lastEnd); wait > 0 {
 		if z.timer == nil {
 			z.timer = time.AfterFunc(wait, z.timedEnd)
 		}
-		return nil
+		return n, nil
 	}
-	return z.endBlock(now)
-}
-
-// WriteBuffers is Write of the parts in turn, one call for the lot: the
-// compressor copies each into its input, so the agent hands over a
-// stack's text where it keeps it, unjoined (agent.BuffersWriter).
-func (z *Writer) WriteBuffers(parts [][]byte) error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.closed {
-		return errClosed
-	}
-	if z.err != nil {
-		return z.err
-	}
-	for _, p := range parts {
-		if len(p) == 0 {
-			continue
-		}
-		n, err := z.enc.Write(p)
-		z.in += int64(n)
-		if err != nil {
-			z.err = err
-			return err
-		}
-		z.pending = true
-	}
-	return z.ended()
+	return n, z.endBlock(now)
 }
 
 func (z *Writer) endBlock(now time.Time) error {
