@@ -2,8 +2,14 @@ package agent
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -73,4 +79,60 @@ func BenchmarkSessionStackPairs(b *testing.B) {
 		}
 	}
 	s.Drain(true)
+}
+
+// BenchmarkSessionStackPairsZstd is BenchmarkSessionStackPairs into the
+// zstd writer of a -o FILE.zst log, to a file: the agent's and the
+// compressor's work per pair together, what decides whether the agent
+// keeps up.
+func BenchmarkSessionStackPairsZstd(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "run.log.zst"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	z, err := logio.NewWriter(f, logio.Zstd, logio.FlushInterval)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Config{Out: z, InProcess: true})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	// As many stacks as fit the window many times over, as a
+	// program's hot allocation sites do.
+	stacks := benchStacks(64, 32)
+	for i, st := range stacks {
+		s.ResolvedStack(uint64(i+1), st)
+	}
+	ev := tracer.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: tracer.KindAlloc}
+	copy(ev.Comm[:], "loop")
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	for i := 0; i < b.N; i++ {
+		ev.TS = uint64(i) * 1000
+		ev.Stack = uint64(i%len(stacks) + 1)
+		ev.Kind, ev.Op, ev.Ptr = tracer.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
+		s.Emit(&ev)
+		ev.Stack = uint64((i*7)%len(stacks) + 1)
+		ev.Kind, ev.Op = tracer.KindFree, uint8(logfmt.OpFree)
+		s.Emit(&ev)
+	}
+	if err := s.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := z.Close(); err != nil {
+		b.Fatal(err)
+	}
+	// The process's CPU (the compressor's timed block ends run on a
+	// timer's goroutine), which a shared machine's load inflates less
+	// than the wall time.
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+func processCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,6 +1,7 @@
 package logio
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -44,25 +45,20 @@ func KindOf(path string) Kind {
 	return Plain
 }
 
-// ZstdWindow is the writer's zstd window. Measured on stack-heavy logs
-// (python3 and sqlite3 with --stack-depth 16, 0.9-1.2 GB), 1 MiB compresses
-// as well as 4 or 8 MiB (within 1 %) with less CPU, and it is what a reader
-// of memtrace's own files then needs; 256 KiB is 22 % bigger. With 32-frame
-// DWARF stacks 8 MiB is 7 % smaller (10.6 bytes an event against 11.4) for
-// the same CPU, but 45 % more CPU without stacks.
+// ZstdWindow is the writer's zstd window, and so what a reader of
+// memtrace's own files needs. A larger one finds more of a stack-heavy
+// log's repeats, but not enough to pay for the CPU it adds on the agent's
+// side, whose CPU is what decides whether it keeps up with the program:
+// docs/measurements.md ("Compressed logs") has the sizes and costs of the
+// windows and levels, BenchmarkZstdLog measures them on a log.
 const ZstdWindow = 1 << 20
 
 // The levels are chosen for the writer's CPU, which the agent spends on the
-// CPU next to the traced program's (docs/measurements.md, "Compressed logs"). With
-// DWARF stacks (sqlite3, --stack-depth 32: 32 frames, 1.46 KB of text an
-// event) zstd's default level is 10 % smaller than its fastest (11.4
-// against 12.7 bytes an event) for the same or less CPU (0.95-1.1 µs an
-// event against 1.1-1.3: long repeated stacks are cheap matches for it);
-// without stacks it is 6 % bigger (8.4 against 7.9) for the same CPU
-// (0.32 µs). Stacks are what make logs big, so the default level.
-// SpeedBetterCompression was bigger than the default on both and took 2-3x
-// the CPU. klauspost's gzip at level 1 is 2.5x faster than the standard
-// library's and smaller.
+// CPU next to the traced program's (docs/measurements.md, "Compressed
+// logs"): zstd's default level finds the long repeats of stack text as
+// cheaply as the fastest one and writes smaller logs with them; the
+// better level costs several times the CPU for nearly nothing. klauspost's
+// gzip at level 1 is faster than the standard library's and smaller.
 const (
 	zstdLevel = zstd.SpeedDefault
 	gzipLevel = gzip.BestSpeed
@@ -87,8 +83,12 @@ const FlushInterval = 100 * time.Millisecond
 // by a timer otherwise. It is safe for one writer goroutine (the timer's
 // flush is serialised with it).
 type Writer struct {
-	mu       sync.Mutex
-	enc      compressor
+	mu  sync.Mutex
+	enc compressor
+	// out gathers the compressor's output between block ends: the
+	// compressor writes each block as it is done, and a stack-heavy
+	// log's blocks are small, so that was a write(2) for very little.
+	out      *bufio.Writer
 	under    io.Closer // closed after the compressor; nil when not ours
 	closed   bool
 	interval time.Duration
@@ -113,22 +113,29 @@ func (z *Writer) TextBytes() int64 {
 func NewWriter(w io.Writer, k Kind, interval time.Duration) (*Writer, error) {
 	var enc compressor
 	var err error
+	out := bufio.NewWriterSize(w, outBuffer)
 	switch k {
 	case Zstd:
 		// Concurrency 1: compress on the caller's goroutine, with no
 		// goroutines of its own competing with the traced program.
-		enc, err = zstd.NewWriter(w, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
+		// The frame checksum stays, though hashing the text costs
+		// the writer CPU: it is how a reader tells a bit flipped in
+		// a literal from the log's text (docs/report.md, damage).
+		enc, err = zstd.NewWriter(out, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
 			zstd.WithWindowSize(ZstdWindow))
 	case Gzip:
-		enc, err = gzip.NewWriterLevel(w, gzipLevel)
+		enc, err = gzip.NewWriterLevel(out, gzipLevel)
 	default:
 		return nil, fmt.Errorf("logio: no compressor for a %s log", k)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start the %s compressor: %w", k, err)
 	}
-	return &Writer{enc: enc, interval: interval}, nil
+	return &Writer{enc: enc, out: out, interval: interval}, nil
 }
+
+// outBuffer holds the compressed blocks between block ends.
+const outBuffer = 64 << 10
 
 // Create wraps w, a log file created for path, in the compressor path's
 // suffix names (KindOf), ending blocks within FlushInterval; a plain path
@@ -189,6 +196,10 @@ func (z *Writer) endBlock(now time.Time) error {
 		z.err = err
 		return err
 	}
+	if err := z.out.Flush(); err != nil {
+		z.err = err
+		return err
+	}
 	return nil
 }
 
@@ -231,6 +242,9 @@ func (z *Writer) Close() error {
 	err := z.err
 	if cerr := z.enc.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = z.out.Flush()
 	}
 	if z.under != nil {
 		if cerr := z.under.Close(); err == nil {

@@ -2,7 +2,11 @@ package logio
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"testing"
+	"time"
 )
 
 // TestTextBytes: the writer counts the text it was given, which a
@@ -28,6 +32,44 @@ func TestTextBytes(t *testing.T) {
 		}
 		if int64(buf.Len()) >= z.TextBytes()/10 {
 			t.Errorf("%s: %d bytes compressed for %d of text: not the text's count", k, buf.Len(), z.TextBytes())
+		}
+	}
+}
+
+// TestBlockEndReadable: what was written before a block end can be read
+// from the underlying writer before Close, though the compressed blocks
+// wait in a buffer between block ends.
+func TestBlockEndReadable(t *testing.T) {
+	for _, k := range []Kind{Zstd, Gzip} {
+		var buf bytes.Buffer
+		z, err := NewWriter(&buf, k, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		for i := range 3000 {
+			p := fmt.Appendf(nil, "[memtrack] tid=%d line %d\n", i%7, i)
+			want = append(want, p...)
+			if _, err := z.Write(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := z.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil && !errors.Is(err, ErrTruncated) {
+			t.Fatalf("%s: read before Close: %v", k, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: read back %d bytes before Close, want %d", k, len(got), len(want))
+		}
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
