@@ -108,6 +108,22 @@ static __always_inline __u32 *mt_sample_slot(__u64 ptr)
 	return &sample_filter[((ptr * 0x9E3779B97F4A7C15ULL) >> 50) & (MT_SAMPLE_FILTER - 1)];
 }
 
+/* --max-proc-samples: a process keeps at most sample_proc_max live
+ * samples (0: no bound but the map's), so that one process cannot fill
+ * the table the others share. sample_counts holds each process's count,
+ * raised when its entry is added and lowered when it is deleted (the
+ * agent deletes both at the process's exit); threads adding at once may
+ * pass the bound by one each. */
+const volatile __u32 sample_proc_max = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} sample_counts SEC(".maps");
+
 /* 0: the block at ptr is certainly not a live sample. */
 static __always_inline int mt_sample_maybe(__u64 ptr)
 {
@@ -129,18 +145,48 @@ static __always_inline int mt_sample_take(struct tstate *st, __u64 size)
 	return 1;
 }
 
-/* Records a sampled block live; 0 when the map is full (counted). */
-static __always_inline int mt_sample_keep(__u64 ptr)
+/* The process's count of live samples (sample_counts), made on its
+ * first sample; 0 when there is no room for it. */
+static __always_inline __u32 *mt_sample_count(__u32 tgid)
+{
+	__u32 *n = bpf_map_lookup_elem(&sample_counts, &tgid);
+	if (n)
+		return n;
+	__u32 zero = 0;
+	bpf_map_update_elem(&sample_counts, &tgid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&sample_counts, &tgid);
+}
+
+/* Records a sampled block live; 0 when the map is full or the process
+ * holds its bound (counted). A global function: inlined, its locals
+ * took the session program's stack past the verifier's bound for the
+ * stack walk's calls. */
+__noinline int mt_sample_keep(__u64 ptr)
 {
 	struct mt_sample_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .ptr = ptr};
+	__u32 *n = 0;
+	if (sample_proc_max) {
+		n = mt_sample_count(k.tgid);
+		if (!n || *n >= sample_proc_max) {
+			__sync_fetch_and_add(&sample_untracked, 1);
+			return 0;
+		}
+	}
 	__u8 one = 1;
 	__u32 *slot = mt_sample_slot(ptr);
 	__sync_fetch_and_add(slot, 1);
-	if (bpf_map_update_elem(&sampled, &k, &one, BPF_ANY)) {
+	long err = bpf_map_update_elem(&sampled, &k, &one, BPF_NOEXIST);
+	if (err == -17 /* EEXIST: a block whose free was missed, kept once */) {
+		__sync_fetch_and_add(slot, -1);
+		return 1;
+	}
+	if (err) {
 		__sync_fetch_and_add(slot, -1);
 		__sync_fetch_and_add(&sample_untracked, 1);
 		return 0;
 	}
+	if (n)
+		__sync_fetch_and_add(n, 1);
 	return 1;
 }
 
@@ -154,6 +200,11 @@ static __always_inline int mt_sample_forget(__u64 ptr)
 	if (bpf_map_delete_elem(&sampled, &k))
 		return 0;
 	__sync_fetch_and_add(mt_sample_slot(ptr), -1);
+	if (sample_proc_max) {
+		__u32 *n = bpf_map_lookup_elem(&sample_counts, &k.tgid);
+		if (n && *n > 0)
+			__sync_fetch_and_add(n, -1);
+	}
 	return 1;
 }
 #endif

@@ -113,6 +113,10 @@ _memtrace() {
 		:
 		return
 		;;
+	-max-proc-samples | --max-proc-samples)
+		:
+		return
+		;;
 	-config | --config)
 		:
 		return
@@ -183,7 +187,7 @@ _memtrace() {
 		;;
 	esac
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "-p --comm --cgroup --all --max-procs --max-samples -f --follow --preload --config -v -h --help --version --track --mmap-files --min-size --sample --stack-depth --stack-threads --no-free-stacks --track-threads --stack-unwind -o --port --listen --http --profile-dir --report-dir --interval --peak-top-n --buffer-size --no-uprobe-multi --floor" -- "$cur"))
+		COMPREPLY=($(compgen -W "-p --comm --cgroup --all --max-procs --max-samples --max-proc-samples -f --follow --preload --config -v -h --help --version --track --mmap-files --min-size --sample --stack-depth --stack-threads --no-free-stacks --track-threads --stack-unwind -o --port --listen --http --profile-dir --report-dir --interval --peak-top-n --buffer-size --no-uprobe-multi --floor" -- "$cur"))
 		return
 	fi
 	if ((COMP_CWORD == 1)); then

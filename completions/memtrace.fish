@@ -37,6 +37,7 @@ complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l cgroup -x -a
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l all -d 'trace every process of the host that has an allocator to probe'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l max-procs -x -d 'with --comm, --cgroup, --all'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l max-samples -x -d 'with --sample'
+complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l max-proc-samples -x -d 'with --sample'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l follow -s f -d 'also trace the processes the targets fork, and the programs they exec'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l preload -d 'use the LD_PRELOAD library instead of eBPF'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l config -r -F -d 'read settings from FILE'

@@ -202,7 +202,7 @@ func (s *Source) load() (tracerAPI, error) {
 	}
 	tr, err := tracer.New(tracer.Options{RingBytes: o.RingBytes, Floor: o.Floor, NoMulti: o.NoMulti,
 		StackDepth: o.StackDepth, StackThreads: o.StackThreads, NoFreeStacks: o.NoFreeStacks, Follow: o.Follow, HoldExec: len(o.Argv) > 0,
-		CheckInternalFrees: len(o.PIDs) > 0 || o.Selecting(), StackUnwind: o.StackUnwind, SampleRate: o.Sample, SampleBlocks: o.MaxSamples, Select: s.tsel,
+		CheckInternalFrees: len(o.PIDs) > 0 || o.Selecting(), StackUnwind: o.StackUnwind, SampleRate: o.Sample, SampleBlocks: o.MaxSamples, SampleProcBlocks: procSamples(o), Select: s.tsel,
 		Logf: verboseLogf(o.Verbose, s.stderr)})
 	if err != nil {
 		if wd != nil && errors.Is(err, tracer.ErrUnavailable) {
@@ -301,4 +301,24 @@ const capKill, capSysAdmin, capPerfmon, capBPF = 5, 21, 38, 39
 func hasCap(c int) bool {
 	st, err := procfs.ReadStatus(os.Getpid())
 	return err == nil && st.CapsKnown && st.CapEff&(1<<c) != 0
+}
+
+// procSamplesDivisor: with --comm, --cgroup or --all, a process may hold
+// at most this fraction of the sampled blocks' table unless
+// --max-proc-samples says otherwise, so that one process's heap cannot
+// crowd out the rest; one traced program (or -p, --follow) has the whole
+// table.
+const procSamplesDivisor = 4
+
+// procSamples is --max-proc-samples or its default (0: no bound of its
+// own).
+func procSamples(o *runner.Options) int {
+	if o.MaxProcSamples > 0 || !o.Selecting() {
+		return o.MaxProcSamples
+	}
+	total := o.MaxSamples
+	if total <= 0 {
+		total = tracer.DefaultSampleBlocks
+	}
+	return max(total/procSamplesDivisor, 1)
 }

@@ -82,15 +82,18 @@ type Options struct {
 	// once; one more is left alone and counted.
 	// MaxSamples bounds the kernel side's live sampled blocks (0: the
 	// tracer's default), eBPF only.
-	MaxSamples  int
-	Comms       []string
-	Cgroups     []string
-	All         bool
-	MaxProcs    int
-	StackUnwind string
-	RingBytes   int
-	Floor       bool
-	NoMulti     bool
+	MaxSamples int
+	// MaxProcSamples bounds each process's live sampled blocks in the
+	// kernel side (0: only MaxSamples does).
+	MaxProcSamples int
+	Comms          []string
+	Cgroups        []string
+	All            bool
+	MaxProcs       int
+	StackUnwind    string
+	RingBytes      int
+	Floor          bool
+	NoMulti        bool
 
 	// LD_PRELOAD only (fallback-preload). BufferSize is the library's
 	// per-thread buffer in text mode (0: its default; negative: every

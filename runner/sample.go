@@ -77,7 +77,7 @@ func sampleEnd(lr *liveRun, profileOut string, untracked uint64, stderr io.Write
 		}
 	}
 	if untracked > 0 {
-		fmt.Fprintf(stderr, "memtrace: --sample: %d sampled blocks did not fit the kernel side's table and are not in the profiles; raise --sample\n", untracked)
+		fmt.Fprintf(stderr, "memtrace: --sample: %d sampled blocks did not fit the kernel side's table (or their process's share of it) and are not in the profiles; raise --sample, --max-samples or --max-proc-samples\n", untracked)
 	}
 }
 

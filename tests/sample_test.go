@@ -329,3 +329,32 @@ func TestSampleDefaultProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleMaxProcSamples: --max-proc-samples bounds one process's live
+// samples in the kernel side's table. At --sample 1 every block of
+// sample_churn (61,000 live at its end) is a sample: with a bound of 1000
+// the profile holds at most 1000 live blocks and at least most of them
+// (the bound was reached and frees made room again), and the run says
+// that samples did not fit.
+func TestSampleMaxProcSamples(t *testing.T) {
+	requireBPF(t)
+	bin, prog := need(t, "bin/memtrace"), need(t, "tests/progs/build/sample_churn")
+	out := filepath.Join(t.TempDir(), "bound.pb.gz")
+	var stdout, stderr bytes.Buffer
+	cmd := command(bin, "--sample", "1", "--max-proc-samples", "1000", "--stack-depth", "4", "-o", out, "--", prog, "7", "20000")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := runCmd(t, cmd, 2*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "did not fit") {
+		t.Errorf("no word of the samples left out:\n%s", stderr.String())
+	}
+	_, objs := sampleEstimateObjects(t, out, "bpf")
+	var live float64
+	for _, s := range sampleSites {
+		live += objs[s]
+	}
+	if live > 1000.5 || live < 900 {
+		t.Errorf("%.0f live sampled blocks at the three sites, want at most 1000 (the bound) and most of it", live)
+	}
+}

@@ -227,6 +227,7 @@ const (
 	MemtraceMapFpState              = "fp_state"
 	MemtraceMapHold                 = "hold"
 	MemtraceMapRuleCache            = "rule_cache"
+	MemtraceMapSampleCounts         = "sample_counts"
 	MemtraceMapSampled              = "sampled"
 	MemtraceMapSelectComms          = "select_comms"
 	MemtraceMapStackChunk           = "stack_chunk"
@@ -275,6 +276,7 @@ const (
 	MemtraceVarN_stackThreads       = "n_stack_threads"
 	MemtraceVarReleased             = "released"
 	MemtraceVarSampleFilter         = "sample_filter"
+	MemtraceVarSampleProcMax        = "sample_proc_max"
 	MemtraceVarSampleRate           = "sample_rate"
 	MemtraceVarSampleUntracked      = "sample_untracked"
 	MemtraceVarSelectAll            = "select_all"
@@ -365,6 +367,7 @@ type MemtraceMapSpecs struct {
 	FpState      *ebpf.MapSpec `ebpf:"fp_state"`
 	Hold         *ebpf.MapSpec `ebpf:"hold"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
+	SampleCounts *ebpf.MapSpec `ebpf:"sample_counts"`
 	Sampled      *ebpf.MapSpec `ebpf:"sampled"`
 	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
@@ -396,6 +399,7 @@ type MemtraceVariableSpecs struct {
 	N_stackThreads  *ebpf.VariableSpec `ebpf:"n_stack_threads"`
 	Released        *ebpf.VariableSpec `ebpf:"released"`
 	SampleFilter    *ebpf.VariableSpec `ebpf:"sample_filter"`
+	SampleProcMax   *ebpf.VariableSpec `ebpf:"sample_proc_max"`
 	SampleRate      *ebpf.VariableSpec `ebpf:"sample_rate"`
 	SampleUntracked *ebpf.VariableSpec `ebpf:"sample_untracked"`
 	SelectAll       *ebpf.VariableSpec `ebpf:"select_all"`
@@ -435,6 +439,7 @@ type MemtraceMaps struct {
 	FpState      *ebpf.Map `ebpf:"fp_state"`
 	Hold         *ebpf.Map `ebpf:"hold"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
+	SampleCounts *ebpf.Map `ebpf:"sample_counts"`
 	Sampled      *ebpf.Map `ebpf:"sampled"`
 	SelectComms  *ebpf.Map `ebpf:"select_comms"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
@@ -461,6 +466,7 @@ func (m *MemtraceMaps) Close() error {
 		m.FpState,
 		m.Hold,
 		m.RuleCache,
+		m.SampleCounts,
 		m.Sampled,
 		m.SelectComms,
 		m.StackChunk,
@@ -493,6 +499,7 @@ type MemtraceVariables struct {
 	N_stackThreads  *ebpf.Variable `ebpf:"n_stack_threads"`
 	Released        *ebpf.Variable `ebpf:"released"`
 	SampleFilter    *ebpf.Variable `ebpf:"sample_filter"`
+	SampleProcMax   *ebpf.Variable `ebpf:"sample_proc_max"`
 	SampleRate      *ebpf.Variable `ebpf:"sample_rate"`
 	SampleUntracked *ebpf.Variable `ebpf:"sample_untracked"`
 	SelectAll       *ebpf.Variable `ebpf:"select_all"`

@@ -57,6 +57,10 @@ type Options struct {
 	// sampled map, SampleBlocks entries (0: DefaultSampleBlocks).
 	SampleRate   uint64
 	SampleBlocks int
+	// SampleProcBlocks bounds the live samples of each process (0: only
+	// SampleBlocks bounds them): one process cannot fill the table that
+	// every traced process shares (--max-proc-samples).
+	SampleProcBlocks int
 	// Select makes a process that execs a target when it matches
 	// (--comm, --cgroup, --all): held at its exec until the agent has
 	// probed it, as a --follow child is. Filtered in BPF at each exec on

@@ -371,4 +371,7 @@ func (t *Tracer) forgetSamples(pid int) {
 	for i := range gone {
 		_ = t.objs.Sampled.Delete(&gone[i])
 	}
+	if t.objs.SampleCounts != nil {
+		_ = t.objs.SampleCounts.Delete(uint32(pid))
+	}
 }

@@ -140,6 +140,7 @@ func New(opts Options) (*Tracer, error) {
 		"n_stack_threads":  uint32(len(opts.StackThreads)),
 		"stack_threads":    pats,
 		"sample_rate":      opts.SampleRate,
+		"sample_proc_max":  uint32(max(opts.SampleProcBlocks, 0)),
 		"select_on":        b2u(opts.Select.Any()),
 		"select_all":       b2u(opts.Select.All),
 		"n_select_cgroups": uint32(len(opts.Select.Cgroups)),

@@ -24,36 +24,37 @@ import (
 )
 
 type options struct {
-	output       string
-	port         int
-	listen       string
-	minSize      uint64
-	sample       uint64
-	stackDepth   int
-	stackThreads []string
-	noFreeStacks bool
-	trackThreads []string
-	pids         []int
-	preload      bool
-	follow       bool
-	track        config.Track
-	mmapFiles    bool
-	reportDir    string
-	interval     time.Duration
-	peakTopN     int
-	ringBytes    int
-	floor        bool
-	noMulti      bool
-	stackUnwind  string
-	comms        []string
-	cgroups      []string
-	all          bool
-	maxProcs     int
-	maxSamples   int
-	verbose      bool
-	http         string
-	profileDir   string
-	argv         []string
+	output         string
+	port           int
+	listen         string
+	minSize        uint64
+	sample         uint64
+	stackDepth     int
+	stackThreads   []string
+	noFreeStacks   bool
+	trackThreads   []string
+	pids           []int
+	preload        bool
+	follow         bool
+	track          config.Track
+	mmapFiles      bool
+	reportDir      string
+	interval       time.Duration
+	peakTopN       int
+	ringBytes      int
+	floor          bool
+	noMulti        bool
+	stackUnwind    string
+	comms          []string
+	cgroups        []string
+	all            bool
+	maxProcs       int
+	maxSamples     int
+	maxProcSamples int
+	verbose        bool
+	http           string
+	profileDir     string
+	argv           []string
 }
 
 // usageError is bad input on the command line: one line, exit 2.
@@ -114,7 +115,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
 		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
-		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs, MaxSamples: o.maxSamples}
+		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs, MaxSamples: o.maxSamples, MaxProcSamples: o.maxProcSamples}
 	// The library forwards the program's own signals itself and finishes
 	// the log after it exits; a cancelled context would kill it.
 	preloaded := preload.NewSource(context.Background())
@@ -224,6 +225,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Bool(&o.all, "all")
 	fs.Int(&o.maxProcs, "max-procs")
 	fs.Int(&o.maxSamples, "max-samples")
+	fs.Int(&o.maxProcSamples, "max-proc-samples")
 	fs.Bool(&o.preload, "preload")
 	fs.Bool(&o.follow, "follow")
 	fs.String(&bufSize, "buffer-size")
@@ -352,6 +354,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		return nil, usageError{"--max-samples bounds --sample's table: give it with --sample BYTES"}
 	case fs.IsSet("max-samples") && (o.maxSamples < 1 || o.maxSamples > 1<<26):
 		return nil, usageError{fmt.Sprintf("bad --max-samples %d: give 1 to %d", o.maxSamples, 1<<26)}
+	case fs.IsSet("max-proc-samples") && o.sample == 0:
+		return nil, usageError{"--max-proc-samples bounds each process's share of --sample's table: give it with --sample BYTES"}
+	case fs.IsSet("max-proc-samples") && (o.maxProcSamples < 1 || o.maxProcSamples > 1<<26):
+		return nil, usageError{fmt.Sprintf("bad --max-proc-samples %d: give 1 to %d", o.maxProcSamples, 1<<26)}
 	}
 	if err := checkSelectors(o); err != nil {
 		return nil, err

@@ -29,6 +29,7 @@ var Memtrace = &Command{
 		{Names: []string{"all"}, Help: "trace every process of the host that has an allocator to probe (as --comm)"},
 		{Names: []string{"max-procs"}, Arg: "N", Default: "256", Help: "with --comm, --cgroup, --all: trace at most N processes at once; the others are counted in /metrics"},
 		{Names: []string{"max-samples"}, Arg: "N", Section: "what is traced", Default: "1048576", Help: "with --sample: the kernel side keeps at most N live sampled blocks in all (about 100 bytes each); one more is counted in /metrics, not kept"},
+		{Names: []string{"max-proc-samples"}, Arg: "N", Section: "what is traced", Help: "with --sample: each process keeps at most N live sampled blocks (default: a quarter of --max-samples with --comm, --cgroup or --all, else no bound of its own); one more is counted in /metrics, not kept"},
 		{Names: []string{"follow", "f"}, Help: "also trace the processes the targets fork, and the programs they exec (-f is memtrace's --follow: children, not a file)"},
 		{Names: []string{"preload"}, Help: "use the LD_PRELOAD library instead of eBPF"},
 		{Names: []string{"config"}, Arg: "FILE", Help: "read settings from FILE (mem_monitor's keys; flags over MEMTRACE_* variables over the file)", Complete: "file"},
