@@ -43,7 +43,13 @@ var servingRE = regexp.MustCompile(`memtrace: serving http://([^/]+)/`)
 // startLive starts memtrace with args and waits until it serves.
 func startLive(t *testing.T, env []string, args ...string) *liveRun {
 	t.Helper()
-	r := &liveRun{cmd: command(need(t, "bin/memtrace"), args...), stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	return startLiveWithin(t, commandLimit, env, args...)
+}
+
+// startLiveWithin is startLive with memtrace's own limit (a soak's).
+func startLiveWithin(t *testing.T, limit time.Duration, env []string, args ...string) *liveRun {
+	t.Helper()
+	r := &liveRun{cmd: commandWithin(limit, need(t, "bin/memtrace"), args...), stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	r.cmd.Env = append(os.Environ(), env...)
 	r.cmd.Stderr = r.stderr
 	var err error
@@ -571,7 +577,7 @@ func TestLiveSoak(t *testing.T) {
 	}
 	requireBPF(t)
 	d := soakDuration(t)
-	r := startLive(t, nil, "-o", "none", "--stack-depth", "8", "--http", "127.0.0.1:0",
+	r := startLiveWithin(t, soakSlack(d)+time.Minute, nil, "-o", "none", "--stack-depth", "8", "--http", "127.0.0.1:0",
 		"--", need(t, "tests/progs/build/liveleak"), "soak", strconv.Itoa(int(soakSlack(d).Seconds())))
 	start := time.Now()
 	var samples []int64
@@ -803,7 +809,7 @@ func TestSampleSoak(t *testing.T) {
 	}
 	requireBPF(t)
 	d := soakDuration(t)
-	r := startLive(t, nil, "--sample", "512K", "--stack-depth", "32", "-o", "none", "--http", "127.0.0.1:0",
+	r := startLiveWithin(t, soakSlack(d)+time.Minute, nil, "--sample", "512K", "--stack-depth", "32", "-o", "none", "--http", "127.0.0.1:0",
 		"--", need(t, "tests/progs/build/liveleak"), "soak", strconv.Itoa(int(soakSlack(d).Seconds())))
 	pid := r.cmd.Process.Pid
 	start := time.Now()
