@@ -141,7 +141,49 @@ static void rebuild(const counts_t *want)
 	spin_unlock(&mods_lock);
 }
 
+// askers counts the threads in modules_begin's calls to the loader;
+// forking is set between a fork's prepare and parent handlers (see
+// modules.h).
+static int askers;
+static int forking;
+
+void modules_atfork_prepare(void)
+{
+	__atomic_store_n(&forking, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&askers, __ATOMIC_SEQ_CST) > 0)
+		sched_yield();
+}
+
+void modules_atfork_parent(void)
+{
+	__atomic_store_n(&forking, 0, __ATOMIC_RELEASE);
+}
+
+// modules_current is the table's sequence number without asking the
+// loader: 0 when there is none whole.
+static unsigned modules_current(void)
+{
+	unsigned s = __atomic_load_n(&mods.seq, __ATOMIC_ACQUIRE);
+	if ((s & 1) || !__atomic_load_n(&mods.valid, __ATOMIC_RELAXED))
+		return 0;
+	return s | 0x80000000u;
+}
+
+static unsigned modules_refresh(void);
+
 unsigned modules_begin(void)
+{
+	__atomic_add_fetch(&askers, 1, __ATOMIC_SEQ_CST);
+	if (UNLIKELY(__atomic_load_n(&forking, __ATOMIC_SEQ_CST))) {
+		__atomic_sub_fetch(&askers, 1, __ATOMIC_RELEASE);
+		return modules_current();
+	}
+	unsigned s = modules_refresh();
+	__atomic_sub_fetch(&askers, 1, __ATOMIC_RELEASE);
+	return s;
+}
+
+static unsigned modules_refresh(void)
 {
 	counts_t c = {0, 0};
 	dl_iterate_phdr(counts_cb, &c);
@@ -196,6 +238,8 @@ uint64_t modules_generation(void)
 
 void modules_atfork_child(void)
 {
+	askers = 0;
+	forking = 0;
 	mods_lock.v = 0;
 	if (mods.seq & 1) {
 		// The fork came in the middle of a rebuild by another thread:

@@ -33,7 +33,17 @@ const mt_seg *modules_find(uintptr_t pc);
 // frame cache is keyed on it).
 uint64_t modules_generation(void);
 
-// In a fork child: a lock another thread held at the fork is free.
+// The fork handlers: before the fork, in the parent after it, and in the
+// child (where a lock another thread held at the fork is free). The
+// loader's lock that dl_iterate_phdr takes (dl_load_write_lock) is one
+// glibc's fork does not reset in the child, so modules_begin in another
+// thread at the moment of a fork left the child waiting for it for ever
+// at its first stack: the prepare handler waits for the calls under way
+// to end, and until the fork is done modules_begin does not ask the
+// loader but answers with the table as it is. Nothing waits on a fork:
+// a thread that holds one of the library's locks never blocks it.
+void modules_atfork_prepare(void);
+void modules_atfork_parent(void);
 void modules_atfork_child(void);
 
 #pragma GCC visibility pop

@@ -634,6 +634,8 @@ static void bin_start_record(int exec_child)
 
 static void bin_atfork_prepare(void)
 {
+	// First: a thread asking the loader may hold the locks below.
+	modules_atfork_prepare();
 	sample_atfork_prepare();
 	fork_serial = 0;
 	if (g_ready && !g_off && follow)
@@ -645,6 +647,7 @@ static void bin_atfork_prepare(void)
 
 static void bin_atfork_parent(void)
 {
+	modules_atfork_parent();
 	sample_atfork_parent();
 	fork_serial = 0;
 }

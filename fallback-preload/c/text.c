@@ -580,6 +580,8 @@ static void put_meta_line(tstate *t, const char *word, const char *kvs)
 
 static void atfork_prepare(void)
 {
+	// First: a thread asking the loader may hold the locks below.
+	modules_atfork_prepare();
 	int in = t_in;
 	t_in = 1;
 	tstate *t = t_state;
@@ -600,6 +602,7 @@ static void atfork_parent(void)
 	out_fork_parent();
 	tbl_unlock_all();
 	spin_unlock(&reg_lock);
+	modules_atfork_parent();
 }
 
 static void atfork_child(void)
