@@ -57,7 +57,8 @@ int main(void)
 				break;
 			clock_gettime(CLOCK_MONOTONIC, &now);
 			if (now.tv_sec - start.tv_sec > 20) {
-				fprintf(stderr, "forkstress: child %d of fork %d did not exit within 20 s\n", (int)c, i);
+				fprintf(stderr, "forkstress: child %d of fork %d did not exit within 20 s\n", (int)c,
+					i);
 				kill(c, SIGKILL);
 				waitpid(c, &status, 0);
 				stop = 1;
