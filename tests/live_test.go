@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/live"
 )
 
@@ -599,6 +600,7 @@ func TestLiveSoak(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	bpftest.RequireProfileModeBPF(t, fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap"))
 	fams := fetchMetrics(t, r.addr)
 	var blocks, allocs, lost float64
 	lost = metric(fams, "memtrace_lost_records_total", 0)
@@ -830,6 +832,7 @@ func TestSampleSoak(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	cpuEnd, tEnd = cpuTicks(pid), time.Since(start)
+	bpftest.RequireProfileModeBPF(t, fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap"))
 	fams := fetchMetrics(t, r.addr)
 	if rate := metric(fams, "memtrace_sample_rate_bytes", 0); rate != 512<<10 {
 		t.Errorf("memtrace_sample_rate_bytes %v, want 524288", rate)
