@@ -62,7 +62,21 @@ func (tm *term) tmux(args ...string) string {
 	return string(out)
 }
 
-func (tm *term) screen() string { return tm.tmux("capture-pane", "-p", "-t", tm.sess) }
+// screen returns a settled capture: tcell writes a frame as many terminal
+// writes and tmux can be captured between them (a header of the new frame
+// over the list of the old one), so it waits for two equal captures.
+func (tm *term) screen() string {
+	s := tm.tmux("capture-pane", "-p", "-t", tm.sess)
+	for range 10 {
+		time.Sleep(15 * time.Millisecond)
+		again := tm.tmux("capture-pane", "-p", "-t", tm.sess)
+		if again == s {
+			break
+		}
+		s = again
+	}
+	return s
+}
 
 func (tm *term) send(keys ...string) {
 	tm.tmux(append([]string{"send-keys", "-t", tm.sess}, keys...)...)
