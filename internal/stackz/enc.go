@@ -1,0 +1,376 @@
+package stackz
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/huff0"
+)
+
+// Mark says that p[Off:Off+Len] of a WriteMarked is the text of stack ID,
+// the same bytes at every copy (the encoder checks them all the same).
+type Mark struct {
+	Off, Len int
+	ID       uint64
+}
+
+const (
+	maxBlock = 128 << 10 // RFC 8878's largest block
+	minMatch    = 4
+	minNewMatch = 8
+	hashLog  = 16
+	magic    = 0xFD2FB528
+)
+
+// Encoder writes one zstd frame to w. It is not safe for concurrent use.
+type Encoder struct {
+	w        io.Writer
+	window   int64
+	blockMax int // RFC 8878: the window or 128 KiB, the smaller
+
+	hist     []byte // the text from histBase: the window and what waits
+	histBase int64
+	done     int64 // absolute: the text before it is in blocks
+
+	marks []mark // of the text not yet in blocks
+	last  map[uint64]int64
+	table []int64 // hash of 5 bytes → absolute position + 1
+
+	reps        [3]uint32
+	seqs        []sequence
+	lits        []byte
+	huf         huff0.Scratch
+	ll, of, ml  fseTable
+	llc, ofc    []uint8
+	mlc         []uint8
+	block, out  []byte
+	xx          *xxhash.Digest
+	headerWrote bool
+	err         error
+	Stats       Stats
+}
+
+type mark struct {
+	start, end int64 // absolute
+	prev       int64 // the last copy's start, or -1
+}
+
+type sequence struct {
+	ll, ml, offBase uint32 // ml: the match's length
+}
+
+// NewEncoder writes a frame whose window is window bytes (a power of two
+// of at least 1 KiB, at most 1 GiB).
+func NewEncoder(w io.Writer, window int) (*Encoder, error) {
+	if window < 1<<10 || window > 1<<30 || window&(window-1) != 0 {
+		return nil, fmt.Errorf("stackz: window %d is not a power of two from 1 KiB to 1 GiB", window)
+	}
+	e := &Encoder{w: w, window: int64(window), last: map[uint64]int64{}, table: make([]int64, 1<<hashLog),
+		reps: [3]uint32{1, 4, 8}, xx: xxhash.New(), blockMax: min(window, maxBlock)}
+	e.huf.WantLogLess = 4
+	return e, nil
+}
+
+// Write adds text.
+func (e *Encoder) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	e.add(p)
+	return len(p), e.err
+}
+
+// WriteMarked adds p, of which marks name stacks' texts (in order, not
+// overlapping).
+func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
+	if e.err != nil {
+		return e.err
+	}
+	at := e.histBase + int64(len(e.hist))
+	for _, m := range marks {
+		if m.Off < 0 || m.Len <= 0 || m.Off+m.Len > len(p) {
+			continue
+		}
+		start := at + int64(m.Off)
+		prev, ok := e.last[m.ID]
+		if !ok {
+			prev = -1
+		}
+		e.last[m.ID] = start
+		e.marks = append(e.marks, mark{start: start, end: start + int64(m.Len), prev: prev})
+	}
+	e.add(p)
+	return e.err
+}
+
+func (e *Encoder) add(p []byte) {
+	e.xx.Write(p)
+	for len(p) > 0 && e.err == nil {
+		room := e.blockMax - int(e.histBase+int64(len(e.hist))-e.done)
+		n := min(room, len(p))
+		e.makeRoom(n)
+		e.hist = append(e.hist, p[:n]...)
+		p = p[n:]
+		if e.histBase+int64(len(e.hist))-e.done == int64(e.blockMax) {
+			e.encode(false)
+		}
+	}
+}
+
+// makeRoom drops history older than the window before n more bytes come.
+func (e *Encoder) makeRoom(n int) {
+	if len(e.hist)+n <= cap(e.hist) {
+		return
+	}
+	keep := e.done - e.window
+	if keep < e.histBase {
+		keep = e.histBase
+	}
+	if keep > e.histBase && int64(len(e.hist))-(keep-e.histBase)+int64(n) <= int64(cap(e.hist)) {
+		k := copy(e.hist, e.hist[keep-e.histBase:])
+		e.hist = e.hist[:k]
+		e.histBase = keep
+		return
+	}
+	nh := make([]byte, 0, 2*int(e.window)+2*maxBlock)
+	nh = append(nh, e.hist[keep-e.histBase:]...)
+	e.hist = nh
+	e.histBase = keep
+}
+
+// Flush ends a block with what was written so far and writes out the
+// compressed bytes.
+func (e *Encoder) Flush() error {
+	if e.err != nil {
+		return e.err
+	}
+	e.header()
+	if e.histBase+int64(len(e.hist)) > e.done {
+		e.encode(false)
+	}
+	e.writeOut()
+	return e.err
+}
+
+// Close ends the frame (its last block and checksum). It does not close w.
+func (e *Encoder) Close() error {
+	if e.err != nil {
+		return e.err
+	}
+	e.header()
+	e.encode(true)
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], uint32(e.xx.Sum64()))
+	e.out = append(e.out, sum[:]...)
+	e.writeOut()
+	if e.err == nil {
+		e.err = errClosed
+		return nil
+	}
+	return e.err
+}
+
+var errClosed = errors.New("stackz: the encoder is closed")
+
+func (e *Encoder) header() {
+	if e.headerWrote {
+		return
+	}
+	e.headerWrote = true
+	var h [6]byte
+	binary.LittleEndian.PutUint32(h[:], magic)
+	h[4] = 1 << 2 // a content checksum; no size, not a single segment
+	h[5] = uint8(bits.Len64(uint64(e.window))-1-10) << 3
+	e.out = append(e.out, h[:]...)
+}
+
+func (e *Encoder) writeOut() {
+	if len(e.out) == 0 || e.err != nil {
+		return
+	}
+	_, e.err = e.w.Write(e.out)
+	e.out = e.out[:0]
+}
+
+// encode puts the text not yet in blocks into one block.
+func (e *Encoder) encode(last bool) {
+	e.header()
+	start := int(e.done - e.histBase)
+	src := e.hist[start:]
+	saved := e.reps
+	e.parse(start)
+	e.block = e.compressBlock(e.block[:0], len(src))
+	if e.block == nil || len(e.block) >= len(src) {
+		// Not worth it: the decoder's offsets and tables stay as they were.
+		e.reps = saved
+		e.huf.Reuse = huff0.ReusePolicyNone
+		e.out = appendBlockHeader(e.out, last, 0, len(src))
+		e.out = append(e.out, src...)
+	} else {
+		e.out = appendBlockHeader(e.out, last, 2, len(e.block))
+		e.out = append(e.out, e.block...)
+	}
+	e.done = e.histBase + int64(len(e.hist))
+	k := 0
+	for _, m := range e.marks {
+		if m.end > e.done {
+			e.marks[k] = m
+			k++
+		}
+	}
+	e.marks = e.marks[:k]
+	if len(e.out) >= 64<<10 {
+		e.writeOut()
+	}
+}
+
+func appendBlockHeader(out []byte, last bool, typ, size int) []byte {
+	v := uint32(size)<<3 | uint32(typ)<<1
+	if last {
+		v |= 1
+	}
+	return append(out, byte(v), byte(v>>8), byte(v>>16))
+}
+
+func load32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[i:]) }
+
+func hash5(b []byte, i int) uint32 {
+	v := binary.LittleEndian.Uint64(b[i:]) << 24
+	return uint32((v * 0xcf1bbcdcb7a56463) >> (64 - hashLog))
+}
+
+// matchLen is how many bytes from a and b are equal.
+func matchLen(a, b []byte) int {
+	n := 0
+	for len(a) >= 8 && len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(a) ^ binary.LittleEndian.Uint64(b)
+		if x != 0 {
+			return n + bits.TrailingZeros64(x)>>3
+		}
+		n += 8
+		a, b = a[8:], b[8:]
+	}
+	for i := 0; i < len(a) && i < len(b) && a[i] == b[i]; i++ {
+		n++
+	}
+	return n
+}
+
+// parse finds the block's sequences: at a stack's text the match its last
+// copy gives, elsewhere a repeat offset or a hashed earlier position. A
+// match found by search stops at the next stack's text, which its own
+// last copy covers whole.
+func (e *Encoder) parse(start int) {
+	h := e.hist
+	end := len(h)
+	base := e.histBase
+	e.seqs = e.seqs[:0]
+	e.lits = e.lits[:0]
+	i, litStart := start, start
+	mi := 0
+	valid := func(c int) bool { return c >= 0 && int64(i-c) <= e.window && c < i }
+	for i+8 <= end {
+		abs := base + int64(i)
+		for mi < len(e.marks) && e.marks[mi].end <= abs {
+			mi++
+		}
+		limit := end
+		c, need := -1, minMatch
+		if mi < len(e.marks) {
+			m := e.marks[mi]
+			if m.start <= abs && m.prev >= 0 {
+				if k := int(m.prev + (abs - m.start) - base); valid(k) && load32(h, k) == load32(h, i) {
+					c = k
+					e.Stats.MarkMatched++
+				}
+			}
+			if m.start > abs {
+				limit = min(int(m.start-base), end)
+			}
+		}
+		if c < 0 {
+			for _, r := range e.reps {
+				if k := i - int(r); valid(k) && load32(h, k) == load32(h, i) {
+					c = k
+					break
+				}
+			}
+		}
+		if c < 0 {
+			hv := hash5(h, i)
+			cand := e.table[hv] - 1 - base
+			e.table[hv] = abs + 1
+			if k := int(cand); cand >= 0 && valid(k) && load32(h, k) == load32(h, i) {
+				c = k
+				// An offset of its own costs a few bytes: shorter
+				// matches are cheaper as literals.
+				need = minNewMatch
+			}
+		}
+		if c < 0 {
+			i++
+			continue
+		}
+		i0 := i
+		var n int
+		if limit > i {
+			n = matchLen(h[c:limit], h[i:limit])
+		} else {
+			n = matchLen(h[c:end], h[i:end])
+		}
+		for i > litStart && c > 0 && h[i-1] == h[c-1] {
+			i--
+			c--
+			n++
+		}
+		if n < need {
+			i = i0 + 1
+			continue
+		}
+		e.emit(h[litStart:i], uint32(i-c), uint32(n))
+		i += n
+		litStart = i
+	}
+	e.lits = append(e.lits, h[litStart:end]...)
+	e.Stats.Sequences += int64(len(e.seqs))
+	e.Stats.Literals += int64(len(e.lits))
+}
+
+func (e *Encoder) emit(lits []byte, off, ml uint32) {
+	e.lits = append(e.lits, lits...)
+	ll := uint32(len(lits))
+	r := &e.reps
+	var ob uint32
+	switch {
+	case ll > 0 && off == r[0]:
+		ob = 1
+	case ll > 0 && off == r[1]:
+		ob = 2
+		r[0], r[1] = r[1], r[0]
+	case ll > 0 && off == r[2]:
+		ob = 3
+		r[0], r[1], r[2] = r[2], r[0], r[1]
+	case ll == 0 && off == r[1]:
+		ob = 1
+		r[0], r[1] = r[1], r[0]
+	case ll == 0 && off == r[2]:
+		ob = 2
+		r[0], r[1], r[2] = r[2], r[0], r[1]
+	case ll == 0 && off == r[0]-1:
+		ob = 3
+		r[0], r[1], r[2] = off, r[0], r[1]
+	default:
+		ob = off + 3
+		r[0], r[1], r[2] = off, r[0], r[1]
+	}
+	e.seqs = append(e.seqs, sequence{ll: ll, ml: ml, offBase: ob})
+}
+
+// Stats are the encoder's counts so far (for measurement).
+type Stats struct {
+	Sequences, Literals, MarkMatched, Blocks, RawBlocks int64
+}
