@@ -224,7 +224,7 @@ int main(void) {
 		if (i < 20) usleep(8000);
 	}
 	for (int i = 29; i >= 10; i--) free(blocks[i]);
-	usleep(250000);
+	usleep(1200000);
 	return 0;
 }
 `
@@ -234,6 +234,10 @@ int main(void) {
 // the eBPF path's session: the last snapshot and the report file give the
 // peak and the bytes live at exit that the log's own lines add up to, and
 // the stack holding most at the peak is named from the library's frames.
+//
+// The program waits a while before it exits: the converter takes no
+// snapshot while it builds a library's unwind tables, which on a loaded
+// machine (make check's shards) took the whole of a shorter run.
 func TestSnapshotsAndReportDir(t *testing.T) {
 	lib, _ := build(t)
 	t.Setenv(LibEnv, lib)
