@@ -7,10 +7,13 @@ import (
 // compressBlock writes the parsed block's literals and sequences section;
 // nil when it cannot (the caller writes the block raw).
 func (e *Encoder) compressBlock(out []byte, srcLen int) []byte {
+	l0 := len(out)
 	out = e.appendLiterals(out)
 	if out == nil {
 		return nil
 	}
+	e.Stats.LitBytes += int64(len(out) - l0)
+	defer func(s0 int) { e.Stats.SeqBytes += int64(len(out) - s0) }(len(out))
 	n := len(e.seqs)
 	switch {
 	case n < 128:

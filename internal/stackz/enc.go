@@ -6,27 +6,29 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"sort"
-	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/huff0"
 )
 
-// Ref places a stack's text in a WriteParts' text at Off. Text must not
-// change once given: a stack is given as the same slice each time, which
-// is how the encoder knows it is the same bytes without reading them.
-type Ref struct {
-	Off  int
-	ID   uint64
-	Text []byte
+// Mark says that p[Off:Off+Len] of a WriteMarked is the text of stack ID,
+// the same bytes at every copy (the encoder checks them all the same).
+type Mark struct {
+	Off, Len int
+	ID       uint64
+}
+
+// MarkedWriter takes text with its stacks marked: the agent's logs and
+// what wraps them.
+type MarkedWriter interface {
+	WriteMarked(p []byte, marks []Mark) error
 }
 
 const (
 	maxBlock    = 128 << 10 // RFC 8878's largest block
 	minMatch    = 4
-	minNewMatch = 8
-	hashLog     = 15
+	minNewMatch = 6
+	hashLog     = 14
 	magic       = 0xFD2FB528
 )
 
@@ -34,57 +36,34 @@ const (
 type Encoder struct {
 	w        io.Writer
 	window   int64
-	blockMax int
+	blockMax int // RFC 8878: the window or 128 KiB, the smaller
 
-	pos int64 // the content's length so far
+	hist     []byte // the text from histBase: the window and what waits
+	histBase int64
+	done     int64 // absolute: the text before it is in blocks
 
-	// The plain text (all but the stacks' texts) of the window: hist
-	// holds plain bytes from plainBase on, runs maps them to their
-	// places in the content.
-	hist      []byte
-	plainBase int64
-	runs      []run
-	table     []int64 // hash of 5 plain bytes → plain position + 1
-	tabs      []int64 // and its content position
+	marks []mark // of the text not yet in blocks
+	last  map[uint64]int64
+	table []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
+	mi    int      // parse: the first mark not behind it
 
-	items []item // the content not yet in blocks
-	pend  int    // its length
-	last  map[uint64]copyAt
-
-	reps       [3]uint32
-	seqs       []sequence
-	lits       []byte
-	litRun     uint32 // literals since the last sequence
-	huf        huff0.Scratch
-	ll, of, ml fseTable
-	llc, ofc   []uint8
-	mlc        []uint8
-	block, out []byte
-	raw        []byte
-	xx         *xxhash.Digest
-	started    bool
-	err        error
-	Stats      Stats
+	reps        [3]uint32
+	seqs        []sequence
+	lits        []byte
+	huf         huff0.Scratch
+	ll, of, ml  fseTable
+	llc, ofc    []uint8
+	mlc         []uint8
+	block, out  []byte
+	xx          *xxhash.Digest
+	headerWrote bool
+	err         error
+	Stats       Stats
 }
 
-// Stats are the encoder's counts so far (for measurement).
-type Stats struct {
-	Sequences, Literals, StackMatches, StackLiterals int64
-}
-
-type run struct{ pp, abs int64 } // plain position pp is at content position abs, and on to the next run
-
-type item struct {
-	abs  int64
-	n    int
-	pp   int64  // plain: its first plain position; stack: -1
-	text []byte // stack
-	id   uint64
-}
-
-type copyAt struct {
-	abs  int64
-	text []byte
+type mark struct {
+	start, end int64 // absolute
+	prev       int64 // the last copy's start, or -1
 }
 
 type sequence struct {
@@ -97,8 +76,8 @@ func NewEncoder(w io.Writer, window int) (*Encoder, error) {
 	if window < 1<<10 || window > 1<<30 || window&(window-1) != 0 {
 		return nil, fmt.Errorf("stackz: window %d is not a power of two from 1 KiB to 1 GiB", window)
 	}
-	e := &Encoder{w: w, window: int64(window), blockMax: min(window, maxBlock), last: map[uint64]copyAt{},
-		table: make([]int64, 1<<hashLog), tabs: make([]int64, 1<<hashLog), reps: [3]uint32{1, 4, 8}, xx: xxhash.New()}
+	e := &Encoder{w: w, window: int64(window), last: map[uint64]int64{}, table: make([]uint32, 1<<hashLog),
+		reps: [3]uint32{1, 4, 8}, xx: xxhash.New(), blockMax: min(window, maxBlock)}
 	e.huf.WantLogLess = 4
 	return e, nil
 }
@@ -108,150 +87,66 @@ func (e *Encoder) Write(p []byte) (int, error) {
 	if e.err != nil {
 		return 0, e.err
 	}
-	e.addPlain(p)
+	e.add(p)
 	return len(p), e.err
 }
 
-// WriteParts adds text with the stacks' texts of refs (in order of Off)
-// in their places.
-func (e *Encoder) WriteParts(text []byte, refs []Ref) error {
-	at := 0
-	for _, r := range refs {
-		if e.err != nil {
-			return e.err
-		}
-		if r.Off < at || r.Off > len(text) {
-			return errors.New("stackz: refs out of order")
-		}
-		e.addPlain(text[at:r.Off])
-		at = r.Off
-		e.addStack(r.ID, r.Text)
+// WriteMarked adds p, of which marks name stacks' texts (in order, not
+// overlapping).
+func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
+	if e.err != nil {
+		return e.err
 	}
-	e.addPlain(text[at:])
+	at := e.histBase + int64(len(e.hist))
+	for _, m := range marks {
+		if m.Off < 0 || m.Len <= 0 || m.Off+m.Len > len(p) {
+			continue
+		}
+		start := at + int64(m.Off)
+		prev, ok := e.last[m.ID]
+		if !ok {
+			prev = -1
+		}
+		e.last[m.ID] = start
+		e.marks = append(e.marks, mark{start: start, end: start + int64(m.Len), prev: prev})
+	}
+	e.add(p)
 	return e.err
 }
 
-func (e *Encoder) addPlain(p []byte) {
-	if len(p) == 0 {
-		return
-	}
+func (e *Encoder) add(p []byte) {
 	e.xx.Write(p)
 	for len(p) > 0 && e.err == nil {
-		n := min(e.blockMax-e.pend, len(p))
+		room := e.blockMax - int(e.histBase+int64(len(e.hist))-e.done)
+		n := min(room, len(p))
 		e.makeRoom(n)
-		pp := e.plainBase + int64(len(e.hist))
-		if k := len(e.runs); k == 0 || e.runs[k-1].abs+(pp-e.runs[k-1].pp) != e.pos {
-			e.runs = append(e.runs, run{pp: pp, abs: e.pos})
-		}
 		e.hist = append(e.hist, p[:n]...)
-		if k := len(e.items); k > 0 && e.items[k-1].pp >= 0 && e.items[k-1].abs+int64(e.items[k-1].n) == e.pos {
-			e.items[k-1].n += n
-		} else {
-			e.items = append(e.items, item{abs: e.pos, n: n, pp: pp})
-		}
-		e.pos += int64(n)
-		e.pend += n
 		p = p[n:]
-		if e.pend == e.blockMax {
+		if e.histBase+int64(len(e.hist))-e.done == int64(e.blockMax) {
 			e.encode(false)
 		}
 	}
 }
 
-func (e *Encoder) addStack(id uint64, text []byte) {
-	if len(text) == 0 {
-		return
-	}
-	if len(text) > e.blockMax {
-		e.addPlain(text)
-		return
-	}
-	if e.pend+len(text) > e.blockMax {
-		e.encode(false)
-		if e.err != nil {
-			return
-		}
-	}
-	e.xx.Write(text)
-	e.items = append(e.items, item{abs: e.pos, n: len(text), pp: -1, text: text, id: id})
-	e.pos += int64(len(text))
-	e.pend += len(text)
-	if e.pend == e.blockMax {
-		e.encode(false)
-	}
-}
-
-// makeRoom drops plain text older than the window before n more bytes.
+// makeRoom drops history older than the window before n more bytes come.
 func (e *Encoder) makeRoom(n int) {
 	if len(e.hist)+n <= cap(e.hist) {
 		return
 	}
-	// The oldest plain byte a match may still use.
-	keep := e.plainAtOrAfter(e.pos - int64(e.pend) - e.window)
-	drop := int(keep - e.plainBase)
-	if drop > 0 && len(e.hist)-drop+n <= cap(e.hist) && cap(e.hist) >= int(e.window) {
-		k := copy(e.hist, e.hist[drop:])
+	keep := e.done - e.window
+	if keep < e.histBase {
+		keep = e.histBase
+	}
+	if keep > e.histBase && int64(len(e.hist))-(keep-e.histBase)+int64(n) <= int64(cap(e.hist)) {
+		k := copy(e.hist, e.hist[keep-e.histBase:])
 		e.hist = e.hist[:k]
-	} else {
-		nh := make([]byte, 0, max(2*len(e.hist)+n, 1<<16))
-		e.hist = append(nh, e.hist[drop:]...)
+		e.histBase = keep
+		return
 	}
-	e.plainBase = keep
-	r := sort.Search(len(e.runs), func(i int) bool { return e.runs[i].pp > keep }) - 1
-	if r > 0 {
-		e.runs = append(e.runs[:0], e.runs[r:]...)
-	}
-}
-
-// plainAtOrAfter is the first plain position at content position abs or
-// later (the end of the plain text when none).
-func (e *Encoder) plainAtOrAfter(abs int64) int64 {
-	end := e.plainBase + int64(len(e.hist))
-	r := sort.Search(len(e.runs), func(i int) bool { return e.runs[i].abs > abs }) - 1
-	if r < 0 {
-		if len(e.runs) > 0 {
-			return max(e.runs[0].pp, e.plainBase)
-		}
-		return end
-	}
-	rend := end
-	if r+1 < len(e.runs) {
-		rend = e.runs[r+1].pp
-	}
-	pp := e.runs[r].pp + (abs - e.runs[r].abs)
-	if pp >= rend {
-		return rend
-	}
-	return max(pp, e.plainBase)
-}
-
-// runOf finds plain position pp's run: pp's content position, and the
-// plain positions where its run starts and ends.
-func (e *Encoder) runOf(pp int64) (abs, start, end int64) {
-	r := sort.Search(len(e.runs), func(i int) bool { return e.runs[i].pp > pp }) - 1
-	end = e.plainBase + int64(len(e.hist))
-	if r+1 < len(e.runs) {
-		end = e.runs[r+1].pp
-	}
-	return e.runs[r].abs + (pp - e.runs[r].pp), e.runs[r].pp, end
-}
-
-// plainAt is the plain position at content position abs and the end of
-// its run, or -1 when abs is in a stack's text or out of the window.
-func (e *Encoder) plainAt(abs int64) (pp, end int64) {
-	r := sort.Search(len(e.runs), func(i int) bool { return e.runs[i].abs > abs }) - 1
-	if r < 0 {
-		return -1, 0
-	}
-	end = e.plainBase + int64(len(e.hist))
-	if r+1 < len(e.runs) {
-		end = e.runs[r+1].pp
-	}
-	pp = e.runs[r].pp + (abs - e.runs[r].abs)
-	if pp >= end || pp < e.plainBase {
-		return -1, 0
-	}
-	return pp, end
+	nh := make([]byte, 0, 2*int(e.window)+2*maxBlock)
+	nh = append(nh, e.hist[keep-e.histBase:]...)
+	e.hist = nh
+	e.histBase = keep
 }
 
 // Flush ends a block with what was written so far and writes out the
@@ -261,7 +156,7 @@ func (e *Encoder) Flush() error {
 		return e.err
 	}
 	e.header()
-	if e.pend > 0 {
+	if e.histBase+int64(len(e.hist)) > e.done {
 		e.encode(false)
 	}
 	e.writeOut()
@@ -289,10 +184,10 @@ func (e *Encoder) Close() error {
 var errClosed = errors.New("stackz: the encoder is closed")
 
 func (e *Encoder) header() {
-	if e.started {
+	if e.headerWrote {
 		return
 	}
-	e.started = true
+	e.headerWrote = true
 	var h [6]byte
 	binary.LittleEndian.PutUint32(h[:], magic)
 	h[4] = 1 << 2 // a content checksum; no size, not a single segment
@@ -308,37 +203,33 @@ func (e *Encoder) writeOut() {
 	e.out = e.out[:0]
 }
 
-// encode puts the pending content into one block.
+// encode puts the text not yet in blocks into one block.
 func (e *Encoder) encode(last bool) {
 	e.header()
+	start := int(e.done - e.histBase)
+	src := e.hist[start:]
 	saved := e.reps
-	e.parse()
-	e.block = e.compressBlock(e.block[:0], e.pend)
-	if e.block == nil || len(e.block) >= e.pend {
+	e.parse(start)
+	e.block = e.compressBlock(e.block[:0], len(src))
+	if e.block == nil || len(e.block) >= len(src) {
 		// Not worth it: the decoder's offsets and tables stay as they were.
 		e.reps = saved
 		e.huf.Reuse = huff0.ReusePolicyNone
-		e.raw = e.raw[:0]
-		for _, it := range e.items {
-			if it.pp >= 0 {
-				e.raw = append(e.raw, e.hist[it.pp-e.plainBase:it.pp-e.plainBase+int64(it.n)]...)
-			} else {
-				e.raw = append(e.raw, it.text...)
-			}
-		}
-		e.out = appendBlockHeader(e.out, last, 0, len(e.raw))
-		e.out = append(e.out, e.raw...)
+		e.out = appendBlockHeader(e.out, last, 0, len(src))
+		e.out = append(e.out, src...)
 	} else {
 		e.out = appendBlockHeader(e.out, last, 2, len(e.block))
 		e.out = append(e.out, e.block...)
 	}
-	for _, it := range e.items {
-		if it.pp < 0 {
-			e.last[it.id] = copyAt{abs: it.abs, text: it.text}
+	e.done = e.histBase + int64(len(e.hist))
+	k := 0
+	for _, m := range e.marks {
+		if m.end > e.done {
+			e.marks[k] = m
+			k++
 		}
 	}
-	e.items = e.items[:0]
-	e.pend = 0
+	e.marks = e.marks[:k]
 	if len(e.out) >= 64<<10 {
 		e.writeOut()
 	}
@@ -352,9 +243,11 @@ func appendBlockHeader(out []byte, last bool, typ, size int) []byte {
 	return append(out, byte(v), byte(v>>8), byte(v>>16))
 }
 
-func load32(b []byte, i int64) uint32 { return binary.LittleEndian.Uint32(b[i:]) }
+func load32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[i:]) }
 
-func hash5(b []byte, i int64) uint32 {
+func load64(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
+
+func hash5(b []byte, i int) uint32 {
 	v := binary.LittleEndian.Uint64(b[i:]) << 24
 	return uint32((v * 0xcf1bbcdcb7a56463) >> (64 - hashLog))
 }
@@ -376,130 +269,185 @@ func matchLen(a, b []byte) int {
 	return n
 }
 
-func sameSlice(a, b []byte) bool {
-	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
-}
-
-// parse finds the block's sequences: a stack's text is a match to its
-// last copy when that is in the window (the same slice: the same bytes,
-// not read), the plain text is searched (repeat offsets, then a hash of
-// earlier plain text), each match within one run of plain text.
-func (e *Encoder) parse() {
+// parse finds the block's sequences. At a stack's text the match is its
+// last copy, found without a search. Elsewhere (the event lines) it
+// searches as zstd's lazy levels do: the repeat offsets, then a hash chain
+// of earlier positions, keeping the longest, and looks one byte ahead for
+// a longer one before it takes a short match. A searched match stops at
+// the next stack's text, which its own last copy covers whole.
+func (e *Encoder) parse(start int) {
+	h := e.hist
+	end := len(h)
 	e.seqs = e.seqs[:0]
 	e.lits = e.lits[:0]
-	e.litRun = 0
-	pending := map[uint64]copyAt(nil)
-	for _, it := range e.items {
-		if it.pp < 0 {
-			c, ok := e.last[it.id]
-			if p, seen := pending[it.id]; seen {
-				c, ok = p, true
-			}
-			if ok && sameSlice(c.text, it.text) && it.abs-c.abs <= e.window {
-				e.emit(uint32(it.abs-c.abs), uint32(it.n))
-				e.Stats.StackMatches++
-			} else {
-				e.lits = append(e.lits, it.text...)
-				e.litRun += uint32(it.n)
-				e.Stats.StackLiterals++
-			}
-			if pending == nil {
-				pending = map[uint64]copyAt{}
-			}
-			pending[it.id] = copyAt{abs: it.abs, text: it.text}
+	e.mi = 0
+	i, litStart := start, start
+	for i+8 <= end {
+		c, n := e.find(i, end, litStart)
+		if n == 0 {
+			i++
 			continue
 		}
-		e.parsePlain(it)
-	}
-	e.Stats.Sequences += int64(len(e.seqs))
-	e.Stats.Literals += int64(len(e.lits))
-}
-
-func (e *Encoder) parsePlain(it item) {
-	h := e.hist
-	base := e.plainBase
-	start := it.pp
-	end := it.pp + int64(it.n)
-	hend := base + int64(len(h)) // loads of 8 bytes stay inside hist
-	i, litStart := start, start
-	// Where each repeat offset points from i, moved along with i and
-	// found again after each match.
-	var rp, rend [3]int64
-	findReps := func() {
-		for k, r := range e.reps {
-			rp[k], rend[k] = e.plainAt(it.abs + (i - start) - int64(r))
-		}
-	}
-	findReps()
-	for i+minMatch <= end {
-		abs := it.abs + (i - start)
-		var c, cend int64 = -1, 0
-		need := minMatch
-		for k := range rp {
-			if rp[k] >= 0 && rend[k]-rp[k] >= minMatch && load32(h, rp[k]-base) == load32(h, i-base) {
-				c, cend = rp[k], rend[k]
-				break
+		if n < lazyBelow && i+9 <= end {
+			if c2, n2 := e.find(i+1, end, litStart); n2 > n+1 {
+				i, c, n = i+1, c2, n2
 			}
 		}
-		if c < 0 && i+8 <= hend {
-			hv := hash5(h, i-base)
-			cand, candAbs := e.table[hv]-1, e.tabs[hv]
-			e.table[hv], e.tabs[hv] = i+1, abs
-			if cand >= base && cand < i && abs-candAbs <= e.window && load32(h, cand-base) == load32(h, i-base) {
-				c, need = cand, minNewMatch
-				_, _, cend = e.runOf(c)
-			}
-		}
-		if c < 0 {
-			i++
-			for k := range rp {
-				if rp[k] >= 0 {
-					if rp[k]++; rp[k] >= rend[k] {
-						rp[k] = -1
-					}
+		if e.explicit(i, c) && n < lazyBelow {
+			// A new offset costs more than a few literals before a
+			// repeat offset that reaches as far: it would also push
+			// the period of the log's loop out of the repeats.
+			for k := 1; k <= 3 && i+k+8 <= end; k++ {
+				if c2, n2 := e.repAt(i+k, end); n2 > 0 && i+k+n2 >= i+n {
+					i, c, n = i+k, c2, n2
+					break
 				}
 			}
-			continue
 		}
-		n := int64(matchLen(h[c-base:cend-base], h[i-base:end-base]))
-		i0, c0 := i, c
-		cabs, crun, _ := e.runOf(c)
-		for i > litStart && c > crun && c > base && h[i-1-base] == h[c-1-base] {
+		// Backward into the literals.
+		for i > litStart && c > 0 && h[i-1] == h[c-1] {
 			i--
 			c--
 			n++
 		}
-		if n < int64(need) {
-			i = i0 + 1
-			for k := range rp {
-				if rp[k] >= 0 {
-					if rp[k]++; rp[k] >= rend[k] {
-						rp[k] = -1
+		e.emit(h[litStart:i], uint32(i-c), uint32(n))
+		i += n
+		litStart = i
+	}
+	e.lits = append(e.lits, h[litStart:end]...)
+	e.Stats.Sequences += int64(len(e.seqs))
+	e.Stats.Literals += int64(len(e.lits))
+}
+
+// explicit: a match at i from c needs an offset of its own.
+func (e *Encoder) explicit(i, c int) bool {
+	off := uint32(i - c)
+	return off != e.reps[0] && off != e.reps[1] && off != e.reps[2]
+}
+
+// repAt is the longest repeat-offset match at i (0 length: none), within
+// the stacks' limits as find's.
+func (e *Encoder) repAt(i, end int) (c, n int) {
+	h := e.hist
+	limit := end
+	abs := e.histBase + int64(i)
+	for mi := e.mi; mi < len(e.marks); mi++ {
+		if m := e.marks[mi]; m.end > abs {
+			if m.start > abs && m.prev >= 0 {
+				limit = min(int(m.start-e.histBase), end)
+			}
+			break
+		}
+	}
+	c = -1
+	for _, r := range e.reps {
+		k := i - int(r)
+		if k < 0 || int64(r) > e.window || load32(h, k) != load32(h, i) {
+			continue
+		}
+		if l := matchLen(h[k:limit], h[i:limit]); l >= minMatch && l > n {
+			c, n = k, l
+		}
+	}
+	return c, n
+}
+
+const (
+	lazyBelow = 64 // matches shorter than this are the event lines'
+	repEnough = 24 // a repeat match this long is taken without a search
+
+)
+
+// insert puts hist index i in the hash table, returning the position it
+// held (-1: none usable).
+func (e *Encoder) insert(i int) int64 {
+	abs := e.histBase + int64(i)
+	hv := hash5(e.hist, i)
+	d := uint32(abs) - e.table[hv]
+	e.table[hv] = uint32(abs)
+	if d == 0 || int64(d) > e.window || abs-int64(d) < e.histBase {
+		return -1
+	}
+	return abs - int64(d)
+}
+
+// find is the match to take at hist index i (0 length: none); i is
+// inserted in the chain.
+func (e *Encoder) find(i, end, litStart int) (c, n int) {
+	h := e.hist
+	base := e.histBase
+	abs := base + int64(i)
+	for e.mi < len(e.marks) && e.marks[e.mi].end <= abs {
+		e.mi++
+	}
+	limit := end
+	if e.mi < len(e.marks) {
+		m := e.marks[e.mi]
+		if m.start <= abs && m.prev >= 0 {
+			// A repeat offset that holds the rest of the stack's
+			// text costs less than the last copy's offset.
+			rest := int(m.end - abs)
+			k := int(m.prev + (abs - m.start) - base)
+			for _, r := range e.reps {
+				// Each byte of the text compared once: a repeat
+				// offset is tried only where its last bytes agree.
+				if kr := i - int(r); kr != k && kr >= 0 && int64(r) <= e.window && i+rest <= end && rest >= 8 &&
+					load64(h, kr) == load64(h, i) && load64(h, kr+rest-8) == load64(h, i+rest-8) {
+					if l := matchLen(h[kr:end], h[i:end]); l >= rest {
+						e.Stats.MarkMatched++
+						return kr, l
 					}
 				}
 			}
+			if k >= 0 && k < i && int64(i-k) <= e.window {
+				if l := matchLen(h[k:end], h[i:end]); l >= minMatch {
+					e.Stats.MarkMatched++
+					return k, l
+				}
+			}
+		}
+		if m.start > abs {
+			limit = min(int(m.start-base), end)
+		}
+	}
+	// Each candidate is valued as zstd's lazy levels value them: the
+	// bits its bytes would cost as literals less what its offset costs.
+	bestGain, bestC, bestN := 0, -1, 0
+	for ri, r := range e.reps {
+		k := i - int(r)
+		if k < 0 || int64(r) > e.window || load32(h, k) != load32(h, i) {
 			continue
 		}
-		e.lits = append(e.lits, h[litStart-base:i-base]...)
-		e.litRun += uint32(i - litStart)
-		e.emit(uint32(it.abs+(i-start)-(cabs-(c0-c))), uint32(n))
-		i += n
-		litStart = i
-		findReps()
+		l := matchLen(h[k:limit], h[i:limit])
+		if g := l*litBits - ri - 1; l >= minMatch && g > bestGain {
+			bestGain, bestC, bestN = g, k, l
+		}
 	}
-	e.lits = append(e.lits, h[litStart-base:end-base]...)
-	e.litRun += uint32(end - litStart)
+	if bestN >= repEnough {
+		return bestC, bestN
+	}
+	if cand := e.insert(i); cand >= 0 {
+		k := int(cand - base)
+		if i+bestN < limit && h[k+bestN] == h[i+bestN] {
+			l := matchLen(h[k:limit], h[i:limit])
+			if g := l*litBits - bits.Len64(uint64(i-k)) - 4; l >= minNewMatch && g > bestGain {
+				bestGain, bestC, bestN = g, k, l
+			}
+		}
+	}
+	if bestC < 0 {
+		return 0, 0
+	}
+	return bestC, bestN
 }
 
-func (e *Encoder) emit(off, ml uint32) {
-	ll := e.litRun
-	e.litRun = 0
+// litBits is about what a literal of an event line costs, in bits.
+const litBits = 4
+
+func (e *Encoder) emit(lits []byte, off, ml uint32) {
+	e.lits = append(e.lits, lits...)
+	ll := uint32(len(lits))
 	r := &e.reps
-	if ll == 0 && len(e.seqs) > 0 && off == r[0] {
-		// Straight on from the last match at its offset.
-		e.seqs[len(e.seqs)-1].ml += ml
-		return
-	}
 	var ob uint32
 	switch {
 	case ll > 0 && off == r[0]:
@@ -524,4 +472,12 @@ func (e *Encoder) emit(off, ml uint32) {
 		r[0], r[1], r[2] = off, r[0], r[1]
 	}
 	e.seqs = append(e.seqs, sequence{ll: ll, ml: ml, offBase: ob})
+	if ob > 3 {
+		e.Stats.Explicit++
+	}
+}
+
+// Stats are the encoder's counts so far (for measurement).
+type Stats struct {
+	Sequences, Literals, MarkMatched, Explicit, LitBytes, SeqBytes int64
 }
