@@ -147,7 +147,7 @@ func (s *Session) writeStack(id uint64) {
 		}
 	}
 	if s.mw != nil && len(si.text) > 0 && s.err == nil && !s.cfg.NoText {
-		s.marks = append(s.marks, stackz.Mark{Off: len(s.out), Len: len(si.text), ID: id})
+		s.marks = append(s.marks, stackz.Mark{Off: len(s.out), Len: len(si.text), ID: id, Text: si.text})
 	}
 	s.write(si.text)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/huff0"
@@ -16,6 +17,10 @@ import (
 type Mark struct {
 	Off, Len int
 	ID       uint64
+	// Text, when not nil, is the slice the stack's text was copied from,
+	// never changed once given: a copy given from the same slice as the
+	// last one is known equal to it without being compared.
+	Text []byte
 }
 
 // MarkedWriter takes text with its stacks marked: the agent's logs and
@@ -43,7 +48,7 @@ type Encoder struct {
 	done     int64 // absolute: the text before it is in blocks
 
 	marks []mark // of the text not yet in blocks
-	last  map[uint64]int64
+	last  map[uint64]copyAt
 	table []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
 	mi    int      // parse: the first mark not behind it
 
@@ -62,8 +67,18 @@ type Encoder struct {
 }
 
 type mark struct {
-	start, end int64 // absolute
-	prev       int64 // the last copy's start, or -1
+	start, end int64    // absolute
+	prev       int64    // the last copy's start, or -1
+	same       bool     // given as the same slice as the last copy: the same bytes
+	older      [3]int64 // with same, the copies before the last of that slice (-1: none)
+}
+
+// copyAt is where a stack's text was last written, and the slice it was
+// given as (held, so that its address is not another text's while kept).
+type copyAt struct {
+	abs   int64
+	text  []byte
+	older [3]int64 // the copies of the same slice before it
 }
 
 type sequence struct {
@@ -76,7 +91,7 @@ func NewEncoder(w io.Writer, window int) (*Encoder, error) {
 	if window < 1<<10 || window > 1<<30 || window&(window-1) != 0 {
 		return nil, fmt.Errorf("stackz: window %d is not a power of two from 1 KiB to 1 GiB", window)
 	}
-	e := &Encoder{w: w, window: int64(window), last: map[uint64]int64{}, table: make([]uint32, 1<<hashLog),
+	e := &Encoder{w: w, window: int64(window), last: map[uint64]copyAt{}, table: make([]uint32, 1<<hashLog),
 		reps: [3]uint32{1, 4, 8}, xx: xxhash.New(), blockMax: min(window, maxBlock)}
 	e.huf.WantLogLess = 4
 	return e, nil
@@ -98,17 +113,30 @@ func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
 		return e.err
 	}
 	at := e.histBase + int64(len(e.hist))
+	next := 0 // marks are taken in order, not overlapping
 	for _, m := range marks {
-		if m.Off < 0 || m.Len <= 0 || m.Off+m.Len > len(p) {
+		if m.Off < next || m.Len <= 0 || m.Off+m.Len > len(p) {
 			continue
 		}
+		next = m.Off + m.Len
 		start := at + int64(m.Off)
 		prev, ok := e.last[m.ID]
 		if !ok {
-			prev = -1
+			prev.abs = -1
 		}
-		e.last[m.ID] = start
-		e.marks = append(e.marks, mark{start: start, end: start + int64(m.Len), prev: prev})
+		same := ok && m.Text != nil && len(m.Text) == m.Len && len(prev.text) == m.Len &&
+			unsafe.SliceData(prev.text) == unsafe.SliceData(m.Text)
+		mk := mark{start: start, end: start + int64(m.Len), prev: prev.abs, same: same, older: [3]int64{-1, -1, -1}}
+		next := copyAt{abs: start, text: m.Text, older: [3]int64{-1, -1, -1}}
+		if same {
+			mk.older = prev.older
+			next.older = [3]int64{prev.abs, prev.older[0], prev.older[1]}
+		}
+		e.last[m.ID] = next
+		if same {
+			e.Stats.SameMarks++
+		}
+		e.marks = append(e.marks, mk)
 	}
 	e.add(p)
 	return e.err
@@ -388,11 +416,34 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 			// text costs less than the last copy's offset.
 			rest := int(m.end - abs)
 			k := int(m.prev + (abs - m.start) - base)
+			// What follows the text is compared up to the next
+			// stack's text, which its own copy covers.
+			after := end
+			if e.mi+1 < len(e.marks) && e.marks[e.mi+1].prev >= 0 {
+				after = max(min(int(e.marks[e.mi+1].start-base), end), min(i+rest, end))
+			}
+			if m.same && rest <= end-i {
+				// Known equal without reading: the last copy, or
+				// cheaper, an older one a repeat offset reaches.
+				for _, r := range e.reps {
+					at := m.start - int64(r)
+					if at == m.older[0] || at == m.older[1] || at == m.older[2] {
+						if kr := i - int(r); kr >= 0 && int64(r) <= e.window {
+							e.Stats.MarkMatched++
+							return kr, rest + matchLen(h[kr+rest:after], h[i+rest:after])
+						}
+					}
+				}
+			}
 			for _, r := range e.reps {
+				if m.same {
+					break
+				}
 				// Each byte of the text compared once: a repeat
 				// offset is tried only where its last bytes agree.
 				if kr := i - int(r); kr != k && kr >= 0 && int64(r) <= e.window && i+rest <= end && rest >= 8 &&
 					load64(h, kr) == load64(h, i) && load64(h, kr+rest-8) == load64(h, i+rest-8) {
+					e.Stats.NotSame++
 					if l := matchLen(h[kr:end], h[i:end]); l >= rest {
 						e.Stats.MarkMatched++
 						return kr, l
@@ -400,6 +451,12 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 				}
 			}
 			if k >= 0 && k < i && int64(i-k) <= e.window {
+				if m.same && rest <= end-i {
+					// The same slice: equal to its last copy without
+					// reading it; what follows is compared.
+					e.Stats.MarkMatched++
+					return k, rest + matchLen(h[k+rest:after], h[i+rest:after])
+				}
 				if l := matchLen(h[k:end], h[i:end]); l >= minMatch {
 					e.Stats.MarkMatched++
 					return k, l
@@ -479,5 +536,5 @@ func (e *Encoder) emit(lits []byte, off, ml uint32) {
 
 // Stats are the encoder's counts so far (for measurement).
 type Stats struct {
-	Sequences, Literals, MarkMatched, Explicit, LitBytes, SeqBytes int64
+	Sequences, Literals, MarkMatched, Explicit, LitBytes, SeqBytes, NotSame, SameMarks int64
 }

@@ -33,7 +33,11 @@ func logLike(r *rand.Rand, n, nstacks int) ([]byte, []Mark) {
 		if r.Intn(4) == 0 {
 			id = r.Intn(2)
 		}
-		marks = append(marks, Mark{Off: len(out), Len: len(stacks[id]), ID: uint64(id)})
+		m := Mark{Off: len(out), Len: len(stacks[id]), ID: uint64(id)}
+		if r.Intn(8) != 0 {
+			m.Text = stacks[id] // mostly given as the agent gives them
+		}
+		marks = append(marks, m)
 		out = append(out, stacks[id]...)
 	}
 	return out, marks

@@ -15,6 +15,14 @@ import (
 func marksOf(text []byte) []Mark {
 	var marks []Mark
 	seed := maphash.MakeSeed()
+	texts := map[uint64][]byte{}
+	text1 := func(b []byte) []byte {
+		id := maphash.Bytes(seed, b)
+		if texts[id] == nil {
+			texts[id] = bytes.Clone(b)
+		}
+		return texts[id]
+	}
 	frame := []byte("[memtrack]   #")
 	trunc := []byte("[memtrace] stack ")
 	start := -1
@@ -29,13 +37,13 @@ func marksOf(text []byte) []Mark {
 			start = off
 		}
 		if !isStack && start >= 0 {
-			marks = append(marks, Mark{Off: start, Len: off - start, ID: maphash.Bytes(seed, text[start:off])})
+			marks = append(marks, Mark{Off: start, Len: off - start, ID: maphash.Bytes(seed, text[start:off]), Text: text1(text[start:off])})
 			start = -1
 		}
 		off += nl + 1
 	}
 	if start >= 0 {
-		marks = append(marks, Mark{Off: start, Len: len(text) - start, ID: maphash.Bytes(seed, text[start:])})
+		marks = append(marks, Mark{Off: start, Len: len(text) - start, ID: maphash.Bytes(seed, text[start:]), Text: text1(text[start:])})
 	}
 	return marks
 }
@@ -64,7 +72,7 @@ func TestRealLog(t *testing.T) {
 			for mi < len(marks) && marks[mi].Off+marks[mi].Len <= end {
 				m := marks[mi]
 				if m.Off >= off {
-					ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID})
+					ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
 				}
 				mi++
 			}
