@@ -96,3 +96,64 @@ func TestRealLog(t *testing.T) {
 	d := time.Since(t0)
 	t.Logf("klauspost default 1 MiB: %d B, %.2f B/event, %v (%.0f ns/event)", z.Len(), float64(z.Len())/float64(events), d, float64(d.Nanoseconds())/float64(events))
 }
+
+// BenchmarkRealLog: the encoders on STACKZ_LOG, in the agent's writes.
+func BenchmarkRealLog(b *testing.B) {
+	path := os.Getenv("STACKZ_LOG")
+	if path == "" {
+		b.Skip("STACKZ_LOG not set")
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	events := bytes.Count(text, []byte("[memtrack] tid="))
+	marks := marksOf(text)
+	type chunk struct {
+		p  []byte
+		ms []Mark
+	}
+	var chunks []chunk
+	mi := 0
+	for off := 0; off < len(text); off += 256 << 10 {
+		end := min(off+256<<10, len(text))
+		var ms []Mark
+		for mi < len(marks) && marks[mi].Off+marks[mi].Len <= end {
+			m := marks[mi]
+			if m.Off >= off {
+				m.Off -= off
+				ms = append(ms, m)
+			}
+			mi++
+		}
+		chunks = append(chunks, chunk{text[off:end], ms})
+	}
+	b.Run("stackz", func(b *testing.B) {
+		var size int
+		for b.Loop() {
+			var z bytes.Buffer
+			e, _ := NewEncoder(&z, 1<<20)
+			for _, c := range chunks {
+				e.WriteMarked(c.p, c.ms)
+			}
+			e.Close()
+			size = z.Len()
+		}
+		b.ReportMetric(float64(size)/float64(events), "B/event")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
+	})
+	b.Run("klauspost", func(b *testing.B) {
+		var size int
+		for b.Loop() {
+			var z bytes.Buffer
+			w, _ := zstd.NewWriter(&z, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+			for _, c := range chunks {
+				w.Write(c.p)
+			}
+			w.Close()
+			size = z.Len()
+		}
+		b.ReportMetric(float64(size)/float64(events), "B/event")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
+	})
+}
