@@ -17,7 +17,7 @@ func logLike(r *rand.Rand, n, nstacks int) ([]byte, []Mark) {
 	for i := range stacks {
 		var b []byte
 		for f := range 5 + r.Intn(30) {
-			b = fmt.Appendf(b, "[memtrack]   #%-2d /usr/lib/libx.so(fn_%d+0x%x) [0x%x]\n", f, r.Intn(50), r.Intn(400), 0x7f0000000000+r.Intn(1<<30))
+			b = fmt.Appendf(b, "[memtrack]   #%-2d /usr/lib/libx.so(fn_%d+0x%x) [0x%x]\n", f, r.Intn(50), r.Intn(400), uint64(0x7f0000000000)+uint64(r.Intn(1<<30)))
 		}
 		stacks[i] = b
 	}
@@ -28,7 +28,7 @@ func logLike(r *rand.Rand, n, nstacks int) ([]byte, []Mark) {
 		size := 16 << r.Intn(8)
 		total += size
 		ts += r.Intn(5)
-		out = fmt.Appendf(out, "[memtrack] tid=%-6d (%-15s) %-10s ts=%-12d size=%-12d  total=%-12d  ptr=0x%x\n", 4242, "prog", "malloc", ts, size, total, 0x5611940000+r.Intn(1<<20)*16)
+		out = fmt.Appendf(out, "[memtrack] tid=%-6d (%-15s) %-10s ts=%-12d size=%-12d  total=%-12d  ptr=0x%x\n", 4242, "prog", "malloc", ts, size, total, uint64(0x5611940000)+uint64(r.Intn(1<<20))*16)
 		id := r.Intn(nstacks)
 		if r.Intn(4) == 0 {
 			id = r.Intn(2)
