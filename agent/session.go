@@ -12,6 +12,7 @@ import (
 	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/internal/procfs"
+	"github.com/memtrace/memtrace/internal/stackz"
 	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
@@ -125,6 +126,11 @@ type Stats struct {
 type Session struct {
 	cfg Config
 	w   io.Writer
+	// mw is w when it takes stacks' texts marked (a compressed log's
+	// encoder: a stack's text is then a match found without a search),
+	// and marks are those of out.
+	mw    stackz.MarkedWriter
+	marks []stackz.Mark
 	// out holds lines not yet written to w: the lines of events are
 	// formatted straight into it, not copied there.
 	out       []byte
@@ -182,7 +188,9 @@ func New(cfg Config) *Session {
 	if cfg.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
 		fds = fdtrace.NewTable(cfg.Track)
 	}
+	mw, _ := cfg.Out.(stackz.MarkedWriter)
 	return &Session{
+		mw:      mw,
 		fds:     fds,
 		cfg:     cfg,
 		w:       cfg.Out,
@@ -264,9 +272,14 @@ func (s *Session) spill() {
 // Flush writes out buffered lines.
 func (s *Session) Flush() error {
 	if s.err == nil && len(s.out) > 0 {
-		_, s.err = s.w.Write(s.out)
+		if s.mw != nil && len(s.marks) > 0 {
+			s.err = s.mw.WriteMarked(s.out, s.marks)
+		} else {
+			_, s.err = s.w.Write(s.out)
+		}
 	}
 	s.out = s.out[:0]
+	s.marks = s.marks[:0]
 	return s.err
 }
 

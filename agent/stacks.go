@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memtrace/memtrace/internal/stackz"
 	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
@@ -144,6 +145,9 @@ func (s *Session) writeStack(id uint64) {
 			}
 			s.cfg.Observer.Stack(id, fr)
 		}
+	}
+	if s.mw != nil && len(si.text) > 0 && s.err == nil && !s.cfg.NoText {
+		s.marks = append(s.marks, stackz.Mark{Off: len(s.out), Len: len(si.text), ID: id, Text: si.text})
 	}
 	s.write(si.text)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/internal/logio"
+	"github.com/memtrace/memtrace/internal/stackz"
 	"github.com/memtrace/memtrace/internal/viewconn"
 )
 
@@ -104,6 +105,33 @@ func (k *keepGoing) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// WriteMarked passes the stacks' marks on to a compressed log's encoder.
+func (k *keepGoing) WriteMarked(p []byte, marks []stackz.Mark) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.err == nil {
+		var err error
+		if mw, ok := k.w.(stackz.MarkedWriter); ok {
+			err = mw.WriteMarked(p, marks)
+		} else {
+			_, err = k.w.Write(p)
+		}
+		if err != nil {
+			k.err, k.at = err, time.Since(k.start)
+		}
+	}
+	return nil
+}
+
+// WriteMarked passes the stacks' marks on where the output takes them.
+func (o *output) WriteMarked(p []byte, marks []stackz.Mark) error {
+	if mw, ok := o.WriteCloser.(stackz.MarkedWriter); ok {
+		return mw.WriteMarked(p, marks)
+	}
+	_, err := o.Write(p)
+	return err
 }
 
 func (k *keepGoing) Close() error {

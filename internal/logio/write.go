@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
+
+	"github.com/memtrace/memtrace/internal/stackz"
 )
 
 // Kind is a log's on-disk form.
@@ -46,23 +47,15 @@ func KindOf(path string) Kind {
 }
 
 // ZstdWindow is the writer's zstd window, and so what a reader of
-// memtrace's own files needs. A larger one finds more of a stack-heavy
-// log's repeats, but not enough to pay for the CPU it adds on the agent's
-// side, whose CPU is what decides whether it keeps up with the program:
-// docs/measurements.md ("Compressed logs") has the sizes and costs of the
-// windows and levels, BenchmarkZstdLog measures them on a log.
+// memtrace's own files needs. Its encoder (internal/stackz) is told where
+// the stacks' texts repeat and searches only the event lines between them,
+// whose best matches are the log's loop a period back: a larger window
+// finds nothing more there (docs/measurements.md, "Compressed logs").
 const ZstdWindow = 1 << 20
 
-// The levels are chosen for the writer's CPU, which the agent spends on the
-// CPU next to the traced program's (docs/measurements.md, "Compressed
-// logs"): zstd's default level finds the long repeats of stack text as
-// cheaply as the fastest one and writes smaller logs with them; the
-// better level costs several times the CPU for nearly nothing. klauspost's
-// gzip at level 1 is faster than the standard library's and smaller.
-const (
-	zstdLevel = zstd.SpeedDefault
-	gzipLevel = gzip.BestSpeed
-)
+// klauspost's gzip at level 1 is faster than the standard library's and
+// smaller.
+const gzipLevel = gzip.BestSpeed
 
 type compressor interface {
 	io.Writer
@@ -121,8 +114,7 @@ func NewWriter(w io.Writer, k Kind, interval time.Duration) (*Writer, error) {
 		// The frame checksum stays, though hashing the text costs
 		// the writer CPU: it is how a reader tells a bit flipped in
 		// a literal from the log's text (docs/report.md, damage).
-		enc, err = zstd.NewWriter(out, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
-			zstd.WithWindowSize(ZstdWindow))
+		enc, err = stackz.NewEncoder(out, ZstdWindow)
 	case Gzip:
 		enc, err = gzip.NewWriterLevel(out, gzipLevel)
 	default:
@@ -174,15 +166,49 @@ func (z *Writer) Write(p []byte) (int, error) {
 		z.err = err
 		return n, err
 	}
+	return n, z.pendingEnd()
+}
+
+// WriteMarked compresses p, whose marks say where stacks' texts are: the
+// zstd encoder takes each as a match to its last copy without a search.
+func (z *Writer) WriteMarked(p []byte, marks []stackz.Mark) error {
+	mw, ok := z.enc.(stackz.MarkedWriter)
+	if !ok {
+		_, err := z.Write(p)
+		return err
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.closed {
+		return errClosed
+	}
+	if z.err != nil {
+		return z.err
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	err := mw.WriteMarked(p, marks)
+	z.in += int64(len(p))
+	if err != nil {
+		z.err = err
+		return err
+	}
+	return z.pendingEnd()
+}
+
+// pendingEnd ends the block now when the last one ended an interval ago,
+// and sets the timer otherwise.
+func (z *Writer) pendingEnd() error {
 	z.pending = true
 	now := time.Now()
 	if wait := z.interval - now.Sub(z.lastEnd); wait > 0 {
 		if z.timer == nil {
 			z.timer = time.AfterFunc(wait, z.timedEnd)
 		}
-		return n, nil
+		return nil
 	}
-	return n, z.endBlock(now)
+	return z.endBlock(now)
 }
 
 func (z *Writer) endBlock(now time.Time) error {

@@ -1,0 +1,540 @@
+package stackz
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/huff0"
+)
+
+// Mark says that p[Off:Off+Len] of a WriteMarked is the text of stack ID,
+// the same bytes at every copy (the encoder checks them all the same).
+type Mark struct {
+	Off, Len int
+	ID       uint64
+	// Text, when not nil, is the slice the stack's text was copied from,
+	// never changed once given: a copy given from the same slice as the
+	// last one is known equal to it without being compared.
+	Text []byte
+}
+
+// MarkedWriter takes text with its stacks marked: the agent's logs and
+// what wraps them.
+type MarkedWriter interface {
+	WriteMarked(p []byte, marks []Mark) error
+}
+
+const (
+	maxBlock    = 128 << 10 // RFC 8878's largest block
+	minMatch    = 4
+	minNewMatch = 6
+	hashLog     = 14
+	magic       = 0xFD2FB528
+)
+
+// Encoder writes one zstd frame to w. It is not safe for concurrent use.
+type Encoder struct {
+	w        io.Writer
+	window   int64
+	blockMax int // RFC 8878: the window or 128 KiB, the smaller
+
+	hist     []byte // the text from histBase: the window and what waits
+	histBase int64
+	done     int64 // absolute: the text before it is in blocks
+
+	marks []mark // of the text not yet in blocks
+	last  map[uint64]copyAt
+	table []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
+	mi    int      // parse: the first mark not behind it
+
+	reps        [3]uint32
+	seqs        []sequence
+	lits        []byte
+	huf         huff0.Scratch
+	ll, of, ml  fseTable
+	llc, ofc    []uint8
+	mlc         []uint8
+	block, out  []byte
+	xx          *xxhash.Digest
+	headerWrote bool
+	err         error
+	Stats       Stats
+}
+
+type mark struct {
+	start, end int64    // absolute
+	prev       int64    // the last copy's start, or -1
+	same       bool     // given as the same slice as the last copy: the same bytes
+	older      [3]int64 // with same, the copies before the last of that slice (-1: none)
+}
+
+// copyAt is where a stack's text was last written, and the slice it was
+// given as (held, so that its address is not another text's while kept).
+type copyAt struct {
+	abs   int64
+	text  []byte
+	older [3]int64 // the copies of the same slice before it
+}
+
+type sequence struct {
+	ll, ml, offBase uint32 // ml: the match's length
+}
+
+// NewEncoder writes a frame whose window is window bytes (a power of two
+// of at least 1 KiB, at most 1 GiB).
+func NewEncoder(w io.Writer, window int) (*Encoder, error) {
+	if window < 1<<10 || window > 1<<30 || window&(window-1) != 0 {
+		return nil, fmt.Errorf("stackz: window %d is not a power of two from 1 KiB to 1 GiB", window)
+	}
+	e := &Encoder{w: w, window: int64(window), last: map[uint64]copyAt{}, table: make([]uint32, 1<<hashLog),
+		reps: [3]uint32{1, 4, 8}, xx: xxhash.New(), blockMax: min(window, maxBlock)}
+	e.huf.WantLogLess = 4
+	return e, nil
+}
+
+// Write adds text.
+func (e *Encoder) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	e.add(p)
+	return len(p), e.err
+}
+
+// WriteMarked adds p, of which marks name stacks' texts (in order, not
+// overlapping).
+func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
+	if e.err != nil {
+		return e.err
+	}
+	at := e.histBase + int64(len(e.hist))
+	next := 0 // marks are taken in order, not overlapping
+	for _, m := range marks {
+		if m.Off < next || m.Len <= 0 || m.Off+m.Len > len(p) {
+			continue
+		}
+		next = m.Off + m.Len
+		start := at + int64(m.Off)
+		prev, ok := e.last[m.ID]
+		if !ok {
+			prev.abs = -1
+		}
+		same := ok && m.Text != nil && len(m.Text) == m.Len && len(prev.text) == m.Len &&
+			unsafe.SliceData(prev.text) == unsafe.SliceData(m.Text)
+		mk := mark{start: start, end: start + int64(m.Len), prev: prev.abs, same: same, older: [3]int64{-1, -1, -1}}
+		next := copyAt{abs: start, text: m.Text, older: [3]int64{-1, -1, -1}}
+		if same {
+			mk.older = prev.older
+			next.older = [3]int64{prev.abs, prev.older[0], prev.older[1]}
+		}
+		e.last[m.ID] = next
+		if same {
+			e.Stats.SameMarks++
+		}
+		e.marks = append(e.marks, mk)
+	}
+	e.add(p)
+	return e.err
+}
+
+func (e *Encoder) add(p []byte) {
+	e.xx.Write(p)
+	for len(p) > 0 && e.err == nil {
+		room := e.blockMax - int(e.histBase+int64(len(e.hist))-e.done)
+		n := min(room, len(p))
+		e.makeRoom(n)
+		e.hist = append(e.hist, p[:n]...)
+		p = p[n:]
+		if e.histBase+int64(len(e.hist))-e.done == int64(e.blockMax) {
+			e.encode(false)
+		}
+	}
+}
+
+// makeRoom drops history older than the window before n more bytes come.
+func (e *Encoder) makeRoom(n int) {
+	if len(e.hist)+n <= cap(e.hist) {
+		return
+	}
+	keep := e.done - e.window
+	if keep < e.histBase {
+		keep = e.histBase
+	}
+	if keep > e.histBase && int64(len(e.hist))-(keep-e.histBase)+int64(n) <= int64(cap(e.hist)) {
+		k := copy(e.hist, e.hist[keep-e.histBase:])
+		e.hist = e.hist[:k]
+		e.histBase = keep
+		return
+	}
+	nh := make([]byte, 0, 2*int(e.window)+2*maxBlock)
+	nh = append(nh, e.hist[keep-e.histBase:]...)
+	e.hist = nh
+	e.histBase = keep
+}
+
+// Flush ends a block with what was written so far and writes out the
+// compressed bytes.
+func (e *Encoder) Flush() error {
+	if e.err != nil {
+		return e.err
+	}
+	e.header()
+	if e.histBase+int64(len(e.hist)) > e.done {
+		e.encode(false)
+	}
+	e.writeOut()
+	return e.err
+}
+
+// Close ends the frame (its last block and checksum). It does not close w.
+func (e *Encoder) Close() error {
+	if e.err != nil {
+		return e.err
+	}
+	e.header()
+	e.encode(true)
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], uint32(e.xx.Sum64()))
+	e.out = append(e.out, sum[:]...)
+	e.writeOut()
+	if e.err == nil {
+		e.err = errClosed
+		return nil
+	}
+	return e.err
+}
+
+var errClosed = errors.New("stackz: the encoder is closed")
+
+func (e *Encoder) header() {
+	if e.headerWrote {
+		return
+	}
+	e.headerWrote = true
+	var h [6]byte
+	binary.LittleEndian.PutUint32(h[:], magic)
+	h[4] = 1 << 2 // a content checksum; no size, not a single segment
+	h[5] = uint8(bits.Len64(uint64(e.window))-1-10) << 3
+	e.out = append(e.out, h[:]...)
+}
+
+func (e *Encoder) writeOut() {
+	if len(e.out) == 0 || e.err != nil {
+		return
+	}
+	_, e.err = e.w.Write(e.out)
+	e.out = e.out[:0]
+}
+
+// encode puts the text not yet in blocks into one block.
+func (e *Encoder) encode(last bool) {
+	e.header()
+	start := int(e.done - e.histBase)
+	src := e.hist[start:]
+	saved := e.reps
+	e.parse(start)
+	e.block = e.compressBlock(e.block[:0], len(src))
+	if e.block == nil || len(e.block) >= len(src) {
+		// Not worth it: the decoder's offsets and tables stay as they were.
+		e.reps = saved
+		e.huf.Reuse = huff0.ReusePolicyNone
+		e.out = appendBlockHeader(e.out, last, 0, len(src))
+		e.out = append(e.out, src...)
+	} else {
+		e.out = appendBlockHeader(e.out, last, 2, len(e.block))
+		e.out = append(e.out, e.block...)
+	}
+	e.done = e.histBase + int64(len(e.hist))
+	k := 0
+	for _, m := range e.marks {
+		if m.end > e.done {
+			e.marks[k] = m
+			k++
+		}
+	}
+	e.marks = e.marks[:k]
+	if len(e.out) >= 64<<10 {
+		e.writeOut()
+	}
+}
+
+func appendBlockHeader(out []byte, last bool, typ, size int) []byte {
+	v := uint32(size)<<3 | uint32(typ)<<1
+	if last {
+		v |= 1
+	}
+	return append(out, byte(v), byte(v>>8), byte(v>>16))
+}
+
+func load32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[i:]) }
+
+func load64(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
+
+func hash5(b []byte, i int) uint32 {
+	v := binary.LittleEndian.Uint64(b[i:]) << 24
+	return uint32((v * 0xcf1bbcdcb7a56463) >> (64 - hashLog))
+}
+
+// matchLen is how many bytes from a and b are equal.
+func matchLen(a, b []byte) int {
+	n := 0
+	for len(a) >= 8 && len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(a) ^ binary.LittleEndian.Uint64(b)
+		if x != 0 {
+			return n + bits.TrailingZeros64(x)>>3
+		}
+		n += 8
+		a, b = a[8:], b[8:]
+	}
+	for i := 0; i < len(a) && i < len(b) && a[i] == b[i]; i++ {
+		n++
+	}
+	return n
+}
+
+// parse finds the block's sequences. At a stack's text the match is its
+// last copy, found without a search. Elsewhere (the event lines) it
+// searches as zstd's lazy levels do: the repeat offsets, then a hash chain
+// of earlier positions, keeping the longest, and looks one byte ahead for
+// a longer one before it takes a short match. A searched match stops at
+// the next stack's text, which its own last copy covers whole.
+func (e *Encoder) parse(start int) {
+	h := e.hist
+	end := len(h)
+	e.seqs = e.seqs[:0]
+	e.lits = e.lits[:0]
+	e.mi = 0
+	i, litStart := start, start
+	for i+8 <= end {
+		c, n := e.find(i, end, litStart)
+		if n == 0 {
+			i++
+			continue
+		}
+		if n < lazyBelow && i+9 <= end {
+			if c2, n2 := e.find(i+1, end, litStart); n2 > n+1 {
+				i, c, n = i+1, c2, n2
+			}
+		}
+		if e.explicit(i, c) && n < lazyBelow {
+			// A new offset costs more than a few literals before a
+			// repeat offset that reaches as far: it would also push
+			// the period of the log's loop out of the repeats.
+			for k := 1; k <= 3 && i+k+8 <= end; k++ {
+				if c2, n2 := e.repAt(i+k, end); n2 > 0 && i+k+n2 >= i+n {
+					i, c, n = i+k, c2, n2
+					break
+				}
+			}
+		}
+		// Backward into the literals.
+		for i > litStart && c > 0 && h[i-1] == h[c-1] {
+			i--
+			c--
+			n++
+		}
+		e.emit(h[litStart:i], uint32(i-c), uint32(n))
+		i += n
+		litStart = i
+	}
+	e.lits = append(e.lits, h[litStart:end]...)
+	e.Stats.Sequences += int64(len(e.seqs))
+	e.Stats.Literals += int64(len(e.lits))
+}
+
+// explicit: a match at i from c needs an offset of its own.
+func (e *Encoder) explicit(i, c int) bool {
+	off := uint32(i - c)
+	return off != e.reps[0] && off != e.reps[1] && off != e.reps[2]
+}
+
+// repAt is the longest repeat-offset match at i (0 length: none), within
+// the stacks' limits as find's.
+func (e *Encoder) repAt(i, end int) (c, n int) {
+	h := e.hist
+	limit := end
+	abs := e.histBase + int64(i)
+	for mi := e.mi; mi < len(e.marks); mi++ {
+		if m := e.marks[mi]; m.end > abs {
+			if m.start > abs && m.prev >= 0 {
+				limit = min(int(m.start-e.histBase), end)
+			}
+			break
+		}
+	}
+	c = -1
+	for _, r := range e.reps {
+		k := i - int(r)
+		if k < 0 || int64(r) > e.window || load32(h, k) != load32(h, i) {
+			continue
+		}
+		if l := matchLen(h[k:limit], h[i:limit]); l >= minMatch && l > n {
+			c, n = k, l
+		}
+	}
+	return c, n
+}
+
+const (
+	lazyBelow = 64 // matches shorter than this are the event lines'
+	repEnough = 24 // a repeat match this long is taken without a search
+
+)
+
+// insert puts hist index i in the hash table, returning the position it
+// held (-1: none usable).
+func (e *Encoder) insert(i int) int64 {
+	abs := e.histBase + int64(i)
+	hv := hash5(e.hist, i)
+	d := uint32(abs) - e.table[hv]
+	e.table[hv] = uint32(abs)
+	if d == 0 || int64(d) > e.window || abs-int64(d) < e.histBase {
+		return -1
+	}
+	return abs - int64(d)
+}
+
+// find is the match to take at hist index i (0 length: none); i is
+// inserted in the chain.
+func (e *Encoder) find(i, end, litStart int) (c, n int) {
+	h := e.hist
+	base := e.histBase
+	abs := base + int64(i)
+	for e.mi < len(e.marks) && e.marks[e.mi].end <= abs {
+		e.mi++
+	}
+	limit := end
+	if e.mi < len(e.marks) {
+		m := e.marks[e.mi]
+		if m.start <= abs && m.prev >= 0 {
+			// A repeat offset that holds the rest of the stack's
+			// text costs less than the last copy's offset.
+			rest := int(m.end - abs)
+			k := int(m.prev + (abs - m.start) - base)
+			// What follows the text is compared up to the next
+			// stack's text, which its own copy covers.
+			after := end
+			if e.mi+1 < len(e.marks) && e.marks[e.mi+1].prev >= 0 {
+				after = max(min(int(e.marks[e.mi+1].start-base), end), min(i+rest, end))
+			}
+			if m.same && rest <= end-i {
+				// Known equal without reading: the last copy, or
+				// cheaper, an older one a repeat offset reaches.
+				for _, r := range e.reps {
+					at := m.start - int64(r)
+					if at == m.older[0] || at == m.older[1] || at == m.older[2] {
+						if kr := i - int(r); kr >= 0 && int64(r) <= e.window {
+							e.Stats.MarkMatched++
+							return kr, rest + matchLen(h[kr+rest:after], h[i+rest:after])
+						}
+					}
+				}
+			}
+			for _, r := range e.reps {
+				if m.same {
+					break
+				}
+				// Each byte of the text compared once: a repeat
+				// offset is tried only where its last bytes agree.
+				if kr := i - int(r); kr != k && kr >= 0 && int64(r) <= e.window && i+rest <= end && rest >= 8 &&
+					load64(h, kr) == load64(h, i) && load64(h, kr+rest-8) == load64(h, i+rest-8) {
+					e.Stats.NotSame++
+					if l := matchLen(h[kr:end], h[i:end]); l >= rest {
+						e.Stats.MarkMatched++
+						return kr, l
+					}
+				}
+			}
+			if k >= 0 && k < i && int64(i-k) <= e.window {
+				if m.same && rest <= end-i {
+					// The same slice: equal to its last copy without
+					// reading it; what follows is compared.
+					e.Stats.MarkMatched++
+					return k, rest + matchLen(h[k+rest:after], h[i+rest:after])
+				}
+				if l := matchLen(h[k:end], h[i:end]); l >= minMatch {
+					e.Stats.MarkMatched++
+					return k, l
+				}
+			}
+		}
+		if m.start > abs {
+			limit = min(int(m.start-base), end)
+		}
+	}
+	// Each candidate is valued as zstd's lazy levels value them: the
+	// bits its bytes would cost as literals less what its offset costs.
+	bestGain, bestC, bestN := 0, -1, 0
+	for ri, r := range e.reps {
+		k := i - int(r)
+		if k < 0 || int64(r) > e.window || load32(h, k) != load32(h, i) {
+			continue
+		}
+		l := matchLen(h[k:limit], h[i:limit])
+		if g := l*litBits - ri - 1; l >= minMatch && g > bestGain {
+			bestGain, bestC, bestN = g, k, l
+		}
+	}
+	if bestN >= repEnough {
+		return bestC, bestN
+	}
+	if cand := e.insert(i); cand >= 0 {
+		k := int(cand - base)
+		if i+bestN < limit && h[k+bestN] == h[i+bestN] {
+			l := matchLen(h[k:limit], h[i:limit])
+			if g := l*litBits - bits.Len64(uint64(i-k)) - 4; l >= minNewMatch && g > bestGain {
+				bestGain, bestC, bestN = g, k, l
+			}
+		}
+	}
+	if bestC < 0 {
+		return 0, 0
+	}
+	return bestC, bestN
+}
+
+// litBits is about what a literal of an event line costs, in bits.
+const litBits = 4
+
+func (e *Encoder) emit(lits []byte, off, ml uint32) {
+	e.lits = append(e.lits, lits...)
+	ll := uint32(len(lits))
+	r := &e.reps
+	var ob uint32
+	switch {
+	case ll > 0 && off == r[0]:
+		ob = 1
+	case ll > 0 && off == r[1]:
+		ob = 2
+		r[0], r[1] = r[1], r[0]
+	case ll > 0 && off == r[2]:
+		ob = 3
+		r[0], r[1], r[2] = r[2], r[0], r[1]
+	case ll == 0 && off == r[1]:
+		ob = 1
+		r[0], r[1] = r[1], r[0]
+	case ll == 0 && off == r[2]:
+		ob = 2
+		r[0], r[1], r[2] = r[2], r[0], r[1]
+	case ll == 0 && off == r[0]-1:
+		ob = 3
+		r[0], r[1], r[2] = off, r[0], r[1]
+	default:
+		ob = off + 3
+		r[0], r[1], r[2] = off, r[0], r[1]
+	}
+	e.seqs = append(e.seqs, sequence{ll: ll, ml: ml, offBase: ob})
+	if ob > 3 {
+		e.Stats.Explicit++
+	}
+}
+
+// Stats are the encoder's counts so far (for measurement).
+type Stats struct {
+	Sequences, Literals, MarkMatched, Explicit, LitBytes, SeqBytes, NotSame, SameMarks int64
+}

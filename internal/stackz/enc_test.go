@@ -1,0 +1,105 @@
+package stackz
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// logLike makes n events of a memtrack-like log with stacks drawn from a
+// few, and the marks that say where each stack's text is.
+func logLike(r *rand.Rand, n, nstacks int) ([]byte, []Mark) {
+	stacks := make([][]byte, nstacks)
+	for i := range stacks {
+		var b []byte
+		for f := range 5 + r.Intn(30) {
+			b = fmt.Appendf(b, "[memtrack]   #%-2d /usr/lib/libx.so(fn_%d+0x%x) [0x%x]\n", f, r.Intn(50), r.Intn(400), uint64(0x7f0000000000)+uint64(r.Intn(1<<30)))
+		}
+		stacks[i] = b
+	}
+	var out []byte
+	var marks []Mark
+	total, ts := 0, 1000
+	for range n {
+		size := 16 << r.Intn(8)
+		total += size
+		ts += r.Intn(5)
+		out = fmt.Appendf(out, "[memtrack] tid=%-6d (%-15s) %-10s ts=%-12d size=%-12d  total=%-12d  ptr=0x%x\n", 4242, "prog", "malloc", ts, size, total, uint64(0x5611940000)+uint64(r.Intn(1<<20))*16)
+		id := r.Intn(nstacks)
+		if r.Intn(4) == 0 {
+			id = r.Intn(2)
+		}
+		m := Mark{Off: len(out), Len: len(stacks[id]), ID: uint64(id)}
+		if r.Intn(8) != 0 {
+			m.Text = stacks[id] // mostly given as the agent gives them
+		}
+		marks = append(marks, m)
+		out = append(out, stacks[id]...)
+	}
+	return out, marks
+}
+
+func decode(t testing.TB, z []byte) []byte {
+	t.Helper()
+	d, err := zstd.NewReader(bytes.NewReader(z), zstd.WithDecoderMaxWindow(1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got, err := io.ReadAll(d)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return got
+}
+
+// write feeds text through an encoder in pieces of random sizes, with
+// the marks of each piece, flushing now and then.
+func write(t testing.TB, r *rand.Rand, text []byte, marks []Mark, window int) []byte {
+	t.Helper()
+	var z bytes.Buffer
+	e, err := NewEncoder(&z, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(text); {
+		n := min(1+r.Intn(300<<10), len(text)-off)
+		var ms []Mark
+		for _, m := range marks {
+			if m.Off >= off && m.Off+m.Len <= off+n {
+				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID})
+			}
+		}
+		if err := e.WriteMarked(text[off:off+n], ms); err != nil {
+			t.Fatal(err)
+		}
+		off += n
+		if r.Intn(3) == 0 {
+			if err := e.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return z.Bytes()
+}
+
+func TestRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for _, c := range []struct{ n, stacks, window int }{{0, 1, 1 << 20}, {1, 1, 1 << 10}, {300, 3, 1 << 10}, {5000, 40, 1 << 16}, {20000, 200, 1 << 20}, {20000, 10, 8 << 20}} {
+		text, marks := logLike(r, c.n, c.stacks)
+		z := write(t, r, text, marks, c.window)
+		if got := decode(t, z); !bytes.Equal(got, text) {
+			t.Fatalf("%+v: decoded %d bytes differ from the %d written", c, len(got), len(text))
+		}
+		if c.n > 1000 {
+			t.Logf("%+v: %d → %d bytes, %.2f an event", c, len(text), len(z), float64(len(z))/float64(c.n))
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package stackz
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+// FuzzRoundTrip: whatever the text and whatever its marks claim (marks
+// over text that differs from the last copy under the same ID, out of
+// range, overlapping), the frame decodes to the text.
+func FuzzRoundTrip(f *testing.F) {
+	f.Add([]byte("[memtrack] tid=1 (a) malloc ts=1 size=8 total=8 ptr=0x10\n[memtrack]   #0  /x(f+0x1) [0x2]\n"), []byte{1, 40, 30, 0}, uint8(0))
+	f.Add(bytes.Repeat([]byte("abcdefgh\n"), 500), []byte{0, 9, 9, 1, 20, 9, 9, 1, 200, 90, 90, 2}, uint8(3))
+	f.Fuzz(func(t *testing.T, text, spec []byte, opts uint8) {
+		var z bytes.Buffer
+		window := 1 << (10 + int(opts%4))
+		e, err := NewEncoder(&z, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// spec: per 4 bytes, a write's length, a mark's offset and length in it, an ID.
+		rest := text
+		for len(spec) >= 4 && len(rest) > 0 {
+			n := min(int(spec[0])*int(1+opts%7), len(rest))
+			var marks []Mark
+			if n > 0 {
+				marks = append(marks, Mark{Off: int(spec[1]) % n, Len: int(spec[2]), ID: uint64(spec[3] % 4)})
+			}
+			if err := e.WriteMarked(rest[:n], marks); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+			if spec[3]&0x80 != 0 {
+				e.Flush()
+			}
+			spec = spec[4:]
+		}
+		e.Write(rest)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got := decode(t, z.Bytes())
+		if !bytes.Equal(got, text) {
+			t.Fatalf("decoded %d bytes, wrote %d", len(got), len(text))
+		}
+		_ = binary.LittleEndian
+	})
+}
