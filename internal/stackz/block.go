@@ -94,6 +94,11 @@ func (e *Encoder) addExtras(w *bitWriter, s sequence, l, o, m uint8) {
 	w.add(uint64(s.offBase), uint(o))
 }
 
+// smallLits: fewer literals than this are written as they are. A block
+// of a stack-heavy log has a few dozen, for which a Huffman table costs
+// about what it saves and takes the encoder's time to build.
+const smallLits = 128
+
 // appendLiterals writes the literals section: Huffman-coded where that
 // pays, as they are otherwise.
 func (e *Encoder) appendLiterals(out []byte) []byte {
@@ -104,7 +109,7 @@ func (e *Encoder) appendLiterals(out []byte) []byte {
 	switch {
 	case len(lits) >= 1024:
 		comp, reused, err = huff0.Compress4X(lits, &e.huf)
-	case len(lits) > 16:
+	case len(lits) > smallLits:
 		single = true
 		comp, reused, err = huff0.Compress1X(lits, &e.huf)
 	default:

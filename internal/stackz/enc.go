@@ -29,6 +29,11 @@ type MarkedWriter interface {
 	WriteMarked(p []byte, marks []Mark) error
 }
 
+// histWindows is how many windows the history holds before the last
+// window is copied down to its start: each copy is a window's worth of
+// memmove, so the fewer the better, at a window of memory each.
+const histWindows = 8
+
 const (
 	maxBlock    = 128 << 10 // RFC 8878's largest block
 	minMatch    = 4
@@ -49,8 +54,10 @@ type Encoder struct {
 
 	marks []mark // of the text not yet in blocks
 	last  map[uint64]copyAt
-	table []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
-	mi    int      // parse: the first mark not behind it
+	// sweepAt is the size of last at which it is swept.
+	sweepAt int
+	table   []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
+	mi      int      // parse: the first mark not behind it
 
 	reps        [3]uint32
 	seqs        []sequence
@@ -73,6 +80,21 @@ type mark struct {
 	older      [3]int64 // with same, the copies before the last of that slice (-1: none)
 }
 
+// sweep forgets the stacks whose last copy is out of the window: no match
+// can reach it, and the slice it holds would stay alive for nothing. The
+// table then holds at most the stacks of one window, whatever the run.
+func (e *Encoder) sweep() {
+	old := e.histBase + int64(len(e.hist)) - e.window
+	for id, c := range e.last {
+		if c.abs < old {
+			delete(e.last, id)
+		}
+	}
+	e.sweepAt = max(2*len(e.last), minSweep)
+}
+
+const minSweep = 4096
+
 // copyAt is where a stack's text was last written, and the slice it was
 // given as (held, so that its address is not another text's while kept).
 type copyAt struct {
@@ -91,7 +113,7 @@ func NewEncoder(w io.Writer, window int) (*Encoder, error) {
 	if window < 1<<10 || window > 1<<30 || window&(window-1) != 0 {
 		return nil, fmt.Errorf("stackz: window %d is not a power of two from 1 KiB to 1 GiB", window)
 	}
-	e := &Encoder{w: w, window: int64(window), last: map[uint64]copyAt{}, table: make([]uint32, 1<<hashLog),
+	e := &Encoder{w: w, window: int64(window), last: map[uint64]copyAt{}, sweepAt: minSweep, table: make([]uint32, 1<<hashLog),
 		reps: [3]uint32{1, 4, 8}, xx: xxhash.New(), blockMax: min(window, maxBlock)}
 	e.huf.WantLogLess = 4
 	return e, nil
@@ -133,6 +155,9 @@ func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
 			next.older = [3]int64{prev.abs, prev.older[0], prev.older[1]}
 		}
 		e.last[m.ID] = next
+		if len(e.last) > e.sweepAt {
+			e.sweep()
+		}
 		if same {
 			e.Stats.SameMarks++
 		}
@@ -171,7 +196,7 @@ func (e *Encoder) makeRoom(n int) {
 		e.histBase = keep
 		return
 	}
-	nh := make([]byte, 0, 2*int(e.window)+2*maxBlock)
+	nh := make([]byte, 0, histWindows*int(e.window)+2*maxBlock)
 	nh = append(nh, e.hist[keep-e.histBase:]...)
 	e.hist = nh
 	e.histBase = keep

@@ -103,3 +103,26 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestStacksForgotten: a run of ever new stacks keeps only the window's
+// in the encoder's table.
+func TestStacksForgotten(t *testing.T) {
+	var z bytes.Buffer
+	e, _ := NewEncoder(&z, 1<<16)
+	for i := range 200000 {
+		text := fmt.Appendf(nil, "[memtrack]   #0  /lib/x.so(f%d+0x1) [0x%x]\n", i, i)
+		line := fmt.Appendf(nil, "[memtrack] tid=1 ts=%d\n", i)
+		p := append(line, text...)
+		if err := e.WriteMarked(p, []Mark{{Off: len(line), Len: len(text), ID: uint64(i), Text: text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A window of 64 KiB holds about 1,000 of these events.
+	if n := len(e.last); n > 2*minSweep+1 {
+		t.Fatalf("%d stacks kept after 200,000 distinct ones", n)
+	}
+	e.Close()
+	if got := decode(t, z.Bytes()); !bytes.Contains(got, []byte("f199999+0x1")) {
+		t.Fatal("the last stack did not decode")
+	}
+}
