@@ -16,10 +16,19 @@ shard() { # k n: every nth test name from the kth, as a -test.run pattern
 	echo "^($out)\$"
 }
 pids=()
-"$GO" test -short -count=1 -timeout 10m $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
+start=$SECONDS
+timed() { # name command...: runs it, then says how long it took
+	local name=$1 t0=$SECONDS rc
+	shift
+	"$@"
+	rc=$?
+	echo "$name: $((SECONDS - t0)) s" >>"$tmp/times"
+	return $rc
+}
+timed packages "$GO" test -short -count=1 -timeout 10m $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
 pids+=($!)
 for k in 0 1; do
-	(cd tests && "$tmp/tests.test" -test.short -test.count=1 -test.timeout=10m -test.run "$(shard $k 2)" >"$tmp/shard$k.out" 2>&1) &
+	(cd tests && timed "tests shard $((k + 1))" "$tmp/tests.test" -test.short -test.count=1 -test.timeout=10m -test.run "$(shard $k 2)" >"$tmp/shard$k.out" 2>&1) &
 	pids+=($!)
 done
 status=0
@@ -34,4 +43,5 @@ for k in 0 1; do
 		status=1
 	fi
 done
+echo "check: $((SECONDS - start)) s ($(sort "$tmp/times" | paste -sd, | sed 's/,/, /g'))"
 exit $status
