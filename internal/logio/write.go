@@ -233,9 +233,18 @@ func (z *Writer) timedEnd() {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.timer = nil
-	if !z.closed && z.pending && z.err == nil {
-		_ = z.endBlock(time.Now())
+	if z.closed || !z.pending || z.err != nil {
+		return
 	}
+	// A timer that fired while a Write was ending the block (too late
+	// to be stopped) waits its turn here: a block ended less than an
+	// interval ago is not ended again, the wait starts over.
+	now := time.Now()
+	if wait := z.interval - now.Sub(z.lastEnd); wait > 0 {
+		z.timer = time.AfterFunc(wait, z.timedEnd)
+		return
+	}
+	_ = z.endBlock(now)
 }
 
 // Flush ends the block now.
