@@ -236,8 +236,9 @@ int main(void) {
 // the stack holding most at the peak is named from the library's frames.
 //
 // The program waits a while before it exits: the converter takes no
-// snapshot while it builds a library's unwind tables, which on a loaded
-// machine (make check's shards) took the whole of a shorter run.
+// snapshot while it handles a batch of records, and the first batch with
+// stacks has their libraries' symbols read, which on a loaded machine
+// (make check's shards) took half a second, the whole of a shorter run.
 func TestSnapshotsAndReportDir(t *testing.T) {
 	lib, _ := build(t)
 	t.Setenv(LibEnv, lib)
