@@ -94,9 +94,9 @@ func (e *Encoder) addExtras(w *bitWriter, s sequence, l, o, m uint8) {
 	w.add(uint64(s.offBase), uint(o))
 }
 
-// smallLits: fewer literals than this are written as they are. A block
-// of a stack-heavy log has a few dozen, for which a Huffman table costs
-// about what it saves and takes the encoder's time to build.
+// smallLits: fewer literals than this are written as they are: a Huffman
+// table for them costs about what it saves (a flush of a quiet program's
+// few lines), and time to build.
 const smallLits = 128
 
 // appendLiterals writes the literals section: Huffman-coded where that

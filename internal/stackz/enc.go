@@ -424,8 +424,8 @@ func (e *Encoder) insert(i int) int64 {
 	return abs - int64(d)
 }
 
-// find is the match to take at hist index i (0 length: none); i is
-// inserted in the chain.
+// find is the match to take at hist index i (0 length: none); i goes
+// into the hash table unless a repeat offset already gave a long match.
 func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	h := e.hist
 	base := e.histBase
