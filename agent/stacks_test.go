@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/memtrace/memtrace/internal/stackz"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -106,5 +107,54 @@ func TestStackFrameMappedSinceScan(t *testing.T) {
 		if named == old {
 			t.Errorf("stack taken before the last read %v: frame named %v in\n%s", old, named, out)
 		}
+	}
+}
+
+// markRecorder is a compressed log's writer as the session sees it: it
+// keeps what WriteMarked was given.
+type markRecorder struct {
+	bytes.Buffer
+	marks [][]byte // the marked text
+	texts [][]byte // the slices the marks came from
+}
+
+func (m *markRecorder) WriteMarked(p []byte, marks []stackz.Mark) error {
+	for _, k := range marks {
+		m.marks = append(m.marks, bytes.Clone(p[k.Off:k.Off+k.Len]))
+		m.texts = append(m.texts, k.Text)
+	}
+	_, err := m.Write(p)
+	return err
+}
+
+// TestStacksMarked: a writer that takes marks is told where each copy of a
+// stack's text is, from the one slice the session formatted it into, so
+// that the zstd encoder matches it without a search.
+func TestStacksMarked(t *testing.T) {
+	var w markRecorder
+	s := New(Config{Out: &w, StackDepth: 8})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	s.Stack(&tracer.Stack{ID: 7, TGID: 1, Stop: tracer.StopEnd, Frames: []tracer.Frame{{Addr: 0x1000}, {Addr: 0x2000}}})
+	for i := range 3 {
+		e := ev(uint64(100+i), 1, tracer.KindAlloc, logfmt.OpMalloc, uint64(0xa0+i*0x10), 100, "main")
+		e.Stack = 7
+		s.Add(e)
+	}
+	s.Drain(true)
+	s.Flush()
+	if len(w.marks) != 3 {
+		t.Fatalf("%d marks for 3 events with a stack:\n%s", len(w.marks), w.String())
+	}
+	for i, m := range w.marks {
+		if !bytes.HasPrefix(m, []byte("[memtrack]   #0 ")) || !bytes.Equal(m, w.texts[i]) {
+			t.Errorf("mark %d covers %q, its slice holds %q", i, m, w.texts[i])
+		}
+		if unsafe.SliceData(w.texts[i]) != unsafe.SliceData(w.texts[0]) {
+			t.Errorf("mark %d's text is another slice than the first's", i)
+		}
+	}
+	if strings.Count(w.String(), "  #0 ") != 3 {
+		t.Errorf("the log lost a stack:\n%s", w.String())
 	}
 }

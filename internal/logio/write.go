@@ -148,7 +148,17 @@ func Create(w io.WriteCloser, path string) (io.WriteCloser, error) {
 
 // Write compresses p. Errors are the underlying writer's (also those of a
 // timed block end since the last call).
-func (z *Writer) Write(p []byte) (int, error) {
+func (z *Writer) Write(p []byte) (int, error) { return z.write(p, nil) }
+
+// WriteMarked compresses p, whose marks say where stacks' texts are: the
+// zstd encoder takes each as a match to its last copy without a search
+// (gzip takes p as text).
+func (z *Writer) WriteMarked(p []byte, marks []stackz.Mark) error {
+	_, err := z.write(p, marks)
+	return err
+}
+
+func (z *Writer) write(p []byte, marks []stackz.Mark) (int, error) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.closed {
@@ -160,41 +170,18 @@ func (z *Writer) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, err := z.enc.Write(p)
+	n, err := len(p), error(nil)
+	if mw, ok := z.enc.(stackz.MarkedWriter); ok && len(marks) > 0 {
+		err = mw.WriteMarked(p, marks)
+	} else {
+		n, err = z.enc.Write(p)
+	}
 	z.in += int64(n)
 	if err != nil {
 		z.err = err
 		return n, err
 	}
 	return n, z.pendingEnd()
-}
-
-// WriteMarked compresses p, whose marks say where stacks' texts are: the
-// zstd encoder takes each as a match to its last copy without a search.
-func (z *Writer) WriteMarked(p []byte, marks []stackz.Mark) error {
-	mw, ok := z.enc.(stackz.MarkedWriter)
-	if !ok {
-		_, err := z.Write(p)
-		return err
-	}
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.closed {
-		return errClosed
-	}
-	if z.err != nil {
-		return z.err
-	}
-	if len(p) == 0 {
-		return nil
-	}
-	err := mw.WriteMarked(p, marks)
-	z.in += int64(len(p))
-	if err != nil {
-		z.err = err
-		return err
-	}
-	return z.pendingEnd()
 }
 
 // pendingEnd ends the block now when the last one ended an interval ago,

@@ -7,13 +7,7 @@ import (
 // compressBlock writes the parsed block's literals and sequences section;
 // nil when it cannot (the caller writes the block raw).
 func (e *Encoder) compressBlock(out []byte, srcLen int) []byte {
-	l0 := len(out)
 	out = e.appendLiterals(out)
-	if out == nil {
-		return nil
-	}
-	e.Stats.LitBytes += int64(len(out) - l0)
-	defer func(s0 int) { e.Stats.SeqBytes += int64(len(out) - s0) }(len(out))
 	n := len(e.seqs)
 	switch {
 	case n < 128:
@@ -43,13 +37,12 @@ func (e *Encoder) compressBlock(out []byte, srcLen int) []byte {
 	out = append(out, 0)
 	var mode byte
 	var err error
-	for k, c := range []struct {
+	for _, c := range []struct {
 		t     *fseTable
 		count []uint32
 		codes []uint8
 		shift uint
 	}{{&e.ll, llCount[:], e.llc, 6}, {&e.of, ofCount[:], e.ofc, 4}, {&e.ml, mlCount[:], e.mlc, 2}} {
-		_ = k
 		if int(c.count[c.codes[0]]) == n {
 			c.t.setRLE()
 			mode |= 1 << c.shift

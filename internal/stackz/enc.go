@@ -158,9 +158,6 @@ func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
 		if len(e.last) > e.sweepAt {
 			e.sweep()
 		}
-		if same {
-			e.Stats.SameMarks++
-		}
 		e.marks = append(e.marks, mk)
 	}
 	e.add(p)
@@ -468,7 +465,6 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 				// offset is tried only where its last bytes agree.
 				if kr := i - int(r); kr != k && kr >= 0 && int64(r) <= e.window && i+rest <= end && rest >= 8 &&
 					load64(h, kr) == load64(h, i) && load64(h, kr+rest-8) == load64(h, i+rest-8) {
-					e.Stats.NotSame++
 					if l := matchLen(h[kr:end], h[i:end]); l >= rest {
 						e.Stats.MarkMatched++
 						return kr, l
@@ -561,5 +557,5 @@ func (e *Encoder) emit(lits []byte, off, ml uint32) {
 
 // Stats are the encoder's counts so far (for measurement).
 type Stats struct {
-	Sequences, Literals, MarkMatched, Explicit, LitBytes, SeqBytes, NotSame, SameMarks int64
+	Sequences, Literals, MarkMatched, Explicit int64
 }

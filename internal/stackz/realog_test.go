@@ -3,9 +3,9 @@ package stackz
 import (
 	"bytes"
 	"hash/maphash"
+	"io"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -48,79 +48,30 @@ func marksOf(text []byte) []Mark {
 	return marks
 }
 
-// TestRealLog compares the encoder with klauspost's on a log given in
-// STACKZ_LOG (plain text), in 256 KiB writes as the agent makes them.
-func TestRealLog(t *testing.T) {
-	path := os.Getenv("STACKZ_LOG")
-	if path == "" {
-		t.Skip("STACKZ_LOG not set")
-	}
-	text, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := bytes.Count(text, []byte("[memtrack] tid="))
-	marks := marksOf(text)
-	for _, window := range []int{1 << 20, 8 << 20} {
-		var z bytes.Buffer
-		e, _ := NewEncoder(&z, window)
-		t0 := time.Now()
-		mi := 0
-		for off := 0; off < len(text); off += 256 << 10 {
-			end := min(off+256<<10, len(text))
-			var ms []Mark
-			for mi < len(marks) && marks[mi].Off+marks[mi].Len <= end {
-				m := marks[mi]
-				if m.Off >= off {
-					ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
-				}
-				mi++
-			}
-			e.WriteMarked(text[off:end], ms)
-		}
-		e.Close()
-		d := time.Since(t0)
-		t.Logf("%+v", e.Stats)
-		t.Logf("stackz window %d: %d B, %.2f B/event, %v (%.0f ns/event)", window, z.Len(), float64(z.Len())/float64(events), d, float64(d.Nanoseconds())/float64(events))
-		if got := decode(t, z.Bytes()); !bytes.Equal(got, text) {
-			t.Fatal("round trip differs")
-		}
-	}
-	var z bytes.Buffer
-	t0 := time.Now()
-	w, _ := zstd.NewWriter(&z, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
-	for off := 0; off < len(text); off += 256 << 10 {
-		w.Write(text[off:min(off+256<<10, len(text))])
-	}
-	w.Close()
-	d := time.Since(t0)
-	t.Logf("klauspost default 1 MiB: %d B, %.2f B/event, %v (%.0f ns/event)", z.Len(), float64(z.Len())/float64(events), d, float64(d.Nanoseconds())/float64(events))
+// chunk is one of the agent's writes: text and its stacks' marks.
+type chunk struct {
+	p  []byte
+	ms []Mark
 }
 
-// BenchmarkRealLog: the encoders on STACKZ_LOG, in the agent's writes.
-func BenchmarkRealLog(b *testing.B) {
+// realLog reads the plain log STACKZ_LOG names and cuts it into the
+// agent's 256 KiB writes; it skips without one.
+func realLog(tb testing.TB) (text []byte, chunks []chunk, events int) {
 	path := os.Getenv("STACKZ_LOG")
 	if path == "" {
-		b.Skip("STACKZ_LOG not set")
+		tb.Skip("STACKZ_LOG not set")
 	}
 	text, err := os.ReadFile(path)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	events := bytes.Count(text, []byte("[memtrack] tid="))
 	marks := marksOf(text)
-	type chunk struct {
-		p  []byte
-		ms []Mark
-	}
-	var chunks []chunk
 	mi := 0
 	for off := 0; off < len(text); off += 256 << 10 {
 		end := min(off+256<<10, len(text))
 		var ms []Mark
 		for mi < len(marks) && marks[mi].Off+marks[mi].Len <= end {
-			m := marks[mi]
-			if m.Off >= off {
+			if m := marks[mi]; m.Off >= off {
 				m.Off -= off
 				ms = append(ms, m)
 			}
@@ -128,32 +79,71 @@ func BenchmarkRealLog(b *testing.B) {
 		}
 		chunks = append(chunks, chunk{text[off:end], ms})
 	}
-	b.Run("stackz", func(b *testing.B) {
-		var size int
-		for b.Loop() {
-			var z bytes.Buffer
-			e, _ := NewEncoder(&z, 1<<20)
-			for _, c := range chunks {
-				e.WriteMarked(c.p, c.ms)
-			}
-			e.Close()
-			size = z.Len()
+	return text, chunks, bytes.Count(text, []byte("[memtrack] tid="))
+}
+
+// TestRealLog: a real log round-trips, at memtrace's window and a larger
+// one; its size an event is logged.
+func TestRealLog(t *testing.T) {
+	text, chunks, events := realLog(t)
+	for _, window := range []int{1 << 20, 8 << 20} {
+		var z bytes.Buffer
+		e, _ := NewEncoder(&z, window)
+		for _, c := range chunks {
+			e.WriteMarked(c.p, c.ms)
 		}
-		b.ReportMetric(float64(size)/float64(events), "B/event")
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
-	})
-	b.Run("klauspost", func(b *testing.B) {
-		var size int
-		for b.Loop() {
-			var z bytes.Buffer
-			w, _ := zstd.NewWriter(&z, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
-			for _, c := range chunks {
-				w.Write(c.p)
-			}
-			w.Close()
-			size = z.Len()
+		e.Close()
+		t.Logf("window %d: %.2f B/event, %+v", window, float64(z.Len())/float64(events), e.Stats)
+		if got := decode(t, z.Bytes()); !bytes.Equal(got, text) {
+			t.Fatal("round trip differs")
 		}
-		b.ReportMetric(float64(size)/float64(events), "B/event")
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
-	})
+	}
+}
+
+// BenchmarkRealLog: stackz against klauspost's default level on
+// STACKZ_LOG, in the agent's writes.
+func BenchmarkRealLog(b *testing.B) {
+	_, chunks, events := realLog(b)
+	encoders := []struct {
+		name string
+		open func(w io.Writer) markedCloser
+	}{
+		{"stackz", func(w io.Writer) markedCloser {
+			e, _ := NewEncoder(w, 1<<20)
+			return e
+		}},
+		{"klauspost", func(w io.Writer) markedCloser {
+			z, _ := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+			return unmarked{z}
+		}},
+	}
+	for _, enc := range encoders {
+		b.Run(enc.name, func(b *testing.B) {
+			var size int
+			for b.Loop() {
+				var z bytes.Buffer
+				e := enc.open(&z)
+				for _, c := range chunks {
+					e.WriteMarked(c.p, c.ms)
+				}
+				e.Close()
+				size = z.Len()
+			}
+			b.ReportMetric(float64(size)/float64(events), "B/event")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
+		})
+	}
+}
+
+type markedCloser interface {
+	MarkedWriter
+	Close() error
+}
+
+// unmarked writes a marked text whole, for an encoder that takes no marks.
+type unmarked struct{ *zstd.Encoder }
+
+func (u unmarked) WriteMarked(p []byte, _ []Mark) error {
+	_, err := u.Write(p)
+	return err
 }
