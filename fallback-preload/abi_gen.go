@@ -6,7 +6,7 @@ package preload
 const (
 	shmEnv         = "MEMTRACE_SHM"
 	shmMagic       = 0x4853544d
-	shmVersion     = 5
+	shmVersion     = 6
 	rName          = 64
 	rStart         = 65
 	rExec          = 66
@@ -23,6 +23,8 @@ const (
 	clockCounter   = 1
 	metaSlotsShift = 16
 	metaLenShift   = 32
+	metaStackShift = 32
+	stackIDMax     = 16384
 	framesHdr      = 8
 	frameAddr      = 0
 	frameOff       = 8

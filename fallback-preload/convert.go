@@ -30,6 +30,7 @@ type ev struct {
 	ts        uint64 // ns since the epoch
 	ptr, size uint64
 	op        uint16
+	stack     uint32 // a call's stack id in its stream (mt_abi.h), 0: none
 	data      []byte // names, frames: points into the region (read before the chunk is freed)
 }
 
@@ -52,6 +53,9 @@ type stream struct {
 	segs   []seg
 	head   int
 	lastTS uint64 // time of the newest record read: later ones are not older
+	// stacks: the session's stack of each of the stream's ids (the
+	// latest frames the thread sent under it).
+	stacks []uint64
 }
 
 type chunkPos struct {
@@ -81,6 +85,9 @@ type converter struct {
 	evComm  *stream     // whose comm ev holds (nil: none)
 	stackID map[string]uint64
 	frames  []event.Frame
+	// stackSent, stackRefs: events whose stack came with its frames,
+	// and as an id alone (-v).
+	stackSent, stackRefs uint64
 	// files: the region's file slots as settled (files.go); filesDone:
 	// the first slot that may still change; inoDev: the device of each
 	// inode number named to the session; rowsUsed: bytes of the rows'
@@ -374,7 +381,13 @@ func (c *converter) next(st *stream) ev {
 	meta := r.u64(off + recMetaOff)
 	slots := uint32(uint16(meta >> metaSlotsShift))
 	e := ev{ts: c.toNS(r.u64(off + recTSOff)), ptr: r.u64(off + recPtrOff), size: r.u64(off + recSizeOff), op: uint16(meta)}
-	if slots > 0 {
+	if e.op < rName {
+		// A call: the high bits are its stack's id, its data all frames.
+		e.stack = uint32(meta >> metaStackShift)
+		if slots > 0 {
+			e.data = r.mem[off+recSize : off+recSize+int(slots)*recSize]
+		}
+	} else if slots > 0 {
 		dl := int(meta >> metaLenShift)
 		if dl == 0 || dl > int(slots)*recSize {
 			dl = int(slots) * recSize
@@ -586,11 +599,32 @@ func (c *converter) call(st *stream, e *ev, kind uint8) {
 	c.own(st)
 	x := c.event(st, kind, e.ts)
 	x.Op, x.Ptr, x.Size = uint8(e.op), e.ptr, e.size
-	if e.data != nil {
+	switch {
+	case e.data != nil:
+		c.stackSent++
 		x.Stack = c.stack(e.data, uint32(st.pid), e.ts)
+		if e.stack != 0 && e.stack <= stackIDMax {
+			if int(e.stack) >= len(st.stacks) {
+				st.stacks = append(st.stacks, make([]uint64, int(e.stack)+1-len(st.stacks))...)
+			}
+			st.stacks[e.stack] = x.Stack
+		}
+	case e.stack != 0:
+		c.stackRefs++
+		if int(e.stack) < len(st.stacks) {
+			x.Stack = st.stacks[e.stack]
+		}
+		if x.Stack == 0 {
+			// Never sent: the log says the stack is missing.
+			x.Stack = noStack
+		}
 	}
 	c.sess.Emit(x)
 }
+
+// noStack is a stack id no stack has: an event that refers to frames its
+// thread never sent is written with the missing-stack line.
+const noStack = ^uint64(0)
 
 // launched tells the session that pid is the program Run started: its
 // exit line waits for the wait status (exited), as the eBPF path's does,

@@ -647,6 +647,51 @@ func TestDwarfOraclePreload(t *testing.T) {
 	}
 }
 
+// TestDwarfOraclePreloadStackIDs: a thread sends each stack once and then
+// its id alone (docs/preload.md, "Stacks"); with a table of 64 ids,
+// 2,048 distinct stacks twice over make the library forget, evict and
+// send ids again with other frames, and still every frame of every event
+// equals the record. Events do come by id (-v), or the test would prove
+// nothing of the ids.
+func TestDwarfOraclePreloadStackIDs(t *testing.T) {
+	memtrace := need(t, "bin/memtrace")
+	exe := oracleBinary(t)
+	for _, ids := range []string{"64", ""} {
+		t.Run("ids="+ids, func(t *testing.T) {
+			r := newRun(t)
+			args := []string{"-v", "--preload", "--stack-depth", strconv.Itoa(oracleDepth), "-o", r.log, "--", exe, "many"}
+			r.runMemtraceEnv(t, memtrace, []string{"MEMTRACE_STACK_IDS=" + ids, "UNWIND_ORACLE_PAUSE_MS=300"}, args...)
+			sent, byID := preloadStackIDs(t, r.stderr.String())
+			_, recs, byTID := checkOracle(t, r, oracleDepth, oracleThreads(nil))
+			checkLibraryStacks(t, recs, byTID)
+			// Each of the fan's 2,048 stacks (its mallocs' and its
+			// frees') is sent in the first pass; with 64 ids, in the
+			// second again; with the whole table, most of the second
+			// pass goes by id.
+			if sent < 2048 || ids == "64" && (sent < 4096 || byID == 0) || ids == "" && byID < 1024 {
+				t.Errorf("MEMTRACE_STACK_IDS=%s: %d events sent their frames, %d an id alone", ids, sent, byID)
+			}
+		})
+	}
+}
+
+// preloadStackIDs reads memtrace -v's count of events that sent their
+// frames and of those that sent an id alone.
+func preloadStackIDs(t *testing.T, stderr string) (sent, byID int) {
+	t.Helper()
+	for _, ln := range strings.Split(stderr, "\n") {
+		if i := strings.Index(ln, "; "); strings.HasPrefix(ln, "memtrace: preload stacks: ") && i > 0 {
+			if j := strings.LastIndex(ln, "; "); j > i {
+				if _, err := fmt.Sscanf(ln[j+2:], "%d sent with their frames, %d by id", &sent, &byID); err == nil {
+					return sent, byID
+				}
+			}
+		}
+	}
+	t.Fatalf("memtrace -v says nothing of the stacks sent:\n%s", stderr)
+	return 0, 0
+}
+
 // preloadWalks reads memtrace -v's count of the library's stacks by walk.
 func preloadWalks(t *testing.T, stderr string) (rows, backtrace int) {
 	t.Helper()

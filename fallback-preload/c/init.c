@@ -16,6 +16,7 @@ volatile int g_exiting;
 size_t min_size;
 int stack_depth;
 int walk_backtrace;
+uint32_t stack_ids;
 int mmap_files;
 int follow = 1;
 char stack_threads[256];
@@ -129,6 +130,9 @@ static void init_once(void)
 		stack_depth = 128;
 	const char *wv = getenv("MEMTRACE_WALK");
 	walk_backtrace = wv && strcmp(wv, "backtrace") == 0;
+	stack_ids = (uint32_t)parse_size(getenv("MEMTRACE_STACK_IDS"), MT_STACK_ID_MAX);
+	if (stack_ids < 4 || stack_ids > MT_STACK_ID_MAX)
+		stack_ids = MT_STACK_ID_MAX;
 	copy_env(stack_threads, sizeof stack_threads, "MEMTRACK_STACK_THREADS");
 	copy_env(track_threads, sizeof track_threads, "MEMTRACK_TRACK_THREADS");
 	const char *mf = getenv("MEMTRACE_MMAP_FILES");

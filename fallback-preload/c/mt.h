@@ -46,6 +46,7 @@ extern volatile int g_exiting; // process exit: write unbuffered
 extern size_t min_size;
 extern int stack_depth;
 extern int walk_backtrace; // MEMTRACE_WALK=backtrace (tests): never the rows
+extern uint32_t stack_ids; // a thread's stack table starts over past this many ids (MEMTRACE_STACK_IDS, tests)
 extern int mmap_files;
 extern int follow;
 extern char stack_threads[256];

@@ -25,7 +25,7 @@
 // MT_SHM_VERSION, which the library checks before it maps the rest.
 #define MT_SHM_ENV "MEMTRACE_SHM"
 #define MT_SHM_MAGIC 0x4853544d
-#define MT_SHM_VERSION 5
+#define MT_SHM_VERSION 6
 
 // The ops of call records, numbered as Go's logfmt.Op (malloc is 1) so that
 // one number means one op on both sides; EXIT (a thread's end) follows.
@@ -149,12 +149,15 @@ typedef struct {
 	uint64_t ts, ptr, size;
 	// meta: op (16 bits) | extra slots << MT_META_SLOTS_SHIFT (16 bits:
 	// mt_rec-sized slots of data that follow) | data bytes <<
-	// MT_META_LEN_SHIFT (0: all the slots).
+	// MT_META_LEN_SHIFT (0: all the slots). A call record (op below
+	// MT_R_NAME) has no length there but its stack's id
+	// (MT_META_STACK_SHIFT, below).
 	uint64_t meta;
 } mt_rec;
 
 #define MT_META_SLOTS_SHIFT 16
 #define MT_META_LEN_SHIFT 32
+#define MT_META_STACK_SHIFT 32
 #define MT_META(op, slots, len) \
 	((uint64_t)(op) | ((uint64_t)(slots) << MT_META_SLOTS_SHIFT) | ((uint64_t)(len) << MT_META_LEN_SHIFT))
 
@@ -166,6 +169,15 @@ typedef struct {
 // file, the offset 0). Packed: read and write it with memcpy. Frames carry
 // no names: memtrace names them from the file and the offset, as it names
 // the eBPF path's.
+//
+// A thread sends each stack once: a call record's stack id (meta's bits
+// from MT_META_STACK_SHIFT; ids count from 1 in each stream, 0 is none)
+// on a record with frames names those frames; on a record without data
+// it stands for the frames its stream last sent under that id. An id is
+// sent again with other frames once the thread's table forgot it (a full
+// table starts over from id 1), so the reader keeps, per stream, the
+// latest frames of each id, never more than MT_STACK_ID_MAX of them.
+#define MT_STACK_ID_MAX 16384
 #define MT_FRAMES_HDR 8
 #define MT_FRAME_ADDR 0
 #define MT_FRAME_OFF 8

@@ -26,6 +26,7 @@ typedef struct {
 	uint32_t stream, seq;
 	uint32_t lost;      // dropped, not yet added to the header
 	uint32_t by_rows, by_bt; // stacks walked each way, not yet added
+	struct stk_table *stk; // the stacks this thread sent (see stk_find)
 	unsigned gen;
 	int stacks, keyed;
 	pid_t tid;
@@ -276,22 +277,132 @@ static int bin_room(uint32_t extra, uint64_t ts)
 	return tb.n + 1 + extra <= tb.cap;
 }
 
+// The stacks a thread sent, so that a stack goes into the region once and
+// its later events carry only its id (mt_abi.h): writing a stack's frames
+// into memory the reader's CPU then pulls over costs the traced thread
+// more than walking them, and the reader would have to key its own
+// table by all those bytes again. The table is the thread's own (no
+// lock: a signal handler's call passes through, t_in), and its ids
+// belong to the thread's stream, the one order the reader keeps: a
+// definition always comes before its references. It starts over (ids
+// from 1) for a new stream (a fork child), a new module table (a frame's
+// file and offset may differ for the same address), and when full; the
+// reader keeps the latest frames of each id, so none of this needs to be
+// said. Kept: the frames' addresses, count and stop, which with the
+// module table's sequence decide everything the record says.
+#define STK_SLOTS 4096
+#define STK_WORDS (1u << 15) // frame addresses held, in all
+
+typedef struct {
+	uint64_t hash;
+	uint32_t id, off; // id 0: a free slot; off: the first address in words
+	uint32_t n, stop;
+} stk_slot;
+
+typedef struct stk_table {
+	uint32_t stream, next_id, used;
+	unsigned gen;
+	stk_slot slot[STK_SLOTS];
+	uint64_t words[STK_WORDS];
+} stk_table;
+
+static void stk_reset(stk_table *t, unsigned gen)
+{
+	memset(t->slot, 0, sizeof t->slot);
+	t->stream = tb.stream;
+	t->gen = gen;
+	t->next_id = 1;
+	t->used = 0;
+}
+
+// stk_find returns the id of the thread's stack of n frames from fr, and
+// sets *known when the reader already has it; 0 when it is kept nowhere
+// (no memory, or a torn module table: gen 0).
+static uint32_t stk_find(const mt_rawframe *fr, int n, uint32_t stop, unsigned gen, int *known)
+{
+	*known = 0;
+	if (!gen || n <= 0)
+		return 0;
+	stk_table *t = tb.stk;
+	if (UNLIKELY(!t)) {
+		t = tb.stk = raw_map(sizeof *t);
+		if (!t)
+			return 0;
+		// Fresh pages are zero: only the slots a stack takes are touched.
+		t->stream = tb.stream;
+		t->gen = gen;
+		t->next_id = 1;
+	}
+	if (UNLIKELY(t->stream != tb.stream || t->gen != gen))
+		stk_reset(t, gen);
+	uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15ull ^ stop;
+	for (int i = 0; i < n; i++) {
+		h = (h ^ fr[i].addr) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	// A table of fewer ids uses fewer slots too, so that a test can make
+	// it forget, evict and start over with few stacks.
+	uint32_t mask = STK_SLOTS - 1;
+	while (mask > 1 && mask >= stack_ids)
+		mask >>= 1;
+	uint32_t i0 = (uint32_t)h & mask, i1 = (i0 + 1) & mask;
+	for (uint32_t k = 0; k < 2; k++) {
+		stk_slot *sl = &t->slot[k ? i1 : i0];
+		if (sl->id && sl->hash == h && sl->n == (uint32_t)n && sl->stop == stop) {
+			const uint64_t *w = &t->words[sl->off];
+			int j = 0;
+			while (j < n && w[j] == fr[j].addr)
+				j++;
+			if (j == n) {
+				*known = 1;
+				return sl->id;
+			}
+		}
+	}
+	if (t->next_id > stack_ids || t->used + (uint32_t)n > STK_WORDS)
+		stk_reset(t, gen);
+	stk_slot *sl = &t->slot[i0];
+	if (sl->id && !t->slot[i1].id)
+		sl = &t->slot[i1];
+	sl->hash = h;
+	sl->id = t->next_id++;
+	sl->off = t->used;
+	sl->n = (uint32_t)n;
+	sl->stop = stop;
+	for (int j = 0; j < n; j++)
+		t->words[t->used + (uint32_t)j] = fr[j].addr;
+	t->used += (uint32_t)n;
+	return sl->id;
+}
+
+static void stk_free(void)
+{
+	if (tb.stk) {
+		raw_unmap(tb.stk, sizeof *tb.stk);
+		tb.stk = NULL;
+	}
+}
+
 static uint32_t frame_slots(void)
 {
 	return (uint32_t)((MT_FRAMES_HDR + (size_t)stack_depth * MT_FRAME_SIZE + 31) / 32);
 }
 
 // bin_frames writes the stack as a record's data (mt_abi.h) and returns
-// the slots it takes.
-static uint32_t bin_frames(char *blob)
+// the slots it takes, 0 where the thread sent it before; *id is its id.
+static uint32_t bin_frames(char *blob, uint32_t *id)
 {
 	mt_rawframe fr[128];
-	int stop = MT_STOP_END, by_rows = 0;
-	int n = stack_raw(fr, &stop, &by_rows);
+	int stop = MT_STOP_END, by_rows = 0, known;
+	unsigned gen;
+	int n = stack_raw(fr, &stop, &by_rows, &gen);
 	if (by_rows)
 		tb.by_rows++;
 	else
 		tb.by_bt++;
+	*id = stk_find(fr, n, (uint32_t)stop, gen, &known);
+	if (known)
+		return 0;
 	uint32_t count = (uint32_t)n, st = (uint32_t)stop;
 	memcpy(blob, &count, 4);
 	memcpy(blob + 4, &st, 4);
@@ -334,11 +445,12 @@ static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size)
 		return;
 	}
 	mt_rec *r = &tb.recs[tb.n];
-	uint32_t ns = tb.stacks ? bin_frames((char *)(r + 1)) : 0;
+	uint32_t id = 0;
+	uint32_t ns = tb.stacks ? bin_frames((char *)(r + 1), &id) : 0;
 	r->ts = ts;
 	r->ptr = (uint64_t)(uintptr_t)p;
 	r->size = size;
-	r->meta = MT_META(op, ns, 0);
+	r->meta = (uint64_t)op | ((uint64_t)ns << MT_META_SLOTS_SHIFT) | ((uint64_t)id << MT_META_STACK_SHIFT);
 	bin_commit(tb.n + 1 + ns);
 }
 
@@ -373,6 +485,8 @@ static void bin_thread_exit(void *arg)
 	if (g_ready && !g_off)
 		bin_blob(MT_OP_EXIT, 0, 0, NULL, 0, 0);
 	bin_publish_lost();
+	// Frees by later destructors map a new table if they need one.
+	stk_free();
 	// The chunk stays the thread's: frees made by later TLS destructors
 	// still go there. The consumer frees it once the thread is gone.
 	t_in = in;

@@ -17,7 +17,8 @@
 // $UNWIND_ORACLE_DLOPEN); "fork" runs everything
 // in a forked child first (its record is $MEMTRACE_TRUTH.child), then in
 // the parent; "exec" records a recursion, writes $MEMTRACE_TRUTH.pre and
-// execs itself without "exec". With $MEMTRACE_TEST_WAIT set it writes
+// execs itself without "exec"; "many" ends with many distinct stacks
+// (many_stacks). With $MEMTRACE_TEST_WAIT set it writes
 // "ready" to stdout and waits for one byte on stdin before any recorded
 // work (attach mode).
 #include "unwind_truth.h"
@@ -278,6 +279,51 @@ UT_NOINLINE static void step(int lvl, int round)
 }
 
 // ---------------------------------------------------------------------------
+// "many": FAN_LEVELS levels, each entered from one of two call sites by a
+// bit of the value, make 2^FAN_LEVELS distinct stacks, each allocated
+// twice in two passes: more stacks than a small stack table of the library
+// holds (MEMTRACE_STACK_IDS), so its ids are forgotten, evicted and sent
+// again between two events of one stack.
+
+static const int FAN_LEVELS = 10;
+
+UT_NOINLINE static void fan(unsigned bits, int lvl);
+
+UT_NOINLINE static void fan_one(unsigned bits, int lvl)
+{
+	fan(bits, lvl);
+	UT_BARRIER();
+}
+
+UT_NOINLINE static void fan_zero(unsigned bits, int lvl)
+{
+	fan(bits, lvl);
+	UT_BARRIER();
+}
+
+UT_NOINLINE static void fan(unsigned bits, int lvl)
+{
+	if (lvl == 0) {
+		size_t n = 64 + (bits & 255);
+		void *p = UT_ALLOC("malloc", n, malloc(n));
+		UT_FREE("free", n, p);
+		free(p);
+	} else if (bits & 1) {
+		fan_one(bits >> 1, lvl - 1);
+	} else {
+		fan_zero(bits >> 1, lvl - 1);
+	}
+	UT_BARRIER();
+}
+
+static void many_stacks(void)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (unsigned v = 0; v < (1u << FAN_LEVELS); v++)
+			fan(v, FAN_LEVELS);
+}
+
+// ---------------------------------------------------------------------------
 
 static void *worker(void *arg)
 {
@@ -349,7 +395,7 @@ int main(int argc, char **argv)
 		ut_die("unwind_oracle: readlink /proc/self/exe failed\n");
 	self[sl] = 0;
 	// The variable is for attach mode, where the harness passes no arguments.
-	bool dl = getenv("UNWIND_ORACLE_DLOPEN") != 0, fk = false, ex = false;
+	bool dl = getenv("UNWIND_ORACLE_DLOPEN") != 0, fk = false, ex = false, many = false;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "dlopen") == 0)
 			dl = true;
@@ -357,8 +403,10 @@ int main(int argc, char **argv)
 			fk = true;
 		else if (strcmp(argv[i], "exec") == 0)
 			ex = true;
+		else if (strcmp(argv[i], "many") == 0)
+			many = true;
 		else
-			ut_die("unwind_oracle: arguments are dlopen, fork, exec\n");
+			ut_die("unwind_oracle: arguments are dlopen, fork, exec, many\n");
 	}
 	if (getenv("MEMTRACE_TEST_WAIT")) {
 		char c;
@@ -396,6 +444,8 @@ int main(int argc, char **argv)
 			ut_die("unwind_oracle: the forked child failed\n");
 	}
 	run_all(dl);
+	if (many)
+		many_stacks();
 	ut_write("");
 	return 0;
 }
