@@ -167,3 +167,47 @@ func FuzzStackFrames(f *testing.F) {
 		}
 	})
 }
+
+// TestStackIDs: an event that names its stack by id gets the frames its
+// stream last sent under that id (a thread's table may forget an id and
+// send it again with other frames); ids are the stream's own, so another
+// thread's id 1 is not this one's; an id never sent writes the
+// missing-stack line rather than another stack.
+func TestStackIDs(t *testing.T) {
+	var out bytes.Buffer
+	c, s := testConverter(t, &out, 8)
+	other := &stream{id: 2, pid: 10, tid: 11}
+	copy(other.comm[:], "other")
+	a := frameBlob([]rawFrame{{0x1111, 0, noFile}, {0x2222, 0, noFile}}, stopEnd, nil)
+	b := frameBlob([]rawFrame{{0x3333, 0, noFile}}, stopEnd, nil)
+	c.tb.pass()
+	c.call(s, &ev{ts: 1000, ptr: 0x10, size: 8, op: opMalloc, stack: 1, data: a}, tracer.KindAlloc)
+	c.call(s, &ev{ts: 2000, ptr: 0x20, size: 8, op: opMalloc, stack: 1}, tracer.KindAlloc)
+	c.call(s, &ev{ts: 3000, ptr: 0x30, size: 8, op: opMalloc, stack: 1, data: b}, tracer.KindAlloc)
+	c.call(s, &ev{ts: 4000, ptr: 0x40, size: 8, op: opMalloc, stack: 1}, tracer.KindAlloc)
+	c.call(other, &ev{ts: 5000, ptr: 0x50, size: 8, op: opMalloc, stack: 1}, tracer.KindAlloc)
+	c.call(s, &ev{ts: 6000, ptr: 0x60, size: 8, op: opMalloc, stack: stackIDMax + 1}, tracer.KindAlloc)
+	c.flush()
+	// The frames after each event line, by its pointer.
+	got := map[string]string{}
+	ptr := ""
+	for _, ln := range strings.Split(out.String(), "\n") {
+		if i := strings.Index(ln, "ptr="); i >= 0 && strings.HasPrefix(ln, "[memtrack] tid=") {
+			ptr = strings.Fields(ln[i+4:])[0]
+		} else if ptr != "" && strings.HasPrefix(ln, "[memtrack]   #") || ptr != "" && strings.Contains(ln, "stack ") {
+			got[ptr] += strings.TrimSpace(ln[strings.Index(ln, "]")+1:]) + ";"
+		}
+	}
+	wantA := "#0  [0x1111];#1  [0x2222];"
+	wantB := "#0  [0x3333];"
+	for p, want := range map[string]string{"0x10": wantA, "0x20": wantA, "0x30": wantB, "0x40": wantB} {
+		if got[p] != want {
+			t.Errorf("event %s: frames %q, want %q\n%s", p, got[p], want, out.String())
+		}
+	}
+	for _, p := range []string{"0x50", "0x60"} {
+		if !strings.Contains(got[p], "missing") || strings.Contains(got[p], "#0") {
+			t.Errorf("event %s (an id its stream never sent): %q, want the missing-stack line alone\n%s", p, got[p], out.String())
+		}
+	}
+}
