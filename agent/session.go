@@ -134,6 +134,7 @@ type Session struct {
 	// out holds lines not yet written to w: the lines of events are
 	// formatted straight into it, not copied there.
 	out       []byte
+	async     *asyncOut // see Concurrent
 	buf       []byte
 	procs     map[uint32]*process
 	threads   map[uint32]*thread
@@ -264,23 +265,34 @@ func (s *Session) write(b []byte) {
 
 // spill writes the held lines out once there are outSize of them.
 func (s *Session) spill() {
-	if len(s.out) >= outSize {
-		s.Flush()
+	if len(s.out) < outSize {
+		return
 	}
+	if s.async != nil {
+		s.handOff()
+		return
+	}
+	s.Flush()
 }
 
-// Flush writes out buffered lines.
+// Flush writes out buffered lines, those handed to another goroutine
+// (Concurrent) first.
 func (s *Session) Flush() error {
+	s.syncOut()
 	if s.err == nil && len(s.out) > 0 {
-		if s.mw != nil && len(s.marks) > 0 {
-			s.err = s.mw.WriteMarked(s.out, s.marks)
-		} else {
-			_, s.err = s.w.Write(s.out)
-		}
+		s.err = s.writeOut(s.out, s.marks)
 	}
 	s.out = s.out[:0]
 	s.marks = s.marks[:0]
 	return s.err
+}
+
+func (s *Session) writeOut(out []byte, marks []stackz.Mark) error {
+	if s.mw != nil && len(marks) > 0 {
+		return s.mw.WriteMarked(out, marks)
+	}
+	_, err := s.w.Write(out)
+	return err
 }
 
 // Received counts the events queued so far.

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,4 +159,79 @@ func TestStacksMarked(t *testing.T) {
 	if strings.Count(w.String(), "  #0 ") != 3 {
 		t.Errorf("the log lost a stack:\n%s", w.String())
 	}
+}
+
+// failAfter fails every write after the first n.
+type failAfter struct {
+	markRecorder
+	n int
+}
+
+func (f *failAfter) WriteMarked(p []byte, marks []stackz.Mark) error {
+	if f.n == 0 {
+		return errors.New("disk full")
+	}
+	f.n--
+	return f.markRecorder.WriteMarked(p, marks)
+}
+
+// TestConcurrentOut: a session that writes its buffers on another
+// goroutine (Concurrent, the end of a run) writes the same bytes, with
+// every stack's copy marked where it lies, as one that writes them itself;
+// Flush waits for them; a write that fails there is the session's error
+// and stops the writing.
+func TestConcurrentOut(t *testing.T) {
+	run := func(w markedWriter, concurrent bool) (*Session, error) {
+		s := New(Config{Out: w, StackDepth: 8})
+		s.AddProcess(1, false)
+		s.procs[1].scanned = true
+		for id := uint64(1); id <= 50; id++ {
+			s.Stack(&tracer.Stack{ID: id, TGID: 1, Stop: tracer.StopEnd, Frames: []tracer.Frame{{Addr: 0x1000 * id}, {Addr: 0x2000}, {Addr: 0x3000 + id}}})
+		}
+		for i := range 20000 {
+			if concurrent && i == 5000 {
+				s.Concurrent()
+			}
+			e := ev(uint64(100+i), 1, tracer.KindAlloc, logfmt.OpMalloc, uint64(0x1000+i*0x10), uint64(16+i%300), "main")
+			e.Stack = uint64(1 + i%50)
+			s.Add(e)
+			if i%1000 == 999 {
+				s.Drain(false)
+			}
+		}
+		s.Drain(true)
+		return s, s.Flush()
+	}
+	var sync, conc markRecorder
+	if _, err := run(&sync, false); err != nil {
+		t.Fatal(err)
+	}
+	s, err := run(&conc, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.async != nil {
+		t.Error("Flush left the writer goroutine running")
+	}
+	if sync.Len() < 4*outSize || !bytes.Equal(sync.Bytes(), conc.Bytes()) {
+		t.Fatalf("concurrent writes gave %d bytes, the session's own %d (want equal, over several buffers)", conc.Len(), sync.Len())
+	}
+	if len(conc.marks) != 20000 {
+		t.Errorf("%d marks, want one per event (20000)", len(conc.marks))
+	}
+	for i, m := range conc.marks {
+		if !bytes.Equal(m, conc.texts[i]) {
+			t.Fatalf("mark %d covers %q, its text is %q", i, m, conc.texts[i])
+		}
+	}
+	f := &failAfter{n: 2}
+	if _, err := run(f, true); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("a write failing on the goroutine: Flush says %v, want the write's error", err)
+	}
+}
+
+// markedWriter is what TestConcurrentOut's sessions write to.
+type markedWriter interface {
+	io.Writer
+	stackz.MarkedWriter
 }

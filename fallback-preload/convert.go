@@ -147,6 +147,11 @@ func (c *converter) run(stop <-chan struct{}) {
 				// up to now is read below.
 				c.r.put32(hStop, 1)
 			}
+			if c.detachAt == 0 {
+				// The program is gone: its CPU compresses
+				// the rest (a detached one still runs).
+				c.sess.Concurrent()
+			}
 			c.poll(true)
 			c.finish()
 			return
