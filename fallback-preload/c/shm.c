@@ -383,6 +383,29 @@ static void stk_free(void)
 	}
 }
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+// have_prfchw: the CPU has PREFETCHW (CPUID 0x80000001 ECX bit 8), which
+// an older one may refuse (#UD): asked once, at the first stack.
+static int have_prfchw = -1;
+#endif
+
+static inline void prefetch_write(const void *p)
+{
+#if defined(__x86_64__)
+	// GCC's builtin emits PREFETCHW only with -mprfchw, for every CPU;
+	// a read prefetch would leave the line shared, still to be taken.
+	if (UNLIKELY(have_prfchw < 0)) {
+		unsigned a, b, c = 0, d;
+		have_prfchw = __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8));
+	}
+	if (have_prfchw)
+		__asm__ __volatile__("prefetchw %0" ::"m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1, 3);
+#endif
+}
+
 static uint32_t frame_slots(void)
 {
 	return (uint32_t)((MT_FRAMES_HDR + (size_t)stack_depth * MT_FRAME_SIZE + 31) / 32);
@@ -446,7 +469,14 @@ static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size)
 	}
 	mt_rec *r = &tb.recs[tb.n];
 	uint32_t id = 0;
-	uint32_t ns = tb.stacks ? bin_frames((char *)(r + 1), &id) : 0;
+	uint32_t ns = 0;
+	if (tb.stacks) {
+		// The record's line was last the reader's, on another CPU:
+		// ask for it now, so that it comes over during the walk
+		// rather than stall the first store after it.
+		prefetch_write(r);
+		ns = bin_frames((char *)(r + 1), &id);
+	}
 	r->ts = ts;
 	r->ptr = (uint64_t)(uintptr_t)p;
 	r->size = size;
