@@ -675,6 +675,37 @@ func TestDwarfOraclePreloadStackIDs(t *testing.T) {
 	}
 }
 
+// TestPreloadStackTableThreadChurn: a thread's stack table goes with the
+// thread, and the frees its process's later key destructors make (after
+// the library's own) do not map another one: 3,000 threads one after
+// another, each with such a free, leave the address space as it was but
+// for the C library's own (a table kept per ended thread would add a GB).
+func TestPreloadStackTableThreadChurn(t *testing.T) {
+	memtrace := need(t, "bin/memtrace")
+	exe := need(t, "tests/progs/build/threadchurn")
+	r := newRun(t)
+	r.runMemtraceEnv(t, memtrace, nil, "--preload", "--stack-depth", "8", "-o", r.log, "--", exe)
+	var before, after int64
+	for _, ln := range strings.Split(r.stderr.String(), "\n") {
+		if _, err := fmt.Sscanf(ln, "vmsize %d %d", &before, &after); err == nil {
+			break
+		}
+	}
+	if before <= 0 || after <= 0 {
+		t.Fatalf("threadchurn printed no sizes:\n%s", r.stderr.String())
+	}
+	if grew := after - before; grew > 256<<10 {
+		t.Errorf("the address space grew by %d KiB over 3,000 ended threads", grew)
+	}
+	log, err := os.ReadFile(r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), "free "); n < 6000 {
+		t.Errorf("%d free lines, want at least 6000 (each thread's two)", n)
+	}
+}
+
 // preloadStackIDs reads memtrace -v's count of events that sent their
 // frames and of those that sent an id alone.
 func preloadStackIDs(t *testing.T, stderr string) (sent, byID int) {

@@ -27,6 +27,7 @@ typedef struct {
 	uint32_t lost;      // dropped, not yet added to the header
 	uint32_t by_rows, by_bt; // stacks walked each way, not yet added
 	struct stk_table *stk; // the stacks this thread sent (see stk_find)
+	int stk_done;          // the thread is ending: no table any more
 	unsigned gen;
 	int stacks, keyed;
 	pid_t tid;
@@ -325,6 +326,8 @@ static uint32_t stk_find(const mt_rawframe *fr, int n, uint32_t stop, unsigned g
 		return 0;
 	stk_table *t = tb.stk;
 	if (UNLIKELY(!t)) {
+		if (tb.stk_done)
+			return 0;
 		t = tb.stk = raw_map(sizeof *t);
 		if (!t)
 			return 0;
@@ -515,8 +518,10 @@ static void bin_thread_exit(void *arg)
 	if (g_ready && !g_off)
 		bin_blob(MT_OP_EXIT, 0, 0, NULL, 0, 0);
 	bin_publish_lost();
-	// Frees by later destructors map a new table if they need one.
+	// Frees by later destructors send their frames: a table mapped for
+	// them would outlive the thread.
 	stk_free();
+	tb.stk_done = 1;
 	// The chunk stays the thread's: frees made by later TLS destructors
 	// still go there. The consumer frees it once the thread is gone.
 	t_in = in;
