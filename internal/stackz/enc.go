@@ -59,13 +59,6 @@ type Encoder struct {
 	table   []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
 	mi      int      // parse: the first mark not behind it
 
-	holes    []hole // the holes from holeBase on, by position
-	holeBase int    // the number of holes dropped
-	holeNext int    // the first hole ending after the last chunk indexed
-	holeAdd  int    // the first hole ending after what was last added
-	seg      []uint32
-	segMask  int64
-
 	reps        [3]uint32
 	seqs        []sequence
 	lits        []byte
@@ -85,7 +78,6 @@ type mark struct {
 	prev       int64    // the last copy's start, or -1
 	same       bool     // given as the same slice as the last copy: the same bytes
 	older      [3]int64 // with same, the copies before the last of that slice (-1: none)
-	hole       bool     // not copied into the history
 }
 
 // sweep forgets the stacks whose last copy is out of the window: no match
@@ -124,7 +116,6 @@ func NewEncoder(w io.Writer, window int) (*Encoder, error) {
 	e := &Encoder{w: w, window: int64(window), last: map[uint64]copyAt{}, sweepAt: minSweep, table: make([]uint32, 1<<hashLog),
 		reps: [3]uint32{1, 4, 8}, xx: xxhash.New(), blockMax: min(window, maxBlock)}
 	e.huf.WantLogLess = 4
-	e.initHoles()
 	return e, nil
 }
 
@@ -167,10 +158,6 @@ func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
 		if len(e.last) > e.sweepAt {
 			e.sweep()
 		}
-		if same && m.Len >= minHole && start-prev.abs <= e.window {
-			mk.hole = true
-			e.holes = append(e.holes, hole{start: mk.start, end: mk.end, text: m.Text})
-		}
 		e.marks = append(e.marks, mk)
 	}
 	e.add(p)
@@ -183,7 +170,7 @@ func (e *Encoder) add(p []byte) {
 		room := e.blockMax - int(e.histBase+int64(len(e.hist))-e.done)
 		n := min(room, len(p))
 		e.makeRoom(n)
-		e.appendReal(p[:n], e.histBase+int64(len(e.hist)))
+		e.hist = append(e.hist, p[:n]...)
 		p = p[n:]
 		if e.histBase+int64(len(e.hist))-e.done == int64(e.blockMax) {
 			e.encode(false)
@@ -278,7 +265,6 @@ func (e *Encoder) encode(last bool) {
 		// Not worth it: the decoder's offsets and tables stay as they were.
 		e.reps = saved
 		e.huf.Reuse = huff0.ReusePolicyNone
-		e.fill(start, len(e.hist))
 		e.out = appendBlockHeader(e.out, last, 0, len(src))
 		e.out = append(e.out, src...)
 	} else {
@@ -294,7 +280,6 @@ func (e *Encoder) encode(last bool) {
 		}
 	}
 	e.marks = e.marks[:k]
-	e.dropHoles()
 	if len(e.out) >= 64<<10 {
 		e.writeOut()
 	}
@@ -315,18 +300,6 @@ func load64(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
 func hash5(b []byte, i int) uint32 {
 	v := binary.LittleEndian.Uint64(b[i:]) << 24
 	return uint32((v * 0xcf1bbcdcb7a56463) >> (64 - hashLog))
-}
-
-// matchLenFrom is how many bytes from hist index k equal those from i,
-// up to limit on i's side; a hole on k's side is read from its text.
-func (e *Encoder) matchLenFrom(k, i, limit int) int {
-	h := e.hist
-	kl := min(limit, e.realEnd(k))
-	l := matchLen(h[k:kl], h[i:limit])
-	if k+l == kl && l < limit-i {
-		l += e.matchLenAt(kl, i+l, limit)
-	}
-	return l
 }
 
 // matchLen is how many bytes from a and b are equal.
@@ -382,19 +355,15 @@ func (e *Encoder) parse(start int) {
 			}
 		}
 		// Backward into the literals.
-		if i > litStart && c > 0 && h[i-1] == h[c-1] {
-			lo := e.realStart(c)
-			for i > litStart && c > lo && h[i-1] == h[c-1] {
-				i--
-				c--
-				n++
-			}
+		for i > litStart && c > 0 && h[i-1] == h[c-1] {
+			i--
+			c--
+			n++
 		}
 		e.emit(h[litStart:i], uint32(i-c), uint32(n))
 		i += n
 		litStart = i
 	}
-	e.fill(litStart, end)
 	e.lits = append(e.lits, h[litStart:end]...)
 	e.Stats.Sequences += int64(len(e.seqs))
 	e.Stats.Literals += int64(len(e.lits))
@@ -412,31 +381,21 @@ func (e *Encoder) repAt(i, end int) (c, n int) {
 	h := e.hist
 	limit := end
 	abs := e.histBase + int64(i)
-	inText := false
 	for mi := e.mi; mi < len(e.marks); mi++ {
 		if m := e.marks[mi]; m.end > abs {
 			if m.start > abs && m.prev >= 0 {
 				limit = min(int(m.start-e.histBase), end)
 			}
-			inText = m.start <= abs
 			break
 		}
 	}
-	limit = min(limit, e.realEnd(i))
 	c = -1
 	for _, r := range e.reps {
 		k := i - int(r)
-		if k < 0 || int64(r) > e.window {
+		if k < 0 || int64(r) > e.window || load32(h, k) != load32(h, i) {
 			continue
 		}
-		var l int
-		switch {
-		case inText || limit-i > lineMax:
-			l = e.matchLenAt(k, i, limit)
-		case load32(h, k) == load32(h, i):
-			l = e.matchLenFrom(k, i, limit)
-		}
-		if l >= minMatch && l > n {
+		if l := matchLen(h[k:limit], h[i:limit]); l >= minMatch && l > n {
 			c, n = k, l
 		}
 	}
@@ -472,21 +431,62 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 		e.mi++
 	}
 	limit := end
-	inText := false
 	if e.mi < len(e.marks) {
 		m := e.marks[e.mi]
 		if m.start <= abs && m.prev >= 0 {
-			if c, n := e.markMatch(m, i, end); n > 0 {
-				e.Stats.MarkMatched++
-				return c, n
+			// A repeat offset that holds the rest of the stack's
+			// text costs less than the last copy's offset.
+			rest := int(m.end - abs)
+			k := int(m.prev + (abs - m.start) - base)
+			// What follows the text is compared up to the next
+			// stack's text, which its own copy covers.
+			after := end
+			if e.mi+1 < len(e.marks) && e.marks[e.mi+1].prev >= 0 {
+				after = max(min(int(e.marks[e.mi+1].start-base), end), min(i+rest, end))
+			}
+			if m.same && rest <= end-i {
+				// Known equal without reading: the last copy, or
+				// cheaper, an older one a repeat offset reaches.
+				for _, r := range e.reps {
+					at := m.start - int64(r)
+					if at == m.older[0] || at == m.older[1] || at == m.older[2] {
+						if kr := i - int(r); kr >= 0 && int64(r) <= e.window {
+							e.Stats.MarkMatched++
+							return kr, rest + matchLen(h[kr+rest:after], h[i+rest:after])
+						}
+					}
+				}
+			}
+			for _, r := range e.reps {
+				if m.same {
+					break
+				}
+				// Each byte of the text compared once: a repeat
+				// offset is tried only where its last bytes agree.
+				if kr := i - int(r); kr != k && kr >= 0 && int64(r) <= e.window && i+rest <= end && rest >= 8 &&
+					load64(h, kr) == load64(h, i) && load64(h, kr+rest-8) == load64(h, i+rest-8) {
+					if l := matchLen(h[kr:end], h[i:end]); l >= rest {
+						e.Stats.MarkMatched++
+						return kr, l
+					}
+				}
+			}
+			if k >= 0 && k < i && int64(i-k) <= e.window {
+				if m.same && rest <= end-i {
+					// The same slice: equal to its last copy without
+					// reading it; what follows is compared.
+					e.Stats.MarkMatched++
+					return k, rest + matchLen(h[k+rest:after], h[i+rest:after])
+				}
+				if l := matchLen(h[k:end], h[i:end]); l >= minMatch {
+					e.Stats.MarkMatched++
+					return k, l
+				}
 			}
 		}
-		if inText = m.start <= abs; !inText {
+		if m.start > abs {
 			limit = min(int(m.start-base), end)
 		}
-	}
-	if inText || limit-i > lineMax {
-		return e.findInText(i, end, limit)
 	}
 	// Each candidate is valued as zstd's lazy levels value them: the
 	// bits its bytes would cost as literals less what its offset costs.
@@ -496,7 +496,7 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 		if k < 0 || int64(r) > e.window || load32(h, k) != load32(h, i) {
 			continue
 		}
-		l := e.matchLenFrom(k, i, limit)
+		l := matchLen(h[k:limit], h[i:limit])
 		if g := l*litBits - ri - 1; l >= minMatch && g > bestGain {
 			bestGain, bestC, bestN = g, k, l
 		}
@@ -507,7 +507,7 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	if cand := e.insert(i); cand >= 0 {
 		k := int(cand - base)
 		if i+bestN < limit && h[k+bestN] == h[i+bestN] {
-			l := e.matchLenFrom(k, i, limit)
+			l := matchLen(h[k:limit], h[i:limit])
 			if g := l*litBits - bits.Len64(uint64(i-k)) - 4; l >= minNewMatch && g > bestGain {
 				bestGain, bestC, bestN = g, k, l
 			}
@@ -517,122 +517,6 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 		return 0, 0
 	}
 	return bestC, bestN
-}
-
-// lineMax: text longer than this up to the next stack's is searched as a
-// stack's text: an event line is shorter.
-const lineMax = 256
-
-// findInText is find's search inside a stack's text that no copy
-// matched (or text as long, not marked): its matches are mostly in other
-// stacks' texts, which may be holes, so candidates are compared through
-// them.
-func (e *Encoder) findInText(i, end, limit int) (c, n int) {
-	limit = min(limit, e.realEnd(i))
-	bestGain, bestC, bestN := 0, -1, 0
-	for ri, r := range e.reps {
-		k := i - int(r)
-		if k < 0 || int64(r) > e.window {
-			continue
-		}
-		l := e.matchLenAt(k, i, limit)
-		if g := l*litBits - ri - 1; l >= minMatch && g > bestGain {
-			bestGain, bestC, bestN = g, k, l
-		}
-	}
-	if bestN >= repEnough {
-		return bestC, bestN
-	}
-	if cand := e.insert(i); cand >= 0 {
-		k := int(cand - e.histBase)
-		l := e.matchLenAt(k, i, limit)
-		if g := l*litBits - bits.Len64(uint64(i-k)) - 4; l >= minNewMatch && g > bestGain {
-			bestGain, bestC, bestN = g, k, l
-		}
-	}
-	if bestC < 0 {
-		return 0, 0
-	}
-	return bestC, bestN
-}
-
-// markMatch is the match at hist index i inside m, a stack's text with an
-// earlier copy (0 length: none).
-func (e *Encoder) markMatch(m mark, i, end int) (c, n int) {
-	h := e.hist
-	base := e.histBase
-	abs := base + int64(i)
-	// A repeat offset that holds the rest of the stack's text costs
-	// less than the last copy's offset.
-	rest := int(m.end - abs)
-	k := int(m.prev + (abs - m.start) - base)
-	inWindow := k >= 0 && k < i && int64(i-k) <= e.window
-	if m.same {
-		// Known equal without reading: the last copy, or cheaper, an
-		// older one a repeat offset reaches.
-		known := min(rest, end-i)
-		for _, r := range e.reps {
-			at := m.start - int64(r)
-			if at == m.older[0] || at == m.older[1] || at == m.older[2] {
-				if kr := i - int(r); kr >= 0 && int64(r) <= e.window {
-					if n := known + e.after(m, kr, i, rest, end); n >= minMatch {
-						return kr, n
-					}
-				}
-			}
-		}
-		if inWindow {
-			if n := known + e.after(m, k, i, rest, end); n >= minMatch {
-				return k, n
-			}
-		}
-		if m.hole {
-			// Too short a match to take: its bytes are searched.
-			e.fill(i, i+known)
-		}
-	}
-	iEnd := min(end, e.realEnd(i))
-	for _, r := range e.reps {
-		if m.same {
-			break
-		}
-		// Each byte of the text compared once: a repeat offset is
-		// tried only where its last bytes agree.
-		if kr := i - int(r); kr != k && kr >= 0 && int64(r) <= e.window && i+rest <= iEnd && rest >= 8 &&
-			load64(h, kr) == load64(h, i) && load64(h, kr+rest-8) == load64(h, i+rest-8) {
-			if l := matchLen(h[kr:min(iEnd, e.realEnd(kr))], h[i:iEnd]); l >= rest {
-				return kr, l
-			}
-		}
-	}
-	if inWindow {
-		if l := matchLen(h[k:min(iEnd, e.realEnd(k))], h[i:iEnd]); l >= minMatch {
-			return k, l
-		}
-	}
-	return 0, 0
-}
-
-// after is how far a match from k to i holding m's text from i goes on
-// past it: up to the next stack's text, which its own copy covers.
-func (e *Encoder) after(m mark, k, i, rest, end int) int {
-	if rest >= end-i {
-		return 0
-	}
-	base := e.histBase
-	lim := end
-	if e.mi+1 < len(e.marks) {
-		if next := e.marks[e.mi+1]; next.prev >= 0 {
-			lim = min(int(next.start-base), end)
-		} else {
-			lim = min(lim, e.realEnd(i+rest))
-		}
-	}
-	kEnd := min(e.realEnd(k+rest), k+lim-i)
-	if kEnd <= k+rest {
-		return 0
-	}
-	return matchLen(e.hist[k+rest:kEnd], e.hist[i+rest:lim])
 }
 
 // litBits is about what a literal of an event line costs, in bits.
