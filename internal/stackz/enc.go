@@ -40,7 +40,7 @@ const (
 	maxBlock    = 128 << 10 // RFC 8878's largest block
 	minMatch    = 4
 	minNewMatch = 6
-	hashLog     = 14
+	hashLog     = 12
 	magic       = 0xFD2FB528
 )
 
@@ -384,7 +384,7 @@ func (e *Encoder) repAt(i, end int) (c, n int) {
 	limit := end
 	abs := e.histBase + int64(i)
 	for mi := e.mi; mi < len(e.marks); mi++ {
-		if m := e.marks[mi]; m.end > abs {
+		if m := &e.marks[mi]; m.end > abs {
 			if m.start > abs && m.prev >= 0 {
 				limit = min(int(m.start-e.histBase), end)
 			}
@@ -434,7 +434,7 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	}
 	limit := end
 	if e.mi < len(e.marks) {
-		m := e.marks[e.mi]
+		m := &e.marks[e.mi]
 		if m.start <= abs && m.prev >= 0 {
 			// A repeat offset that holds the rest of the stack's
 			// text costs less than the last copy's offset.
