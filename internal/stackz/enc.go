@@ -345,7 +345,7 @@ func (e *Encoder) parse(start int) {
 				i, c, n = i+1, c2, n2
 			}
 		}
-		if e.explicit(i, c) && n < lazyBelow {
+		if e.explicit(i, c) && n < lazyBelow && e.repReaches(i, n) {
 			// A new offset costs more than a few literals before a
 			// repeat offset that reaches as far: it would also push
 			// the period of the log's loop out of the repeats.
@@ -375,6 +375,24 @@ func (e *Encoder) parse(start int) {
 func (e *Encoder) explicit(i, c int) bool {
 	off := uint32(i - c)
 	return off != e.reps[0] && off != e.reps[1] && off != e.reps[2]
+}
+
+// repReaches: some repeat offset holds the last 4 bytes of the n from i,
+// as one that replaces a match from i within 3 bytes must (and a match
+// shorter than 7 could be replaced by one that does not: those are tried).
+func (e *Encoder) repReaches(i, n int) bool {
+	if n < 7 {
+		return true
+	}
+	h := e.hist
+	at := i + n - 4
+	v := load32(h, at)
+	for _, r := range e.reps {
+		if k := at - int(r); k >= 0 && int64(r) <= e.window && load32(h, k) == v {
+			return true
+		}
+	}
+	return false
 }
 
 // repAt is the longest repeat-offset match at i (0 length: none), within
