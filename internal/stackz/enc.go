@@ -55,7 +55,7 @@ type Encoder struct {
 	done     int64 // absolute: the text before it is in blocks
 
 	marks []mark // of the text not yet in blocks
-	last  map[uint64]copyAt
+	last  map[uint64]*copyAt
 	// sweepAt is the size of last at which it is swept.
 	sweepAt int
 	table   []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
@@ -115,7 +115,7 @@ func NewEncoder(w io.Writer, window int) (*Encoder, error) {
 	if window < 1<<10 || window > 1<<30 || window&(window-1) != 0 {
 		return nil, fmt.Errorf("stackz: window %d is not a power of two from 1 KiB to 1 GiB", window)
 	}
-	e := &Encoder{w: w, window: int64(window), last: map[uint64]copyAt{}, sweepAt: minSweep, table: make([]uint32, 1<<hashLog),
+	e := &Encoder{w: w, window: int64(window), last: map[uint64]*copyAt{}, sweepAt: minSweep, table: make([]uint32, 1<<hashLog),
 		reps: [3]uint32{1, 4, 8}, xx: xxhash.New(), blockMax: min(window, maxBlock)}
 	e.huf.WantLogLess = 4
 	return e, nil
@@ -144,19 +144,24 @@ func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
 		}
 		next = m.Off + m.Len
 		start := at + int64(m.Off)
-		prev, ok := e.last[m.ID]
-		if !ok {
-			prev.abs = -1
+		c := e.last[m.ID]
+		mk := mark{start: start, end: start + int64(m.Len), prev: -1, older: [3]int64{-1, -1, -1}}
+		if c == nil {
+			c = &copyAt{}
+			e.last[m.ID] = c
+		} else {
+			mk.prev = c.abs
+			mk.same = m.Text != nil && len(m.Text) == m.Len && len(c.text) == m.Len &&
+				unsafe.SliceData(c.text) == unsafe.SliceData(m.Text)
 		}
-		same := ok && m.Text != nil && len(m.Text) == m.Len && len(prev.text) == m.Len &&
-			unsafe.SliceData(prev.text) == unsafe.SliceData(m.Text)
-		mk := mark{start: start, end: start + int64(m.Len), prev: prev.abs, same: same, older: [3]int64{-1, -1, -1}}
-		next := copyAt{abs: start, text: m.Text, older: [3]int64{-1, -1, -1}}
-		if same {
-			mk.older = prev.older
-			next.older = [3]int64{prev.abs, prev.older[0], prev.older[1]}
+		if mk.same {
+			mk.older = c.older
+			c.older = [3]int64{c.abs, c.older[0], c.older[1]}
+		} else {
+			c.older = [3]int64{-1, -1, -1}
 		}
-		e.last[m.ID] = next
+		// Updated in place: a copy of a known stack costs a lookup only.
+		c.abs, c.text = start, m.Text
 		if len(e.last) > e.sweepAt {
 			e.sweep()
 		}
