@@ -132,7 +132,14 @@ func (e *Encoder) appendLiterals(out []byte) []byte {
 		}
 		out = appendLitHeader(out, typ, len(lits), len(comp), single)
 		out = append(out, comp...)
-		e.huf.Reuse = huff0.ReusePolicyAllow
+		// The literals' statistics change little from block to
+		// block (the digits of times, sizes and addresses): a table
+		// that can code them is kept without building a new one,
+		// and every other block a new one replaces it if smaller.
+		e.huf.Reuse = huff0.ReusePolicyPrefer
+		if e.hufBlocks++; e.hufBlocks%2 == 0 {
+			e.huf.Reuse = huff0.ReusePolicyAllow
+		}
 	case huff0.ErrUseRLE:
 		e.huf.Reuse = huff0.ReusePolicyNone
 		out = appendRawHeader(out, 1, len(lits))

@@ -65,6 +65,7 @@ type Encoder struct {
 	seqs        []sequence
 	lits        []byte
 	huf         huff0.Scratch
+	hufBlocks   int // the blocks whose literals were Huffman-coded
 	ll, of, ml  fseTable
 	llc, ofc    []uint8
 	mlc         []uint8
