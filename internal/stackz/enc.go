@@ -434,19 +434,6 @@ const (
 
 )
 
-// insert puts hist index i in the hash table, returning the position it
-// held (-1: none usable).
-func (e *Encoder) insert(i int) int64 {
-	abs := e.histBase + int64(i)
-	hv := hash5(e.hist, i)
-	d := uint32(abs) - e.table[hv]
-	e.table[hv] = uint32(abs)
-	if d == 0 || int64(d) > e.window || abs-int64(d) < e.histBase {
-		return -1
-	}
-	return abs - int64(d)
-}
-
 // find is the match to take at hist index i (0 length: none); i goes
 // into the hash table unless a repeat offset already gave a long match.
 func (e *Encoder) find(i, end, litStart int) (c, n int) {
@@ -514,6 +501,15 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 			limit = min(int(m.start-base), end)
 		}
 	}
+	// The hash candidate's first bytes are read before the repeat
+	// offsets' are compared: the miss on an old line then overlaps
+	// theirs instead of following them.
+	hv := hash5(h, i)
+	ck, first := -1, uint32(0)
+	if d := uint32(abs) - e.table[hv]; d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
+		ck = int(abs - int64(d) - base)
+		first = load32(h, ck)
+	}
 	// Each candidate is valued as zstd's lazy levels value them: the
 	// bits its bytes would cost as literals less what its offset costs.
 	bestGain, bestC, bestN := 0, -1, 0
@@ -530,9 +526,9 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	if bestN >= repEnough {
 		return bestC, bestN
 	}
-	if cand := e.insert(i); cand >= 0 {
-		k := int(cand - base)
-		if i+bestN < limit && h[k+bestN] == h[i+bestN] {
+	e.table[hv] = uint32(abs)
+	if k := ck; k >= 0 {
+		if i+bestN < limit && (bestN == 0 && byte(first) == h[i] || bestN > 0 && h[k+bestN] == h[i+bestN]) {
 			l := matchLen(h[k:limit], h[i:limit])
 			if g := l*litBits - bits.Len64(uint64(i-k)) - 4; l >= minNewMatch && g > bestGain {
 				bestGain, bestC, bestN = g, k, l
