@@ -30,11 +30,11 @@ type MarkedWriter interface {
 }
 
 // histWindows is how many windows the history holds before the last
-// window is copied down to its start. Each copy is a window's worth of
-// memmove, but a history that stays small stays in the cache: the text
-// written next lands on lines still there, and the searches' reads of the
-// window hit, which pays for the copies many times over.
-const histWindows = 2
+// window is copied down to its start: each copy is a window's worth of
+// memmove, so the fewer the better, at a window of memory each; with two,
+// the copies cost more than a smaller history saves, from four on, little
+// more is saved.
+const histWindows = 4
 
 const (
 	maxBlock    = 128 << 10 // RFC 8878's largest block
