@@ -464,8 +464,12 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 					at := m.start - int64(r)
 					if at == m.older[0] || at == m.older[1] || at == m.older[2] {
 						if kr := i - int(r); kr >= 0 && int64(r) <= e.window {
-							e.Stats.MarkMatched++
-							return kr, rest + matchLen(h[kr+rest:after], h[i+rest:after])
+							// A text of a byte or two (or its end at
+							// a block's start) is too short a match.
+							if n := rest + matchLen(h[kr+rest:after], h[i+rest:after]); n >= minMatch {
+								e.Stats.MarkMatched++
+								return kr, n
+							}
 						}
 					}
 				}
@@ -488,8 +492,10 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 				if m.same && rest <= end-i {
 					// The same slice: equal to its last copy without
 					// reading it; what follows is compared.
-					e.Stats.MarkMatched++
-					return k, rest + matchLen(h[k+rest:after], h[i+rest:after])
+					if n := rest + matchLen(h[k+rest:after], h[i+rest:after]); n >= minMatch {
+						e.Stats.MarkMatched++
+						return k, n
+					}
 				}
 				if l := matchLen(h[k:end], h[i:end]); l >= minMatch {
 					e.Stats.MarkMatched++
