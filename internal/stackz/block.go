@@ -1,6 +1,8 @@
 package stackz
 
 import (
+	"slices"
+
 	"github.com/klauspost/compress/huff0"
 )
 
@@ -58,7 +60,7 @@ func (e *Encoder) compressBlock(out []byte, srcLen int) []byte {
 	}
 	out[modePos] = mode
 
-	w := bitWriter{out: out}
+	w := bitWriter{out: slices.Grow(out, n*seqBytes+16)}
 	last := n - 1
 	s := e.seqs[last]
 	llS := e.ll.initState(e.llc[last])
@@ -81,10 +83,18 @@ func (e *Encoder) compressBlock(out []byte, srcLen int) []byte {
 	return out
 }
 
+// seqBytes bounds a sequence's bits in bytes: three states of at most
+// maxTableLog bits, 16 extra bits of each length, 31 of the offset.
+const seqBytes = (3*maxTableLog + 16 + 16 + 31 + 7) / 8
+
+// addExtras follows a sequence's states, which leave at most 31 bits in
+// w: the lengths' bits fit before a flush, the offset's after it.
 func (e *Encoder) addExtras(w *bitWriter, s sequence, l, o, m uint8) {
 	w.add(uint64(s.ll-llBase[l]), uint(llBits[l]))
 	w.add(uint64(s.ml-3-mlBase[m]), uint(mlBits[m]))
+	w.flush()
 	w.add(uint64(s.offBase), uint(o))
+	w.flush()
 }
 
 // smallLits: fewer literals than this are written as they are: a Huffman
@@ -122,7 +132,14 @@ func (e *Encoder) appendLiterals(out []byte) []byte {
 		}
 		out = appendLitHeader(out, typ, len(lits), len(comp), single)
 		out = append(out, comp...)
-		e.huf.Reuse = huff0.ReusePolicyAllow
+		// The literals' statistics change little from block to
+		// block (the digits of times, sizes and addresses): a table
+		// that can code them is kept without building a new one,
+		// and every other block a new one replaces it if smaller.
+		e.huf.Reuse = huff0.ReusePolicyPrefer
+		if e.hufBlocks++; e.hufBlocks%2 == 0 {
+			e.huf.Reuse = huff0.ReusePolicyAllow
+		}
 	case huff0.ErrUseRLE:
 		e.huf.Reuse = huff0.ReusePolicyNone
 		out = appendRawHeader(out, 1, len(lits))

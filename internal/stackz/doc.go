@@ -16,6 +16,14 @@
 // it, and logio's readers do.
 //
 // Only what a log needs is built: compressed blocks with Huffman literals
-// (klauspost's huff0) and FSE sequence tables made per block, raw blocks
-// where that does not pay, a content checksum, no dictionary.
+// (klauspost's huff0, a table kept from block to block while it can code
+// them) and FSE sequence tables made per block, raw blocks where that does
+// not pay, a content checksum, no dictionary.
+//
+// What an event costs is mostly cache misses: the searches read old event
+// lines a window back, so the hash table is small and its candidate is
+// read before the repeat offsets are compared, and the history is a few
+// windows, not more. A copy given as the same slice is still copied into
+// the history, though nothing reads it there: leaving it out (holes the
+// comparisons stop at) cost as much in bookkeeping as the copy.
 package stackz

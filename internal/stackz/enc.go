@@ -31,14 +31,16 @@ type MarkedWriter interface {
 
 // histWindows is how many windows the history holds before the last
 // window is copied down to its start: each copy is a window's worth of
-// memmove, so the fewer the better, at a window of memory each.
-const histWindows = 8
+// memmove, so the fewer the better, at a window of memory each; with two,
+// the copies cost more than a smaller history saves, from four on, little
+// more is saved.
+const histWindows = 4
 
 const (
 	maxBlock    = 128 << 10 // RFC 8878's largest block
 	minMatch    = 4
 	minNewMatch = 6
-	hashLog     = 14
+	hashLog     = 12
 	magic       = 0xFD2FB528
 )
 
@@ -53,7 +55,7 @@ type Encoder struct {
 	done     int64 // absolute: the text before it is in blocks
 
 	marks []mark // of the text not yet in blocks
-	last  map[uint64]copyAt
+	last  map[uint64]*copyAt
 	// sweepAt is the size of last at which it is swept.
 	sweepAt int
 	table   []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
@@ -63,6 +65,7 @@ type Encoder struct {
 	seqs        []sequence
 	lits        []byte
 	huf         huff0.Scratch
+	hufBlocks   int // the blocks whose literals were Huffman-coded
 	ll, of, ml  fseTable
 	llc, ofc    []uint8
 	mlc         []uint8
@@ -113,7 +116,7 @@ func NewEncoder(w io.Writer, window int) (*Encoder, error) {
 	if window < 1<<10 || window > 1<<30 || window&(window-1) != 0 {
 		return nil, fmt.Errorf("stackz: window %d is not a power of two from 1 KiB to 1 GiB", window)
 	}
-	e := &Encoder{w: w, window: int64(window), last: map[uint64]copyAt{}, sweepAt: minSweep, table: make([]uint32, 1<<hashLog),
+	e := &Encoder{w: w, window: int64(window), last: map[uint64]*copyAt{}, sweepAt: minSweep, table: make([]uint32, 1<<hashLog),
 		reps: [3]uint32{1, 4, 8}, xx: xxhash.New(), blockMax: min(window, maxBlock)}
 	e.huf.WantLogLess = 4
 	return e, nil
@@ -142,19 +145,24 @@ func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
 		}
 		next = m.Off + m.Len
 		start := at + int64(m.Off)
-		prev, ok := e.last[m.ID]
-		if !ok {
-			prev.abs = -1
+		c := e.last[m.ID]
+		mk := mark{start: start, end: start + int64(m.Len), prev: -1, older: [3]int64{-1, -1, -1}}
+		if c == nil {
+			c = &copyAt{}
+			e.last[m.ID] = c
+		} else {
+			mk.prev = c.abs
+			mk.same = m.Text != nil && len(m.Text) == m.Len && len(c.text) == m.Len &&
+				unsafe.SliceData(c.text) == unsafe.SliceData(m.Text)
 		}
-		same := ok && m.Text != nil && len(m.Text) == m.Len && len(prev.text) == m.Len &&
-			unsafe.SliceData(prev.text) == unsafe.SliceData(m.Text)
-		mk := mark{start: start, end: start + int64(m.Len), prev: prev.abs, same: same, older: [3]int64{-1, -1, -1}}
-		next := copyAt{abs: start, text: m.Text, older: [3]int64{-1, -1, -1}}
-		if same {
-			mk.older = prev.older
-			next.older = [3]int64{prev.abs, prev.older[0], prev.older[1]}
+		if mk.same {
+			mk.older = c.older
+			c.older = [3]int64{c.abs, c.older[0], c.older[1]}
+		} else {
+			c.older = [3]int64{-1, -1, -1}
 		}
-		e.last[m.ID] = next
+		// Updated in place: a copy of a known stack costs a lookup only.
+		c.abs, c.text = start, m.Text
 		if len(e.last) > e.sweepAt {
 			e.sweep()
 		}
@@ -343,7 +351,7 @@ func (e *Encoder) parse(start int) {
 				i, c, n = i+1, c2, n2
 			}
 		}
-		if e.explicit(i, c) && n < lazyBelow {
+		if e.explicit(i, c) && n < lazyBelow && e.repReaches(i, n) {
 			// A new offset costs more than a few literals before a
 			// repeat offset that reaches as far: it would also push
 			// the period of the log's loop out of the repeats.
@@ -375,6 +383,24 @@ func (e *Encoder) explicit(i, c int) bool {
 	return off != e.reps[0] && off != e.reps[1] && off != e.reps[2]
 }
 
+// repReaches: some repeat offset holds the last 4 bytes of the n from i,
+// as one that replaces a match from i within 3 bytes must (and a match
+// shorter than 7 could be replaced by one that does not: those are tried).
+func (e *Encoder) repReaches(i, n int) bool {
+	if n < 7 {
+		return true
+	}
+	h := e.hist
+	at := i + n - 4
+	v := load32(h, at)
+	for _, r := range e.reps {
+		if k := at - int(r); k >= 0 && int64(r) <= e.window && load32(h, k) == v {
+			return true
+		}
+	}
+	return false
+}
+
 // repAt is the longest repeat-offset match at i (0 length: none), within
 // the stacks' limits as find's.
 func (e *Encoder) repAt(i, end int) (c, n int) {
@@ -382,7 +408,7 @@ func (e *Encoder) repAt(i, end int) (c, n int) {
 	limit := end
 	abs := e.histBase + int64(i)
 	for mi := e.mi; mi < len(e.marks); mi++ {
-		if m := e.marks[mi]; m.end > abs {
+		if m := &e.marks[mi]; m.end > abs {
 			if m.start > abs && m.prev >= 0 {
 				limit = min(int(m.start-e.histBase), end)
 			}
@@ -408,19 +434,6 @@ const (
 
 )
 
-// insert puts hist index i in the hash table, returning the position it
-// held (-1: none usable).
-func (e *Encoder) insert(i int) int64 {
-	abs := e.histBase + int64(i)
-	hv := hash5(e.hist, i)
-	d := uint32(abs) - e.table[hv]
-	e.table[hv] = uint32(abs)
-	if d == 0 || int64(d) > e.window || abs-int64(d) < e.histBase {
-		return -1
-	}
-	return abs - int64(d)
-}
-
 // find is the match to take at hist index i (0 length: none); i goes
 // into the hash table unless a repeat offset already gave a long match.
 func (e *Encoder) find(i, end, litStart int) (c, n int) {
@@ -432,7 +445,7 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	}
 	limit := end
 	if e.mi < len(e.marks) {
-		m := e.marks[e.mi]
+		m := &e.marks[e.mi]
 		if m.start <= abs && m.prev >= 0 {
 			// A repeat offset that holds the rest of the stack's
 			// text costs less than the last copy's offset.
@@ -451,8 +464,12 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 					at := m.start - int64(r)
 					if at == m.older[0] || at == m.older[1] || at == m.older[2] {
 						if kr := i - int(r); kr >= 0 && int64(r) <= e.window {
-							e.Stats.MarkMatched++
-							return kr, rest + matchLen(h[kr+rest:after], h[i+rest:after])
+							// A text of a byte or two (or its end at
+							// a block's start) is too short a match.
+							if n := rest + matchLen(h[kr+rest:after], h[i+rest:after]); n >= minMatch {
+								e.Stats.MarkMatched++
+								return kr, n
+							}
 						}
 					}
 				}
@@ -475,8 +492,10 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 				if m.same && rest <= end-i {
 					// The same slice: equal to its last copy without
 					// reading it; what follows is compared.
-					e.Stats.MarkMatched++
-					return k, rest + matchLen(h[k+rest:after], h[i+rest:after])
+					if n := rest + matchLen(h[k+rest:after], h[i+rest:after]); n >= minMatch {
+						e.Stats.MarkMatched++
+						return k, n
+					}
 				}
 				if l := matchLen(h[k:end], h[i:end]); l >= minMatch {
 					e.Stats.MarkMatched++
@@ -487,6 +506,15 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 		if m.start > abs {
 			limit = min(int(m.start-base), end)
 		}
+	}
+	// The hash candidate's first bytes are read before the repeat
+	// offsets' are compared: the miss on an old line then overlaps
+	// theirs instead of following them.
+	hv := hash5(h, i)
+	ck, first := -1, uint32(0)
+	if d := uint32(abs) - e.table[hv]; d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
+		ck = int(abs - int64(d) - base)
+		first = load32(h, ck)
 	}
 	// Each candidate is valued as zstd's lazy levels value them: the
 	// bits its bytes would cost as literals less what its offset costs.
@@ -504,9 +532,9 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	if bestN >= repEnough {
 		return bestC, bestN
 	}
-	if cand := e.insert(i); cand >= 0 {
-		k := int(cand - base)
-		if i+bestN < limit && h[k+bestN] == h[i+bestN] {
+	e.table[hv] = uint32(abs)
+	if k := ck; k >= 0 {
+		if i+bestN < limit && (bestN == 0 && byte(first) == h[i] || bestN > 0 && h[k+bestN] == h[i+bestN]) {
 			l := matchLen(h[k:limit], h[i:limit])
 			if g := l*litBits - bits.Len64(uint64(i-k)) - 4; l >= minNewMatch && g > bestGain {
 				bestGain, bestC, bestN = g, k, l

@@ -71,7 +71,7 @@ func write(t testing.TB, r *rand.Rand, text []byte, marks []Mark, window int) []
 		var ms []Mark
 		for _, m := range marks {
 			if m.Off >= off && m.Off+m.Len <= off+n {
-				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID})
+				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
 			}
 		}
 		if err := e.WriteMarked(text[off:off+n], ms); err != nil {

@@ -1,6 +1,7 @@
 package stackz
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/bits"
 )
@@ -271,7 +272,9 @@ func (t *fseTable) appendNCount(out []byte) []byte {
 	return out
 }
 
-// bitWriter is zstd's backward bit stream, written forwards.
+// bitWriter is zstd's backward bit stream, written forwards. Bits are
+// added without a check for room: the caller flushes before 64 are held,
+// into out grown beforehand by what it writes and 8 bytes more.
 type bitWriter struct {
 	acc uint64
 	n   uint
@@ -281,11 +284,16 @@ type bitWriter struct {
 func (w *bitWriter) add(v uint64, nb uint) {
 	w.acc |= (v & (1<<nb - 1)) << w.n
 	w.n += nb
-	if w.n >= 32 {
-		w.out = append(w.out, byte(w.acc), byte(w.acc>>8), byte(w.acc>>16), byte(w.acc>>24))
-		w.acc >>= 32
-		w.n -= 32
-	}
+}
+
+// flush writes out the whole bytes held.
+func (w *bitWriter) flush() {
+	l := len(w.out)
+	binary.LittleEndian.PutUint64(w.out[l:l+8], w.acc)
+	k := w.n >> 3
+	w.out = w.out[:l+int(k)]
+	w.acc >>= k * 8
+	w.n &= 7
 }
 
 func (w *bitWriter) encode(t *fseTable, state uint16, sym uint8) uint16 {
@@ -300,14 +308,9 @@ func (w *bitWriter) encode(t *fseTable, state uint16, sym uint8) uint16 {
 
 func (w *bitWriter) close() []byte {
 	w.add(1, 1)
-	for w.n > 0 {
+	w.flush()
+	if w.n > 0 {
 		w.out = append(w.out, byte(w.acc))
-		w.acc >>= 8
-		if w.n >= 8 {
-			w.n -= 8
-		} else {
-			w.n = 0
-		}
 	}
 	return w.out
 }

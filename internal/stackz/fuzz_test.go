@@ -8,10 +8,14 @@ import (
 
 // FuzzRoundTrip: whatever the text and whatever its marks claim (marks
 // over text that differs from the last copy under the same ID, out of
-// range, overlapping), the frame decodes to the text.
+// range, overlapping), the frame decodes to the text. With the top bit of
+// opts, a mark's text is given as one slice for the same bytes, as the
+// agent gives it: copies of it are then not read.
 func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte("[memtrack] tid=1 (a) malloc ts=1 size=8 total=8 ptr=0x10\n[memtrack]   #0  /x(f+0x1) [0x2]\n"), []byte{1, 40, 30, 0}, uint8(0))
 	f.Add(bytes.Repeat([]byte("abcdefgh\n"), 500), []byte{0, 9, 9, 1, 20, 9, 9, 1, 200, 90, 90, 2}, uint8(3))
+	f.Add(bytes.Repeat([]byte("[memtrack] tid=1 size=8\n[memtrack]   #0  /x(f+0x1) [0x2]\n[memtrack]   #1  /y(g+0x1) [0x3]\n"), 300),
+		[]byte{80, 24, 62, 1, 86, 0, 62, 1, 86, 0, 62, 0x81, 86, 0, 62, 1, 43, 0, 62, 1}, uint8(0x80))
 	f.Fuzz(func(t *testing.T, text, spec []byte, opts uint8) {
 		var z bytes.Buffer
 		window := 1 << (10 + int(opts%4))
@@ -21,11 +25,20 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 		// spec: per 4 bytes, a write's length, a mark's offset and length in it, an ID.
 		rest := text
+		slices := map[string][]byte{}
 		for len(spec) >= 4 && len(rest) > 0 {
 			n := min(int(spec[0])*int(1+opts%7), len(rest))
 			var marks []Mark
 			if n > 0 {
-				marks = append(marks, Mark{Off: int(spec[1]) % n, Len: int(spec[2]), ID: uint64(spec[3] % 4)})
+				m := Mark{Off: int(spec[1]) % n, Len: int(spec[2]), ID: uint64(spec[3] % 4)}
+				if opts&0x80 != 0 && m.Off+m.Len <= n {
+					b := rest[m.Off : m.Off+m.Len]
+					if slices[string(b)] == nil {
+						slices[string(b)] = bytes.Clone(b)
+					}
+					m.Text = slices[string(b)]
+				}
+				marks = append(marks, m)
 			}
 			if err := e.WriteMarked(rest[:n], marks); err != nil {
 				t.Fatal(err)
