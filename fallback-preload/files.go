@@ -230,7 +230,8 @@ func (b *tableBuilder) build(base int, f *os.File, size int64, path string) bool
 // stackStats reads the library's counts (published as its threads move
 // to a new chunk, exit or fork) and the tables built.
 func (c *converter) stackStats() StackStats {
-	s := StackStats{Rows: uint64(c.r.load(hStacksRows)), Backtrace: uint64(c.r.load(hStacksBt))}
+	s := StackStats{Rows: uint64(c.r.load(hStacksRows)), Backtrace: uint64(c.r.load(hStacksBt)),
+		Frames: c.r.load64(hFramesRows), Reused: c.r.load64(hFramesReused)}
 	if c.tb != nil {
 		s.TableBytes = c.tb.used
 	}

@@ -39,10 +39,13 @@ type Options = runner.Options
 
 // StackStats says how the library took a run's stacks: over the unwind
 // rows memtrace built (Rows), or through glibc's backtrace() where no
-// rows covered a frame (Backtrace); the files named and the bytes their
-// tables took in the region.
+// rows covered a frame (Backtrace); the frames of the stacks over the rows
+// (Frames) and how many of them a thread's walk copied from its previous
+// one (Reused); the files named and the bytes their tables took in the
+// region.
 type StackStats struct {
 	Rows, Backtrace uint64
+	Frames, Reused  uint64
 	Files, Tables   int
 	TableBytes      int
 }
@@ -255,8 +258,8 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 	bin.conv = newConverter(bin.reg, sess, s.o.Interval, s.o.StackDepth)
 	if s.o.Verbose && s.o.StackDepth > 0 {
 		bin.conv.onStacks = func(st StackStats) {
-			fmt.Fprintf(s.stderr, "memtrace: preload stacks: %d over unwind rows, %d by backtrace(); %d files, %d tables (%d bytes)\n",
-				st.Rows, st.Backtrace, st.Files, st.Tables, st.TableBytes)
+			fmt.Fprintf(s.stderr, "memtrace: preload stacks: %d over unwind rows, %d by backtrace(); %d files, %d tables (%d bytes); %d frames of %d reused from the thread's previous walk\n",
+				st.Rows, st.Backtrace, st.Files, st.Tables, st.TableBytes, st.Reused, st.Frames)
 		}
 	}
 	bin.conv.prefault(0)

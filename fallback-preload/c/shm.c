@@ -26,6 +26,7 @@ typedef struct {
 	uint32_t stream, seq;
 	uint32_t lost;      // dropped, not yet added to the header
 	uint32_t by_rows, by_bt; // stacks walked each way, not yet added
+	uint64_t fr_rows, fr_reused; // their frames over the rows, those reused, not yet added
 	unsigned gen;
 	int stacks, keyed;
 	pid_t tid;
@@ -77,6 +78,11 @@ static void bin_publish_lost(void)
 		__atomic_add_fetch(&shm->stacks_rows, tb.by_rows, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&shm->stacks_bt, tb.by_bt, __ATOMIC_RELAXED);
 		tb.by_rows = tb.by_bt = 0;
+	}
+	if (tb.fr_rows) {
+		__atomic_add_fetch(&shm->frames_rows, tb.fr_rows, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&shm->frames_reused, tb.fr_reused, __ATOMIC_RELAXED);
+		tb.fr_rows = tb.fr_reused = 0;
 	}
 }
 
@@ -286,12 +292,15 @@ static uint32_t frame_slots(void)
 static uint32_t bin_frames(char *blob)
 {
 	mt_rawframe fr[128];
-	int stop = MT_STOP_END, by_rows = 0;
-	int n = stack_raw(fr, &stop, &by_rows);
-	if (by_rows)
+	int stop = MT_STOP_END, by_rows = 0, reused = 0;
+	int n = stack_raw(fr, &stop, &by_rows, &reused);
+	if (by_rows) {
 		tb.by_rows++;
-	else
+		tb.fr_rows += (uint64_t)n;
+		tb.fr_reused += (uint64_t)reused;
+	} else {
 		tb.by_bt++;
+	}
 	uint32_t count = (uint32_t)n, st = (uint32_t)stop;
 	memcpy(blob, &count, 4);
 	memcpy(blob + 4, &st, 4);
@@ -373,6 +382,7 @@ static void bin_thread_exit(void *arg)
 	if (g_ready && !g_off)
 		bin_blob(MT_OP_EXIT, 0, 0, NULL, 0, 0);
 	bin_publish_lost();
+	walk_thread_exit();
 	// The chunk stays the thread's: frees made by later TLS destructors
 	// still go there. The consumer frees it once the thread is gone.
 	t_in = in;
@@ -666,6 +676,8 @@ static void bin_atfork_child(void)
 	tb.stream = 0;
 	tb.lost = 0;
 	tb.by_rows = tb.by_bt = 0;
+	tb.fr_rows = tb.fr_reused = 0;
+	walk_atfork_child();
 	if (!follow) {
 		g_off = 1;
 	} else if (g_ready && !g_off) {

@@ -16,8 +16,9 @@
 // the allocation function, and returns their count; *stop is MT_STOP_END
 // or MT_STOP_DEPTH (more frames than stack_depth). The walk takes
 // memtrace's unwind rows where they cover every frame, else glibc's
-// backtrace() (*by_rows says which).
-int stack_raw(mt_rawframe *out, int *stop, int *by_rows);
+// backtrace() (*by_rows says which); *reused of the frames over the rows
+// were the thread's previous walk's.
+int stack_raw(mt_rawframe *out, int *stop, int *by_rows, int *reused);
 
 typedef struct {
 	uintptr_t addr; // return address
