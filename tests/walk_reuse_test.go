@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,6 +50,50 @@ func TestWalkReusePreload(t *testing.T) {
 			}
 			_, recs, byTID := checkOracle(t, r, c.depth, c.threads)
 			checkCut(t, recs, byTID, c.depth)
+		})
+	}
+}
+
+// TestCrossWalkReusePreload: TestWalkReusePreload's program on arm64,
+// under qemu-user, where the return address comes in x30 and reuse must
+// hold the walk's lr to the kept one's where the rest depends on it.
+func TestCrossWalkReusePreload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memtrace and the program under qemu-user: make test runs it")
+	}
+	a := crossArchs[0]
+	requireCross(t, a.triplet, a.qemu)
+	memtrace := crossMemtrace(t, a.name)
+	root := repoRoot(t)
+	prog := filepath.Join("build", a.triplet, "walk_reuse")
+	cmd := command("make", "-s", "-C", "tests/progs", "CROSS="+a.triplet, prog)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make %v: %v\n%s", cmd.Args[1:], err, out)
+	}
+	exe := filepath.Join(root, "tests/progs", prog)
+	registerQemu(t, a.name, a.qemu)
+	sysroot := "/usr/" + a.triplet
+	for _, depth := range []int{64, 16} {
+		t.Run("depth"+strconv.Itoa(depth), func(t *testing.T) {
+			r := newRun(t)
+			// The tables are built under qemu too: the program waits
+			// for them.
+			r.runGuestMemtrace(t, a.qemu, sysroot, memtrace, []string{"UNWIND_ORACLE_PAUSE_MS=2000"},
+				"-v", "--preload", "--stack-depth", strconv.Itoa(depth), "-o", r.log, "--", exe)
+			rows, bt := preloadWalks(t, r.stderr.String())
+			if rows == 0 || bt*10 > rows+bt {
+				t.Errorf("%d stacks over the rows, %d by backtrace(): want the rows' walk for nearly all", rows, bt)
+			}
+			frames, reused := reusedFrames(t, r.stderr.String())
+			t.Logf("%d of %d frames reused from the thread's previous walk", reused, frames)
+			if reused*2 < frames {
+				t.Errorf("%d of %d frames reused: the repeated stacks should have taken most of theirs from the previous walk", reused, frames)
+			}
+			fr := newFrameResolver()
+			fr.sysroot = sysroot
+			_, recs, byTID := checkOracleWith(t, fr, r, depth, 3)
+			checkCut(t, recs, byTID, depth)
 		})
 	}
 }
