@@ -292,6 +292,7 @@ static int find_rule(uintptr_t q, unsigned gen, rc_entry *e)
 #define WR_STEPS 192
 #define WR_READS 384
 #define WR_THREADS 1024
+#define WR_RULES 64
 
 // A step's flags: its state on entry, what it did, and, set when the walk
 // is kept, which of the entry state the rest of the walk depends on.
@@ -330,6 +331,10 @@ typedef struct {
 	wread rd[WR_READS];
 	wstep cur[WR_STEPS]; // the walk under way, in its order
 	wread cur_rd[WR_READS];
+	// The thread's own rule cache, in front of the shared one (seq 1:
+	// filled): the library's frames and the innermost ones come back at
+	// every walk, and the shared cache's lines are often not at hand.
+	rc_entry rules[WR_RULES];
 } wrec;
 
 static wrec *wr_pool[WR_THREADS];
@@ -550,10 +555,22 @@ static ALWAYS_INLINE int walk(const bounds_t *b, uintptr_t pc, uintptr_t sp, uin
 			cs->nrd = (uint16_t)nread;
 		}
 		uintptr_t q = is_return ? pc - 1 : pc;
-		rc_entry e;
-		if (!find_rule(q, gen, &e))
+		rc_entry local;
+		const rc_entry *e = &local;
+		if (w) {
+			rc_entry *m = &w->rules[(q ^ (q >> 7)) & (WR_RULES - 1)];
+			if (m->seq != 1 || m->q != q || m->gen != gen) {
+				if (!find_rule(q, gen, m)) {
+					m->seq = 0;
+					return -1;
+				}
+				m->seq = 1;
+			}
+			e = m;
+		} else if (!find_rule(q, gen, &local)) {
 			return -1;
-		if (!e.self) {
+		}
+		if (!e->self) {
 			if (n == max) {
 				*stop = MT_STOP_DEPTH;
 				if (cs && modules_still(seq))
@@ -561,16 +578,16 @@ static ALWAYS_INLINE int walk(const bounds_t *b, uintptr_t pc, uintptr_t sp, uin
 				return n;
 			}
 			out[n].addr = pc;
-			out[n].off = pc - e.adj;
-			out[n].file = e.file;
+			out[n].off = pc - e->adj;
+			out[n].file = e->file;
 			if (cs) {
 				cs->flags |= WS_FRAME;
-				cs->off = pc - e.adj;
-				cs->file = e.file;
+				cs->off = pc - e->adj;
+				cs->file = e->file;
 			}
 			n++;
 		}
-		const rule_t r = e.r;
+		const rule_t r = e->r;
 		if (r.signal) {
 			uintptr_t npc, nsp, nfp, nlr;
 			RD(sp + SIG_PC, npc);
