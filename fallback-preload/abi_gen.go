@@ -6,7 +6,7 @@ package preload
 const (
 	shmEnv         = "MEMTRACE_SHM"
 	shmMagic       = 0x4853544d
-	shmVersion     = 6
+	shmVersion     = 7
 	rName          = 64
 	rStart         = 65
 	rExec          = 66
@@ -159,31 +159,33 @@ var opNames = [...]string{
 
 // mt_shm_hdr: the offsets of its fields, and its size.
 const (
-	hMagic      = 0
-	hVersion    = 4
-	hChunkSize  = 8
-	hNChunks    = 12
-	hHW         = 16
-	hNFree      = 20
-	hClockState = 24
-	hClockKind  = 28
-	hEpoch      = 32
-	hCnt0       = 40
-	hMono0      = 48
-	hMult       = 56
-	hLost       = 64
-	hBeat       = 68
-	hStreamNext = 72
-	hGone       = 76
-	hDataOff    = 80
-	hFilesOff   = 84
-	hNFiles     = 88
-	hRowsOff    = 92
-	hRowsLen    = 96
-	hStacksRows = 100
-	hStacksBt   = 104
-	hStop       = 128
-	hdrSize     = 136
+	hMagic        = 0
+	hVersion      = 4
+	hChunkSize    = 8
+	hNChunks      = 12
+	hHW           = 16
+	hNFree        = 20
+	hClockState   = 24
+	hClockKind    = 28
+	hEpoch        = 32
+	hCnt0         = 40
+	hMono0        = 48
+	hMult         = 56
+	hLost         = 64
+	hBeat         = 68
+	hStreamNext   = 72
+	hGone         = 76
+	hDataOff      = 80
+	hFilesOff     = 84
+	hNFiles       = 88
+	hRowsOff      = 92
+	hRowsLen      = 96
+	hStacksRows   = 100
+	hStacksBt     = 104
+	hFramesRows   = 112
+	hFramesReused = 120
+	hStop         = 128
+	hdrSize       = 136
 )
 
 // mt_chunk_hdr: the offsets of its fields, and its size.

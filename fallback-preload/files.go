@@ -231,7 +231,7 @@ func (b *tableBuilder) build(base int, f *os.File, size int64, path string) bool
 // to a new chunk, exit or fork) and the tables built.
 func (c *converter) stackStats() StackStats {
 	s := StackStats{Rows: uint64(c.r.load(hStacksRows)), Backtrace: uint64(c.r.load(hStacksBt)),
-		Sent: c.stackSent, ByID: c.stackRefs}
+		Frames: c.r.load64(hFramesRows), Reused: c.r.load64(hFramesReused), Sent: c.stackSent, ByID: c.stackRefs}
 	if c.tb != nil {
 		s.TableBytes = c.tb.used
 	}

@@ -39,11 +39,14 @@ type Options = runner.Options
 
 // StackStats says how the library took a run's stacks: over the unwind
 // rows memtrace built (Rows), or through glibc's backtrace() where no
-// rows covered a frame (Backtrace); the files named and the bytes their
-// tables took in the region; the events whose frames came in the region
-// (Sent) and those that named a stack their thread sent before (ByID).
+// rows covered a frame (Backtrace); the frames of the stacks over the rows
+// (Frames) and how many of them a thread's walk copied from its previous
+// one (Reused); the files named and the bytes their tables took in the
+// region; the events whose frames came in the region (Sent) and those
+// that named a stack their thread sent before (ByID).
 type StackStats struct {
 	Rows, Backtrace uint64
+	Frames, Reused  uint64
 	Sent, ByID      uint64
 	Files, Tables   int
 	TableBytes      int
@@ -257,8 +260,8 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 	bin.conv = newConverter(bin.reg, sess, s.o.Interval, s.o.StackDepth)
 	if s.o.Verbose && s.o.StackDepth > 0 {
 		bin.conv.onStacks = func(st StackStats) {
-			fmt.Fprintf(s.stderr, "memtrace: preload stacks: %d over unwind rows, %d by backtrace(); %d files, %d tables (%d bytes); %d sent with their frames, %d by id\n",
-				st.Rows, st.Backtrace, st.Files, st.Tables, st.TableBytes, st.Sent, st.ByID)
+			fmt.Fprintf(s.stderr, "memtrace: preload stacks: %d over unwind rows, %d by backtrace(); %d files, %d tables (%d bytes); %d frames of %d reused from the thread's previous walk; %d sent with their frames, %d by id\n",
+				st.Rows, st.Backtrace, st.Files, st.Tables, st.TableBytes, st.Reused, st.Frames, st.Sent, st.ByID)
 		}
 	}
 	bin.conv.prefault(0)

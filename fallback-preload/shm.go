@@ -135,6 +135,9 @@ func (r *region) close() {
 
 func (r *region) p32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
 func (r *region) load(off int) uint32 { return atomic.LoadUint32(r.p32(off)) }
+func (r *region) load64(off int) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.mem[off])))
+}
 func (r *region) put32(off int, v uint32) {
 	atomic.StoreUint32(r.p32(off), v)
 }

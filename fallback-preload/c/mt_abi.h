@@ -25,7 +25,7 @@
 // MT_SHM_VERSION, which the library checks before it maps the rest.
 #define MT_SHM_ENV "MEMTRACE_SHM"
 #define MT_SHM_MAGIC 0x4853544d
-#define MT_SHM_VERSION 6
+#define MT_SHM_VERSION 7
 
 // The ops of call records, numbered as Go's logfmt.Op (malloc is 1) so that
 // one number means one op on both sides; EXIT (a thread's end) follows.
@@ -130,7 +130,9 @@ typedef struct {
 	uint32_t rows_off, rows_len; // the unwind rows' area (memtrace)
 	uint32_t stacks_rows; // stacks walked over the rows (the library)
 	uint32_t stacks_bt;   // stacks taken by backtrace() (the library)
-	uint32_t pad_[5];
+	uint32_t pad_;
+	uint64_t frames_rows;   // frames of the stacks walked over the rows
+	uint64_t frames_reused; // of those, copied from the thread's previous walk
 	// stop: memtrace detached (Ctrl-C) or finished; alone on its cache
 	// line, which nobody writes again once it is set.
 	uint32_t stop;

@@ -28,6 +28,7 @@ typedef struct {
 	uint32_t by_rows, by_bt; // stacks walked each way, not yet added
 	struct stk_table *stk; // the stacks this thread sent (see stk_find)
 	int stk_done;          // the thread is ending: no table any more
+	uint64_t fr_rows, fr_reused; // their frames over the rows, those reused, not yet added
 	unsigned gen;
 	int stacks, keyed;
 	pid_t tid;
@@ -79,6 +80,11 @@ static void bin_publish_lost(void)
 		__atomic_add_fetch(&shm->stacks_rows, tb.by_rows, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&shm->stacks_bt, tb.by_bt, __ATOMIC_RELAXED);
 		tb.by_rows = tb.by_bt = 0;
+	}
+	if (tb.fr_rows) {
+		__atomic_add_fetch(&shm->frames_rows, tb.fr_rows, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&shm->frames_reused, tb.fr_reused, __ATOMIC_RELAXED);
+		tb.fr_rows = tb.fr_reused = 0;
 	}
 }
 
@@ -419,13 +425,16 @@ static uint32_t frame_slots(void)
 static uint32_t bin_frames(char *blob, uint32_t *id)
 {
 	mt_rawframe fr[128];
-	int stop = MT_STOP_END, by_rows = 0, known;
+	int stop = MT_STOP_END, by_rows = 0, reused = 0, known;
 	unsigned gen;
-	int n = stack_raw(fr, &stop, &by_rows, &gen);
-	if (by_rows)
+	int n = stack_raw(fr, &stop, &by_rows, &gen, &reused);
+	if (by_rows) {
 		tb.by_rows++;
-	else
+		tb.fr_rows += (uint64_t)n;
+		tb.fr_reused += (uint64_t)reused;
+	} else {
 		tb.by_bt++;
+	}
 	*id = stk_find(fr, n, (uint32_t)stop, gen, &known);
 	if (known)
 		return 0;
@@ -522,6 +531,7 @@ static void bin_thread_exit(void *arg)
 	// them would outlive the thread.
 	stk_free();
 	tb.stk_done = 1;
+	walk_thread_exit();
 	// The chunk stays the thread's: frees made by later TLS destructors
 	// still go there. The consumer frees it once the thread is gone.
 	t_in = in;
@@ -815,6 +825,8 @@ static void bin_atfork_child(void)
 	tb.stream = 0;
 	tb.lost = 0;
 	tb.by_rows = tb.by_bt = 0;
+	tb.fr_rows = tb.fr_reused = 0;
+	walk_atfork_child();
 	if (!follow) {
 		g_off = 1;
 	} else if (g_ready && !g_off) {

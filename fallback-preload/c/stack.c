@@ -60,13 +60,14 @@ static int bt_walk(mt_rawframe *out, int max, int *stop)
 	return n;
 }
 
-int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen)
+int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reused)
 {
 	int max = stack_depth > 128 ? 128 : stack_depth;
 	*gen = 0;
 	for (int tries = 0; tries < 3; tries++) {
 		unsigned seq = modules_begin();
-		int n = walk_backtrace ? -1 : walk_rows(out, max, stop);
+		*reused = 0;
+		int n = walk_backtrace ? -1 : walk_rows(out, max, stop, seq, reused);
 		*by_rows = n >= 0;
 		if (n < 0)
 			n = bt_walk(out, max, stop);

@@ -16,11 +16,12 @@
 // the allocation function, and returns their count; *stop is MT_STOP_END
 // or MT_STOP_DEPTH (more frames than stack_depth). The walk takes
 // memtrace's unwind rows where they cover every frame, else glibc's
-// backtrace() (*by_rows says which). *gen is the module table's sequence
+// backtrace() (*by_rows says which); *reused of the frames over the rows
+// were the thread's previous walk's. *gen is the module table's sequence
 // the frames' files and offsets were read under, 0 where the table
 // changed during every try (the frames may then be torn: keep them
 // nowhere).
-int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen);
+int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reused);
 
 typedef struct {
 	uintptr_t addr; // return address

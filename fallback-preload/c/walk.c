@@ -263,46 +263,344 @@ static int find_rule(uintptr_t q, unsigned gen, rc_entry *e)
 	return 1;
 }
 
-__attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop)
+// ---------------------------------------------------------------------------
+// Reuse of the thread's previous walk. Most of a stack is the previous
+// event's: the same outer frames, walked again step by step. A step is a
+// function of its state (pc, sp, fp, lr, is_return, lr_valid, fp_known),
+// of the rule for its pc (fixed while the module table's generation is,
+// since a file's rows never change once READY) and of the stack words it
+// reads. So each thread keeps its last walk that succeeded: every step's
+// state on entry, the frame it gave, and the words it read with their
+// values. A new walk that reaches a kept step's sp with the same state
+// (in what the rest of that walk depends on: fp and lr are often
+// overwritten before any use), under the same generation, while every
+// word the kept walk read from that step on still holds its value (read
+// again, bounds checked like any read), would repeat the kept walk from
+// there: its frames are copied instead. The depth limit is the new walk's:
+// a kept walk cut at its limit is reused only where the copy reaches the
+// new limit, since what lay beyond the cut is not known.
+//
+// The record is per thread, in the library's own memory: a slot of a
+// bounded pool, claimed at the thread's first walk, given back when the
+// thread ends (walk_thread_exit) and, in a forked child, for every thread
+// but the forking one (walk_atfork_child). A walk that finds the record in
+// use (a signal handler's, inside a walk) neither reads nor writes it.
+
+// Steps and reads of a kept walk: more than a walk of 128 frames takes
+// (the library's own frames and a signal frame's four reads included);
+// a longer walk is not kept.
+#define WR_STEPS 192
+#define WR_READS 384
+#define WR_THREADS 1024
+#define WR_RULES 64
+
+// A step's flags: its state on entry, what it did, and, set when the walk
+// is kept, which of the entry state the rest of the walk depends on.
+#define WS_RETURN 0x001   // is_return
+#define WS_LR_VALID 0x002 // lr_valid
+#define WS_FP_KNOWN 0x004 // fp_known
+#define WS_FRAME 0x008    // it gave a frame
+#define WS_USE_FP 0x010   // its CFA was fp's
+#define WS_USE_LR 0x020   // lr or lr_valid decided something
+#define WS_SET_FP 0x040   // fp was overwritten (restored, a signal frame)
+#define WS_SET_FPK 0x080  // fp_known was overwritten (a signal frame, fp_rule 2)
+#define WS_LIVE_FP 0x100
+#define WS_LIVE_FPK 0x200
+#define WS_LIVE_LR 0x400
+
+typedef struct {
+	uintptr_t pc, sp, fp, lr;
+	uint64_t off; // the frame's, with WS_FRAME
+	uint32_t file;
+	uint16_t flags;
+	// Kept: the reads (frames) of this step and of the steps outside it.
+	// Under way: the reads made before this step.
+	uint16_t nrd, nfr;
+} wstep;
+
+typedef struct {
+	uintptr_t addr, val;
+} wread;
+
+typedef struct {
+	int busy; // a walk uses the record
+	int n;    // kept steps: st[0] is the outermost, st[n - 1] the walk's first
+	int cut;  // the kept walk stopped at its depth limit in st[0]
+	unsigned gen;
+	wstep st[WR_STEPS];
+	wread rd[WR_READS];
+	wstep cur[WR_STEPS]; // the walk under way, in its order
+	wread cur_rd[WR_READS];
+	// The thread's own rule cache, in front of the shared one (seq 1:
+	// filled): the library's frames and the innermost ones come back at
+	// every walk, and the shared cache's lines are often not at hand.
+	rc_entry rules[WR_RULES];
+} wrec;
+
+static wrec *wr_pool[WR_THREADS];
+static int wr_owned[WR_THREADS];
+static __thread wrec *t_wrec TLS_IE;
+static __thread int t_wslot TLS_IE;
+static __thread int t_wstate TLS_IE; // 0 no record yet, 1 t_wrec, -1 none for good
+
+// wr_claim gives the thread a record, once: a thread that finds the pool
+// full walks without one.
+static wrec *wr_claim(void)
 {
-	uintptr_t pc, sp, fp, lr = 0;
-#if defined(__x86_64__)
-	__asm__ __volatile__("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(fp));
-#else
-	__asm__ __volatile__("adr %0, .\n\tmov %1, sp\n\tmov %2, x29\n\tmov %3, x30"
-			     : "=r"(pc), "=r"(sp), "=r"(fp), "=r"(lr));
-#endif
-	bounds_t b = {sp, walk_stack_top()};
-	if (b.hi <= b.lo || b.hi - b.lo > ((uintptr_t)1 << 30))
-		return -1;
+	// First, so that a signal handler's walk meanwhile claims nothing.
+	t_wstate = -1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	for (int i = 0; i < WR_THREADS; i++) {
+		int want = 0;
+		if (__atomic_load_n(&wr_owned[i], __ATOMIC_RELAXED) ||
+		    !__atomic_compare_exchange_n(&wr_owned[i], &want, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			continue;
+		wrec *w = __atomic_load_n(&wr_pool[i], __ATOMIC_ACQUIRE);
+		if (!w) {
+			w = raw_map(sizeof(wrec));
+			if (!w) {
+				__atomic_store_n(&wr_owned[i], 0, __ATOMIC_RELEASE);
+				return NULL;
+			}
+			__atomic_store_n(&wr_pool[i], w, __ATOMIC_RELEASE);
+		}
+		// Another thread's walk, of another stack: never to be matched.
+		w->n = 0;
+		w->busy = 0;
+		t_wslot = i;
+		t_wrec = w;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t_wstate = 1;
+		return w;
+	}
+	return NULL;
+}
+
+void walk_thread_exit(void)
+{
+	// The TLS destructors that run after this one may still allocate:
+	// their walks take no record.
+	wrec *w = t_wrec;
+	t_wstate = -1;
+	t_wrec = NULL;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (w)
+		__atomic_store_n(&wr_owned[t_wslot], 0, __ATOMIC_RELEASE);
+}
+
+void walk_atfork_child(void)
+{
+	for (int i = 0; i < WR_THREADS; i++)
+		if (!t_wrec || i != t_wslot)
+			wr_owned[i] = 0;
+}
+
+// wr_live sets a kept step's live flags from its own and from the live
+// flags of the step after it (outside it); it returns its own.
+static ALWAYS_INLINE unsigned wr_live(wstep *x, unsigned next)
+{
+	unsigned f = x->flags & ~(unsigned)(WS_LIVE_FP | WS_LIVE_FPK | WS_LIVE_LR);
+	unsigned l = 0;
+	// After fp_rule 2 the value of fp no longer matters: fp_known stays
+	// 0 until a signal frame sets both.
+	if ((f & WS_USE_FP) || (!(f & (WS_SET_FP | WS_SET_FPK)) && (next & WS_LIVE_FP)))
+		l |= WS_LIVE_FP;
+	if ((f & WS_USE_FP) || (!(f & WS_SET_FPK) && (next & WS_LIVE_FPK)))
+		l |= WS_LIVE_FPK;
+	// Every step but the last sets lr and lr_valid.
+	if (f & WS_USE_LR)
+		l |= WS_LIVE_LR;
+	x->flags = (uint16_t)(f | l);
+	return l;
+}
+
+// wr_keep makes the walk under way the kept one: its first nstep steps,
+// with nread reads, then the kept steps from `from` outwards; from -1:
+// the walk under way is whole, of generation gen, cut at its depth limit
+// or not. Where it does not fit, the old record stays: it is still a walk
+// that was.
+static void wr_keep(wrec *w, int nstep, int nread, int from, unsigned gen, int cut)
+{
+	int base = from + 1;
+	int rbase = from >= 0 ? w->st[from].nrd : 0, fbase = from >= 0 ? w->st[from].nfr : 0;
+	if (base + nstep > WR_STEPS || rbase + nread > WR_READS)
+		return;
+	if (from < 0) {
+		w->gen = gen;
+		w->cut = cut;
+	}
+	unsigned live = from >= 0 ? w->st[from].flags : 0;
+	int nr = rbase, nf = fbase;
+	for (int k = nstep - 1; k >= 0; k--) {
+		const wstep *c = &w->cur[k];
+		wstep *x = &w->st[base + (nstep - 1 - k)];
+		int end = k + 1 < nstep ? w->cur[k + 1].nrd : nread;
+		for (int i = c->nrd; i < end; i++)
+			w->rd[nr++] = w->cur_rd[i];
+		*x = *c;
+		if (x->flags & WS_FRAME)
+			nf++;
+		x->nrd = (uint16_t)nr;
+		x->nfr = (uint16_t)nf;
+		live = wr_live(x, live);
+	}
+	w->n = base + nstep;
+}
+
+// wr_same says whether the walk's state equals the kept step's in what
+// the kept walk's rest depends on.
+static ALWAYS_INLINE int wr_same(const wstep *x, uintptr_t pc, uintptr_t fp, uintptr_t lr, int is_return, int lr_valid,
+				 int fp_known)
+{
+	unsigned f = x->flags;
+	if (x->pc != pc || !(f & WS_RETURN) != !is_return)
+		return 0;
+	if ((f & WS_LIVE_FP) && x->fp != fp)
+		return 0;
+	if ((f & WS_LIVE_FPK) && !(f & WS_FP_KNOWN) != !fp_known)
+		return 0;
+	if ((f & WS_LIVE_LR) && (x->lr != lr || !(f & WS_LR_VALID) != !lr_valid))
+		return 0;
+	return 1;
+}
+
+// A read of the walk, kept in the record (*cs: the step under way).
+#define RD(a, v)                                                                    \
+	do {                                                                        \
+		if (!rd(b, (a), &(v)))                                              \
+			return -1;                                                  \
+		if (cs) {                                                           \
+			if (nread == WR_READS) {                                    \
+				w = NULL;                                           \
+				cs = NULL;                                          \
+			} else {                                                    \
+				w->cur_rd[nread].addr = (a);                        \
+				w->cur_rd[nread++].val = (v);                       \
+			}                                                           \
+		}                                                                   \
+	} while (0)
+
+static ALWAYS_INLINE int walk(const bounds_t *b, uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t lr,
+			      mt_rawframe *out, int max, int *stop, wrec *w, unsigned seq, int *reused)
+{
 	int n = 0, is_return = 0, lr_valid = 1, fp_known = 1;
 	unsigned gen = (unsigned)modules_generation();
+	// The kept walk: j its innermost step not below sp. Its reads were
+	// found to hold from step 0 to good, and not at step bad.
+	int j = -1, good = -1, bad = WR_STEPS, nread = 0;
+	if (w)
+		j = w->gen == gen ? w->n - 1 : -1;
 	for (int steps = 0; steps < 512; steps++) {
+		wstep *cs = NULL;
+		if (w && steps == WR_STEPS)
+			w = NULL;
+		if (w) {
+			while (j >= 0 && w->st[j].sp < sp)
+				j--;
+			for (int c = j; c >= 0 && w->st[c].sp == sp; c--) {
+				if (c >= bad || steps + c >= 512 ||
+				    !wr_same(&w->st[c], pc, fp, lr, is_return, lr_valid, fp_known))
+					continue;
+				if (c > good) {
+					// Outermost first: a step whose word changed
+					// rules out itself and every step inside it.
+					int i = good >= 0 ? w->st[good].nrd : 0;
+					for (int r = good + 1; r <= c; r++) {
+						for (; i < w->st[r].nrd; i++) {
+							uintptr_t v;
+							if (!rd(b, w->rd[i].addr, &v) || v != w->rd[i].val)
+								break;
+						}
+						if (i < w->st[r].nrd) {
+							bad = r;
+							break;
+						}
+						good = r;
+					}
+					if (c >= bad)
+						continue;
+				}
+				int rest = w->st[c].nfr;
+				if (w->cut && n + rest < max)
+					continue;
+				int n0 = n, cut = w->cut;
+				for (int r = c; r >= 0; r--) {
+					const wstep *x = &w->st[r];
+					if (!(x->flags & WS_FRAME))
+						continue;
+					if (n == max) {
+						cut = 1;
+						break;
+					}
+					out[n].addr = x->pc;
+					out[n].off = x->off;
+					out[n].file = x->file;
+					n++;
+				}
+				*stop = cut ? MT_STOP_DEPTH : MT_STOP_END;
+				*reused = n - n0;
+				// A walk over a table rebuilt meanwhile is dropped by
+				// the caller, and not kept either.
+				if (modules_still(seq))
+					wr_keep(w, steps, nread, c, gen, cut);
+				return n;
+			}
+			cs = &w->cur[steps];
+			cs->pc = pc;
+			cs->sp = sp;
+			cs->fp = fp;
+			cs->lr = lr;
+			cs->flags = (uint16_t)((is_return ? WS_RETURN : 0) | (lr_valid ? WS_LR_VALID : 0) |
+					       (fp_known ? WS_FP_KNOWN : 0));
+			cs->nrd = (uint16_t)nread;
+		}
 		uintptr_t q = is_return ? pc - 1 : pc;
-		rc_entry e;
-		if (!find_rule(q, gen, &e))
+		rc_entry local;
+		const rc_entry *e = &local;
+		if (w) {
+			rc_entry *m = &w->rules[(q ^ (q >> 7)) & (WR_RULES - 1)];
+			if (m->seq != 1 || m->q != q || m->gen != gen) {
+				if (!find_rule(q, gen, m)) {
+					m->seq = 0;
+					return -1;
+				}
+				m->seq = 1;
+			}
+			e = m;
+		} else if (!find_rule(q, gen, &local)) {
 			return -1;
-		if (!e.self) {
+		}
+		if (!e->self) {
 			if (n == max) {
 				*stop = MT_STOP_DEPTH;
+				if (cs && modules_still(seq))
+					wr_keep(w, steps + 1, nread, -1, gen, 1);
 				return n;
 			}
 			out[n].addr = pc;
-			out[n].off = pc - e.adj;
-			out[n].file = e.file;
+			out[n].off = pc - e->adj;
+			out[n].file = e->file;
+			if (cs) {
+				cs->flags |= WS_FRAME;
+				cs->off = pc - e->adj;
+				cs->file = e->file;
+			}
 			n++;
 		}
-		const rule_t r = e.r;
+		const rule_t r = e->r;
 		if (r.signal) {
 			uintptr_t npc, nsp, nfp, nlr;
-			if (!rd(&b, sp + SIG_PC, &npc) || !rd(&b, sp + SIG_SP, &nsp) || !rd(&b, sp + SIG_FP, &nfp) ||
-			    !rd(&b, sp + SIG_LR, &nlr))
-				return -1;
+			RD(sp + SIG_PC, npc);
+			RD(sp + SIG_SP, nsp);
+			RD(sp + SIG_FP, nfp);
+			RD(sp + SIG_LR, nlr);
 #if defined(__aarch64__)
 			npc &= PAC_MASK;
 #endif
 			if (nsp < sp)
 				return -1;
+			if (cs)
+				cs->flags |= WS_SET_FP | WS_SET_FPK;
 			pc = npc;
 			sp = nsp;
 			fp = nfp;
@@ -315,11 +613,13 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop)
 		switch (r.cfa) {
 		case MT_CFA_END:
 			*stop = MT_STOP_END;
-			return n;
+			goto end;
 		case MT_CFA_SP:
 			cfa = sp + (uintptr_t)r.cfa_off;
 			break;
 		case MT_CFA_FP:
+			if (cs)
+				cs->flags |= WS_USE_FP;
 			if (!fp_known)
 				return -1;
 			cfa = fp + (uintptr_t)r.cfa_off;
@@ -330,34 +630,78 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop)
 		default:
 			return -1;
 		}
+		if (cfa == sp && cs)
+			cs->flags |= WS_USE_LR;
 		if (cfa < sp || (cfa == sp && !lr_valid))
 			return -1;
 		if (r.ra_in_lr) {
+			if (cs)
+				cs->flags |= WS_USE_LR;
 			if (!lr_valid)
 				return -1;
 			ra = lr;
-		} else if (!rd(&b, cfa + (uintptr_t)r.ra_off, &ra)) {
-			return -1;
+		} else {
+			RD(cfa + (uintptr_t)r.ra_off, ra);
 		}
 		if (r.fp_rule == 1) {
-			if (!rd(&b, cfa + (uintptr_t)r.fp_off, &fp))
-				return -1;
+			RD(cfa + (uintptr_t)r.fp_off, fp);
+			if (cs)
+				cs->flags |= WS_SET_FP;
 		} else if (r.fp_rule == 2) {
 			fp_known = 0;
+			if (cs)
+				cs->flags |= WS_SET_FPK;
 		}
 #if defined(__aarch64__)
 		ra &= PAC_MASK;
 #endif
 		if (ra == 0) {
 			*stop = MT_STOP_END;
-			return n;
+			goto end;
 		}
 		sp = cfa;
 		pc = lr = ra;
 		is_return = 1;
 		lr_valid = 0;
+		continue;
+	end:
+		if (cs && modules_still(seq))
+			wr_keep(w, steps + 1, nread, -1, gen, 0);
+		return n;
 	}
 	return -1;
+}
+
+#undef RD
+
+__attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
+{
+	uintptr_t pc, sp, fp, lr = 0;
+#if defined(__x86_64__)
+	__asm__ __volatile__("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(fp));
+#else
+	__asm__ __volatile__("adr %0, .\n\tmov %1, sp\n\tmov %2, x29\n\tmov %3, x30"
+			     : "=r"(pc), "=r"(sp), "=r"(fp), "=r"(lr));
+#endif
+	*reused = 0;
+	bounds_t b = {sp, walk_stack_top()};
+	if (b.hi <= b.lo || b.hi - b.lo > ((uintptr_t)1 << 30))
+		return -1;
+	wrec *w = t_wrec;
+	if (UNLIKELY(!w) && t_wstate == 0)
+		w = wr_claim();
+	if (w && w->busy)
+		w = NULL;
+	if (w) {
+		w->busy = 1;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	}
+	int n = walk(&b, pc, sp, fp, lr, out, max, stop, w, seq, reused);
+	if (w) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		w->busy = 0;
+	}
+	return n;
 }
 
 #else
@@ -367,14 +711,24 @@ uintptr_t walk_stack_top(void)
 	return 0;
 }
 
-int walk_rows(mt_rawframe *out, int max, int *stop)
+int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
 {
 	// 32-bit ARM unwinds through .ARM.exidx, which the rows do not
 	// describe: backtrace() it is.
 	(void)out;
 	(void)max;
 	(void)stop;
+	(void)seq;
+	*reused = 0;
 	return -1;
+}
+
+void walk_thread_exit(void)
+{
+}
+
+void walk_atfork_child(void)
+{
 }
 
 #endif

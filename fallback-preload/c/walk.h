@@ -20,8 +20,14 @@ typedef struct {
 // was reached; MT_STOP_DEPTH: there were more), or returns -1 where the
 // rows cannot take the whole stack (no rows for a PC yet, a rule they do
 // not express, a read outside the thread's stack): the caller walks
-// another way. Call with modules_begin's cache current.
-int walk_rows(mt_rawframe *out, int max, int *stop);
+// another way. Call with modules_begin's cache current, seq its number.
+// *reused: the frames copied from the thread's previous walk (walk.c).
+int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused);
+
+// The thread ends (its record of the last walk goes back to the pool),
+// and, in a forked child, the other threads are gone.
+void walk_thread_exit(void);
+void walk_atfork_child(void);
 
 // The calling thread's stack ends at this address (0: unknown).
 uintptr_t walk_stack_top(void);

@@ -1,0 +1,157 @@
+package tests
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestWalkReusePreload: the library's walk takes a thread's outer frames
+// from its previous walk only where walking on would give the same
+// frames. walk_reuse (progs/walk_reuse.c) allocates where that is
+// tempting and wrong: the same stack pointer under another return
+// address, a saved return address that changed under equal inner frames,
+// depths going up and down, a frame-pointer frame of changing size,
+// longjmp over abandoned frames, a coroutine's stack, a signal handler.
+// Every allocation's stack equals its backtrace() record, frame for frame,
+// at a depth limit that cuts the deep stacks and at one that does not, and
+// in a forked child (which starts with its parent's record); a stack is
+// marked cut exactly where the limit cut it; and -v's count shows that
+// most frames were reused, so that a walk that never reuses fails too.
+func TestWalkReusePreload(t *testing.T) {
+	memtrace := need(t, "bin/memtrace")
+	exe := need(t, "tests/progs/build/walk_reuse")
+	for _, c := range []struct {
+		name    string
+		depth   int
+		args    []string
+		threads int
+	}{
+		{"depth64", 64, nil, 3},
+		{"depth16", 16, nil, 3},
+		{"fork", 24, []string{"fork"}, 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRun(t)
+			args := append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(c.depth), "-o", r.log, "--", exe}, c.args...)
+			// The pause: the tables are built before the first stacks
+			// (see TestDwarfOraclePreload).
+			r.runMemtraceEnv(t, memtrace, []string{"UNWIND_ORACLE_PAUSE_MS=300"}, args...)
+			rows, bt := preloadWalks(t, r.stderr.String())
+			if rows == 0 || bt*10 > rows+bt {
+				t.Errorf("%d stacks over the rows, %d by backtrace(): want the rows' walk for nearly all", rows, bt)
+			}
+			frames, reused := reusedFrames(t, r.stderr.String())
+			t.Logf("%d of %d frames reused from the thread's previous walk", reused, frames)
+			if reused*2 < frames {
+				t.Errorf("%d of %d frames reused: the repeated stacks should have taken most of theirs from the previous walk", reused, frames)
+			}
+			_, recs, byTID := checkOracle(t, r, c.depth, c.threads)
+			checkCut(t, recs, byTID, c.depth)
+		})
+	}
+}
+
+// TestCrossWalkReusePreload: TestWalkReusePreload's program on arm64,
+// under qemu-user, where the return address comes in x30 and reuse must
+// hold the walk's lr to the kept one's where the rest depends on it.
+func TestCrossWalkReusePreload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs memtrace and the program under qemu-user: make test runs it")
+	}
+	a := crossArchs[0]
+	requireCross(t, a.triplet, a.qemu)
+	memtrace := crossMemtrace(t, a.name)
+	root := repoRoot(t)
+	prog := filepath.Join("build", a.triplet, "walk_reuse")
+	cmd := command("make", "-s", "-C", "tests/progs", "CROSS="+a.triplet, prog)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make %v: %v\n%s", cmd.Args[1:], err, out)
+	}
+	exe := filepath.Join(root, "tests/progs", prog)
+	registerQemu(t, a.name, a.qemu)
+	sysroot := "/usr/" + a.triplet
+	for _, depth := range []int{64, 16} {
+		t.Run("depth"+strconv.Itoa(depth), func(t *testing.T) {
+			r := newRun(t)
+			// The tables are built under qemu too: the program waits
+			// for them.
+			r.runGuestMemtrace(t, a.qemu, sysroot, memtrace, []string{"UNWIND_ORACLE_PAUSE_MS=2000"},
+				"-v", "--preload", "--stack-depth", strconv.Itoa(depth), "-o", r.log, "--", exe)
+			rows, bt := preloadWalks(t, r.stderr.String())
+			if rows == 0 || bt*10 > rows+bt {
+				t.Errorf("%d stacks over the rows, %d by backtrace(): want the rows' walk for nearly all", rows, bt)
+			}
+			frames, reused := reusedFrames(t, r.stderr.String())
+			t.Logf("%d of %d frames reused from the thread's previous walk", reused, frames)
+			if reused*2 < frames {
+				t.Errorf("%d of %d frames reused: the repeated stacks should have taken most of theirs from the previous walk", reused, frames)
+			}
+			fr := newFrameResolver()
+			fr.sysroot = sysroot
+			_, recs, byTID := checkOracleWith(t, fr, r, depth, 3)
+			checkCut(t, recs, byTID, depth)
+		})
+	}
+}
+
+// reusedFrames reads memtrace -v's count of the frames the library's walk
+// took from a thread's previous walk, of all it walked over the rows.
+func reusedFrames(t *testing.T, stderr string) (frames, reused int) {
+	t.Helper()
+	const word = " frames of "
+	for _, ln := range strings.Split(stderr, "\n") {
+		if !strings.HasPrefix(ln, "memtrace: preload stacks: ") {
+			continue
+		}
+		for _, part := range strings.Split(ln, "; ") {
+			if !strings.Contains(part, word) {
+				continue
+			}
+			if _, err := fmt.Sscanf(part, "%d frames of %d reused from the thread's previous walk", &reused, &frames); err != nil {
+				t.Fatalf("memtrace -v: %q: %v", ln, err)
+			}
+			return frames, reused
+		}
+		break
+	}
+	t.Fatalf("memtrace -v says nothing of the frames reused:\n%s", stderr)
+	return 0, 0
+}
+
+// checkCut: an allocation's stack is marked cut where the depth limit cut
+// it (backtrace() found more frames than the limit, with room for the
+// start-up frames a walk may stop before), and not where it is shorter
+// than the limit. The stop is the one part of a reused walk that the
+// frames themselves do not show.
+func checkCut(t *testing.T, recs []*oracleRec, byTID map[int64][]*dwarfEvent, depth int) {
+	t.Helper()
+	byLine := map[int]*dwarfEvent{}
+	for _, evs := range byTID {
+		for _, e := range evs {
+			byLine[e.line] = e
+		}
+	}
+	bad := 0
+	for _, r := range recs {
+		e := byLine[r.matchedLogLine]
+		if !r.hasStack() || e == nil {
+			continue
+		}
+		var why string
+		switch {
+		case len(e.frames) < depth && e.truncated != "":
+			why = fmt.Sprintf("%d frames, under the limit %d, but marked cut (%s)", len(e.frames), depth, e.truncated)
+		case len(e.frames) == depth && len(r.pcs) > depth+2 && e.truncated == "":
+			why = fmt.Sprintf("%d frames, the limit, of the %d backtrace() found, but not marked cut", len(e.frames), len(r.pcs))
+		}
+		if why != "" {
+			if bad++; bad <= 20 {
+				t.Errorf("record %v, log line %d: %s", r, e.line, why)
+			}
+		}
+	}
+}
