@@ -706,6 +706,33 @@ func TestPreloadStackTableThreadChurn(t *testing.T) {
 	}
 }
 
+// TestPreloadStacksMemoryPerThread: what the library keeps per thread for
+// stacks (its walk record, its table of stacks sent) stays small for a
+// thread of few stacks: 100 threads alive at once with 128 stacks each
+// hold at most 100 KiB more each with --stack-depth 32 than without
+// stacks (a table of its full size took about 150 KiB a thread). The
+// region's chunk, the same in both runs, is not counted.
+func TestPreloadStacksMemoryPerThread(t *testing.T) {
+	memtrace := need(t, "bin/memtrace")
+	exe := need(t, "tests/progs/build/threadstacks")
+	grew := func(depth string) int64 {
+		r := newRun(t)
+		r.runMemtraceEnv(t, memtrace, nil, "--preload", "--stack-depth", depth, "-o", r.log, "--", exe)
+		var before, after int64
+		for _, ln := range strings.Split(r.stderr.String(), "\n") {
+			if _, err := fmt.Sscanf(ln, "rss %d %d", &before, &after); err == nil {
+				return after - before
+			}
+		}
+		t.Fatalf("threadstacks printed no sizes:\n%s", r.stderr.String())
+		return 0
+	}
+	plain, stacks := grew("0"), grew("32")
+	if per := (stacks - plain) / 100; per > 100 {
+		t.Errorf("with stacks each thread holds %d KiB more (%d KiB in all against %d without)", per, stacks, plain)
+	}
+}
+
 // preloadStackIDs reads memtrace -v's count of events that sent their
 // frames and of those that sent an id alone.
 func preloadStackIDs(t *testing.T, stderr string) (sent, byID int) {

@@ -306,20 +306,38 @@ typedef struct {
 	uint32_t n, stop;
 } stk_slot;
 
+// A thread starts with STK_FIRST slots and doubles them (starting over)
+// as its stacks fill half: a program of many threads with few stacks
+// each touches a few pages a thread, not the whole table's.
+#define STK_FIRST 256
+
 typedef struct stk_table {
 	uint32_t stream, next_id, used;
 	unsigned gen;
+	uint32_t mask; // slots in use, less one
 	stk_slot slot[STK_SLOTS];
 	uint64_t words[STK_WORDS];
 } stk_table;
 
-static void stk_reset(stk_table *t, unsigned gen)
+// stk_max_mask: the most slots a table takes, less one. A table of fewer
+// ids (MEMTRACE_STACK_IDS, tests) takes fewer, so that a test can make
+// it forget, evict and start over with few stacks.
+static uint32_t stk_max_mask(void)
 {
-	memset(t->slot, 0, sizeof t->slot);
+	uint32_t mask = STK_SLOTS - 1;
+	while (mask > 1 && mask >= stack_ids)
+		mask >>= 1;
+	return mask;
+}
+
+static void stk_reset(stk_table *t, unsigned gen, uint32_t mask)
+{
+	memset(t->slot, 0, (size_t)(mask + 1) * sizeof t->slot[0]);
 	t->stream = tb.stream;
 	t->gen = gen;
 	t->next_id = 1;
 	t->used = 0;
+	t->mask = mask;
 }
 
 // stk_find returns the id of the thread's stack of n frames from fr, and
@@ -341,19 +359,16 @@ static uint32_t stk_find(const mt_rawframe *fr, int n, uint32_t stop, unsigned g
 		t->stream = tb.stream;
 		t->gen = gen;
 		t->next_id = 1;
+		t->mask = STK_FIRST - 1 < stk_max_mask() ? STK_FIRST - 1 : stk_max_mask();
 	}
 	if (UNLIKELY(t->stream != tb.stream || t->gen != gen))
-		stk_reset(t, gen);
+		stk_reset(t, gen, t->mask);
 	uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15ull ^ stop;
 	for (int i = 0; i < n; i++) {
 		h = (h ^ fr[i].addr) * 0xff51afd7ed558ccdull;
 		h ^= h >> 32;
 	}
-	// A table of fewer ids uses fewer slots too, so that a test can make
-	// it forget, evict and start over with few stacks.
-	uint32_t mask = STK_SLOTS - 1;
-	while (mask > 1 && mask >= stack_ids)
-		mask >>= 1;
+	uint32_t mask = t->mask;
 	uint32_t i0 = (uint32_t)h & mask, i1 = (i0 + 1) & mask;
 	for (uint32_t k = 0; k < 2; k++) {
 		stk_slot *sl = &t->slot[k ? i1 : i0];
@@ -368,8 +383,14 @@ static uint32_t stk_find(const mt_rawframe *fr, int n, uint32_t stop, unsigned g
 			}
 		}
 	}
-	if (t->next_id > stack_ids || t->used + (uint32_t)n > STK_WORDS)
-		stk_reset(t, gen);
+	if (t->next_id > stack_ids || t->used + (uint32_t)n > STK_WORDS) {
+		stk_reset(t, gen, mask);
+	} else if (t->next_id > (mask + 1) / 2 && mask < stk_max_mask()) {
+		mask = mask * 2 + 1;
+		stk_reset(t, gen, mask);
+		i0 = (uint32_t)h & mask;
+		i1 = (i0 + 1) & mask;
+	}
 	stk_slot *sl = &t->slot[i0];
 	if (sl->id && !t->slot[i1].id)
 		sl = &t->slot[i1];
