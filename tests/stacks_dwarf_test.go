@@ -737,17 +737,8 @@ func TestPreloadStacksMemoryPerThread(t *testing.T) {
 // frames and of those that sent an id alone.
 func preloadStackIDs(t *testing.T, stderr string) (sent, byID int) {
 	t.Helper()
-	for _, ln := range strings.Split(stderr, "\n") {
-		if i := strings.Index(ln, "; "); strings.HasPrefix(ln, "memtrace: preload stacks: ") && i > 0 {
-			if j := strings.LastIndex(ln, "; "); j > i {
-				if _, err := fmt.Sscanf(ln[j+2:], "%d sent with their frames, %d by id", &sent, &byID); err == nil {
-					return sent, byID
-				}
-			}
-		}
-	}
-	t.Fatalf("memtrace -v says nothing of the stacks sent:\n%s", stderr)
-	return 0, 0
+	preloadStacksPart(t, stderr, "%d sent with their frames, %d by id", &sent, &byID)
+	return sent, byID
 }
 
 // preloadWalks reads memtrace -v's count of the library's stacks by walk.

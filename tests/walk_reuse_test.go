@@ -39,15 +39,7 @@ func TestWalkReusePreload(t *testing.T) {
 			// The pause: the tables are built before the first stacks
 			// (see TestDwarfOraclePreload).
 			r.runMemtraceEnv(t, memtrace, []string{"UNWIND_ORACLE_PAUSE_MS=300"}, args...)
-			rows, bt := preloadWalks(t, r.stderr.String())
-			if rows == 0 || bt*10 > rows+bt {
-				t.Errorf("%d stacks over the rows, %d by backtrace(): want the rows' walk for nearly all", rows, bt)
-			}
-			frames, reused := reusedFrames(t, r.stderr.String())
-			t.Logf("%d of %d frames reused from the thread's previous walk", reused, frames)
-			if reused*2 < frames {
-				t.Errorf("%d of %d frames reused: the repeated stacks should have taken most of theirs from the previous walk", reused, frames)
-			}
+			checkReuse(t, r.stderr.String())
 			_, recs, byTID := checkOracle(t, r, c.depth, c.threads)
 			checkCut(t, recs, byTID, c.depth)
 		})
@@ -81,15 +73,7 @@ func TestCrossWalkReusePreload(t *testing.T) {
 			// for them.
 			r.runGuestMemtrace(t, a.qemu, sysroot, memtrace, []string{"UNWIND_ORACLE_PAUSE_MS=2000"},
 				"-v", "--preload", "--stack-depth", strconv.Itoa(depth), "-o", r.log, "--", exe)
-			rows, bt := preloadWalks(t, r.stderr.String())
-			if rows == 0 || bt*10 > rows+bt {
-				t.Errorf("%d stacks over the rows, %d by backtrace(): want the rows' walk for nearly all", rows, bt)
-			}
-			frames, reused := reusedFrames(t, r.stderr.String())
-			t.Logf("%d of %d frames reused from the thread's previous walk", reused, frames)
-			if reused*2 < frames {
-				t.Errorf("%d of %d frames reused: the repeated stacks should have taken most of theirs from the previous walk", reused, frames)
-			}
+			checkReuse(t, r.stderr.String())
 			fr := newFrameResolver()
 			fr.sysroot = sysroot
 			_, recs, byTID := checkOracleWith(t, fr, r, depth, 3)
@@ -98,28 +82,44 @@ func TestCrossWalkReusePreload(t *testing.T) {
 	}
 }
 
+// checkReuse: nearly every stack went over the rows, and most of their
+// frames came from the thread's previous walk (memtrace -v).
+func checkReuse(t *testing.T, stderr string) {
+	t.Helper()
+	rows, bt := preloadWalks(t, stderr)
+	if rows == 0 || bt*10 > rows+bt {
+		t.Errorf("%d stacks over the rows, %d by backtrace(): want the rows' walk for nearly all", rows, bt)
+	}
+	frames, reused := reusedFrames(t, stderr)
+	t.Logf("%d of %d frames reused from the thread's previous walk", reused, frames)
+	if reused*2 < frames {
+		t.Errorf("%d of %d frames reused: the repeated stacks should have taken most of theirs from the previous walk", reused, frames)
+	}
+}
+
 // reusedFrames reads memtrace -v's count of the frames the library's walk
 // took from a thread's previous walk, of all it walked over the rows.
 func reusedFrames(t *testing.T, stderr string) (frames, reused int) {
 	t.Helper()
-	const word = " frames of "
+	preloadStacksPart(t, stderr, "%d frames of %d reused from the thread's previous walk", &reused, &frames)
+	return frames, reused
+}
+
+// preloadStacksPart reads one "; "-separated part of memtrace -v's
+// "preload stacks" line, the one format matches, into a and b.
+func preloadStacksPart(t *testing.T, stderr, format string, a, b *int) {
+	t.Helper()
 	for _, ln := range strings.Split(stderr, "\n") {
 		if !strings.HasPrefix(ln, "memtrace: preload stacks: ") {
 			continue
 		}
 		for _, part := range strings.Split(ln, "; ") {
-			if !strings.Contains(part, word) {
-				continue
+			if _, err := fmt.Sscanf(part, format, a, b); err == nil {
+				return
 			}
-			if _, err := fmt.Sscanf(part, "%d frames of %d reused from the thread's previous walk", &reused, &frames); err != nil {
-				t.Fatalf("memtrace -v: %q: %v", ln, err)
-			}
-			return frames, reused
 		}
-		break
 	}
-	t.Fatalf("memtrace -v says nothing of the frames reused:\n%s", stderr)
-	return 0, 0
+	t.Fatalf("memtrace -v has no %q in its preload stacks line:\n%s", format, stderr)
 }
 
 // checkCut: an allocation's stack is marked cut where the depth limit cut
