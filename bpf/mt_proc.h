@@ -12,11 +12,14 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
 
 /* Processes the kernel side stops for the agent: HOLD_PENDING, a forked
  * child to stop at its first instruction; HOLD_STOPPED, stopped and waiting
- * for the agent's SIGCONT, which deletes the entry. memtrace's watchdog
- * resumes every HOLD_STOPPED process when memtrace dies, so no stop can
- * outlive it. */
+ * for the agent's SIGCONT; HOLD_RESUMING, being let go (the agent marks a
+ * hold so, then sends its SIGCONT, then deletes the entry: a memtrace that
+ * dies between any two of those steps leaves an entry every release sweep
+ * still resumes). The release at memtrace's exit (or its watchdog)
+ * resumes every stopped or resuming process, so no stop can outlive it. */
 #define HOLD_PENDING 1
 #define HOLD_STOPPED 2
+#define HOLD_RESUMING 3
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -123,26 +126,34 @@ static __always_inline void hold_self(__u32 key)
 	}
 	bpf_send_signal_thread(MT_SIGSTOP);
 	if (__sync_fetch_and_add(&released, 0)) {
-		bpf_send_signal_thread(MT_SIGCONT);
-		bpf_map_delete_elem(&hold, &key);
+		/* A SIGCONT the kernel refused (its per-CPU signal work
+		 * busy) leaves the entry for the watchdog's sweeps. */
+		if (bpf_send_signal_thread(MT_SIGCONT) == 0)
+			bpf_map_delete_elem(&hold, &key);
 		return;
 	}
-	/* The agent resumes a hold by deleting its key, then sending
-	 * SIGCONT. A resume that deleted the key before this point may have
-	 * sent its SIGCONT before the SIGSTOP above, which it then cannot
-	 * cancel: seen here, the process continues itself. A resume that
-	 * deletes it later sends its SIGCONT after the SIGSTOP. */
-	if (!bpf_map_lookup_elem(&hold, &key))
+	/* The agent resumes a hold by marking it HOLD_RESUMING (or a sweep
+	 * takes it), then sending SIGCONT. A resume that did so before this
+	 * point may have sent its SIGCONT before the SIGSTOP above, which it
+	 * then cannot cancel: seen here, the process continues itself. A
+	 * resume that marks it later sends its SIGCONT after the SIGSTOP. */
+	__u8 *h = bpf_map_lookup_elem(&hold, &key);
+	if (!h || *h == HOLD_RESUMING)
 		bpf_send_signal_thread(MT_SIGCONT);
 }
 
 static long release_one(struct bpf_map *map, __u32 *key, __u8 *state, void *ctx)
 {
-	if (*state == HOLD_STOPPED) {
+	if (*state == HOLD_STOPPED || *state == HOLD_RESUMING) {
 		struct task_struct *t = bpf_task_from_pid(*key & MT_HOLD_PID_MASK);
 		if (t) {
-			bpf_send_signal_task(t, MT_SIGCONT, PIDTYPE_TGID, 0);
+			int err = bpf_send_signal_task(t, MT_SIGCONT, PIDTYPE_TGID, 0);
 			bpf_task_release(t);
+			/* Refused (the per-CPU signal work busy): the entry
+			 * stays for the watchdog's sweeps and the next
+			 * exiting thread's. */
+			if (err)
+				return 0;
 		}
 	}
 	bpf_map_delete_elem(map, key);

@@ -19,6 +19,8 @@ import (
 const (
 	holdPending = 1 // a forked child that stops at its first instruction
 	holdStopped = 2 // stopped by the kernel side, waiting for Resume
+	// being resumed: the SIGCONT comes next, then the entry is deleted
+	holdResuming = 3
 )
 
 // The hold map's keys (MT_HOLD_KEY in bpf/memtrace.h): every hold of a
@@ -40,28 +42,41 @@ func holdKey(pid int, kind, seq uint32) uint32 {
 
 // Resume lets a process the kernel side held (FlagHeld) go on, and forgets
 // that hold, key (the event's Size), so that no release sweep resumes it
-// a second time. The SIGCONT comes first: a hold forgotten before its
-// process runs again could outlive memtrace.
+// a second time.
 func (t *Tracer) Resume(pid int, key uint32) error {
-	// The key goes first, then the SIGCONT: a process not yet at its
-	// stop then finds no hold and does not stop, and one stopping at
-	// this moment sees its key gone after its SIGSTOP and continues
-	// itself (hold_self). The other order lost a SIGCONT sent just
-	// before the stop, and the stopped process had no key left for any
-	// sweep: stopped for good (a --follow child whose state memtrace
-	// could not read, out of descriptors).
-	ours := key&holdPIDMask == uint32(pid)&holdPIDMask
-	if ours {
-		_ = t.objs.Hold.Delete(key)
+	if key&holdPIDMask != uint32(pid)&holdPIDMask {
+		return syscall.Kill(pid, syscall.SIGCONT)
+	}
+	return letGo(t.objs.Hold, pid, key)
+}
+
+// resumeHook, when set (tests only), runs between a hold's marking and
+// its SIGCONT: a test kills memtrace there.
+var resumeHook func(pid int)
+
+// letGo resumes one hold of pid: marked HOLD_RESUMING, SIGCONT, deleted.
+// The mark goes first: a process not yet at its stop then does not stop
+// (a pending fork hold) or continues itself after its SIGSTOP (hold_self),
+// and a memtrace that dies before the SIGCONT or the delete leaves an entry
+// that the release at its exit (the kernel's or the watchdog's) resumes.
+// Deleting the key first, as before, left the process stopped for good
+// when memtrace died between the delete and the SIGCONT; a SIGCONT first
+// could come before a stop still on its way and be lost.
+func letGo(m *ebpf.Map, pid int, key uint32) error {
+	marked := m.Update(key, uint8(holdResuming), ebpf.UpdateExist) == nil
+	if resumeHook != nil {
+		resumeHook(pid)
 	}
 	err := syscall.Kill(pid, syscall.SIGCONT)
-	if err != nil && !errors.Is(err, syscall.ESRCH) && ours {
+	if err != nil && !errors.Is(err, syscall.ESRCH) {
 		// Not allowed to signal it (another user's process, memtrace
-		// without CAP_KILL): the hold goes back, so that the release
-		// at memtrace's exit, the kernel's, which needs no right,
-		// still resumes it. Never a stop that outlives memtrace.
-		_ = t.objs.Hold.Put(key, uint8(holdStopped))
+		// without CAP_KILL): the hold stays, marked, so that the
+		// release at memtrace's exit, the kernel's, which needs no
+		// right, still resumes it. Never a stop that outlives memtrace.
 		return fmt.Errorf("resume process %d: %w (memtrace needs CAP_KILL to resume another user's process)", pid, err)
+	}
+	if marked {
+		_ = m.Delete(key)
 	}
 	return err
 }
@@ -111,13 +126,14 @@ func ResumeHeld(fd int) (int, error) {
 }
 
 func resumeAll(m *ebpf.Map) (int, error) {
-	return sweepHolds(m, func(uint32) bool { return true })
+	return sweepHolds(m, func(uint32) bool { return true }, true)
 }
 
-// sweepHolds resumes the stopped processes of the holds that match and
-// deletes those holds. The map is read whole first: deleting while
-// iterating a hash map can skip entries.
-func sweepHolds(m *ebpf.Map, match func(key uint32) bool) (int, error) {
+// sweepHolds resumes the processes of the holds that match (unless resume
+// is false: their process is gone) and deletes those holds; it returns how
+// many were stopped or being resumed. The map is read whole first:
+// deleting while iterating a hash map can skip entries.
+func sweepHolds(m *ebpf.Map, match func(key uint32) bool, resume bool) (int, error) {
 	type hold struct {
 		key   uint32
 		state uint8
@@ -135,19 +151,17 @@ func sweepHolds(m *ebpf.Map, match func(key uint32) bool) (int, error) {
 	}
 	n := 0
 	for _, h := range all {
-		// As Resume: the key first, then the SIGCONT, for a hold
-		// that was stopped (or became so) when it was taken away; a
-		// pending one that stops after finds its key gone
-		// (hold_self) and continues itself.
-		var state uint8
-		if err := m.LookupAndDelete(h.key, &state); err != nil {
-			state = h.state
+		if !resume {
 			_ = m.Delete(h.key)
+			continue
 		}
-		if state == holdStopped {
-			_ = syscall.Kill(int(h.key&holdPIDMask), syscall.SIGCONT)
+		if h.state != holdPending {
 			n++
 		}
+		// As Resume. A pending hold is sent its SIGCONT too: the
+		// state read above may be older than the child's stop, and a
+		// SIGCONT to a running process does nothing.
+		_ = letGo(m, int(h.key&holdPIDMask), h.key)
 	}
 	return n, it.Err()
 }
@@ -193,7 +207,8 @@ func (t *Tracer) ReleaseProcess(pid int) {
 	_ = t.objs.Targets.Delete(uint32(pid))
 	// A process killed while held leaves its holds behind; its pid may
 	// be reused, and a later sweep must not resume a stranger.
-	_, _ = sweepHolds(t.objs.Hold, func(key uint32) bool { return key&holdPIDMask == uint32(pid)&holdPIDMask })
+	// Resumed unless it is gone: a SIGCONT must not reach a stranger.
+	_, _ = sweepHolds(t.objs.Hold, func(key uint32) bool { return key&holdPIDMask == uint32(pid)&holdPIDMask }, !exited(pid))
 	var hook link.Link
 	if t.unw != nil {
 		hook = t.unw.forget(pid)

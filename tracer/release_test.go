@@ -66,11 +66,16 @@ func TestReleaseResumesEveryHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	pids := stoppedSleeps(t, 3)
+	pids := stoppedSleeps(t, 4)
 	for i, kind := range []uint32{holdFork, holdExec, holdDL} {
 		if err := tr.objs.Hold.Put(holdKey(pids[i], kind, 7), uint8(holdStopped)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// One a memtrace began to resume and did not finish (its SIGCONT
+	// not sent): the sweep still resumes it.
+	if err := tr.objs.Hold.Put(holdKey(pids[3], holdExec, 9), uint8(holdResuming)); err != nil {
+		t.Fatal(err)
 	}
 	// A fork hold whose child has not stopped yet: forgotten, or it
 	// would stop after memtrace.
@@ -94,29 +99,46 @@ func TestReleaseResumesEveryHold(t *testing.T) {
 
 // TestKernelReleaseAtExit: a memtrace killed by SIGKILL, which runs none
 // of its own code, leaves no process stopped: the kernel side's exit
-// program resumes every hold (bpf_send_signal_task), with no watchdog.
+// program resumes every hold (bpf_send_signal_task), with no watchdog;
+// killed in the middle of its own resume of one hold (after it took the
+// hold, before its SIGCONT) or of its release of all, too.
 func TestKernelReleaseAtExit(t *testing.T) {
 	requireBPF(t)
 	if !KernelRelease() {
 		t.Skip("this kernel has no bpf_send_signal_task: the watchdog releases holds here (launch's tests)")
 	}
+	for _, mode := range []string{"", "resume", "release"} {
+		t.Run("killed-mid-"+map[string]string{"": "hold"}[mode]+mode, func(t *testing.T) {
+			killHolder(t, mode)
+		})
+	}
+}
+
+// killHolder runs TestHoldingAgent over four stopped processes, mode
+// telling it what to be doing when it is killed, kills it and waits for
+// every process to run again.
+func killHolder(t *testing.T, mode string) {
 	pids := stoppedSleeps(t, 4)
 	args := make([]string, len(pids))
 	for i, p := range pids {
 		args[i] = strconv.Itoa(p)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldingAgent$")
-	cmd.Env = append(os.Environ(), "MEMTRACE_TEST_HOLD="+strings.Join(args, ","))
+	cmd.Env = append(os.Environ(), "MEMTRACE_TEST_HOLD="+strings.Join(args, ","), "MEMTRACE_TEST_HOLD_MODE="+mode)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	want := "holding"
+	if mode != "" {
+		want = "resuming"
+	}
 	line, _ := bufio.NewReader(out).ReadString('\n')
-	if !strings.HasPrefix(line, "holding") {
+	if !strings.HasPrefix(line, want) {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("the holding agent said %q", line)
+		t.Fatalf("the holding agent said %q, want %q", line, want)
 	}
 	for _, pid := range pids {
 		if procState(pid) != 'T' {
@@ -133,7 +155,10 @@ func TestKernelReleaseAtExit(t *testing.T) {
 }
 
 // TestHoldingAgent is TestKernelReleaseAtExit's memtrace: it records holds
-// of the processes it is given and waits to be killed.
+// of the processes it is given and waits to be killed; with
+// MEMTRACE_TEST_HOLD_MODE it waits in the middle of Resume of the first
+// hold (resume) or of Release (release), between taking a hold and its
+// SIGCONT.
 func TestHoldingAgent(t *testing.T) {
 	list := os.Getenv("MEMTRACE_TEST_HOLD")
 	if list == "" {
@@ -143,11 +168,25 @@ func TestHoldingAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var keys []uint32
+	var pids []int
 	for i, s := range strings.Split(list, ",") {
 		pid, _ := strconv.Atoi(s)
-		if err := tr.objs.Hold.Put(holdKey(pid, uint32(1+i%3), uint32(i)), uint8(holdStopped)); err != nil {
+		key := holdKey(pid, uint32(1+i%3), uint32(i))
+		if err := tr.objs.Hold.Put(key, uint8(holdStopped)); err != nil {
 			t.Fatal(err)
 		}
+		keys, pids = append(keys, key), append(pids, pid)
+	}
+	resumeHook = func(int) {
+		os.Stdout.WriteString("resuming\n")
+		time.Sleep(time.Minute)
+	}
+	switch os.Getenv("MEMTRACE_TEST_HOLD_MODE") {
+	case "resume":
+		tr.Resume(pids[0], keys[0])
+	case "release":
+		tr.Release()
 	}
 	os.Stdout.WriteString("holding\n")
 	time.Sleep(time.Minute)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"syscall"
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -23,10 +22,7 @@ import (
 func (t *Tracer) remap(pid int, hold bool, key uint32) {
 	if hold {
 		// Resumed whatever happens: the tables are only a means.
-		defer func() {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-			_ = t.objs.Hold.Delete(key)
-		}()
+		defer func() { _ = letGo(t.objs.Hold, pid, key) }()
 	}
 	if err := t.unw.updateProcess(pid, hold); err != nil {
 		t.unw.log("memtrace: process %d: %v", pid, err)
