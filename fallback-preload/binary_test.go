@@ -213,18 +213,25 @@ func TestBinaryCrossARM(t *testing.T) {
 // (snapshots see them come), then ten 5000-byte blocks of big() (the
 // peak), frees back to ten blocks of small() and waits, so that the last
 // snapshots come after the peak.
-const figuresProg = `#include <stdlib.h>
+const figuresProg = `#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 __attribute__((noinline)) char *small(int i) { char *p = malloc(1000 + i); p[0] = 1; return p; }
 __attribute__((noinline)) char *big(int i) { char *p = malloc(5000 + i); p[0] = 2; return p; }
-int main(void) {
+int main(int argc, char **argv) {
 	char *blocks[30];
 	for (int i = 0; i < 30; i++) {
 		blocks[i] = i < 20 ? small(i) : big(i);
 		if (i < 20) usleep(8000);
 	}
 	for (int i = 29; i >= 10; i--) free(blocks[i]);
-	usleep(1200000);
+	/* argv[1].freed says so; the program then waits for argv[1] (the
+	   test's word that the snapshots it wants are written). */
+	char path[4096];
+	snprintf(path, sizeof path, "%s.freed", argv[1]);
+	close(open(path, O_CREAT | O_WRONLY, 0644)); /* no allocation */
+	for (int i = 0; i < 3000 && access(argv[1], F_OK) != 0; i++) usleep(10000);
 	return 0;
 }
 `
@@ -235,10 +242,11 @@ int main(void) {
 // peak and the bytes live at exit that the log's own lines add up to, and
 // the stack holding most at the peak is named from the library's frames.
 //
-// The program waits a while before it exits: the converter takes no
-// snapshot while it handles a batch of records, and the first batch with
-// stacks has their libraries' symbols read, which on a loaded machine
-// (make check's shards) took half a second, the whole of a shorter run.
+// The program waits before it exits until two snapshots after its frees
+// are in the log: the converter takes no snapshot while it handles a batch
+// of records, and the first batch with stacks has their libraries' symbols
+// read, which on a loaded machine (make check's shards) took half a
+// second, the whole of a shorter fixed wait.
 func TestSnapshotsAndReportDir(t *testing.T) {
 	lib, _ := build(t)
 	t.Setenv(LibEnv, lib)
@@ -250,10 +258,38 @@ func TestSnapshotsAndReportDir(t *testing.T) {
 	if out, err := exec.Command("gcc", "-O1", "-g", "-rdynamic", "-o", prog, src).CombinedOutput(); err != nil {
 		t.Fatalf("compile: %v\n%s", err, out)
 	}
-	log, reports := filepath.Join(dir, "log"), filepath.Join(dir, "reports")
+	log, reports, gate := filepath.Join(dir, "log"), filepath.Join(dir, "reports"), filepath.Join(dir, "gate")
 	opts := Options{Output: log, StackDepth: 8, Interval: 20 * time.Millisecond, ReportDir: reports}
-	if st, err := Run(context.Background(), opts, []string{prog}); err != nil || st != 0 {
-		t.Fatalf("status %d, err %v", st, err)
+	type result struct {
+		st  int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := Run(context.Background(), opts, []string{prog, gate})
+		done <- result{st, err}
+	}()
+	// Once the frees are made, two more snapshots, then the exit.
+	snapsNow := func() int {
+		b, _ := os.ReadFile(log)
+		return bytes.Count(b, []byte("[memtrace] snapshot "))
+	}
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(gate + ".freed"); err == nil {
+			break
+		}
+	}
+	// The converter writes a record once it is mergeSlack old: the
+	// second snapshot from here follows a read of the last free.
+	time.Sleep(2 * mergeSlack)
+	for k, end := snapsNow(), time.Now().Add(30*time.Second); snapsNow() < k+2 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.st != 0 {
+		t.Fatalf("status %d, err %v", r.st, r.err)
 	}
 	var pid int64
 	var live, peak int64

@@ -100,8 +100,10 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		}
 		if ll.fdMax > 0 {
 			if fd, ok := connFD(c); ok && fd >= ll.fdMax {
-				c.Close()
+				// Counted before the close: whoever sees the close
+				// sees the count.
 				ll.refuse(fmt.Sprintf("memtrace's file descriptors are nearly all in use (the last %d are kept for tracing)", fdLimit()-ll.fdMax))
+				c.Close()
 				continue
 			}
 		}
@@ -109,8 +111,8 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		case ll.slots <- struct{}{}:
 			return &limitConn{Conn: c, release: func() { <-ll.slots }}, nil
 		default:
-			c.Close()
 			ll.refuse(fmt.Sprintf("%d connections are open already", cap(ll.slots)))
+			c.Close()
 		}
 	}
 }

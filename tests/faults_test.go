@@ -404,26 +404,30 @@ func TestFollowReleasesExitedChildren(t *testing.T) {
 	ref := referenceOutput(t, filepath.Join(dir, "ref"), forker, filepath.Join(dir, "ref"), "100", "5")
 	out, log := filepath.Join(dir, "out"), filepath.Join(dir, "log")
 	// 100 children, one every 5 ms, each gone at once; then the parent
-	// lingers 2 s with all of them exited.
+	// lingers 6 s with all of them exited.
 	// Without stacks: with them each child also has its own dlopen hook,
 	// whose uprobe the kernel unregisters at its own pace (about 30 a
 	// second here while the parent forks), so a child's links outlive it
 	// by seconds though they are released (docs/holds.md).
-	cmd := command(mt, "--stack-depth", "0", "--follow", "-o", log, "--", forker, out, "100", "5", "0", "2000")
+	cmd := command(mt, "--stack-depth", "0", "--follow", "-o", log, "--", forker, out, "100", "5", "0", "6000")
 	var se bytes.Buffer
 	cmd.Stderr = &se
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitForFile(out+".started", 20*time.Second); err != nil {
+	if err := waitForFile(out+".reaped", 60*time.Second); err != nil {
 		_ = cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatal(err)
 	}
-	// Forking takes 0.5 s and more under probes; sample late in the
-	// lingering.
-	time.Sleep(1500 * time.Millisecond)
+	// Every child is gone: memtrace's links go down to the parent's
+	// while it lingers (closing each waits a grace period, so not at
+	// once, and later on a loaded machine).
 	links := linkFDs(cmd.Process.Pid)
+	for end := time.Now().Add(5 * time.Second); links > 12 && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+		links = linkFDs(cmd.Process.Pid)
+	}
 	if err := runWait(cmd, 60*time.Second); err != nil {
 		t.Fatalf("memtrace: %v\n%s", err, se.String())
 	}

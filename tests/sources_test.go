@@ -104,8 +104,16 @@ func TestBothSources(t *testing.T) {
 		}},
 		{"report-dir", func(t *testing.T, mode string, args []string, dir, log string) {
 			reports := filepath.Join(dir, "reports")
+			leakSnaps := regexp.MustCompile(`(?m)^\[memtrace\] snapshot pid=\d+ .*current=53000 `)
+			// The program waits, leaks held, until two snapshots of
+			// them are in the log (written out every 100 ms), however
+			// slow a loaded machine makes the 50 ms intervals.
 			runLiveleak(t, append(args, "-o", log, "--report-dir", reports, "--interval", "50ms", "--", prog), func() {
-				time.Sleep(300 * time.Millisecond)
+				for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+					if b, _ := os.ReadFile(log); len(leakSnaps.FindAll(b, 2)) == 2 {
+						return
+					}
+				}
 			})
 			txt, _ := filepath.Glob(filepath.Join(reports, "liveleak-*_*.txt"))
 			html, _ := filepath.Glob(filepath.Join(reports, "liveleak-*_*.html"))
@@ -122,9 +130,8 @@ func TestBothSources(t *testing.T) {
 				}
 			}
 			logText, _ := os.ReadFile(log)
-			snaps := regexp.MustCompile(`(?m)^\[memtrace\] snapshot pid=\d+ .*current=53000 `).FindAll(logText, -1)
-			if len(snaps) < 2 {
-				t.Errorf("%d --interval snapshots with the 53000 leaked bytes in 300 ms of 50 ms intervals, want 2 or more", len(snaps))
+			if snaps := leakSnaps.FindAll(logText, -1); len(snaps) < 2 {
+				t.Errorf("%d --interval snapshots (50 ms) with the 53000 leaked bytes in 20 s, want 2 or more", len(snaps))
 			}
 		}},
 		{"closing", func(t *testing.T, mode string, args []string, dir, log string) {

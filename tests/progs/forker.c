@@ -3,7 +3,8 @@
  * one every INTERVAL_MS; each allocates 1000+i bytes, fills and frees them,
  * and exits with a checksum of what it wrote. The parent waits for each
  * (a child left stopped blocks it for good) and writes the sum of the
- * children's statuses to OUT: an untraced run's number. Used by the fault
+ * children's statuses to OUT: an untraced run's number. With LINGER_MS it
+ * writes OUT.reaped once every child is reaped, then waits that long. Used by the fault
  * tests, which SIGKILL memtrace while this runs. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,8 +66,14 @@ int main(int argc, char **argv)
 		}
 		sum += WEXITSTATUS(st) * (i + 1);
 	}
-	if (linger)
+	if (linger) {
+		/* OUT.reaped: every child is gone, the lingering starts. */
+		snprintf(started, sizeof started, "%s.reaped", argv[1]);
+		FILE *rf = fopen(started, "w");
+		if (rf)
+			fclose(rf);
 		sleep_ms(linger);
+	}
 	FILE *f = fopen(argv[1], "w");
 	if (!f)
 		return 1;
