@@ -31,7 +31,7 @@ timed() { # name command...: runs it, then says how long it took
 timed packages "$GO" test -short -count=1 -timeout 10m $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
 pids+=($!)
 for ((k = 0; k < shards; k++)); do
-	(cd tests && timed "tests shard $((k + 1))" "$tmp/tests.test" -test.short -test.count=1 -test.timeout=10m -test.run "$(shard $k $shards)" >"$tmp/shard$k.out" 2>&1) &
+	(cd tests && timed "tests shard $((k + 1))" "$tmp/tests.test" -test.short -test.v -test.count=1 -test.timeout=10m -test.run "$(shard $k $shards)" >"$tmp/shard$k.out" 2>&1) &
 	pids+=($!)
 done
 status=0
@@ -41,10 +41,13 @@ for ((k = 0; k < shards; k++)); do
 	if [ "$(tail -n 1 "$tmp/shard$k.out")" = PASS ]; then
 		echo "ok  	github.com/memtrace/memtrace/tests (shard $((k + 1)) of $shards)"
 	else
-		cat "$tmp/shard$k.out"
+		grep -v -e '^=== ' -e '^--- PASS' -e '^    --- PASS' "$tmp/shard$k.out"
 		echo "FAIL	github.com/memtrace/memtrace/tests (shard $((k + 1)) of $shards)"
 		status=1
 	fi
 done
+# The slowest integration tests: what to look at when the loop grows.
+echo "slowest tests (wall, while sharing the CPUs):"
+cat "$tmp"/shard*.out | sed -n 's/^--- \(PASS\|FAIL\|SKIP\): \(Test[^ ]*\) (\([0-9.]*\)s)$/\3 \2/p' | sort -rn | head -n 12 | sed 's/^/  /'
 echo "check: $((SECONDS - start)) s ($(sort "$tmp/times" | paste -sd, | sed 's/,/, /g'))"
 exit $status

@@ -443,6 +443,9 @@ func TestPreloadForkWhileWalking(t *testing.T) {
 			if testing.Short() && mode == "preload" {
 				t.Skip("memtrace --preload's rounds take seconds each: make test runs them; the text mode's, here, share the code")
 			}
+			if testing.Short() {
+				rounds = min(rounds, 2) // make check's; make test's five
+			}
 			for r := 0; r < rounds; r++ {
 				log := filepath.Join(t.TempDir(), "fork.log")
 				var out []byte

@@ -33,7 +33,11 @@ func TestPreloadedAllocator(t *testing.T) {
 	}
 	for _, form := range []string{"target-env", "memtrace-env", "ld.so.preload"} {
 		t.Run(form, func(t *testing.T) {
-			for i := 0; i < 3; i++ {
+			rounds := 3
+			if testing.Short() {
+				rounds = 1 // make check's; make test repeats the race
+			}
+			for i := 0; i < rounds; i++ {
 				r := newRun(t)
 				switch form {
 				case "target-env":

@@ -20,6 +20,24 @@ var modes = []string{"preload", "ldpreload", "ldsync", "launch", "attach", "foll
 
 const runLimit = 90 * time.Second
 
+// inShortMatrix: make check's part of TestPrograms' matrix. Both paths
+// (preload, launch) run every program; attach the ones whose state at the
+// attach differs (threads, a library loaded later); follow the forking
+// ones; the library without memtrace (ldpreload, ldsync) the ones that
+// stress its writer (threads, forks, threads that exit).
+func inShortMatrix(prog, mode string) bool {
+	switch mode {
+	case "preload", "launch":
+		return true
+	case "attach":
+		return prog == "basic" || prog == "threads" || prog == "dlopen"
+	case "follow":
+		return prog == "fork" || prog == "forkmt"
+	default:
+		return prog == "threads" || prog == "forkmt" || prog == "exitthread"
+	}
+}
+
 func TestPrograms(t *testing.T) {
 	memtrace := need(t, "bin/memtrace")
 	lib := need(t, "bin/memtrace-preload.so")
@@ -27,6 +45,9 @@ func TestPrograms(t *testing.T) {
 	for _, prog := range programs {
 		for _, mode := range modes {
 			t.Run(prog+"/"+mode, func(t *testing.T) {
+				if testing.Short() && !inShortMatrix(prog, mode) {
+					t.Skip("-short: make check runs both paths over every program and each other mode over the programs it matters most for; make test runs all")
+				}
 				exe := filepath.Join(progDir, prog)
 				if _, err := os.Stat(exe); err != nil {
 					t.Fatalf("%s is missing: run make progs", exe)

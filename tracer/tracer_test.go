@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
@@ -28,6 +27,7 @@ const probeProg = `
 #include <unistd.h>
 int main(void) {
 	char c;
+	if (write(1, "ready\n", 6) != 6) return 1;
 	if (read(0, &c, 1) != 1) return 1;
 	void *volatile p[5];
 	for (int i = 0; i < 5; i++) p[i] = malloc(100 + i);
@@ -148,14 +148,18 @@ func runProbeProg(t *testing.T, tr *Tracer, bin string) (int, string) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	// The loader needs a moment to map libc before the scan.
-	var added []string
-	var err error
-	for i := 0; i < 100 && len(added) == 0; i++ {
-		time.Sleep(10 * time.Millisecond)
-		if added, err = tr.ScanProcess(pid); err != nil {
-			t.Fatal(err)
-		}
+	// Scanned once the program is in main: the loader is done, and its
+	// last report of a consistent state (where the hooks ScanProcess
+	// adds hold a process for an agent this test does not run) is
+	// behind it. Scanning while the loader ran left the program held
+	// for good on a loaded machine.
+	out := bufio.NewReader(stdout)
+	if l, err := out.ReadString('\n'); l != "ready\n" {
+		t.Fatalf("the test program said %q (%v)", l, err)
+	}
+	added, err := tr.ScanProcess(pid)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(added) == 0 {
 		t.Fatal("no allocation library found in the test program")
@@ -165,7 +169,7 @@ func runProbeProg(t *testing.T, tr *Tracer, bin string) (int, string) {
 	}
 	stdin.Write([]byte{1})
 	stdin.Close()
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	line, _ := out.ReadString('\n')
 	cmd.Wait()
 	return pid, line
 }
