@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/logfmt"
@@ -37,6 +38,18 @@ func (s *Session) drainFD(limit uint64, all bool, emitUpTo func(ts uint64)) {
 		if !all && e.TS > limit {
 			break
 		}
+		// The event's stack record comes through the allocation
+		// tracer's ring, read apart from the descriptors' ring: on a
+		// loaded machine that reader can be behind the window, and the
+		// line would go out with no stack. It waits for its stack (and
+		// every event after it for it), for at most fdStackWait; a
+		// stack that never comes was lost (counted) with a full ring.
+		if !all && e.Stack != 0 && s.stacks[e.Stack] == nil && limit < e.TS+fdStackWait {
+			// Nothing newer goes out before it either: the log
+			// stays in time order.
+			limit = e.TS - 1
+			break
+		}
 		emitUpTo(e.TS)
 		if p := s.procs[e.TGID]; p != nil && p.preExec {
 			continue // memtrace's launcher, not the program
@@ -48,6 +61,10 @@ func (s *Session) drainFD(limit uint64, all bool, emitUpTo func(ts uint64)) {
 }
 
 func cmpFD(a, b fdtrace.Event) int { return cmp.Compare(a.TS, b.TS) }
+
+// fdStackWait bounds how long past the window a descriptor event waits
+// for its stack record (drainFD), in the events' clock (ns).
+const fdStackWait = uint64(5 * time.Second)
 
 func (s *Session) writeFD(e *fdtrace.Event) {
 	s.noteFDProc(e.TGID)

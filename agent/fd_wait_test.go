@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// TestFDWaitsForItsStack: a descriptor event whose stack record has not
+// been read yet (it comes through the allocation tracer's ring, read apart
+// from the descriptors') is not written without it, nor is any newer
+// event; once the stack is there the line carries it. One whose stack
+// never came goes out, without it, fdStackWait after the window.
+func TestFDWaitsForItsStack(t *testing.T) {
+	var buf bytes.Buffer
+	s := New(Config{Out: &buf, Track: config.TrackMalloc | config.TrackFD, Window: time.Millisecond})
+	s.Header(logfmt.Header{Version: "t", PID: 1, Comm: "app", Mode: logfmt.ModeBPF})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	now := monotonicNS()
+	s.AddFD(&fdtrace.Event{TS: now - uint64(20*time.Millisecond), TGID: 1, TID: 1, FD: 3, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/passwd", Stack: 7})
+	s.Add(ev(now-uint64(10*time.Millisecond), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
+	s.Drain(false)
+	s.Flush()
+	if out := buf.String(); strings.Contains(out, "/etc/passwd") || strings.Contains(out, "ptr=0x10") {
+		t.Fatalf("written before the descriptor event's stack came:\n%s", out)
+	}
+	s.ResolvedStack(7, []Frame{{Symbol: "open_stream"}, {Symbol: "main"}})
+	s.Drain(false)
+	s.Flush()
+	out := buf.String()
+	fd, alloc := strings.Index(out, "/etc/passwd"), strings.Index(out, "ptr=0x10")
+	if fd < 0 || alloc < fd || !strings.Contains(out, `stack="open_stream < main"`) {
+		t.Fatalf("once its stack came, want the descriptor line with it, then the newer allocation:\n%s", out)
+	}
+
+	// A stack that never comes: the event waits fdStackWait, no longer.
+	buf.Reset()
+	s.AddFD(&fdtrace.Event{TS: now - fdStackWait - uint64(time.Second), TGID: 1, TID: 1, FD: 4, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/group", Stack: 9})
+	s.Drain(false)
+	s.Flush()
+	if !strings.Contains(buf.String(), "/etc/group") {
+		t.Fatalf("an event whose stack never came is held past fdStackWait:\n%s", buf.String())
+	}
+}
