@@ -913,11 +913,7 @@ uint32_t shm_wait_file(uint32_t idx)
 		return st;
 	uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
 	int still = 0;
-	/* At most 5 s, and only while memtrace's heartbeat shows it is alive:
-	 * on a loaded machine a table can take well over the quarter second
-	 * this waited before, and a stack taken without it is backtrace()'s,
-	 * which stops at code whose CFI is only in .debug_frame. */
-	for (int i = 0; i < 25000 && st == MT_FILE_ASKED && !consumer_lost; i++) {
+	for (int i = 0; i < 1250 && st == MT_FILE_ASKED && !consumer_lost; i++) {
 		if (__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) || __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE))
 			break;
 		struct timespec ts = {0, 200000};
@@ -925,8 +921,8 @@ uint32_t shm_wait_file(uint32_t idx)
 		st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
 		uint32_t b = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
 		still = b == beat ? still + 1 : 0;
-		if (still >= 5000)
-			break; // no heartbeat for 1 s: memtrace is stuck or gone
+		if (still >= 250)
+			break; // no heartbeat for 50 ms: memtrace is stuck or gone
 		beat = b;
 	}
 	return st;
