@@ -89,6 +89,12 @@ func TestBinaryKilled(t *testing.T) {
 // (memtrace gone while the program runs). It returns the log.
 func runRegion(t *testing.T, size int, cmd *exec.Cmd, convertLive bool, extraArgs func(env string) []string) []byte {
 	t.Helper()
+	return runRegionWith(t, size, cmd, convertLive, extraArgs, nil)
+}
+
+// runRegionWith is runRegion with prep called before the converter starts.
+func runRegionWith(t *testing.T, size int, cmd *exec.Cmd, convertLive bool, extraArgs func(env string) []string, prep func(b *binLog)) []byte {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), "log")
 	opts := Options{Output: log, SharedMemory: size}
 	if cmd.Env == nil {
@@ -106,6 +112,9 @@ func runRegion(t *testing.T, size int, cmd *exec.Cmd, convertLive bool, extraArg
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if prep != nil {
+		prep(b)
 	}
 	if convertLive {
 		b.start()
@@ -171,6 +180,35 @@ func TestBinaryConsumerGoneCountsLost(t *testing.T) {
 	// record, the program's own start-up) may be among the lost.
 	if lostLines != 1 || lost == 0 || events+lost < 400000 || events+lost > 400010 {
 		t.Fatalf("events=%d lost=%d (lines %d): want events+lost = 400000 (+ a few), lost > 0", events, lost, lostLines)
+	}
+}
+
+// A converter whose low-priority loop gets no CPU (other work on the
+// machine starves it) must not make the program wait for it, nor lose
+// records: the boost, at memtrace's priority, takes over once the region
+// fills. The region here holds 4 chunks, the program writes 400,000
+// records; without the boost the program waits 2 s, then drops records.
+func TestBoostTakesOverAStarvedConverter(t *testing.T) {
+	lib, prog := build(t)
+	cmd := exec.Command(prog, "spam")
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
+	var conv *converter
+	data := runRegionWith(t, 4*chunkSize, cmd, true, nil, func(b *binLog) {
+		conv = b.conv
+		conv.stallRun = true
+	})
+	var events int
+	lost := ""
+	forEachLine(t, data, func(l *logfmt.Line) {
+		switch {
+		case (l.Kind == logfmt.KindAlloc || l.Kind == logfmt.KindFree) && l.Size == 32:
+			events++
+		case l.Kind == logfmt.KindMeta && string(l.Word) == "lost":
+			lost = string(l.Rest)
+		}
+	})
+	if events != 400000 || lost != "" || conv.boosts == 0 {
+		t.Fatalf("events=%d (want 400000), lost line %q (want none), boosts %d (want > 0)", events, lost, conv.boosts)
 	}
 }
 

@@ -20,7 +20,8 @@ type binRun struct {
 	reg  *region
 	conv *converter // made in Source.Trace
 	stop chan struct{}
-	done chan struct{}
+	// runDone, boostDone: the converter's two loops have returned.
+	runDone, boostDone chan struct{}
 	// started: the converter goroutine runs and must be waited for.
 	started bool
 }
@@ -33,7 +34,7 @@ func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (or run with the library's text mode)", err)
 	}
-	b := &binRun{reg: reg, stop: make(chan struct{}), done: make(chan struct{})}
+	b := &binRun{reg: reg, stop: make(chan struct{})}
 	var env []string
 	for _, kv := range cmd.Env {
 		switch k, _, _ := strings.Cut(kv, "="); k {
@@ -49,28 +50,43 @@ func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
 
 func (b *binRun) start() {
 	b.started = true
+	b.conv.startTables()
+	b.runDone = make(chan struct{})
+	b.boostDone = make(chan struct{})
 	go func() {
 		// The converter yields to the traced program: on a machine with
 		// few CPUs it would otherwise take time from the program it
-		// measures. The region absorbs the lag; when it is full the
-		// program waits for the converter (never loses records while
-		// memtrace lives).
+		// measures. The region absorbs the lag; when it fills up, the
+		// boost (at memtrace's priority) takes over, so that the
+		// program, which waits for chunks, never waits on this thread.
+		// The goroutine ends locked to its thread, so the thread ends
+		// with it and no other goroutine ever runs at this nice value
+		// (an unprivileged process cannot lower it again).
 		runtime.LockOSThread()
 		_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), converterNice)
 		b.conv.run(b.stop)
-		close(b.done)
+		close(b.runDone)
+	}()
+	go func() {
+		b.conv.boost(b.stop)
+		close(b.boostDone)
 	}()
 }
 
 // finish drains the region once the program has exited and completes the
-// log (its summary line).
+// log (its summary line), at memtrace's own priority: memtrace's end is
+// what the user waits for.
 func (b *binRun) finish() {
 	if b.stop == nil {
 		return
 	}
+	b.conv.handOff.Store(true)
 	close(b.stop)
 	if b.started {
-		<-b.done
+		<-b.runDone
+		<-b.boostDone
+		b.conv.handOff.Store(false)
+		b.conv.drain()
 	}
 	b.stop = nil
 }

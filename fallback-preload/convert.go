@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,12 +97,24 @@ type converter struct {
 	filesDone int
 	inoDev    map[uint64]uint64
 	tb        *tableBuilder // nil: no stacks, no tables
-	onStacks  func(StackStats)
-	lastTS    uint64
-	late      int
-	lost      uint32
-	werr      error
-	polls     int
+	// stopTables stops the table builder startTables started.
+	stopTables func()
+	// mu: one pass at a time, run's or boost's; boosts counts the
+	// boost's takeovers (tests).
+	mu     sync.Mutex
+	boosts int
+	// handOff asks the pass under way to stop between two records: a
+	// thread at memtrace's priority waits for mu.
+	handOff atomic.Bool
+	// stallRun (tests): run does nothing, as when other work on the
+	// machine starves its thread.
+	stallRun bool
+	onStacks func(StackStats)
+	lastTS   uint64
+	late     int
+	lost     uint32
+	werr     error
+	polls    int
 	// populated: chunks [0, populated) have their pages allocated (see
 	// prefault).
 	populated int
@@ -126,47 +139,126 @@ func newConverter(r *region, sess *agent.Session, interval time.Duration, depth 
 		inoDev: map[uint64]uint64{}}
 	if depth > 0 {
 		c.tb = &tableBuilder{r: r}
+		c.tb.delay, _ = time.ParseDuration(os.Getenv(TableDelayEnv))
 	}
 	return c
 }
 
 // run polls until stop is closed, then drains everything.
 func (c *converter) run(stop <-chan struct{}) {
-	stopTables := func() {}
-	if c.tb != nil {
-		tstop, tdone := make(chan struct{}), make(chan struct{})
-		go c.tb.run(tstop, tdone)
-		stopTables = func() { close(tstop); <-tdone }
+	if c.stallRun {
+		<-stop
+		return
 	}
 	for {
 		select {
 		case <-stop:
-			stopTables()
-			if c.detachAt != 0 {
-				// Quiet the hooks first; what they committed
-				// up to now is read below.
-				c.r.put32(hStop, 1)
-			}
-			if c.detachAt == 0 {
-				// The program is gone: its CPU compresses
-				// the rest (a detached one still runs).
-				c.sess.Concurrent()
-			}
-			c.poll(true)
-			c.finish()
 			return
 		default:
 		}
-		if n := c.poll(false); n == 0 {
+		c.mu.Lock()
+		n := c.step()
+		c.mu.Unlock()
+		if n == 0 {
 			time.Sleep(time.Millisecond)
 		}
-		if c.interval > 0 && c.clockOK && time.Since(c.lastSnap) >= c.interval {
-			// The figures of what is written so far, at the time of
-			// the newest record written.
-			c.sess.Snapshot(c.maxTS * 1000)
-			c.lastSnap = time.Now()
-		}
 	}
+}
+
+// step is one pass: the region's new records, and a snapshot when one is
+// due. It returns the number of records read.
+func (c *converter) step() int {
+	n := c.poll(false)
+	if c.interval > 0 && c.clockOK && time.Since(c.lastSnap) >= c.interval {
+		// The figures of what is written so far, at the time of the
+		// newest record written.
+		c.sess.Snapshot(c.maxTS * 1000)
+		c.lastSnap = time.Now()
+	}
+	return n
+}
+
+// boostEvery is how often the boost looks at the region's fill.
+const boostEvery = 5 * time.Millisecond
+
+// boost runs at memtrace's own priority beside run (whose thread yields
+// to the program, binRun.start): once more than three quarters of the
+// region's chunks hold records, it takes the conversion over until under
+// half do. Without it, a machine busy with other work starves the yielding
+// thread, the region fills, and the program, which waits for chunks, runs
+// at that thread's priority (and, after 2 s, loses records).
+func (c *converter) boost(stop <-chan struct{}) {
+	t := time.NewTicker(boostEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if c.inUse()*4 <= c.r.nchunks*3 {
+			continue
+		}
+		c.handOff.Store(true)
+		c.mu.Lock()
+		c.handOff.Store(false)
+		c.boosts++
+		for c.inUse()*2 > c.r.nchunks {
+			select {
+			case <-stop:
+				c.mu.Unlock()
+				return
+			default:
+			}
+			if c.step() == 0 {
+				// Nothing to read yet: the chunks are held by
+				// records not yet old enough to write.
+				c.mu.Unlock()
+				time.Sleep(time.Millisecond)
+				c.handOff.Store(true)
+				c.mu.Lock()
+				c.handOff.Store(false)
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// inUse is the number of the region's chunks that hold records.
+func (c *converter) inUse() int {
+	return int(c.r.load(hHW)) - int(c.r.load(hNFree))
+}
+
+// drain ends the conversion once run and boost have returned, on the
+// caller's thread (memtrace's priority: the program is gone, or detached,
+// and memtrace's end is waited for): the tables' last pass, what the
+// region still holds, and the log's end.
+func (c *converter) drain() {
+	if c.stopTables != nil {
+		c.stopTables()
+	}
+	if c.detachAt != 0 {
+		// Quiet the hooks first; what they committed up to now is
+		// read below.
+		c.r.put32(hStop, 1)
+	}
+	if c.detachAt == 0 {
+		// The program is gone: its CPU compresses the rest (a
+		// detached one still runs).
+		c.sess.Concurrent()
+	}
+	c.poll(true)
+	c.finish()
+}
+
+// startTables starts the table builder, when there are stacks.
+func (c *converter) startTables() {
+	if c.tb == nil {
+		return
+	}
+	tstop, tdone := make(chan struct{}), make(chan struct{})
+	go c.tb.run(tstop, tdone)
+	c.stopTables = func() { close(tstop); <-tdone }
 }
 
 func monoNow() uint64 {
@@ -493,6 +585,12 @@ func (c *converter) emit(w uint64) {
 			limit++
 		}
 		for {
+			if c.handOff.Load() {
+				// Another thread waits to convert (binRun.finish,
+				// boost): what is left stays queued for it, in
+				// order.
+				return
+			}
 			ts, ok := c.headTS(best)
 			if !ok || ts >= limit {
 				break

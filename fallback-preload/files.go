@@ -124,7 +124,14 @@ type tableBuilder struct {
 	used  int // bytes of the rows' area taken
 	next  int // slots below it are settled
 	built int
+	// delay is the test hook MEMTRACE_TEST_TABLE_DELAY (a duration): each
+	// table is built that much later, as on a loaded machine, to hold the
+	// library to waiting for it.
+	delay time.Duration
 }
+
+// TableDelayEnv names the test hook that delays every table build.
+const TableDelayEnv = "MEMTRACE_TEST_TABLE_DELAY"
 
 // run builds tables until stop is closed, then once more.
 func (b *tableBuilder) run(stop <-chan struct{}, done chan<- struct{}) {
@@ -157,6 +164,7 @@ func (b *tableBuilder) pass() {
 		case fileAsked:
 			state := uint32(fileNoTable)
 			if dev, ino, path, ok := r.slotFile(i); ok {
+				time.Sleep(b.delay)
 				if f, st, err := openSame(path, dev, ino); err == nil {
 					if b.build(base, f, st.Size, path) {
 						state = fileReady

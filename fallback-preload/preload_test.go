@@ -366,6 +366,19 @@ func TestEnv(t *testing.T) {
 	}
 }
 
+// forEachLine is forEach over a log's bytes.
+func forEachLine(t *testing.T, data []byte, fn func(*logfmt.Line)) {
+	t.Helper()
+	sc := logfmt.NewScanner(bytes.NewReader(data))
+	var l logfmt.Line
+	for sc.Scan() {
+		if err := l.Parse(sc.Line()); err != nil {
+			t.Fatalf("%q: %v", sc.Line(), err)
+		}
+		fn(&l)
+	}
+}
+
 func forEach(t *testing.T, path string, fn func(*logfmt.Line)) {
 	t.Helper()
 	f, err := os.Open(path)

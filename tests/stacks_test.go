@@ -98,10 +98,16 @@ func traceStacks(t *testing.T, depth int, extra []string, prog ...string) []*sta
 // "preload" with --preload in extra), held to it by the log's header.
 func traceStacksIn(t *testing.T, mode string, depth int, extra []string, prog ...string) []*stackEvent {
 	t.Helper()
+	return traceStacksEnv(t, mode, nil, depth, extra, prog...)
+}
+
+// traceStacksEnv is traceStacksIn with env added to memtrace's.
+func traceStacksEnv(t *testing.T, mode string, env []string, depth int, extra []string, prog ...string) []*stackEvent {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), "log")
 	args := append([]string{"--stack-depth", fmt.Sprint(depth), "-o", log}, extra...)
 	args = append(append(args, "--"), prog...)
-	code, _, se := memtraceRun(t, nil, args...)
+	code, _, se := memtraceRun(t, env, args...)
 	if code != 0 {
 		t.Fatalf("memtrace exit %d: %s", code, se)
 	}

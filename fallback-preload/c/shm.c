@@ -902,28 +902,45 @@ uint32_t shm_file_slot(uint64_t dev, uint64_t ino, const char *path, size_t len)
 	return MT_NO_FILE;
 }
 
-static uint32_t waited[(4096 + 31) / 32];
+// A slot whose wait once ran out: later stacks through it do not wait.
+static uint32_t gave_up[(4096 + 31) / 32];
+
+// How long a stack through a file waits for its table: at most
+// WAIT_FILE_NS, and no longer than WAIT_BEAT_NS without a heartbeat.
+#define WAIT_FILE_NS 5000000000ull
+#define WAIT_BEAT_NS 1000000000ull
 
 uint32_t shm_wait_file(uint32_t idx)
 {
 	mt_file *f = &shm_files[idx];
 	uint32_t st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
-	if (idx >= 4096 ||
-	    (__atomic_fetch_or(&waited[idx / 32], 1u << (idx % 32), __ATOMIC_RELAXED) & (1u << (idx % 32))))
+	if (idx >= 4096 || (__atomic_load_n(&gave_up[idx / 32], __ATOMIC_RELAXED) & (1u << (idx % 32))))
 		return st;
+	// A wall-clock bound, not a count of sleeps: on a loaded machine a
+	// sleep lasts longer than asked. The table is built in memtrace while
+	// this thread waits; a stack taken without it is backtrace()'s, which
+	// stops at code whose CFI is only in .debug_frame, so the wait is
+	// generous while memtrace shows it is alive (its converter and table
+	// builder beat) and short once it stops beating. 32-bit ARM never
+	// waits: its walk is backtrace() (walk.c).
 	uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
-	int still = 0;
-	for (int i = 0; i < 1250 && st == MT_FILE_ASKED && !consumer_lost; i++) {
+	uint64_t start = mono_ns(), last_beat = start;
+	while (st == MT_FILE_ASKED && !consumer_lost) {
 		if (__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) || __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE))
 			break;
 		struct timespec ts = {0, 200000};
 		nanosleep(&ts, NULL);
 		st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+		uint64_t now = mono_ns();
 		uint32_t b = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
-		still = b == beat ? still + 1 : 0;
-		if (still >= 250)
-			break; // no heartbeat for 50 ms: memtrace is stuck or gone
-		beat = b;
+		if (b != beat) {
+			beat = b;
+			last_beat = now;
+		}
+		if (now - start >= WAIT_FILE_NS || now - last_beat >= WAIT_BEAT_NS) {
+			__atomic_fetch_or(&gave_up[idx / 32], 1u << (idx % 32), __ATOMIC_RELAXED);
+			break;
+		}
 	}
 	return st;
 }

@@ -22,10 +22,11 @@ void bin_start(int exec_child);
 // off+len), NULL where they are not all inside it.
 uint32_t shm_file_slot(uint64_t dev, uint64_t ino, const char *path, size_t len);
 const mt_file *shm_file(uint32_t idx);
-// shm_wait_file waits a little for memtrace to settle a slot the
-// process asked about (its table is built in milliseconds; backtrace()
-// for every stack meanwhile costs more), once per slot and process, and
-// never when memtrace is not there; it returns the slot's state.
+// shm_wait_file waits for memtrace to settle a slot the process asked
+// about (a stack taken without the table is backtrace()'s, which is cut
+// where CFI is only in .debug_frame), once per slot and process, bounded,
+// and never when memtrace is not there or has stopped beating; it
+// returns the slot's state.
 uint32_t shm_wait_file(uint32_t idx);
 const uint8_t *shm_span(uint64_t off, uint64_t len);
 
