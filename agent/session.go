@@ -149,6 +149,9 @@ type Session struct {
 	from      uint64 // see From
 	fds       *fdtrace.Table
 	pendingFD []fdtrace.Event
+	// fdHorizon: every descriptor event older than it has been added
+	// (SetFDHorizon; 0: not told).
+	fdHorizon uint64
 	pstats    map[uint32]*procStats
 	last      *thread
 	unsorted  bool
@@ -373,9 +376,20 @@ func (s *Session) Drain(all bool) {
 			i++
 		}
 	}
+	if !all && s.fdHorizon != 0 && s.fdHorizon < limit && limit-s.fdHorizon < fdStackWait {
+		// The descriptors' reader is behind the window: what comes
+		// after its horizon waits (a process's exit must not go out
+		// before its descriptor events, whose leaks it lists), for as
+		// long as a descriptor event waits for its stack.
+		limit = s.fdHorizon
+	}
 	s.drainFD(limit, all, emitUpTo)
 	s.pending = append(s.pending[:0], s.pending[i:]...)
 }
+
+// SetFDHorizon says every descriptor event older than ts (CLOCK_MONOTONIC
+// ns) has been added: Drain writes nothing newer, for a while.
+func (s *Session) SetFDHorizon(ts uint64) { s.fdHorizon = ts }
 
 func monotonicNS() uint64 {
 	var ts unix.Timespec

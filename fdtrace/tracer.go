@@ -213,6 +213,14 @@ func (t *Tracer) Read(fn func(*Event)) error {
 	})
 }
 
+// Detach stops new events (the ring keeps what it holds, for Read).
+func (t *Tracer) Detach() {
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
+}
+
 // Close detaches the programs and unloads them.
 func (t *Tracer) Close() error {
 	for _, l := range t.links {

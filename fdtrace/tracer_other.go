@@ -16,4 +16,5 @@ func (*Tracer) AddProcess(int) error    { return ErrUnavailable }
 func (*Tracer) RemoveProcess(int)       {}
 func (*Tracer) Lost() uint64            { return 0 }
 func (*Tracer) Read(func(*Event)) error { return ErrUnavailable }
+func (*Tracer) Detach()                 {}
 func (*Tracer) Close() error            { return nil }

@@ -27,17 +27,21 @@ import (
 
 // loop reads events until done says to stop, then drains what is left.
 type loop struct {
-	o       *Options
-	tr      tracerAPI
-	fd      *fdtrace.Tracer // nil unless --track has fd, dmabuf or ion
-	fdEvs   chan fdtrace.Event
-	sess    *agent.Session
-	stderr  io.Writer
-	start   uint64
-	mu      sync.Mutex   // guards pids: the launch waiter reads it too
-	pids    map[int]bool // traced processes still alive
-	lost    uint64
-	started time.Time
+	o     *Options
+	tr    tracerAPI
+	fd    *fdtrace.Tracer // nil unless --track has fd, dmabuf or ion
+	fdEvs chan fdtrace.Event
+	fdEnd chan struct{} // closed by endFD
+	// fdHorizon: the descriptors' reader has read every event older
+	// than it (CLOCK_MONOTONIC ns).
+	fdHorizon atomic.Uint64
+	sess      *agent.Session
+	stderr    io.Writer
+	start     uint64
+	mu        sync.Mutex   // guards pids: the launch waiter reads it too
+	pids      map[int]bool // traced processes still alive
+	lost      uint64
+	started   time.Time
 	// libs lists what a freshly exec'd image's allocations go through,
 	// with the environment it got: launchLibs, replaced by the unit tests.
 	libs func(exe string, env []string) []string
@@ -239,16 +243,48 @@ func (l *loop) startFD() error {
 	}
 	l.fd = fd
 	l.fdEvs = make(chan fdtrace.Event, 4096)
+	l.fdEnd = make(chan struct{})
 	go func() {
+		defer close(l.fdEvs)
 		for {
-			err := fd.Read(func(e *fdtrace.Event) { l.fdEvs <- *e })
-			if err != nil {
-				close(l.fdEvs)
+			select {
+			case <-l.fdEnd:
+				// The end (endFD): the probes are off; everything
+				// the ring still holds, then the channel closes.
+				for {
+					n := 0
+					if err := fd.Read(func(e *fdtrace.Event) { n++; l.fdEvs <- *e }); err != nil || n == 0 {
+						return
+					}
+				}
+			default:
+			}
+			t0 := monoNow()
+			if err := fd.Read(func(e *fdtrace.Event) { l.fdEvs <- *e }); err != nil {
 				return
 			}
+			// Everything committed before t0 was read.
+			l.fdHorizon.Store(t0)
 		}
 	}()
 	return nil
+}
+
+// endFD takes every descriptor event the ring holds at the end: the
+// reader is told to stop once the ring is empty (the probes detached
+// first, so it gets empty), and its channel is read until it closes. A
+// pause for the reader to catch up lost the program's last events on a
+// loaded machine.
+func (l *loop) endFD() {
+	if l.fd == nil || l.fdEvs == nil {
+		return
+	}
+	l.fd.Detach()
+	close(l.fdEnd)
+	for e := range l.fdEvs {
+		l.sess.AddFD(&e)
+	}
+	l.fdEvs = nil
 }
 
 // addPID traces pid's descriptors too.
@@ -373,7 +409,13 @@ func (l *loop) run(stop <-chan struct{}) error {
 			}
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		l.takeFD()
+		if l.fd != nil {
+			// Loaded before the events are taken: every event older
+			// than it is in the channel by then.
+			h := l.fdHorizon.Load()
+			l.takeFD()
+			l.sess.SetFDHorizon(h)
+		}
 		l.sess.Drain(false)
 		if l.o.Interval > 0 && time.Since(lastSnap) >= l.o.Interval {
 			l.sess.Snapshot(monoNow())
@@ -442,10 +484,7 @@ func (l *loop) finish() error {
 			break
 		}
 	}
-	if l.fd != nil {
-		time.Sleep(tracer.PollInterval) // let the descriptor reader catch up
-		l.takeFD()
-	}
+	l.endFD()
 	l.sess.Drain(true)
 	l.sess.FinalReports()
 	l.checkLost()
