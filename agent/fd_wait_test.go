@@ -49,3 +49,44 @@ func TestFDWaitsForItsStack(t *testing.T) {
 		t.Fatalf("an event whose stack never came is held past fdStackWait:\n%s", buf.String())
 	}
 }
+
+// TestNothingPassesTheFDHorizon: with the descriptors' reader behind (its
+// horizon older than the window), an allocation event newer than the
+// horizon waits, so that a descriptor event read late still goes out
+// before it, in time order; once the horizon passes, both go out. A
+// horizon stuck for longer than fdStackWait holds nothing back.
+func TestNothingPassesTheFDHorizon(t *testing.T) {
+	var buf bytes.Buffer
+	s := New(Config{Out: &buf, Track: config.TrackMalloc | config.TrackFD, Window: time.Millisecond})
+	s.Header(logfmt.Header{Version: "t", PID: 1, Comm: "app", Mode: logfmt.ModeBPF})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	now := monotonicNS()
+	s.SetFDHorizon(now - uint64(50*time.Millisecond))
+	s.Add(ev(now-uint64(10*time.Millisecond), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
+	s.Drain(false)
+	s.Flush()
+	if out := buf.String(); strings.Contains(out, "ptr=0x10") {
+		t.Fatalf("written past the descriptors' reader's horizon:\n%s", out)
+	}
+	// The reader catches up: its event is older than the allocation.
+	s.AddFD(&fdtrace.Event{TS: now - uint64(20*time.Millisecond), TGID: 1, TID: 1, FD: 3, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/passwd"})
+	s.SetFDHorizon(monotonicNS())
+	s.Drain(false)
+	s.Flush()
+	out := buf.String()
+	fd, alloc := strings.Index(out, "/etc/passwd"), strings.Index(out, "ptr=0x10")
+	if fd < 0 || alloc < fd {
+		t.Fatalf("want the late descriptor line, then the newer allocation:\n%s", out)
+	}
+
+	// A reader stuck for good holds nothing back for longer than fdStackWait.
+	buf.Reset()
+	s.SetFDHorizon(now - fdStackWait - uint64(time.Second))
+	s.Add(ev(now-uint64(5*time.Millisecond), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20, 100, "app"))
+	s.Drain(false)
+	s.Flush()
+	if !strings.Contains(buf.String(), "ptr=0x20") {
+		t.Fatalf("an allocation is held back by a reader stuck past fdStackWait:\n%s", buf.String())
+	}
+}
