@@ -629,6 +629,9 @@ func TestDwarfOraclePreload(t *testing.T) {
 	for _, walk := range []string{"rows", "backtrace"} {
 		for _, sc := range oracleScenarios {
 			t.Run(walk+"/"+sc.name, func(t *testing.T) {
+				if testing.Short() && walk == "backtrace" && sc.name != "plain" {
+					t.Skip("-short: backtrace() alone over the plain scenario; make test runs every scenario")
+				}
 				r := newRun(t)
 				args := append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(oracleDepth), "-o", r.log, "--", exe}, sc.args...)
 				// The pause lets the tables be built before the first
