@@ -144,7 +144,8 @@ func newConverter(r *region, sess *agent.Session, interval time.Duration, depth 
 	return c
 }
 
-// run polls until stop is closed, then drains everything.
+// run converts until stop is closed (at nice 19, binRun.start); the rest
+// is drain's, on memtrace's thread.
 func (c *converter) run(stop <-chan struct{}) {
 	if c.stallRun {
 		<-stop
