@@ -19,10 +19,7 @@ import (
 // never came goes out, without it, fdStackWait after the window.
 func TestFDWaitsForItsStack(t *testing.T) {
 	var buf bytes.Buffer
-	s := New(Config{Out: &buf, Track: config.TrackMalloc | config.TrackFD, Window: time.Millisecond})
-	s.Header(logfmt.Header{Version: "t", PID: 1, Comm: "app", Mode: logfmt.ModeBPF})
-	s.AddProcess(1, false)
-	s.procs[1].scanned = true
+	s := fdSession(&buf)
 	now := monotonicNS()
 	s.AddFD(&fdtrace.Event{TS: now - uint64(20*time.Millisecond), TGID: 1, TID: 1, FD: 3, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/passwd", Stack: 7})
 	s.Add(ev(now-uint64(10*time.Millisecond), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
@@ -57,10 +54,7 @@ func TestFDWaitsForItsStack(t *testing.T) {
 // horizon stuck for longer than fdStackWait holds nothing back.
 func TestNothingPassesTheFDHorizon(t *testing.T) {
 	var buf bytes.Buffer
-	s := New(Config{Out: &buf, Track: config.TrackMalloc | config.TrackFD, Window: time.Millisecond})
-	s.Header(logfmt.Header{Version: "t", PID: 1, Comm: "app", Mode: logfmt.ModeBPF})
-	s.AddProcess(1, false)
-	s.procs[1].scanned = true
+	s := fdSession(&buf)
 	now := monotonicNS()
 	s.SetFDHorizon(now - uint64(50*time.Millisecond))
 	s.Add(ev(now-uint64(10*time.Millisecond), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
@@ -89,4 +83,14 @@ func TestNothingPassesTheFDHorizon(t *testing.T) {
 	if !strings.Contains(buf.String(), "ptr=0x20") {
 		t.Fatalf("an allocation is held back by a reader stuck past fdStackWait:\n%s", buf.String())
 	}
+}
+
+// fdSession is a session tracking allocations and descriptors of process
+// 1, already scanned, writing to buf with a 1 ms window.
+func fdSession(buf *bytes.Buffer) *Session {
+	s := New(Config{Out: buf, Track: config.TrackMalloc | config.TrackFD, Window: time.Millisecond})
+	s.Header(logfmt.Header{Version: "t", PID: 1, Comm: "app", Mode: logfmt.ModeBPF})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	return s
 }

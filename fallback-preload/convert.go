@@ -200,9 +200,7 @@ func (c *converter) boost(stop <-chan struct{}) {
 		if c.inUse()*4 <= c.r.nchunks*3 {
 			continue
 		}
-		c.handOff.Store(true)
-		c.mu.Lock()
-		c.handOff.Store(false)
+		c.lockNow()
 		c.boosts++
 		for c.inUse()*2 > c.r.nchunks {
 			select {
@@ -216,13 +214,19 @@ func (c *converter) boost(stop <-chan struct{}) {
 				// records not yet old enough to write.
 				c.mu.Unlock()
 				time.Sleep(time.Millisecond)
-				c.handOff.Store(true)
-				c.mu.Lock()
-				c.handOff.Store(false)
+				c.lockNow()
 			}
 		}
 		c.mu.Unlock()
 	}
+}
+
+// lockNow takes mu from the nice-19 loop without waiting for its whole
+// pass: the pass stops between two records (handOff).
+func (c *converter) lockNow() {
+	c.handOff.Store(true)
+	c.mu.Lock()
+	c.handOff.Store(false)
 }
 
 // inUse is the number of the region's chunks that hold records.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -369,14 +370,7 @@ func TestEnv(t *testing.T) {
 // forEachLine is forEach over a log's bytes.
 func forEachLine(t *testing.T, data []byte, fn func(*logfmt.Line)) {
 	t.Helper()
-	sc := logfmt.NewScanner(bytes.NewReader(data))
-	var l logfmt.Line
-	for sc.Scan() {
-		if err := l.Parse(sc.Line()); err != nil {
-			t.Fatalf("%q: %v", sc.Line(), err)
-		}
-		fn(&l)
-	}
+	forEachIn(t, bytes.NewReader(data), fn)
 }
 
 func forEach(t *testing.T, path string, fn func(*logfmt.Line)) {
@@ -386,7 +380,13 @@ func forEach(t *testing.T, path string, fn func(*logfmt.Line)) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	sc := logfmt.NewScanner(f)
+	forEachIn(t, f, fn)
+}
+
+// forEachIn parses every line r holds and calls fn with it.
+func forEachIn(t *testing.T, r io.Reader, fn func(*logfmt.Line)) {
+	t.Helper()
+	sc := logfmt.NewScanner(r)
 	var l logfmt.Line
 	for sc.Scan() {
 		if err := l.Parse(sc.Line()); err != nil {

@@ -37,7 +37,7 @@ timed() { # name command...: runs it, then says how long it took
 # CHECK_CACHE=0 runs them all (-count=1).
 inputs=$({
 	uname -r
-	git ls-files -co --exclude-standard | grep -v '\.go$' | while read -r f; do [ -f "$f" ] && sha1sum "$f"; done
+	git ls-files -co --exclude-standard -z | grep -zv '\.go$' | xargs -0 sha1sum 2>/dev/null
 	find bin -type f -exec sha1sum {} + 2>/dev/null | sort
 } | sha1sum | cut -c1-16)
 cache=(-run ".|^Inputs_${inputs}\$")
