@@ -139,9 +139,6 @@ struct mt_wstate {
 };
 
 struct mt_walk {
-	struct stackbuf *buf;
-	struct mt_umaps *maps;
-	struct mt_chunk *chunk;
 	struct mt_wstate s;
 	__u32 n;
 	__u16 reason;
@@ -349,11 +346,18 @@ __noinline int mt_find_map(struct mt_umaps *ms, __u64 pc, struct mt_umap *out)
 	__u32 pos = 0;
 #pragma unroll
 	for (__u32 step = MT_UMAPS / 2; step > 0; step >>= 1) {
-		__u64 end = ms->m[(pos + step - 1) & (MT_UMAPS - 1)].end;
+		/* The mask is what the verifier bounds the index by: clang
+		 * drops it (pos's bits and step's are disjoint, so it adds
+		 * with an OR) unless the barrier hides what pos holds, and
+		 * 6.1's verifier bounds no OR of two unknown registers. */
+		__u32 i = pos + step - 1;
+		asm volatile("" : "+r"(i));
+		__u64 end = ms->m[i & (MT_UMAPS - 1)].end;
 		pos += step & (__u32)((__s64)(end - pc - 1) >> 63); /* end <= pc */
 	}
 	if (pos >= ms->n)
 		return 0;
+	asm volatile("" : "+r"(pos));
 	struct mt_umap *m = &ms->m[pos & (MT_UMAPS - 1)];
 	if (m->start > pc || pc >= m->end)
 		return 0;
@@ -539,14 +543,36 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 	return 0;
 }
 
+/* The walk's state lives in a per-CPU map, not on the BPF stack: the fd
+ * programs call the walk from a syscall-exit program whose own frame, with
+ * the walk's and mt_step's, went past the 512 bytes the verifier allows a
+ * chain of calls. bpf_loop's context must be on the stack, so it holds
+ * the pointers (a pointer stored in a map reads back as a number). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_walk);
+} walk_state SEC(".maps");
+
+struct mt_walk_ref {
+	struct mt_walk *w;
+	struct stackbuf *buf;
+	struct mt_umaps *maps;
+	struct mt_chunk *chunk;
+};
+
 static long walk_cb(__u64 i, void *data)
 {
-	struct mt_walk *w = data;
+	struct mt_walk_ref *ref = data;
+	struct mt_walk *w = ref->w;
+	if (!w || !ref->buf)
+		return 1;
 	if (w->n > MT_MAX_FRAMES) {
 		w->reason = MT_STOP_DEPTH;
 		return 1;
 	}
-	int stop = mt_step(&w->s, w->maps, w->chunk);
+	int stop = mt_step(&w->s, ref->maps, ref->chunk);
 	if (w->n >= stack_depth) {
 		/* One step past the last frame kept: a stack of exactly
 		 * stack_depth frames ends there and is complete, not cut. */
@@ -557,9 +583,30 @@ static long walk_cb(__u64 i, void *data)
 		w->reason = stop;
 		return 1;
 	}
-	w->buf->ips[w->n & MT_MAX_FRAMES] = w->s.pc;
+	ref->buf->ips[w->n & MT_MAX_FRAMES] = w->s.pc;
 	w->n++;
 	return 0;
+}
+
+/* Sets ref up for a new walk from pc, sp, fp: the per-CPU state reset. */
+static __always_inline struct mt_walk *walk_begin(struct mt_walk_ref *ref, struct stackbuf *buf, __u64 pc, __u64 sp, __u64 fp)
+{
+	__u32 zero = 0;
+	struct mt_walk *w = bpf_map_lookup_elem(&walk_state, &zero);
+	if (!w)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__builtin_memset(w, 0, sizeof(*w));
+	ref->w = w;
+	ref->buf = buf;
+	ref->maps = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	ref->chunk = bpf_map_lookup_elem(&stack_chunk, &zero);
+	w->s.pc = pc;
+	w->s.sp = sp;
+	w->s.fp = fp;
+	w->s.fp_known = 1;
+	w->reason = MT_STOP_DEPTH;
+	return w;
 }
 
 /* The walk from the probe: at the allocation function's entry (before
@@ -567,29 +614,25 @@ static long walk_cb(__u64 i, void *data)
  * on arm64, and the caller's frame pointer is untouched. */
 static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *buf, __u16 *reason)
 {
-	__u32 zero = 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct mt_walk w = {
-		.buf = buf,
-		.maps = bpf_map_lookup_elem(&unwind_procs, &tgid),
-		.chunk = bpf_map_lookup_elem(&stack_chunk, &zero),
-		.s = {.fp = PT_REGS_FP(ctx), .is_return = 1, .fp_known = 1},
-		.reason = MT_STOP_DEPTH,
-	};
-#if defined(__TARGET_ARCH_x86)
-	w.s.sp = PT_REGS_SP(ctx);
-	if (!stack_read(w.chunk, &w.s, &w.s.pc, 8, PT_REGS_SP(ctx)))
+	struct mt_walk_ref ref = {};
+	struct mt_walk *w = walk_begin(&ref, buf, 0, 0, PT_REGS_FP(ctx));
+	if (!w)
 		return 0;
-	w.s.sp = PT_REGS_SP(ctx) + 8;
+	w->s.is_return = 1;
+#if defined(__TARGET_ARCH_x86)
+	w->s.sp = PT_REGS_SP(ctx);
+	if (!stack_read(ref.chunk, &w->s, &w->s.pc, 8, PT_REGS_SP(ctx)))
+		return 0;
+	w->s.sp = PT_REGS_SP(ctx) + 8;
 #else
-	w.s.pc = ctx->regs[30] & MT_ARM64_PAC_MASK;
-	w.s.sp = PT_REGS_SP(ctx);
+	w->s.pc = ctx->regs[30] & MT_ARM64_PAC_MASK;
+	w->s.sp = PT_REGS_SP(ctx);
 #endif
-	buf->ips[0] = w.s.pc;
-	w.n = 1;
+	buf->ips[0] = w->s.pc;
+	w->n = 1;
 	/* stack_depth - 1 steps for the frames, one more to see whether
 	 * the last of them is the outermost. */
-	bpf_loop(stack_depth, walk_cb, &w, 0);
-	*reason = w.reason;
-	return w.n;
+	bpf_loop(stack_depth, walk_cb, &ref, 0);
+	*reason = w->reason;
+	return w->n;
 }
