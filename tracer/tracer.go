@@ -70,6 +70,9 @@ func New(opts Options) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("%w: raise the locked-memory limit: %w", ErrUnavailable, err)
 	}
+	if err := kernelLimit(); err != nil {
+		return nil, err
+	}
 	spec, err := LoadMemtrace()
 	if err != nil {
 		return nil, fmt.Errorf("load BPF object: %w", err)
