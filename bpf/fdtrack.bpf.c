@@ -413,7 +413,10 @@ static long shift_cb(__u64 i, void *data)
 }
 #endif
 
-static __always_inline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
+/* Not inlined: its locals would count in the syscall-exit program's frame
+ * on the DWARF walk's path too, whose chain of calls the verifier holds to
+ * 512 stack bytes. */
+static __noinline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
 {
 	__u32 zero = 0;
 	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);

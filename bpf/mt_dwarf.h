@@ -275,7 +275,8 @@ __noinline int mt_lookup_rule(struct mt_umap *m, __u64 pc, struct mt_rule *r)
 }
 
 struct mt_fb_vma {
-	__u64 start, end, pgoff, dev, ino;
+	struct mt_ufile_key key; /* the file's, as unwind_files is keyed */
+	__u64 start, end, pgoff;
 	int file;
 };
 
@@ -286,8 +287,8 @@ static long fb_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void
 	if (!f)
 		return 0;
 	c->file = 1;
-	c->ino = BPF_CORE_READ(f, f_inode, i_ino);
-	c->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	c->key.ino = BPF_CORE_READ(f, f_inode, i_ino);
+	c->key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
 	c->start = BPF_CORE_READ(vma, vm_start);
 	c->end = BPF_CORE_READ(vma, vm_end);
 	c->pgoff = BPF_CORE_READ(vma, vm_pgoff);
@@ -319,8 +320,7 @@ __noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
 			bpf_map_delete_elem(&unwind_stale, &tgid);
 		}
 	}
-	struct mt_ufile_key key = {.dev = c.dev, .ino = c.ino};
-	struct mt_ufile *uf = bpf_map_lookup_elem(&unwind_files, &key);
+	struct mt_ufile *uf = bpf_map_lookup_elem(&unwind_files, &c.key);
 	if (!uf)
 		return 0;
 	__u64 foff = c.pgoff << 12;
@@ -439,21 +439,35 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 	if (r.sig) {
 		/* A signal trampoline: the interrupted registers are in the
 		 * sigcontext on the stack (unwind.SigAMD64RBP and the like). */
+		/* One word at a time: a signal frame is rare, and an array
+		 * of them on this frame put the fd programs' chain of calls
+		 * over the verifier's 512 stack bytes on 6.1. */
+		__u64 g = 0;
 #if defined(__TARGET_ARCH_x86)
-		__u64 g[7];
-		if (bpf_probe_read_user(g, sizeof(g), (void *)(sp + 40 + 10 * 8)))
+		__u64 gregs = sp + 40 + 10 * 8;
+		if (bpf_probe_read_user(&g, 8, (void *)gregs))
 			return step_stop(w, MT_STOP_BAD_READ);
-		w->fp = g[0];
-		w->sp = g[5];
-		w->pc = g[6];
+		w->fp = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(gregs + 5 * 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->sp = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(gregs + 6 * 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->pc = g;
 #else
-		__u64 g[4];
-		if (bpf_probe_read_user(g, sizeof(g), (void *)(sp + 128 + 176 + 8 + 29 * 8)))
+		__u64 regs = sp + 128 + 176 + 8 + 29 * 8;
+		if (bpf_probe_read_user(&g, 8, (void *)regs))
 			return step_stop(w, MT_STOP_BAD_READ);
-		w->fp = g[0];
-		w->lr = g[1];
-		w->sp = g[2];
-		w->pc = g[3] & MT_ARM64_PAC_MASK;
+		w->fp = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(regs + 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->lr = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(regs + 16)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->sp = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(regs + 24)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->pc = g & MT_ARM64_PAC_MASK;
 #endif
 		w->fp_known = 1;
 		w->lr_valid = 1;
