@@ -136,6 +136,10 @@ struct mt_wstate {
 	__u8 fp_known;
 	__u8 lr_valid;
 	__u8 fp_used;
+	/* mt_step's rule, here rather than on its frame: the walk's chain
+	 * of calls must fit the verifier's 512 stack bytes with room to
+	 * spare (tests/verifier_budget_test.go). */
+	struct mt_rule rule;
 };
 
 struct mt_walk {
@@ -432,11 +436,12 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 	__u64 pc = w->pc, sp = w->sp, fp = w->fp;
 	if (!(w->have_cur && pc >= w->cur.start && pc < w->cur.end))
 		w->have_cur = (ms && mt_find_map(ms, pc, &w->cur)) || mt_fallback_map(pc, &w->cur);
-	struct mt_rule r = {};
+	struct mt_rule *rp = &w->rule;
+	__builtin_memset(rp, 0, sizeof(*rp));
 	int mapped = w->have_cur && w->cur.t.row_count;
 	if (mapped)
-		mt_lookup_rule(&w->cur, pc - w->is_return, &r);
-	if (r.sig) {
+		mt_lookup_rule(&w->cur, pc - w->is_return, rp);
+	if (rp->sig) {
 		/* A signal trampoline: the interrupted registers are in the
 		 * sigcontext on the stack (unwind.SigAMD64RBP and the like). */
 		/* One word at a time: a signal frame is rare, and an array
@@ -475,7 +480,7 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 		return 0;
 	}
 	__u64 cfa = 0, ra = 0;
-	switch (r.type) {
+	switch (rp->type) {
 	case MT_CFA_END:
 		return MT_STOP_END;
 	case MT_CFA_UNSUPPORTED:
@@ -503,39 +508,39 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 	case MT_CFA_SP:
 	case MT_CFA_FP:
 	case MT_CFA_PLT:
-		if (r.type == MT_CFA_FP) {
+		if (rp->type == MT_CFA_FP) {
 			if (!w->fp_known)
 				return step_stop(w, MT_STOP_NO_INFO);
-			cfa = fp + r.cfa_off;
+			cfa = fp + rp->cfa_off;
 		} else {
-			cfa = sp + r.cfa_off;
-			if (r.type == MT_CFA_PLT && (pc & 15) >= r.plt)
+			cfa = sp + rp->cfa_off;
+			if (rp->type == MT_CFA_PLT && (pc & 15) >= rp->plt)
 				cfa += 8;
 		}
-		if (r.ra_at && r.fp == MT_FP_AT_CFA && r.fp_off == r.ra_off - 8) {
+		if (rp->ra_at && rp->fp == MT_FP_AT_CFA && rp->fp_off == rp->ra_off - 8) {
 			/* The usual frame record: saved fp, then the return
 			 * address, in one read. */
 			__u64 rec[2];
-			if (!stack_read(c, w, rec, 16, cfa + r.fp_off))
+			if (!stack_read(c, w, rec, 16, cfa + rp->fp_off))
 				return step_stop(w, MT_STOP_BAD_READ);
 			w->fp = rec[0];
 			ra = rec[1];
 			break;
 		}
-		if (r.ra_at) {
-			if (!stack_read(c, w, &ra, 8, cfa + r.ra_off))
+		if (rp->ra_at) {
+			if (!stack_read(c, w, &ra, 8, cfa + rp->ra_off))
 				return step_stop(w, MT_STOP_BAD_READ);
 		} else {
 			if (!w->lr_valid)
 				return step_stop(w, MT_STOP_BAD_READ);
 			ra = w->lr;
 		}
-		if (r.fp == MT_FP_AT_CFA) {
+		if (rp->fp == MT_FP_AT_CFA) {
 			__u64 v;
-			if (!stack_read(c, w, &v, 8, cfa + r.fp_off))
+			if (!stack_read(c, w, &v, 8, cfa + rp->fp_off))
 				return step_stop(w, MT_STOP_BAD_READ);
 			w->fp = v;
-		} else if (r.fp == MT_FP_UNKNOWN) {
+		} else if (rp->fp == MT_FP_UNKNOWN) {
 			w->fp_known = 0;
 		}
 		break;

@@ -17,11 +17,7 @@ import (
 // the kernel's helpers.
 func kernelBefore(t *testing.T, major, minor int) bool {
 	t.Helper()
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	rel := unix.ByteSliceToString(u.Release[:])
+	rel := kernelRelease(t)
 	parts := strings.SplitN(rel, ".", 3)
 	if len(parts) < 2 {
 		t.Fatalf("kernel release %q: no major.minor", rel)
@@ -116,4 +112,14 @@ func TestKernelLimitDegrades(t *testing.T) {
 	if st := procStateOf(target.Process.Pid); st == "T" || st == "t" {
 		t.Errorf("the target is left in state %s", st)
 	}
+}
+
+// kernelRelease is uname -r.
+func kernelRelease(t *testing.T) string {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

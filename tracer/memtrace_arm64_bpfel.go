@@ -171,6 +171,18 @@ type MemtraceMtWalk struct {
 		LrValid  uint8
 		FpUsed   uint8
 		_        [3]byte
+		Rule     struct {
+			_      structs.HostLayout
+			CfaOff int64
+			FpOff  int64
+			RaOff  int64
+			Type   uint8
+			Sig    uint8
+			Fp     uint8
+			RaAt   uint8
+			Plt    uint8
+			_      [3]byte
+		}
 	}
 	N      uint32
 	Reason uint16
