@@ -343,23 +343,21 @@ __noinline __u64 fd_dwarf_capture(__u64 pc, __u64 sp, __u64 fp, __u64 lr)
 	if (!buf)
 		return 0;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct mt_walk w = {
-		.buf = buf,
-		.maps = bpf_map_lookup_elem(&unwind_procs, &tgid),
-		.chunk = bpf_map_lookup_elem(&stack_chunk, &zero),
-		.s = {.pc = pc, .sp = sp, .fp = fp, .lr = lr, .fp_known = 1},
-		.reason = MT_STOP_DEPTH,
-	};
+	struct mt_walk_ref ref = {};
+	struct mt_walk *w = walk_begin(&ref, buf, pc, sp, fp);
+	if (!w)
+		return 0;
+	w->s.lr = lr;
 #if defined(__TARGET_ARCH_arm64)
 	/* In a leaf wrapper the return address is still in x30. */
-	w.s.lr_valid = 1;
+	w->s.lr_valid = 1;
 #endif
 	buf->ips[0] = pc;
-	w.n = 1;
+	w->n = 1;
 	if (stack_depth > 1)
-		bpf_loop(stack_depth, walk_cb, &w, 0);
-	__u16 reason = w.n >= stack_depth ? MT_STOP_DEPTH : w.reason;
-	__u32 n = w.n;
+		bpf_loop(stack_depth, walk_cb, &ref, 0);
+	__u16 reason = w->n >= stack_depth ? MT_STOP_DEPTH : w->reason;
+	__u32 n = w->n;
 	if (n > MT_MAX_FRAMES)
 		n = MT_MAX_FRAMES;
 	buf->n = n;
@@ -415,7 +413,10 @@ static long shift_cb(__u64 i, void *data)
 }
 #endif
 
-static __always_inline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
+/* Not inlined: its locals would count in the syscall-exit program's frame
+ * on the DWARF walk's path too, whose chain of calls the verifier holds to
+ * 512 stack bytes. */
+static __noinline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
 {
 	__u32 zero = 0;
 	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);

@@ -136,12 +136,13 @@ struct mt_wstate {
 	__u8 fp_known;
 	__u8 lr_valid;
 	__u8 fp_used;
+	/* mt_step's rule, here rather than on its frame: the walk's chain
+	 * of calls must fit the verifier's 512 stack bytes with room to
+	 * spare (tests/verifier_budget_test.go). */
+	struct mt_rule rule;
 };
 
 struct mt_walk {
-	struct stackbuf *buf;
-	struct mt_umaps *maps;
-	struct mt_chunk *chunk;
 	struct mt_wstate s;
 	__u32 n;
 	__u16 reason;
@@ -278,7 +279,8 @@ __noinline int mt_lookup_rule(struct mt_umap *m, __u64 pc, struct mt_rule *r)
 }
 
 struct mt_fb_vma {
-	__u64 start, end, pgoff, dev, ino;
+	struct mt_ufile_key key; /* the file's, as unwind_files is keyed */
+	__u64 start, end, pgoff;
 	int file;
 };
 
@@ -289,8 +291,8 @@ static long fb_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void
 	if (!f)
 		return 0;
 	c->file = 1;
-	c->ino = BPF_CORE_READ(f, f_inode, i_ino);
-	c->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	c->key.ino = BPF_CORE_READ(f, f_inode, i_ino);
+	c->key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
 	c->start = BPF_CORE_READ(vma, vm_start);
 	c->end = BPF_CORE_READ(vma, vm_end);
 	c->pgoff = BPF_CORE_READ(vma, vm_pgoff);
@@ -322,8 +324,7 @@ __noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
 			bpf_map_delete_elem(&unwind_stale, &tgid);
 		}
 	}
-	struct mt_ufile_key key = {.dev = c.dev, .ino = c.ino};
-	struct mt_ufile *uf = bpf_map_lookup_elem(&unwind_files, &key);
+	struct mt_ufile *uf = bpf_map_lookup_elem(&unwind_files, &c.key);
 	if (!uf)
 		return 0;
 	__u64 foff = c.pgoff << 12;
@@ -349,11 +350,18 @@ __noinline int mt_find_map(struct mt_umaps *ms, __u64 pc, struct mt_umap *out)
 	__u32 pos = 0;
 #pragma unroll
 	for (__u32 step = MT_UMAPS / 2; step > 0; step >>= 1) {
-		__u64 end = ms->m[(pos + step - 1) & (MT_UMAPS - 1)].end;
+		/* The mask is what the verifier bounds the index by: clang
+		 * drops it (pos's bits and step's are disjoint, so it adds
+		 * with an OR) unless the barrier hides what pos holds, and
+		 * 6.1's verifier bounds no OR of two unknown registers. */
+		__u32 i = pos + step - 1;
+		asm volatile("" : "+r"(i));
+		__u64 end = ms->m[i & (MT_UMAPS - 1)].end;
 		pos += step & (__u32)((__s64)(end - pc - 1) >> 63); /* end <= pc */
 	}
 	if (pos >= ms->n)
 		return 0;
+	asm volatile("" : "+r"(pos));
 	struct mt_umap *m = &ms->m[pos & (MT_UMAPS - 1)];
 	if (m->start > pc || pc >= m->end)
 		return 0;
@@ -428,28 +436,43 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 	__u64 pc = w->pc, sp = w->sp, fp = w->fp;
 	if (!(w->have_cur && pc >= w->cur.start && pc < w->cur.end))
 		w->have_cur = (ms && mt_find_map(ms, pc, &w->cur)) || mt_fallback_map(pc, &w->cur);
-	struct mt_rule r = {};
+	struct mt_rule *rp = &w->rule;
+	__builtin_memset(rp, 0, sizeof(*rp));
 	int mapped = w->have_cur && w->cur.t.row_count;
 	if (mapped)
-		mt_lookup_rule(&w->cur, pc - w->is_return, &r);
-	if (r.sig) {
+		mt_lookup_rule(&w->cur, pc - w->is_return, rp);
+	if (rp->sig) {
 		/* A signal trampoline: the interrupted registers are in the
 		 * sigcontext on the stack (unwind.SigAMD64RBP and the like). */
+		/* One word at a time: a signal frame is rare, and an array
+		 * of them on this frame put the fd programs' chain of calls
+		 * over the verifier's 512 stack bytes on 6.1. */
+		__u64 g = 0;
 #if defined(__TARGET_ARCH_x86)
-		__u64 g[7];
-		if (bpf_probe_read_user(g, sizeof(g), (void *)(sp + 40 + 10 * 8)))
+		__u64 gregs = sp + 40 + 10 * 8;
+		if (bpf_probe_read_user(&g, 8, (void *)gregs))
 			return step_stop(w, MT_STOP_BAD_READ);
-		w->fp = g[0];
-		w->sp = g[5];
-		w->pc = g[6];
+		w->fp = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(gregs + 5 * 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->sp = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(gregs + 6 * 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->pc = g;
 #else
-		__u64 g[4];
-		if (bpf_probe_read_user(g, sizeof(g), (void *)(sp + 128 + 176 + 8 + 29 * 8)))
+		__u64 regs = sp + 128 + 176 + 8 + 29 * 8;
+		if (bpf_probe_read_user(&g, 8, (void *)regs))
 			return step_stop(w, MT_STOP_BAD_READ);
-		w->fp = g[0];
-		w->lr = g[1];
-		w->sp = g[2];
-		w->pc = g[3] & MT_ARM64_PAC_MASK;
+		w->fp = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(regs + 8)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->lr = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(regs + 16)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->sp = g;
+		if (bpf_probe_read_user(&g, 8, (void *)(regs + 24)))
+			return step_stop(w, MT_STOP_BAD_READ);
+		w->pc = g & MT_ARM64_PAC_MASK;
 #endif
 		w->fp_known = 1;
 		w->lr_valid = 1;
@@ -457,7 +480,7 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 		return 0;
 	}
 	__u64 cfa = 0, ra = 0;
-	switch (r.type) {
+	switch (rp->type) {
 	case MT_CFA_END:
 		return MT_STOP_END;
 	case MT_CFA_UNSUPPORTED:
@@ -485,39 +508,39 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 	case MT_CFA_SP:
 	case MT_CFA_FP:
 	case MT_CFA_PLT:
-		if (r.type == MT_CFA_FP) {
+		if (rp->type == MT_CFA_FP) {
 			if (!w->fp_known)
 				return step_stop(w, MT_STOP_NO_INFO);
-			cfa = fp + r.cfa_off;
+			cfa = fp + rp->cfa_off;
 		} else {
-			cfa = sp + r.cfa_off;
-			if (r.type == MT_CFA_PLT && (pc & 15) >= r.plt)
+			cfa = sp + rp->cfa_off;
+			if (rp->type == MT_CFA_PLT && (pc & 15) >= rp->plt)
 				cfa += 8;
 		}
-		if (r.ra_at && r.fp == MT_FP_AT_CFA && r.fp_off == r.ra_off - 8) {
+		if (rp->ra_at && rp->fp == MT_FP_AT_CFA && rp->fp_off == rp->ra_off - 8) {
 			/* The usual frame record: saved fp, then the return
 			 * address, in one read. */
 			__u64 rec[2];
-			if (!stack_read(c, w, rec, 16, cfa + r.fp_off))
+			if (!stack_read(c, w, rec, 16, cfa + rp->fp_off))
 				return step_stop(w, MT_STOP_BAD_READ);
 			w->fp = rec[0];
 			ra = rec[1];
 			break;
 		}
-		if (r.ra_at) {
-			if (!stack_read(c, w, &ra, 8, cfa + r.ra_off))
+		if (rp->ra_at) {
+			if (!stack_read(c, w, &ra, 8, cfa + rp->ra_off))
 				return step_stop(w, MT_STOP_BAD_READ);
 		} else {
 			if (!w->lr_valid)
 				return step_stop(w, MT_STOP_BAD_READ);
 			ra = w->lr;
 		}
-		if (r.fp == MT_FP_AT_CFA) {
+		if (rp->fp == MT_FP_AT_CFA) {
 			__u64 v;
-			if (!stack_read(c, w, &v, 8, cfa + r.fp_off))
+			if (!stack_read(c, w, &v, 8, cfa + rp->fp_off))
 				return step_stop(w, MT_STOP_BAD_READ);
 			w->fp = v;
-		} else if (r.fp == MT_FP_UNKNOWN) {
+		} else if (rp->fp == MT_FP_UNKNOWN) {
 			w->fp_known = 0;
 		}
 		break;
@@ -539,14 +562,36 @@ __noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk
 	return 0;
 }
 
+/* The walk's state lives in a per-CPU map, not on the BPF stack: the fd
+ * programs call the walk from a syscall-exit program whose own frame, with
+ * the walk's and mt_step's, went past the 512 bytes the verifier allows a
+ * chain of calls. bpf_loop's context must be on the stack, so it holds
+ * the pointers (a pointer stored in a map reads back as a number). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_walk);
+} walk_state SEC(".maps");
+
+struct mt_walk_ref {
+	struct mt_walk *w;
+	struct stackbuf *buf;
+	struct mt_umaps *maps;
+	struct mt_chunk *chunk;
+};
+
 static long walk_cb(__u64 i, void *data)
 {
-	struct mt_walk *w = data;
+	struct mt_walk_ref *ref = data;
+	struct mt_walk *w = ref->w;
+	if (!w || !ref->buf)
+		return 1;
 	if (w->n > MT_MAX_FRAMES) {
 		w->reason = MT_STOP_DEPTH;
 		return 1;
 	}
-	int stop = mt_step(&w->s, w->maps, w->chunk);
+	int stop = mt_step(&w->s, ref->maps, ref->chunk);
 	if (w->n >= stack_depth) {
 		/* One step past the last frame kept: a stack of exactly
 		 * stack_depth frames ends there and is complete, not cut. */
@@ -557,9 +602,30 @@ static long walk_cb(__u64 i, void *data)
 		w->reason = stop;
 		return 1;
 	}
-	w->buf->ips[w->n & MT_MAX_FRAMES] = w->s.pc;
+	ref->buf->ips[w->n & MT_MAX_FRAMES] = w->s.pc;
 	w->n++;
 	return 0;
+}
+
+/* Sets ref up for a new walk from pc, sp, fp: the per-CPU state reset. */
+static __always_inline struct mt_walk *walk_begin(struct mt_walk_ref *ref, struct stackbuf *buf, __u64 pc, __u64 sp, __u64 fp)
+{
+	__u32 zero = 0;
+	struct mt_walk *w = bpf_map_lookup_elem(&walk_state, &zero);
+	if (!w)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__builtin_memset(w, 0, sizeof(*w));
+	ref->w = w;
+	ref->buf = buf;
+	ref->maps = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	ref->chunk = bpf_map_lookup_elem(&stack_chunk, &zero);
+	w->s.pc = pc;
+	w->s.sp = sp;
+	w->s.fp = fp;
+	w->s.fp_known = 1;
+	w->reason = MT_STOP_DEPTH;
+	return w;
 }
 
 /* The walk from the probe: at the allocation function's entry (before
@@ -567,29 +633,25 @@ static long walk_cb(__u64 i, void *data)
  * on arm64, and the caller's frame pointer is untouched. */
 static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *buf, __u16 *reason)
 {
-	__u32 zero = 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct mt_walk w = {
-		.buf = buf,
-		.maps = bpf_map_lookup_elem(&unwind_procs, &tgid),
-		.chunk = bpf_map_lookup_elem(&stack_chunk, &zero),
-		.s = {.fp = PT_REGS_FP(ctx), .is_return = 1, .fp_known = 1},
-		.reason = MT_STOP_DEPTH,
-	};
-#if defined(__TARGET_ARCH_x86)
-	w.s.sp = PT_REGS_SP(ctx);
-	if (!stack_read(w.chunk, &w.s, &w.s.pc, 8, PT_REGS_SP(ctx)))
+	struct mt_walk_ref ref = {};
+	struct mt_walk *w = walk_begin(&ref, buf, 0, 0, PT_REGS_FP(ctx));
+	if (!w)
 		return 0;
-	w.s.sp = PT_REGS_SP(ctx) + 8;
+	w->s.is_return = 1;
+#if defined(__TARGET_ARCH_x86)
+	w->s.sp = PT_REGS_SP(ctx);
+	if (!stack_read(ref.chunk, &w->s, &w->s.pc, 8, PT_REGS_SP(ctx)))
+		return 0;
+	w->s.sp = PT_REGS_SP(ctx) + 8;
 #else
-	w.s.pc = ctx->regs[30] & MT_ARM64_PAC_MASK;
-	w.s.sp = PT_REGS_SP(ctx);
+	w->s.pc = ctx->regs[30] & MT_ARM64_PAC_MASK;
+	w->s.sp = PT_REGS_SP(ctx);
 #endif
-	buf->ips[0] = w.s.pc;
-	w.n = 1;
+	buf->ips[0] = w->s.pc;
+	w->n = 1;
 	/* stack_depth - 1 steps for the frames, one more to see whether
 	 * the last of them is the outermost. */
-	bpf_loop(stack_depth, walk_cb, &w, 0);
-	*reason = w.reason;
-	return w.n;
+	bpf_loop(stack_depth, walk_cb, &ref, 0);
+	*reason = w->reason;
+	return w->n;
 }

@@ -116,6 +116,56 @@ type FdtrackMtUrow struct {
 	Reg  int8
 }
 
+type FdtrackMtWalk struct {
+	_ structs.HostLayout
+	S struct {
+		_        structs.HostLayout
+		Pc       uint64
+		Sp       uint64
+		Fp       uint64
+		Lr       uint64
+		ChunkLo  uint64
+		ChunkLen uint32
+		_        [4]byte
+		Cur      struct {
+			_     structs.HostLayout
+			Start uint64
+			End   uint64
+			Base  uint64
+			T     struct {
+				_         structs.HostLayout
+				RowFirst  uint32
+				RowCount  uint32
+				PageFirst uint32
+				PageCount uint32
+				ExtFirst  uint32
+				ExtCount  uint32
+			}
+		}
+		HaveCur  uint8
+		IsReturn uint8
+		FpKnown  uint8
+		LrValid  uint8
+		FpUsed   uint8
+		_        [3]byte
+		Rule     struct {
+			_      structs.HostLayout
+			CfaOff int64
+			FpOff  int64
+			RaOff  int64
+			Type   uint8
+			Sig    uint8
+			Fp     uint8
+			RaAt   uint8
+			Plt    uint8
+			_      [3]byte
+		}
+	}
+	N      uint32
+	Reason uint16
+	_      [2]byte
+}
+
 type FdtrackStackbuf struct {
 	_   structs.HostLayout
 	Ips [128]uint64
@@ -186,6 +236,7 @@ const (
 	FdtrackMapUnwindProcs     = "unwind_procs"
 	FdtrackMapUnwindRows      = "unwind_rows"
 	FdtrackMapUnwindStale     = "unwind_stale"
+	FdtrackMapWalkState       = "walk_state"
 	FdtrackProgFdSysEnter     = "fd_sys_enter"
 	FdtrackProgFdSysExit      = "fd_sys_exit"
 	FdtrackProgFdTestEnter    = "fd_test_enter"
@@ -283,6 +334,7 @@ type FdtrackMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
 // FdtrackVariableSpecs contains global variables before they are loaded into the kernel.
@@ -350,6 +402,7 @@ type FdtrackMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
 func (m *FdtrackMaps) Close() error {
@@ -376,6 +429,7 @@ func (m *FdtrackMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkState,
 	)
 }
 

@@ -116,6 +116,14 @@ type FdtrackMtUrow struct {
 	Reg  int8
 }
 
+type FdtrackMtWalk struct {
+	_      structs.HostLayout
+	S      FdtrackMtWstate
+	N      uint32
+	Reason uint16
+	_      [2]byte
+}
+
 type FdtrackMtWstate struct {
 	_        structs.HostLayout
 	Pc       uint64
@@ -146,6 +154,18 @@ type FdtrackMtWstate struct {
 	LrValid  uint8
 	FpUsed   uint8
 	_        [3]byte
+	Rule     struct {
+		_      structs.HostLayout
+		CfaOff int64
+		FpOff  int64
+		RaOff  int64
+		Type   uint8
+		Sig    uint8
+		Fp     uint8
+		RaAt   uint8
+		Plt    uint8
+		_      [3]byte
+	}
 }
 
 type FdtrackStackbuf struct {
@@ -219,6 +239,7 @@ const (
 	FdtrackMapUnwindProcs     = "unwind_procs"
 	FdtrackMapUnwindRows      = "unwind_rows"
 	FdtrackMapUnwindStale     = "unwind_stale"
+	FdtrackMapWalkState       = "walk_state"
 	FdtrackProgFdSysEnter     = "fd_sys_enter"
 	FdtrackProgFdSysExit      = "fd_sys_exit"
 	FdtrackProgFdTestEnter    = "fd_test_enter"
@@ -317,6 +338,7 @@ type FdtrackMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
 // FdtrackVariableSpecs contains global variables before they are loaded into the kernel.
@@ -385,6 +407,7 @@ type FdtrackMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
 func (m *FdtrackMaps) Close() error {
@@ -412,6 +435,7 @@ func (m *FdtrackMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkState,
 	)
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/internal/cli"
 )
@@ -165,5 +167,45 @@ func TestCheckAttachableNotRoot(t *testing.T) {
 	want := fmt.Sprintf("read the mappings of process %d: permission denied: run memtrace as root (sudo memtrace -p %d)", target, target)
 	if string(out) != want {
 		t.Errorf("as nobody: %q\nwant %q", out, want)
+	}
+}
+
+// TestFDRefusedStillTracesAllocations: a kernel that refuses the
+// descriptor programs (as every kernel did when their stack went past the
+// verifier's 512 bytes) costs the descriptors, with one notice, not the
+// run: the allocations are still traced and the log is whole.
+func TestFDRefusedStillTracesAllocations(t *testing.T) {
+	old := newFDTracer
+	newFDTracer = func(fdtrace.Options) (*fdtrace.Tracer, error) {
+		return nil, fmt.Errorf("%w: load the fd BPF programs: program fd_sys_exit: combined stack size of 5 calls is 560. Too large", fdtrace.ErrUnavailable)
+	}
+	defer func() { newFDTracer = old }()
+	a := startSleep(t)
+	pa := a.Process.Pid
+	fake := newFake()
+	fake.scanned = []string{"malloc", "free"}
+	log := filepath.Join(t.TempDir(), "attach.log")
+	o := &Options{PIDs: []int{pa}, Output: log, Track: config.DefaultTrack | config.TrackFD}
+	done := make(chan error, 1)
+	var stderr syncBuf
+	go func() { done <- attach(o, fake, &stderr) }()
+	waitFile(t, log, "event=attach pid="+strconv.Itoa(pa))
+	a.Process.Kill()
+	a.Wait()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("attach with the descriptor programs refused: %v, want the run to go on", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("attach did not return in 10 s after the process exited")
+	}
+	got, _ := os.ReadFile(log)
+	if !strings.Contains(string(got), "[memtrace] summary ") {
+		t.Errorf("the log has no summary:\n%s", got)
+	}
+	want := "memtrace: notice: descriptor tracing (--track fd) is off: "
+	if s := withoutClosing(stderr.String()); !strings.HasPrefix(s, want) || strings.Count(s, "\n") != 1 || !strings.Contains(s, "allocations are still traced") {
+		t.Errorf("stderr %q, want one line starting %q that says allocations are still traced", s, want)
 	}
 }

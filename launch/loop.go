@@ -218,6 +218,10 @@ func (l *loop) configure(c *agent.Config) {
 	}
 }
 
+// newFDTracer is fdtrace.New; tests replace it with one that fails as a
+// kernel does.
+var newFDTracer = fdtrace.New
+
 // startFD starts descriptor tracing when --track asks for it; its events
 // come through a channel from their own reader.
 func (l *loop) startFD() error {
@@ -237,7 +241,13 @@ func (l *loop) startFD() error {
 	}); ok && fo.StackDepth > 0 {
 		fo.Stacks, fo.DWARF = st.StackMaps(), st.StackDWARF()
 	}
-	fd, err := fdtrace.New(fo)
+	fd, err := newFDTracer(fo)
+	if errors.Is(err, fdtrace.ErrUnavailable) {
+		// A kernel that cannot run the descriptor programs still runs
+		// the allocation ones: the run goes on without descriptors.
+		fmt.Fprintf(l.stderr, "memtrace: notice: descriptor tracing (--track %s) is off: %v; allocations are still traced\n", l.o.Track&(config.TrackFD|config.TrackDmabuf|config.TrackION), err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

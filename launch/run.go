@@ -149,7 +149,12 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 		var err error
 		if tr, err = s.load(); err != nil {
 			s.Close()
-			if errors.Is(err, tracer.ErrUnavailable) {
+			// A program this kernel refuses is its limit as far as
+			// the user can act: a started program runs under
+			// LD_PRELOAD instead, with the refusal as the notice (the
+			// tests, which assert mode=bpf, still fail on it).
+			var rej *tracer.RejectedError
+			if errors.Is(err, tracer.ErrUnavailable) || errors.As(err, &rej) {
 				err = runner.Unavailable(err)
 			}
 			return 1, err

@@ -150,6 +150,11 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 		src = fallback
 		status, err = src.Start(r)
 	}
+	if err != nil && errors.Is(err, ErrUnavailable) && len(o.Argv) == 0 {
+		// Nothing can attach to a running process without eBPF: the
+		// LD_PRELOAD library is loaded only by a program started with it.
+		err = fmt.Errorf("%w; the LD_PRELOAD fallback cannot attach to a running process: restart the program under memtrace --preload -- PROG", err)
+	}
 	if err != nil {
 		return status, err
 	}

@@ -11,9 +11,12 @@ import (
 )
 
 // RejectedError is a failure of memtrace's own BPF programs to load on a
-// kernel that has BPF: the verifier refused one, or a relocation did not
-// apply. It is a bug to report, never a reason to fall back to
-// LD_PRELOAD, which would hide it.
+// kernel that has BPF and every helper they call: the verifier refused
+// one, or a relocation did not apply. On a kernel of the matrix
+// (docs/kernels.md) it is a bug; elsewhere it may be the kernel's limit,
+// so the message blames neither. It is not ErrUnavailable: the tests,
+// which assert mode=bpf, fail on it, and launch mode falls back to
+// LD_PRELOAD with it as the notice (launch.Source.Start).
 type RejectedError struct {
 	Program string // the program named in the error, "" if none was
 	Summary string // the verifier's verdict and where, on one line
@@ -25,7 +28,7 @@ func (e *RejectedError) Error() string {
 	if e.Program != "" {
 		prog = "the BPF program " + e.Program + " was"
 	}
-	return fmt.Sprintf("%s rejected by the kernel's verifier: %s: this is a bug in memtrace: report this line and the kernel version (uname -r)", prog, e.Summary)
+	return fmt.Sprintf("%s rejected by the verifier of this kernel (%s): %s: memtrace's eBPF path is tested on the kernels docs/kernels.md lists; report this line", prog, kernelVersion(), e.Summary)
 }
 
 func (e *RejectedError) Unwrap() error { return e.Err }

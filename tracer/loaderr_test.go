@@ -36,9 +36,9 @@ func TestLoadErrorClassification(t *testing.T) {
 		notWant     []string
 	}{
 		{"verifier", wrap(&ebpf.VerifierError{Cause: unix.EINVAL, Log: stackThreadsLog}), false, true,
-			[]string{"mt_enter", "rejected by the kernel's verifier", "invalid variable-offset read from stack R7 var_off=(0x0; 0xf) off=-15 size=1",
-				"insn 611: r7 = *(u8 *)(r7 +0)", "memtrace.bpf.c:317", "bug in memtrace"},
-			[]string{"processed", "R1=ctx", "frame1"}},
+			[]string{"mt_enter", "rejected by the verifier of this kernel (", "invalid variable-offset read from stack R7 var_off=(0x0; 0xf) off=-15 size=1",
+				"insn 611: r7 = *(u8 *)(r7 +0)", "memtrace.bpf.c:317", "report this line"},
+			[]string{"processed", "R1=ctx", "frame1", "bug in memtrace"}},
 		{"verifier EACCES", wrap(&ebpf.VerifierError{Cause: unix.EACCES, Log: []string{"0: (79) r0 = *(u64 *)(r10 -8)", "invalid read from stack off -8+0 size 8"}}), false, true,
 			[]string{"invalid read from stack off -8+0 size 8", "insn 0: r0 = *(u64 *)(r10 -8)"}, nil},
 		{"bad relocation", wrap(&ebpf.VerifierError{Cause: errors.New("bad CO-RE relocation"), Log: []string{"12: (85) call unknown#195896080", "invalid func unknown#195896080"}}), false, true,

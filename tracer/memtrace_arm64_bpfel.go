@@ -139,6 +139,56 @@ type MemtraceMtUrow struct {
 	Reg  int8
 }
 
+type MemtraceMtWalk struct {
+	_ structs.HostLayout
+	S struct {
+		_        structs.HostLayout
+		Pc       uint64
+		Sp       uint64
+		Fp       uint64
+		Lr       uint64
+		ChunkLo  uint64
+		ChunkLen uint32
+		_        [4]byte
+		Cur      struct {
+			_     structs.HostLayout
+			Start uint64
+			End   uint64
+			Base  uint64
+			T     struct {
+				_         structs.HostLayout
+				RowFirst  uint32
+				RowCount  uint32
+				PageFirst uint32
+				PageCount uint32
+				ExtFirst  uint32
+				ExtCount  uint32
+			}
+		}
+		HaveCur  uint8
+		IsReturn uint8
+		FpKnown  uint8
+		LrValid  uint8
+		FpUsed   uint8
+		_        [3]byte
+		Rule     struct {
+			_      structs.HostLayout
+			CfaOff int64
+			FpOff  int64
+			RaOff  int64
+			Type   uint8
+			Sig    uint8
+			Fp     uint8
+			RaAt   uint8
+			Plt    uint8
+			_      [3]byte
+		}
+	}
+	N      uint32
+	Reason uint16
+	_      [2]byte
+}
+
 type MemtraceStackbuf struct {
 	_   structs.HostLayout
 	Ips [128]uint64
@@ -209,6 +259,7 @@ const (
 	MemtraceMapUnwindProcs          = "unwind_procs"
 	MemtraceMapUnwindRows           = "unwind_rows"
 	MemtraceMapUnwindStale          = "unwind_stale"
+	MemtraceMapWalkState            = "walk_state"
 	MemtraceProgMtChildStart        = "mt_child_start"
 	MemtraceProgMtDlState           = "mt_dl_state"
 	MemtraceProgMtEmpty             = "mt_empty"
@@ -348,6 +399,7 @@ type MemtraceMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
 // MemtraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -419,6 +471,7 @@ type MemtraceMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
 func (m *MemtraceMaps) Close() error {
@@ -445,6 +498,7 @@ func (m *MemtraceMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkState,
 	)
 }
 

@@ -139,6 +139,14 @@ type MemtraceMtUrow struct {
 	Reg  int8
 }
 
+type MemtraceMtWalk struct {
+	_      structs.HostLayout
+	S      MemtraceMtWstate
+	N      uint32
+	Reason uint16
+	_      [2]byte
+}
+
 type MemtraceMtWstate struct {
 	_        structs.HostLayout
 	Pc       uint64
@@ -169,6 +177,18 @@ type MemtraceMtWstate struct {
 	LrValid  uint8
 	FpUsed   uint8
 	_        [3]byte
+	Rule     struct {
+		_      structs.HostLayout
+		CfaOff int64
+		FpOff  int64
+		RaOff  int64
+		Type   uint8
+		Sig    uint8
+		Fp     uint8
+		RaAt   uint8
+		Plt    uint8
+		_      [3]byte
+	}
 }
 
 type MemtraceStackbuf struct {
@@ -242,6 +262,7 @@ const (
 	MemtraceMapUnwindProcs          = "unwind_procs"
 	MemtraceMapUnwindRows           = "unwind_rows"
 	MemtraceMapUnwindStale          = "unwind_stale"
+	MemtraceMapWalkState            = "walk_state"
 	MemtraceProgMtChildStart        = "mt_child_start"
 	MemtraceProgMtDlState           = "mt_dl_state"
 	MemtraceProgMtEmpty             = "mt_empty"
@@ -382,6 +403,7 @@ type MemtraceMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
 // MemtraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -454,6 +476,7 @@ type MemtraceMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
 func (m *MemtraceMaps) Close() error {
@@ -481,6 +504,7 @@ func (m *MemtraceMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkState,
 	)
 }
 

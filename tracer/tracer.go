@@ -70,6 +70,9 @@ func New(opts Options) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("%w: raise the locked-memory limit: %w", ErrUnavailable, err)
 	}
+	if err := kernelLimit(); err != nil {
+		return nil, err
+	}
 	spec, err := LoadMemtrace()
 	if err != nil {
 		return nil, fmt.Errorf("load BPF object: %w", err)
@@ -149,6 +152,13 @@ func New(opts Options) (*Tracer, error) {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
 		}
+	}
+	if !opts.NoMulti && !kernelHasAttachType("BPF_TRACE_UPROBE_MULTI") {
+		// Before 6.6 the kernel loads a uprobe_multi program (the attach
+		// type is not checked for kprobe programs) but refuses its link
+		// with EINVAL, which says nothing of a missing feature: decided
+		// here, from the kernel's BTF, as for session uprobes.
+		opts.NoMulti = true
 	}
 	t := &Tracer{opts: opts, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}, threads: map[uint32]threadInfo{}, session: !opts.NoMulti && !opts.NoSession}
 	if !kernelHasSessionUprobes() {
@@ -231,6 +241,12 @@ var kernelBTF = btf.NewCache()
 // kernelHasSessionUprobes reports whether the kernel knows session
 // uprobes (Linux 6.13+), by the attach type in its BTF.
 func kernelHasSessionUprobes() bool {
+	return kernelHasAttachType("BPF_TRACE_UPROBE_SESSION")
+}
+
+// kernelHasAttachType reports whether the kernel's BTF lists the BPF
+// attach type name (BPF_TRACE_UPROBE_MULTI: 6.6+).
+func kernelHasAttachType(name string) bool {
 	ks, err := kernelBTF.Kernel()
 	if err != nil {
 		return false
@@ -240,7 +256,7 @@ func kernelHasSessionUprobes() bool {
 		return false
 	}
 	for _, v := range e.Values {
-		if v.Name == "BPF_TRACE_UPROBE_SESSION" {
+		if v.Name == name {
 			return true
 		}
 	}

@@ -1,0 +1,251 @@
+package tests
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/tracer"
+)
+
+// The verifier's limits (include/linux/bpf.h, kernel/bpf/verifier.c).
+const (
+	verifierInsnLimit  = 1000000 // BPF_COMPLEXITY_LIMIT_INSNS
+	verifierStackLimit = 512     // MAX_BPF_STACK, for a chain of calls
+	verifierMaxCalls   = 8       // MAX_CALL_FRAMES
+	budgetMargin       = 0.10    // a program within this share of a limit fails
+)
+
+// budgetConfigs are the settings a program is verified under: without
+// stacks, and with the longest DWARF walk and sampling on, which reach
+// the most code.
+var budgetConfigs = []struct {
+	name string
+	vars map[string]any
+}{
+	{"no stacks", map[string]any{"stack_depth": uint32(0)}},
+	{"dwarf 127", map[string]any{"stack_depth": uint32(127), "unwind_dwarf": uint8(1), "sample_rate": uint64(65536), "follow": uint8(1)}},
+}
+
+// programBudget is what the verifier said of one program.
+type programBudget struct {
+	object, program, config string
+	insns                   int    // instructions processed
+	depths                  []int  // each function's stack, in the verifier's order
+	stack                   int    // the deepest chain of calls, as the verifier sums it
+	calls                   int    // frames in that chain
+	chain                   string // the functions of that chain
+}
+
+var (
+	processedRe  = regexp.MustCompile(`processed (\d+) insns`)
+	stackDepthRe = regexp.MustCompile(`stack depth ([0-9+]+)`)
+)
+
+// TestVerifierBudget: every BPF program memtrace loads verifies on this
+// kernel, and stays more than 10 % under each limit the verifier holds it
+// to: instructions processed, the combined stack of a chain of calls
+// (callbacks included, each frame rounded up to 32 bytes as the verifier
+// does) and the number of frames. The fd syscall-exit program sat at 560
+// of 512 stack bytes and nothing said so. MEMTRACE_VERIFIER_TABLE=FILE
+// writes the table (docs/kernels.md).
+func TestVerifierBudget(t *testing.T) {
+	requireBPF(t)
+	session := kernelHasAttachType(t, "BPF_TRACE_UPROBE_SESSION")
+	var rows []programBudget
+	for _, obj := range []struct {
+		name string
+		load func() (*ebpf.CollectionSpec, error)
+	}{{"memtrace", tracer.LoadMemtrace}, {"fdtrack", fdtrace.LoadFdtrack}} {
+		base, err := obj.load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for n := range base.Programs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, cfg := range budgetConfigs {
+			for _, name := range names {
+				if strings.Contains(name, "session") && !session {
+					// memtrace loads an empty program in its place.
+					continue
+				}
+				row, err := verifyOne(obj.load, name, cfg.vars)
+				if err != nil {
+					t.Errorf("%s %s (%s): %v", obj.name, name, cfg.name, err)
+					continue
+				}
+				row.object, row.config = obj.name, cfg.name
+				rows = append(rows, row)
+			}
+		}
+	}
+	var tb strings.Builder
+	fmt.Fprintf(&tb, "| object | program | config | insns processed (limit %d) | combined stack (limit %d) | frames (limit %d) | deepest chain |\n|---|---|---|---|---|---|---|\n", verifierInsnLimit, verifierStackLimit, verifierMaxCalls)
+	for _, r := range rows {
+		fmt.Fprintf(&tb, "| %s | %s | %s | %d | %d | %d | %s |\n", r.object, r.program, r.config, r.insns, r.stack, r.calls, r.chain)
+		for _, l := range []struct {
+			what       string
+			got, limit int
+		}{{"instructions processed", r.insns, verifierInsnLimit}, {"combined stack bytes", r.stack, verifierStackLimit}, {"frames", r.calls, verifierMaxCalls}} {
+			if float64(l.got) > float64(l.limit)*(1-budgetMargin) {
+				t.Errorf("%s %s (%s): %s %d, within %.0f %% of the verifier's limit %d (chain %s)", r.object, r.program, r.config, l.what, l.got, budgetMargin*100, l.limit, r.chain)
+			}
+		}
+	}
+	t.Logf("kernel %s:\n%s", kernelRelease(t), tb.String())
+	if f := os.Getenv("MEMTRACE_VERIFIER_TABLE"); f != "" {
+		if err := os.WriteFile(f, []byte(tb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// verifyOne loads program name alone, with vars set, and reads the
+// verifier's statistics.
+func verifyOne(load func() (*ebpf.CollectionSpec, error), name string, vars map[string]any) (programBudget, error) {
+	spec, err := load()
+	if err != nil {
+		return programBudget{}, err
+	}
+	for v, x := range vars {
+		if sv := spec.Variables[v]; sv != nil {
+			if err := sv.Set(x); err != nil {
+				return programBudget{}, fmt.Errorf("set %s: %w", v, err)
+			}
+		}
+	}
+	ps := spec.Programs[name]
+	for n := range spec.Programs {
+		if n != name {
+			delete(spec.Programs, n)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) && len(ve.Log) > 0 {
+			return programBudget{}, fmt.Errorf("refused: %s", ve.Log[len(ve.Log)-1])
+		}
+		return programBudget{}, err
+	}
+	prog := coll.Programs[name]
+	log := prog.VerifierLog
+	// The functions the kernel kept, in its order: unreached ones are
+	// not in the verifier's list of stack depths.
+	var kept []string
+	if info, err := prog.Info(); err == nil {
+		if fos, err := info.FuncInfos(); err == nil {
+			for _, fo := range fos {
+				kept = append(kept, fo.Func.Name)
+			}
+		}
+	}
+	coll.Close()
+	r := programBudget{program: name}
+	m := processedRe.FindStringSubmatch(log)
+	d := stackDepthRe.FindStringSubmatch(log)
+	if m == nil || d == nil {
+		return r, fmt.Errorf("no instruction count or stack depth in the verifier's log")
+	}
+	r.insns, _ = strconv.Atoi(m[1])
+	for _, s := range strings.Split(d[1], "+") {
+		n, _ := strconv.Atoi(s)
+		r.depths = append(r.depths, n)
+	}
+	funcs, edges := callGraph(ps.Instructions)
+	if len(kept) > 0 {
+		funcs = kept
+	}
+	if len(funcs) != len(r.depths) {
+		return r, fmt.Errorf("the verifier gave %d functions' stack depths, the program has %d functions (%v)", len(r.depths), len(funcs), funcs)
+	}
+	r.stack, r.calls, r.chain = deepestChain(funcs, edges, r.depths)
+	return r, nil
+}
+
+// callGraph lists a program's functions in the order of their code (the
+// verifier's order) and, for each, the functions it calls or passes as a
+// callback.
+func callGraph(insns asm.Instructions) ([]string, map[string][]string) {
+	var funcs []string
+	edges := map[string][]string{}
+	cur := ""
+	for _, ins := range insns {
+		if sym := ins.Symbol(); sym != "" {
+			cur = sym
+			funcs = append(funcs, sym)
+		}
+		if (ins.IsFunctionCall() || ins.IsLoadOfFunctionPointer()) && ins.Reference() != "" {
+			edges[cur] = append(edges[cur], ins.Reference())
+		}
+	}
+	return funcs, edges
+}
+
+// deepestChain is the largest sum of frames along a chain of calls from
+// the program's entry, each frame's stack rounded up to 32 bytes (at
+// least 32), as the verifier's check_max_stack_depth sums them.
+func deepestChain(funcs []string, edges map[string][]string, depths []int) (int, int, string) {
+	depth := map[string]int{}
+	for i, f := range funcs {
+		depth[f] = max(32, (depths[i]+31)/32*32)
+	}
+	var best, bestCalls int
+	var bestChain []string
+	var walk func(f string, sum int, chain []string)
+	walk = func(f string, sum int, chain []string) {
+		if len(chain) > verifierMaxCalls+1 {
+			return
+		}
+		for _, c := range chain {
+			if strings.HasPrefix(c, f+" ") {
+				return // recursion: the verifier refuses it
+			}
+		}
+		sum += depth[f]
+		chain = append(chain, f+" "+strconv.Itoa(depth[f]))
+		if sum > best || sum == best && len(chain) > bestCalls {
+			best, bestCalls, bestChain = sum, len(chain), append([]string(nil), chain...)
+		}
+		for _, g := range edges[f] {
+			walk(g, sum, chain)
+		}
+	}
+	if len(funcs) > 0 {
+		walk(funcs[0], 0, nil)
+	}
+	return best, bestCalls, strings.Join(bestChain, " → ")
+}
+
+// kernelHasAttachType reports whether the kernel's BTF lists a BPF attach
+// type.
+func kernelHasAttachType(t *testing.T, name string) bool {
+	t.Helper()
+	ks, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Fatalf("the kernel's BTF: %v", err)
+	}
+	var e *btf.Enum
+	if err := ks.TypeByName("bpf_attach_type", &e); err != nil {
+		return false
+	}
+	for _, v := range e.Values {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
