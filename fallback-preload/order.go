@@ -9,6 +9,7 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -29,7 +30,14 @@ func SortFile(path string) error {
 	// under sudo the directory is the user's, and a name swapped for a
 	// symlink between two steps must not make root copy or chmod a
 	// file the user may not read.
-	f, err := os.Open(path)
+	// The file the log's name leads to, as it was opened (a name
+	// swapped for a link another user made is refused): the sorted copy
+	// replaces that file, not a link to it.
+	path, err := asuser.Target(path)
+	if err != nil {
+		return fmt.Errorf("sort the log: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return fmt.Errorf("sort the log: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -67,9 +66,7 @@ func startLive(o *Options, probes func() int, stderr io.Writer) (*liveRun, error
 		lr.done.Add(1)
 		go func() {
 			defer lr.done.Done()
-			lr.prof.WriteEvery(o.ProfileDir, interval,
-				func(p string) (io.WriteCloser, error) { return asuser.Create(p) },
-				func(from, to string) error { return asuser.Do(func() error { return os.Rename(from, to) }) },
+			lr.prof.WriteEvery(o.ProfileDir, interval, asuser.WriteRenamed,
 				func(err error) { fmt.Fprintf(stderr, "memtrace: %v\n", err) }, lr.stop)
 		}()
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
 	"sync/atomic"
 	"time"
@@ -177,8 +178,18 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if o.Verbose {
 		r.writePhases(stderr, time.Now())
 	}
-	sampleEnd(lr, profileOut, untracked, stderr)
+	sampleEnd(&o, lr, profileOut, untracked, stderr)
 	return status, err
+}
+
+// unwrapPath is a path error's cause, for a message that names the path
+// itself.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 func unwrapExecErr(err error) error {
