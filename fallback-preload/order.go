@@ -2,6 +2,7 @@ package preload
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"sort"
 	"syscall"
 
-	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -30,14 +30,13 @@ func SortFile(path string) error {
 	// under sudo the directory is the user's, and a name swapped for a
 	// symlink between two steps must not make root copy or chmod a
 	// file the user may not read.
-	// The file the log's name leads to, as it was opened (a name
-	// swapped for a link another user made is refused): the sorted copy
-	// replaces that file, not a link to it.
-	path, err := asuser.Target(path)
-	if err != nil {
-		return fmt.Errorf("sort the log: %w", err)
-	}
+	// A log reached through a symbolic link is left as it is (readers
+	// order by ts): root would read what the link points at, which
+	// the link's owner chose, and the rename would replace the link.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("sort the log: %w", err)
 	}

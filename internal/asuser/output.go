@@ -57,17 +57,25 @@ func WriteOutput(name string, excl bool, write func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
+	// Only a regular file is removed, and the one written: the name
+	// may be a device (/dev/full) or lead to the file through a link.
+	st, serr := f.Stat()
+	opened := f.Name()
 	err = write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		if _, special := OwnDescriptor(name); !special {
-			_ = Do(func() error { return os.Remove(name) })
-		}
-		return err
+	if err != nil && serr == nil && st.Mode().IsRegular() {
+		_ = Do(func() error {
+			if p, ferr := follow(opened, false); ferr == nil {
+				if now, lerr := os.Lstat(p); lerr == nil && os.SameFile(st, now) {
+					os.Remove(p)
+				}
+			}
+			return nil
+		})
 	}
-	return nil
+	return err
 }
 
 // WriteRenamed is WriteOutput for a file that must be complete once it has
@@ -88,20 +96,6 @@ func WriteRenamed(name string, write func(io.Writer) error) error {
 		return err
 	})
 	return err
-}
-
-// Target is the file an output's name leads to, following the symbolic
-// links at its end as Create would (as the user behind sudo, if any), for
-// rewriting the file in place of its name: a rename onto a link would
-// replace the link.
-func Target(name string) (string, error) {
-	var p string
-	err := Do(func() error {
-		var err error
-		p, err = follow(name, unix.Geteuid() == 0)
-		return err
-	})
-	return p, err
 }
 
 func createOutput(name string, flag int) (*os.File, error) {

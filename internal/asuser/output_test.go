@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/memtrace/memtrace/internal/asuser/asusertest"
 )
 
@@ -246,5 +248,40 @@ func TestOwnDescriptor(t *testing.T) {
 		if fd, ok := OwnDescriptor(p); ok {
 			t.Errorf("OwnDescriptor(%q) = %d, true", p, fd)
 		}
+	}
+}
+
+// TestWriteOutputKeepsWhatItDidNotCreate: a failed write removes only a
+// regular file, and the one written: not a device such as /dev/full (a
+// node of the same device here), and through root's own link the file,
+// not the link.
+func TestWriteOutputKeepsWhatItDidNotCreate(t *testing.T) {
+	asusertest.NeedRoot(t)
+	t.Setenv("SUDO_UID", "")
+	dir := t.TempDir()
+	full := filepath.Join(dir, "full")
+	if err := unix.Mknod(full, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 7))); err != nil {
+		t.Skipf("mknod /dev/full's twin: %v", err)
+	}
+	if err := WriteOutput(full, false, func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("write to /dev/full's twin: %v, want ENOSPC", err)
+	}
+	if _, err := os.Lstat(full); err != nil {
+		t.Errorf("the device node was removed: %v", err)
+	}
+
+	target := filepath.Join(dir, "real.html")
+	link := filepath.Join(dir, "current.html")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteOutput(link, false, failAfter(10)); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("WriteOutput: %v, want ENOSPC", err)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Errorf("the partial %s behind the link is left", target)
+	}
+	if _, err := os.Lstat(link); err != nil {
+		t.Errorf("root's link was removed: %v", err)
 	}
 }
