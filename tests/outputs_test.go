@@ -117,6 +117,13 @@ func TestEarlyFailures(t *testing.T) {
 	}
 	for _, p := range outPaths {
 		t.Run(p.name, func(t *testing.T) {
+			if p.user {
+				v := command(mt, "--version")
+				v.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: asusertest.Other, Gid: asusertest.Other}}
+				if err := v.Run(); err != nil {
+					bpftest.Unavailable(t, "user %d cannot run %s: %v", asusertest.Other, mt, err)
+				}
+			}
 			for _, c := range cases {
 				code := c.code
 				if p.name == "preload" && strings.HasPrefix(c.name, "-p") {
