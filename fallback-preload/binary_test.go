@@ -394,3 +394,20 @@ func TestSnapshotsAndReportDir(t *testing.T) {
 		t.Errorf("report file does not name big < main, the peak's biggest stack:\n%s", rep)
 	}
 }
+
+// TestLogNotCreatable: a log that cannot be created ends the run before
+// the program starts, with the error and no panic: the source is closed
+// before Trace made its converter.
+func TestLogNotCreatable(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	for _, out := range []string{filepath.Join(dir, "no/such/dir/x.log"), dir} {
+		st, err := Run(context.Background(), Options{Output: out}, []string{"/usr/bin/touch", marker})
+		if err == nil || st != 1 || !strings.HasPrefix(err.Error(), "create log "+out+": ") {
+			t.Errorf("-o %s: status %d, %v; want 1 and create log %s", out, st, err, out)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("-o %s: the program ran", out)
+		}
+	}
+}

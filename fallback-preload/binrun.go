@@ -77,7 +77,14 @@ func (b *binRun) start() {
 // log (its summary line), at memtrace's own priority: memtrace's end is
 // what the user waits for.
 func (b *binRun) finish() {
-	if b.stop == nil {
+	if b == nil || b.stop == nil {
+		return
+	}
+	if b.conv == nil {
+		// Closed before Trace made the converter (the log could not
+		// be opened): there is nothing to drain.
+		close(b.stop)
+		b.stop = nil
 		return
 	}
 	b.conv.handOff.Store(true)
@@ -102,6 +109,9 @@ func (b *binRun) detach() {
 // close releases what finish did not (the run ending early): the
 // converter is stopped before the region is unmapped under it.
 func (b *binRun) close() {
+	if b == nil {
+		return
+	}
 	b.finish()
 	b.reg.close()
 }

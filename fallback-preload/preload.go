@@ -57,11 +57,7 @@ func openLog(o *Options) (*os.File, error) {
 	if o.OpenLog != nil {
 		return o.OpenLog(o.Output)
 	}
-	f, err := os.Create(o.Output)
-	if err != nil {
-		return nil, fmt.Errorf("cannot write the log: %w: check the directory and permissions", err)
-	}
-	return f, nil
+	return runner.CreateLog(o.Output)
 }
 
 // libEnv returns the environment variables that configure the library

@@ -411,6 +411,33 @@ func TestSortFileKeepsOwner(t *testing.T) {
 	}
 }
 
+// TestSortFileLeavesLinks: a log name that is a symbolic link (another
+// user's, swapped in after the run) is not sorted: root neither reads what
+// it points at nor replaces the link.
+func TestSortFileLeavesLinks(t *testing.T) {
+	var b []byte
+	b = logfmt.AppendAlloc(b, 1, "a", "malloc", 9, 1, 1, 0x10)
+	b = logfmt.AppendAlloc(b, 2, "b", "malloc", 3, 1, 1, 0x20)
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "log")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := SortFile(link); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced (%v)", err)
+	}
+	if got, _ := os.ReadFile(target); !bytes.Equal(got, b) {
+		t.Errorf("the file behind the link was rewritten: %q", got)
+	}
+}
+
 // TestCachedLibraryReachable: the directory the embedded library is
 // written to lets other users through (the program may run as the user
 // behind sudo), also when an older run made it 0700, and is still

@@ -163,24 +163,28 @@ func TestLaunchErrors(t *testing.T) {
 	}
 }
 
-// TestRunBadProgram: a program that is not there or not executable is one
-// line with exit status 127 (a shell's), before BPF is even looked at and
-// without falling back to LD_PRELOAD.
+// TestRunBadProgram: a program that is not there is one line with exit
+// status 127, one that is not executable 126 (a shell's), before BPF is
+// even looked at and without falling back to LD_PRELOAD.
 func TestRunBadProgram(t *testing.T) {
 	dir := t.TempDir()
 	notExec := filepath.Join(dir, "prog")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ prog, want string }{
-		{filepath.Join(dir, "missing"), "cannot run " + filepath.Join(dir, "missing") + ": stat " + filepath.Join(dir, "missing") + ": no such file or directory: check the program's path"},
-		{notExec, "cannot run " + notExec + ": permission denied: check the program's path"},
-		{"memtrace-no-such-program", "cannot run memtrace-no-such-program: executable file not found in $PATH: check the program's path"},
+	for _, c := range []struct {
+		prog   string
+		status int
+		want   string
+	}{
+		{filepath.Join(dir, "missing"), 127, "cannot run " + filepath.Join(dir, "missing") + ": stat " + filepath.Join(dir, "missing") + ": no such file or directory: check the program's path"},
+		{notExec, 126, "cannot execute " + notExec + ": permission denied: make it executable (chmod +x) or give the right path"},
+		{"memtrace-no-such-program", 127, "cannot run memtrace-no-such-program: executable file not found in $PATH: check the program's path"},
 	} {
 		var stderr syncBuf
 		status, err := Run(Options{Argv: []string{c.prog}}, &stderr, noFallback{t})
-		if status != 127 || err == nil || err.Error() != c.want {
-			t.Errorf("%s: Run = %d, %v\nwant 127, %s", c.prog, status, err, c.want)
+		if status != c.status || err == nil || err.Error() != c.want {
+			t.Errorf("%s: Run = %d, %v\nwant %d, %s", c.prog, status, err, c.status, c.want)
 		}
 		if stderr.String() != "" {
 			t.Errorf("%s: stderr %q", c.prog, stderr.String())

@@ -261,8 +261,14 @@ func TestProfileDir(t *testing.T) {
 	var errs []error
 	go func() {
 		defer close(done)
-		pr.WriteEvery(dir, 100*time.Millisecond, func(p string) (io.WriteCloser, error) { return os.Create(p) }, os.Rename,
-			func(err error) { errs = append(errs, err) }, stop)
+		pr.WriteEvery(dir, 100*time.Millisecond, func(p string, write func(io.Writer) error) error {
+			f, err := os.Create(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return write(f)
+		}, func(err error) { errs = append(errs, err) }, stop)
 	}()
 	time.Sleep(550 * time.Millisecond)
 	close(stop)

@@ -117,27 +117,27 @@ func write(dir string, r *Report) (string, string, error) {
 	}
 	txt := filepath.Join(dir, r.Name()+".txt")
 	htm := filepath.Join(dir, r.Name()+".html")
-	if err := writeFile(txt, func(w io.Writer) { r.text(w) }); err != nil {
+	if err := writeFile(txt, true, func(w io.Writer) { r.text(w) }); err != nil {
 		return "", "", err
 	}
-	if err := writeFile(htm, func(w io.Writer) { r.html(w) }); err != nil {
+	if err := writeFile(htm, true, func(w io.Writer) { r.html(w) }); err != nil {
 		return "", "", err
 	}
 	return txt, htm, nil
 }
 
-func writeFile(path string, fn func(io.Writer)) error {
-	f, err := os.Create(path)
+// writeFile writes an output whole, or removes what it wrote
+// (asuser.WriteOutput); excl for a name memtrace chose.
+func writeFile(path string, excl bool, fn func(io.Writer)) error {
+	err := asuser.WriteOutput(path, excl, func(f io.Writer) error {
+		w := bufio.NewWriter(f)
+		fn(w)
+		return w.Flush()
+	})
 	if err != nil {
-		return fmt.Errorf("write report: %w", err)
+		return fmt.Errorf("write report %s: %w", path, unwrapPath(err))
 	}
-	w := bufio.NewWriter(f)
-	fn(w)
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	return f.Close()
+	return nil
 }
 
 func (r *Report) text(w io.Writer) {
@@ -298,7 +298,7 @@ func aggregate(dir, prefix string) (sums []Summary, skipped []string, err error)
 		tot.Blocks += s.Blocks
 		tot.OpenFDs += s.OpenFDs
 	}
-	err = writeFile(filepath.Join(dir, prefix+".txt"), func(w io.Writer) {
+	err = writeFile(filepath.Join(dir, prefix+".txt"), false, func(w io.Writer) {
 		fmt.Fprintf(w, "%d processes: %d allocation calls, %s allocated, peaks add up to %s, %s leaked in %d blocks, %d fds left open\n\n",
 			len(sums), tot.AllocCalls, units.Bytes(tot.AllocBytes), units.Bytes(tot.Peak), units.Bytes(tot.Current), tot.Blocks, tot.OpenFDs)
 		fmt.Fprintf(w, "%-24s %8s %12s %12s %12s %8s  %s\n", "process", "pid", "calls", "peak", "leaked", "fds", "report")
@@ -309,7 +309,7 @@ func aggregate(dir, prefix string) (sums []Summary, skipped []string, err error)
 	if err != nil {
 		return sums, skipped, err
 	}
-	err = writeFile(filepath.Join(dir, prefix+".html"), func(w io.Writer) {
+	err = writeFile(filepath.Join(dir, prefix+".html"), false, func(w io.Writer) {
 		fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><title>memtrace summary</title>\n%s\n<h1>%d processes</h1>\n", style, len(sums))
 		fmt.Fprintf(w, "<p>%d allocation calls, %s allocated, peaks add up to %s, %s leaked in %d blocks, %d fds left open</p>\n",
 			tot.AllocCalls, units.Bytes(tot.AllocBytes), units.Bytes(tot.Peak), units.Bytes(tot.Current), tot.Blocks, tot.OpenFDs)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/asuser/asusertest"
 )
 
 func TestWriteReadAggregate(t *testing.T) {
@@ -51,4 +53,33 @@ func TestWriteReadAggregate(t *testing.T) {
 	if _, _, err := Aggregate(t.TempDir(), "summary"); !errors.Is(err, ErrNoReports) {
 		t.Errorf("empty dir: %v", err)
 	}
+}
+
+// TestWriteRefusesPlantedLinks: as root, a link another user planted at a
+// report's name, or at the summary's, is not written through; the file it
+// points at is left alone.
+func TestWriteRefusesPlantedLinks(t *testing.T) {
+	asusertest.NeedRoot(t)
+	t.Setenv("SUDO_UID", "")
+	dir := asusertest.Dir(t)
+	r := &Report{Process: "svc", PID: 10, End: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), Peak: 1}
+	for _, ext := range []string{".txt", ".html"} {
+		link := filepath.Join(dir, r.Name()+ext)
+		victim := asusertest.PlantAt(t, link)
+		if _, _, err := Write(dir, r); err == nil || !strings.Contains(err.Error(), link) {
+			t.Errorf("report through the planted %s: %v", link, err)
+		}
+		asusertest.Untouched(t, link, victim)
+		os.Remove(link)
+		os.Remove(filepath.Join(dir, r.Name()+".txt"))
+	}
+	if _, _, err := Write(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "summary.txt")
+	victim := asusertest.PlantAt(t, link)
+	if _, _, err := Aggregate(dir, "summary"); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("summary through the planted link: %v", err)
+	}
+	asusertest.Untouched(t, link, victim)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -359,16 +360,15 @@ func (r *report) write(stdout io.Writer) error {
 			return writeBuffered(stdout, write)
 		}
 		// Under sudo, as the user: the file is theirs, and the
-		// kernel's permission and symlink rules apply.
-		f, err := asuser.Create(path)
+		// kernel's permission and symlink rules apply; as root, no
+		// link another user planted is followed. A failed write
+		// leaves no partial file.
+		err := asuser.WriteOutput(path, false, func(w io.Writer) error { return writeBuffered(w, write) })
 		if err != nil {
-			return fmt.Errorf("create %s: %w", path, err)
-		}
-		if err := writeBuffered(f, write); err != nil {
-			f.Close()
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		if err := f.Close(); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		return nil

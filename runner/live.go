@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -26,24 +25,22 @@ type liveRun struct {
 // user behind sudo) before anything is traced, so that a taken port or a
 // directory the user cannot write is one line and nothing started. It
 // returns nil when neither is asked for. probes is the source's count of
-// probe sets for /metrics.
-func startLive(o *Options, probes func() int, stderr io.Writer) (*liveRun, error) {
+// probe sets for /metrics. The status of a failure is 2 for a directory
+// that cannot be made (as --report-dir's), 1 for the port.
+func startLive(o *Options, probes func() int, stderr io.Writer) (*liveRun, int, error) {
 	if o.HTTP == "" && o.ProfileDir == "" && o.Sample == 0 {
-		return nil, nil
+		return nil, 0, nil
+	}
+	if o.ProfileDir != "" {
+		if err := asuser.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return nil, 2, fmt.Errorf("--profile-dir: %w; give a directory you can write (under sudo: the user who ran sudo)", err)
+		}
 	}
 	var ln net.Listener
 	if o.HTTP != "" {
 		var err error
 		if ln, err = live.Listen(o.HTTP); err != nil {
-			return nil, err
-		}
-	}
-	if o.ProfileDir != "" {
-		if err := asuser.MkdirAll(o.ProfileDir, 0o755); err != nil {
-			if ln != nil {
-				ln.Close()
-			}
-			return nil, fmt.Errorf("--profile-dir: %w; give a directory you can write (under sudo: the user who ran sudo)", err)
+			return nil, 1, err
 		}
 	}
 	lr := &liveRun{model: live.NewModel(), stop: make(chan struct{})}
@@ -67,13 +64,11 @@ func startLive(o *Options, probes func() int, stderr io.Writer) (*liveRun, error
 		lr.done.Add(1)
 		go func() {
 			defer lr.done.Done()
-			lr.prof.WriteEvery(o.ProfileDir, interval,
-				func(p string) (io.WriteCloser, error) { return asuser.Create(p) },
-				func(from, to string) error { return asuser.Do(func() error { return os.Rename(from, to) }) },
+			lr.prof.WriteEvery(o.ProfileDir, interval, asuser.WriteRenamed,
 				func(err error) { fmt.Fprintf(stderr, "memtrace: %v\n", err) }, lr.stop)
 		}()
 	}
-	return lr, nil
+	return lr, 0, nil
 }
 
 // observer is what the agent is given: nil without --http and

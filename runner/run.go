@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
 	"sync/atomic"
 	"time"
@@ -119,6 +120,10 @@ func (r *Handle) probeCount() int {
 func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if len(o.Argv) > 0 {
 		if _, err := exec.LookPath(o.Argv[0]); err != nil {
+			if errors.Is(err, fs.ErrPermission) {
+				// Found but not executable: a shell's 126.
+				return 126, fmt.Errorf("cannot execute %s: %w: make it executable (chmod +x) or give the right path", o.Argv[0], unwrapExecErr(err))
+			}
 			return 127, fmt.Errorf("cannot run %s: %w: check the program's path", o.Argv[0], unwrapExecErr(err))
 		}
 	}
@@ -133,9 +138,9 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	}
 	// The port and the profile directory before anything is started: a
 	// taken port is one line, and the program never ran.
-	lr, err := startLive(&o, r.probeCount, stderr)
+	lr, status, err := startLive(&o, r.probeCount, stderr)
 	if err != nil {
-		return 1, err
+		return status, err
 	}
 	lr.sampled(&o, r.untrackedCount, profileOut)
 	if lr != nil && o.Selecting() {
@@ -144,9 +149,10 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	defer lr.close()
 	r.live = lr
 	CatchInterrupts()
-	status, err := src.Start(r)
+	status, err = src.Start(r)
+	var notice error
 	if err != nil && errors.Is(err, ErrUnavailable) && fallback != nil && len(o.Argv) > 0 {
-		fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", err)
+		notice = err
 		src = fallback
 		status, err = src.Start(r)
 	}
@@ -167,6 +173,11 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 		}
 		return 1, err
 	}
+	// Said once the fallback runs: a run that fails before (a log it
+	// cannot create) is its one error line, whichever source it used.
+	if notice != nil {
+		fmt.Fprintf(stderr, "memtrace: notice: %v; using the LD_PRELOAD fallback\n", notice)
+	}
 	s := NewSession(&o, out, stderr, lr.observer(), src.Configure)
 	status, err = src.Trace(r, s)
 	untracked := r.untrackedCount()
@@ -182,8 +193,18 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 	if o.Verbose {
 		r.writePhases(stderr, time.Now())
 	}
-	sampleEnd(lr, profileOut, untracked, stderr)
+	sampleEnd(&o, lr, profileOut, untracked, stderr)
 	return status, err
+}
+
+// unwrapPath is a path error's cause, for a message that names the path
+// itself.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 func unwrapExecErr(err error) error {

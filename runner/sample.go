@@ -65,12 +65,12 @@ func (lr *liveRun) tracing(attached bool) {
 }
 
 // sampleEnd writes -o FILE.pb.gz and says what --sample could not keep.
-func sampleEnd(lr *liveRun, profileOut string, untracked uint64, stderr io.Writer) {
+func sampleEnd(o *Options, lr *liveRun, profileOut string, untracked uint64, stderr io.Writer) {
 	if lr == nil {
 		return
 	}
 	if profileOut != "" {
-		if err := writeProfile(lr, profileOut); err != nil {
+		if err := writeProfile(lr, profileOut, o.DefaultOutput); err != nil {
 			fmt.Fprintf(stderr, "memtrace: %v\n", err)
 		} else {
 			fmt.Fprintf(stderr, "memtrace: wrote %s (sampled heap profile: go tool pprof %s)\n", profileOut, profileOut)
@@ -81,17 +81,9 @@ func sampleEnd(lr *liveRun, profileOut string, untracked uint64, stderr io.Write
 	}
 }
 
-func writeProfile(lr *liveRun, path string) error {
-	f, err := asuser.Create(path)
-	if err != nil {
-		return fmt.Errorf("-o %s: %w", path, err)
-	}
-	if err := lr.prof.WriteProfile(f); err != nil {
-		f.Close()
-		return fmt.Errorf("-o %s: write the profile: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("-o %s: write the profile: %w", path, err)
+func writeProfile(lr *liveRun, path string, chosen bool) error {
+	if err := asuser.WriteOutput(path, chosen, lr.prof.WriteProfile); err != nil {
+		return fmt.Errorf("-o %s: write the profile: %w", path, unwrapPath(err))
 	}
 	return nil
 }

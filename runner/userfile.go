@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,52 +18,45 @@ import (
 // ran sudo, so the log is theirs and the kernel applies that user's rights
 // to the path: a symlink planted in a shared directory, or a directory the
 // user may not write, fails as it would without sudo instead of letting
-// root overwrite what it points at. It is Options.OpenLog's default.
-func CreateLog(path string) (*os.File, error) {
+// root overwrite what it points at. As root without sudo, a symlink another
+// user could have planted is refused (asuser.Create). It is
+// Options.OpenLog's default.
+func CreateLog(path string) (*os.File, error) { return createLog(path, asuser.Create) }
+
+// createNewLog creates the log under the name memtrace chose
+// (memtrace.PROG.PID.log.zst): only a file that did not exist.
+func createNewLog(path string) (*os.File, error) { return createLog(path, asuser.CreateNew) }
+
+func createLog(path string, create func(string) (*os.File, error)) (*os.File, error) {
 	_, sudo, err := asuser.Invoker()
 	if err != nil {
 		return nil, fmt.Errorf("create log %s: %w", path, err)
 	}
-	if fd, ok := ownDescriptor(path); ok && sudo {
+	// Under sudo these are what the user handed memtrace, but the user
+	// may not open /proc/self/fd of a root process, and root must not
+	// open them either: that reopens the file with root's rights
+	// (-o /dev/stdin < /etc/passwd would truncate it).
+	if fd, ok := asuser.OwnDescriptor(path); ok && sudo {
 		return dupForWriting(path, fd)
 	}
-	f, err := asuser.Create(path)
+	f, err := create(path)
 	if err == nil {
 		return f, nil
 	}
-	hint := "give a path in a directory you can write"
-	if sudo && errors.Is(err, fs.ErrPermission) {
-		hint = "under sudo the log is created as the user who ran sudo: give a path that user can write"
+	hint := "; give a path in a directory you can write"
+	switch {
+	case errors.Is(err, asuser.ErrForeignLink):
+		hint = ""
+	case errors.Is(err, fs.ErrExist):
+		hint = ": memtrace does not write over a file under a name it chose; remove it or give -o FILE"
+	case sudo && errors.Is(err, fs.ErrPermission):
+		hint = "; under sudo the log is created as the user who ran sudo: give a path that user can write"
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err // the path is already in the message
 	}
-	return nil, fmt.Errorf("create log %s: %w; %s", path, err, hint)
-}
-
-// ownDescriptor recognises the names of memtrace's own descriptors
-// (-o /dev/stdout to pipe the log on). Under sudo these are what the user
-// handed memtrace, but the user may not open /proc/self/fd of a root
-// process, and root must not open them either: that reopens the file with
-// root's rights (-o /dev/stdin < /etc/passwd would truncate it).
-func ownDescriptor(path string) (int, bool) {
-	switch p := filepath.Clean(path); p {
-	case "/dev/stdin":
-		return 0, true
-	case "/dev/stdout":
-		return 1, true
-	case "/dev/stderr":
-		return 2, true
-	default:
-		for _, dir := range []string{"/dev/fd/", "/proc/self/fd/"} {
-			if n, ok := strings.CutPrefix(p, dir); ok {
-				fd, err := strconv.Atoi(n)
-				return fd, err == nil && fd >= 0
-			}
-		}
-	}
-	return 0, false
+	return nil, fmt.Errorf("create log %s: %w%s", path, err, hint)
 }
 
 // dupForWriting uses a descriptor memtrace was given, as the shell opened
@@ -109,6 +101,9 @@ func SudoUser(base []string) (cred *syscall.Credential, env []string, ok bool, e
 func (o *Options) resolveUser() error {
 	if o.OpenLog == nil {
 		o.OpenLog = CreateLog
+		if o.DefaultOutput {
+			o.OpenLog = createNewLog
+		}
 	}
 	if o.Credential != nil {
 		return nil

@@ -55,20 +55,6 @@ func TestCreateLogUnderSudo(t *testing.T) {
 	}
 }
 
-func TestOwnDescriptor(t *testing.T) {
-	cases := map[string]int{"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2, "/dev/fd/7": 7, "/proc/self/fd/12": 12, "/dev//fd/3/": 3}
-	for p, want := range cases {
-		if fd, ok := ownDescriptor(p); !ok || fd != want {
-			t.Errorf("ownDescriptor(%q) = %d, %v; want %d", p, fd, ok, want)
-		}
-	}
-	for _, p := range []string{"/dev/fd/x", "/dev/fd/-1", "/dev/null", "app.log", "/tmp/dev/stdout", "/proc/1/fd/1"} {
-		if fd, ok := ownDescriptor(p); ok {
-			t.Errorf("ownDescriptor(%q) = %d, true", p, fd)
-		}
-	}
-}
-
 // Under sudo, -o /dev/fd/N writes to the descriptor memtrace was given
 // (the user may not reopen a root process's descriptors), and only to one
 // open for writing: reopening it as root would write a file the user only

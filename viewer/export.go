@@ -3,8 +3,11 @@ package viewer
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
+
+	"github.com/memtrace/memtrace/internal/asuser"
 )
 
 // export writes the visible records (or groups, in group mode) to path.
@@ -36,11 +39,23 @@ func (a *App) writeAndReport(path string) {
 	a.message = "exported " + strconv.Itoa(n) + " rows to " + path
 }
 
+// writeExport writes the file as the user behind sudo; as root, through
+// no symbolic link another user planted; a failed write leaves none
+// (asuser.WriteOutput).
 func (a *App) writeExport(path string) (int, error) {
-	f, err := os.Create(path)
+	n := 0
+	err := asuser.WriteOutput(path, false, func(f io.Writer) error {
+		var err error
+		n, err = a.exportTo(f)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("export: %w", err)
 	}
+	return n, nil
+}
+
+func (a *App) exportTo(f io.Writer) (int, error) {
 	w := bufio.NewWriter(f)
 	m := a.M
 	fmt.Fprintf(w, "# memview export of %s: filter %s, thread %s, sort %s", a.opt.Source, a.q.Status, a.threadLabel(), a.sortLabel())
@@ -75,12 +90,5 @@ func (a *App) writeExport(path string) (int, error) {
 			n++
 		}
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return 0, fmt.Errorf("export: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return 0, fmt.Errorf("export: %w", err)
-	}
-	return n, nil
+	return n, w.Flush()
 }

@@ -460,8 +460,9 @@ func openInput(a args, opt *viewer.Options) (*input, error) {
 		}
 		var tee *lineTee
 		if a.save != "" {
-			// O_EXCL: an existing log is never overwritten.
-			f, err := asuser.OpenFile(a.save, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			// Exclusive: an existing log is never overwritten, and
+			// no symbolic link is followed.
+			f, err := asuser.CreateNew(a.save)
 			if err != nil {
 				if errors.Is(err, os.ErrExist) {
 					return nil, fmt.Errorf("%s exists: remove it or save to another name", a.save)

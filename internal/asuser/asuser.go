@@ -165,11 +165,6 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 // Open is os.Open as the user behind sudo.
 func Open(name string) (*os.File, error) { return OpenFile(name, os.O_RDONLY, 0) }
 
-// Create is os.Create as the user behind sudo.
-func Create(name string) (*os.File, error) {
-	return OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
-}
-
 // MkdirAll is os.MkdirAll as the user behind sudo.
 func MkdirAll(path string, perm os.FileMode) error {
 	return Do(func() error { return os.MkdirAll(path, perm) })

@@ -11,4 +11,11 @@
 // operation and exits still locked, which makes the Go runtime discard the
 // thread. Without sudo (not root, or no SUDO_UID) every call is the plain
 // os one.
+//
+// Every output file memtrace creates goes through Create, CreateNew,
+// WriteOutput or WriteRenamed (output.go). As root without sudo the kernel
+// would follow any symbolic link for root, so these follow a final link
+// only where no other user could have made or replaced it, create the
+// names memtrace chooses exclusively, and remove a file whose write failed
+// (docs/cli.md, "Output files").
 package asuser

@@ -60,6 +60,20 @@ var Memtrace = &Command{
 		{Names: []string{"no-uprobe-multi"}, Section: "eBPF", Help: "use classic uprobe links even where uprobe_multi exists"},
 		{Names: []string{"floor"}, Section: "eBPF", Help: "benchmark baseline: attach empty probes on the same points, log nothing"},
 	},
+	ManSections: []ManSection{
+		{"Output files", "Under sudo every file memtrace writes (the log, the --report-dir and --profile-dir files, a --sample profile) is created as the user who ran sudo, with that user's rights. " +
+			"As root without sudo, a symbolic link at the end of an output's path is followed only if root owns it and its directory is root's and writable by no one else, or sticky (as /tmp); " +
+			"any other link is refused in one line that names the path, and the file it points at is left alone. " +
+			"Names memtrace chooses (memtrace.PROG.PID.log.zst, the --report-dir files, the --profile-dir files' temporary names) are only ever created, never written over. " +
+			"-o -, none, /dev/stdout, /dev/stderr and /dev/fd/N name memtrace's own descriptors. " +
+			"A report or profile whose write fails (a full disk) is removed, not left partial."},
+		{"Exit status", "When memtrace started PROG: PROG's status, 128+N when signal N ended it. " +
+			"A failure before PROG starts is one line on stderr and: " +
+			"1 when the log cannot be created (a missing directory, a directory, no permission, a refused symbolic link, a file already under the default name), -p names no process or one memtrace may not attach to, or the --http port is taken; " +
+			"2 for a bad command line, and a --report-dir or --profile-dir that cannot be made or written; " +
+			"126 when PROG is not executable or not a format the kernel runs; 127 when PROG is not found. " +
+			"These are the same with eBPF and with --preload (docs/cli.md, \"Exit status\")."},
+	},
 	Footer:  "memtrace report --help lists the report's options. See docs/cli.md, docs/spec.md.",
 	Operand: "command",
 	SeeAlso: []string{"memview(1)", "memtrace-report(1)"},

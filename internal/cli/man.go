@@ -19,12 +19,7 @@ func Man(c *Command) string {
 		b.WriteString(roffLine(s) + "\n")
 	}
 	b.WriteString(".fi\n.SH DESCRIPTION\n")
-	for i, p := range strings.Split(c.Description, "\n\n") {
-		if i > 0 {
-			b.WriteString(".PP\n")
-		}
-		b.WriteString(roffLine(strings.Join(strings.Fields(p), " ")) + "\n")
-	}
+	paragraphs(&b, c.Description)
 	for i, group := range c.bySection() {
 		if len(group) == 0 {
 			continue
@@ -55,6 +50,10 @@ func Man(c *Command) string {
 			b.WriteString(line + "\n" + roffLine(f.helpText()) + "\n")
 		}
 	}
+	for _, sec := range c.ManSections {
+		fmt.Fprintf(&b, ".SH %s\n", roffEscape(strings.ToUpper(sec.Title)))
+		paragraphs(&b, sec.Text)
+	}
 	if c.Footer != "" {
 		b.WriteString(".SH NOTES\n" + roffLine(c.Footer) + "\n")
 	}
@@ -68,6 +67,17 @@ func Man(c *Command) string {
 		b.WriteString(strings.Join(refs, ", ") + "\n")
 	}
 	return b.String()
+}
+
+// paragraphs writes text's paragraphs (separated by blank lines), each
+// filled by man.
+func paragraphs(b *strings.Builder, text string) {
+	for i, p := range strings.Split(text, "\n\n") {
+		if i > 0 {
+			b.WriteString(".PP\n")
+		}
+		b.WriteString(roffLine(strings.Join(strings.Fields(p), " ")) + "\n")
+	}
 }
 
 // roffEscape escapes what roff would read as its own: backslashes and

@@ -65,6 +65,9 @@ type Command struct {
 	Flags    []Flag
 	// Footer ends --help (a pointer to the docs).
 	Footer string
+	// ManSections are the man page's sections after the options (EXIT
+	// STATUS, FILES): a title and paragraphs separated by blank lines.
+	ManSections []ManSection
 	// Interspersed: operands and options may come in any order (the
 	// report's logs); otherwise the first operand ends the options
 	// (memtrace's PROG ARGS).
@@ -77,6 +80,9 @@ type Command struct {
 	// SeeAlso names the other man pages.
 	SeeAlso []string
 }
+
+// ManSection is a man page section of text.
+type ManSection struct{ Title, Text string }
 
 // Lookup finds the flag with the spelling name (dashes stripped).
 func (c *Command) Lookup(name string) *Flag {
