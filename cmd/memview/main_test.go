@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"net"
 	"os"
@@ -209,6 +210,13 @@ func TestDumpThreadsFIFO(t *testing.T) {
 	for range 3 {
 		head += bytes.IndexByte(log[head:], '\n') + 1
 	}
+	// A gzip member of its first 3 lines, sent whole: a reader that
+	// looks for the next member before it passes those lines on holds
+	// them back until the writer sends more.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(log[:head])
+	zw.Close()
 	for _, c := range []struct {
 		name  string
 		write func(w *os.File)
@@ -220,6 +228,10 @@ func TestDumpThreadsFIFO(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond)
 			w.Write(log[head:])
 		}, 0, "TOTAL"},
+		{"a gzip member of 3 log lines, a stall", func(w *os.File) {
+			w.Write(gz.Bytes())
+			time.Sleep(1500 * time.Millisecond)
+		}, 0, "3 lines, "},
 		{"3 other lines, ended", func(w *os.File) { w.Write([]byte("one line\nanother line\na third line\n")) },
 			1, "fifo is not a memtrace or memtrack log: none of its 3 lines read is a log line"},
 		{"3 other lines, a stall", func(w *os.File) {

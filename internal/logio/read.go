@@ -1,6 +1,7 @@
 package logio
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -189,6 +190,14 @@ type Reader struct {
 	zd     *zstd.Decoder
 	pr     *prefixReader // what the decoder reads, counted
 	err    error
+	// A gzip log is read a member at a time (gz, from gzSrc), the next
+	// member's header at the Read after the last bytes of the one
+	// before (gzNext): a multistream reader reads it before it returns
+	// those bytes, and a FIFO sent one whole member, then stalled, held
+	// back its lines and its reader's deadline for its first line came.
+	gz     *gzip.Reader
+	gzSrc  *bufio.Reader
+	gzNext bool
 }
 
 // NewReader reads r, deciding its form at the first Read (or Kind): a
@@ -230,7 +239,18 @@ func (r *Reader) start() {
 	}
 	r.kind = kind
 	r.pr = &prefixReader{head: r.head, r: r.src}
-	r.dec, r.zd, r.err = decoder(kind, r.pr)
+	var src io.Reader = r.pr
+	if kind == Gzip {
+		// A byte reader, which gzip reads through as it is: Reset at a
+		// member's end keeps what was read past it.
+		r.gzSrc = bufio.NewReader(r.pr)
+		src = r.gzSrc
+	}
+	r.dec, r.zd, r.err = decoder(kind, src)
+	if zr, ok := r.dec.(*gzip.Reader); ok {
+		zr.Multistream(false)
+		r.gz = zr
+	}
 	r.err = stopAt(r.err, r.pr.n)
 	r.head = nil
 }
@@ -330,7 +350,25 @@ func (r *Reader) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
+	if r.gzNext {
+		r.gzNext = false
+		if err := r.gz.Reset(r.gzSrc); err != nil {
+			if errors.Is(err, io.EOF) {
+				r.err = io.EOF
+			} else {
+				r.err = stopAt(decodeError(r.kind, err, r.pr), r.pr.n)
+			}
+			return 0, r.err
+		}
+	}
 	n, err := r.dec.Read(p)
+	if r.gz != nil && errors.Is(err, io.EOF) {
+		r.gzNext = true
+		if n > 0 {
+			return n, nil
+		}
+		return r.Read(p)
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		err = stopAt(decodeError(r.kind, err, r.pr), r.pr.n)
 		r.err = err
