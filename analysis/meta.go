@@ -91,7 +91,7 @@ func (m *Model) applyHeader(h *logfmt.Header) {
 			m.defProc = m.proc(h.PID)
 		}
 	}
-	m.Header.Comm, m.Header.Cmd = h.Comm, h.Cmd
+	m.Header.Comm, m.Header.Cmd, m.Header.Exe = h.Comm, h.Cmd, h.Exe
 	m.Header.Version, m.Header.Mode = h.Version, h.Mode
 	m.Header.Start = ""
 	if !h.Start.IsZero() {

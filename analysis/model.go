@@ -129,6 +129,7 @@ type Header struct {
 	PID     int64
 	Comm    string
 	Cmd     string
+	Exe     string // the real file, when the process was started by another name
 	Version string
 	Start   string
 	Mode    string

@@ -8,6 +8,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/internal/asuser"
 )
@@ -105,8 +108,25 @@ func Load(path string, env []string) (Settings, error) {
 // readFile opens the file as the user behind sudo, if any: run as root, a
 // path on memtrace's command line must not reach what that user cannot
 // read (/etc/shadow); the kernel refuses it, not a check of our own.
+// Only a regular file is read (and /dev/null, the usual way to say "no
+// config"): a FIFO would block the run until someone writes it, a device
+// may never end. What the path names is looked at before it is opened,
+// so that no device is opened at all, and the opened file again, opened
+// without waiting for a FIFO's writer, in case the path changed between.
 func readFile(path string) ([]byte, error) {
-	f, err := asuser.Open(path)
+	var st fs.FileInfo
+	err := asuser.Do(func() error {
+		var err error
+		st, err = os.Stat(path)
+		return err
+	})
+	var f *os.File
+	if err == nil {
+		if err := notRegular(path, st); err != nil {
+			return nil, err
+		}
+		f, err = asuser.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	}
 	if err != nil {
 		hint := ""
 		if _, sudo, _ := asuser.Invoker(); sudo && errors.Is(err, fs.ErrPermission) {
@@ -115,9 +135,11 @@ func readFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("cannot read config file %s: %w; check the path given with --config or %s%s", path, unwrapPath(err), EnvConfig, hint)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err == nil && st.IsDir() {
-		return nil, fmt.Errorf("config file %s is a directory; give the path of a key=value file", path)
+	if st, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("cannot read config file %s: %w; check the path given with --config or %s", path, unwrapPath(err), EnvConfig)
+	}
+	if err := notRegular(path, st); err != nil {
+		return nil, err
 	}
 	buf := make([]byte, maxConfigSize+1)
 	n := 0
@@ -135,6 +157,33 @@ func readFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("config file %s is larger than %d bytes; give the path of a key=value file", path, maxConfigSize)
 	}
 	return buf[:n], nil
+}
+
+// notRegular refuses a config path that names anything but a regular
+// file or /dev/null.
+func notRegular(path string, st fs.FileInfo) error {
+	m := st.Mode()
+	if m.IsRegular() || isDevNull(st) {
+		return nil
+	}
+	what := "not a regular file"
+	switch {
+	case m.IsDir():
+		what = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a FIFO, not a regular file"
+	case m&fs.ModeSocket != 0:
+		what = "a socket, not a regular file"
+	case m&fs.ModeDevice != 0:
+		what = "a device, not a regular file"
+	}
+	return fmt.Errorf("config file %s is %s; give the path of a key=value file", path, what)
+}
+
+// isDevNull reports whether st is the null character device (1, 3).
+func isDevNull(st fs.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && st.Mode()&fs.ModeCharDevice != 0 && unix.Major(uint64(sys.Rdev)) == 1 && unix.Minor(uint64(sys.Rdev)) == 3
 }
 
 // unwrapPath drops the *PathError's repetition of the path.

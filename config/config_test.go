@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseTrack(t *testing.T) {
@@ -203,6 +205,41 @@ func TestLoadErrors(t *testing.T) {
 	big := writeFile(t, strings.Repeat("# padding\n", maxConfigSize/10+1))
 	if _, err := Load(big, nil); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("oversized file: %v", err)
+	}
+}
+
+// TestLoadNotRegular: a config path that names a FIFO is refused at once
+// in one line (it blocked until someone wrote it), a device too, without
+// reading it; /dev/null is an empty config.
+func TestLoadNotRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo.cfg")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		fifo:        "config file " + fifo + " is a FIFO, not a regular file; give the path of a key=value file",
+		"/dev/zero": "config file /dev/zero is a device, not a regular file",
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Load(path, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Load(%s): %v; want one line with %q", path, err, want)
+			}
+		case <-time.After(5 * time.Second):
+			// Let the blocked open end.
+			if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				w.Close()
+			}
+			t.Fatalf("Load(%s) still blocked after 5s", path)
+		}
+	}
+	if s, err := Load("/dev/null", nil); err != nil || len(s.Origin) != 0 {
+		t.Errorf("Load(/dev/null) = %+v, %v; want an empty config", s, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,9 @@ type chunkPos struct {
 // agent.Session, which writes the log (free sizes, thread totals, filters,
 // EXIT lines, stacks, the lost and summary lines) as for the eBPF event.
 type converter struct {
+	// prog is the launched program's path: the header names its real
+	// file from it (agent.ExeBeside).
+	prog    string
 	r       *region
 	sess    *agent.Session
 	clockOK bool
@@ -662,8 +666,13 @@ func (c *converter) handle(st *stream, e *ev) {
 		c.setName(st, e.data)
 	case op == rStart:
 		f := splitZ(e.data, 3)
+		var exe string
+		if c.prog != "" {
+			exe, _ = filepath.EvalSymlinks(c.prog)
+			exe, _ = filepath.Abs(exe)
+		}
 		c.sess.Header(logfmt.Header{Version: f[0], PID: int64(e.ptr), Comm: f[1], Cmd: f[2],
-			Start: time.Unix(0, int64(e.size)), Mode: logfmt.ModePreload})
+			Exe: agent.ExeBeside(f[1], exe), Start: time.Unix(0, int64(e.size)), Mode: logfmt.ModePreload})
 	case op == rExec:
 		// A new image: the old one's threads are gone without EXIT
 		// lines (as the library's text mode does) and its heap too.

@@ -254,6 +254,7 @@ func (s *Source) Configure(c *agent.Config) {
 func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 	cmd, bin, argv := s.cmd, s.bin, s.o.Argv
 	bin.conv = newConverter(bin.reg, sess, s.o.Interval, s.o.StackDepth)
+	bin.conv.prog = cmd.Path
 	if s.o.Verbose && s.o.StackDepth > 0 {
 		bin.conv.onStacks = func(st StackStats) {
 			fmt.Fprintf(s.stderr, "memtrace: preload stacks: %d over unwind rows, %d by backtrace(); %d files, %d tables (%d bytes); %d frames of %d reused from the thread's previous walk; %d sent with their frames, %d by id\n",

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type loop struct {
 	maxProcs int
 	traced   func(pid int)
 	letGo    map[int]bool // let go at their exec, until the Session asks (LetGo)
+	// prog is the launched PROG's path: the header, written before the
+	// shim's exec, names its real file from it, not from /proc.
+	prog string
 }
 
 // onProcess probes a forked child (stopped by the kernel side until now)
@@ -354,8 +358,15 @@ func (l *loop) othersAlive(main int) bool {
 }
 
 func (l *loop) header(pids []int, comm, cmdline string) {
+	var exe string
+	if l.prog != "" {
+		exe, _ = filepath.EvalSymlinks(l.prog)
+		exe, _ = filepath.Abs(exe)
+	} else {
+		exe, _ = procfs.ReadExe(pids[0])
+	}
 	h := logfmt.Header{Version: cli.Version, PIDs: make([]int64, len(pids)), Comm: comm, Cmd: cmdline,
-		Start: l.started, Mode: logfmt.ModeBPF, Probes: "uprobe"}
+		Exe: agent.ExeBeside(comm, exe), Start: l.started, Mode: logfmt.ModeBPF, Probes: "uprobe"}
 	for i, p := range pids {
 		h.PIDs[i] = int64(p)
 	}

@@ -73,6 +73,7 @@ func (s *Source) traceLaunch() (int, error) {
 	// start too.
 	now := monoNow()
 	l.start, l.started = now, time.Now()
+	l.prog = path
 	l.header([]int{pid}, filepath.Base(path), strings.Join(o.Argv, " "))
 	l.sess.Released(uint32(pid), now)
 	s.r.MarkReleased()

@@ -89,8 +89,13 @@ func TestLaunchRunsProgram(t *testing.T) {
 				t.Errorf("calls %q, want detach last", calls)
 			}
 			got, _ := os.ReadFile(log)
+			// sh is a link to dash on Debian: the header names the file.
+			exe := ""
+			if real, _ := filepath.EvalSymlinks(sh); filepath.Base(real) != "sh" {
+				exe = " exe=" + real
+			}
 			diffLines(t, stable(string(got)), []string{
-				`[memtrace] header version=` + cli.Version + ` pid=` + pid + ` pids=` + pid + ` comm=sh cmd="sh -c ` + strings.ReplaceAll(c.script, `"`, `\"`) + `" start=S mode=bpf probes=uprobe_session`,
+				`[memtrace] header version=` + cli.Version + ` pid=` + pid + ` pids=` + pid + ` comm=sh cmd="sh -c ` + strings.ReplaceAll(c.script, `"`, `\"`) + `"` + exe + ` start=S mode=bpf probes=uprobe_session`,
 				`[memtrace] summary events=0 allocs=0 frees=0 lost=0 duration_us=D`,
 			})
 			if s := withoutClosing(stderr.String()); s != "" {

@@ -3,6 +3,7 @@ package live
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,10 +14,15 @@ import (
 // descriptors the tracer needs (each probe, link and ring buffer is one)
 // and the time a connection may sit open.
 type Limits struct {
-	// MaxConns is how many connections may be open at once; one more is
-	// accepted and closed at once (a client sees its connection reset),
-	// so that the kernel's accept queue never fills and the server never
-	// stops accepting.
+	// MaxConns is how many connections may be open at once. One more
+	// first takes the place of the connection that has waited longest
+	// for its next request, if any (a kept-alive connection, or one its
+	// client closed and the server has not read the end of yet: a
+	// client that closes what its pool does not keep, Go's default
+	// client, leaves those behind at every request), as nginx reclaims
+	// its keep-alive connections; otherwise it is closed at once (its
+	// client sees its connection reset), so that the kernel's accept
+	// queue never fills and the server never stops accepting.
 	MaxConns int
 	// Reserve is how many of memtrace's file descriptors (its
 	// RLIMIT_NOFILE) the server never uses: a connection whose
@@ -75,6 +81,9 @@ type limitListener struct {
 	mu       sync.Mutex
 	lastLog  time.Time
 	untilLog uint64 // refusals since the last line
+
+	idleMu sync.Mutex
+	idle   map[net.Conn]time.Time // connections between requests, since when
 }
 
 func newLimitListener(ln net.Listener, l Limits) *limitListener {
@@ -86,7 +95,39 @@ func newLimitListener(ln net.Listener, l Limits) *limitListener {
 	if l.Reserve > 0 {
 		fdMax = fdLimit() - l.Reserve
 	}
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), fdMax: fdMax, logf: l.Logf}
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), fdMax: fdMax, logf: l.Logf, idle: map[net.Conn]time.Time{}}
+}
+
+// connState is the server's ConnState: it keeps the connections that
+// wait for their next request, the ones Accept may close to make room.
+func (ll *limitListener) connState(c net.Conn, st http.ConnState) {
+	ll.idleMu.Lock()
+	defer ll.idleMu.Unlock()
+	if st == http.StateIdle {
+		ll.idle[c] = time.Now()
+	} else {
+		delete(ll.idle, c)
+	}
+}
+
+// closeIdle closes the connection that has waited longest for its next
+// request, which gives its slot back; false if there is none.
+func (ll *limitListener) closeIdle() bool {
+	ll.idleMu.Lock()
+	var oldest net.Conn
+	var since time.Time
+	for c, t := range ll.idle {
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	delete(ll.idle, oldest)
+	ll.idleMu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	oldest.Close()
+	return true
 }
 
 // Accept returns the next connection the limits allow; refused ones are
@@ -111,9 +152,18 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		case ll.slots <- struct{}{}:
 			return &limitConn{Conn: c, release: func() { <-ll.slots }}, nil
 		default:
-			ll.refuse(fmt.Sprintf("%d connections are open already", cap(ll.slots)))
-			c.Close()
 		}
+		// Only Accept takes slots, so the one a closed idle connection
+		// gave back is there.
+		if ll.closeIdle() {
+			select {
+			case ll.slots <- struct{}{}:
+				return &limitConn{Conn: c, release: func() { <-ll.slots }}, nil
+			default:
+			}
+		}
+		ll.refuse(fmt.Sprintf("%d connections are open already", cap(ll.slots)))
+		c.Close()
 	}
 }
 

@@ -183,3 +183,68 @@ func TestExposed(t *testing.T) {
 		t.Fatalf("warning %q", w)
 	}
 }
+
+// TestNoResetBelowTheCap: 50 clients, fewer than the cap of 64, each send
+// 20 requests, every one answered: with one shared pool that keeps 2 idle
+// connections (Go's default client: it closes the others as they come
+// back, before the server has seen the close), each client with its own
+// kept-alive connection, and a new connection per request.
+func TestNoResetBelowTheCap(t *testing.T) {
+	const clients, requests = 50, 20
+	for _, c := range []struct {
+		name   string
+		client func() *http.Client
+	}{
+		{"shared pool", func() func() *http.Client {
+			shared := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
+			return func() *http.Client { return shared }
+		}()},
+		{"kept alive", func() *http.Client {
+			return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+		}},
+		{"no keep-alive", func() *http.Client {
+			return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && c.name != "shared pool" {
+				t.Skip("-short: the shared pool is the one that left connections behind")
+			}
+			l := DefaultLimits()
+			if clients >= l.MaxConns {
+				t.Fatalf("%d clients reach the cap of %d", clients, l.MaxConns)
+			}
+			srv, addr := serveTest(t, l)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var errs []error
+			for range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					hc := c.client()
+					for range requests {
+						resp, err := hc.Get("http://" + addr + "/metrics")
+						if err == nil {
+							_, err = io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+							if err == nil && resp.StatusCode != 200 {
+								err = errors.New(resp.Status)
+							}
+						}
+						if err != nil {
+							mu.Lock()
+							errs = append(errs, err)
+							mu.Unlock()
+						}
+					}
+					hc.CloseIdleConnections()
+				}()
+			}
+			wg.Wait()
+			if len(errs) > 0 || srv.Refused() > 0 {
+				t.Fatalf("%d of %d requests failed, %d connections refused; errors: %v", len(errs), clients*requests, srv.Refused(), errors.Join(errs...))
+			}
+		})
+	}
+}

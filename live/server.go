@@ -274,7 +274,7 @@ func ServeLimits(ln net.Listener, pr *Profiler, l Limits) *Server {
 		h = windowDeadline(h, l.WriteTimeout)
 	}
 	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout,
-		WriteTimeout: l.WriteTimeout}, ln: ll, done: make(chan struct{})}
+		WriteTimeout: l.WriteTimeout, ConnState: ll.connState}, ln: ll, done: make(chan struct{})}
 	if l.Logf != nil {
 		// Go's own lines (an accept error, a broken request) are
 		// memtrace's too: say whose they are.

@@ -26,13 +26,17 @@ const (
 const StartLayout = time.RFC3339Nano
 
 // Header is the first [memtrace] line of a session:
-// "header version= pid= [pids=] comm= cmd= [start=] mode= [probes=] [singlestep=]".
+// "header version= pid= [pids=] comm= cmd= [exe=] [start=] mode= [probes=] [singlestep=]".
 type Header struct {
 	Version string
 	PID     int64   // the process the log is about (the first one given)
 	PIDs    []int64 // every process given to -p; left out when empty
-	Comm    string
+	Comm    string  // the name the process was started by (the kernel's comm)
 	Cmd     string
+	// Exe is the program's real file, which the stacks name, when the
+	// process was started through a link of another name (Debian's
+	// redis-server, a link to redis-check-rdb); left out otherwise.
+	Exe string
 	// Start is the wall-clock time tracing started (written in UTC in
 	// StartLayout, so within the years 0-9999); left out when zero.
 	Start  time.Time
@@ -60,6 +64,9 @@ func AppendHeader(b []byte, h Header) []byte {
 	}
 	b = appendStr(b, "comm", h.Comm)
 	b = appendStr(b, "cmd", h.Cmd)
+	if h.Exe != "" {
+		b = appendStr(b, "exe", h.Exe)
+	}
 	if !h.Start.IsZero() {
 		// The layout has no byte that needs quoting.
 		b = append(b, " start="...)
@@ -93,6 +100,8 @@ func ParseHeader(rest []byte) (Header, error) {
 			h.Comm = kv.Value
 		case "cmd":
 			h.Cmd = kv.Value
+		case "exe":
+			h.Exe = kv.Value
 		case "start":
 			// A time whose UTC year is not four digits could not be
 			// written back in the layout.

@@ -112,6 +112,8 @@ func TestLinesLayout(t *testing.T) {
 			`header version=0.1.0 pid=12 pids=12,13 comm=app cmd="./app -x \"y\"" start=2025-03-01T09:30:00.123456789Z mode=bpf probes=uprobe_session singlestep=malloc,free`},
 		{Header{Version: "0.1.0", PID: 7, Comm: "a b", Cmd: "", Start: time.Date(2025, 3, 1, 10, 30, 0, 0, time.FixedZone("CET", 3600)), Mode: ModePreload},
 			`header version=0.1.0 pid=7 comm="a b" cmd="" start=2025-03-01T09:30:00Z mode=preload`},
+		{Header{Version: "0.1.0", PID: 8, Comm: "redis-server", Cmd: "/usr/bin/redis-server", Exe: "/usr/bin/redis-check-rdb", Mode: ModeBPF},
+			`header version=0.1.0 pid=8 comm=redis-server cmd=/usr/bin/redis-server exe=/usr/bin/redis-check-rdb mode=bpf`},
 		{Header{Version: "genlog", PID: 4242, Comm: "app", Cmd: "./app --bench", Mode: "synthetic"},
 			`header version=genlog pid=4242 comm=app cmd="./app --bench" mode=synthetic`},
 		{Thread{TID: 13, PID: 12, Name: "worker 1"}, `thread tid=13 pid=12 name="worker 1"`},

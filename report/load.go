@@ -40,7 +40,6 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 	var r io.Reader
 	var size int64
 	var firstLine func()
-	device := false // a FIFO or device: it must send a log line
 	name := path
 	if path == "-" {
 		r, name = os.Stdin, "stdin"
@@ -58,14 +57,13 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 			size = st.Size()
 		}
 		firstLine = logio.AwaitFirstLine(f, st)
-		device = !st.Mode().IsRegular()
 		r = f
 	}
 	// A compressed log (memtrace -o run.log.zst, or gzip run.log) is read
 	// as is, decompressed as it streams.
 	lr, err := logio.Open(r)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, logio.NoLogLine(err))
+		return nil, fmt.Errorf("read %s: %w", path, logio.NoLogLine(err, 0))
 	}
 	defer lr.Close()
 	kind, _ := lr.Kind()
@@ -111,17 +109,15 @@ func loadLog(path string, progress func(read, size int64)) (*loaded, error) {
 	close(done)
 	wg.Wait()
 	l := &loaded{path: path, name: displayName(name), m: m}
-	if (err != nil || device) && (errors.Is(err, analysis.ErrNotLog) || !m.Counts.HasLogLine()) {
+	if err != nil && (errors.Is(err, analysis.ErrNotLog) || !m.Counts.HasLogLine()) {
 		// Not a log, or nothing of one came before the reading stopped
-		// (a FIFO that sent nothing in time): one line, no report.
-		if err == nil {
-			err = logio.ErrNoLogLine
-		}
-		return nil, fmt.Errorf("read %s: %w", path, logio.NoLogLine(err))
+		// (a FIFO that sent no log line in time): one line, no report.
+		return nil, fmt.Errorf("read %s: %w", path, logio.NoLogLine(err, m.Counts.Lines))
 	}
 	if !m.Counts.HasLogLine() {
-		// A file read to its end without a log line (a source file, an
-		// empty one): memview refuses it in the same words.
+		// An input read to its end without a log line (a source file, an
+		// empty one, a FIFO that ended): memview refuses it in the same
+		// words.
 		return nil, analysis.NotLog(displayName(name), m.Counts)
 	}
 	if errors.Is(err, logio.ErrTruncated) {

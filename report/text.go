@@ -341,6 +341,22 @@ func (r *report) writeSection(w io.Writer, s *section) {
 	r.writeSummary(w, s)
 }
 
+// exeLine names the real file of a section's process when the header
+// gives it (exe=: the process was started by another name, through a
+// link): the file the stacks' "in FILE" lines name, as perf names a DSO
+// and heaptrack a module; the title and command keep the name it was
+// started by.
+func exeLine(s *section) string {
+	if s == nil || s.log == nil {
+		return ""
+	}
+	h := &s.log.m.Header
+	if h.Exe == "" || s.pid != h.PID {
+		return ""
+	}
+	return fmt.Sprintf("program file: %s (the file stacks name; started as %s)\n", h.Exe, s.comm)
+}
+
 func (r *report) writeText(w io.Writer) error {
 	if r.base != nil {
 		r.writeDiff(w)
@@ -350,6 +366,7 @@ func (r *report) writeText(w io.Writer) error {
 			if s.cmd != "" {
 				fmt.Fprintf(w, "command: %s\n", s.cmd)
 			}
+			fmt.Fprint(w, exeLine(s))
 			fmt.Fprintln(w)
 			r.writeSection(w, s)
 			fmt.Fprintln(w)
@@ -361,6 +378,9 @@ func (r *report) writeText(w io.Writer) error {
 		fmt.Fprintf(w, "memtrace report of %s\n", s.title)
 		if s.cmd != "" {
 			fmt.Fprintf(w, "command: %s\n", s.cmd)
+		}
+		if len(r.secs) == 1 {
+			fmt.Fprint(w, exeLine(r.secs[0]))
 		}
 		fmt.Fprintln(w)
 		r.writeSection(w, s)

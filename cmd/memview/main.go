@@ -366,24 +366,31 @@ const followPoll = 100 * time.Millisecond
 // its reading stopped before the end (a cut or damaged compressed log, a
 // read error), with what came before in m; err refuses an input that is
 // not a log (nothing of one read), a FIFO or device included that sent no
-// log line within logio.FirstLineWait.
+// log line within logio.FirstLineWait. Once one came, a FIFO is read to
+// its end however long its writer stalls, as cat reads it. An input that
+// ended without a log line returns neither: m.Counts says so.
 func readAll(m *analysis.Model, f *os.File) (stop, err error) {
 	var first func()
-	device := false
 	if st, serr := f.Stat(); serr == nil {
 		first = logio.AwaitFirstLine(f, st)
-		device = !st.Mode().IsRegular()
 	}
 	lr := logio.NewReader(f)
 	defer lr.Close()
 	err = m.Stream(lr, analysis.StreamOptions{FirstLine: first})
-	if (err != nil || device) && (errors.Is(err, analysis.ErrNotLog) || !m.Counts.HasLogLine()) {
-		if err == nil {
-			err = logio.ErrNoLogLine
-		}
-		return nil, logio.NoLogLine(err)
+	if err != nil && (errors.Is(err, analysis.ErrNotLog) || !m.Counts.HasLogLine()) {
+		return nil, logio.NoLogLine(err, m.Counts.Lines)
 	}
 	return err, nil
+}
+
+// preludeLines counts the lines of what analysis.Prelude read, an
+// unterminated last one included.
+func preludeLines(pre []byte) int64 {
+	n := int64(bytes.Count(pre, []byte{'\n'}))
+	if len(pre) > 0 && pre[len(pre)-1] != '\n' {
+		n++
+	}
+	return n
 }
 
 // checkIsLog reads a file (decompressed) up to its first log line, and
@@ -547,12 +554,15 @@ func openInput(a args, opt *viewer.Options) (*input, error) {
 				first()
 			}
 			if perr == nil && !found {
-				perr = logio.ErrNoLogLine
+				// It ended without one.
+				lr.Close()
+				in.close()
+				return nil, analysis.NotLog(filepath.Base(a.target), analysis.Counts{Lines: preludeLines(pre)})
 			}
 			if perr != nil {
 				lr.Close()
 				in.close()
-				return nil, fmt.Errorf("read %s: %w", a.target, logio.NoLogLine(perr))
+				return nil, fmt.Errorf("read %s: %w", a.target, logio.NoLogLine(perr, preludeLines(pre)))
 			}
 			in.closers = append([]func(){func() { lr.Close() }}, in.closers...)
 			in.src, in.sizeHint = io.MultiReader(bytes.NewReader(pre), lr), 0

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,4 +198,67 @@ func serveOnce(t *testing.T, data []byte, delay time.Duration) string {
 		c.Write(data[half:])
 	}()
 	return ln.Addr().String()
+}
+
+// TestDumpThreadsFIFO: a FIFO is read as cat reads it once a log line
+// came, however long its writer then stalls; one that sends no log line is
+// refused in words that are true of what it sent: how many lines came
+// within the second it is given, or that it ended after them.
+func TestDumpThreadsFIFO(t *testing.T) {
+	log := sampleLog()
+	head := 0
+	for range 3 {
+		head += bytes.IndexByte(log[head:], '\n') + 1
+	}
+	// A gzip member of its first 3 lines, sent whole: a reader that
+	// looks for the next member before it passes those lines on holds
+	// them back until the writer sends more.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(log[:head])
+	zw.Close()
+	for _, c := range []struct {
+		name  string
+		write func(w *os.File)
+		code  int
+		want  string
+	}{
+		{"3 log lines, a stall, the rest", func(w *os.File) {
+			w.Write(log[:head])
+			time.Sleep(1500 * time.Millisecond)
+			w.Write(log[head:])
+		}, 0, "TOTAL"},
+		{"a gzip member of 3 log lines, a stall", func(w *os.File) {
+			w.Write(gz.Bytes())
+			time.Sleep(1500 * time.Millisecond)
+		}, 0, "3 lines, "},
+		{"3 other lines, ended", func(w *os.File) { w.Write([]byte("one line\nanother line\na third line\n")) },
+			1, "fifo is not a memtrace or memtrack log: none of its 3 lines read is a log line"},
+		{"3 other lines, a stall", func(w *os.File) {
+			w.Write([]byte("one line\nanother line\na third line\n"))
+			time.Sleep(1500 * time.Millisecond)
+		}, 1, "none of the 3 lines it sent in its first 1s is a memtrace or memtrack line"},
+		{"nothing, a stall", func(w *os.File) { time.Sleep(1500 * time.Millisecond) },
+			1, "no memtrace or memtrack line came within 1s"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fifo := filepath.Join(t.TempDir(), "fifo")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+				if err != nil {
+					return
+				}
+				defer w.Close()
+				c.write(w)
+			}()
+			out, errs, code := runBin(t, "--dump-threads", fifo)
+			if code != c.code || !strings.Contains(out+errs, c.want) || c.code != 0 && strings.Count(errs, "\n") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, out, errs, c.code, c.want)
+			}
+		})
+	}
 }

@@ -160,7 +160,7 @@ func (l *Follower) startDecoder() {
 				if errors.Is(err, io.EOF) {
 					err = ErrTruncated
 				}
-				l.end = stopAt(decodeError(l.kind, err), pr.n)
+				l.end = stopAt(decodeError(l.kind, err, pr), pr.n)
 				return
 			}
 		}

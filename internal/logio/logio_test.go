@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -263,11 +265,50 @@ func TestWindowLimit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "zstd -d --memory") {
 		t.Fatalf("a 256 MiB window: err %v, want the memory limit and the way out", err)
 	}
+	if !strings.Contains(err.Error(), "asks for 256 MB") || !strings.Contains(err.Error(), "--memory=256MB") {
+		t.Errorf("a 256 MiB window: err %v, want its size and the --memory that decodes it", err)
+	}
+	// A single-segment frame's window is its content size (200 MiB).
+	single := []byte{0x28, 0xb5, 0x2f, 0xfd, 2<<6 | 1<<5, 0, 0, 0x80, 0x0c, 5<<3 | 1, 0, 0, 'h', 'e', 'l', 'l', 'o'}
+	if _, _, err := readAll(t, single); err == nil || !strings.Contains(err.Error(), "--memory=200MB") {
+		t.Errorf("a 200 MiB single-segment frame: err %v, want the memory limit and the way out", err)
+	}
 	// The same frame at 64 MiB (exponent 16) decodes.
 	frame[5] = 16 << 3
 	got, _, err := readAll(t, frame)
 	if err != nil || string(got) != "hello" {
 		t.Fatalf("a 64 MiB window: %q, %v", got, err)
+	}
+}
+
+// TestDamageIsNotWindow: a damaged zstd log is called damaged, not a
+// --long file that needs more memory. The decoder reports a block larger
+// than the format allows with the error of a frame's window over the
+// limit, and a damaged window descriptor asks for more than zstd(1) ever
+// writes.
+func TestDamageIsNotWindow(t *testing.T) {
+	z, _ := compress(t, sampleLog(2000, 3), Zstd, 4)
+	var h zstd.Header
+	if err := h.Decode(z); err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string][]byte{
+		// Block headers: size<<3 | type<<1 | last.
+		"a raw block of 2 MiB":  {0xf8, 0xff, 0xff},
+		"an RLE block of 2 MiB": {0xfa, 0xff, 0xff},
+	}
+	for name, bh := range blocks {
+		bad := append([]byte{}, z...)
+		copy(bad[h.HeaderSize:], bh)
+		_, _, err := readAll(t, bad)
+		if !errors.Is(err, ErrDamaged) || strings.Contains(err.Error(), "--memory") {
+			t.Errorf("%s: err %v, want ErrDamaged without the --memory advice", name, err)
+		}
+	}
+	// Window exponent 25: 32 GiB.
+	frame := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 25 << 3, 5<<3 | 1, 0, 0, 'h', 'e', 'l', 'l', 'o'}
+	if _, _, err := readAll(t, frame); !errors.Is(err, ErrDamaged) || strings.Contains(err.Error(), "--memory") {
+		t.Errorf("a 32 GiB window: err %v, want ErrDamaged without the --memory advice", err)
 	}
 }
 

@@ -52,15 +52,29 @@ func AwaitFirstLine(f *os.File, st os.FileInfo) func() {
 	return func() { f.SetReadDeadline(time.Time{}) }
 }
 
-// ErrNoLogLine refuses a FIFO or device that sent no log line within
-// FirstLineWait, or that ended without one.
+// ErrNoLogLine refuses a FIFO or device that sent no line within
+// FirstLineWait.
 var ErrNoLogLine = fmt.Errorf("not a log: no memtrace or memtrack line came within %v (memview -f follows a log that is still being written)", FirstLineWait)
 
 // NoLogLine is err in the words of ErrNoLogLine when it is the deadline
-// of AwaitFirstLine; other errors pass unchanged.
-func NoLogLine(err error) error {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+// of AwaitFirstLine; lines is how many lines came before it, none a log
+// line, which the refusal counts. Other errors pass unchanged. An input
+// that ended without a log line is not refused here: it did not make
+// anyone wait, and analysis.NotLog says what it held.
+func NoLogLine(err error, lines int64) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if lines == 0 {
 		return ErrNoLogLine
 	}
-	return err
+	return &noLogLine{lines}
 }
+
+type noLogLine struct{ lines int64 }
+
+func (e *noLogLine) Error() string {
+	return fmt.Sprintf("not a log: none of the %d lines it sent in its first %v is a memtrace or memtrack line (memview -f follows a log that is still being written)", e.lines, FirstLineWait)
+}
+
+func (e *noLogLine) Is(target error) bool { return target == ErrNoLogLine }

@@ -1,6 +1,7 @@
 package logio
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -27,6 +28,15 @@ var ErrDamaged = errors.New("the compressed log is damaged")
 // options memtrace decodes too. memtrace writes with ZstdWindow. A
 // variable so that the fuzz test can keep its inputs cheap.
 var maxZstdWindow uint64 = 128 << 20
+
+// maxZstdLong is the largest window zstd(1) writes or reads (--long=31,
+// ZSTD_WINDOWLOG_MAX): a frame header that asks for more was not made by
+// zstd, it is damage, and no --memory would decompress it.
+const maxZstdLong = 1 << 31
+
+// zstdHeaderMax is the longest zstd frame header: magic, descriptor,
+// window descriptor, dictionary ID, content size.
+const zstdHeaderMax = 4 + 1 + 1 + 4 + 8
 
 var errClosed = errors.New("logio: use of a closed log")
 
@@ -180,6 +190,14 @@ type Reader struct {
 	zd     *zstd.Decoder
 	pr     *prefixReader // what the decoder reads, counted
 	err    error
+	// A gzip log is read a member at a time (gz, from gzSrc), the next
+	// member's header at the Read after the last bytes of the one
+	// before (gzNext): a multistream reader reads it before it returns
+	// those bytes, and a FIFO sent one whole member, then stalled, held
+	// back its lines and its reader's deadline for its first line came.
+	gz     *gzip.Reader
+	gzSrc  *bufio.Reader
+	gzNext bool
 }
 
 // NewReader reads r, deciding its form at the first Read (or Kind): a
@@ -221,7 +239,18 @@ func (r *Reader) start() {
 	}
 	r.kind = kind
 	r.pr = &prefixReader{head: r.head, r: r.src}
-	r.dec, r.zd, r.err = decoder(kind, r.pr)
+	var src io.Reader = r.pr
+	if kind == Gzip {
+		// A byte reader, which gzip reads through as it is: Reset at a
+		// member's end keeps what was read past it.
+		r.gzSrc = bufio.NewReader(r.pr)
+		src = r.gzSrc
+	}
+	r.dec, r.zd, r.err = decoder(kind, src)
+	if zr, ok := r.dec.(*gzip.Reader); ok {
+		zr.Multistream(false)
+		r.gz = zr
+	}
 	r.err = stopAt(r.err, r.pr.n)
 	r.head = nil
 }
@@ -242,7 +271,7 @@ func decoder(k Kind, src io.Reader) (io.Reader, *zstd.Decoder, error) {
 	case Gzip:
 		zr, err := gzip.NewReader(src)
 		if err != nil {
-			return nil, nil, decodeError(Gzip, err)
+			return nil, nil, decodeError(Gzip, err, nil)
 		}
 		return zr, nil, nil
 	}
@@ -274,8 +303,11 @@ func stopAt(err error, off int64) error {
 }
 
 // decodeError names what went wrong in a compressed log, without any of
-// its content.
-func decodeError(k Kind, err error) error {
+// its content. pr is what the decoder read (nil where it does not
+// matter): the zstd decoder reports a damaged block's size and a frame's
+// window above the limit alike, and only the frame header it took last
+// tells them apart.
+func decodeError(k Kind, err error, pr *prefixReader) error {
 	if k == Plain {
 		if pe := (*readError)(nil); errors.As(err, &pe) {
 			return pe.err
@@ -289,8 +321,10 @@ func decodeError(k Kind, err error) error {
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return ErrTruncated
-	case errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		return fmt.Errorf("the zstd log asks for more than %d MB of memory to decompress (made with zstd --long?): decompress it first (zstd -d --memory=2048MB FILE): %w", maxZstdWindow>>20, err)
+	case (errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded)) &&
+		pr.windowAsked() > maxZstdWindow && pr.windowAsked() <= maxZstdLong:
+		mb := (pr.windowAsked() + 1<<20 - 1) >> 20
+		return fmt.Errorf("the zstd log asks for %d MB of memory to decompress, more than the %d MB memtrace allows (made with zstd --long?): decompress it first (zstd -d --memory=%dMB FILE): %w", mb, maxZstdWindow>>20, mb, err)
 	case errors.Is(err, errClosed) || errors.Is(err, errStopped):
 		return err
 	}
@@ -316,9 +350,27 @@ func (r *Reader) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
+	if r.gzNext {
+		r.gzNext = false
+		if err := r.gz.Reset(r.gzSrc); err != nil {
+			if errors.Is(err, io.EOF) {
+				r.err = io.EOF
+			} else {
+				r.err = stopAt(decodeError(r.kind, err, r.pr), r.pr.n)
+			}
+			return 0, r.err
+		}
+	}
 	n, err := r.dec.Read(p)
+	if r.gz != nil && errors.Is(err, io.EOF) {
+		r.gzNext = true
+		if n > 0 {
+			return n, nil
+		}
+		return r.Read(p)
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
-		err = stopAt(decodeError(r.kind, err), r.pr.n)
+		err = stopAt(decodeError(r.kind, err, r.pr), r.pr.n)
 		r.err = err
 	} else if err != nil && r.kind != Plain {
 		// io.EOF from a decoder: the stream ended where a frame or
@@ -341,11 +393,14 @@ func (r *Reader) Close() error {
 }
 
 // prefixReader returns head, then reads r; errors of r are marked as the
-// reader's own, not the compressed data's. n counts the bytes returned.
+// reader's own, not the compressed data's. n counts the bytes returned,
+// tail keeps the last of them.
 type prefixReader struct {
-	head []byte
-	r    io.Reader
-	n    int64
+	head  []byte
+	r     io.Reader
+	n     int64
+	tail  [zstdHeaderMax]byte
+	tailN int
 }
 
 func (p *prefixReader) Read(b []byte) (int, error) {
@@ -353,12 +408,47 @@ func (p *prefixReader) Read(b []byte) (int, error) {
 		n := copy(b, p.head)
 		p.head = p.head[n:]
 		p.n += int64(n)
+		p.keep(b[:n])
 		return n, nil
 	}
 	n, err := p.r.Read(b)
 	p.n += int64(n)
+	p.keep(b[:n])
 	if err != nil && !errors.Is(err, io.EOF) {
 		err = &readError{err}
 	}
 	return n, err
+}
+
+// keep appends b to tail, dropping what no longer fits.
+func (p *prefixReader) keep(b []byte) {
+	if len(b) >= len(p.tail) {
+		p.tailN = copy(p.tail[:], b[len(b)-len(p.tail):])
+		return
+	}
+	old := min(p.tailN, len(p.tail)-len(b))
+	copy(p.tail[:], p.tail[p.tailN-old:p.tailN])
+	p.tailN = old + copy(p.tail[old:], b)
+}
+
+// windowAsked is the window of the zstd frame whose header ends the bytes
+// read so far, 0 if they do not end with one. The zstd decoder (one
+// goroutine) reads exactly what it needs, so after a frame's window was
+// refused the last bytes taken are that frame's header.
+func (p *prefixReader) windowAsked() uint64 {
+	if p == nil {
+		return 0
+	}
+	t := p.tail[:p.tailN]
+	for i := range t {
+		var h zstd.Header
+		if h.Decode(t[i:]) != nil || h.Skippable || h.HeaderSize != len(t)-i {
+			continue
+		}
+		if h.SingleSegment {
+			return h.FrameContentSize
+		}
+		return h.WindowSize
+	}
+	return 0
 }

@@ -108,6 +108,10 @@ func ReadComm(pid int) (string, error) {
 	return string(bytes.TrimSuffix(b, []byte{'\n'})), nil
 }
 
+// ReadExe reads /proc/PID/exe: the real file of the process's program,
+// its links resolved, as the kernel maps it (and as maps names it).
+func ReadExe(pid int) (string, error) { return os.Readlink(Dir(pid) + "/exe") }
+
 // Status is what memtrace uses of /proc/PID/status.
 type Status struct {
 	Name  string // the comm, unescaped
