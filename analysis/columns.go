@@ -73,8 +73,8 @@ func (m *Model) trim() {
 	shrink(&m.Op)
 	shrink(&m.FreeOp)
 	shrink(&m.frames.recs)
-	shrink(&m.stackFlat)
-	shrink(&m.stackOff)
+	shrink(&m.stacks.flat)
+	shrink(&m.stacks.off)
 }
 
 // pos is allocation i's read position: the number of alloc lines read

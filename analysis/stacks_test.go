@@ -1,0 +1,68 @@
+package analysis
+
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/memtrace/memtrace/logfmt"
+)
+
+// manyStacksLog is a memtrace log of n allocations, each with a stack of
+// its own made of three of 300 frames (a large program's many call paths
+// over far fewer functions), every tenth block leaked.
+func manyStacksLog(n int) []byte {
+	b := logfmt.AppendHeader(nil, logfmt.Header{Version: "t", PID: 7, Comm: "app", Cmd: "./app", Mode: "bpf"})
+	for i := range n {
+		ptr := uint64(0x10000 + i*64)
+		b = logfmt.AppendAlloc(b, 7, "app", "malloc", uint64(2*i), 64, 0, ptr)
+		for k, f := range []int{i % 100, 100 + i/100%100, 200 + i/10000%100} {
+			b = logfmt.AppendFrame(b, k, "/usr/lib/libapp.so", "_ZN3app"+strconv.Itoa(len(strconv.Itoa(f))+1)+"f"+strconv.Itoa(f)+"Ev", uint64(f), 0x7f0000000000+uint64(f)*16)
+		}
+		if i%10 != 0 {
+			b = logfmt.AppendFree(b, 7, "app", "free", uint64(2*i+1), 64, ptr)
+		}
+	}
+	b = logfmt.AppendProc(b, logfmt.Proc{Event: logfmt.ProcExit, PID: 7, TS: uint64(2 * n), HasStatus: true})
+	return logfmt.AppendSummary(b, logfmt.Summary{Allocs: uint64(n)})
+}
+
+// heapInUse is the heap's live bytes after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// The model's heap beyond its per-allocation columns and its frames stays
+// within a few words per distinct stack: its frame ids once, its start,
+// and a slot of the table that finds it again. Keyed by a string of its
+// frame ids in a map, each stack cost over 80 bytes: a log of a million
+// distinct stacks took the report to 1.4 GB.
+func TestHeapPerDistinctStack(t *testing.T) {
+	const n, maxPerStack = 200_000, 48
+	data := manyStacksLog(n)
+	before := heapInUse()
+	m := New()
+	if err := m.ReadAll(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	after := heapInUse()
+	if got := m.NumStacks() - 1; got != n {
+		t.Fatalf("%d distinct stacks read, want %d", got, n)
+	}
+	if m.NumFrames() > 300 {
+		t.Fatalf("%d distinct frames read, want at most 300", m.NumFrames())
+	}
+	rest := int64(after) - int64(before) - int64(m.columnBytes()) - int64(m.frames.size())
+	per := float64(rest) / n
+	t.Logf("%d stacks: heap %d MB, of it %d MB columns, %d KB frames, %.1f bytes per stack beside", n,
+		(after-before)>>20, m.columnBytes()>>20, m.frames.size()>>10, per)
+	if per > maxPerStack {
+		t.Errorf("the model holds %.1f bytes per distinct stack beside its columns and frames, want at most %d", per, maxPerStack)
+	}
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(m)
+}
