@@ -246,7 +246,7 @@ type Model struct {
 	frames     frameStore        // frames.go
 	rawFrames  map[string]uint32 // a frame line's text after its index → its frame, where it is not the frame's key
 	frameAddr  map[uint64]uint32
-	lazyHits   int64    // lazy frame lines resolved without parsing (a test's witness)
+	lazyHits   int64      // lazy frame lines resolved without parsing (a test's witness)
 	stacks     stackStore // stacks.go
 	openFrames []uint32
 	target     int64 // event the open frames belong to: allocation id, ^orphan id, or noTarget
