@@ -3,7 +3,6 @@ package report
 import (
 	"cmp"
 	"slices"
-	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
 )
@@ -137,7 +136,7 @@ func rank(t *siteTable, es []entry, mt metric, n int) []entry {
 		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
 			return c
 		}
-		return cmp.Compare(t.sites[a.site].key, t.sites[b.site].key)
+		return t.compareKeys(a.site, b.site)
 	})
 	if n > 0 && len(out) > n {
 		out = out[:n]
@@ -172,13 +171,7 @@ func (g *group) head(mt metric) figs {
 // groups by mt; each group's stacks are ranked too.
 func groups(t *siteTable, es []entry, mt metric, n int) []group {
 	idx := map[string]int{}
-	key := func(e entry) string {
-		key := t.sites[e.site].key
-		if i := strings.IndexByte(key, ';'); i >= 0 {
-			key = key[:i]
-		}
-		return key
-	}
+	key := func(e entry) string { return t.firstName(e.site) }
 	// Keys first, then the groups at their final size: a log of many
 	// distinct functions has as many groups, and a growing slice of them
 	// would copy them over and over.
@@ -215,7 +208,7 @@ func groups(t *siteTable, es []entry, mt metric, n int) []group {
 		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
 			return c
 		}
-		return cmp.Compare(t.sites[a.sites[0].site].key, t.sites[b.sites[0].site].key)
+		return t.compareKeys(a.sites[0].site, b.sites[0].site)
 	})
 	if n > 0 && len(gs) > n {
 		gs = gs[:n]
