@@ -168,50 +168,78 @@ func (g *group) head(mt metric) figs {
 }
 
 // groups folds ranked-to-be entries by innermost frame and ranks the
-// groups by mt; each group's stacks are ranked too.
+// groups by mt; each group's stacks are ranked too. Only the n groups
+// shown get their stacks gathered: a log of many distinct functions has
+// as many groups, and a list of stacks for each was most of the report's
+// memory while it wrote its rankings.
 func groups(t *siteTable, es []entry, mt metric, n int) []group {
-	idx := map[string]int{}
-	key := func(e entry) string { return t.firstName(e.site) }
-	// Keys first, then the groups at their final size: a log of many
-	// distinct functions has as many groups, and a growing slice of them
-	// would copy them over and over.
-	for _, e := range es {
-		if e.f[mt.fig()] == 0 {
-			continue
-		}
-		if _, ok := idx[key(e)]; !ok {
-			idx[key(e)] = len(idx)
-		}
+	k, tie := mt.fig(), mt.tie()
+	// What a group is ranked by, for every group.
+	type acc struct {
+		cost, tie, calls int64
+		first            int32 // its first site met (they share their group's key)
+		sites            int32
 	}
-	gs := make([]group, len(idx))
-	for _, e := range es {
-		if e.f[mt.fig()] == 0 {
+	idx := map[uint32]int32{}
+	var accs []acc
+	of := make([]int32, len(es)) // entry → its group, -1 when it has no cost
+	for i, e := range es {
+		of[i] = -1
+		if e.f[k] == 0 {
 			continue
 		}
-		k := idx[key(e)]
-		gs[k].f.add(e.f)
-		gs[k].sites = append(gs[k].sites, e)
+		key := t.groupKey(e.site)
+		g, ok := idx[key]
+		if !ok {
+			g = int32(len(accs))
+			idx[key] = g
+			accs = append(accs, acc{first: e.site})
+		}
+		a := &accs[g]
+		a.cost = analysis.SatAddSigned(a.cost, e.f[k])
+		a.tie = analysis.SatAddSigned(a.tie, e.f[tie])
+		a.sites++
+		of[i] = g
 	}
 	// Only the temporary ranking's heads show every site's calls.
 	if mt == byTemporary {
 		for _, e := range es {
-			if k, ok := idx[key(e)]; ok {
-				gs[k].calls += e.f[fCalls]
+			if g, ok := idx[t.groupKey(e.site)]; ok {
+				accs[g].calls += e.f[fCalls]
 			}
 		}
 	}
-	k, tie := mt.fig(), mt.tie()
-	slices.SortFunc(gs, func(a, b group) int {
-		if c := cmp.Compare(abs(b.f[k]), abs(a.f[k])); c != 0 {
+	order := make([]int32, len(accs))
+	for g := range order {
+		order[g] = int32(g)
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		a, b := &accs[x], &accs[y]
+		if c := cmp.Compare(abs(b.cost), abs(a.cost)); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
+		if c := cmp.Compare(abs(b.tie), abs(a.tie)); c != 0 {
 			return c
 		}
-		return t.compareKeys(a.sites[0].site, b.sites[0].site)
+		return t.compareKeys(a.first, b.first)
 	})
-	if n > 0 && len(gs) > n {
-		gs = gs[:n]
+	if n > 0 && len(order) > n {
+		order = order[:n]
+	}
+	at := make(map[int32]int, len(order)) // group → its place among those shown
+	gs := make([]group, len(order))
+	for i, g := range order {
+		at[g] = i
+		gs[i] = group{calls: accs[g].calls, sites: make([]entry, 0, accs[g].sites)}
+	}
+	for i, e := range es {
+		if of[i] < 0 {
+			continue
+		}
+		if j, ok := at[of[i]]; ok {
+			gs[j].f.add(e.f)
+			gs[j].sites = append(gs[j].sites, e)
+		}
 	}
 	for i := range gs {
 		gs[i].sites = rank(t, gs[i].sites, mt, 0)

@@ -158,6 +158,13 @@ func newSiteTable(merge bool, cache *symbols.Cache) *siteTable {
 	return &siteTable{merge: merge, names: intern.NewStrings(), keys: intern.NewSeqs(), cache: cache, mods: map[string]*symbols.Module{}}
 }
 
+// compact gives back the lookup tables once the sites are made; a site
+// made after builds them again.
+func (t *siteTable) compact() {
+	t.names.Compact()
+	t.keys.Compact()
+}
+
 // key is site id's key: its frames' names joined by ';' ("\x00" and the
 // op for a site without frames).
 func (t *siteTable) key(id int32) string {
@@ -176,6 +183,16 @@ func (t *siteTable) key(id int32) string {
 func (t *siteTable) firstName(id int32) string {
 	name, _, _ := strings.Cut(t.names.Get(t.keys.Get(uint32(id) + 1)[0]), ";")
 	return name
+}
+
+// groupKey is the id of site id's firstName: the sites that share it are
+// one entry of a ranking (heaptrack_print's merged entry).
+func (t *siteTable) groupKey(id int32) uint32 {
+	n := t.keys.Get(uint32(id) + 1)[0]
+	if name := t.names.Get(n); strings.IndexByte(name, ';') >= 0 {
+		return t.names.Intern([]byte(t.firstName(id)))
+	}
+	return n
 }
 
 // compareKeys compares the keys of sites a and b as strings, without

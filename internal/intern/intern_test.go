@@ -52,6 +52,9 @@ func TestStrings(t *testing.T) {
 	s := NewStrings()
 	for round := range 2 {
 		for i := range 30_000 {
+			if i == 20_000 {
+				s.Compact()
+			}
 			text := fmt.Sprintf("frame-%d", i%7000)
 			if i%5000 == 0 {
 				text += string(make([]byte, 300<<10)) // longer than a chunk

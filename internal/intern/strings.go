@@ -34,6 +34,9 @@ func (t *Strings) Get(id uint32) string { return t.strs[id] }
 // Intern returns the id of b's text, adding a copy of it when new.
 func (t *Strings) Intern(b []byte) uint32 {
 	h := maphash.Bytes(t.seed, b)
+	if len(t.slots) == 0 && len(t.strs) > 0 {
+		t.reindex()
+	}
 	if len(t.slots) > 0 {
 		mask := uint64(len(t.slots) - 1)
 		for i := h & mask; ; i = (i + 1) & mask {
@@ -47,19 +50,33 @@ func (t *Strings) Intern(b []byte) uint32 {
 		}
 	}
 	if (len(t.strs)+1)*4 > len(t.slots)*3 {
-		old := t.slots
-		t.slots = make([]uint64, max(2*len(old), 1024))
-		for _, v := range old {
-			if v != 0 {
-				t.place(maphash.String(t.seed, t.strs[uint32(v)-1]), uint32(v)-1)
-			}
-		}
+		t.slots = make([]uint64, max(2*len(t.slots), 1024))
+		t.reindex()
 	}
 	id := uint32(len(t.strs))
 	t.strs = append(t.strs, t.put(b))
 	t.place(h, id)
 	return id
 }
+
+// reindex puts every string in the table, made large enough for them
+// when it is not.
+func (t *Strings) reindex() {
+	size := max(len(t.slots), 1024)
+	for len(t.strs)*4 > size*3 {
+		size *= 2
+	}
+	if size != len(t.slots) {
+		t.slots = make([]uint64, size)
+	}
+	for id, str := range t.strs {
+		t.place(maphash.String(t.seed, str), uint32(id))
+	}
+}
+
+// Compact gives back the lookup table, for a table that is only read from
+// now on; Intern builds it again.
+func (t *Strings) Compact() { t.slots = nil }
 
 // place puts string id, of hash h, in the first free slot of its run.
 func (t *Strings) place(h uint64, id uint32) {
