@@ -27,9 +27,9 @@ type section struct {
 	// a copy of each stack's figures was a tenth of the report's peak),
 	// until a second one is added: then they are a copy of the section's
 	// own (owned).
-	bySite  map[int32]*analysis.CostFigures
-	owned   map[int32]bool
-	procs   int // processes added up
+	bySite map[int32]*analysis.CostFigures
+	owned  map[int32]bool
+	procs  int // processes added up
 	// mmap is total's mappings' share (analysis.ProcCosts.Mmap), heapPeak
 	// the malloc family's own peak (summed over processes, as the peak
 	// is), at heapPeakTS (one process only); split: they are known (not
