@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"iter"
 	"slices"
 
 	"github.com/memtrace/memtrace/analysis"
@@ -167,45 +168,63 @@ func (g *group) head(mt metric) figs {
 	return f
 }
 
+// sectionEntries is entriesOf(s) without making the list: a log of many
+// distinct stacks has about as many sites, and groups takes what it shows.
+func sectionEntries(s *section) iter.Seq[entry] {
+	return func(yield func(entry) bool) {
+		for id, c := range s.bySite {
+			if !yield(entry{id, figsOf(c)}) {
+				return
+			}
+		}
+	}
+}
+
 // groups folds ranked-to-be entries by innermost frame and ranks the
 // groups by mt; each group's stacks are ranked too. Only the n groups
 // shown get their stacks gathered: a log of many distinct functions has
 // as many groups, and a list of stacks for each was most of the report's
-// memory while it wrote its rankings.
-func groups(t *siteTable, es []entry, mt metric, n int) []group {
+// memory while it wrote its rankings. What comes out does not depend on
+// the order of es, which may be a map's.
+func groups(t *siteTable, es iter.Seq[entry], mt metric, n int) []group {
 	k, tie := mt.fig(), mt.tie()
 	// What a group is ranked by, for every group.
 	type acc struct {
 		cost, tie, calls int64
-		first            int32 // its first site met (they share their group's key)
+		first            int32 // a site of it (they share their group's key)
 		sites            int32
 	}
-	idx := map[uint32]int32{}
+	var byKey []int32 // group key → group + 1; 0: none
+	groupOf := func(e entry) *int32 {
+		key := t.groupKey(e.site)
+		if int(key) >= len(byKey) {
+			byKey = append(byKey, make([]int32, max(int(key)+1, t.names.Len())-len(byKey))...)
+		}
+		return &byKey[key]
+	}
 	var accs []acc
-	of := make([]int32, len(es)) // entry → its group, -1 when it has no cost
-	for i, e := range es {
-		of[i] = -1
+	for e := range es {
 		if e.f[k] == 0 {
 			continue
 		}
-		key := t.groupKey(e.site)
-		g, ok := idx[key]
-		if !ok {
-			g = int32(len(accs))
-			idx[key] = g
+		g := groupOf(e)
+		if *g == 0 {
 			accs = append(accs, acc{first: e.site})
+			*g = int32(len(accs))
 		}
-		a := &accs[g]
+		a := &accs[*g-1]
 		a.cost = analysis.SatAddSigned(a.cost, e.f[k])
 		a.tie = analysis.SatAddSigned(a.tie, e.f[tie])
 		a.sites++
-		of[i] = g
+		if t.compareKeys(e.site, a.first) < 0 {
+			a.first = e.site
+		}
 	}
 	// Only the temporary ranking's heads show every site's calls.
 	if mt == byTemporary {
-		for _, e := range es {
-			if g, ok := idx[t.groupKey(e.site)]; ok {
-				accs[g].calls += e.f[fCalls]
+		for e := range es {
+			if g := *groupOf(e); g > 0 {
+				accs[g-1].calls += e.f[fCalls]
 			}
 		}
 	}
@@ -232,11 +251,11 @@ func groups(t *siteTable, es []entry, mt metric, n int) []group {
 		at[g] = i
 		gs[i] = group{calls: accs[g].calls, sites: make([]entry, 0, accs[g].sites)}
 	}
-	for i, e := range es {
-		if of[i] < 0 {
+	for e := range es {
+		if e.f[k] == 0 {
 			continue
 		}
-		if j, ok := at[of[i]]; ok {
+		if j, ok := at[*groupOf(e)-1]; ok {
 			gs[j].f.add(e.f)
 			gs[j].sites = append(gs[j].sites, e)
 		}
