@@ -40,8 +40,8 @@ func heapInUse() uint64 {
 // frames stays within a few words per distinct stack: its frame ids once
 // and its start (the table that finds a stack again is dropped at the end
 // of the log). Keyed by a string of its frame ids in a map, each stack
-// cost 70 bytes: a log of a million distinct stacks took the report to
-// 1.4 GB. A stack interned after the end is found again all the same.
+// cost about twice the bound (issue 31). A stack interned after the end is
+// found again all the same.
 func TestHeapPerDistinctStack(t *testing.T) {
 	const n, maxPerStack = 200_000, 32
 	data := manyStacksLog(n)

@@ -24,7 +24,7 @@ type section struct {
 	// bySite is the figures by site. A site's figures are those of the
 	// one stack cost or section they came from, shared and never written
 	// through (a log of many distinct stacks has about as many sites, and
-	// a copy of each stack's figures was a tenth of the report's peak),
+	// a copy of each stack's figures was much of the report's peak),
 	// until a second one is added: then they are a copy of the section's
 	// own (owned).
 	bySite map[int32]*analysis.CostFigures

@@ -149,8 +149,7 @@ func writeManyStacksLog(t *testing.T, path string, allocs int) int64 {
 // TestManyDistinctStacksBoundedMemory: a log of 400,000 distinct call
 // stacks over 300 frames is read by the report and by memview in memory
 // bounded by what the log holds: the stacks' frame ids, not a key and a
-// map entry per stack, nor a site's key text per stack (issue 31: a log
-// of a million distinct stacks took the report 1.4 GB).
+// map entry per stack, nor a site's key text per stack (issue 31).
 func TestManyDistinctStacksBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes and reads a 163 MB log")
@@ -166,12 +165,12 @@ func TestManyDistinctStacksBoundedMemory(t *testing.T) {
 		args  []string
 		want  string
 	}{
-		// The report took 342 MB with a site key text and a map entry
-		// per stack, 183 MB without.
+		// A site key's text and a map entry per stack took the report
+		// well past this bound.
 		{"memtrace report", 250, memtrace, []string{"report", path}, "total memory leaked: 2.56M (40000 leaks)"},
-		// memview's model took 87 MB with a map entry per stack, 73 MB
-		// without: too close to tell apart here (TestHeapPerDistinctStack
-		// in analysis does), a bound against what would grow by far.
+		// memview's model with a map entry per stack is too close to
+		// tell apart here (TestHeapPerDistinctStack in analysis does):
+		// a bound against what would grow by far.
 		{"memview (loading, as the viewer does)", 120, memview, []string{"--load-stats", path}, "leaks 40000 (2560000 bytes)  stacks 400001"},
 		{"memview --dump-threads", 100, memview, []string{"--dump-threads", path}, " 40000        2560000"},
 	} {
