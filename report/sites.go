@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"cmp"
 	"path/filepath"
 	"slices"
@@ -152,10 +153,24 @@ type siteTable struct {
 	mods  map[string]*symbols.Module // opened modules, nil where they cannot be
 	buf   []byte
 	seq   []uint32
+	semi  []uint64 // bitset by name id: the name holds a ';'
 }
 
 func newSiteTable(merge bool, cache *symbols.Cache) *siteTable {
 	return &siteTable{merge: merge, names: intern.NewStrings(), keys: intern.NewSeqs(), cache: cache, mods: map[string]*symbols.Module{}}
+}
+
+// name is the id of a name, noting those that hold a ';' (the rare ones
+// whose key's first part is not the whole name).
+func (t *siteTable) name(b []byte) uint32 {
+	id := t.names.Intern(b)
+	if bytes.IndexByte(b, ';') >= 0 {
+		for int(id>>6) >= len(t.semi) {
+			t.semi = append(t.semi, 0)
+		}
+		t.semi[id>>6] |= 1 << (id & 63)
+	}
+	return id
 }
 
 // compact gives back the lookup tables once the sites are made; a site
@@ -189,8 +204,8 @@ func (t *siteTable) firstName(id int32) string {
 // one entry of a ranking (heaptrack_print's merged entry).
 func (t *siteTable) groupKey(id int32) uint32 {
 	n := t.keys.Get(uint32(id) + 1)[0]
-	if name := t.names.Get(n); strings.IndexByte(name, ';') >= 0 {
-		return t.names.Intern([]byte(t.firstName(id)))
+	if int(n>>6) < len(t.semi) && t.semi[n>>6]&(1<<(n&63)) != 0 {
+		return t.name([]byte(t.firstName(id)))
 	}
 	return n
 }
@@ -400,7 +415,7 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			return id
 		}
 		op := m.OpName(sc.Op)
-		t.seq = append(t.seq[:0], t.names.Intern([]byte("\x00"+op)))
+		t.seq = append(t.seq[:0], t.name([]byte("\x00"+op)))
 		id := t.intern(t.seq, func() *site { return &site{siteRare: &siteRare{op: op}} }, nil)
 		ms.byOp[sc.Op] = id
 		return id
@@ -510,7 +525,7 @@ func (ms *modelSites) name(f uint32) uint32 {
 		key = frameKey(key, &fr, t.merge)
 	}
 	t.buf = key
-	id := t.names.Intern(key)
+	id := t.name(key)
 	if int(f) >= len(ms.nameID) {
 		ms.nameID = append(ms.nameID, make([]uint32, int(f)+1-len(ms.nameID))...)
 		ms.nameID = ms.nameID[:cap(ms.nameID)]
