@@ -72,9 +72,8 @@ func (m *Model) trim() {
 	shrink(&m.allocAt)
 	shrink(&m.Op)
 	shrink(&m.FreeOp)
-	shrink(&m.frames.recs)
-	shrink(&m.stackFlat)
-	shrink(&m.stackOff)
+	m.frames.compact()
+	m.stacks.Compact()
 }
 
 // pos is allocation i's read position: the number of alloc lines read

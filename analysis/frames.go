@@ -111,7 +111,10 @@ func (s *frameStore) hashOf(id uint32) uint64 {
 // find returns the frame whose key text is key.
 func (s *frameStore) find(key []byte) (uint32, bool) {
 	if len(s.slots) == 0 {
-		return 0, false
+		if s.keyed == 0 {
+			return 0, false
+		}
+		s.reindex() // dropped by compact
 	}
 	h := maphash.Bytes(s.seed, key)
 	mask := uint64(len(s.slots) - 1)
@@ -140,6 +143,9 @@ func (s *frameStore) place(h uint64, id uint32) {
 
 // index adds frame id to the table, growing it first when full.
 func (s *frameStore) index(h uint64, id uint32) {
+	if len(s.slots) == 0 && s.keyed > 0 {
+		s.reindex()
+	}
 	if (s.keyed+1)*4 > len(s.slots)*3 {
 		old := s.slots
 		s.slots = make([]uint64, max(2*len(old), 1024))
@@ -152,6 +158,27 @@ func (s *frameStore) index(h uint64, id uint32) {
 	}
 	s.place(h, id)
 	s.keyed++
+}
+
+// reindex builds the table again after compact dropped it.
+func (s *frameStore) reindex() {
+	size := 1024
+	for s.keyed*4 > size*3 {
+		size *= 2
+	}
+	s.slots = make([]uint64, size)
+	for id := range s.recs {
+		if s.recs[id].keyLen != 0 {
+			s.place(s.hashOf(uint32(id)), uint32(id))
+		}
+	}
+}
+
+// compact drops the table of a store that is only read from now on (a
+// finished log's): find and add build it again when needed.
+func (s *frameStore) compact() {
+	shrink(&s.recs)
+	s.slots = nil
 }
 
 // add interns a new frame of key text key (not found before).

@@ -521,7 +521,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	if o.OnBatch != nil {
 		o.OnBatch()
 	}
-	if m.columnBytes()+m.frames.size() >= 16*releaseBytes {
+	if m.columnBytes()+m.frames.size()+m.stacks.Size() >= 16*releaseBytes {
 		// The batches are garbage now: hand their memory back before
 		// the caller's own work on a large model (the report's passes)
 		// adds to it, at the GOGC restored above.

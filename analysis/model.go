@@ -3,6 +3,7 @@ package analysis
 import (
 	"sync/atomic"
 
+	"github.com/memtrace/memtrace/internal/intern"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -247,11 +248,8 @@ type Model struct {
 	frames     frameStore        // frames.go
 	rawFrames  map[string]uint32 // a frame line's text after its index → its frame, where it is not the frame's key
 	frameAddr  map[uint64]uint32
-	lazyHits   int64    // lazy frame lines resolved without parsing (a test's witness)
-	stackFlat  []uint32 // frames of all stacks, back to back
-	stackOff   []uint32 // stack id → start in stackFlat; len(stackOff) = stacks+1
-	stackIdx   map[string]uint32
-	stackKey   []byte
+	lazyHits   int64       // lazy frame lines resolved without parsing (a test's witness)
+	stacks     intern.Seqs // stacks.go
 	openFrames []uint32
 	target     int64 // event the open frames belong to: allocation id, ^orphan id, or noTarget
 	openFree   bool  // target is the free of allocation `target`
@@ -282,8 +280,7 @@ func New() *Model {
 		frames:    newFrameStore(),
 		rawFrames: map[string]uint32{},
 		frameAddr: map[uint64]uint32{},
-		stackIdx:  map[string]uint32{"": 0},
-		stackOff:  []uint32{0, 0},
+		stacks:    intern.NewSeqs(),
 		target:    noTarget,
 	}
 	m.opNames = make([]string, logfmt.NumOps)
@@ -430,17 +427,14 @@ func (m *Model) Duration() uint64 {
 
 // Frames is the frames of stack id s, innermost first.
 func (m *Model) Frames(s uint32) []uint32 {
-	if int(s)+1 >= len(m.stackOff) {
-		return nil
-	}
-	return m.stackFlat[m.stackOff[s]:m.stackOff[s+1]]
+	return m.stacks.Get(s)
 }
 
 // Frame returns interned frame f.
 func (m *Model) Frame(f uint32) Frame { return m.frames.frame(f) }
 
 // NumStacks is the number of distinct stacks, the empty one (id 0) included.
-func (m *Model) NumStacks() int { return len(m.stackOff) - 1 }
+func (m *Model) NumStacks() int { return m.stacks.Len() }
 
 // NumFrames is the number of distinct frames.
 func (m *Model) NumFrames() int { return len(m.frames.recs) }

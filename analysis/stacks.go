@@ -2,6 +2,12 @@ package analysis
 
 import "encoding/binary"
 
+// Stacks are interned by their frame ids in an intern.Seqs, frames once
+// in the frame store (frames.go): a map keyed by the stack's frame ids as a
+// string held every stack twice (the key text and the flat slice) beside a
+// map entry and a string header, most of a reader's heap on a log of a
+// million distinct stacks.
+
 // internFrame returns the id of a frame, keyed by its raw text (module,
 // symbol, offset and address as written), so that a known frame costs one
 // map lookup and no allocation.
@@ -25,19 +31,7 @@ func (m *Model) internStack(frames []uint32) uint32 {
 	if len(frames) == 0 {
 		return 0
 	}
-	k := m.stackKey[:0]
-	for _, f := range frames {
-		k = binary.LittleEndian.AppendUint32(k, f)
-	}
-	m.stackKey = k
-	if id, ok := m.stackIdx[string(k)]; ok {
-		return id
-	}
-	id := uint32(len(m.stackOff) - 1)
-	m.stackFlat = append(m.stackFlat, frames...)
-	m.stackOff = append(m.stackOff, uint32(len(m.stackFlat)))
-	m.stackIdx[string(k)] = id
-	return id
+	return m.stacks.Intern(frames)
 }
 
 // InternStack interns a stack given as frames; for tests and for callers

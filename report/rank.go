@@ -2,8 +2,8 @@ package report
 
 import (
 	"cmp"
+	"iter"
 	"slices"
-	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
 )
@@ -137,7 +137,7 @@ func rank(t *siteTable, es []entry, mt metric, n int) []entry {
 		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
 			return c
 		}
-		return cmp.Compare(t.sites[a.site].key, t.sites[b.site].key)
+		return t.compareKeys(a.site, b.site)
 	})
 	if n > 0 && len(out) > n {
 		out = out[:n]
@@ -168,57 +168,97 @@ func (g *group) head(mt metric) figs {
 	return f
 }
 
-// groups folds ranked-to-be entries by innermost frame and ranks the
-// groups by mt; each group's stacks are ranked too.
-func groups(t *siteTable, es []entry, mt metric, n int) []group {
-	idx := map[string]int{}
-	key := func(e entry) string {
-		key := t.sites[e.site].key
-		if i := strings.IndexByte(key, ';'); i >= 0 {
-			key = key[:i]
-		}
-		return key
-	}
-	// Keys first, then the groups at their final size: a log of many
-	// distinct functions has as many groups, and a growing slice of them
-	// would copy them over and over.
-	for _, e := range es {
-		if e.f[mt.fig()] == 0 {
-			continue
-		}
-		if _, ok := idx[key(e)]; !ok {
-			idx[key(e)] = len(idx)
-		}
-	}
-	gs := make([]group, len(idx))
-	for _, e := range es {
-		if e.f[mt.fig()] == 0 {
-			continue
-		}
-		k := idx[key(e)]
-		gs[k].f.add(e.f)
-		gs[k].sites = append(gs[k].sites, e)
-	}
-	// Only the temporary ranking's heads show every site's calls.
-	if mt == byTemporary {
-		for _, e := range es {
-			if k, ok := idx[key(e)]; ok {
-				gs[k].calls += e.f[fCalls]
+// sectionEntries is entriesOf(s) without making the list: a log of many
+// distinct stacks has about as many sites, and groups takes what it shows.
+func sectionEntries(s *section) iter.Seq[entry] {
+	return func(yield func(entry) bool) {
+		for id, c := range s.bySite {
+			if !yield(entry{id, figsOf(c)}) {
+				return
 			}
 		}
 	}
+}
+
+// groups folds ranked-to-be entries by innermost frame and ranks the
+// groups by mt; each group's stacks are ranked too. Only the n groups
+// shown get their stacks gathered: a log of many distinct functions has
+// as many groups, and a list of stacks for each was most of the report's
+// memory while it wrote its rankings. What comes out does not depend on
+// the order of es, which may be a map's.
+func groups(t *siteTable, es iter.Seq[entry], mt metric, n int) []group {
 	k, tie := mt.fig(), mt.tie()
-	slices.SortFunc(gs, func(a, b group) int {
-		if c := cmp.Compare(abs(b.f[k]), abs(a.f[k])); c != 0 {
+	// What a group is ranked by, for every group.
+	type acc struct {
+		cost, tie, calls int64
+		first            int32 // a site of it (they share their group's key)
+		sites            int32
+	}
+	var byKey []int32 // group key → group + 1; 0: none
+	groupOf := func(e entry) *int32 {
+		key := t.groupKey(e.site)
+		if int(key) >= len(byKey) {
+			byKey = append(byKey, make([]int32, max(int(key)+1, t.names.Len())-len(byKey))...)
+		}
+		return &byKey[key]
+	}
+	var accs []acc
+	for e := range es {
+		if e.f[k] == 0 {
+			continue
+		}
+		g := groupOf(e)
+		if *g == 0 {
+			accs = append(accs, acc{first: e.site})
+			*g = int32(len(accs))
+		}
+		a := &accs[*g-1]
+		a.cost = analysis.SatAddSigned(a.cost, e.f[k])
+		a.tie = analysis.SatAddSigned(a.tie, e.f[tie])
+		a.sites++
+		if t.compareKeys(e.site, a.first) < 0 {
+			a.first = e.site
+		}
+	}
+	// Only the temporary ranking's heads show every site's calls.
+	if mt == byTemporary {
+		for e := range es {
+			if g := *groupOf(e); g > 0 {
+				accs[g-1].calls += e.f[fCalls]
+			}
+		}
+	}
+	order := make([]int32, len(accs))
+	for g := range order {
+		order[g] = int32(g)
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		a, b := &accs[x], &accs[y]
+		if c := cmp.Compare(abs(b.cost), abs(a.cost)); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(abs(b.f[tie]), abs(a.f[tie])); c != 0 {
+		if c := cmp.Compare(abs(b.tie), abs(a.tie)); c != 0 {
 			return c
 		}
-		return cmp.Compare(t.sites[a.sites[0].site].key, t.sites[b.sites[0].site].key)
+		return t.compareKeys(a.first, b.first)
 	})
-	if n > 0 && len(gs) > n {
-		gs = gs[:n]
+	if n > 0 && len(order) > n {
+		order = order[:n]
+	}
+	at := make(map[int32]int, len(order)) // group → its place among those shown
+	gs := make([]group, len(order))
+	for i, g := range order {
+		at[g] = i
+		gs[i] = group{calls: accs[g].calls, sites: make([]entry, 0, accs[g].sites)}
+	}
+	for e := range es {
+		if e.f[k] == 0 {
+			continue
+		}
+		if j, ok := at[*groupOf(e)-1]; ok {
+			gs[j].f.add(e.f)
+			gs[j].sites = append(gs[j].sites, e)
+		}
 	}
 	for i := range gs {
 		gs[i].sites = rank(t, gs[i].sites, mt, 0)

@@ -329,6 +329,9 @@ func build(o *options, stderr io.Writer) (*report, error) {
 			return r, err
 		}
 	}
+	// Every site is made: the exports that map allocations to sites
+	// again find theirs by stack.
+	r.t.compact()
 	r.supd, r.supSite = applySuppressions(r.t, r.sups, append(append([]*section(nil), r.secs...), baseSecs...))
 	r.all = merge(fmt.Sprintf("all %d processes", len(r.secs)), r.secs)
 	if len(r.secs) == 1 {

@@ -21,8 +21,15 @@ type section struct {
 	total   analysis.CostFigures
 	peakTS  uint64 // µs since tracing started; for a merged section, unknown (0)
 	runtime uint64 // µs
-	bySite  map[int32]*analysis.CostFigures
-	procs   int // processes added up
+	// bySite is the figures by site. A site's figures are those of the
+	// one stack cost or section they came from, shared and never written
+	// through (a log of many distinct stacks has about as many sites, and
+	// a copy of each stack's figures was much of the report's peak),
+	// until a second one is added: then they are a copy of the section's
+	// own (owned).
+	bySite map[int32]*analysis.CostFigures
+	owned  map[int32]bool
+	procs  int // processes added up
 	// mmap is total's mappings' share (analysis.ProcCosts.Mmap), heapPeak
 	// the malloc family's own peak (summed over processes, as the peak
 	// is), at heapPeakTS (one process only); split: they are known (not
@@ -68,11 +75,22 @@ func (s *section) logLost() int64 {
 	return s.lost
 }
 
+// add adds c, which must not change while the section is used, to
+// site's figures.
 func (s *section) add(site int32, c *analysis.CostFigures) {
 	f := s.bySite[site]
 	if f == nil {
-		f = &analysis.CostFigures{}
+		s.bySite[site] = c
+		return
+	}
+	if !s.owned[site] {
+		own := *f
+		f = &own
 		s.bySite[site] = f
+		if s.owned == nil {
+			s.owned = map[int32]bool{}
+		}
+		s.owned[site] = true
 	}
 	f.Add(c)
 }

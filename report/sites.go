@@ -1,12 +1,15 @@
 package report
 
 import (
+	"bytes"
+	"cmp"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/intern"
 	"github.com/memtrace/memtrace/symbols"
 )
 
@@ -18,7 +21,9 @@ import (
 // the offset counts too. A frame without a symbol is module+offset, or its
 // address. Allocations without frames are one site per op.
 type site struct {
-	key string
+	// Its key, the text that tells it from other sites (its frames' names
+	// joined by ';'), is kept in the table (siteTable.key).
+	//
 	// frames, innermost first (frames[0] called the allocation function),
 	// are built from the first stack met with the site (ms, stack) when
 	// first asked for (fr): a log of many distinct frames has many sites,
@@ -134,16 +139,122 @@ func (s *site) label() string {
 	return fr[0].innermost()
 }
 
+// siteTable holds the sites of every log of a report. A site's key is
+// kept as the ids of its frames' names (names: each frame's part of the
+// key, interned once), site id+1 in keys: a log of a million distinct
+// stacks has about as many sites, and their keys as strings in a map
+// were the largest part of the report's own memory.
 type siteTable struct {
 	merge bool
 	sites []*site
-	idx   map[string]int32
+	names intern.Strings
+	keys  intern.Seqs
 	cache *symbols.Cache             // names frames that the log gave without one; nil: off
 	mods  map[string]*symbols.Module // opened modules, nil where they cannot be
+	buf   []byte
+	seq   []uint32
+	semi  []uint64 // bitset by name id: the name holds a ';'
 }
 
 func newSiteTable(merge bool, cache *symbols.Cache) *siteTable {
-	return &siteTable{merge: merge, idx: map[string]int32{}, cache: cache, mods: map[string]*symbols.Module{}}
+	return &siteTable{merge: merge, names: intern.NewStrings(), keys: intern.NewSeqs(), cache: cache, mods: map[string]*symbols.Module{}}
+}
+
+// name is the id of a name, noting those that hold a ';' (the rare ones
+// whose key's first part is not the whole name).
+func (t *siteTable) name(b []byte) uint32 {
+	id := t.names.Intern(b)
+	if bytes.IndexByte(b, ';') >= 0 {
+		for int(id>>6) >= len(t.semi) {
+			t.semi = append(t.semi, 0)
+		}
+		t.semi[id>>6] |= 1 << (id & 63)
+	}
+	return id
+}
+
+// compact gives back the lookup tables once the sites are made; a site
+// made after builds them again.
+func (t *siteTable) compact() {
+	t.names.Compact()
+	t.keys.Compact()
+}
+
+// key is site id's key: its frames' names joined by ';' ("\x00" and the
+// op for a site without frames).
+func (t *siteTable) key(id int32) string {
+	var b strings.Builder
+	for k, n := range t.keys.Get(uint32(id) + 1) {
+		if k > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(t.names.Get(n))
+	}
+	return b.String()
+}
+
+// firstName is the name of site id's innermost frame, up to a ';'
+// (its key's first part).
+func (t *siteTable) firstName(id int32) string {
+	name, _, _ := strings.Cut(t.names.Get(t.keys.Get(uint32(id) + 1)[0]), ";")
+	return name
+}
+
+// groupKey is the id of site id's firstName: the sites that share it are
+// one entry of a ranking (heaptrack_print's merged entry).
+func (t *siteTable) groupKey(id int32) uint32 {
+	n := t.keys.Get(uint32(id) + 1)[0]
+	if int(n>>6) < len(t.semi) && t.semi[n>>6]&(1<<(n&63)) != 0 {
+		return t.name([]byte(t.firstName(id)))
+	}
+	return n
+}
+
+// compareKeys compares the keys of sites a and b as strings, without
+// making them: name by name, the joining ';' where one name is a prefix
+// of the other.
+func (t *siteTable) compareKeys(a, b int32) int {
+	if a == b {
+		return 0
+	}
+	ka, kb := t.keys.Get(uint32(a)+1), t.keys.Get(uint32(b)+1)
+	for i := 0; ; i++ {
+		switch {
+		case i == len(ka) && i == len(kb):
+			return 0
+		case i == len(ka):
+			return -1
+		case i == len(kb):
+			return 1
+		}
+		if ka[i] == kb[i] {
+			continue
+		}
+		sa, sb := t.names.Get(ka[i]), t.names.Get(kb[i])
+		n := min(len(sa), len(sb))
+		if c := strings.Compare(sa[:n], sb[:n]); c != 0 {
+			return c
+		}
+		// One name is a prefix of the other: the shorter one's key goes on
+		// with ';', or ends.
+		if len(sa) < len(sb) {
+			if i+1 == len(ka) {
+				return -1
+			}
+			if c := cmp.Compare(';', sb[n]); c != 0 {
+				return c
+			}
+		} else {
+			if i+1 == len(kb) {
+				return 1
+			}
+			if c := cmp.Compare(sa[n], ';'); c != 0 {
+				return c
+			}
+		}
+		// A name holding ';': the keys themselves decide.
+		return strings.Compare(t.key(a), t.key(b))
+	}
 }
 
 // lookupName names a frame logged as MODULE(+0xOFF) (OFF from the module's
@@ -238,6 +349,7 @@ type modelSites struct {
 	names   map[uint32]string     // frame id → name looked up for a frame logged without one
 	src     map[uint32][]srcFrame // frame id → inline chain (call sites only), when it has one
 	srcSeen []uint64              // bitset by frame id: its chain was looked up
+	nameID  []uint32              // frame id → its name's id (siteTable.names) + 1; 0: not looked up yet
 }
 
 // chain is frame f's inline chain, looked up once.
@@ -285,7 +397,8 @@ func (ms *modelSites) build(st uint32, mixed []bool) []frameInfo {
 }
 
 func (t *siteTable) forModel(m *analysis.Model) *modelSites {
-	ms := &modelSites{m: m, t: t, byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}, src: map[uint32][]srcFrame{}}
+	ms := &modelSites{m: m, t: t, byStack: make([]int32, m.NumStacks()), names: map[uint32]string{}, src: map[uint32][]srcFrame{},
+		nameID: make([]uint32, m.NumFrames())}
 	for i := range ms.byStack {
 		ms.byStack[i] = -1
 	}
@@ -302,7 +415,8 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 			return id
 		}
 		op := m.OpName(sc.Op)
-		id := t.intern("\x00"+op, func() *site { return &site{siteRare: &siteRare{op: op}} }, nil)
+		t.seq = append(t.seq[:0], t.name([]byte("\x00"+op)))
+		id := t.intern(t.seq, func() *site { return &site{siteRare: &siteRare{op: op}} }, nil)
 		ms.byOp[sc.Op] = id
 		return id
 	}
@@ -310,59 +424,12 @@ func (t *siteTable) site(m *analysis.Model, ms *modelSites, sc *analysis.StackCo
 		return id
 	}
 	frames := m.Frames(sc.Stack)
-	// Frames logged without a function name get one from their module.
-	looked := make([]string, len(frames))
-	for k, f := range frames {
-		if fr := m.Frame(f); fr.Symbol == "" && fr.Module != "" {
-			name, ok := ms.names[f]
-			if !ok {
-				name = t.lookupName(fr.Module, fr.Offset)
-				ms.names[f] = name
-			}
-			looked[k] = name
-		}
+	seq := t.seq[:0]
+	for _, f := range frames {
+		seq = append(seq, ms.name(f))
 	}
-	// Call sites (no merging): a frame is where its source line is, the
-	// lines of its inlined calls included, so that two offsets on one line
-	// are one site and two lines of one function are two (heaptrack's
-	// locations).
-	var chains [][]srcFrame
-	if !t.merge && t.cache != nil {
-		chains = make([][]srcFrame, len(frames))
-		for k, f := range frames {
-			chains[k] = ms.chain(f)
-		}
-	}
-	var key []byte
-	for k, f := range frames {
-		if k > 0 {
-			key = append(key, ';')
-		}
-		fr := m.Frame(f)
-		if chains != nil && len(chains[k]) > 0 {
-			key = append(key, filepath.Base(fr.Module)...)
-			key = append(key, '(')
-			for j, c := range chains[k] {
-				if j > 0 {
-					key = append(key, '|')
-				}
-				key = append(key, c.name...)
-				key = append(key, '@')
-				key = append(key, c.file...)
-				key = append(key, ':')
-				key = strconv.AppendInt(key, int64(c.line), 10)
-			}
-			key = append(key, ')')
-			continue
-		}
-		if looked[k] != "" && t.merge {
-			named := analysis.Frame{Module: fr.Module, Symbol: looked[k]}
-			key = frameKey(key, &named, true)
-		} else {
-			key = frameKey(key, &fr, t.merge)
-		}
-	}
-	id := t.intern(string(key), func() *site {
+	t.seq = seq
+	id := t.intern(seq, func() *site {
 		return &site{ms: ms, stack: sc.Stack}
 	}, func(s *site) {
 		// Merged: note frames that stand for several offsets.
@@ -396,18 +463,74 @@ func (t *siteTable) siteOfAlloc(m *analysis.Model, ms *modelSites, id uint32) in
 	return t.site(m, ms, &sc)
 }
 
-func (t *siteTable) intern(key string, mk func() *site, seen func(*site)) int32 {
-	if id, ok := t.idx[key]; ok {
+// intern returns the id of the site whose key is the names seq, made by
+// mk when new (seen is told of a stack that merges into a known one).
+func (t *siteTable) intern(seq []uint32, mk func() *site, seen func(*site)) int32 {
+	if k, ok := t.keys.Find(seq); ok {
+		id := int32(k) - 1
 		if seen != nil && t.merge {
 			seen(t.sites[id])
 		}
 		return id
 	}
-	s := mk()
-	s.key = key
-	t.sites = append(t.sites, s)
-	id := int32(len(t.sites) - 1)
-	t.idx[key] = id
+	t.keys.Intern(seq)
+	t.sites = append(t.sites, mk())
+	return int32(len(t.sites) - 1)
+}
+
+// name is the id of frame f's name, its part of a site's key: looked up
+// once per frame. Frames logged without a function name get one from
+// their module; call sites (no merging) are where their source line is,
+// the lines of their inlined calls included, so that two offsets on one
+// line are one site and two lines of one function are two (heaptrack's
+// locations).
+func (ms *modelSites) name(f uint32) uint32 {
+	if int(f) < len(ms.nameID) && ms.nameID[f] != 0 {
+		return ms.nameID[f] - 1
+	}
+	t, m := ms.t, ms.m
+	fr := m.Frame(f)
+	var looked string
+	if fr.Symbol == "" && fr.Module != "" {
+		var ok bool
+		if looked, ok = ms.names[f]; !ok {
+			looked = t.lookupName(fr.Module, fr.Offset)
+			ms.names[f] = looked
+		}
+	}
+	var chain []srcFrame
+	if !t.merge && t.cache != nil {
+		chain = ms.chain(f)
+	}
+	key := t.buf[:0]
+	switch {
+	case len(chain) > 0:
+		key = append(key, filepath.Base(fr.Module)...)
+		key = append(key, '(')
+		for j, c := range chain {
+			if j > 0 {
+				key = append(key, '|')
+			}
+			key = append(key, c.name...)
+			key = append(key, '@')
+			key = append(key, c.file...)
+			key = append(key, ':')
+			key = strconv.AppendInt(key, int64(c.line), 10)
+		}
+		key = append(key, ')')
+	case looked != "" && t.merge:
+		named := analysis.Frame{Module: fr.Module, Symbol: looked}
+		key = frameKey(key, &named, true)
+	default:
+		key = frameKey(key, &fr, t.merge)
+	}
+	t.buf = key
+	id := t.name(key)
+	if int(f) >= len(ms.nameID) {
+		ms.nameID = append(ms.nameID, make([]uint32, int(f)+1-len(ms.nameID))...)
+		ms.nameID = ms.nameID[:cap(ms.nameID)]
+	}
+	ms.nameID[f] = id + 1
 	return id
 }
 

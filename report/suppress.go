@@ -133,7 +133,8 @@ func applySuppressions(t *siteTable, sups []*suppression, secs []*section) (map[
 			out[s] = o
 			s.total.Leaks -= c.Leaks
 			s.total.LeakedBytes -= c.LeakedBytes
-			*c = analysis.CostFigures{Calls: c.Calls, Bytes: c.Bytes, Temporary: c.Temporary, TempBytes: c.TempBytes, PeakCount: c.PeakCount, PeakBytes: c.PeakBytes}
+			// A new value: the old one may be shared (section.add).
+			s.bySite[id] = &analysis.CostFigures{Calls: c.Calls, Bytes: c.Bytes, Temporary: c.Temporary, TempBytes: c.TempBytes, PeakCount: c.PeakCount, PeakBytes: c.PeakBytes}
 		}
 	}
 	return out, matched

@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"io"
+	"iter"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -166,7 +168,7 @@ func (r *report) noStackHint() string {
 
 // writeRanking writes one ranking of es in heaptrack_print's merged form:
 // the function that called the allocation function, then its call stacks.
-func (r *report) writeRanking(w io.Writer, es []entry, mt metric, signed bool, live analysis.Live) {
+func (r *report) writeRanking(w io.Writer, es iter.Seq[entry], mt metric, signed bool, live analysis.Live) {
 	// A process still running when the log ended was let go, not ended,
 	// or the log stops before it did: its blocks are alive, and calling
 	// them leaks would be wrong.
@@ -331,7 +333,7 @@ func (r *report) writeNotes(w io.Writer, s *section) {
 }
 
 func (r *report) writeSection(w io.Writer, s *section) {
-	es := entriesOf(s)
+	es := sectionEntries(s)
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
 			r.writeRanking(w, es, mt, false, s.live)
@@ -415,7 +417,7 @@ func (r *report) writeSuppressions(w io.Writer) {
 // both figures and their difference.
 func (r *report) writeDiff(w io.Writer) {
 	fmt.Fprintf(w, "memtrace report: %s compared with %s\n\n", logNames(r.logs), logNames(r.bases))
-	es := diffEntries(r.all, r.base)
+	es := slices.Values(diffEntries(r.all, r.base))
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
 			r.writeRanking(w, es, mt, true, mergeLive(r.all.live, r.base.live))

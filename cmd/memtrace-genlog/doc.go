@@ -7,4 +7,5 @@
 //	memtrace-genlog -events 4000000 -threads 8 -o big.log
 //	memtrace-genlog -memtrack -o mt.log     # memtrack-style: per-thread buffered, frees without size=
 //	memtrace-genlog -rate 0 -follow -o live.log   # append as fast as possible (follow-mode bench)
+//	memtrace-genlog -events 1000000 -stack-frac 1 -stacks 1000000 -stacks-in-turn -depth 3 -frames 1000000 -o stacks.log   # a million distinct stacks
 package main

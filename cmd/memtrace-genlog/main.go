@@ -41,9 +41,13 @@ func main() {
 		lost      = flag.Int("lost", 0, "write a [memtrace] lost line reporting this many lost events")
 		rate      = flag.Int("rate", 0, "with -follow: events per second (0 = as fast as possible)")
 		follow    = flag.Bool("follow", false, "flush after every 1000 events (for follow-mode tests)")
+		nstacks   = flag.Int("stacks", 400, "number of distinct call stacks the events' frames come from")
+		nframes   = flag.Int("frames", 0, "draw the stacks' frames from this many distinct frames, each in a function of its own (0: each frame of each stack made at random, in one of a dozen functions)")
+		inTurn    = flag.Bool("stacks-in-turn", false, "events take the stacks in turn rather than at random, so that -stacks N stack-carrying events hold all N")
 	)
 	flag.Parse()
-	if err := run(*events, *threads, *stackFrac, *depth, *leakFrac, *out, *seed, *memtrack, *procs, *lost, *rate, *follow); err != nil {
+	pool := stackPool{n: *nstacks, frames: *nframes, inTurn: *inTurn}
+	if err := run(*events, *threads, *stackFrac, *depth, *leakFrac, *out, *seed, *memtrack, *procs, *lost, *rate, *follow, pool); err != nil {
 		fmt.Fprintln(os.Stderr, "memtrace-genlog:", err)
 		os.Exit(1)
 	}
@@ -55,9 +59,21 @@ var syms = []string{
 	"_ZN3app6Worker3runEv", "start_thread", "_ZN3app3Log5writeERKSs", "_ZN3app5Timer4tickEv",
 }
 
-func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, out string, seed uint64, memtrack bool, procs, lost, rate int, follow bool) error {
+// stackPool says how the log's call stacks are made: a real program has a
+// few hundred allocating call sites, a large one (a JIT, a program of many
+// libraries) a million distinct stacks over far fewer distinct frames.
+type stackPool struct {
+	n      int  // distinct stacks
+	frames int  // distinct frames they are made of; 0: each made at random
+	inTurn bool // stack-carrying events take stack 0, 1, …, n-1, 0, …
+}
+
+func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, out string, seed uint64, memtrack bool, procs, lost, rate int, follow bool, pool stackPool) error {
 	if nthreads < 1 || events < 0 || procs < 1 {
 		return fmt.Errorf("bad arguments: -threads and -procs must be at least 1")
+	}
+	if pool.n < 1 || pool.frames < 0 || depth < 0 {
+		return fmt.Errorf("bad arguments: -stacks must be at least 1, -frames and -depth at least 0")
 	}
 	var w io.Writer = os.Stdout
 	if out != "-" {
@@ -72,20 +88,45 @@ func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, o
 	defer bw.Flush()
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
-	// A pool of distinct call stacks, as a real program has a few hundred
-	// allocating call sites.
 	type frame struct {
 		mod, sym  string
 		off, addr uint64
 	}
-	stacks := make([][]frame, 400)
-	for i := range stacks {
-		st := make([]frame, depth)
-		for j := range st {
-			s := syms[r.IntN(len(syms))]
-			st[j] = frame{"./app", s, uint64(r.IntN(0x400)), 0x555555554000 + uint64(r.IntN(1<<20))}
+	randomFrame := func() frame {
+		s := syms[r.IntN(len(syms))]
+		return frame{"./app", s, uint64(r.IntN(0x400)), 0x555555554000 + uint64(r.IntN(1<<20))}
+	}
+	var frames []frame
+	for i := range pool.frames {
+		// A function of its own per frame: a large program's many.
+		f := randomFrame()
+		name := "fn" + strconv.Itoa(i)
+		f.sym = "_ZN3app" + strconv.Itoa(len(name)) + name + "Ev"
+		f.addr = 0x555555554000 + uint64(i)*64 + f.off&63
+		frames = append(frames, f)
+	}
+	// Frames by index into one slice: a million stacks of separate
+	// slices would be most of the generator's memory.
+	flat := make([]int32, 0, pool.n*depth)
+	for range pool.n {
+		for range depth {
+			if pool.frames > 0 {
+				flat = append(flat, int32(r.IntN(len(frames))))
+			} else {
+				flat = append(flat, int32(len(frames)))
+				frames = append(frames, randomFrame())
+			}
 		}
-		stacks[i] = st
+	}
+	stackFrames := func(st int32) []int32 { return flat[int(st)*depth : (int(st)+1)*depth] }
+	nextStack := int32(0)
+	pickStack := func() int32 {
+		if !pool.inTurn {
+			return int32(r.IntN(pool.n))
+		}
+		st := nextStack
+		nextStack = (nextStack + 1) % int32(pool.n)
+		return st
 	}
 
 	var b []byte
@@ -128,7 +169,8 @@ func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, o
 		}
 		*dst = append(*dst, line...)
 		if st >= 0 {
-			for k, f := range stacks[st] {
+			for k, fi := range stackFrames(st) {
+				f := &frames[fi]
 				*dst = logfmt.AppendFrame(*dst, k, f.mod, f.sym, f.off, f.addr)
 			}
 		}
@@ -143,7 +185,7 @@ func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, o
 		ts += uint64(1 + r.IntN(3))
 		st := int32(-1)
 		if r.Float64() < stackFrac {
-			st = int32(r.IntN(len(stacks)))
+			st = pickStack()
 		}
 		// Allocate while the thread holds few blocks or by chance; keep
 		// enough events left to free everything that should be freed.
