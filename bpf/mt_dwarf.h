@@ -308,7 +308,7 @@ __noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
 	struct mt_fb_vma c = {};
 	if (bpf_find_vma(bpf_get_current_task_btf(), pc, fb_vma_cb, &c, 0) || !c.file)
 		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	__u8 one = 1;
 	if (bpf_map_update_elem(&unwind_stale, &tgid, &one, BPF_NOEXIST) == 0) {
 		struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
@@ -568,7 +568,7 @@ static long walk_cb(__u64 i, void *data)
 static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *buf, __u16 *reason)
 {
 	__u32 zero = 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	struct mt_walk w = {
 		.buf = buf,
 		.maps = bpf_map_lookup_elem(&unwind_procs, &tgid),
