@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -428,5 +429,91 @@ func TestPIDNamespaceForeignProc(t *testing.T) {
 				t.Errorf("a Go panic reached the user:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// nsChild is the one child of process pid (unshare's or nsenter's, which
+// fork the process that is in the namespace), waited for.
+func nsChild(t *testing.T, pid int) int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if f := strings.Fields(string(b)); len(f) == 1 {
+			n, _ := strconv.Atoi(f[0])
+			return n
+		}
+	}
+	t.Fatalf("process %d has no child", pid)
+	return 0
+}
+
+// nsPID is the id host process pid has in its own PID namespace (the last
+// of /proc/PID/status's NSpid).
+func nsPID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ln := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(ln, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return n
+		}
+	}
+	t.Fatalf("process %d: no NSpid in its status", pid)
+	return 0
+}
+
+// TestPIDNamespaceFleet: memtrace --comm NAME --http run inside a PID
+// namespace (entered with nsenter, as kubectl debug enters a pod's)
+// traces the namespace's NAME processes, one running before it (attached)
+// and one started after (caught at its exec, every fleet_keep block), and
+// labels them with the namespace's pids on /metrics and in the profile; a
+// NAME process on the host, outside its namespace, is not traced.
+func TestPIDNamespaceFleet(t *testing.T) {
+	requireBPF(t)
+	needTools(t, "unshare", "nsenter", "sleep")
+	memtrace := need(t, "bin/memtrace")
+	dir := t.TempDir()
+	comm := fmt.Sprintf("mtns%d", os.Getpid()%1000000)
+	prog := fleetCopy(t, dir, comm)
+
+	holder := command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--", "sleep", "600")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = holder.Process.Kill()
+		_ = holder.Wait()
+	})
+	enter := []string{"-t", strconv.Itoa(nsChild(t, holder.Process.Pid)), "-p", "-m", "--"}
+	inNS := func(f *fleetProc) int { return nsPID(t, nsChild(t, f.pid())) }
+
+	outside := startFleet(t, prog)
+	before := startFleet(t, "nsenter", append(enter, prog)...)
+	r := startSelectingVia(t, func(cmd *exec.Cmd) int { return nsChild(t, cmd.Process.Pid) },
+		"nsenter", append(enter, memtrace, "--comm", comm, "--stack-depth", "8", "-o", "none", "--http", "127.0.0.1:0")...)
+	after := startFleet(t, "nsenter", append(enter, prog)...)
+	pb, pa := inNS(before), inNS(after)
+	if pb == nsChild(t, before.pid()) {
+		t.Fatalf("process %d has the same pid in the namespace: not in one of its own", pb)
+	}
+	waitMetrics(t, r, fmt.Sprintf("processes %d and %d (the namespace's pids), %d with its fleet_keep blocks", pb, pa, pa), func(pids map[int]float64) bool {
+		_, ok := pids[pb]
+		return ok && pids[pa] >= fleetKept
+	})
+	pids := liveBytesByPID(t, r)
+	if len(pids) != 2 {
+		t.Errorf("/metrics has processes %v, want the namespace's two, %d and %d (the host's %d is not memtrace's to see)", pids, pb, pa, outside.pid())
+	}
+	if got := metric(fetchMetrics(t, r.addr), "memtrace_traced_processes", 0); got != 2 {
+		t.Errorf("memtrace_traced_processes %v, want 2", got)
+	}
+	p := fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap")
+	bpftest.RequireProfileModeBPF(t, p)
+	if kept := keptByPID(p); kept[int64(pa)] != fleetKept || len(kept) != 1 {
+		t.Errorf("fleet_keep's in-use bytes by pid label %v, want %d for %d only (the one started after memtrace, by its pid in the namespace)", kept, fleetKept, pa)
 	}
 }
