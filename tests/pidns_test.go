@@ -517,3 +517,37 @@ func TestPIDNamespaceFleet(t *testing.T) {
 		t.Errorf("fleet_keep's in-use bytes by pid label %v, want %d for %d only (the one started after memtrace, by its pid in the namespace)", kept, fleetKept, pa)
 	}
 }
+
+// TestPIDNamespaceFD: --track malloc,fd inside a PID namespace logs the
+// descriptors the host run logs (the fd tracer's targets are the
+// namespace's pids, as the allocation tracer's), under the program's pid
+// there.
+func TestPIDNamespaceFD(t *testing.T) {
+	requireBPF(t)
+	needTools(t, "unshare", "sh")
+	memtrace := need(t, "bin/memtrace")
+	count := map[bool]int{}
+	for _, ns := range []bool{false, true} {
+		log := filepath.Join(t.TempDir(), "log")
+		argv := []string{memtrace, "--track", "malloc,fd", "--stack-unwind", "fp", "--stack-depth", "8", "-o", log, "--",
+			"sh", "-c", "exec 3</etc/passwd 4</etc/hostname; echo $$ >" + log + ".pid"}
+		if ns {
+			argv = inPIDNS(argv...)
+		}
+		out, err := command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+		b := bpfLog(t, log)
+		pid, _ := os.ReadFile(log + ".pid")
+		for _, ln := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(ln, "[memtrace] fd event=open") && strings.Contains(ln, " pid="+strings.TrimSpace(string(pid))+" ") &&
+				(strings.Contains(ln, "path=/etc/passwd") || strings.Contains(ln, "path=/etc/hostname")) {
+				count[ns]++
+			}
+		}
+	}
+	if count[false] != 2 || count[true] != count[false] {
+		t.Errorf("fd event=open lines of the program's two files: %d on the host, %d in the namespace; want 2 and 2", count[false], count[true])
+	}
+}
