@@ -551,3 +551,54 @@ func TestPIDNamespaceFD(t *testing.T) {
 		t.Errorf("fd event=open lines of the program's two files: %d on the host, %d in the namespace; want 2 and 2", count[false], count[true])
 	}
 }
+
+// TestPIDNamespaceKilledHoldsNone: SIGKILL of memtrace -f inside a PID
+// namespace (not its init: a shell is) while the program forks children,
+// each held until memtrace has probed it: every hold is let go (they are
+// the namespace's pids, which the kernel side's release and the watchdog
+// look up there), and the program ends with its untraced result.
+func TestPIDNamespaceKilledHoldsNone(t *testing.T) {
+	requireBPF(t)
+	needTools(t, "unshare", "sh")
+	memtrace := need(t, "bin/memtrace")
+	forker := need(t, "tests/progs/build/forker")
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "ref")
+	if out, err := command(forker, ref, "40", "10").CombinedOutput(); err != nil {
+		t.Fatalf("forker: %v\n%s", err, out)
+	}
+	want, _ := os.ReadFile(ref)
+	out := filepath.Join(dir, "out")
+	script := fmt.Sprintf(`%q -f -o %q -- %q %q 40 10 & wait`, memtrace, filepath.Join(dir, "log"), forker, out)
+	cmd := command("unshare", "--pid", "--fork", "--mount-proc", "--", "sh", "-c", script)
+	var stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	mt := nsChild(t, nsChild(t, cmd.Process.Pid))
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(out + ".started"); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("forker did not start under memtrace:\n%s", stderr.String())
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	if err := syscall.Kill(mt, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the program did not end within 60 s of memtrace's SIGKILL: a process is still held\n%s", stderr.String())
+	}
+	got, err := os.ReadFile(out)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("forker's result %q (%v), want its untraced %q", got, err, want)
+	}
+}
