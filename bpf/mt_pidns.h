@@ -81,9 +81,12 @@ __noinline __u64 mt_ns_ids(__u64 pid, __u64 group)
 		barrier_var(i);
 		if (i > level)
 			break;
-		__u64 at = bpf_core_field_offset(struct pid___mt, numbers) + (level - i) * bpf_core_type_size(struct upid___mt);
-		if (bpf_probe_read_kernel(&v, 8, (void *)(pid + at + bpf_core_field_offset(struct upid___mt, ns))) || !v ||
-		    bpf_probe_read_kernel(&v, 4, (void *)(v + bpf_core_field_offset(struct pid_namespace___mt, ns.inum))))
+		__u64 at = bpf_core_field_offset(struct pid___mt, numbers) +
+			   (level - i) * bpf_core_type_size(struct upid___mt);
+		if (bpf_probe_read_kernel(&v, 8, (void *)(pid + at + bpf_core_field_offset(struct upid___mt, ns))) ||
+		    !v ||
+		    bpf_probe_read_kernel(&v, 4,
+					  (void *)(v + bpf_core_field_offset(struct pid_namespace___mt, ns.inum))))
 			break;
 		if ((__u32)v != pidns_ino)
 			continue;
