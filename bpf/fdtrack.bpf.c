@@ -80,7 +80,7 @@ struct {
 
 static __always_inline struct fstate *fstate_get(int create)
 {
-	__u32 tid = bpf_get_current_pid_tgid();
+	__u32 tid = mt_pid_tgid();
 	struct fstate *st = bpf_map_lookup_elem(&fd_states, &tid);
 	if (st || !create)
 		return st;
@@ -121,7 +121,7 @@ struct task_struct___fd {
 
 static __always_inline int fd_is_target(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	return bpf_map_lookup_elem(&fd_targets, &tgid) != 0;
 }
 
@@ -187,7 +187,7 @@ static __always_inline struct fd_event *reserve(void)
 		__sync_fetch_and_add(&lost_records, 1);
 		return 0;
 	}
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_pid_tgid();
 	e->ts_ns = bpf_ktime_get_ns();
 	e->tgid = id >> 32;
 	e->tid = (__u32)id;

@@ -154,7 +154,7 @@ static __always_inline int from_allocator(struct pt_regs *ctx)
 	__u64 ra = caller_ra(ctx);
 	if (!ra)
 		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	struct alloc_text *at = bpf_map_lookup_elem(&alloc_texts, &tgid);
 	if (at) {
 		for (int i = 0; i < MT_ALLOC_RANGES; i++)

@@ -310,7 +310,7 @@ __noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
 	struct mt_fb_vma c = {};
 	if (bpf_find_vma(bpf_get_current_task_btf(), pc, fb_vma_cb, &c, 0) || !c.file)
 		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	__u8 one = 1;
 	if (bpf_map_update_elem(&unwind_stale, &tgid, &one, BPF_NOEXIST) == 0) {
 		struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
@@ -614,7 +614,7 @@ static __always_inline struct mt_walk *walk_begin(struct mt_walk_ref *ref, struc
 	struct mt_walk *w = bpf_map_lookup_elem(&walk_state, &zero);
 	if (!w)
 		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	__builtin_memset(w, 0, sizeof(*w));
 	ref->w = w;
 	ref->buf = buf;

@@ -189,7 +189,7 @@ static __always_inline void send_stack(__u64 id, struct stackbuf *buf, __u32 n, 
 	r->type = MT_REC_STACK;
 	r->ts_ns = bpf_ktime_get_ns();
 	r->id = id;
-	r->tgid = bpf_get_current_pid_tgid() >> 32;
+	r->tgid = mt_pid_tgid() >> 32;
 	r->nframes = n;
 	r->reason = reason;
 	struct mt_send_ctx c = {.r = r, .buf = buf, .task = bpf_get_current_task_btf()};

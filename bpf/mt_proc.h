@@ -9,6 +9,9 @@
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
 extern void bpf_task_release(struct task_struct *p) __ksym __weak;
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, u64 value) __ksym __weak;
+/* A hold's pid is memtrace's namespace's (mt_pidns.h): found there, from
+ * memtrace's exiting thread, in a namespace of its own (Linux 6.13+). */
+extern struct task_struct *bpf_task_from_vpid(s32 vpid) __ksym __weak;
 
 /* Processes the kernel side stops for the agent: HOLD_PENDING, a forked
  * child to stop at its first instruction; HOLD_STOPPED, stopped and waiting
@@ -40,7 +43,7 @@ struct {
 SEC("tp_btf/task_rename")
 int BPF_PROG(mt_rename, struct task_struct *task)
 {
-	__u32 tid = BPF_CORE_READ(task, pid);
+	__u32 tid = mt_task_pid(task);
 	__u32 idx = tid & (MT_SLOTS - 1);
 	struct tstate *st = bpf_map_lookup_elem(&tslots, &idx);
 	if (st && st->owner == tid)
@@ -59,7 +62,7 @@ static __always_inline int send_proc(__u8 kind, __u8 flags, __u64 ptr, __u64 siz
 {
 	struct mt_event *e = send_thread(0) ? bpf_ringbuf_reserve(&events, sizeof(*e), 0) : 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_pid_tgid();
 	if (e) {
 		e->type = MT_REC_EVENT;
 		e->ts_ns = now;
@@ -145,7 +148,8 @@ static __always_inline void hold_self(__u32 key)
 static long release_one(struct bpf_map *map, __u32 *key, __u8 *state, void *ctx)
 {
 	if (*state == HOLD_STOPPED || *state == HOLD_RESUMING) {
-		struct task_struct *t = bpf_task_from_pid(*key & MT_HOLD_PID_MASK);
+		__u32 pid = *key & MT_HOLD_PID_MASK;
+		struct task_struct *t = pidns_ino ? bpf_task_from_vpid(pid) : bpf_task_from_pid(pid);
 		if (t) {
 			int err = bpf_send_signal_task(t, MT_SIGCONT, PIDTYPE_TGID, 0);
 			bpf_task_release(t);
@@ -171,21 +175,21 @@ static __always_inline void agent_exit(void)
 	if (BPF_CORE_READ(cur, signal, live.counter) != 0)
 		return;
 	__sync_fetch_and_or(&released, 1);
-	if (bpf_send_signal_task && bpf_task_from_pid && bpf_task_release)
+	if (bpf_send_signal_task && bpf_task_from_pid && bpf_task_release && (!pidns_ino || bpf_task_from_vpid))
 		bpf_for_each_map_elem(&hold, release_one, 0, 0);
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mt_exit)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	if (agent_tgid && tgid == agent_tgid) {
 		agent_exit();
 		return 0;
 	}
 	if (!is_target())
 		return 0;
-	state_release(bpf_get_current_pid_tgid());
+	state_release(mt_pid_tgid());
 	send_proc(MT_EV_EXIT, 0, 0, 0, false);
 	return 0;
 }
@@ -200,11 +204,11 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 {
 	if (!follow)
 		return 0;
-	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ptgid = mt_task_tgid(parent);
 	if (!bpf_map_lookup_elem(&targets, &ptgid))
 		return 0;
-	__u32 cpid = BPF_CORE_READ(child, pid), ctgid = BPF_CORE_READ(child, tgid);
-	if (cpid != ctgid)
+	__u32 cpid = mt_task_pid(child), ctgid = mt_task_tgid(child);
+	if (cpid != ctgid || !ctgid)
 		return 0;
 	__u8 one = 1;
 	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
@@ -232,7 +236,7 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 SEC("raw_tp/sys_exit")
 int BPF_PROG(mt_child_start)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	__u32 key = MT_HOLD_KEY(tgid, MT_HOLD_FORK, 0);
 	__u8 *h = bpf_map_lookup_elem(&hold, &key);
 	if (!h || *h != HOLD_PENDING)
@@ -249,12 +253,12 @@ int BPF_PROG(mt_child_start)
  * and a few cgroup ids, nothing on any other path. */
 static __always_inline bool selected(__u32 tgid)
 {
-	if (!select_on || tgid == agent_tgid)
+	if (!select_on || !tgid || tgid == agent_tgid)
 		return false;
 	/* Nor memtrace's own children (the dynamic linker it runs to list a
 	 * program's libraries, from the very loop that would resume them). */
 	struct task_struct *cur = bpf_get_current_task_btf();
-	if (agent_tgid && BPF_CORE_READ(cur, real_parent, tgid) == agent_tgid)
+	if (agent_tgid && mt_task_tgid(BPF_CORE_READ(cur, real_parent)) == agent_tgid)
 		return false;
 	if (select_all)
 		return true;
@@ -279,7 +283,7 @@ static __always_inline bool selected(__u32 tgid)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mt_exec)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	bool sel = false;
 	if (!bpf_map_lookup_elem(&targets, &tgid)) {
 		if (!selected(tgid))
@@ -329,7 +333,7 @@ SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
 	int state = -1;
 	if (!at || bpf_probe_read_user(&state, sizeof(state), (void *)at) || state != 0 /* RT_CONSISTENT */)
 		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	struct mt_remap *rm = bpf_ringbuf_reserve(&events, sizeof(*rm), 0);
 	if (!rm)
 		return 0;

@@ -26,7 +26,7 @@ static __always_inline int send_thread(struct tstate *st)
 	struct mt_thread *t = bpf_ringbuf_reserve(&events, sizeof(*t), 0);
 	if (!t)
 		return 0;
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_pid_tgid();
 	t->type = MT_REC_THREAD;
 	t->tgid = id >> 32;
 	t->tid = (__u32)id;
@@ -40,7 +40,7 @@ static __always_inline int send_thread(struct tstate *st)
 static __always_inline __u32 cur_tid(struct tstate *st)
 {
 	/* A state's owner is its thread: no helper call needed. */
-	return st ? (__u32)st->owner : (__u32)bpf_get_current_pid_tgid();
+	return st ? (__u32)st->owner : (__u32)mt_pid_tgid();
 }
 
 /* Room for an event of n bytes, after the thread's record if it needs

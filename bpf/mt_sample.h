@@ -163,7 +163,7 @@ static __always_inline __u32 *mt_sample_count(__u32 tgid)
  * stack walk's calls. */
 __noinline int mt_sample_keep(__u64 ptr)
 {
-	struct mt_sample_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .ptr = ptr};
+	struct mt_sample_key k = {.tgid = mt_pid_tgid() >> 32, .ptr = ptr};
 	__u32 *n = 0;
 	if (sample_proc_max) {
 		n = mt_sample_count(k.tgid);
@@ -196,7 +196,7 @@ static __always_inline int mt_sample_forget(__u64 ptr)
 {
 	if (!mt_sample_maybe(ptr))
 		return 0;
-	struct mt_sample_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .ptr = ptr};
+	struct mt_sample_key k = {.tgid = mt_pid_tgid() >> 32, .ptr = ptr};
 	if (bpf_map_delete_elem(&sampled, &k))
 		return 0;
 	__sync_fetch_and_add(mt_sample_slot(ptr), -1);

@@ -3,6 +3,8 @@
  * and the per-thread state of calls in progress.
  * Part of memtrace.bpf.c, which includes it once, in order. */
 
+#include "mt_pidns.h"
+
 /* Set by the agent before load. */
 const volatile __u64 wakeup_bytes = 64 * 1024;
 
@@ -162,7 +164,7 @@ struct {
 
 static __always_inline int is_target(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_pid_tgid() >> 32;
 	return bpf_map_lookup_elem(&targets, &tgid) != 0;
 }
 
@@ -180,7 +182,7 @@ struct {
 
 static __always_inline struct tstate *state(int create)
 {
-	__u32 tid = bpf_get_current_pid_tgid();
+	__u32 tid = mt_pid_tgid();
 	__u32 idx = tid & (MT_SLOTS - 1);
 	struct tstate *st = bpf_map_lookup_elem(&tslots, &idx);
 	if (st) {

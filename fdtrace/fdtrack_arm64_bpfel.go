@@ -250,6 +250,8 @@ const (
 	FdtrackVarLostRecords     = "lost_records"
 	FdtrackVarN_selectCgroups = "n_select_cgroups"
 	FdtrackVarN_stackThreads  = "n_stack_threads"
+	FdtrackVarPidnsDev        = "pidns_dev"
+	FdtrackVarPidnsIno        = "pidns_ino"
 	FdtrackVarReleased        = "released"
 	FdtrackVarSelectAll       = "select_all"
 	FdtrackVarSelectCgroups   = "select_cgroups"
@@ -350,6 +352,8 @@ type FdtrackVariableSpecs struct {
 	LostRecords     *ebpf.VariableSpec `ebpf:"lost_records"`
 	N_selectCgroups *ebpf.VariableSpec `ebpf:"n_select_cgroups"`
 	N_stackThreads  *ebpf.VariableSpec `ebpf:"n_stack_threads"`
+	PidnsDev        *ebpf.VariableSpec `ebpf:"pidns_dev"`
+	PidnsIno        *ebpf.VariableSpec `ebpf:"pidns_ino"`
 	Released        *ebpf.VariableSpec `ebpf:"released"`
 	SelectAll       *ebpf.VariableSpec `ebpf:"select_all"`
 	SelectCgroups   *ebpf.VariableSpec `ebpf:"select_cgroups"`
@@ -446,6 +450,8 @@ type FdtrackVariables struct {
 	LostRecords     *ebpf.Variable `ebpf:"lost_records"`
 	N_selectCgroups *ebpf.Variable `ebpf:"n_select_cgroups"`
 	N_stackThreads  *ebpf.Variable `ebpf:"n_stack_threads"`
+	PidnsDev        *ebpf.Variable `ebpf:"pidns_dev"`
+	PidnsIno        *ebpf.Variable `ebpf:"pidns_ino"`
 	Released        *ebpf.Variable `ebpf:"released"`
 	SelectAll       *ebpf.Variable `ebpf:"select_all"`
 	SelectCgroups   *ebpf.Variable `ebpf:"select_cgroups"`

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/ringread"
 )
 
@@ -107,6 +108,17 @@ func newTracer(opts Options, test bool) (*Tracer, error) {
 	}
 	if err := spec.Variables["wakeup_bytes"].Set(uint64(opts.WakeupBytes)); err != nil {
 		return nil, fmt.Errorf("configure the fd BPF object: %w", err)
+	}
+	// Its records' pids are memtrace's namespace's, as the allocation
+	// tracer's (bpf/mt_pidns.h).
+	ns, err := procfs.PIDNamespace()
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]uint64{"pidns_dev": ns.Dev, "pidns_ino": ns.Ino} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("configure the fd BPF object (%s): %w", name, err)
+		}
 	}
 	t := &Tracer{}
 	var into any = &t.objs.objects

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // Source captures a traced program's allocations: the eBPF tracer
@@ -128,6 +129,10 @@ func Run(o Options, stderr io.Writer, src, fallback Source) (int, error) {
 		}
 	}
 	if err := o.resolveUser(); err != nil {
+		return 1, err
+	}
+	// Both sources read /proc by the pids they are given and see.
+	if _, err := procfs.PIDNamespace(); err != nil {
 		return 1, err
 	}
 	since := time.Now()

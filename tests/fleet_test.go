@@ -101,6 +101,13 @@ func (f *fleetProc) pid() int { return f.cmd.Process.Pid }
 // and requires it to end with status 0.
 func startSelecting(t *testing.T, bin string, args ...string) *liveRun {
 	t.Helper()
+	return startSelectingVia(t, nil, bin, args...)
+}
+
+// startSelectingVia is startSelecting of a memtrace that bin starts (a
+// namespace's nsenter), which memtrace returns the pid of.
+func startSelectingVia(t *testing.T, memtrace func(cmd *exec.Cmd) int, bin string, args ...string) *liveRun {
+	t.Helper()
 	r := &liveRun{cmd: command(bin, args...), stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {
@@ -108,7 +115,11 @@ func startSelecting(t *testing.T, bin string, args ...string) *liveRun {
 	}
 	go func() { r.done <- r.cmd.Wait() }()
 	t.Cleanup(func() {
-		r.cmd.Process.Signal(syscall.SIGTERM)
+		if memtrace == nil {
+			r.cmd.Process.Signal(syscall.SIGTERM)
+		} else {
+			syscall.Kill(memtrace(r.cmd), syscall.SIGTERM)
+		}
 		select {
 		case err := <-r.done:
 			if err != nil {

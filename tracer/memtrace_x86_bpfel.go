@@ -295,6 +295,8 @@ const (
 	MemtraceVarMtAbiTypes           = "mt_abi_types"
 	MemtraceVarN_selectCgroups      = "n_select_cgroups"
 	MemtraceVarN_stackThreads       = "n_stack_threads"
+	MemtraceVarPidnsDev             = "pidns_dev"
+	MemtraceVarPidnsIno             = "pidns_ino"
 	MemtraceVarReleased             = "released"
 	MemtraceVarSampleFilter         = "sample_filter"
 	MemtraceVarSampleProcMax        = "sample_proc_max"
@@ -419,6 +421,8 @@ type MemtraceVariableSpecs struct {
 	MtAbiTypes      *ebpf.VariableSpec `ebpf:"mt_abi_types"`
 	N_selectCgroups *ebpf.VariableSpec `ebpf:"n_select_cgroups"`
 	N_stackThreads  *ebpf.VariableSpec `ebpf:"n_stack_threads"`
+	PidnsDev        *ebpf.VariableSpec `ebpf:"pidns_dev"`
+	PidnsIno        *ebpf.VariableSpec `ebpf:"pidns_ino"`
 	Released        *ebpf.VariableSpec `ebpf:"released"`
 	SampleFilter    *ebpf.VariableSpec `ebpf:"sample_filter"`
 	SampleProcMax   *ebpf.VariableSpec `ebpf:"sample_proc_max"`
@@ -521,6 +525,8 @@ type MemtraceVariables struct {
 	MtAbiTypes      *ebpf.Variable `ebpf:"mt_abi_types"`
 	N_selectCgroups *ebpf.Variable `ebpf:"n_select_cgroups"`
 	N_stackThreads  *ebpf.Variable `ebpf:"n_stack_threads"`
+	PidnsDev        *ebpf.Variable `ebpf:"pidns_dev"`
+	PidnsIno        *ebpf.Variable `ebpf:"pidns_ino"`
 	Released        *ebpf.Variable `ebpf:"released"`
 	SampleFilter    *ebpf.Variable `ebpf:"sample_filter"`
 	SampleProcMax   *ebpf.Variable `ebpf:"sample_proc_max"`

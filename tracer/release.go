@@ -13,6 +13,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // Values of the BPF hold map (bpf/memtrace.bpf.c).
@@ -88,8 +90,9 @@ func (t *Tracer) HoldFD() int { return t.objs.Hold.FD() }
 
 // KernelRelease reports whether the kernel side lets every held process
 // go when memtrace exits, however it exits (SIGKILL included): its exit
-// program sends the SIGCONTs (bpf_send_signal_task, Linux 6.13+). Without
-// it only a watchdog process can.
+// program sends the SIGCONTs (bpf_send_signal_task, Linux 6.13+; in a PID
+// namespace of memtrace's own, bpf_task_from_vpid too). Without it only a
+// watchdog process can.
 func KernelRelease() bool {
 	if watchdogOnly() {
 		return false
@@ -98,7 +101,13 @@ func KernelRelease() bool {
 	if err != nil {
 		return false
 	}
-	for _, name := range []string{"bpf_send_signal_task", "bpf_task_from_pid", "bpf_task_release"} {
+	kfuncs := []string{"bpf_send_signal_task", "bpf_task_from_pid", "bpf_task_release"}
+	// In a PID namespace of its own the holds are the namespace's pids,
+	// found from memtrace's exit by vpid (bpf/mt_proc.h, release_one).
+	if ns, err := procfs.PIDNamespace(); err != nil || !ns.Initial() {
+		kfuncs = append(kfuncs, "bpf_task_from_vpid")
+	}
+	for _, name := range kfuncs {
 		var fn *btf.Func
 		if ks.TypeByName(name, &fn) != nil {
 			return false

@@ -133,10 +133,16 @@ func New(opts Options) (*Tracer, error) {
 	if watchdogOnly() {
 		agent = 0
 	}
+	ns, err := procfs.PIDNamespace()
+	if err != nil {
+		return nil, err
+	}
 	for name, v := range map[string]any{
 		"follow":           b2u(opts.Follow),
 		"hold_exec":        b2u(opts.HoldExec),
 		"agent_tgid":       agent,
+		"pidns_dev":        ns.Dev,
+		"pidns_ino":        ns.Ino,
 		"stack_depth":      uint32(opts.StackDepth),
 		"free_stacks":      b2u(!opts.NoFreeStacks),
 		"unwind_dwarf":     b2u(dwarf),

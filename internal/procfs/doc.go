@@ -1,8 +1,9 @@
 // Package procfs is memtrace's one reader of /proc/PID: the mappings
 // (maps), the process's state and parentage (stat, status), its name
 // (comm), its command line and environment, its cgroup (and the container
-// that names), and whether it sees
-// memtrace's own filesystem (root and mount namespace). The symbolizer,
+// that names), whether it sees memtrace's own filesystem (root and mount
+// namespace), and memtrace's own PID namespace, whose ids every pid
+// memtrace handles is in (PIDNamespace). The symbolizer,
 // the eBPF tracer's unwinder and probe placement, the agent, the live heap
 // model and the runner all read /proc through it, so that the kernel's
 // formats are parsed in one place, by one grammar, tested and fuzzed once.
