@@ -147,7 +147,8 @@ func TestEarlyFailures(t *testing.T) {
 // planted (to a root-owned file) is refused in one line that names it, on
 // both paths, the file behind it untouched and PROG not started; so is a
 // link planted under the default name memtrace.PROG.PID.log.zst (memtrace
-// is PID 1 in a PID namespace of its own, so the name is known).
+// is PID 1 in a PID namespace of its own, with its own /proc, so the
+// name is known).
 func TestLogRefusesPlantedLink(t *testing.T) {
 	requireBPF(t)
 	mt := need(t, "bin/memtrace")
@@ -171,7 +172,7 @@ func TestLogRefusesPlantedLink(t *testing.T) {
 			dir := asusertest.Dir(t)
 			name := filepath.Join(dir, "memtrace.touch.1.log.zst")
 			victim = asusertest.PlantAt(t, name)
-			args = append(append([]string{"--pid", "--fork", mt}, p.flags...), "--", "/usr/bin/touch", marker)
+			args = append(append([]string{"--pid", "--fork", "--mount-proc", mt}, p.flags...), "--", "/usr/bin/touch", marker)
 			code, se = runOut(t, root, dir, nil, unshare, args...)
 			noPanic(t, "the default name", code, se, 1, "create log memtrace.touch.1.log.zst: file exists")
 			asusertest.Untouched(t, name, victim)
