@@ -89,11 +89,13 @@ func TestRunFallsBack(t *testing.T) {
 	if b, _ := os.ReadFile(log); !bytes.Contains(b, []byte("mode=preload")) {
 		t.Errorf("log:\n%s", b)
 	}
-	// In -p mode nothing falls back: the error is the run's.
+	// In -p mode nothing falls back: the error is the run's, with what
+	// the user can do instead.
 	first.calls = nil
 	status, err = Run(Options{PIDs: []int{os.Getpid()}, Output: log}, &stderr, first, second)
-	if status != 1 || err == nil || err.Error() != "no BPF here" || !errors.Is(err, ErrUnavailable) {
-		t.Errorf("-p: Run = %d, %v; want 1, no BPF here", status, err)
+	want := "no BPF here; the LD_PRELOAD fallback cannot attach to a running process: restart the program under memtrace --preload -- PROG"
+	if status != 1 || err == nil || err.Error() != want || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("-p: Run = %d, %v; want 1, %s", status, err, want)
 	}
 }
 
