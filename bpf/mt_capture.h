@@ -31,8 +31,18 @@ static long hash_cb(__u64 i, void *data)
  * checks it once per program instead of at every call site with every
  * caller's state (inlined, it was 400-600 thousand instructions a program
  * and most of a second of start-up each). */
-__noinline __u64 mt_capture_stack(struct pt_regs *ctx)
+#if defined(__TARGET_ARCH_arm64)
+/* The kernel's name for a kprobe's context; the arm64 vmlinux.h lacks it. */
+typedef struct user_pt_regs bpf_user_pt_regs_t;
+#endif
+
+/* The context is passed as bpf_user_pt_regs_t: a global function's context
+ * argument must have the type the kernel gives the program's context,
+ * which on arm64 is struct user_pt_regs, not struct pt_regs (6.12 refused
+ * mt_enter_multi with "Caller passes invalid args into func#3"). */
+__noinline __u64 mt_capture_stack(bpf_user_pt_regs_t *uctx)
 {
+	struct pt_regs *ctx = (struct pt_regs *)uctx;
 	__u32 zero = 0;
 	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!buf || !ctx)
@@ -80,5 +90,5 @@ static __always_inline __u64 capture_stack(struct pt_regs *ctx, struct tstate *s
 {
 	if (stack_depth == 0 || !stack_wanted(st))
 		return 0;
-	return mt_capture_stack(ctx);
+	return mt_capture_stack((bpf_user_pt_regs_t *)ctx);
 }
