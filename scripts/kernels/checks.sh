@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# checks.sh TESTBIN OUTDIR: runs the matrix's checks (scripts/kernels/checks)
+# on the running kernel, natively or inside a guest of run.sh, from tests/
+# with the compiled integration tests TESTBIN. Writes OUTDIR/NAME.log (the
+# test's output) and one line per line of checks to OUTDIR/results:
+#   NAME pass|fail SECONDS
+# Exits 0: the results file, not the exit code, says what passed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+testbin=$1
+out=$2
+mkdir -p "$out"
+: >"$out/results"
+rm -f "$out"/*.log
+cd "$here/../../tests" || exit 2
+export MEMTRACE_REQUIRE_BPF=1
+# In a guest only /tmp (and the output share) can be written.
+[ -n "${MEMTRACE_KERNEL:-}" ] && export TMPDIR=/tmp
+echo "kernel $(uname -r)" >"$out/kernel"
+# In a guest, the seconds from the kernel's start to the first check.
+[ -n "${MEMTRACE_KERNEL:-}" ] && echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$out/kernel"
+grep -v '^[[:space:]]*#' "$here/checks" | while read -r name pattern extra; do
+	[ -n "$name" ] || continue
+	envs=()
+	flags=()
+	for x in $extra; do
+		case "$x" in
+		-*) flags+=("$x") ;;
+		*=*) envs+=("$x") ;;
+		esac
+	done
+	if [ -n "${MEMTRACE_KERNEL_CHECKS:-}" ] && ! grep -qw -- "$name" <<<"$MEMTRACE_KERNEL_CHECKS"; then
+		continue
+	fi
+	start=$(date +%s.%N)
+	from=$(($(wc -l <"$out/$name.log" 2>/dev/null || echo 0) + 1))
+	echo "=== checks: $pattern ${envs[*]} ${flags[*]}" >>"$out/$name.log"
+	env "${envs[@]}" "$testbin" -test.run "$pattern" -test.count=1 -test.v -test.timeout "${MEMTRACE_KERNEL_CHECK_TIMEOUT:-180s}" "${flags[@]}" \
+		>>"$out/$name.log" 2>&1 </dev/null
+	rc=$?
+	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+	status=pass
+	# A run that matched no test passes in go test: a check that ran
+	# nothing is a failure here.
+	if [ $rc -ne 0 ] || tail -n +"$from" "$out/$name.log" | grep -q '^testing: warning: no tests to run' ||
+		! tail -n +"$from" "$out/$name.log" | grep -q '^--- PASS'; then
+		status=fail
+	fi
+	echo "$name $status $secs" >>"$out/results"
+	echo "checks: $(uname -r): $name $status ${secs}s"
+done
+exit 0
