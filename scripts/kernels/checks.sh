@@ -33,7 +33,8 @@ grep -v '^[[:space:]]*#' "$here/checks" | while read -r name pattern extra; do
 		continue
 	fi
 	start=$(date +%s.%N)
-	from=$(($(wc -l <"$out/$name.log" 2>/dev/null || echo 0) + 1))
+	from=1
+	[ -f "$out/$name.log" ] && from=$(($(wc -l <"$out/$name.log") + 1))
 	echo "=== checks: $pattern ${envs[*]} ${flags[*]}" >>"$out/$name.log"
 	env "${envs[@]}" "$testbin" -test.run "$pattern" -test.count=1 -test.v -test.timeout "${MEMTRACE_KERNEL_CHECK_TIMEOUT:-180s}" "${flags[@]}" \
 		>>"$out/$name.log" 2>&1 </dev/null

@@ -76,7 +76,7 @@ if [ -n "${MEMTRACE_KERNEL_CHECKS:-}" ]; then
 fi
 bad=0
 fixed=
-table=$out/../results.md
+table=$root/bin/kernels/results.md
 {
 	printf '| check |'
 	for k in $kernels; do
