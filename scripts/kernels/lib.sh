@@ -223,12 +223,43 @@ modules_for() {
 # getrandom never waits at boot.
 GUEST_MODULES="virtio_pci 9pnet_virtio 9p virtio_rng"
 
+# kernel_arch: KARCH and KFLAVOUR (Debian's names) of
+# MEMTRACE_KERNEL_ARCH: amd64 (the default) or arm64.
+kernel_arch() {
+	KARCH=${MEMTRACE_KERNEL_ARCH:-amd64}
+	case "$KARCH" in
+	amd64 | arm64) KFLAVOUR=$KARCH ;;
+	*) kdie "MEMTRACE_KERNEL_ARCH=$KARCH: the matrix has amd64 and arm64" ;;
+	esac
+}
+
+# guest_busybox: a static busybox for $KARCH: the machine's own for its
+# architecture (busybox-static), else Debian's busybox-static of $KARCH,
+# downloaded once into the cache with the private apt state.
+guest_busybox() {
+	local d bb=$KERNELS_CACHE/$KARCH/busybox tmp
+	if [ "$KARCH" = "$(dpkg --print-architecture)" ]; then
+		bb=$(command -v busybox) || kdie "no busybox: make deps installs busybox-static"
+		readelf -d "$bb" 2>/dev/null | grep -q NEEDED && kdie "$bb is not static: make deps installs busybox-static"
+		echo "$bb"
+		return
+	fi
+	if [ ! -x "$bb" ]; then
+		d=$(apt_update bookworm)
+		tmp=$(mktemp -d "$KERNELS_CACHE/.fetch.XXXXXX")
+		(cd "$tmp" && papt "$d" apt-get download -qq busybox-static >&2 && dpkg-deb -x busybox-static_*.deb x) ||
+			kdie "apt-get download busybox-static ($KARCH) failed"
+		mv "$tmp/x/bin/busybox" "$bb"
+		rm -rf "$tmp"
+	fi
+	echo "$bb"
+}
+
 # build_initramfs KMODS OUT: a cpio with a static busybox, the guest's
 # modules (uncompressed: busybox's insmod takes plain .ko) and /init.
 build_initramfs() {
 	local mods=$1 out=$2 d m f busybox list
-	busybox=$(command -v busybox) || kdie "no busybox: make deps installs busybox-static"
-	readelf -d "$busybox" 2>/dev/null | grep -q NEEDED && kdie "$busybox is not static: make deps installs busybox-static"
+	busybox=$(guest_busybox) || exit 2
 	d=$(mktemp -d)
 	mkdir -p "$d/bin" "$d/lib/modules" "$d/proc" "$d/sys" "$d/dev" "$d/newroot"
 	cp "$busybox" "$d/bin/busybox"

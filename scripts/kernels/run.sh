@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh KVER -- CMD...: boots Debian's stock kernel KVER (5.10, 6.1 or
-# 6.12) under QEMU (TCG) with this machine's root as the guest's / (9p,
+# 6.12; arm64: 6.1 or 6.12) under QEMU (TCG) with this machine's root as the guest's / (9p,
 # read-only) and runs CMD as root in the caller's working directory, with
 # the caller's environment. CMD's stdout and stderr come back as they are
 # written, and run.sh exits with CMD's exit code (docs/kernels.md).
@@ -11,6 +11,7 @@
 #   MEMTRACE_KERNEL_TIMEOUT  seconds before the guest is killed (default 900)
 #   MEMTRACE_KERNEL_SMP      vCPUs (default 2), MEMTRACE_KERNEL_MEM (2G)
 #   MEMTRACE_KERNEL_VERBOSE  1: the guest's console on stderr as it runs
+#   MEMTRACE_KERNEL_ARCH     amd64 (default) or arm64 (qemu-system-aarch64)
 #   MEMTRACE_KERNELS_CACHE   where the kernels are kept (default
 #                            /var/cache/memtrace-kernels)
 # Exit codes besides CMD's: 2 bad use or no kernel, 124 the guest timed out,
@@ -27,10 +28,26 @@ usage() {
 [ $# -ge 3 ] && [ "$2" = -- ] || usage
 kver=$1
 shift 2
-KARCH=amd64
-KFLAVOUR=amd64
+kernel_arch
 kernel_suite "$kver" >/dev/null || usage
-command -v qemu-system-x86_64 >/dev/null || kdie "no qemu-system-x86_64: make deps installs qemu-system-x86"
+# The guest's machine. On arm64 the host's root holds no arm64 programs:
+# the guest's / is then a tmpfs with an arm64 busybox, the cross
+# toolchain's libraries (libc6-dev-arm64-cross) as /lib and the host's
+# other top-level directories (/etc, /work, ...) bound in (init, "cross").
+case "$KARCH" in
+amd64)
+	qemu=(qemu-system-x86_64 -cpu max)
+	ttyS=ttyS0
+	cross=
+	;;
+arm64)
+	qemu=(qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on)
+	ttyS=ttyAMA0
+	cross=/usr/aarch64-linux-gnu
+	[ -e "$cross/lib/ld-linux-aarch64.so.1" ] || kdie "no $cross/lib: make deps installs libc6-dev-arm64-cross"
+	;;
+esac
+command -v "${qemu[0]}" >/dev/null || kdie "no ${qemu[0]}: make deps installs qemu-system-x86 and qemu-system-arm"
 
 kdir=$(kernel_root "$kver")
 kernel_files "$kdir"
@@ -84,11 +101,11 @@ quiet=quiet
 # TCG with one host thread: multi-threaded TCG crashed a 6.12 guest while
 # it patched its own text. mitigations=off: the guest is a test box, and
 # the mitigations cost TCG dearly. random.trust_cpu: getrandom never waits.
-timeout -k 5 "${MEMTRACE_KERNEL_TIMEOUT:-900}" qemu-system-x86_64 \
-	-accel tcg,thread=single -cpu max -m "${MEMTRACE_KERNEL_MEM:-2G}" -smp "${MEMTRACE_KERNEL_SMP:-2}" \
+timeout -k 5 "${MEMTRACE_KERNEL_TIMEOUT:-900}" "${qemu[@]}" \
+	-accel tcg,thread=single -m "${MEMTRACE_KERNEL_MEM:-2G}" -smp "${MEMTRACE_KERNEL_SMP:-2}" \
 	-nographic -monitor none -serial "file:$console" -no-reboot \
 	-kernel "$KIMAGE" -initrd "$w/initramfs.cpio" \
-	-append "console=ttyS0 panic=-1 mitigations=off random.trust_cpu=on $quiet" \
+	-append "console=$ttyS panic=-1 mitigations=off random.trust_cpu=on${cross:+ memtrace.cross=$cross} $quiet" \
 	-fsdev "local,id=root,path=/,security_model=passthrough,readonly=on,multidevs=remap" \
 	-device virtio-9p-pci,fsdev=root,mount_tag=root \
 	-fsdev "local,id=ctl,path=$w/ctl,security_model=passthrough" \
