@@ -47,11 +47,7 @@ mkdir -p "$out"
 
 # Fetch first, one at a time: the kernels share the apt state.
 for k in $kernels; do
-	case "$k" in
-	host) ;;
-	arm64/*) MEMTRACE_KERNEL_ARCH=arm64 "$here/fetch.sh" "${k#arm64/}" >/dev/null || exit 2 ;;
-	*) "$here/fetch.sh" "$k" >/dev/null || exit 2 ;;
-	esac
+	[ "$k" = host ] || "$here/fetch.sh" "$k" >/dev/null || exit 2
 done
 
 # one KVER: the checks on one kernel; OUT/KVER/wall is its boot and run,

@@ -22,7 +22,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 usage() {
-	echo "usage: $0 KVER -- CMD [ARG]...  (KVER: 5.10, 6.1 or 6.12)" >&2
+	echo "usage: $0 KVER -- CMD [ARG]...  (KVER: 5.10, 6.1 or 6.12; MEMTRACE_KERNEL_ARCH=arm64: 6.1 or 6.12)" >&2
 	exit 2
 }
 [ $# -ge 3 ] && [ "$2" = -- ] || usage
