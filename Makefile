@@ -24,9 +24,10 @@ DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-li
 	gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf \
 	libc6-dev-arm64-cross libc6-dev-armhf-cross qemu-user heaptrack valgrind tmux chromium \
 	linux-libc-dev libc6-dbg sqlite3 python3.11 zstd libjemalloc2 rustc libtcmalloc-minimal4 libmimalloc2.0 \
-	libc++-19-dev libc++abi-19-dev groff zsh fish
+	libc++-19-dev libc++abi-19-dev groff zsh fish \
+	qemu-system-x86 qemu-system-arm busybox-static kmod
 
-.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs
+.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs kernels
 
 all: build
 
@@ -34,6 +35,7 @@ all: build
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(filter-out golang-any,$(DEBIAN_PACKAGES)) >/dev/null
+	./scripts/kernels/fetch.sh
 
 build: $(BIN)/memtrace $(BIN)/memview $(BIN)/memtrace-preload.so
 
@@ -84,6 +86,14 @@ demo: build progs
 test: build progs lint cross
 	./scripts/check-generated.sh
 	$(GO) test -count=1 -timeout 30m ./...
+	GO=$(GO) ./scripts/kernels/matrix.sh
+
+# kernels: the kernel matrix (docs/kernels.md): the eBPF checks on this
+# machine's kernel and on Debian's 5.10, 6.1 and 6.12 booted under QEMU,
+# a table of results and times; fails when a check that
+# scripts/kernels/expect requires fails.
+kernels: build progs
+	GO=$(GO) ./scripts/kernels/matrix.sh
 
 # check is the fast inner loop: lint and every package's tests with -short,
 # which skips the soak, the fault loops, the cross builds under qemu,
