@@ -11,7 +11,8 @@
 #   MEMTRACE_KERNEL_CHECKS   only these checks (names from checks, spaces)
 #   MEMTRACE_KERNEL_CHECKS_ARM64  the checks of the arm64 columns (default:
 #                            exact-nostacks dwarf-stacks attach-exact
-#                            preload; the others build C programs with gcc,
+#                            preload verifier-budget kernel-limits; the
+#                            others build C programs with gcc,
 #                            which the arm64 guest's root does not have)
 #   MEMTRACE_KERNELS_JOBS    guests booted at once (default 1; each TCG
 #                            guest takes one host CPU)
@@ -26,7 +27,7 @@ testbin=$root/bin/kernels/tests.test
 go=${GO:-go}
 all=$(grep -v '^[[:space:]]*#' "$here/checks" | awk 'NF && !seen[$1]++ { print $1 }' | tr '\n' ' ')
 checks=${MEMTRACE_KERNEL_CHECKS:-$all}
-arm64_checks=${MEMTRACE_KERNEL_CHECKS_ARM64:-exact-nostacks dwarf-stacks attach-exact preload}
+arm64_checks=${MEMTRACE_KERNEL_CHECKS_ARM64:-exact-nostacks dwarf-stacks attach-exact preload verifier-budget kernel-limits}
 
 mkdir -p "$root/bin/kernels"
 $go test -c -o "$testbin" ./tests || exit 2
