@@ -61,10 +61,10 @@ static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 
 /* aligned_alloc and memalign are one function in glibc, so one probe
  * serves both; which name the program called shows in the call that got
- * there: a call rel32 to a PLT stub of the caller's module. The stub is
+ * there: a call rel32 (x86-64) or a bl (arm64) to a PLT stub of the
+ * caller's module. The stub is
  * sent as (inode, file offset), found through the VMA now, so that the
  * agent can name it later even if the process has exited by then. */
-#if defined(__TARGET_ARCH_x86)
 struct vma_ctx {
 	__u64 addr;
 	__u64 fileoff;
@@ -81,7 +81,6 @@ static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *d
 	c->fileoff = c->addr - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
 	return 0;
 }
-#endif
 
 static __always_inline void find_call_target(struct pt_regs *ctx, __u64 *off, __u64 *ino)
 {
@@ -96,6 +95,15 @@ static __always_inline void find_call_target(struct pt_regs *ctx, __u64 *off, __
 		return;
 	__s32 rel = insn[1] | insn[2] << 8 | insn[3] << 16 | (__u32)insn[4] << 24;
 	struct vma_ctx c = {.addr = ret + (__s64)rel};
+#else
+	/* A bl: 100101 and a signed 26-bit count of words from itself. */
+	__u64 ret = PT_REGS_RET(ctx) & ((1ULL << 48) - 1);
+	__u32 insn = 0;
+	if (bpf_probe_read_user(&insn, sizeof(insn), (void *)(ret - 4)) || (insn >> 26) != 0x25)
+		return;
+	__s64 words = (__s64)((__u64)(insn & 0x3ffffff) << 38) >> 38;
+	struct vma_ctx c = {.addr = ret - 4 + words * 4};
+#endif
 	/* find_vma only try-locks the mm; when another thread holds it, the
 	 * absolute address goes instead (callsite_ino = -1) and the agent
 	 * names it from its record of the process's mappings. */
@@ -106,7 +114,6 @@ static __always_inline void find_call_target(struct pt_regs *ctx, __u64 *off, __
 	}
 	*off = c.fileoff;
 	*ino = c.ino;
-#endif
 }
 
 static __always_inline void call_target(struct pt_regs *ctx, struct tstate *st)
