@@ -37,7 +37,9 @@ extern bool bpf_session_is_return(void) __ksym __weak;
 
 /* mmap, munmap and mremap called from inside libc (malloc's own mmap, a
  * thread stack) are not the program's calls. The return address sits at
- * [sp] at the probe point (before any push), and the cookie carries how far
+ * [sp] at the probe point (before any push) on x86-64, in the link
+ * register on arm64 (read from [sp] there, a thread stack's munmap after
+ * a join was logged as the program's), and the cookie carries how far
  * the module's text extends before and after the probe, so the test needs
  * no per-process state and has no window before the agent knows where libc
  * was mapped. */
@@ -48,7 +50,11 @@ static __always_inline int called_from_module(struct pt_regs *ctx, __u64 cookie)
 	if (before == 0 && after == 0)
 		return 0;
 	__u64 ret = 0;
+#if defined(__TARGET_ARCH_x86)
 	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx));
+#else
+	ret = PT_REGS_RET(ctx) & ((1ULL << 48) - 1);
+#endif
 	__u64 ip = PT_REGS_IP(ctx);
 	return ret >= ip - before && ret < ip + after;
 }

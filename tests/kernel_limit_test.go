@@ -73,11 +73,17 @@ func TestKernelLimitDegrades(t *testing.T) {
 		}
 	}
 
-	target := command("sleep", "60")
+	// A target that links libc's malloc (not sleep, a static busybox on
+	// the arm64 guest's root) and waits on its stdin.
+	target := command(need(t, "tests/progs/build/liveleak"))
+	stdin, err := target.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := target.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { target.Process.Kill(); target.Wait() }()
+	defer func() { stdin.Close(); target.Process.Kill(); target.Wait() }()
 	attachLog := filepath.Join(dir, "attach.log")
 	if old {
 		out, err = command(mt, "-p", strconv.Itoa(target.Process.Pid), "-o", attachLog).CombinedOutput()
@@ -93,18 +99,31 @@ func TestKernelLimitDegrades(t *testing.T) {
 		}
 	} else {
 		cmd := command(mt, "-p", strconv.Itoa(target.Process.Pid), "-o", attachLog)
+		var se strings.Builder
+		cmd.Stderr = &se
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		go func() {
+			// memtrace ending first is the answer: no header will come.
+			select {
+			case err := <-exited:
+				exited <- err
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		if err := waitHeader(ctx, attachLog); err != nil {
 			cmd.Process.Kill()
-			t.Fatal(err)
+			t.Fatalf("%v\nmemtrace -p: %s", err, se.String())
 		}
 		cmd.Process.Signal(unix.SIGINT)
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("memtrace -p, then Ctrl-C: %v", err)
+		if err := <-exited; err != nil {
+			t.Fatalf("memtrace -p, then Ctrl-C: %v\n%s", err, se.String())
 		}
 		bpfLog(t, attachLog)
 	}
