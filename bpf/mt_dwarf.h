@@ -608,7 +608,8 @@ static long walk_cb(__u64 i, void *data)
 }
 
 /* Sets ref up for a new walk from pc, sp, fp: the per-CPU state reset. */
-static __always_inline struct mt_walk *walk_begin(struct mt_walk_ref *ref, struct stackbuf *buf, __u64 pc, __u64 sp, __u64 fp)
+static __always_inline struct mt_walk *walk_begin(struct mt_walk_ref *ref, struct stackbuf *buf, __u64 pc, __u64 sp,
+						  __u64 fp)
 {
 	__u32 zero = 0;
 	struct mt_walk *w = bpf_map_lookup_elem(&walk_state, &zero);

@@ -10,7 +10,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
-	"golang.org/x/sys/unix"
 )
 
 // MinKernel is the oldest Linux whose BPF has every helper memtrace's
@@ -50,13 +49,4 @@ func probeKernelLimit() error {
 		// to report, with its own words.
 	}
 	return nil
-}
-
-// kernelVersion is uname -r.
-func kernelVersion() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }

@@ -129,3 +129,12 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// kernelVersion is uname -r.
+func kernelVersion() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
