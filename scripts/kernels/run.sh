@@ -86,6 +86,19 @@ q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 	printf '\n'
 } >"$w/ctl/cmd.sh"
 
+# The guest's /tmp is a tmpfs: the host's directories under /tmp that the
+# run needs (the caller's working directory, this checkout) are bound back
+# over it (init, "keep").
+for p in "$PWD" "$(cd "$(dirname "$0")/../.." && pwd -P)"; do
+	p=$(cd "$p" && pwd -P)
+	case "$p" in
+	/tmp/?*)
+		rel=${p#/tmp/}
+		echo "/tmp/${rel%%/*}"
+		;;
+	esac
+done | sort -u >"$w/ctl/keep"
+
 share_out=()
 if [ -n "${MEMTRACE_KERNEL_OUT:-}" ]; then
 	mkdir -p "$MEMTRACE_KERNEL_OUT"
