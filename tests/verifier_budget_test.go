@@ -14,7 +14,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
 
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/tracer"
@@ -67,7 +66,7 @@ var (
 // writes the table (docs/kernels.md).
 func TestVerifierBudget(t *testing.T) {
 	requireBPF(t)
-	session := kernelHasAttachType(t, "BPF_TRACE_UPROBE_SESSION")
+	session := tracer.KernelHasAttachType("BPF_TRACE_UPROBE_SESSION")
 	var rows []programBudget
 	for _, obj := range []struct {
 		name string
@@ -234,24 +233,4 @@ func deepestChain(funcs []string, edges map[string][]string, depths []int) (int,
 		walk(funcs[0], 0, nil)
 	}
 	return best, bestCalls, strings.Join(bestChain, " → ")
-}
-
-// kernelHasAttachType reports whether the kernel's BTF lists a BPF attach
-// type.
-func kernelHasAttachType(t *testing.T, name string) bool {
-	t.Helper()
-	ks, err := btf.LoadKernelSpec()
-	if err != nil {
-		t.Fatalf("the kernel's BTF: %v", err)
-	}
-	var e *btf.Enum
-	if err := ks.TypeByName("bpf_attach_type", &e); err != nil {
-		return false
-	}
-	for _, v := range e.Values {
-		if v.Name == name {
-			return true
-		}
-	}
-	return false
 }

@@ -159,7 +159,7 @@ func New(opts Options) (*Tracer, error) {
 			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
 		}
 	}
-	if !opts.NoMulti && !kernelHasAttachType("BPF_TRACE_UPROBE_MULTI") {
+	if !opts.NoMulti && !KernelHasAttachType("BPF_TRACE_UPROBE_MULTI") {
 		// Before 6.6 the kernel loads a uprobe_multi program (the attach
 		// type is not checked for kprobe programs) but refuses its link
 		// with EINVAL, which says nothing of a missing feature: decided
@@ -247,12 +247,12 @@ var kernelBTF = btf.NewCache()
 // kernelHasSessionUprobes reports whether the kernel knows session
 // uprobes (Linux 6.13+), by the attach type in its BTF.
 func kernelHasSessionUprobes() bool {
-	return kernelHasAttachType("BPF_TRACE_UPROBE_SESSION")
+	return KernelHasAttachType("BPF_TRACE_UPROBE_SESSION")
 }
 
-// kernelHasAttachType reports whether the kernel's BTF lists the BPF
+// KernelHasAttachType reports whether the kernel's BTF lists the BPF
 // attach type name (BPF_TRACE_UPROBE_MULTI: 6.6+).
-func kernelHasAttachType(name string) bool {
+func KernelHasAttachType(name string) bool {
 	ks, err := kernelBTF.Kernel()
 	if err != nil {
 		return false
