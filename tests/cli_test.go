@@ -461,3 +461,39 @@ func TestViewerAndReportVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestMistypedSubcommand: memtrace reprot x.log, with no program reprot
+// in PATH, is one line that names report, exit 127 (a shell's "not
+// found"); with a program reprot in PATH, that program is what runs and
+// its status is memtrace's (issue 33).
+func TestMistypedSubcommand(t *testing.T) {
+	requireBPF(t)
+	bin := need(t, "bin/memtrace")
+	dir := t.TempDir()
+	run := func(path string) (int, string) {
+		cmd := command(bin, "reprot", "x.log")
+		cmd.Dir = dir // the default log goes here
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		cmd.Env = append(os.Environ(), "PATH="+path)
+		err := runCmd(t, cmd, 60*time.Second)
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("memtrace reprot: %v", err)
+		}
+		return cmd.ProcessState.ExitCode(), se.String()
+	}
+	code, stderr := run("/usr/bin:/bin")
+	if code != 127 || stderr != "memtrace: reprot: no such program or subcommand; did you mean 'report'?\n" {
+		t.Errorf("no reprot in PATH: exit %d, stderr %q", code, stderr)
+	}
+	progs := t.TempDir()
+	if err := os.WriteFile(filepath.Join(progs, "reprot"), []byte("#!/bin/sh\nexit 7\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(progs, 0o755)
+	code, stderr = run(progs + ":/usr/bin:/bin")
+	if code != 7 || strings.Contains(stderr, "did you mean") {
+		t.Errorf("reprot in PATH: exit %d, want its 7; stderr:\n%s", code, stderr)
+	}
+}

@@ -78,6 +78,10 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"report", "--peak-limit", "many", "x.log"}, 2, "memtrace report: invalid argument 'many' for '--peak-limit': not a number"},
 		{[]string{"report", "--aggregate"}, 2, "memtrace report: option '--aggregate' requires an argument DIR (see memtrace report --help)"},
 		{[]string{"report", "--aggregate", "d", "--json", "x"}, 2, "memtrace report: --aggregate takes --output-prefix P, not --json (see memtrace report --help)"},
+		{[]string{"report", "-l", "2", "x.log"}, 2, "memtrace report: invalid argument '2' for '-l': give 0 or 1"},
+		{[]string{"report", "-n5", "-l2", "x.log"}, 2, "memtrace report: invalid argument '2' for '-l': give 0 or 1"},
+		{[]string{"reprot", "x.log"}, 127, "memtrace: reprot: no such program or subcommand; did you mean 'report'?"},
+		{[]string{"rep", "x.log"}, 127, "memtrace: rep: no such program or subcommand; did you mean 'report'?"},
 		{[]string{"report", src}, 1, "memtrace report: leaky.cc is not a memtrace or memtrack log: none of its 2 lines read is a log line"},
 	} {
 		cmd := exec.Command(bin, c.args...)
@@ -98,6 +102,36 @@ func TestCommandLineErrors(t *testing.T) {
 		out, err := exec.Command(bin, args...).Output()
 		if err != nil || len(out) == 0 {
 			t.Errorf("memtrace %q: %v", args, err)
+		}
+	}
+}
+
+// TestMistypedWord: the first word, not found as a program, is read as a
+// typo of report, help or version only where it stands for PROG and names
+// no file; a program found under that name is never second-guessed.
+func TestMistypedWord(t *testing.T) {
+	missing := func(string) (string, error) { return "", exec.ErrNotFound }
+	found := func(p string) (string, error) { return "/usr/bin/" + p, nil }
+	for _, c := range []struct {
+		args, argv []string
+		look       func(string) (string, error)
+		want       string
+	}{
+		{[]string{"reprot", "x.log"}, []string{"reprot", "x.log"}, missing, "report"},
+		{[]string{"repotr"}, []string{"repotr"}, missing, "report"},
+		{[]string{"rep", "x.log"}, []string{"rep", "x.log"}, missing, "report"},
+		{[]string{"hlep"}, []string{"hlep"}, missing, "help"},
+		{[]string{"versoin"}, []string{"versoin"}, missing, "version"},
+		{[]string{"reprot", "x.log"}, []string{"reprot", "x.log"}, found, ""},                                      // a program of that name runs
+		{[]string{"./reprot"}, []string{"./reprot"}, missing, ""},                                                  // a path is a path
+		{[]string{"--", "reprot"}, []string{"reprot"}, missing, ""},                                                // -- says PROG
+		{[]string{"-v", "reprot"}, []string{"reprot"}, missing, ""},                                                // not where report goes
+		{[]string{"frobnicate"}, []string{"frobnicate"}, missing, ""},                                              // near nothing
+		{[]string{"help", "x"}, []string{"help", "x"}, missing, ""},                                                // the word itself: a program's name
+		{[]string{"reprot"}, []string{"reprot"}, func(string) (string, error) { return "", os.ErrPermission }, ""}, // found, not executable: 126's
+	} {
+		if got := mistypedWord(c.args, c.argv, c.look); got != c.want {
+			t.Errorf("%q: %q, want %q", c.args, got, c.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -181,6 +182,10 @@ func realMain(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "memtrace: %v\n", err)
 		return 2
 	}
+	if word := mistypedWord(args, opts.argv, exec.LookPath); word != "" {
+		fmt.Fprintf(stderr, "memtrace: %s: no such program or subcommand; did you mean '%s'?\n", opts.argv[0], word)
+		return exitNotFound
+	}
 	status, err := run(opts, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "memtrace: %v\n", err)
@@ -189,6 +194,25 @@ func realMain(args []string, stderr io.Writer) int {
 		}
 	}
 	return status
+}
+
+// exitNotFound is a shell's "command not found", as for any PROG that is
+// not found: a script that checks for 127 still sees it.
+const exitNotFound = 127
+
+// mistypedWord is the word of memtrace's own (report, help, version) that
+// the first argument was likely meant to be, when that argument is PROG
+// (no option before it, no "--"), names no file (no slash) and no program
+// of that name is found in PATH: memtrace reprot x.log. A program that is
+// found runs, whatever its name.
+func mistypedWord(args, argv []string, lookPath func(string) (string, error)) string {
+	if len(args) == 0 || len(argv) == 0 || args[0] != argv[0] || strings.ContainsRune(argv[0], '/') {
+		return ""
+	}
+	if _, err := lookPath(argv[0]); !errors.Is(err, exec.ErrNotFound) {
+		return ""
+	}
+	return cli.SuggestWord(argv[0], cli.MemtraceWords)
 }
 
 func splitList(s string) []string {

@@ -207,3 +207,62 @@ func TestPrintVersion(t *testing.T) {
 		t.Fatalf("got %q", b.String())
 	}
 }
+
+// TestShortOptionValues: every single-letter option of the three commands
+// that takes a value takes the next argument (-n 2) or the number stuck to
+// it (-n2), never leaving it as an operand; an on/off option given a
+// number it does not take (-l 2) is an error naming the option, not a log
+// named 2 (issue 33).
+func TestShortOptionValues(t *testing.T) {
+	for _, c := range Commands {
+		for i := range c.Flags {
+			f := &c.Flags[i]
+			var letter string
+			for _, n := range f.Names {
+				if len(n) == 1 {
+					letter = n
+				}
+			}
+			if letter == "" || f.Arg == "" {
+				continue
+			}
+			for _, args := range [][]string{{"-" + letter, "1", "op"}, {"-" + letter + "1", "op"}} {
+				p := NewParser(c)
+				p.BindRest()
+				rest, err := p.Parse(args)
+				got := ""
+				p.Visit(func(name, value string) {
+					if name == f.Name() {
+						got = value
+					}
+				})
+				if err != nil || strings.Join(rest, " ") != "op" || (got != "1" && got != "true") {
+					t.Errorf("%s %q: operands %q, --%s=%q, %v", c.Name, args, rest, f.Name(), got, err)
+				}
+			}
+			if !f.OptionalArg {
+				continue
+			}
+			for _, args := range [][]string{{"-" + letter, "2", "x.log"}, {"-" + letter + "2", "x.log"}} {
+				p := NewParser(c)
+				var on bool
+				p.Var(boolValue{&on}, f.Name())
+				p.BindRest()
+				rest, err := p.Parse(args)
+				var ue UsageError
+				want := "invalid argument '2' for '-" + letter + "'"
+				if !errors.As(err, &ue) || !strings.HasPrefix(ue.Msg, want) {
+					t.Errorf("%s %q: operands %q, %v; want %q", c.Name, args, rest, err, want)
+				}
+			}
+			// What is not a value is still an operand: a log after -l.
+			p := NewParser(c)
+			var on bool
+			p.Var(boolValue{&on}, f.Name())
+			p.BindRest()
+			if rest, err := p.Parse([]string{"-" + letter, "x.log"}); err != nil || !on || strings.Join(rest, " ") != "x.log" {
+				t.Errorf("%s -%s x.log: operands %q, on %v, %v", c.Name, letter, rest, on, err)
+			}
+		}
+	}
+}

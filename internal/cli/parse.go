@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -105,6 +106,13 @@ func (p *Parser) Parse(args []string) ([]string, error) {
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
 		typed, _, _ := strings.Cut(a, "=")
 		f := p.cmd.Lookup(name)
+		if short := p.cmd.Lookup(name[:min(len(name), 1)]); f == nil && !hasValue && short != nil && short.Arg != "" && len(name) > 1 && name[1] >= '0' && name[1] <= '9' {
+			// getopt's and heaptrack_print's -n5, -l0: a letter and a
+			// number. No long name starts with a digit after its first
+			// letter, so nothing else is read this way.
+			f, value, hasValue = short, name[1:], true
+			typed = "-" + name[:1]
+		}
 		if f == nil {
 			return nil, UsageError{p.unknown(typed, name)}
 		}
@@ -120,9 +128,16 @@ func (p *Parser) Parse(args []string) ([]string, error) {
 		case isSwitch(v):
 			value = "true"
 			if f.OptionalArg && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				if p.fs.Set(f.Name(), args[i+1]) == nil {
+				next := args[i+1]
+				if p.fs.Set(f.Name(), next) == nil {
 					i++
 					continue
+				}
+				// A number after an on/off option is a value it does
+				// not take (-l 2), not a log named 2 (./2 is one):
+				// read as a log it would fail far from the mistake.
+				if isNumber(next) {
+					return nil, UsageError{fmt.Sprintf("invalid argument '%s' for '%s': %s", next, typed, onOffReason(f))}
 				}
 			}
 		case i+1 < len(args):
@@ -133,13 +148,25 @@ func (p *Parser) Parse(args []string) ([]string, error) {
 		}
 		if err := p.fs.Set(f.Name(), value); err != nil {
 			reason := why(err)
-			if f.Arg == "DURATION" {
+			switch {
+			case f.Arg == "DURATION":
 				reason = "give a duration such as 500ms, 10s or 1m"
+			case f.OptionalArg:
+				reason = onOffReason(f)
 			}
 			return nil, UsageError{fmt.Sprintf("invalid argument '%s' for '%s': %s", value, typed, reason)}
 		}
 	}
 	return operands, nil
+}
+
+// onOffReason is what an on/off option takes: "give 0 or 1".
+func onOffReason(f *Flag) string { return "give " + strings.ReplaceAll(f.Arg, "|", " or ") }
+
+// isNumber says whether s is a decimal number (2, -1, 0.5).
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && strings.IndexFunc(s, func(r rune) bool { return r != '.' && r != '-' && r != '+' && (r < '0' || r > '9') }) < 0
 }
 
 // why is a value's parse error without strconv's "strconv.ParseInt:

@@ -1,5 +1,7 @@
 package cli
 
+import "strings"
+
 // Suggest returns the name in names nearest to typed when it is near
 // enough to be a typo of it (an edit or two, fewer for a short name) or
 // typed is the start of exactly one of them; "" otherwise. A single
@@ -58,4 +60,36 @@ func distance(a, b string) int {
 		}
 	}
 	return d[len(a)][len(b)]
+}
+
+// MemtraceWords are the words memtrace reads as its own in the place of
+// PROG: the report, and help and version alone.
+var MemtraceWords = []string{"report", "help", "version"}
+
+// SuggestWord returns the word in words that typed (the first word of a
+// command line, no program of that name found) was most likely meant to
+// be: within an edit, else the only one that typed (two letters or more)
+// begins, else within two edits; "" otherwise, and for typed itself (help with arguments is a
+// program's name, not a typo).
+func SuggestWord(typed string, words []string) string {
+	best, bestD := "", 3
+	var prefixed []string
+	for _, w := range words {
+		if w == typed {
+			return ""
+		}
+		if len(typed) >= 2 && strings.HasPrefix(w, typed) {
+			prefixed = append(prefixed, w)
+		}
+		if d := distance(typed, w); d < bestD {
+			best, bestD = w, d
+		}
+	}
+	switch {
+	case best != "" && bestD <= 1:
+		return best
+	case len(prefixed) == 1:
+		return prefixed[0]
+	}
+	return best
 }
