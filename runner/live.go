@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -51,7 +52,7 @@ func startLive(o *Options, probes func() int, stderr io.Writer) (*liveRun, int, 
 		limits.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 		lr.srv = live.ServeLimits(ln, lr.prof, limits)
 		// Always said: with port 0 it is the only way to learn the port.
-		fmt.Fprintf(stderr, "memtrace: serving http://%s/ (/debug/pprof/heap, /metrics)\n", ln.Addr())
+		fmt.Fprintf(stderr, "memtrace: serving http://%s/ (/debug/pprof/heap, /metrics)\n", servedAddr(o.HTTP, ln.Addr()))
 		if live.Exposed(ln.Addr()) {
 			fmt.Fprintln(stderr, live.ExposedWarning(ln.Addr()))
 		}
@@ -69,6 +70,19 @@ func startLive(o *Options, probes func() int, stderr io.Writer) (*liveRun, int, 
 		}()
 	}
 	return lr, 0, nil
+}
+
+// servedAddr is the address --http serves, as the user gave it with the
+// port the kernel bound (port 0): the listener's own address names the
+// wildcard 0.0.0.0 as [::], since Go listens on both families there.
+func servedAddr(given string, bound net.Addr) string {
+	addr, err := live.ListenAddr(given)
+	tcp, ok := bound.(*net.TCPAddr)
+	if err != nil || !ok {
+		return bound.String()
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }
 
 // observer is what the agent is given: nil without --http and
