@@ -19,6 +19,8 @@ man1dir := $(DESTDIR)$(PREFIX)/share/man/man1
 bashdir := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 zshdir  := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 fishdir := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+# The topic documents the man pages name (internal/cli's DocDir).
+docdir  := $(DESTDIR)$(PREFIX)/share/doc/memtrace
 
 DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-linux clang-19 llvm-19 clang-format-19 libbpf-dev bpftool \
 	gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-arm-linux-gnueabihf g++-arm-linux-gnueabihf \
@@ -51,13 +53,15 @@ $(BIN)/memtrace-preload.so: FORCE
 progs:
 	$(MAKE) -s -C tests/progs
 
-# install: the two commands, the preload library, the man pages and the
-# bash, zsh and fish completions (docs/cli.md).
+# install: the two commands, the preload library, the man pages, the
+# topic documents they name and the bash, zsh and fish completions
+# (docs/cli.md).
 install: build
-	$(INSTALL) -d $(bindir) $(libdir) $(man1dir) $(bashdir) $(zshdir) $(fishdir)
+	$(INSTALL) -d $(bindir) $(libdir) $(man1dir) $(bashdir) $(zshdir) $(fishdir) $(docdir)
 	$(INSTALL) -m 755 $(BIN)/memtrace $(BIN)/memview $(bindir)/
 	$(INSTALL) -m 644 $(BIN)/memtrace-preload.so $(libdir)/
 	$(INSTALL) -m 644 docs/man/memtrace.1 docs/man/memview.1 docs/man/memtrace-report.1 $(man1dir)/
+	$(INSTALL) -m 644 docs/*.md $(docdir)/
 	$(INSTALL) -m 644 completions/memtrace.bash $(bashdir)/memtrace
 	$(INSTALL) -m 644 completions/memview.bash $(bashdir)/memview
 	$(INSTALL) -m 644 completions/_memtrace completions/_memview $(zshdir)/
@@ -69,6 +73,8 @@ uninstall:
 	rm -f $(man1dir)/memtrace.1 $(man1dir)/memview.1 $(man1dir)/memtrace-report.1
 	rm -f $(bashdir)/memtrace $(bashdir)/memview $(zshdir)/_memtrace $(zshdir)/_memview
 	rm -f $(fishdir)/memtrace.fish $(fishdir)/memview.fish
+	rm -f $(addprefix $(docdir)/,$(notdir $(wildcard docs/*.md)))
+	-rmdir $(docdir)
 
 # docs: the man pages (docs/man) and completions (completions/) from the
 # command tables in internal/cli; TestGeneratedFresh checks them.

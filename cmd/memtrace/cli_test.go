@@ -8,6 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/live"
+	"github.com/memtrace/memtrace/procreport"
 )
 
 var (
@@ -133,5 +138,25 @@ func TestMistypedWord(t *testing.T) {
 		if got := mistypedWord(c.args, c.argv, c.look); got != c.want {
 			t.Errorf("%q: %q, want %q", c.args, got, c.want)
 		}
+	}
+}
+
+// TestHelpNamesFiles: --help names the files --report-dir and
+// --profile-dir write as the code that names them does (issue 33: it said
+// <process>_<timestamp>.txt for grow-25958_…Z.txt).
+func TestHelpNamesFiles(t *testing.T) {
+	var b strings.Builder
+	cli.Help(&b, cli.Memtrace)
+	help := strings.Join(strings.Fields(b.String()), " ")
+	at := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	r := &procreport.Report{Process: "grow", PID: 25958, End: at}
+	if name := r.Name() + ".txt"; !strings.Contains(help, name) {
+		t.Errorf("--help does not show --report-dir's name %s:\n%s", name, b.String())
+	}
+	if !strings.Contains(help, "COMM-PID_TIME.txt") {
+		t.Errorf("--help does not give --report-dir's pattern COMM-PID_TIME.txt")
+	}
+	if name := live.ProfileName(at); !strings.Contains(help, strings.ReplaceAll(name, "20260102T150405.000Z", "TIME")) {
+		t.Errorf("--help does not show --profile-dir's name %s", name)
 	}
 }

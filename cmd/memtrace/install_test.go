@@ -4,8 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/cli"
 )
 
 // TestMakeInstall: make install DESTDIR=… PREFIX=/usr lays out the
@@ -57,6 +60,22 @@ func TestMakeInstall(t *testing.T) {
 		want, _ := os.ReadFile(filepath.Join("../../docs/man", name))
 		if string(got) != string(want) {
 			t.Errorf("installed %s is not docs/man's", name)
+		}
+	}
+	// The man pages name topic documents by their installed place
+	// (cli.DocDir): each is there, as every one of docs/ is.
+	docs, _ := filepath.Glob("../../docs/*.md")
+	for _, d := range docs {
+		if _, err := os.Stat(filepath.Join(usr, cli.DocDir, filepath.Base(d))); err != nil {
+			t.Errorf("not installed: %v", err)
+		}
+	}
+	for _, name := range []string{"memtrace.1", "memview.1", "memtrace-report.1"} {
+		page, _ := os.ReadFile(filepath.Join(usr, "share/man/man1", name))
+		for _, m := range regexp.MustCompile(`[a-z0-9-]+\.md`).FindAllString(string(page), -1) {
+			if _, err := os.Stat(filepath.Join(usr, cli.DocDir, m)); err != nil {
+				t.Errorf("%s names %s, not installed: %v", name, m, err)
+			}
 		}
 	}
 	mt := filepath.Join(usr, "bin/memtrace")

@@ -4,9 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/viewer"
 )
 
 func TestSuggest(t *testing.T) {
@@ -188,7 +192,7 @@ func TestTablesUnique(t *testing.T) {
 // TestGeneratedFresh: the committed man pages and completions are what
 // the tables give (go generate ./internal/cli rewrites them).
 func TestGeneratedFresh(t *testing.T) {
-	for path, want := range Generated() {
+	for path, want := range Generated(viewer.HelpLines()) {
 		got, err := os.ReadFile(filepath.Join("..", "..", path))
 		if err != nil {
 			t.Errorf("%v: run go generate ./internal/cli and commit", err)
@@ -264,5 +268,78 @@ func TestShortOptionValues(t *testing.T) {
 				t.Errorf("%s -%s x.log: operands %q, on %v, %v", c.Name, letter, rest, on, err)
 			}
 		}
+	}
+}
+
+// TestManPages: each page has the sections a man page is read by, in
+// man-pages(7)'s order; names no docs/ file, which an installed copy
+// lacks, but the topic documents make install puts under DocDir (each one
+// of docs/); memview's lists every key of the viewer's help, from the
+// same table; memtrace's every variable the config package reads.
+func TestManPages(t *testing.T) {
+	keys := viewer.HelpLines()
+	for _, c := range Commands {
+		var k []string
+		if c == Memview {
+			k = keys
+		}
+		page := Man(c, k)
+		at := 0
+		for _, sec := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXAMPLES", "EXIT STATUS", "ENVIRONMENT", "FILES", "SEE ALSO"} {
+			i := strings.Index(page[at:], "\n.SH "+sec+"\n")
+			if i < 0 {
+				t.Errorf("%s.1: no %s after byte %d", c.ManName, sec, at)
+				continue
+			}
+			at += i + 1
+		}
+		if m := docRef.FindString(page); m != "" {
+			t.Errorf("%s.1 names %s, which an installed copy lacks", c.ManName, m)
+		}
+		if !strings.Contains(page, DocDir) {
+			t.Errorf("%s.1 does not say where the documents it names are installed (%s)", c.ManName, DocDir)
+		}
+		for _, m := range regexp.MustCompile(`\b[a-z0-9]+\.md\b`).FindAllString(page, -1) {
+			if _, err := os.Stat(filepath.Join("..", "..", "docs", m)); err != nil {
+				t.Errorf("%s.1 names %s: %v", c.ManName, m, err)
+			}
+		}
+	}
+	page := Man(Memview, keys)
+	if !strings.Contains(page, "\n.SH KEYS\n") {
+		t.Fatal("memview.1 has no KEYS")
+	}
+	n, heading := 0, false
+	for _, l := range keys {
+		if l == "" || heading {
+			// A blank line, then the heading of the view keys.
+			heading = l == ""
+			continue
+		}
+		key, text := splitKey(l)
+		if key == "" || !strings.Contains(page, ".TP\n\\fB"+roffEscape(keyNames.Replace(key))+"\\fR\n"+roffLine(text)+"\n") {
+			t.Errorf("memview.1 lacks the key %q: %q", key, text)
+		}
+		n++
+	}
+	if n < 40 {
+		t.Errorf("memview.1: %d keys from the viewer's help, fewer than it has", n)
+	}
+	for path, text := range Generated(keys) {
+		if strings.HasSuffix(path, ".1") && strings.Contains(text, ".SH KEYS") != strings.HasSuffix(path, "/memview.1") {
+			t.Errorf("%s: KEYS is memview's only", path)
+		}
+	}
+	env := ""
+	for _, e := range Memtrace.Environment {
+		env += " " + e.Term
+	}
+	for _, k := range config.Keys {
+		if !strings.Contains(env, config.EnvName(k)) {
+			t.Errorf("memtrace.1's ENVIRONMENT lacks %s", config.EnvName(k))
+		}
+	}
+	if !strings.Contains(env, config.EnvConfig) {
+		t.Errorf("memtrace.1's ENVIRONMENT lacks %s", config.EnvConfig)
 	}
 }

@@ -33,7 +33,7 @@ var Memtrace = &Command{
 		{Names: []string{"follow", "f"}, Help: "also trace the processes the targets fork, and the programs they exec (-f is memtrace's --follow: children, not a file)"},
 		{Names: []string{"preload"}, Help: "use the LD_PRELOAD library instead of eBPF"},
 		{Names: []string{"config"}, Arg: "FILE", Help: "read settings from FILE (mem_monitor's keys; flags over MEMTRACE_* variables over the file)", Complete: "file"},
-		{Names: []string{"v"}, Help: "say where each probe went"},
+		{Names: []string{"v"}, Help: "say where each probe went and each --report-dir file written; at the end, the BPF programs' runs and times, memtrace's own CPU and the run's phases"},
 		helpFlag,
 		versionFlag,
 
@@ -47,12 +47,12 @@ var Memtrace = &Command{
 		{Names: []string{"track-threads"}, Arg: "a,b", Section: "what is traced", Help: "log only threads whose name contains one of a,b"},
 		{Names: []string{"stack-unwind"}, Arg: "dwarf|fp", Section: "what is traced", Default: "dwarf", Help: "walk stacks with the files' unwind tables (dwarf) or with frame pointers only (fp)", Complete: "dwarf fp"},
 
-		{Names: []string{"o"}, Arg: "FILE", Section: "output", Help: "write the log to FILE (default memtrace.PROG.PID.log.zst in the current directory; FILE.zst, FILE.gz: compressed; -: stdout; /dev/stderr; none: no log, with --http or --profile-dir)", Complete: "file"},
+		{Names: []string{"o"}, Arg: "FILE", Section: "output", Help: "write the log to FILE (default memtrace.PROG.PID.log.zst in the current directory, memtrace.PROG.PID.pb.gz with --sample; FILE.zst, FILE.gz: compressed; -: stdout; /dev/stderr; none: no log, with --http or --profile-dir)", Complete: "file"},
 		{Names: []string{"port"}, Arg: "PORT", Section: "output", Help: "serve the log over TCP on 127.0.0.1:PORT; in -- mode PROG starts once a client connects"},
 		{Names: []string{"listen"}, Arg: "ADDR:PORT", Section: "output", Help: "serve the log over TCP on ADDR:PORT"},
 		{Names: []string{"http"}, Arg: "ADDR:PORT", Section: "output", Help: "serve the live heap on ADDR:PORT (a port alone: 127.0.0.1): /debug/pprof/heap, /metrics"},
-		{Names: []string{"profile-dir"}, Arg: "DIR", Section: "output", Help: "write a heap profile (heap-<time>.pb.gz) into DIR every --interval (default 1m)", Complete: "dir"},
-		{Names: []string{"report-dir"}, Arg: "DIR", Section: "output", Help: "write <process>_<timestamp>.txt and .html per process into DIR as each exits", Complete: "dir"},
+		{Names: []string{"profile-dir"}, Arg: "DIR", Section: "output", Help: "write a heap profile (heap-TIME.pb.gz, TIME in UTC as --report-dir's) into DIR every --interval (default 1m)", Complete: "dir"},
+		{Names: []string{"report-dir"}, Arg: "DIR", Section: "output", Help: "write COMM-PID_TIME.txt and .html per process into DIR as each exits (COMM its name, TIME the report's in UTC: grow-25958_20260102T150405.000Z.txt)", Complete: "dir"},
 		{Names: []string{"interval"}, Arg: "DURATION", Section: "output", Help: "write a snapshot (current, peak, top live stacks, open fds) into the log every DURATION (10s, 1m)"},
 		{Names: []string{"peak-top-n"}, Arg: "N", Section: "output", Default: "10", Help: "call stacks in snapshots and per-process reports"},
 
@@ -67,14 +67,41 @@ var Memtrace = &Command{
 			"Names memtrace chooses (memtrace.PROG.PID.log.zst, the --report-dir files, the --profile-dir files' temporary names) are only ever created, never written over. " +
 			"-o -, none, /dev/stdout, /dev/stderr and /dev/fd/N name memtrace's own descriptors. " +
 			"A report or profile whose write fails (a full disk) is removed, not left partial."},
-		{"Exit status", "When memtrace started PROG: PROG's status, 128+N when signal N ended it. " +
-			"A failure before PROG starts is one line on stderr and: " +
-			"1 when the log cannot be created (a missing directory, a directory, no permission, a refused symbolic link, a file already under the default name), -p names no process or one memtrace may not attach to, or the --http port is taken; " +
-			"2 for a bad command line, and a --report-dir or --profile-dir that cannot be made or written; " +
-			"126 when PROG is not executable or not a format the kernel runs; 127 when PROG is not found. " +
-			"These are the same with eBPF and with --preload (docs/cli.md, \"Exit status\")."},
 	},
-	Footer:  "memtrace report --help lists the report's options. See docs/cli.md, docs/spec.md.",
+	Examples: []Item{
+		{"memtrace -- ./server --port 8080", "Trace ./server from its start, with eBPF as root (an ordinary user gets LD_PRELOAD); the log is memtrace.server.PID.log.zst in the current directory, and memtrace ends with the program, with its status."},
+		{"memview memtrace.server.4242.log.zst", "Browse the log; memtrace report ranks it (memtrace-report(1))."},
+		{"sudo memtrace -p 4242 -o server.log.zst", "Attach to a running process; Ctrl-C detaches and leaves it running."},
+		{"memtrace --preload -o run.log -- ./test --quick", "Trace with the LD_PRELOAD library: no BPF, no root."},
+		{"memtrace --report-dir reports --follow -- make -j4", "Write a text and an HTML report per process into reports/ as each exits, children included; memtrace report --aggregate reports sums them up."},
+		{"sudo memtrace -p 4242 -o none --http 6060", "Serve the live heap on 127.0.0.1:6060 instead of writing a log: go tool pprof http://127.0.0.1:6060/debug/pprof/heap."},
+		{"sudo memtrace --comm myservice --sample 512K -o none --http 127.0.0.1:6060", "Profile every process named myservice, those running and those that start, with one allocation sampled per 512K on average (docs/sampling.md)."},
+	},
+	ExitStatus: []Item{
+		{"status of PROG", "when memtrace started PROG: PROG's exit status, 128+N when signal N ended it, 130 when Ctrl-C detached and PROG runs on. A log that cannot be written once PROG runs does not change it."},
+		{"0", "-p, --comm, --cgroup, --all: the tracing ended (Ctrl-C, SIGTERM, the processes exited); --help, --version."},
+		{"1", "the log cannot be created (a missing directory, a directory, no permission, a refused symbolic link, a file already under the default name); -p names no process or one memtrace may not attach to; the --http port is taken; with -p, the log cannot be written."},
+		{"2", "a bad command line, config file or MEMTRACE_* variable; a --report-dir or --profile-dir that cannot be made or written."},
+		{"126", "PROG is not executable, or not a format the kernel runs."},
+		{"127", "PROG is not found; also when the first word looks like a typo of report (one line names it)."},
+	},
+	Environment: []Item{
+		{"MEMTRACE_CONFIG", "the config file to read when --config is not given (docs/config.md)."},
+		{"MEMTRACE_TRACK, MEMTRACE_STACK_DEPTH, MEMTRACE_REPORT_DIR, MEMTRACE_SNAPSHOT_INTERVAL_MS, MEMTRACE_PEAK_TOP_N, MEMTRACE_MIN_ALLOC", "mem_monitor's settings: --track, --stack-depth, --report-dir, --interval in milliseconds, --peak-top-n, --min-size. They override the config file; a flag overrides them; an empty one counts as unset."},
+		{"MEMTRACE_PRELOAD_LIB", "the LD_PRELOAD library to use instead of the installed one or the one built into memtrace."},
+		{"MEMTRACE_CPUPROFILE", "write a CPU profile of memtrace itself (memtrace and memtrace report) to this file."},
+		{"SUDO_UID, SUDO_GID", "under sudo, PROG runs as this user, with their groups, HOME, USER and LOGNAME, and every file memtrace reads or writes for the user is opened as them."},
+		{"PATH", "where PROG is looked for when it names no directory."},
+		{"TMPDIR", "where the preload library built into memtrace is written (memtrace-UID/) when none is installed."},
+	},
+	Files: []Item{
+		{"memtrace.PROG.PID.log.zst", "the log when -o gives none, in the current directory (memtrace.PROG.PID.pb.gz with --sample); never written over."},
+		{"DIR/COMM-PID_TIME.txt, DIR/COMM-PID_TIME.html", "--report-dir's report of each process (TIME in UTC, as 20260102T150405.000Z)."},
+		{"DIR/heap-TIME.pb.gz", "--profile-dir's heap profiles."},
+		{"PREFIX/lib/memtrace/memtrace-preload.so", "the installed LD_PRELOAD library, found beside PREFIX/bin/memtrace."},
+		{"PREFIX/" + DocDir + "/", "the topic documents the options name (cli.md, spec.md, live.md, fleet.md, sampling.md, config.md and the others; docs/ in the source), installed by make install."},
+	},
+	Footer:  "memtrace report --help lists the report's options. More in man memtrace and in docs/cli.md, docs/spec.md (" + DocDir + " under the install prefix).",
 	Operand: "command",
 	SeeAlso: []string{"memview(1)", "memtrace-report(1)"},
 }
@@ -101,7 +128,27 @@ var Memview = &Command{
 		{Names: []string{"load-stats"}, Arg: "LOG", Hidden: true, Help: "benchmark: load LOG and print the time and memory"},
 		{Names: []string{"follow-bench"}, Arg: "LOG", Hidden: true, Help: "benchmark: follow LOG and print when it caught up"},
 	},
-	Footer:       "See docs/memview.md, docs/cli.md.",
+	Footer: "More in man memview and in docs/memview.md (" + DocDir + " under the install prefix).",
+	Examples: []Item{
+		{"memview memtrace.server.4242.log.zst", "Browse a log memtrace wrote; press ? for the keys."},
+		{"memview -f run.log", "Follow run.log as memtrace -o run.log writes it."},
+		{"memtrace --port 7000 -- ./server & memview :7000 -o server.log.zst", "Watch a run as it happens (./server starts once memview connects) and keep a compressed copy of the stream."},
+		{"memview --dump-threads run.log", "Print the per-thread table and exit."},
+	},
+	ExitStatus: []Item{
+		{"0", "memview was quit (q), or --dump-threads, --help or --version printed."},
+		{"1", "the log cannot be opened or read, or the stream cannot be reached or saved."},
+		{"2", "a bad command line."},
+	},
+	Environment: []Item{
+		{"TERM", "the terminal memview draws on."},
+		{"GOGC", "the Go collector's setting; unset, memview collects at 50, which keeps its memory near the log's model."},
+		{"SUDO_UID, SUDO_GID", "under sudo, the log is read and -o's copy and W's export are written as this user."},
+	},
+	Files: []Item{
+		{"memview-export.txt", "W's default export, in the current directory."},
+		{"PREFIX/" + DocDir + "/memview.md", "the keys, panes and filters at length (docs/ in the source), installed by make install."},
+	},
 	Interspersed: true,
 	Operand:      "file",
 	SeeAlso:      []string{"memtrace(1)", "memtrace-report(1)"},
@@ -155,7 +202,29 @@ var Report = &Command{
 		{Names: []string{"aggregate"}, Arg: "DIR", Section: "mem_monitor", Help: "merge the per-process reports memtrace --report-dir wrote into DIR/P.txt and DIR/P.html, and print the text", Complete: "dir"},
 		{Names: []string{"output-prefix"}, Arg: "P", Section: "mem_monitor", Default: "memtrace_summary", Help: "with --aggregate: the summary's file name"},
 	},
-	Footer:       "See docs/report.md for the definitions, docs/cli.md for the command line.",
+	Footer: "More in man memtrace-report; the definitions in docs/report.md (" + DocDir + " under the install prefix).",
+	Examples: []Item{
+		{"memtrace report memtrace.server.4242.log.zst", "Rank the log's call stacks by calls, memory live at the peak, leaks and temporary allocations, and sum it up."},
+		{"memtrace report -n 20 -l 0 run.log", "Twenty entries per ranking, and no leak ranking."},
+		{"memtrace report -d before.log after.log", "What after.log allocated, held at the peak and leaked more than before.log."},
+		{"memtrace report --html run.html run.log", "One self-contained HTML page: charts, flame graphs, call trees, the rankings."},
+		{"memtrace report --folded - --cost peak run.log | flamegraph.pl --countname bytes > peak.svg", "A flame graph of the memory live at the peak."},
+		{"memtrace report --aggregate reports", "Sum up the per-process reports memtrace --report-dir reports wrote into reports/memtrace_summary.txt and .html."},
+	},
+	ExitStatus: []Item{
+		{"0", "the report was written (also when a log holds no allocation)."},
+		{"1", "a log cannot be read, or stops being readable (the report of what came before is written), or an export cannot be written."},
+		{"2", "a bad command line."},
+	},
+	Environment: []Item{
+		{"GOGC", "the Go collector's setting; a lower one than the report's own is kept."},
+		{"SUDO_UID, SUDO_GID", "under sudo, the logs are read and the exports written as this user."},
+		{"MEMTRACE_CPUPROFILE", "write a CPU profile of the report itself to this file."},
+	},
+	Files: []Item{
+		{"DIR/memtrace_summary.txt, DIR/memtrace_summary.html", "--aggregate's summary (--output-prefix names it)."},
+		{"PREFIX/" + DocDir + "/report.md", "the definitions of every figure and the formats of the exports (docs/ in the source), installed by make install."},
+	},
 	Interspersed: true,
 	Operand:      "file",
 	SeeAlso:      []string{"memtrace(1)", "memview(1)"},

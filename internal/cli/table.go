@@ -65,9 +65,17 @@ type Command struct {
 	Flags    []Flag
 	// Footer ends --help (a pointer to the docs).
 	Footer string
-	// ManSections are the man page's sections after the options (EXIT
-	// STATUS, FILES): a title and paragraphs separated by blank lines.
+	// ManSections are the man page's sections of prose after the options
+	// (OUTPUT FILES): a title and paragraphs separated by blank lines.
 	ManSections []ManSection
+	// Examples are the man page's EXAMPLES: a command line and what it
+	// does.
+	Examples []Item
+	// ExitStatus, Environment and Files are the man page's sections of
+	// those names: a status, a variable, a path, and what it means.
+	ExitStatus  []Item
+	Environment []Item
+	Files       []Item
 	// Interspersed: operands and options may come in any order (the
 	// report's logs); otherwise the first operand ends the options
 	// (memtrace's PROG ARGS).
@@ -83,6 +91,10 @@ type Command struct {
 
 // ManSection is a man page section of text.
 type ManSection struct{ Title, Text string }
+
+// Item is one entry of a man page's list: a term (a command line, an exit
+// status, a variable, a path) and what it means.
+type Item struct{ Term, Text string }
 
 // Lookup finds the flag with the spelling name (dashes stripped).
 func (c *Command) Lookup(name string) *Flag {

@@ -1,5 +1,6 @@
 // Command gendocs writes the man pages (docs/man/*.1) and the bash, zsh
-// and fish completions (completions/) from internal/cli's command tables:
+// and fish completions (completions/) from internal/cli's command tables
+// and memview's key table (viewer.HelpLines, the help overlay's text):
 // go generate ./internal/cli, from the repository's root or not.
 package main
 
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/viewer"
 )
 
 func main() {
@@ -16,7 +18,7 @@ func main() {
 	if len(os.Args) > 1 {
 		root = os.Args[1]
 	}
-	for path, text := range cli.Generated() {
+	for path, text := range cli.Generated(viewer.HelpLines()) {
 		p := filepath.Join(root, path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			fmt.Fprintf(os.Stderr, "gendocs: %v\n", err)
