@@ -458,3 +458,41 @@ func TestCompilePattern(t *testing.T) {
 		}
 	}
 }
+
+// TestPeakLegend: the text says which peak its figures are: a stack's
+// peak consumption is what it held at the process's peak, as
+// heaptrack_print 1.4 counts it (a 300K block freed before the 400K peak
+// has 0B there and no place among the peak consumers), not its own
+// maximum (issue 33).
+func TestPeakLegend(t *testing.T) {
+	a := []fr{{"site_a", 0x10}, {"main", 0x20}}
+	b := []fr{{"site_b", 0x30}, {"main", 0x40}}
+	l := &lb{}
+	l.meta(logfmt.WordHeader, "version", "test", "pid", "100", "comm", "app")
+	l.alloc(1, "app", "malloc", 10, 300000, 0x100, a...).free(1, "app", 11, 300000, 0x100)
+	l.alloc(1, "app", "malloc", 12, 400000, 0x200, b...).free(1, "app", 13, 400000, 0x200)
+	l.ended(14, 100)
+	log := writeFile(t, "peak.log", l.b)
+	out, errs, code := runMain(t, log)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	mustContain(t, out,
+		"(peak.log)\n"+peakLegendOne+"\nMOST CALLS",
+		"1 calls to allocation functions with 0B peak consumption from\nsite_a\n",
+		"PEAK MEMORY CONSUMERS\n400.00K peak memory consumed over 1 calls from\nsite_b\n",
+		"peak heap memory consumption: 400.00K after 0.000012s\n",
+	)
+	if peaks := out[strings.Index(out, "PEAK MEMORY CONSUMERS"):strings.Index(out, "MEMORY LEAKS")]; strings.Contains(peaks, "site_a") {
+		t.Errorf("site_a, freed before the peak, is among the peak consumers:\n%s", peaks)
+	}
+	// Several processes: the merged section's peak is a sum, and so said.
+	out, _, _ = runMain(t, log, writeFile(t, "known.log", knownLog()))
+	if !strings.HasPrefix(out, peakLegendMulti+"\n") {
+		t.Errorf("several logs: no legend of a merged peak first:\n%s", out)
+	}
+	// No ranking with peak figures, no legend.
+	if out, _, _ = runMain(t, "-a", "0", "-p", "0", log); strings.Contains(out, "peak figures") {
+		t.Errorf("-a 0 -p 0 still explains peak figures:\n%s", out)
+	}
+}

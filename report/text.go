@@ -359,10 +359,36 @@ func exeLine(s *section) string {
 	return fmt.Sprintf("program file: %s (the file stacks name; started as %s)\n", h.Exe, s.comm)
 }
 
+// The legends of peakLegend, for one process and for several.
+const (
+	peakLegendOne = "peak figures: the peak is the most bytes the process had live at once; " +
+		"a stack's peak consumption is its bytes live at that moment (as heaptrack_print counts it), not its own maximum\n"
+	peakLegendMulti = "peak figures: a process's peak is the most bytes it had live at once, a merged section's the sum of its processes' own; " +
+		"a stack's peak consumption is its bytes live at its process's peak (as heaptrack_print counts it), not its own maximum\n"
+)
+
+// peakLegend says which peak each peak figure of the text is: the
+// summary's is the process's maximum, an entry's what its stacks held then
+// (heaptrack_print's too: its second pass copies each stack's live bytes
+// when the total reaches its peak), not the stack's own maximum, which a
+// reader could take it for. "" when no ranking with those figures is shown.
+func (r *report) peakLegend() string {
+	if !r.opt.show[byCalls] && !r.opt.show[byPeak] {
+		return ""
+	}
+	if r.multi() || r.all.procs > 1 || (r.base != nil && r.base.procs > 1) {
+		return peakLegendMulti
+	}
+	return peakLegendOne
+}
+
 func (r *report) writeText(w io.Writer) error {
 	if r.base != nil {
 		r.writeDiff(w)
 	} else if r.multi() {
+		if l := r.peakLegend(); l != "" {
+			fmt.Fprintln(w, l)
+		}
 		for _, s := range r.secs {
 			fmt.Fprintf(w, "========== %s ==========\n", strings.ToUpper(s.title))
 			if s.cmd != "" {
@@ -384,6 +410,7 @@ func (r *report) writeText(w io.Writer) error {
 		if len(r.secs) == 1 {
 			fmt.Fprint(w, exeLine(r.secs[0]))
 		}
+		fmt.Fprint(w, r.peakLegend())
 		fmt.Fprintln(w)
 		r.writeSection(w, s)
 	}
@@ -416,7 +443,7 @@ func (r *report) writeSuppressions(w io.Writer) {
 // writeDiff writes every ranking as LOG minus BASE, and the summary with
 // both figures and their difference.
 func (r *report) writeDiff(w io.Writer) {
-	fmt.Fprintf(w, "memtrace report: %s compared with %s\n\n", logNames(r.logs), logNames(r.bases))
+	fmt.Fprintf(w, "memtrace report: %s compared with %s\n%s\n", logNames(r.logs), logNames(r.bases), r.peakLegend())
 	es := slices.Values(diffEntries(r.all, r.base))
 	for mt := range numMetrics {
 		if r.opt.show[mt] {
