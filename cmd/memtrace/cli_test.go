@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/config"
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/procreport"
@@ -158,5 +160,23 @@ func TestHelpNamesFiles(t *testing.T) {
 	}
 	if name := live.ProfileName(at); !strings.Contains(help, strings.ReplaceAll(name, "20260102T150405.000Z", "TIME")) {
 		t.Errorf("--help does not show --profile-dir's name %s", name)
+	}
+}
+
+// TestHelpSizes: the options that take a byte count say the suffixes
+// config.ParseSize reads, and each reads its largest the help allows.
+func TestHelpSizes(t *testing.T) {
+	if v, err := config.ParseSize("1G"); err != nil || v != 1<<30 {
+		t.Fatalf("ParseSize(1G) = %d, %v", v, err)
+	}
+	for _, name := range []string{"min-size", "sample", "buffer-size"} {
+		if f := cli.Memtrace.Lookup(name); f == nil || !strings.Contains(f.Help, "K/M/G suffixes") {
+			t.Errorf("--%s's help does not say K/M/G suffixes", name)
+		}
+	}
+	for _, args := range [][]string{{"--sample", "1G", "-o", "x.pb.gz", "--", "true"}, {"--buffer-size", "1G", "--", "true"}, {"--min-size", "1G", "--", "true"}} {
+		if _, err := parseArgs(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
 	}
 }

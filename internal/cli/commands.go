@@ -39,8 +39,8 @@ var Memtrace = &Command{
 
 		{Names: []string{"track"}, Arg: "LIST", Section: "what is traced", Default: "malloc,mmap", Help: "what to trace: a comma-separated LIST of malloc, mmap, fd, dmabuf, ion", Complete: "malloc mmap fd dmabuf ion"},
 		{Names: []string{"mmap-files"}, Section: "what is traced", Help: "log file-backed mmaps too"},
-		{Names: []string{"min-size"}, Arg: "N", Section: "what is traced", Help: "do not log allocations smaller than N bytes (K/M suffixes)"},
-		{Names: []string{"sample"}, Arg: "BYTES", Section: "what is traced", Help: "sample one allocation per BYTES on average (K/M suffixes): a heap profile cheap enough to leave on, not a log (-o FILE.pb.gz, --http, --profile-dir; docs/sampling.md)"},
+		{Names: []string{"min-size"}, Arg: "N", Section: "what is traced", Help: "do not log allocations smaller than N bytes (K/M/G suffixes, 1024-based)"},
+		{Names: []string{"sample"}, Arg: "BYTES", Section: "what is traced", Help: "sample one allocation per BYTES on average (K/M/G suffixes, 1024-based; at most 1G): a heap profile cheap enough to leave on, not a log (-o FILE.pb.gz, --http, --profile-dir; docs/sampling.md)"},
 		{Names: []string{"stack-depth"}, Arg: "N", Section: "what is traced", Default: "64", Help: "capture N call-stack frames per event (1-127; 0: none)"},
 		{Names: []string{"stack-threads"}, Arg: "a,b", Section: "what is traced", Help: "capture stacks only in threads whose name contains one of a,b"},
 		{Names: []string{"no-free-stacks"}, Section: "what is traced", Help: "frees carry no stack: with --stack-depth only allocations walk theirs"},
@@ -56,7 +56,7 @@ var Memtrace = &Command{
 		{Names: []string{"interval"}, Arg: "DURATION", Section: "output", Help: "write a snapshot (current, peak, top live stacks, open fds) into the log every DURATION (10s, 1m)"},
 		{Names: []string{"peak-top-n"}, Arg: "N", Section: "output", Default: "10", Help: "call stacks in snapshots and per-process reports"},
 
-		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "eBPF", Help: "ring buffer SIZE (power of two, K/M suffixes; default 32M, 4M for --sample with --comm, --cgroup or --all)"},
+		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "eBPF", Help: "ring buffer SIZE (power of two from 4K to 1G, K/M/G suffixes; default 32M, 4M for --sample with --comm, --cgroup or --all)"},
 		{Names: []string{"no-uprobe-multi"}, Section: "eBPF", Help: "use classic uprobe links even where uprobe_multi exists"},
 		{Names: []string{"floor"}, Section: "eBPF", Help: "benchmark baseline: attach empty probes on the same points, log nothing"},
 	},
