@@ -58,7 +58,10 @@ static __always_inline __u64 mt_cookie(void *ctx)
  * an add without a result (the old XADD, a locked add) is the barrier. */
 #define mt_load_fenced(v)                                                                                              \
 	({                                                                                                             \
-		__sync_fetch_and_add(&(v), 0);                                                                         \
+		typeof(v) __mt_zero = 0;                                                                               \
+		/* clang makes an add of a known 0 an atomic OR (5.12) */                                              \
+		asm volatile("" : "+r"(__mt_zero));                                                                    \
+		__sync_fetch_and_add(&(v), __mt_zero);                                                                 \
 		*(volatile typeof(v) *)&(v);                                                                           \
 	})
 #define mt_set_flag(v) __sync_fetch_and_add(&(v), 1)
