@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/tracer"
@@ -66,6 +67,11 @@ var (
 // writes the table (docs/kernels.md).
 func TestVerifierBudget(t *testing.T) {
 	requireBPF(t)
+	// Before 5.11 BPF maps count against RLIMIT_MEMLOCK, as memtrace
+	// itself raises it.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
 	session := tracer.KernelHasAttachType("BPF_TRACE_UPROBE_SESSION")
 	var rows []programBudget
 	type object struct {
