@@ -355,15 +355,13 @@ __noinline __u64 fd_dwarf_capture(__u64 pc, __u64 sp, __u64 fp, __u64 lr)
 	buf->ips[0] = pc;
 	w->n = 1;
 	if (stack_depth > 1)
-		bpf_loop(stack_depth, walk_cb, &ref, 0);
+		mt_walk_frames(&ref);
 	__u16 reason = w->n >= stack_depth ? MT_STOP_DEPTH : w->reason;
 	__u32 n = w->n;
 	if (n > MT_MAX_FRAMES)
 		n = MT_MAX_FRAMES;
 	buf->n = n;
-	struct mt_hash_ctx h = {.buf = buf, .id = 0xcbf29ce484222325ULL ^ tgid};
-	bpf_loop((n + 7) / 8, hash_cb, &h, 0);
-	__u64 id = h.id | 1; /* never 0 */
+	__u64 id = mt_stack_id(buf, n, 0xcbf29ce484222325ULL ^ tgid) | 1; /* never 0 */
 	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
 		__u8 one = 1;
 		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
@@ -429,10 +427,10 @@ static __noinline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
 	__u32 n = got / 8;
 #if defined(__TARGET_ARCH_x86)
 	struct fd_scan c = {.sp = sp};
-	bpf_loop(24, scan_cb, &c, 0);
+	mt_loop(24, 24, scan_cb, &c);
 	if (c.ret && want >= 2 && !(n > 1 && buf->ips[1] == c.ret)) {
 		struct fd_shift sh = {.buf = buf, .top = n < want ? n : want - 1};
-		bpf_loop(MT_MAX_FRAMES, shift_cb, &sh, 0);
+		mt_loop(MT_MAX_FRAMES, MT_MAX_FRAMES, shift_cb, &sh);
 		buf->ips[1] = c.ret;
 		if (n < want)
 			n++;
@@ -442,9 +440,7 @@ static __noinline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
 		n = MT_MAX_FRAMES;
 	buf->n = n;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct mt_hash_ctx h = {.buf = buf, .id = 0xcbf29ce484222325ULL ^ tgid};
-	bpf_loop((n + 7) / 8, hash_cb, &h, 0);
-	__u64 id = h.id | 1;
+	__u64 id = mt_stack_id(buf, n, 0xcbf29ce484222325ULL ^ tgid) | 1;
 	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
 		__u8 one = 1;
 		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
@@ -456,8 +452,14 @@ static __noinline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
 /* The user registers as the system call left them. */
 static __always_inline __u64 fd_stack(__u64 *ctx)
 {
+#ifdef MT_COMPAT
+	/* No bpf_task_pt_regs (5.15): the tracepoint's first argument is
+	 * the same registers. */
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+#else
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+#endif
 	__u64 sp = PT_REGS_SP_CORE(regs);
 	if (!unwind_dwarf)
 		return fd_fp_capture(ctx, sp);

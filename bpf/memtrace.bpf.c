@@ -77,6 +77,7 @@ struct vma_ctx {
 	__u64 ino;
 };
 
+#ifndef MT_COMPAT
 static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct vma_ctx *c = data;
@@ -87,6 +88,7 @@ static long vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *d
 	c->fileoff = c->addr - BPF_CORE_READ(vma, vm_start) + (BPF_CORE_READ(vma, vm_pgoff) << 12);
 	return 0;
 }
+#endif
 
 static __always_inline void find_call_target(struct pt_regs *ctx, __u64 *off, __u64 *ino)
 {
@@ -113,7 +115,12 @@ static __always_inline void find_call_target(struct pt_regs *ctx, __u64 *off, __
 	/* find_vma only try-locks the mm; when another thread holds it, the
 	 * absolute address goes instead (callsite_ino = -1) and the agent
 	 * names it from its record of the process's mappings. */
+#ifdef MT_COMPAT
+	/* No bpf_find_vma (5.17): always the absolute address. */
+	if (1) {
+#else
 	if (bpf_find_vma(bpf_get_current_task_btf(), c.addr, vma_cb, &c, 0) || !c.ino) {
+#endif
 		*off = c.addr;
 		*ino = (__u64)-1;
 		return;
@@ -144,6 +151,7 @@ struct ino_ctx {
 	__u64 ino, lo, hi;
 };
 
+#ifndef MT_COMPAT
 static long ino_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct ino_ctx *c = data;
@@ -154,6 +162,7 @@ static long ino_cb(struct task_struct *task, struct vm_area_struct *vma, void *d
 	c->hi = BPF_CORE_READ(vma, vm_end);
 	return 0;
 }
+#endif
 
 /* An allocator library's own mmap, munmap or mremap (jemalloc's extents,
  * tcmalloc's spans, mimalloc's segments) is not the program's, as
@@ -175,8 +184,14 @@ static __always_inline int from_allocator(struct pt_regs *ctx)
 				return 1;
 	}
 	struct ino_ctx c = {};
+#ifdef MT_COMPAT
+	/* No bpf_find_vma (5.17): only the ranges the agent wrote
+	 * (tracer/compat.go) are known. */
+	return 0;
+#else
 	if (bpf_find_vma(bpf_get_current_task_btf(), ra, ino_cb, &c, 0) || !c.ino)
 		return 0;
+#endif
 	if (!bpf_map_lookup_elem(&alloc_inos, &c.ino))
 		return 0;
 	if (!at) {
@@ -220,7 +235,12 @@ static long strlen_cb(__u64 i, void *data)
 static __always_inline __u64 strlen_user(__u64 p)
 {
 	struct strlen_ctx c = {.p = p};
+	/* The compat build's bound: strings up to 4 KiB. */
+#ifdef MT_COMPAT
+	mt_loop(1 << 16, 64, strlen_cb, &c);
+#else
 	bpf_loop(1 << 16, strlen_cb, &c, 0);
+#endif
 	return c.n;
 }
 
@@ -252,7 +272,7 @@ static __always_inline int ovr_live(struct tstate *st, __u64 sp)
  * (can_skip) the kernel then does not place. */
 static __always_inline int do_enter(struct pt_regs *ctx, const int can_skip)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 cookie = mt_cookie(ctx);
 	__u8 op = MT_CK(cookie, OP);
 	__u8 sig = MT_CK(cookie, SIG);
 	struct tstate *st = state(1);
@@ -368,7 +388,7 @@ static __always_inline int do_enter(struct pt_regs *ctx, const int can_skip)
 	 * the aligned ones (glibc's memalign calls malloc for small
 	 * alignments). */
 	if (can_skip && !st->sampled && (sig == MT_SIG_SIZE0 || sig == MT_SIG_CALLOC)) {
-		__u8 cop = MT_CK(bpf_get_attach_cookie(ctx), OP);
+		__u8 cop = MT_CK(mt_cookie(ctx), OP);
 		if (cop == MT_OP_MALLOC || cop == MT_OP_CALLOC)
 			return 1;
 	}
@@ -407,7 +427,7 @@ static __always_inline int do_enter(struct pt_regs *ctx, const int can_skip)
  * tail-calling new, nothrow new calling new) keeps the outer one's op. */
 static __always_inline int do_new(struct pt_regs *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 cookie = mt_cookie(ctx);
 	struct tstate *st = state(1);
 	if (!st)
 		return 0;
@@ -597,7 +617,7 @@ static __always_inline int do_free(struct pt_regs *ctx)
 	/* --sample: the free of a block not sampled sends nothing. */
 	if (sample_rate && !mt_sample_maybe(ptr))
 		return 0;
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 cookie = mt_cookie(ctx);
 	__u8 op = MT_CK(cookie, OP);
 	__u64 sp = PT_REGS_SP(ctx);
 	__u64 size = 0;

@@ -2,6 +2,29 @@
 /* Stack capture at the outermost call: the walk, the stack's id, sent once.
  * Part of memtrace.bpf.c, which includes it once, in order. */
 
+/* The id of the n frames of buf (stack_scratch's, with buf->n = n) from
+ * seed. In the compat build a global function of scalars, verified once:
+ * a loop that reads the frame count from memory at each step made the
+ * verifier follow every count along every later path (a million
+ * instructions in the fd programs). */
+#ifdef MT_COMPAT
+__noinline __u64 mt_hash_stack(__u64 seed)
+{
+	__u32 zero = 0;
+	struct stackbuf *buf = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!buf)
+		return seed;
+	__u32 n = buf->n;
+	__u64 id = seed;
+	for (__u32 j = 0; j < MT_MAX_FRAMES + 1; j++) {
+		if (j >= n)
+			break;
+		id = (id ^ buf->ips[j]) * 0x100000001b3ULL;
+	}
+	return id;
+}
+#define mt_stack_id(buf, n, seed) mt_hash_stack(seed)
+#else
 struct mt_hash_ctx {
 	struct stackbuf *buf;
 	__u64 id;
@@ -23,6 +46,14 @@ static long hash_cb(__u64 i, void *data)
 	h->id = id;
 	return 0;
 }
+
+static __always_inline __u64 mt_stack_id(struct stackbuf *buf, __u32 n, __u64 seed)
+{
+	struct mt_hash_ctx h = {.buf = buf, .id = seed};
+	bpf_loop((n + 7) / 8, hash_cb, &h, 0);
+	return h.id;
+}
+#endif
 
 /* The user stack at an outermost call, frame 0 being the caller: the
  * DWARF walk, or (unwind_dwarf 0) the return address at the probe plus
@@ -75,9 +106,7 @@ __noinline __u64 mt_capture_stack(bpf_user_pt_regs_t *uctx)
 	if (n > MT_MAX_FRAMES)
 		n = MT_MAX_FRAMES;
 	buf->n = n;
-	struct mt_hash_ctx h = {.buf = buf, .id = 0xcbf29ce484222325ULL ^ (bpf_get_current_pid_tgid() >> 32)};
-	bpf_loop((n + 7) / 8, hash_cb, &h, 0);
-	__u64 id = h.id | 1; /* never 0 */
+	__u64 id = mt_stack_id(buf, n, 0xcbf29ce484222325ULL ^ (bpf_get_current_pid_tgid() >> 32)) | 1; /* never 0 */
 	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
 		__u8 one = 1;
 		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);

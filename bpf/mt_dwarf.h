@@ -225,7 +225,7 @@ static __always_inline void decode_row(struct mt_urow *row, struct mt_utable *t,
  * binary search the one whose range holds pc. The searches are global
  * functions, which the verifier checks once each rather than along every
  * path of the frame loop. */
-__noinline int mt_lookup_rule(struct mt_umap *m, __u64 pc, struct mt_rule *r)
+MT_GLOBAL int mt_lookup_rule(struct mt_umap *m, __u64 pc, struct mt_rule *r)
 {
 	if (!m || !r)
 		return 0;
@@ -284,6 +284,7 @@ struct mt_fb_vma {
 	int file;
 };
 
+#ifndef MT_COMPAT
 static long fb_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct mt_fb_vma *c = data;
@@ -298,18 +299,21 @@ static long fb_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void
 	c->pgoff = BPF_CORE_READ(vma, vm_pgoff);
 	return 0;
 }
+#endif
 
 /* A PC in no mapping of the process's array: a library mapped since the
  * agent last wrote it (dlopen, or ld.so's work after exec). Its VMA names
  * the file, whose table may be built already; the agent is asked, once,
  * to write the mappings again. */
-__noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
+MT_GLOBAL int mt_fallback_map(__u64 pc, struct mt_umap *out)
 {
 	if (!out)
 		return 0;
 	struct mt_fb_vma c = {};
+#ifndef MT_COMPAT
 	if (bpf_find_vma(bpf_get_current_task_btf(), pc, fb_vma_cb, &c, 0) || !c.file)
 		return 0;
+#endif
 	__u32 tgid = mt_pid_tgid() >> 32;
 	__u8 one = 1;
 	if (bpf_map_update_elem(&unwind_stale, &tgid, &one, BPF_NOEXIST) == 0) {
@@ -324,6 +328,11 @@ __noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
 			bpf_map_delete_elem(&unwind_stale, &tgid);
 		}
 	}
+#ifdef MT_COMPAT
+	/* No bpf_find_vma (5.17): the remap request alone; the stack is cut
+	 * here until the agent has written the process's mappings. */
+	return 0;
+#endif
 	struct mt_ufile *uf = bpf_map_lookup_elem(&unwind_files, &c.key);
 	if (!uf)
 		return 0;
@@ -343,7 +352,7 @@ __noinline int mt_fallback_map(__u64 pc, struct mt_umap *out)
  * ends above pc: with branches, the verifier would walk every path,
  * since an index added to a pointer must be tracked exactly. User
  * addresses are below 2^63, so a difference's sign is the comparison. */
-__noinline int mt_find_map(struct mt_umaps *ms, __u64 pc, struct mt_umap *out)
+MT_GLOBAL int mt_find_map(struct mt_umaps *ms, __u64 pc, struct mt_umap *out)
 {
 	if (!ms || !out)
 		return 0;
@@ -429,7 +438,7 @@ static __always_inline int step_stop(struct mt_wstate *w, int reason)
  * with the caller's PC in w->pc, or why the walk ends. A global
  * function: the verifier checks it once, not along every path of the
  * frame loop. */
-__noinline int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk *c)
+MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk *c)
 {
 	if (!w)
 		return MT_STOP_BAD_READ;
@@ -629,6 +638,36 @@ static __always_inline struct mt_walk *walk_begin(struct mt_walk_ref *ref, struc
 	return w;
 }
 
+#ifdef MT_COMPAT
+/* One frame of the walk, for kernels without bpf_loop: a global function
+ * verified once, of scalars only (5.10 refuses pointers to a global
+ * function), that finds the walk's state in the per-CPU maps. */
+__noinline int mt_walk_frame(__u32 tgid)
+{
+	__u32 zero = 0;
+	struct mt_walk_ref ref = {
+		.w = bpf_map_lookup_elem(&walk_state, &zero),
+		.buf = bpf_map_lookup_elem(&stack_scratch, &zero),
+		.maps = bpf_map_lookup_elem(&unwind_procs, &tgid),
+		.chunk = bpf_map_lookup_elem(&stack_chunk, &zero),
+	};
+	return walk_cb(0, &ref);
+}
+
+/* The frames of a walk begun with walk_begin (whose ref this frame loop
+ * finds again by itself): a bounded loop of calls, cheap to verify. */
+static __always_inline void mt_walk_frames(struct mt_walk_ref *ref)
+{
+	__u32 tgid = mt_pid_tgid() >> 32;
+	for (__u32 i = 0; i < MT_MAX_FRAMES + 1; i++) {
+		if (i >= stack_depth || mt_walk_frame(tgid))
+			break;
+	}
+}
+#else
+#define mt_walk_frames(ref) bpf_loop(stack_depth, walk_cb, ref, 0)
+#endif
+
 /* The walk from the probe: at the allocation function's entry (before
  * any push) the caller's return address is at [sp] on x86-64 and in x30
  * on arm64, and the caller's frame pointer is untouched. */
@@ -652,7 +691,7 @@ static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *b
 	w->n = 1;
 	/* stack_depth - 1 steps for the frames, one more to see whether
 	 * the last of them is the outermost. */
-	bpf_loop(stack_depth, walk_cb, &ref, 0);
+	mt_walk_frames(&ref);
 	*reason = w->reason;
 	return w->n;
 }

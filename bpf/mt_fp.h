@@ -59,7 +59,7 @@ static __always_inline int fp_read(struct mt_chunk *c, struct mt_wstate *w, __u6
 
 /* One frame record: the caller's return address in *ra, or 0 at the end.
  * A global function, verified once rather than along the loop. */
-__noinline int mt_fp_step(struct mt_wstate *w, struct mt_chunk *c, __u64 *ra)
+MT_GLOBAL int mt_fp_step(struct mt_wstate *w, struct mt_chunk *c, __u64 *ra)
 {
 	if (!w || !ra)
 		return 0;
@@ -117,7 +117,7 @@ static __noinline __u32 fp_stack(struct pt_regs *ctx, struct stackbuf *buf)
 	buf->ips[0] = top[0];
 	w.n = 1;
 	if (stack_depth > 1)
-		bpf_loop(stack_depth, fp_cb, &w, 0);
+		mt_loop(stack_depth, MT_MAX_FRAMES + 1, fp_cb, &w);
 	return w.n;
 }
 #endif

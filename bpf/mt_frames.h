@@ -57,7 +57,7 @@ static __always_inline int stack_wanted(struct tstate *st)
 		return st->stack_ok == 1;
 	st->comm_lo = m.lo;
 	st->comm_hi = m.hi;
-	bpf_loop(n_stack_threads * 16, match_cb, &m, 0);
+	mt_loop(n_stack_threads * 16, 8 * 16, match_cb, &m);
 	st->stack_ok = m.found ? 1 : 2;
 	return m.found;
 }
@@ -73,7 +73,7 @@ struct mt_vma_out {
 	struct file *file;
 };
 
-#if defined(__TARGET_ARCH_x86)
+#if defined(__TARGET_ARCH_x86) && !defined(MT_COMPAT)
 struct mt_path_ctx {
 	struct mt_file *r;
 	struct dentry *d;
@@ -140,7 +140,7 @@ static __always_inline void send_file(struct file *file, __u64 ino)
 		.d = BPF_CORE_READ(file, f_path.dentry),
 		.vmnt = BPF_CORE_READ(file, f_path.mnt),
 	};
-	bpf_loop(MT_PATH_PARTS * 2, path_cb, &c, 0);
+	mt_loop(MT_PATH_PARTS * 2, MT_PATH_PARTS * 2, path_cb, &c);
 	if (!c.done)
 		r->truncated = 1;
 	submit(r, 0);
@@ -169,9 +169,11 @@ static long frame_cb(__u64 i, void *data)
 	/* find_vma's context must live on the BPF stack. */
 	struct mt_vma_out o = {.f = {.addr = c->buf->ips[i], .ino = ~0ULL}};
 #if defined(__TARGET_ARCH_x86)
+#ifndef MT_COMPAT
 	bpf_find_vma(c->task, o.f.addr, frame_vma_cb, &o, 0);
 	if (o.file)
 		send_file(o.file, o.f.ino);
+#endif
 #endif
 	c->r->frames[i] = o.f;
 	return 0;
@@ -192,7 +194,7 @@ static __always_inline void send_stack(__u64 id, struct stackbuf *buf, __u32 n, 
 	r->tgid = mt_pid_tgid() >> 32;
 	r->nframes = n;
 	r->reason = reason;
-	struct mt_send_ctx c = {.r = r, .buf = buf, .task = bpf_get_current_task_btf()};
-	bpf_loop(n, frame_cb, &c, 0);
+	struct mt_send_ctx c = {.r = r, .buf = buf, .task = mt_current_task()};
+	mt_loop(n, MT_MAX_FRAMES + 1, frame_cb, &c);
 	submit(r, 0);
 }

@@ -104,7 +104,7 @@ static __always_inline int send_proc(__u8 kind, __u8 flags, __u64 ptr, __u64 siz
  * under a key of its own (see MT_HOLD_KEY), or returns 0. */
 static __always_inline __u32 hold_new(__u32 tgid, __u32 kind)
 {
-	if (__sync_fetch_and_add(&released, 0))
+	if (mt_load_fenced(released))
 		return 0;
 	__u8 stopped = HOLD_STOPPED;
 	__u32 seq = bpf_ktime_get_ns() >> 10;
@@ -123,12 +123,12 @@ static __always_inline __u32 hold_new(__u32 tgid, __u32 kind)
  * and the process continues itself. A SIGCONT cancels a pending SIGSTOP. */
 static __always_inline void hold_self(__u32 key)
 {
-	if (__sync_fetch_and_add(&released, 0)) {
+	if (mt_load_fenced(released)) {
 		bpf_map_delete_elem(&hold, &key);
 		return;
 	}
 	bpf_send_signal_thread(MT_SIGSTOP);
-	if (__sync_fetch_and_add(&released, 0)) {
+	if (mt_load_fenced(released)) {
 		/* A SIGCONT the kernel refused (its per-CPU signal work
 		 * busy) leaves the entry for the watchdog's sweeps. */
 		if (bpf_send_signal_thread(MT_SIGCONT) == 0)
@@ -145,6 +145,7 @@ static __always_inline void hold_self(__u32 key)
 		bpf_send_signal_thread(MT_SIGCONT);
 }
 
+#ifndef MT_COMPAT
 static long release_one(struct bpf_map *map, __u32 *key, __u8 *state, void *ctx)
 {
 	if (*state == HOLD_STOPPED || *state == HOLD_RESUMING) {
@@ -163,6 +164,7 @@ static long release_one(struct bpf_map *map, __u32 *key, __u8 *state, void *ctx)
 	bpf_map_delete_elem(map, key);
 	return 0;
 }
+#endif
 
 /* memtrace is exiting, however it ends (a return, a panic, SIGKILL): its
  * programs still run, since its descriptors close after this tracepoint.
@@ -170,13 +172,15 @@ static long release_one(struct bpf_map *map, __u32 *key, __u8 *state, void *ctx)
  * of memtrace's needed. */
 static __always_inline void agent_exit(void)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task_struct *cur = mt_current_task();
 	/* Only once its last thread is exiting. */
 	if (BPF_CORE_READ(cur, signal, live.counter) != 0)
 		return;
-	__sync_fetch_and_or(&released, 1);
+	mt_set_flag(released);
+#ifndef MT_COMPAT
 	if (bpf_send_signal_task && bpf_task_from_pid && bpf_task_release && (!pidns_ino || bpf_task_from_vpid))
 		bpf_for_each_map_elem(&hold, release_one, 0, 0);
+#endif
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -223,7 +227,7 @@ int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 	 * resume it was sent. */
 	__u32 key = MT_HOLD_KEY(ctgid, MT_HOLD_FORK, 0);
 	__u8 pending = HOLD_PENDING, flags = 0;
-	if (!__sync_fetch_and_add(&released, 0) && bpf_map_update_elem(&hold, &key, &pending, BPF_ANY) == 0)
+	if (!mt_load_fenced(released) && bpf_map_update_elem(&hold, &key, &pending, BPF_ANY) == 0)
 		flags = MT_FLAG_HELD;
 	if (!send_proc(MT_EV_FORK, flags, ctgid, flags ? key : 0, true) && flags)
 		bpf_map_delete_elem(&hold, &key);
@@ -257,7 +261,7 @@ static __always_inline bool selected(__u32 tgid)
 		return false;
 	/* Nor memtrace's own children (the dynamic linker it runs to list a
 	 * program's libraries, from the very loop that would resume them). */
-	struct task_struct *cur = bpf_get_current_task_btf();
+	struct task_struct *cur = mt_current_task();
 	if (agent_tgid && mt_task_tgid(BPF_CORE_READ(cur, real_parent)) == agent_tgid)
 		return false;
 	if (select_all)
@@ -329,7 +333,7 @@ SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
 {
 	if (!unwind_dwarf)
 		return 0;
-	__u64 at = bpf_get_attach_cookie(ctx);
+	__u64 at = mt_cookie(ctx);
 	int state = -1;
 	if (!at || bpf_probe_read_user(&state, sizeof(state), (void *)at) || state != 0 /* RT_CONSISTENT */)
 		return 0;

@@ -3,6 +3,7 @@
  * and the per-thread state of calls in progress.
  * Part of memtrace.bpf.c, which includes it once, in order. */
 
+#include "mt_compat.h"
 #include "mt_pidns.h"
 
 /* Set by the agent before load. */
@@ -183,8 +184,12 @@ struct {
 static __always_inline struct tstate *state(int create)
 {
 	__u32 tid = mt_pid_tgid();
+	struct tstate *st = 0;
+#ifndef MT_COMPAT
+	/* Without compare-and-swap (5.12) no slot can be claimed: the hash
+	 * alone, in the compat build. */
 	__u32 idx = tid & (MT_SLOTS - 1);
-	struct tstate *st = bpf_map_lookup_elem(&tslots, &idx);
+	st = bpf_map_lookup_elem(&tslots, &idx);
 	if (st) {
 		if (st->owner == tid)
 			return st;
@@ -201,6 +206,7 @@ static __always_inline struct tstate *state(int create)
 			return st;
 		}
 	}
+#endif
 	st = bpf_map_lookup_elem(&tstates, &tid);
 	if (st || !create)
 		return st;
@@ -214,9 +220,11 @@ static __always_inline struct tstate *state(int create)
 
 static __always_inline void state_release(__u32 tid)
 {
+#ifndef MT_COMPAT
 	__u32 idx = tid & (MT_SLOTS - 1);
 	struct tstate *st = bpf_map_lookup_elem(&tslots, &idx);
 	if (st && st->owner == tid)
 		__sync_val_compare_and_swap(&st->owner, (__u64)tid, 0);
+#endif
 	bpf_map_delete_elem(&tstates, &tid);
 }

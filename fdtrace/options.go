@@ -32,6 +32,10 @@ type Options struct {
 	// DWARF: walk the unwind tables (the tracer's --stack-unwind dwarf);
 	// false: the kernel's frame-pointer walk.
 	DWARF bool
+	// Compat: load the compat build of the programs (bpf/mt_compat.h), as
+	// the allocation tracer did (tracer.Tracer.Compat) on a kernel before
+	// 5.17; its stack maps are then the compat build's too.
+	Compat bool
 }
 
 // DefaultRingBytes holds about 12,000 records: a program that opens and

@@ -88,7 +88,11 @@ func newTracer(opts Options, test bool) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("%w: raise the locked-memory limit: %w", ErrUnavailable, err)
 	}
-	spec, err := LoadFdtrack()
+	loadSpec := LoadFdtrack
+	if opts.Compat {
+		loadSpec = LoadFdtrackCompat
+	}
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load the fd BPF object: %w", err)
 	}

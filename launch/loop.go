@@ -245,6 +245,9 @@ func (l *loop) startFD() error {
 	}); ok && fo.StackDepth > 0 {
 		fo.Stacks, fo.DWARF = st.StackMaps(), st.StackDWARF()
 	}
+	if c, ok := tr.(interface{ Compat() string }); ok {
+		fo.Compat = c.Compat() != ""
+	}
 	fd, err := newFDTracer(fo)
 	if errors.Is(err, fdtrace.ErrUnavailable) {
 		// A kernel that cannot run the descriptor programs still runs
@@ -371,10 +374,16 @@ func (l *loop) header(pids []int, comm, cmdline string) {
 		h.PIDs[i] = int64(p)
 	}
 	h.PID = h.PIDs[0]
+	var tr any = l.tr
+	if pc, ok := tr.(*probeCounter); ok {
+		tr = pc.tracerAPI
+	}
 	if l.tr.Session() {
 		h.Probes = "uprobe_session"
 	} else if l.tr.Multi() {
 		h.Probes = "uprobe_multi"
+	} else if c, ok := tr.(interface{ Compat() string }); ok && c.Compat() != "" {
+		h.Probes = "uprobe_compat"
 	}
 	if fb := l.tr.FellBack(); len(fb) > 0 {
 		h.Singlestep = fb

@@ -218,6 +218,9 @@ func (s *Source) load() (tracerAPI, error) {
 		return nil, err
 	}
 	s.closer = func() { tr.Close() }
+	if c := tr.Compat(); c != "" {
+		fmt.Fprintf(s.stderr, "memtrace: notice: %s: tracing with the eBPF programs for kernels before %s\n", c, tracer.FullKernel)
+	}
 	if wd != nil {
 		if err := wd.sendHold(tr.HoldFD()); err != nil {
 			tr.Close()

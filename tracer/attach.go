@@ -233,7 +233,24 @@ func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) (
 	var ls []link.Link
 	for i := range pps {
 		pp := &pps[i]
-		opts := &link.UprobeOptions{Address: pp.fileOff, PID: pid, Cookie: pp.cookie(t.opts.CheckInternalFrees)}
+		ck := pp.cookie(t.opts.CheckInternalFrees)
+		uprobe := func(p *ebpf.Program, ret bool) error {
+			p, c, err := t.probeProg(p, ck)
+			if err != nil {
+				return err
+			}
+			opts := &link.UprobeOptions{Address: pp.fileOff, PID: pid, Cookie: c}
+			var l link.Link
+			if ret {
+				l, err = ex.Uretprobe(pp.symbol, p, opts)
+			} else {
+				l, err = ex.Uprobe(pp.symbol, p, opts)
+			}
+			if err == nil {
+				ls = append(ls, l)
+			}
+			return err
+		}
 		if pp.def.kind != probeAlloc {
 			prog := free
 			if pp.def.kind == probeNew {
@@ -242,23 +259,17 @@ func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) (
 			if pp.def.kind == probeNewRet {
 				prog = t.newRetProg()
 			}
-			l, err := ex.Uprobe(pp.symbol, prog, opts)
-			if err != nil {
+			if err := uprobe(prog, false); err != nil {
 				return ls, err
 			}
-			ls = append(ls, l)
 			continue
 		}
-		l, err := ex.Uprobe(pp.symbol, enter, opts)
-		if err != nil {
+		if err := uprobe(enter, false); err != nil {
 			return ls, err
 		}
-		ls = append(ls, l)
-		l, err = ex.Uretprobe(pp.symbol, ret, opts)
-		if err != nil {
+		if err := uprobe(ret, true); err != nil {
 			return ls, err
 		}
-		ls = append(ls, l)
 	}
 	return ls, nil
 }

@@ -5,6 +5,7 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -12,18 +13,15 @@ import (
 	"github.com/cilium/ebpf/features"
 )
 
-// MinKernel is the oldest Linux whose BPF has every helper memtrace's
-// programs call; docs/kernels.md says which kernels the matrix runs.
-const MinKernel = "5.17"
-
-// kernelHelpers are the helpers memtrace's programs call that came late,
-// oldest first, with the release that brought each: a kernel without one
-// refuses every program, and the first it lacks is the one to name.
-var kernelHelpers = []struct {
+type kernelHelper struct {
 	fn    asm.BuiltinFunc
 	name  string
 	since string
-}{
+}
+
+// fullHelpers are the helpers only the default build calls, oldest first:
+// a kernel without one of them gets the compat build.
+var fullHelpers = []kernelHelper{
 	{asm.FnGetCurrentTaskBtf, "bpf_get_current_task_btf", "5.11"},
 	{asm.FnGetAttachCookie, "bpf_get_attach_cookie", "5.15"},
 	{asm.FnTaskPtRegs, "bpf_task_pt_regs", "5.15"},
@@ -31,22 +29,64 @@ var kernelHelpers = []struct {
 	{asm.FnFindVma, "bpf_find_vma", "5.17"},
 }
 
-var kernelLimitOnce = sync.OnceValue(probeKernelLimit)
+// compatHelpers are those both builds call that came late: a kernel
+// without one of them refuses every program.
+var compatHelpers = []kernelHelper{
+	{asm.FnGetNsCurrentPidTgid, "bpf_get_ns_current_pid_tgid", "5.7"},
+	{asm.FnRingbufReserve, "bpf_ringbuf_reserve", "5.8"},
+}
 
-// kernelLimit says what this kernel lacks that memtrace's eBPF path
-// needs, as an error wrapping ErrUnavailable, or nil. It asks the kernel
-// (a tiny program per helper, once per process) rather than trusting the
-// release number, which backports make meaningless.
-func kernelLimit() error { return kernelLimitOnce() }
+// kernelSupport is what the kernel's BPF can run: compat (with the
+// helper it lacks, for the notice) or the default build, or an error
+// wrapping ErrUnavailable.
+type kernelSupport struct {
+	compat  bool
+	lacking string // why: the first helper of fullHelpers the kernel lacks, or the variable
+}
 
-func probeKernelLimit() error {
-	for _, h := range kernelHelpers {
+var kernelLimitOnce = sync.OnceValues(probeKernelLimit)
+
+// kernelLimit says which build of the programs this kernel runs, or what
+// it lacks that memtrace's eBPF path needs, as an error wrapping
+// ErrUnavailable. It asks the kernel (a tiny program per helper, once per
+// process) rather than trusting the release number, which backports make
+// meaningless. MEMTRACE_BPF_COMPAT=1 takes the compat build on any kernel
+// (the tests run it on the newest kernels too).
+func kernelLimit() (kernelSupport, error) { return kernelLimitOnce() }
+
+func probeKernelLimit() (kernelSupport, error) {
+	missing := func(h kernelHelper) bool {
 		err := features.HaveProgramHelper(ebpf.Kprobe, h.fn)
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return fmt.Errorf("%w: this kernel (%s) lacks the BPF helper %s (Linux %s): memtrace's eBPF path needs Linux %s or later", ErrUnavailable, kernelVersion(), h.name, h.since, MinKernel)
-		}
-		// Another error (no permission, a seccomp filter) is the loader's
-		// to report, with its own words.
+		// Another error (no permission, a seccomp filter) is the
+		// loader's to report, with its own words.
+		return errors.Is(err, ebpf.ErrNotSupported)
 	}
-	return nil
+	for _, h := range compatHelpers {
+		if missing(h) {
+			return kernelSupport{}, fmt.Errorf("%w: this kernel (%s) lacks the BPF helper %s (Linux %s): memtrace's eBPF path needs Linux %s or later", ErrUnavailable, kernelVersion(), h.name, h.since, MinKernel)
+		}
+	}
+	var ks kernelSupport
+	for _, h := range fullHelpers {
+		if missing(h) {
+			ks = kernelSupport{compat: true, lacking: fmt.Sprintf("this kernel (%s) lacks the BPF helper %s (Linux %s)", kernelVersion(), h.name, h.since)}
+			break
+		}
+	}
+	if os.Getenv("MEMTRACE_BPF_COMPAT") == "1" && !ks.compat {
+		ks = kernelSupport{compat: true, lacking: "MEMTRACE_BPF_COMPAT=1"}
+	}
+	return ks, nil
+}
+
+// KernelNeedsCompat reports whether this kernel lacks a helper the
+// default build of the programs calls, so that memtrace loads the compat
+// build (MEMTRACE_BPF_COMPAT aside).
+func KernelNeedsCompat() bool {
+	for _, h := range fullHelpers {
+		if errors.Is(features.HaveProgramHelper(ebpf.Kprobe, h.fn), ebpf.ErrNotSupported) {
+			return true
+		}
+	}
+	return false
 }

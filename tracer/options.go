@@ -122,3 +122,12 @@ type ProgramStat struct {
 	Runs    uint64
 	Runtime time.Duration
 }
+
+// MinKernel is the oldest Linux memtrace's eBPF path loads on: the ring
+// buffer came in 5.8. Kernels before FullKernel load the compat build of
+// the programs (bpf/mt_compat.h); docs/kernels.md says what it costs and
+// which kernels the matrix runs.
+const (
+	MinKernel  = "5.8"
+	FullKernel = "5.17"
+)

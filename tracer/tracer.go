@@ -42,10 +42,14 @@ type Tracer struct {
 	// Read's decode targets, kept to avoid an allocation per call.
 	threads map[uint32]threadInfo // from mt_thread records, by tid
 	unw     *unwinder             // nil unless stacks are walked with tables
-	lazy    *lazyProgs            // the allocation programs New did not load
-	ev      Event
-	st      Stack
-	f       File
+	// compat: the stubs of the compat build (nil with the default one);
+	// compatLacks: what the kernel lacks that made it the choice.
+	compat      *compatStubs
+	compatLacks string
+	lazy        *lazyProgs // the allocation programs New did not load
+	ev          Event
+	st          Stack
+	f           File
 }
 
 type attachKey struct {
@@ -70,10 +74,15 @@ func New(opts Options) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("%w: raise the locked-memory limit: %w", ErrUnavailable, err)
 	}
-	if err := kernelLimit(); err != nil {
+	ks, err := kernelLimit()
+	if err != nil {
 		return nil, err
 	}
-	spec, err := LoadMemtrace()
+	load := LoadMemtrace
+	if ks.compat {
+		load = LoadMemtraceCompat
+	}
+	spec, err := load()
 	if err != nil {
 		return nil, fmt.Errorf("load BPF object: %w", err)
 	}
@@ -166,7 +175,12 @@ func New(opts Options) (*Tracer, error) {
 		// here, from the kernel's BTF, as for session uprobes.
 		opts.NoMulti = true
 	}
-	t := &Tracer{opts: opts, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}, threads: map[uint32]threadInfo{}, session: !opts.NoMulti && !opts.NoSession}
+	if ks.compat {
+		// Neither uprobe_multi (6.6) nor session uprobes (6.13) are on
+		// a kernel without the attach cookie (5.15).
+		opts.NoMulti = true
+	}
+	t := &Tracer{opts: opts, compatLacks: ks.lacking, links: map[attachKey][]link.Link{}, fellBack: map[string]bool{}, threads: map[uint32]threadInfo{}, session: !opts.NoMulti && !opts.NoSession}
 	if !kernelHasSessionUprobes() {
 		// The verifier would refuse mt_session here; an empty program
 		// takes its place and calls use two links. Decided from the
@@ -186,6 +200,12 @@ func New(opts Options) (*Tracer, error) {
 		return nil, loadError(err)
 	}
 	t.lazy = &lazyProgs{spec: spec, maps: maps, cache: cache, field: programFields(&t.objs)}
+	if ks.compat {
+		if t.compat, err = newCompatStubs(maps); err != nil {
+			t.objs.Close()
+			return nil, err
+		}
+	}
 	for _, c := range opts.Select.Comms {
 		var key [16]byte
 		if len(c) == 0 || len(c) > 15 {
@@ -476,5 +496,6 @@ func (t *Tracer) Close() error {
 	if t.rd != nil {
 		t.rd.Close()
 	}
+	t.compat.close()
 	return t.objs.Close()
 }

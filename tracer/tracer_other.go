@@ -25,6 +25,7 @@ func (*Tracer) Read(Handler) error                      { return ErrUnavailable 
 func (*Tracer) Close() error                            { return nil }
 func (*Tracer) Detach()                                 {}
 func (*Tracer) Session() bool                           { return false }
+func (*Tracer) Compat() string                          { return "" }
 func (*Tracer) AttachLibrary(int, string) (bool, error) { return false, ErrUnavailable }
 func (*Tracer) ScanProcess(int) ([]string, error)       { return nil, ErrUnavailable }
 func (*Tracer) Resume(pid int, key uint32) error        { return ErrUnavailable }

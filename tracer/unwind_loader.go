@@ -78,7 +78,11 @@ func (t *Tracer) watchLoader(pid int) error {
 	if err != nil {
 		return fmt.Errorf("open the dynamic linker of process %d for its dlopen hook: %w", pid, err)
 	}
-	l, err := ex.Uprobe("_dl_debug_state", t.objs.MtDlState, &link.UprobeOptions{Address: off, PID: pid, Cookie: cookie})
+	prog, ck, err := t.probeProg(t.objs.MtDlState, cookie)
+	if err != nil {
+		return err
+	}
+	l, err := ex.Uprobe("_dl_debug_state", prog, &link.UprobeOptions{Address: off, PID: pid, Cookie: ck})
 	if err != nil {
 		return fmt.Errorf("probe the dynamic linker of process %d (dlopen hook): %w", pid, err)
 	}
