@@ -129,10 +129,10 @@ type App struct {
 
 	cv     costView // the call tree and icicle views
 	flameW int      // the icicle's width at the last draw
-	// groupLabels names each group apart (analysis.DistinctLabel), by
+	// groupLabels names each group apart (labels.go), by
 	// group index; groupTell is the frame that tells it apart (its
 	// file:line is looked up when the row is drawn), noTell when none.
-	groupLabels []string
+	groupLabels []siteLabel
 	groupTell   []uint32
 }
 

@@ -520,20 +520,26 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 		if a.hasBaseline {
 			line += lpad(SBytes(g.Growth), 9) + "  "
 		}
+		var tail string
 		if k < len(a.groupLabels) {
-			line += a.groupLabels[k]
 			if f := a.groupTell[k]; f != noTell {
 				if s, ok := a.callLine(f); ok {
-					line += "  (" + s + ")"
+					tail += "  (" + s + ")"
 				}
 			}
+		}
+		if r := m.StackTruncation(g.Stack); r != "" {
+			tail += " …[truncated: " + r + "]"
+		}
+		tail += "  [" + a.groupThreadsLabel(g, 32) + "]"
+		if k < len(a.groupLabels) {
+			// The label gives way in its middle, so that the frame that
+			// tells it apart stays on screen.
+			line += a.groupLabels[k].fit(max(x1-x-runeLen(line)-runeLen(tail), 24))
 		} else {
 			line += a.firstFrame(g.Stack)
 		}
-		if r := m.StackTruncation(g.Stack); r != "" {
-			line += " …[truncated: " + r + "]"
-		}
-		line += "  [" + a.groupThreadsLabel(g, 32) + "]"
+		line += tail
 		a.put(x, y0+1+r, x1, pad(line, x1-x), st)
 	}
 	if len(a.groups) == 0 {
@@ -723,10 +729,9 @@ func (a *App) frameSource(f uint32) (string, bool) {
 // noTell: a group without frames has no frame to look up.
 const noTell = ^uint32(0)
 
-// labelGroups names groups apart by the first frame that tells their call
-// stacks apart (the report's rule, analysis.DistinctDepth), and returns
-// that frame of each.
-func (a *App) labelGroups(gs []analysis.Group) ([]string, []uint32) {
+// labelGroups names groups apart (labels.go) and returns the frame that
+// tells each apart, whose file:line the row shows.
+func (a *App) labelGroups(gs []analysis.Group) ([]siteLabel, []uint32) {
 	m := a.M
 	names := make([][]string, len(gs))
 	for k := range gs {
@@ -736,18 +741,20 @@ func (a *App) labelGroups(gs []analysis.Group) ([]string, []uint32) {
 			names[k][j] = shortName(a.frameName(f))
 		}
 	}
-	depth := analysis.DistinctDepth(names)
+	kept, parts := partFrames(names)
 	// Stacks of the same names (a function calling from two places)
-	// differ in an offset: named by the first frame whose offset does,
-	// +0xOFF, among the others of their names.
+	// differ in an offset: told apart among the others of their names by
+	// their frames' ids, +0xOFF where they part.
 	same := map[string][]int{}
 	for k := range gs {
-		if len(names[k]) > 0 && depth[k] >= len(names[k]) {
+		if len(names[k]) > 0 {
 			key := strings.Join(names[k], "\x00")
 			same[key] = append(same[key], k)
 		}
 	}
-	at := map[int]int{} // group: its first frame that differs from every other's of the same names
+	out := make([]siteLabel, len(gs))
+	tell := make([]uint32, len(gs))
+	done := make([]bool, len(gs))
 	for _, ks := range same {
 		if len(ks) < 2 {
 			continue
@@ -756,28 +763,48 @@ func (a *App) labelGroups(gs []analysis.Group) ([]string, []uint32) {
 		for n, k := range ks {
 			ids[n] = m.Frames(gs[k].Stack)
 		}
-		for n, d := range analysis.DistinctDepth(ids) {
-			if d < len(ids[n]) {
-				at[ks[n]] = d
+		ikept, iparts := partFrames(ids)
+		for n, k := range ks {
+			nm := slices.Clone(names[k])
+			for x, j := range ikept[n] {
+				if iparts[n][x] {
+					nm[j] += "+0x" + strconv.FormatUint(m.Frame(ids[n][j]).Offset, 16)
+				}
 			}
+			out[k], tell[k], done[k] = makeLabel(nm, ikept[n], iparts[n]), ids[n][ikept[n][len(ikept[n])-1]], true
 		}
 	}
-	out := make([]string, len(gs))
-	tell := make([]uint32, len(gs))
 	for k := range gs {
+		if done[k] {
+			continue
+		}
 		fr := m.Frames(gs[k].Stack)
 		if len(fr) == 0 {
-			out[k], tell[k] = "(no stack)", noTell
+			out[k], tell[k] = siteLabel{frames: []string{"(no stack)"}, gap: []bool{false}, part: []bool{true}}, noTell
 			continue
 		}
-		if j, ok := at[k]; ok {
-			n := slices.Clone(names[k])
-			n[j] += "+0x" + strconv.FormatUint(m.Frame(fr[j]).Offset, 16)
-			out[k], tell[k] = analysis.DistinctLabel(n, j), fr[j]
+		out[k] = makeLabel(names[k], kept[k], parts[k])
+		tell[k] = fr[kept[k][len(kept[k])-1]]
+	}
+	// A family of same-named stacks was told apart among itself only:
+	// should one of its labels still read as another group's, the whole
+	// stack, offsets and all, names it.
+	seen := map[string]int{}
+	for k := range out {
+		seen[out[k].String()]++
+	}
+	for k := range out {
+		if seen[out[k].String()] < 2 || !done[k] {
 			continue
 		}
-		out[k] = analysis.DistinctLabel(names[k], depth[k])
-		tell[k] = fr[min(depth[k], len(fr)-1)]
+		fr := m.Frames(gs[k].Stack)
+		all, part := make([]int, len(fr)), make([]bool, len(fr))
+		nm := slices.Clone(names[k])
+		for j := range fr {
+			all[j], part[j] = j, true
+			nm[j] += "+0x" + strconv.FormatUint(m.Frame(fr[j]).Offset, 16)
+		}
+		out[k] = makeLabel(nm, all, part)
 	}
 	return out, tell
 }
