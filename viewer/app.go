@@ -8,6 +8,7 @@ import (
 	"github.com/gdamore/tcell/v2"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/sizehist"
 )
 
 // SourceLiner resolves a frame to a source line (symbols.Cache does).
@@ -124,8 +125,8 @@ type App struct {
 	callCache map[uint32]string // callLine's answers, by frame ("": none)
 	tlCells   []analysis.Cell   // the timeline, cached until the model or its parameters change
 	tlKey     tlKey
-	hists     []analysis.Bucket // histogram of sel, nil until drawn
-	listRows  int               // rows of the list pane at the last draw, for paging
+	hists     sizehist.Hist // histogram of sel, nil until drawn
+	listRows  int           // rows of the list pane at the last draw, for paging
 
 	cv     costView // the call tree and icicle views
 	flameW int      // the icicle's width at the last draw

@@ -8,6 +8,7 @@ import (
 	"github.com/gdamore/tcell/v2"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/sizehist"
 )
 
 var (
@@ -572,26 +573,35 @@ func (a *App) groupThreadsLabel(g *analysis.Group, w int) string {
 
 func (a *App) drawHistogram(x0, y0, x1, y1 int) {
 	m := a.M
-	a.put(x0, y0, x1, pad("Size        Count       Bytes  (visible records)", x1-x0), a.headStyle(PaneList))
+	a.put(x0, y0, x1, pad("Size          Count       Bytes  (visible records)", x1-x0), a.headStyle(PaneList))
 	if a.hists == nil {
-		a.hists = m.Histogram(a.sel)
-	}
-	hs := a.hists
-	var max int64
-	for _, b := range hs {
-		if b.Count > max {
-			max = b.Count
+		a.hists = sizehist.New()
+		for _, i := range a.sel {
+			a.hists.Add(m.Size[i])
 		}
 	}
-	for k, b := range hs {
-		y := y0 + 1 + k
+	hs := a.hists
+	lo, hi, ok := hs.Used()
+	if !ok {
+		a.put(x0+1, y0+2, x1, "no records", stDim)
+		return
+	}
+	var top int64
+	for _, b := range hs {
+		top = max(top, b.Count)
+	}
+	// The buckets from the first in use to the last, as the report's
+	// chart shows them.
+	for k := lo; k <= hi; k++ {
+		b := hs[k]
+		y := y0 + 1 + k - lo
 		if y >= y1 {
 			break
 		}
-		x := a.put(x0, y, x1, pad(sizeLabel(k), 9)+lpad(strconv.FormatInt(b.Count, 10), 8)+lpad(Bytes(b.Bytes), 12)+"  ", stDefault)
+		x := a.put(x0, y, x1, pad(sizehist.Label(k), 11)+lpad(strconv.FormatInt(b.Count, 10), 8)+lpad(Bytes(b.Bytes), 12)+"  ", stDefault)
 		barW := x1 - x - 1
-		if barW > 0 && max > 0 {
-			n := int(b.Count * int64(barW) / max)
+		if barW > 0 && top > 0 {
+			n := int(b.Count * int64(barW) / top)
 			if n == 0 && b.Count > 0 {
 				n = 1
 			}
