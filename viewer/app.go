@@ -480,22 +480,7 @@ func (a *App) HandleEvent(ev tcell.Event) bool {
 		case a.prompt != nil:
 			a.promptKey(ev)
 		case a.help:
-			// Arrows scroll the help; any other key closes it, q still quits.
-			switch {
-			case ev.Key() == tcell.KeyUp || ev.Key() == tcell.KeyRune && ev.Rune() == 'k':
-				a.helpTop--
-			case ev.Key() == tcell.KeyDown || ev.Key() == tcell.KeyRune && ev.Rune() == 'j':
-				a.helpTop++
-			case ev.Key() == tcell.KeyPgUp:
-				a.helpTop -= 10
-			case ev.Key() == tcell.KeyPgDn:
-				a.helpTop += 10
-			default:
-				a.help, a.helpTop = false, 0
-				if ev.Key() == tcell.KeyRune && ev.Rune() == 'q' {
-					a.quit = true
-				}
-			}
+			a.helpKey(ev)
 		case a.viewKey(ev):
 		default:
 			a.dispatch(ev)

@@ -1,6 +1,7 @@
 package viewer
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,4 +47,178 @@ func TestHistogramBucketsAreSizehist(t *testing.T) {
 	if l := sizehist.Label(sizehist.Index(1025)); l != "≤4 KiB" {
 		t.Fatalf("sizehist puts 1025 B in %s", l)
 	}
+}
+
+// keyNames are the names the help gives keys.
+var keyNames = map[tcell.Key]string{
+	tcell.KeyUp: "↑", tcell.KeyDown: "↓", tcell.KeyLeft: "←", tcell.KeyRight: "→",
+	tcell.KeyPgUp: "PgUp", tcell.KeyPgDn: "PgDn", tcell.KeyHome: "Home", tcell.KeyEnd: "End",
+	tcell.KeyTab: "Tab", tcell.KeyBacktab: "Shift-Tab", tcell.KeyEnter: "Enter", tcell.KeyEscape: "Esc",
+	tcell.KeyBackspace: "Backspace", tcell.KeyBackspace2: "Backspace", tcell.KeyCtrlB: "Ctrl-b", tcell.KeyCtrlF: "Ctrl-f",
+}
+
+func keyName(k key) string {
+	switch {
+	case k.k == tcell.KeyRune && k.r == ' ':
+		return "Space"
+	case k.k == tcell.KeyRune:
+		return string(k.r)
+	}
+	return keyNames[k.k]
+}
+
+// The help names every key each binding has, in the label of its line
+// (the views' second keys share the line of the first), and no key that
+// it does not have.
+func TestHelpNamesEveryBoundKey(t *testing.T) {
+	for name, table := range map[string][]binding{"Keys": Keys, "ViewKeys": ViewKeys, "HelpKeys": HelpKeys} {
+		label := ""
+		named := map[string]bool{}
+		var check func()
+		check = func() {
+			for _, tok := range strings.FieldsFunc(label, func(r rune) bool { return r == ' ' || r == '/' }) {
+				if !named[tok] {
+					t.Errorf("%s: the help's %q names %q, which none of its keys is", name, label, tok)
+				}
+			}
+		}
+		for _, b := range table {
+			if b.label != "" {
+				if label != "" {
+					check()
+				}
+				label, named = b.label, map[string]bool{}
+			}
+			toks := strings.FieldsFunc(label, func(r rune) bool { return r == ' ' })
+			for _, k := range b.keys {
+				n := keyName(k)
+				if n == "" || !slicesContains(toks, n) {
+					t.Errorf("%s: key %v (%q) is not named in its help %q", name, k, n, label)
+				}
+				named[n] = true
+			}
+		}
+		check()
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// The overlay does what its title says: its own keys scroll it and q
+// quits; any other key closes it, and does nothing else.
+func TestHelpOverlayKeysAsTitled(t *testing.T) {
+	h := newHarness(t, testLog(), Options{})
+	h.sim.SetSize(130, 20) // shorter than the help: it scrolls
+	h.press(tcell.KeyRune, '?')
+	for _, b := range HelpKeys {
+		h.contains(b.label + ": " + b.help)
+	}
+	h.contains(helpClose)
+	h.press(tcell.KeyPgDn, 0)
+	if h.a.helpTop == 0 || !h.a.help {
+		t.Fatalf("PgDn: help %v at %d", h.a.help, h.a.helpTop)
+	}
+	top := h.a.helpTop
+	h.press(tcell.KeyRune, 'k')
+	h.press(tcell.KeyUp, 0)
+	if h.a.helpTop != top-2 || !h.a.help {
+		t.Fatalf("k, ↑: help %v at %d, was %d", h.a.help, h.a.helpTop, top)
+	}
+	for _, k := range []key{rk('?'), {tcell.KeyRight, 0}, rk('c'), {tcell.KeyEnter, 0}, {tcell.KeyEscape, 0}} {
+		if !h.a.help {
+			h.press(tcell.KeyRune, '?')
+		}
+		if !h.press(k.k, k.r) {
+			t.Fatalf("%s quit", keyName(k))
+		}
+		if h.a.help || h.a.cv.mode != viewNone || h.a.focus != PaneList || h.a.groupMode {
+			t.Fatalf("%s: help %v, view %v, focus %v, groups %v", keyName(k), h.a.help, h.a.cv.mode, h.a.focus, h.a.groupMode)
+		}
+		h.lacks("memview keys")
+	}
+	h.press(tcell.KeyRune, '?')
+	if h.press(tcell.KeyRune, 'q') {
+		t.Fatal("q in the help did not quit")
+	}
+}
+
+// mainLog: start-up code around main (named, and a stripped libc's
+// unnamed __libc_start_call_main), a thread's trampoline, main allocating
+// itself and a stack that starts at f.
+//
+//	A 100  wrap ← f ← main ← __libc_start_call_main ← __libc_start_main ← _start
+//	B  30  main ← libc.so.6+0x2724a ← __libc_start_main ← app+0xa7a1
+//	C  50  wrap ← worker ← start_thread ← clone3
+//	D  10  wrap ← f
+func mainLog() []byte {
+	var b []byte
+	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "9"}, logfmt.KV{Key: "comm", Value: "app"}, logfmt.KV{Key: "cmd", Value: "./app"})
+	type fr struct{ mod, sym string }
+	ts := uint64(1000)
+	alloc := func(tid int64, size uint64, frames ...fr) {
+		ts += 1000
+		b = logfmt.AppendAlloc(b, tid, "main", "malloc", ts, size, size, ts*16)
+		for k, f := range frames {
+			b = logfmt.AppendFrame(b, k, f.mod, f.sym, uint64(0x100*(k+1)), uint64(0x400000+0x100*k))
+		}
+	}
+	app, libc := "./app", "/lib/libc.so.6"
+	alloc(1, 100, fr{app, "wrap"}, fr{app, "f"}, fr{app, "main"}, fr{libc, "__libc_start_call_main"}, fr{libc, "__libc_start_main"}, fr{app, "_start"})
+	alloc(1, 30, fr{app, "main"}, fr{libc, ""}, fr{libc, "__libc_start_main"}, fr{app, ""})
+	alloc(2, 50, fr{app, "wrap"}, fr{app, "worker"}, fr{libc, "start_thread"}, fr{libc, "clone3"})
+	alloc(1, 10, fr{app, "wrap"}, fr{app, "f"})
+	return logfmt.AppendSummary(b, logfmt.Summary{})
+}
+
+// The top-down tree starts at main and at the thread's start function, as
+// its help says; a row holds what a node's children leave of it; calls
+// are a cost.
+func TestTreeFromMainWithSelfRows(t *testing.T) {
+	h := newHarness(t, mainLog(), Options{})
+	m := h.m
+	costs := m.ReportCosts()
+	td := BuildTree(m, costs, -1, CostAllocated, false, nil, nil)
+	want := []string{
+		"main 130B", " f 100B", "  wrap 100B", " [self] 30B",
+		"worker 50B", " wrap 50B",
+		"f 10B", " wrap 10B",
+	}
+	if got := flat(td); !slices.Equal(got, want) {
+		t.Errorf("top-down:\n got %q\nwant %q", got, want)
+	}
+	bu := BuildTree(m, costs, -1, CostAllocated, true, nil, nil)
+	want = []string{
+		"wrap 160B", " f 110B", "  main 100B", "  [stack starts here] 10B", " worker 50B",
+		"main 30B",
+	}
+	if got := flat(bu); !slices.Equal(got, want) {
+		t.Errorf("bottom-up:\n got %q\nwant %q", got, want)
+	}
+	calls := BuildTree(m, costs, -1, CostCalls, false, nil, nil)
+	if calls.Value != 4 || calls.Kids[0].Name != "main" || calls.Kids[0].Value != 2 {
+		t.Errorf("calls: %d in all, first %s %d", calls.Value, calls.Kids[0].Name, calls.Kids[0].Value)
+	}
+	// The icicle leaves the self row a gap.
+	for _, bx := range FlameLayout(td, 130, 10) {
+		if bx.Node.Self {
+			t.Errorf("the icicle draws %s", bx.Node.Name)
+		}
+	}
+
+	h.press(tcell.KeyRune, 'c')
+	h.contains("Call tree top-down, leaked: 190B in all")
+	h.contains("130B  68.4%  ▾ main")
+	h.contains("30B  15.8%      [self]")
+	h.press(tcell.KeyRune, 'C')
+	h.press(tcell.KeyRune, 'C')
+	h.press(tcell.KeyRune, 'C')
+	h.contains("Call tree top-down, calls: 4 in all")
+	h.contains("2  50.0%  ▾ main")
 }

@@ -954,7 +954,7 @@ func (a *App) drawBottom(w, h int) {
 
 func (a *App) drawHelp(w, h int) {
 	lines := HelpLines()
-	bw := 0
+	bw := runeLen(helpTitle()) + 4
 	for _, l := range lines {
 		bw = max(bw, runeLen(l))
 	}
@@ -970,7 +970,7 @@ func (a *App) drawHelp(w, h int) {
 	rows := bh - 2
 	a.helpTop = max(min(a.helpTop, len(lines)-rows), 0)
 	a.hline(y0, x0, x0+bw-1, '┌', '─', '┐', -1, 0)
-	a.put(x0+2, y0, x0+bw-2, " memview keys (any key closes) ", stTitle)
+	a.put(x0+2, y0, x0+bw-2, " "+helpTitle()+" ", stTitle)
 	for k := 0; k < rows; k++ {
 		a.scr.SetContent(x0, y0+1+k, '│', nil, stBorder)
 		a.scr.SetContent(x0+bw-1, y0+1+k, '│', nil, stBorder)
