@@ -127,6 +127,8 @@ type App struct {
 	tlKey     tlKey
 	hists     sizehist.Hist // histogram of sel, nil until drawn
 	listRows  int           // rows of the list pane at the last draw, for paging
+	chart     []uint64      // the A chart's series of sel, nil until drawn
+	chartKey  chartKey
 
 	cv     costView // the call tree and icicle views
 	flameW int      // the icicle's width at the last draw
@@ -166,7 +168,7 @@ func (a *App) refresh() {
 		keep, hadKeep = a.sel[a.cursor], true
 	}
 	a.sel = a.dropSuppressed(m.Select(&a.q, a.sel))
-	a.hists = nil
+	a.hists, a.chart = nil, nil
 	if a.groupMode {
 		gs := a.groupSort
 		if gs == analysis.GroupByGrowth && !a.hasBaseline {

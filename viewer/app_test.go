@@ -636,6 +636,14 @@ func TestEveryKey(t *testing.T) {
 		h.press(tcell.KeyRune, 'C')
 	}
 
+	// The charts over time (issue33_test.go tests them in full).
+	press(tcell.KeyRune, 'A')
+	h.contains("Allocations over time")
+	press(tcell.KeyRune, 'A')
+	h.contains("Temporary allocations over time")
+	press(tcell.KeyRune, 'A')
+	h.contains("60 shown")
+
 	// Process filter with one process.
 	press(tcell.KeyRune, 'p')
 	h.contains("the log holds one process")

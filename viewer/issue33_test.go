@@ -117,10 +117,16 @@ func TestHelpOverlayKeysAsTitled(t *testing.T) {
 	h := newHarness(t, testLog(), Options{})
 	h.sim.SetSize(130, 20) // shorter than the help: it scrolls
 	h.press(tcell.KeyRune, '?')
+	intro := strings.Join(helpIntro(1000), " ")
 	for _, b := range HelpKeys {
-		h.contains(b.label + ": " + b.help)
+		if !strings.Contains(intro, b.label+": "+b.help) {
+			t.Errorf("the help's first lines do not say %q: %q", b.label+": "+b.help, intro)
+		}
 	}
-	h.contains(helpClose)
+	h.contains("In this help: ↑ / k: scroll up")
+	if !strings.Contains(intro, helpClose) {
+		t.Errorf("the help does not say %q", helpClose)
+	}
 	h.press(tcell.KeyPgDn, 0)
 	if h.a.helpTop == 0 || !h.a.help {
 		t.Fatalf("PgDn: help %v at %d", h.a.help, h.a.helpTop)
@@ -221,4 +227,55 @@ func TestTreeFromMainWithSelfRows(t *testing.T) {
 	h.press(tcell.KeyRune, 'C')
 	h.contains("Call tree top-down, calls: 4 in all")
 	h.contains("2  50.0%  ▾ main")
+}
+
+// tempLog: one thread; A is freed before the thread allocates again
+// (temporary), B after C was allocated (not), C and D never.
+func tempLog() []byte {
+	var b []byte
+	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "9"}, logfmt.KV{Key: "comm", Value: "t"}, logfmt.KV{Key: "cmd", Value: "./t"})
+	alloc := func(ts, ptr uint64) {
+		b = logfmt.AppendAlloc(b, 1, "main", "malloc", ts, 10, 10, ptr)
+		b = logfmt.AppendFrame(b, 0, "./t", "main", 0x10, 0x401010)
+	}
+	alloc(1000, 0xa000)
+	b = logfmt.AppendFree(b, 1, "main", "free", 1500, 10, 0xa000)
+	alloc(2000, 0xb000)
+	alloc(3000, 0xc000)
+	b = logfmt.AppendFree(b, 1, "main", "free", 3500, 10, 0xb000)
+	alloc(10000, 0xd000)
+	return logfmt.AppendSummary(b, logfmt.Summary{})
+}
+
+// A shows the allocations, then the temporary allocations, over time,
+// cumulative, over the log's span; A again and Esc go back.
+func TestChartsOverTime(t *testing.T) {
+	h := newHarness(t, tempLog(), Options{})
+	h.press(tcell.KeyRune, 'A')
+	h.contains("Allocations over time, cumulative, of the visible records: 4")
+	if got, want := h.a.chartSeries(chartAllocs, 10), []uint64{1, 2, 3, 3, 3, 3, 3, 3, 3, 4}; !slices.Equal(got, want) {
+		t.Errorf("allocations: %v, want %v", got, want)
+	}
+	// The last column is the whole height: its top row is a full block.
+	top := h.rows()[5]
+	if r := []rune(top); r[len(r)-2] != '█' {
+		t.Errorf("the last column's top: %q", top)
+	}
+	h.press(tcell.KeyRune, 'A')
+	h.contains("Temporary allocations over time, cumulative, of the visible records: 1 of 4 (25.0%)")
+	if got, want := h.a.chartSeries(chartTemporary, 10), []uint64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}; !slices.Equal(got, want) {
+		t.Errorf("temporary: %v, want %v", got, want)
+	}
+	h.press(tcell.KeyRune, 'A')
+	h.lacks("over time")
+	h.press(tcell.KeyRune, 'A')
+	if !h.press(tcell.KeyEscape, 0) {
+		t.Fatal("Esc in a chart quit")
+	}
+	h.lacks("over time")
+	// The filters apply: the leaks (C, D) hold no temporary allocation.
+	h.press(tcell.KeyRune, 'f')
+	h.press(tcell.KeyRune, 'A')
+	h.press(tcell.KeyRune, 'A')
+	h.contains("Temporary allocations over time, cumulative, of the visible records: 0 of 2")
 }

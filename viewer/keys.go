@@ -1,7 +1,6 @@
 package viewer
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
@@ -162,6 +161,16 @@ func init() {
 		{[]key{rk('H')}, "H", "size histogram of the visible records (buckets ≤16 B, ≤64 B … ≤1 GiB, >1 GiB) instead of the list", func(a *App) { a.hist, a.cv.mode = !a.hist, viewNone }},
 		{[]key{rk('c')}, "c", "call tree of the cost (C), top-down or bottom-up (u), with expand/collapse (keys below); again: back", func(a *App) { a.setView(viewTree) }},
 		{[]key{rk('i')}, "i", "icicle (flame graph, callers above) of the cost (C), with zoom (keys below); again: back", func(a *App) { a.setView(viewFlame) }},
+		{[]key{rk('A')}, "A", "charts over time: allocations → temporary allocations (freed before their thread allocates again) → back; Esc: back", func(a *App) {
+			switch a.cv.mode {
+			case viewAllocs:
+				a.cv.mode = viewTemp
+			case viewTemp:
+				a.cv.mode = viewNone
+			default:
+				a.setView(viewAllocs)
+			}
+		}},
 		{[]key{rk('C')}, "C", "cost of the tree and icicle: leaked → peak → allocated → calls → temporary", func(a *App) { a.cv.cost = (a.cv.cost + 1) % numCosts }},
 		{[]key{rk('u')}, "u", "tree and icicle: top-down (from main or a thread's start function) ↔ bottom-up (from the allocating function)", func(a *App) {
 			a.cv.bottomUp = !a.cv.bottomUp
@@ -216,13 +225,26 @@ func (a *App) helpKey(ev *tcell.EventKey) {
 	a.help, a.helpTop = false, 0
 }
 
-// helpTitle is the overlay's title: its own keys, from HelpKeys.
-func helpTitle() string {
+// helpIntro is the overlay's first lines: its own keys, from HelpKeys,
+// wrapped at w columns.
+func helpIntro(w int) []string {
 	var parts []string
 	for _, b := range HelpKeys {
 		parts = append(parts, b.label+": "+b.help)
 	}
-	return "memview keys (" + strings.Join(parts, ", ") + "; " + helpClose + ")"
+	words := strings.Fields("In this help: " + strings.Join(parts, ", ") + "; " + helpClose + ".")
+	var out []string
+	line := ""
+	for _, wd := range words {
+		if line != "" && runeLen(line)+1+runeLen(wd) > w {
+			out, line = append(out, line), ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += wd
+	}
+	return append(out, line, "")
 }
 
 // lookup is the binding of table that ev's key has, nil when none.
@@ -281,14 +303,19 @@ func (a *App) reverseSort() {
 // tree and icicle views' own keys.
 func HelpLines() []string {
 	out := make([]string, 0, len(Keys)+len(ViewKeys)+2)
-	w := 0
-	for _, b := range append(slices.Clone(Keys), ViewKeys...) {
-		w = max(w, runeLen(b.label)+2)
+	width := func(t []binding) int {
+		w := 0
+		for _, b := range t {
+			w = max(w, runeLen(b.label)+2)
+		}
+		return w
 	}
+	w := width(Keys)
 	for _, b := range Keys {
 		out = append(out, pad(b.label, w)+b.help)
 	}
 	out = append(out, "", "In the call tree (c) and the icicle (i):")
+	w = width(ViewKeys)
 	for _, b := range ViewKeys {
 		if b.label != "" { // a key described with the one before it
 			out = append(out, pad(b.label, w)+b.help)

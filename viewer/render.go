@@ -108,6 +108,8 @@ func (a *App) draw() {
 		a.drawTree(1, y, w-1, paneBottom)
 	case a.cv.mode == viewFlame:
 		a.drawFlame(1, y, w-1, paneBottom)
+	case a.cv.mode == viewAllocs || a.cv.mode == viewTemp:
+		a.drawChart(1, y, w-1, paneBottom)
 	case a.fdView:
 		a.drawFDs(1, y, split, paneBottom)
 	case a.hist:
@@ -954,11 +956,12 @@ func (a *App) drawBottom(w, h int) {
 
 func (a *App) drawHelp(w, h int) {
 	lines := HelpLines()
-	bw := runeLen(helpTitle()) + 4
+	bw := 0
 	for _, l := range lines {
 		bw = max(bw, runeLen(l))
 	}
 	bw = min(bw+4, w-2)
+	lines = append(helpIntro(bw-4), lines...)
 	bh := min(len(lines)+2, h-2)
 	x0 := (w - bw) / 2
 	y0 := (h - bh) / 2
@@ -970,7 +973,7 @@ func (a *App) drawHelp(w, h int) {
 	rows := bh - 2
 	a.helpTop = max(min(a.helpTop, len(lines)-rows), 0)
 	a.hline(y0, x0, x0+bw-1, '┌', '─', '┐', -1, 0)
-	a.put(x0+2, y0, x0+bw-2, " "+helpTitle()+" ", stTitle)
+	a.put(x0+2, y0, x0+bw-2, " memview keys ", stTitle)
 	for k := 0; k < rows; k++ {
 		a.scr.SetContent(x0, y0+1+k, '│', nil, stBorder)
 		a.scr.SetContent(x0+bw-1, y0+1+k, '│', nil, stBorder)

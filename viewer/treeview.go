@@ -20,6 +20,8 @@ const (
 	viewNone costViewMode = iota
 	viewTree
 	viewFlame
+	viewAllocs // the allocations chart (charts.go)
+	viewTemp   // the temporary allocations chart
 )
 
 type treeKey struct {
@@ -339,7 +341,15 @@ func init() {
 // viewKey handles ev when the tree or icicle view has it; false: the key
 // table's keys apply.
 func (a *App) viewKey(ev *tcell.EventKey) bool {
-	if a.cv.mode == viewNone {
+	switch a.cv.mode {
+	case viewNone:
+		return false
+	case viewAllocs, viewTemp:
+		// The charts have no keys of their own but Esc, which would quit.
+		if ev.Key() == tcell.KeyEscape {
+			a.cv.mode = viewNone
+			return true
+		}
 		return false
 	}
 	k, r := ev.Key(), ev.Rune()
