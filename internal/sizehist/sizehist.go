@@ -92,3 +92,16 @@ func (h Hist) Used() (lo, hi int, ok bool) {
 	}
 	return lo, hi, lo >= 0
 }
+
+// Merge adds o's counts to h (the report's sections, one per process);
+// bytes saturate.
+func (h Hist) Merge(o Hist) {
+	for k := range min(len(h), len(o)) {
+		h[k].Count += o[k].Count
+		if s, c := bits.Add64(h[k].Bytes, o[k].Bytes, 0); c == 0 {
+			h[k].Bytes = s
+		} else {
+			h[k].Bytes = ^uint64(0)
+		}
+	}
+}

@@ -42,3 +42,19 @@ func TestHistAddAndUsed(t *testing.T) {
 		t.Fatalf("Used = %d, %d, %v", lo, hi, ok)
 	}
 }
+
+func TestHistMerge(t *testing.T) {
+	a, b := New(), New()
+	a.Add(10)
+	b.Add(12)
+	b.Add(1 << 20)
+	b.Add(^uint64(0))
+	a.Add(^uint64(0))
+	a.Merge(b)
+	if a[0].Count != 2 || a[0].Bytes != 22 || a[Index(1<<20)].Count != 1 {
+		t.Fatalf("merged %+v", a)
+	}
+	if last := a[len(a)-1]; last.Count != 2 || last.Bytes != ^uint64(0) {
+		t.Fatalf("the last bucket does not saturate: %+v", last)
+	}
+}
