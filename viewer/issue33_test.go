@@ -74,8 +74,7 @@ func TestHelpNamesEveryBoundKey(t *testing.T) {
 	for name, table := range map[string][]binding{"Keys": Keys, "ViewKeys": ViewKeys, "HelpKeys": HelpKeys} {
 		label := ""
 		named := map[string]bool{}
-		var check func()
-		check = func() {
+		check := func() {
 			for _, tok := range strings.FieldsFunc(label, func(r rune) bool { return r == ' ' || r == '/' }) {
 				if !named[tok] {
 					t.Errorf("%s: the help's %q names %q, which none of its keys is", name, label, tok)
@@ -92,7 +91,7 @@ func TestHelpNamesEveryBoundKey(t *testing.T) {
 			toks := strings.FieldsFunc(label, func(r rune) bool { return r == ' ' })
 			for _, k := range b.keys {
 				n := keyName(k)
-				if n == "" || !slicesContains(toks, n) {
+				if n == "" || !slices.Contains(toks, n) {
 					t.Errorf("%s: key %v (%q) is not named in its help %q", name, k, n, label)
 				}
 				named[n] = true
@@ -100,15 +99,6 @@ func TestHelpNamesEveryBoundKey(t *testing.T) {
 		}
 		check()
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // The overlay does what its title says: its own keys scroll it and q
