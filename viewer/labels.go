@@ -84,15 +84,27 @@ var soVersion = regexp.MustCompile(`\.so(\.[0-9]+)*\+0x`)
 // the stack parts there from another that shares its frames up to it.
 // The frames kept are the first, every frame where it parts from another,
 // up to the first frame no other stack shares (analysis.DistinctDepth);
-// every frame of a stack that is all another's (or a prefix of one).
-func partFrames[T comparable](stacks [][]T) (kept [][]int, parts [][]bool) {
-	type edge struct {
-		parent int32
-		key    T
+// every frame of a stack that is all another's (or a prefix of one): whole.
+func partFrames[T comparable](stacks [][]T) (kept [][]int, parts [][]bool, whole []bool) {
+	// Keys become small ids once, so that the walks below hash numbers.
+	type edge struct{ parent, key int32 }
+	keys := map[T]int32{}
+	idStacks := make([][]int32, len(stacks))
+	for i, st := range stacks {
+		ids := make([]int32, len(st))
+		for j, f := range st {
+			id, ok := keys[f]
+			if !ok {
+				id = int32(len(keys))
+				keys[f] = id
+			}
+			ids[j] = id
+		}
+		idStacks[i] = ids
 	}
 	kids := map[edge]int32{}
 	count := []int32{int32(len(stacks))} // per trie node: stacks through it; node 0 the root
-	for _, st := range stacks {
+	for _, st := range idStacks {
 		n := int32(0)
 		for _, f := range st {
 			e := edge{n, f}
@@ -108,9 +120,10 @@ func partFrames[T comparable](stacks [][]T) (kept [][]int, parts [][]bool) {
 	}
 	kept = make([][]int, len(stacks))
 	parts = make([][]bool, len(stacks))
-	for i, st := range stacks {
+	whole = make([]bool, len(stacks))
+	for i, st := range idStacks {
 		n := int32(0)
-		whole := true
+		all := true
 		var ks []int
 		var ps []bool
 		for j, f := range st {
@@ -121,11 +134,11 @@ func partFrames[T comparable](stacks [][]T) (kept [][]int, parts [][]bool) {
 			}
 			n = k
 			if count[k] < 2 {
-				whole = false
+				all = false
 				break
 			}
 		}
-		if whole {
+		if all {
 			ks, ps = ks[:0], ps[:0]
 			for j := range st {
 				ks, ps = append(ks, j), append(ps, false)
@@ -139,9 +152,9 @@ func partFrames[T comparable](stacks [][]T) (kept [][]int, parts [][]bool) {
 				n = k
 			}
 		}
-		kept[i], parts[i] = ks, ps
+		kept[i], parts[i], whole[i] = ks, ps, all
 	}
-	return kept, parts
+	return kept, parts, whole
 }
 
 // makeLabel is the label of the frames kept (indexes into names) and

@@ -753,13 +753,13 @@ func (a *App) labelGroups(gs []analysis.Group) ([]siteLabel, []uint32) {
 			names[k][j] = shortName(a.frameName(f))
 		}
 	}
-	kept, parts := partFrames(names)
+	kept, parts, whole := partFrames(names)
 	// Stacks of the same names (a function calling from two places)
 	// differ in an offset: told apart among the others of their names by
 	// their frames' ids, +0xOFF where they part.
 	same := map[string][]int{}
 	for k := range gs {
-		if len(names[k]) > 0 {
+		if len(names[k]) > 0 && whole[k] {
 			key := strings.Join(names[k], "\x00")
 			same[key] = append(same[key], k)
 		}
@@ -775,7 +775,7 @@ func (a *App) labelGroups(gs []analysis.Group) ([]siteLabel, []uint32) {
 		for n, k := range ks {
 			ids[n] = m.Frames(gs[k].Stack)
 		}
-		ikept, iparts := partFrames(ids)
+		ikept, iparts, _ := partFrames(ids)
 		for n, k := range ks {
 			nm := slices.Clone(names[k])
 			for x, j := range ikept[n] {
