@@ -153,6 +153,7 @@ func TestHelpOverlayKeysAsTitled(t *testing.T) {
 //	B  30  main ← libc.so.6+0x2724a ← __libc_start_main ← app+0xa7a1
 //	C  50  wrap ← worker ← start_thread ← clone3
 //	D  10  wrap ← f
+//	E   5  app+0x100 ← __libc_start_call_main ← __libc_start_main ← _start: a stripped main
 func mainLog() []byte {
 	var b []byte
 	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "9"}, logfmt.KV{Key: "comm", Value: "app"}, logfmt.KV{Key: "cmd", Value: "./app"})
@@ -170,6 +171,7 @@ func mainLog() []byte {
 	alloc(1, 30, fr{app, "main"}, fr{libc, ""}, fr{libc, "__libc_start_main"}, fr{app, ""})
 	alloc(2, 50, fr{app, "wrap"}, fr{app, "worker"}, fr{libc, "start_thread"}, fr{libc, "clone3"})
 	alloc(1, 10, fr{app, "wrap"}, fr{app, "f"})
+	alloc(1, 5, fr{app, ""}, fr{libc, "__libc_start_call_main"}, fr{libc, "__libc_start_main"}, fr{app, "_start"})
 	return logfmt.AppendSummary(b, logfmt.Summary{})
 }
 
@@ -182,7 +184,7 @@ func TestTreeFromMainWithSelfRows(t *testing.T) {
 	costs := m.ReportCosts()
 	td := BuildTree(m, costs, -1, CostAllocated, false, nil, nil)
 	want := []string{
-		"main 130B", " f 100B", "  wrap 100B", " [self] 30B",
+		"main 135B", " f 100B", "  wrap 100B", " [self] 35B",
 		"worker 50B", " wrap 50B",
 		"f 10B", " wrap 10B",
 	}
@@ -192,13 +194,13 @@ func TestTreeFromMainWithSelfRows(t *testing.T) {
 	bu := BuildTree(m, costs, -1, CostAllocated, true, nil, nil)
 	want = []string{
 		"wrap 160B", " f 110B", "  main 100B", "  [stack starts here] 10B", " worker 50B",
-		"main 30B",
+		"main 35B",
 	}
 	if got := flat(bu); !slices.Equal(got, want) {
 		t.Errorf("bottom-up:\n got %q\nwant %q", got, want)
 	}
 	calls := BuildTree(m, costs, -1, CostCalls, false, nil, nil)
-	if calls.Value != 4 || calls.Kids[0].Name != "main" || calls.Kids[0].Value != 2 {
+	if calls.Value != 5 || calls.Kids[0].Name != "main" || calls.Kids[0].Value != 3 {
 		t.Errorf("calls: %d in all, first %s %d", calls.Value, calls.Kids[0].Name, calls.Kids[0].Value)
 	}
 	// The icicle leaves the self row a gap.
@@ -209,14 +211,14 @@ func TestTreeFromMainWithSelfRows(t *testing.T) {
 	}
 
 	h.press(tcell.KeyRune, 'c')
-	h.contains("Call tree top-down, leaked: 190B in all")
-	h.contains("130B  68.4%  ▾ main")
-	h.contains("30B  15.8%      [self]")
+	h.contains("Call tree top-down, leaked: 195B in all")
+	h.contains("135B  69.2%  ▾ main")
+	h.contains("35B  17.9%      [self]")
 	h.press(tcell.KeyRune, 'C')
 	h.press(tcell.KeyRune, 'C')
 	h.press(tcell.KeyRune, 'C')
-	h.contains("Call tree top-down, calls: 4 in all")
-	h.contains("2  50.0%  ▾ main")
+	h.contains("Call tree top-down, calls: 5 in all")
+	h.contains("3  60.0%  ▾ main")
 }
 
 // tempLog: one thread; A is freed before the thread allocates again

@@ -198,7 +198,8 @@ func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, 
 // (analysis.StackEnd); a frame of the start-up code's module that the log
 // and the ELF symbols leave unnamed (a stripped libc's
 // __libc_start_call_main, between __libc_start_main and main) is start-up
-// code too.
+// code too, and an unnamed frame that __libc_start_call_main called is
+// main.
 func fromMain(m *analysis.Model, ids []uint32, names []string, name func(uint32) string) ([]uint32, []string) {
 	n, cut := analysis.StackEnd(names)
 	if !cut || n >= len(ids) || n == 0 {
@@ -207,10 +208,16 @@ func fromMain(m *analysis.Model, ids []uint32, names []string, name func(uint32)
 	if stop := names[n-1]; stop == "main" || stop == "__static_initialization_and_destruction_0" {
 		return ids[:n], names[:n]
 	}
+	unnamed := func(f uint32) bool { return m.Frame(f).Symbol == "" && name(f) == m.FrameName(f) }
+	if names[n] == "__libc_start_call_main" && unnamed(ids[n-1]) {
+		// It calls nothing but main (and exit): a stripped program's
+		// main, one node whatever offset in it made the call.
+		names[n-1] = "main"
+		return ids[:n], names[:n]
+	}
 	mod := m.Frame(ids[n]).Module
 	for n > 1 {
-		f := m.Frame(ids[n-1])
-		if f.Module != mod || f.Symbol != "" || name(ids[n-1]) != m.FrameName(ids[n-1]) {
+		if m.Frame(ids[n-1]).Module != mod || !unnamed(ids[n-1]) {
 			break
 		}
 		n--
