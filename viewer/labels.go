@@ -79,91 +79,112 @@ func (l siteLabel) fit(w int) string {
 // offset.
 var soVersion = regexp.MustCompile(`\.so(\.[0-9]+)*\+0x`)
 
-// partFrames returns, for each stack (frame keys, innermost first), the
-// indexes of the frames its label keeps and, for each of them, whether
-// the stack parts there from another that shares its frames up to it.
-// The frames kept are the first, every frame where it parts from another,
-// up to the first frame no other stack shares (analysis.DistinctDepth);
-// every frame of a stack that is all another's (or a prefix of one): whole.
-func partFrames[T comparable](stacks [][]T) (kept [][]int, parts [][]bool, whole []bool) {
-	// Keys become small ids once, so that the walks below hash numbers.
-	type edge struct{ parent, key int32 }
-	keys := map[T]int32{}
-	idStacks := make([][]int32, len(stacks))
-	for i, st := range stacks {
-		ids := make([]int32, len(st))
-		for j, f := range st {
-			id, ok := keys[f]
-			if !ok {
-				id = int32(len(keys))
-				keys[f] = id
-			}
-			ids[j] = id
-		}
-		idStacks[i] = ids
-	}
-	kids := map[edge]int32{}
-	count := []int32{int32(len(stacks))} // per trie node: stacks through it; node 0 the root
-	for _, st := range idStacks {
+// trie counts the stacks through each node of the trie of stacks (node 0
+// the root, through which they all go).
+type trie[T comparable] struct {
+	kids  map[trieEdge[T]]int32
+	count []int32
+}
+
+type trieEdge[T comparable] struct {
+	parent int32
+	key    T
+}
+
+func newTrie[T comparable](stacks [][]T) *trie[T] {
+	t := &trie[T]{kids: map[trieEdge[T]]int32{}, count: []int32{int32(len(stacks))}}
+	for _, st := range stacks {
 		n := int32(0)
 		for _, f := range st {
-			e := edge{n, f}
-			k, ok := kids[e]
+			e := trieEdge[T]{n, f}
+			k, ok := t.kids[e]
 			if !ok {
-				k = int32(len(count))
-				kids[e] = k
-				count = append(count, 0)
+				k = int32(len(t.count))
+				t.kids[e] = k
+				t.count = append(t.count, 0)
 			}
-			count[k]++
+			t.count[k]++
 			n = k
 		}
 	}
-	kept = make([][]int, len(stacks))
-	parts = make([][]bool, len(stacks))
-	whole = make([]bool, len(stacks))
-	for i, st := range idStacks {
-		n := int32(0)
-		all := true
-		var ks []int
-		var ps []bool
-		for j, f := range st {
-			k := kids[edge{n, f}]
-			part := count[k] < count[n]
-			if j == 0 || part {
-				ks, ps = append(ks, j), append(ps, part)
-			}
-			n = k
-			if count[k] < 2 {
-				all = false
+	return t
+}
+
+// walk is the nodes of stack st, one per frame.
+func (t *trie[T]) walk(st []T) []int32 {
+	out := make([]int32, len(st))
+	n := int32(0)
+	for j, f := range st {
+		n = t.kids[trieEdge[T]{n, f}]
+		out[j] = n
+	}
+	return out
+}
+
+// partFrames returns, for each stack, given by its frames' names (as
+// small ids) and by its frames' ids, the indexes of the frames its label
+// keeps and, for each of them, whether its offset must follow its name.
+// A stack is named by its names where they tell it apart: its first
+// frame, every frame where its names part from another stack's, up to
+// the first frame no other stack shares by name (analysis.DistinctDepth).
+// A stack whose names are all another's (one function calling from two
+// places) is told apart by its frames: it keeps, besides, every frame
+// where its frames part from another's, with its offset where a stack of
+// the same names has another frame there, up to the first
+// frame no other stack shares; a stack whose frames are all another's
+// (or a prefix of one) keeps every frame.
+func partFrames(names [][]int32, ids [][]uint32) (kept [][]int, off [][]bool) {
+	tn, ti := newTrie(names), newTrie(ids)
+	kept = make([][]int, len(names))
+	off = make([][]bool, len(names))
+	for i := range names {
+		wn, wi := tn.walk(names[i]), ti.walk(ids[i])
+		stop, family, all := -1, true, false
+		for j, n := range wn {
+			if tn.count[n] < 2 {
+				stop, family = j, false
 				break
 			}
 		}
-		if all {
-			ks, ps = ks[:0], ps[:0]
-			for j := range st {
-				ks, ps = append(ks, j), append(ps, false)
+		if family {
+			for j, n := range wi {
+				if ti.count[n] < 2 {
+					stop = j
+					break
+				}
 			}
-			// The offsets that tell same-named stacks apart go where the
-			// stack parts, and a whole stack parts nowhere.
-			n = 0
-			for j, f := range st {
-				k := kids[edge{n, f}]
-				ps[j] = count[k] < count[n]
-				n = k
+			if stop < 0 {
+				stop, all = len(wi)-1, true
 			}
 		}
-		kept[i], parts[i], whole[i] = ks, ps, all
+		var ks []int
+		var os []bool
+		for j := 0; j <= stop; j++ {
+			parentN, parentI := int32(0), int32(0)
+			if j > 0 {
+				parentN, parentI = wn[j-1], wi[j-1]
+			}
+			partN := tn.count[wn[j]] < tn.count[parentN]
+			partI := family && ti.count[wi[j]] < ti.count[parentI]
+			if j == 0 || partN || partI || all {
+				// The offset, where a stack of the same names up to here
+				// has another frame here.
+				ks, os = append(ks, j), append(os, family && ti.count[wi[j]] < tn.count[wn[j]])
+			}
+		}
+		kept[i], off[i] = ks, os
 	}
-	return kept, parts, whole
+	return kept, off
 }
 
-// makeLabel is the label of the frames kept (indexes into names) and
-// where they part from other stacks.
-func makeLabel(names []string, kept []int, parts []bool) siteLabel {
-	l := siteLabel{frames: make([]string, len(kept)), gap: make([]bool, len(kept)), part: parts}
+// makeLabel is the label of the frames kept (indexes into names), first
+// of all of which parts from other stacks when first is true.
+func makeLabel(names []string, kept []int, first bool) siteLabel {
+	l := siteLabel{frames: make([]string, len(kept)), gap: make([]bool, len(kept)), part: make([]bool, len(kept))}
 	for k, j := range kept {
 		l.frames[k] = names[j]
 		l.gap[k] = k > 0 && j-kept[k-1] > 1
+		l.part[k] = k > 0 || first
 	}
 	return l
 }

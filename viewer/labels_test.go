@@ -85,7 +85,7 @@ func labelsDiffer(t *testing.T, h *harness) {
 
 func TestSiteLabelFitKeepsBothEnds(t *testing.T) {
 	names := []string{"alloc", "a", "b", "c", "d", "tell"}
-	l := makeLabel(names, []int{0, 1, 3, 5}, []bool{true, true, true, true})
+	l := makeLabel(names, []int{0, 1, 3, 5}, true)
 	if got := l.String(); got != "alloc ← a ← … ← c ← … ← tell" {
 		t.Fatalf("label %q", got)
 	}
@@ -93,7 +93,7 @@ func TestSiteLabelFitKeepsBothEnds(t *testing.T) {
 		t.Fatalf("fit(22) = %q", got)
 	}
 	// An allocating function every other group shares gives way first.
-	l = makeLabel([]string{"libx.so.1.2+0x10", "a", "b", "tell"}, []int{0, 1, 3}, []bool{false, true, true})
+	l = makeLabel([]string{"libx.so.1.2+0x10", "a", "b", "tell"}, []int{0, 1, 3}, false)
 	if got := l.fit(30); got != "libx+0x10 ← a ← … ← tell" {
 		t.Fatalf("fit(30) = %q", got)
 	}
@@ -102,5 +102,30 @@ func TestSiteLabelFitKeepsBothEnds(t *testing.T) {
 	}
 	if got := l.fit(100); got != l.String() {
 		t.Fatalf("fit(100) = %q", got)
+	}
+}
+
+// Two functions (a, b) each call s from two places: each pair has the
+// same names and parts by s's offset, and the two pairs part by name at
+// a and b, before s. Each label keeps both, the name and the offset.
+func TestGroupLabelsSameNamesInTwoFamilies(t *testing.T) {
+	var b []byte
+	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "9"}, logfmt.KV{Key: "comm", Value: "t"}, logfmt.KV{Key: "cmd", Value: "./t"})
+	ts := uint64(1000)
+	for _, caller := range []string{"a", "b"} {
+		for _, off := range []uint64{0x1, 0x2} {
+			ts += 1000
+			b = logfmt.AppendAlloc(b, 1, "main", "malloc", ts, 10, 10, ts)
+			b = logfmt.AppendFrame(b, 0, "./t", "w", 0x10, 0x401010)
+			b = logfmt.AppendFrame(b, 1, "./t", caller, 0x10, 0x402010)
+			b = logfmt.AppendFrame(b, 2, "./t", "s", off, 0x403000+off)
+			b = logfmt.AppendFrame(b, 3, "./t", "main", 0x10, 0x404010)
+		}
+	}
+	b = logfmt.AppendSummary(b, logfmt.Summary{})
+	h := newHarness(t, b, Options{})
+	h.press(tcell.KeyRune, '\\')
+	for _, l := range []string{"w ← a ← s+0x1  [", "w ← a ← s+0x2  [", "w ← b ← s+0x1  [", "w ← b ← s+0x2  ["} {
+		h.contains(l)
 	}
 }

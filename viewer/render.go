@@ -746,77 +746,51 @@ const noTell = ^uint32(0)
 func (a *App) labelGroups(gs []analysis.Group) ([]siteLabel, []uint32) {
 	m := a.M
 	names := make([][]string, len(gs))
+	nameIDs := make([][]int32, len(gs))
+	ids := make([][]uint32, len(gs))
+	intern := map[string]int32{}
+	firstName := map[string]int32{} // stacks by their allocating function's name
 	for k := range gs {
 		fr := m.Frames(gs[k].Stack)
+		ids[k] = fr
 		names[k] = make([]string, len(fr))
+		nameIDs[k] = make([]int32, len(fr))
 		for j, f := range fr {
-			names[k][j] = shortName(a.frameName(f))
+			n := shortName(a.frameName(f))
+			id, ok := intern[n]
+			if !ok {
+				id = int32(len(intern))
+				intern[n] = id
+			}
+			names[k][j], nameIDs[k][j] = n, id
+		}
+		if len(fr) > 0 {
+			firstName[names[k][0]]++
 		}
 	}
-	kept, parts, whole := partFrames(names)
-	// Stacks of the same names (a function calling from two places)
-	// differ in an offset: told apart among the others of their names by
-	// their frames' ids, +0xOFF where they part.
-	same := map[string][]int{}
-	for k := range gs {
-		if len(names[k]) > 0 && whole[k] {
-			key := strings.Join(names[k], "\x00")
-			same[key] = append(same[key], k)
-		}
-	}
+	kept, off := partFrames(nameIDs, ids)
 	out := make([]siteLabel, len(gs))
 	tell := make([]uint32, len(gs))
-	done := make([]bool, len(gs))
-	for _, ks := range same {
-		if len(ks) < 2 {
-			continue
-		}
-		ids := make([][]uint32, len(ks))
-		for n, k := range ks {
-			ids[n] = m.Frames(gs[k].Stack)
-		}
-		ikept, iparts, _ := partFrames(ids)
-		for n, k := range ks {
-			nm := slices.Clone(names[k])
-			for x, j := range ikept[n] {
-				if iparts[n][x] {
-					nm[j] += "+0x" + strconv.FormatUint(m.Frame(ids[n][j]).Offset, 16)
-				}
-			}
-			out[k], tell[k], done[k] = makeLabel(nm, ikept[n], iparts[n]), ids[n][ikept[n][len(ikept[n])-1]], true
-		}
-	}
 	for k := range gs {
-		if done[k] {
-			continue
-		}
-		fr := m.Frames(gs[k].Stack)
+		fr := ids[k]
 		if len(fr) == 0 {
 			out[k], tell[k] = siteLabel{frames: []string{"(no stack)"}, gap: []bool{false}, part: []bool{true}}, noTell
 			continue
 		}
-		out[k] = makeLabel(names[k], kept[k], parts[k])
+		nm, cloned := names[k], false
+		for x, j := range kept[k] {
+			f := fr[j]
+			// A frame named by module and offset has its offset in its
+			// name already.
+			if off[k][x] && (m.Frame(f).Symbol != "" || a.frameName(f) != m.FrameName(f)) {
+				if !cloned {
+					nm, cloned = slices.Clone(nm), true
+				}
+				nm[j] += "+0x" + strconv.FormatUint(m.Frame(f).Offset, 16)
+			}
+		}
+		out[k] = makeLabel(nm, kept[k], firstName[names[k][0]] < 2)
 		tell[k] = fr[kept[k][len(kept[k])-1]]
-	}
-	// A family of same-named stacks was told apart among itself only:
-	// should one of its labels still read as another group's, the whole
-	// stack, offsets and all, names it.
-	seen := map[string]int{}
-	for k := range out {
-		seen[out[k].String()]++
-	}
-	for k := range out {
-		if seen[out[k].String()] < 2 || !done[k] {
-			continue
-		}
-		fr := m.Frames(gs[k].Stack)
-		all, part := make([]int, len(fr)), make([]bool, len(fr))
-		nm := slices.Clone(names[k])
-		for j := range fr {
-			all[j], part[j] = j, true
-			nm[j] += "+0x" + strconv.FormatUint(m.Frame(fr[j]).Offset, 16)
-		}
-		out[k] = makeLabel(nm, all, part)
 	}
 	return out, tell
 }
