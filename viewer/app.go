@@ -8,6 +8,7 @@ import (
 	"github.com/gdamore/tcell/v2"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/sizehist"
 )
 
 // SourceLiner resolves a frame to a source line (symbols.Cache does).
@@ -124,15 +125,17 @@ type App struct {
 	callCache map[uint32]string // callLine's answers, by frame ("": none)
 	tlCells   []analysis.Cell   // the timeline, cached until the model or its parameters change
 	tlKey     tlKey
-	hists     []analysis.Bucket // histogram of sel, nil until drawn
-	listRows  int               // rows of the list pane at the last draw, for paging
+	hists     sizehist.Hist // histogram of sel, nil until drawn
+	listRows  int           // rows of the list pane at the last draw, for paging
+	chart     []uint64      // the A chart's series of sel, nil until drawn
+	chartKey  chartKey
 
 	cv     costView // the call tree and icicle views
 	flameW int      // the icicle's width at the last draw
-	// groupLabels names each group apart (analysis.DistinctLabel), by
+	// groupLabels names each group apart (labels.go), by
 	// group index; groupTell is the frame that tells it apart (its
 	// file:line is looked up when the row is drawn), noTell when none.
-	groupLabels []string
+	groupLabels []siteLabel
 	groupTell   []uint32
 }
 
@@ -165,7 +168,7 @@ func (a *App) refresh() {
 		keep, hadKeep = a.sel[a.cursor], true
 	}
 	a.sel = a.dropSuppressed(m.Select(&a.q, a.sel))
-	a.hists = nil
+	a.hists, a.chart = nil, nil
 	if a.groupMode {
 		gs := a.groupSort
 		if gs == analysis.GroupByGrowth && !a.hasBaseline {
@@ -479,22 +482,7 @@ func (a *App) HandleEvent(ev tcell.Event) bool {
 		case a.prompt != nil:
 			a.promptKey(ev)
 		case a.help:
-			// Arrows scroll the help; any other key closes it, q still quits.
-			switch {
-			case ev.Key() == tcell.KeyUp || ev.Key() == tcell.KeyRune && ev.Rune() == 'k':
-				a.helpTop--
-			case ev.Key() == tcell.KeyDown || ev.Key() == tcell.KeyRune && ev.Rune() == 'j':
-				a.helpTop++
-			case ev.Key() == tcell.KeyPgUp:
-				a.helpTop -= 10
-			case ev.Key() == tcell.KeyPgDn:
-				a.helpTop += 10
-			default:
-				a.help, a.helpTop = false, 0
-				if ev.Key() == tcell.KeyRune && ev.Rune() == 'q' {
-					a.quit = true
-				}
-			}
+			a.helpKey(ev)
 		case a.viewKey(ev):
 		default:
 			a.dispatch(ev)

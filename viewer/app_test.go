@@ -545,12 +545,14 @@ func TestEveryKey(t *testing.T) {
 
 	// Histogram.
 	press(tcell.KeyRune, 'H')
-	h.contains("Size        Count")
-	h.contains("≤16B")
-	h.contains("≤1.02K") // 1024: bounds are 16·4^k bytes, written 1000-based
-	h.contains(">1.05M")
+	h.contains("Size          Count")
+	// Sizes 16 B … 1 KiB: the buckets in use, in the units of their
+	// bounds (internal/sizehist).
+	h.contains("≤16 B ")
+	h.contains("≤1 KiB ")
+	h.lacks("≤4 KiB")
 	press(tcell.KeyRune, 'H')
-	h.lacks("Size        Count")
+	h.lacks("Size          Count")
 
 	// Export.
 	out := filepath.Join(t.TempDir(), "export.txt")
@@ -633,6 +635,14 @@ func TestEveryKey(t *testing.T) {
 	for range numCosts - 1 {
 		h.press(tcell.KeyRune, 'C')
 	}
+
+	// The charts over time (issue33_test.go tests them in full).
+	press(tcell.KeyRune, 'A')
+	h.contains("Allocations over time")
+	press(tcell.KeyRune, 'A')
+	h.contains("Temporary allocations over time")
+	press(tcell.KeyRune, 'A')
+	h.contains("60 shown")
 
 	// Process filter with one process.
 	press(tcell.KeyRune, 'p')
@@ -798,7 +808,6 @@ func TestFormats(t *testing.T) {
 		Dur(267): "0.267ms", Dur(1234000): "1.234s", Ptr(0): "(nil)", Ptr(0x7f00): "0x7f00",
 		SBytes(-2048): "-2.05K", SBytes(10): "+10B", SBytes(0): "+0B",
 		Bytes(3 << 40): "3.30T", Bytes(1 << 56): "72.06P", Bytes(analysis.MaxBytes): "9.22E", SBytes(math.MinInt64): "-9.22E",
-		sizeLabel(0): "≤16B", sizeLabel(4): "≤4.10K", sizeLabel(8): "≤1.05M", sizeLabel(9): ">1.05M",
 	}
 	for got, want := range cases {
 		if got != want {

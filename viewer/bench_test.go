@@ -90,6 +90,7 @@ func BenchmarkKeypress(b *testing.B) {
 		{"thread", tcell.KeyRune, 't'},
 		{"group", tcell.KeyRune, '\\'},
 		{"histogram", tcell.KeyRune, 'H'},
+		{"charts", tcell.KeyRune, 'A'}, // allocations, temporary, off
 		{"timeline", tcell.KeyRune, 'Z'},
 		{"delta", tcell.KeyRune, 'm'},
 		{"tree", tcell.KeyRune, 'c'},   // on and off: the tree is built once

@@ -3,7 +3,6 @@ package viewer
 import (
 	"strconv"
 
-	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/units"
 )
 
@@ -18,15 +17,6 @@ func SBytes(n int64) string {
 		return units.Signed(n)
 	}
 	return "+" + units.Bytes(uint64(n))
-}
-
-// sizeLabel names histogram bucket k by its bound (16·4^k bytes), in Bytes'
-// convention: "≤16B" … "≤1.05M", ">1.05M" for the last, which has none.
-func sizeLabel(k int) string {
-	if k == len(analysis.SizeBuckets)-1 {
-		return ">" + Bytes(analysis.SizeBuckets[k-1])
-	}
-	return "≤" + Bytes(analysis.SizeBuckets[k])
 }
 
 // Dur formats microseconds: "0.267ms" below a second, "1.234s" above.

@@ -39,7 +39,7 @@ func init() {
 		{[]key{{tcell.KeyHome, 0}, rk('g')}, "Home / g", "jump to top", func(a *App) { a.home() }},
 		{[]key{{tcell.KeyEnd, 0}, rk('G')}, "End / G", "jump to bottom", func(a *App) { a.end() }},
 		{[]key{{tcell.KeyTab, 0}, {tcell.KeyRight, 0}, rk('l')}, "Tab / → / l", "focus forward: list → detail → threads", func(a *App) { a.focus = (a.focus + 1) % numPanes }},
-		{[]key{{tcell.KeyLeft, 0}, {tcell.KeyBacktab, 0}, rk('h')}, "← / h", "focus backward", func(a *App) { a.focus = (a.focus + numPanes - 1) % numPanes }},
+		{[]key{{tcell.KeyLeft, 0}, {tcell.KeyBacktab, 0}, rk('h')}, "← / h / Shift-Tab", "focus backward", func(a *App) { a.focus = (a.focus + numPanes - 1) % numPanes }},
 		{[]key{rk('f')}, "f", "filter: All → Leaks → Active → Freed (→ Unknown, with lost records) (descriptors: Open+Leaked → Leaked → Open → Closed → All)", func(a *App) {
 			if a.fdView {
 				a.fdFilter = (a.fdFilter + 1) % numFDFilters
@@ -158,11 +158,21 @@ func init() {
 		{[]key{rk('2')}, "2", "sort the list by size", func(a *App) { a.q.Sort = analysis.SortSize }},
 		{[]key{rk('3')}, "3", "sort the list by thread", func(a *App) { a.q.Sort = analysis.SortThread }},
 		{[]key{rk('o')}, "o", "descriptor view: open and leaked file descriptors (--track fd) instead of the list", func(a *App) { a.cv.mode = viewNone; a.toggleFDs() }},
-		{[]key{rk('H')}, "H", "size histogram instead of the list", func(a *App) { a.hist, a.cv.mode = !a.hist, viewNone }},
+		{[]key{rk('H')}, "H", "size histogram of the visible records (buckets ≤16 B, ≤64 B … ≤1 GiB, >1 GiB) instead of the list", func(a *App) { a.hist, a.cv.mode = !a.hist, viewNone }},
 		{[]key{rk('c')}, "c", "call tree of the cost (C), top-down or bottom-up (u), with expand/collapse (keys below); again: back", func(a *App) { a.setView(viewTree) }},
 		{[]key{rk('i')}, "i", "icicle (flame graph, callers above) of the cost (C), with zoom (keys below); again: back", func(a *App) { a.setView(viewFlame) }},
-		{[]key{rk('C')}, "C", "cost of the tree and icicle: leaked → peak → allocated → temporary", func(a *App) { a.cv.cost = (a.cv.cost + 1) % numCosts }},
-		{[]key{rk('u')}, "u", "tree and icicle: top-down (from main) ↔ bottom-up (from the allocating function)", func(a *App) {
+		{[]key{rk('A')}, "A", "charts over time: allocations → temporary allocations (freed before their thread allocates again) → back; Esc: back", func(a *App) {
+			switch a.cv.mode {
+			case viewAllocs:
+				a.cv.mode = viewTemp
+			case viewTemp:
+				a.cv.mode = viewNone
+			default:
+				a.setView(viewAllocs)
+			}
+		}},
+		{[]key{rk('C')}, "C", "cost of the tree and icicle: leaked → peak → allocated → calls → temporary", func(a *App) { a.cv.cost = (a.cv.cost + 1) % numCosts }},
+		{[]key{rk('u')}, "u", "tree and icicle: top-down (from main or a thread's start function) ↔ bottom-up (from the allocating function)", func(a *App) {
 			a.cv.bottomUp = !a.cv.bottomUp
 			a.cv.zoom, a.cv.sel, a.cv.curPath, a.cv.opened = nil, nil, nil, false
 		}},
@@ -192,6 +202,62 @@ func init() {
 		{[]key{rk('?')}, "?", "this help", func(a *App) { a.help = true }},
 		{[]key{rk('q'), {tcell.KeyEscape, 0}}, "q / Esc", "quit", func(a *App) { a.quit = true }},
 	}
+}
+
+// HelpKeys are the keys of the help overlay while it is shown; any other
+// key closes it. The overlay's title is written from this table.
+var HelpKeys = []binding{
+	{[]key{{tcell.KeyUp, 0}, rk('k')}, "↑ / k", "scroll up", func(a *App) { a.helpTop-- }},
+	{[]key{{tcell.KeyDown, 0}, rk('j')}, "↓ / j", "scroll down", func(a *App) { a.helpTop++ }},
+	{[]key{{tcell.KeyPgUp, 0}}, "PgUp", "page up", func(a *App) { a.helpTop -= 10 }},
+	{[]key{{tcell.KeyPgDn, 0}}, "PgDn", "page down", func(a *App) { a.helpTop += 10 }},
+	{[]key{rk('q')}, "q", "quit", func(a *App) { a.help, a.helpTop, a.quit = false, 0, true }},
+}
+
+// helpClose is what any key not in HelpKeys does to the overlay.
+const helpClose = "any other key closes"
+
+func (a *App) helpKey(ev *tcell.EventKey) {
+	if b := lookup(HelpKeys, ev); b != nil {
+		b.do(a)
+		return
+	}
+	a.help, a.helpTop = false, 0
+}
+
+// helpIntro is the overlay's first lines: its own keys, from HelpKeys,
+// wrapped at w columns.
+func helpIntro(w int) []string {
+	var parts []string
+	for _, b := range HelpKeys {
+		parts = append(parts, b.label+": "+b.help)
+	}
+	words := strings.Fields("In this help: " + strings.Join(parts, ", ") + "; " + helpClose + ".")
+	var out []string
+	line := ""
+	for _, wd := range words {
+		if line != "" && runeLen(line)+1+runeLen(wd) > w {
+			out, line = append(out, line), ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += wd
+	}
+	return append(out, line, "")
+}
+
+// lookup is the binding of table that ev's key has, nil when none.
+func lookup(table []binding, ev *tcell.EventKey) *binding {
+	k, r := ev.Key(), ev.Rune()
+	for i := range table {
+		for _, kk := range table[i].keys {
+			if kk.k == k && (k != tcell.KeyRune || kk.r == r) {
+				return &table[i]
+			}
+		}
+	}
+	return nil
 }
 
 func (a *App) dispatch(ev *tcell.EventKey) {
@@ -237,13 +303,22 @@ func (a *App) reverseSort() {
 // tree and icicle views' own keys.
 func HelpLines() []string {
 	out := make([]string, 0, len(Keys)+len(ViewKeys)+2)
+	width := func(t []binding) int {
+		w := 0
+		for _, b := range t {
+			w = max(w, runeLen(b.label)+2)
+		}
+		return w
+	}
+	w := width(Keys)
 	for _, b := range Keys {
-		out = append(out, pad(b.label, 16)+b.help)
+		out = append(out, pad(b.label, w)+b.help)
 	}
 	out = append(out, "", "In the call tree (c) and the icicle (i):")
+	w = width(ViewKeys)
 	for _, b := range ViewKeys {
 		if b.label != "" { // a key described with the one before it
-			out = append(out, pad(b.label, 16)+b.help)
+			out = append(out, pad(b.label, w)+b.help)
 		}
 	}
 	return out

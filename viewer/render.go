@@ -8,6 +8,7 @@ import (
 	"github.com/gdamore/tcell/v2"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/sizehist"
 )
 
 var (
@@ -107,6 +108,8 @@ func (a *App) draw() {
 		a.drawTree(1, y, w-1, paneBottom)
 	case a.cv.mode == viewFlame:
 		a.drawFlame(1, y, w-1, paneBottom)
+	case a.cv.mode == viewAllocs || a.cv.mode == viewTemp:
+		a.drawChart(1, y, w-1, paneBottom)
 	case a.fdView:
 		a.drawFDs(1, y, split, paneBottom)
 	case a.hist:
@@ -520,20 +523,26 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 		if a.hasBaseline {
 			line += lpad(SBytes(g.Growth), 9) + "  "
 		}
+		var tail string
 		if k < len(a.groupLabels) {
-			line += a.groupLabels[k]
 			if f := a.groupTell[k]; f != noTell {
 				if s, ok := a.callLine(f); ok {
-					line += "  (" + s + ")"
+					tail += "  (" + s + ")"
 				}
 			}
+		}
+		if r := m.StackTruncation(g.Stack); r != "" {
+			tail += " …[truncated: " + r + "]"
+		}
+		tail += "  [" + a.groupThreadsLabel(g, 32) + "]"
+		if k < len(a.groupLabels) {
+			// The label gives way in its middle, so that the frame that
+			// tells it apart stays on screen.
+			line += a.groupLabels[k].fit(max(x1-x-runeLen(line)-runeLen(tail), 24))
 		} else {
 			line += a.firstFrame(g.Stack)
 		}
-		if r := m.StackTruncation(g.Stack); r != "" {
-			line += " …[truncated: " + r + "]"
-		}
-		line += "  [" + a.groupThreadsLabel(g, 32) + "]"
+		line += tail
 		a.put(x, y0+1+r, x1, pad(line, x1-x), st)
 	}
 	if len(a.groups) == 0 {
@@ -566,26 +575,35 @@ func (a *App) groupThreadsLabel(g *analysis.Group, w int) string {
 
 func (a *App) drawHistogram(x0, y0, x1, y1 int) {
 	m := a.M
-	a.put(x0, y0, x1, pad("Size        Count       Bytes  (visible records)", x1-x0), a.headStyle(PaneList))
+	a.put(x0, y0, x1, pad("Size          Count       Bytes  (visible records)", x1-x0), a.headStyle(PaneList))
 	if a.hists == nil {
-		a.hists = m.Histogram(a.sel)
-	}
-	hs := a.hists
-	var max int64
-	for _, b := range hs {
-		if b.Count > max {
-			max = b.Count
+		a.hists = sizehist.New()
+		for _, i := range a.sel {
+			a.hists.Add(m.Size[i])
 		}
 	}
-	for k, b := range hs {
-		y := y0 + 1 + k
+	hs := a.hists
+	lo, hi, ok := hs.Used()
+	if !ok {
+		a.put(x0+1, y0+2, x1, "no records", stDim)
+		return
+	}
+	var top int64
+	for _, b := range hs {
+		top = max(top, b.Count)
+	}
+	// The buckets from the first in use to the last, as the report's
+	// chart shows them.
+	for k := lo; k <= hi; k++ {
+		b := hs[k]
+		y := y0 + 1 + k - lo
 		if y >= y1 {
 			break
 		}
-		x := a.put(x0, y, x1, pad(sizeLabel(k), 9)+lpad(strconv.FormatInt(b.Count, 10), 8)+lpad(Bytes(b.Bytes), 12)+"  ", stDefault)
+		x := a.put(x0, y, x1, pad(sizehist.Label(k), 11)+lpad(strconv.FormatInt(b.Count, 10), 8)+lpad(Bytes(b.Bytes), 12)+"  ", stDefault)
 		barW := x1 - x - 1
-		if barW > 0 && max > 0 {
-			n := int(b.Count * int64(barW) / max)
+		if barW > 0 && top > 0 {
+			n := int(b.Count * int64(barW) / top)
 			if n == 0 && b.Count > 0 {
 				n = 1
 			}
@@ -723,61 +741,56 @@ func (a *App) frameSource(f uint32) (string, bool) {
 // noTell: a group without frames has no frame to look up.
 const noTell = ^uint32(0)
 
-// labelGroups names groups apart by the first frame that tells their call
-// stacks apart (the report's rule, analysis.DistinctDepth), and returns
-// that frame of each.
-func (a *App) labelGroups(gs []analysis.Group) ([]string, []uint32) {
+// labelGroups names groups apart (labels.go) and returns the frame that
+// tells each apart, whose file:line the row shows.
+func (a *App) labelGroups(gs []analysis.Group) ([]siteLabel, []uint32) {
 	m := a.M
 	names := make([][]string, len(gs))
+	nameIDs := make([][]int32, len(gs))
+	ids := make([][]uint32, len(gs))
+	intern := map[string]int32{}
+	firstName := map[string]int32{} // stacks by their allocating function's name
 	for k := range gs {
 		fr := m.Frames(gs[k].Stack)
+		ids[k] = fr
 		names[k] = make([]string, len(fr))
+		nameIDs[k] = make([]int32, len(fr))
 		for j, f := range fr {
-			names[k][j] = shortName(a.frameName(f))
-		}
-	}
-	depth := analysis.DistinctDepth(names)
-	// Stacks of the same names (a function calling from two places)
-	// differ in an offset: named by the first frame whose offset does,
-	// +0xOFF, among the others of their names.
-	same := map[string][]int{}
-	for k := range gs {
-		if len(names[k]) > 0 && depth[k] >= len(names[k]) {
-			key := strings.Join(names[k], "\x00")
-			same[key] = append(same[key], k)
-		}
-	}
-	at := map[int]int{} // group: its first frame that differs from every other's of the same names
-	for _, ks := range same {
-		if len(ks) < 2 {
-			continue
-		}
-		ids := make([][]uint32, len(ks))
-		for n, k := range ks {
-			ids[n] = m.Frames(gs[k].Stack)
-		}
-		for n, d := range analysis.DistinctDepth(ids) {
-			if d < len(ids[n]) {
-				at[ks[n]] = d
+			n := shortName(a.frameName(f))
+			id, ok := intern[n]
+			if !ok {
+				id = int32(len(intern))
+				intern[n] = id
 			}
+			names[k][j], nameIDs[k][j] = n, id
+		}
+		if len(fr) > 0 {
+			firstName[names[k][0]]++
 		}
 	}
-	out := make([]string, len(gs))
+	kept, off := partFrames(nameIDs, ids)
+	out := make([]siteLabel, len(gs))
 	tell := make([]uint32, len(gs))
 	for k := range gs {
-		fr := m.Frames(gs[k].Stack)
+		fr := ids[k]
 		if len(fr) == 0 {
-			out[k], tell[k] = "(no stack)", noTell
+			out[k], tell[k] = siteLabel{frames: []string{"(no stack)"}, gap: []bool{false}, part: []bool{true}}, noTell
 			continue
 		}
-		if j, ok := at[k]; ok {
-			n := slices.Clone(names[k])
-			n[j] += "+0x" + strconv.FormatUint(m.Frame(fr[j]).Offset, 16)
-			out[k], tell[k] = analysis.DistinctLabel(n, j), fr[j]
-			continue
+		nm, cloned := names[k], false
+		for x, j := range kept[k] {
+			f := fr[j]
+			// A frame named by module and offset has its offset in its
+			// name already.
+			if off[k][x] && (m.Frame(f).Symbol != "" || a.frameName(f) != m.FrameName(f)) {
+				if !cloned {
+					nm, cloned = slices.Clone(nm), true
+				}
+				nm[j] += "+0x" + strconv.FormatUint(m.Frame(f).Offset, 16)
+			}
 		}
-		out[k] = analysis.DistinctLabel(names[k], depth[k])
-		tell[k] = fr[min(depth[k], len(fr)-1)]
+		out[k] = makeLabel(nm, kept[k], firstName[names[k][0]] < 2)
+		tell[k] = fr[kept[k][len(kept[k])-1]]
 	}
 	return out, tell
 }
@@ -922,6 +935,7 @@ func (a *App) drawHelp(w, h int) {
 		bw = max(bw, runeLen(l))
 	}
 	bw = min(bw+4, w-2)
+	lines = append(helpIntro(bw-4), lines...)
 	bh := min(len(lines)+2, h-2)
 	x0 := (w - bw) / 2
 	y0 := (h - bh) / 2
@@ -933,7 +947,7 @@ func (a *App) drawHelp(w, h int) {
 	rows := bh - 2
 	a.helpTop = max(min(a.helpTop, len(lines)-rows), 0)
 	a.hline(y0, x0, x0+bw-1, '┌', '─', '┐', -1, 0)
-	a.put(x0+2, y0, x0+bw-2, " memview keys (any key closes) ", stTitle)
+	a.put(x0+2, y0, x0+bw-2, " memview keys ", stTitle)
 	for k := 0; k < rows; k++ {
 		a.scr.SetContent(x0, y0+1+k, '│', nil, stBorder)
 		a.scr.SetContent(x0+bw-1, y0+1+k, '│', nil, stBorder)

@@ -21,17 +21,18 @@ const (
 	CostLeaked    Cost = iota // bytes leaked
 	CostPeak                  // bytes live at the peak
 	CostAllocated             // bytes allocated
+	CostCalls                 // allocation calls (a count)
 	CostTemporary             // temporary allocations (a count, as heaptrack's)
 	numCosts
 )
 
 func (c Cost) String() string {
-	return [...]string{"leaked", "peak", "allocated", "temporary"}[c]
+	return [...]string{"leaked", "peak", "allocated", "calls", "temporary"}[c]
 }
 
 // format is v in the cost's unit.
 func (c Cost) format(v uint64) string {
-	if c == CostTemporary {
+	if c == CostTemporary || c == CostCalls {
 		return strconv.FormatUint(v, 10)
 	}
 	return Bytes(v)
@@ -45,6 +46,8 @@ func (c Cost) of(f *analysis.CostFigures) uint64 {
 		return f.PeakBytes
 	case CostAllocated:
 		return f.Bytes
+	case CostCalls:
+		return uint64(max(f.Calls, 0))
 	}
 	return uint64(max(f.Temporary, 0))
 }
@@ -58,7 +61,11 @@ type TreeNode struct {
 	Parent *TreeNode
 	Frame  uint32 // the first frame met with this name here, for file:line
 	HasFr  bool
-	idx    map[string]*TreeNode
+	// Self marks the row of what its parent's figure holds beyond its
+	// callees' (top-down: what the function allocates itself) or callers'
+	// (bottom-up: stacks that start at it); the icicle leaves it a gap.
+	Self bool
+	idx  map[string]*TreeNode
 }
 
 func (n *TreeNode) kid(name string) *TreeNode {
@@ -102,18 +109,28 @@ func (n *TreeNode) Find(path []string) *TreeNode {
 	return n
 }
 
+// Self rows' names.
+const (
+	SelfName  = "[self]"              // top-down: allocated by the function itself
+	StartName = "[stack starts here]" // bottom-up: stacks whose outermost frame it is
+)
+
 // BuildTree adds up cost over the call stacks of costs (of process proc,
-// every process when proc < 0): top-down from the outermost frame (the
-// program's entry) to the allocating function, or bottom-up from the
-// allocating function to its callers. Stacks for which drop is true are
-// left out (the built-in suppressions, for leaks). name names a frame
-// (nil: Model.FrameName).
+// every process when proc < 0): top-down from main or a thread's start
+// function (the C library's start-up code and thread trampolines left
+// out, as the report's stacks stop at main: analysis.StackEnd) to the
+// allocating function, or bottom-up from the allocating function to its
+// callers, up to main. Where a node's children do not add up to it, a
+// Self row holds the rest. Stacks for which drop is true are left out
+// (the built-in suppressions, for leaks). name names a frame (nil:
+// Model.FrameName).
 func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, bottomUp bool, drop func(stack uint32) bool, name func(f uint32) string) *TreeNode {
 	if name == nil {
 		name = m.FrameName
 	}
 	root := &TreeNode{Name: "all"}
 	var ids []uint32
+	var names []string
 	for p := range costs.Procs {
 		pc := &costs.Procs[p]
 		if proc >= 0 && pc.Proc != proc {
@@ -132,12 +149,18 @@ func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, 
 				continue
 			}
 			ids = append(ids[:0], m.Frames(sc.Stack)...)
+			names = names[:0]
+			for _, f := range ids {
+				names = append(names, name(f))
+			}
+			ids, names = fromMain(m, ids, names, name)
 			if !bottomUp {
 				slices.Reverse(ids)
+				slices.Reverse(names)
 			}
 			n := root
-			for _, f := range ids {
-				n = n.kid(name(f))
+			for k, f := range ids {
+				n = n.kid(names[k])
 				if !n.HasFr {
 					n.Frame, n.HasFr = f, true
 				}
@@ -145,9 +168,20 @@ func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, 
 			}
 		}
 	}
+	self := SelfName
+	if bottomUp {
+		self = StartName
+	}
 	var sortKids func(n *TreeNode)
 	sortKids = func(n *TreeNode) {
 		n.idx = nil
+		var sum uint64
+		for _, k := range n.Kids {
+			sum = analysis.SatAdd(sum, k.Value)
+		}
+		if len(n.Kids) > 0 && sum < n.Value && n.Parent != nil {
+			n.Kids = append(n.Kids, &TreeNode{Name: self, Value: n.Value - sum, Parent: n, Self: true})
+		}
 		slices.SortFunc(n.Kids, func(a, b *TreeNode) int {
 			return cmp.Or(cmp.Compare(b.Value, a.Value), cmp.Compare(a.Name, b.Name))
 		})
@@ -157,6 +191,38 @@ func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, 
 	}
 	sortKids(root)
 	return root
+}
+
+// fromMain is a stack (innermost first) up to main or the function the C
+// library's start-up code or a thread trampoline called
+// (analysis.StackEnd); a frame of the start-up code's module that the log
+// and the ELF symbols leave unnamed (a stripped libc's
+// __libc_start_call_main, between __libc_start_main and main) is start-up
+// code too, and an unnamed frame that __libc_start_call_main called is
+// main.
+func fromMain(m *analysis.Model, ids []uint32, names []string, name func(uint32) string) ([]uint32, []string) {
+	n, cut := analysis.StackEnd(names)
+	if !cut || n >= len(ids) || n == 0 {
+		return ids[:n], names[:n]
+	}
+	if stop := names[n-1]; stop == "main" || stop == "__static_initialization_and_destruction_0" {
+		return ids[:n], names[:n]
+	}
+	unnamed := func(f uint32) bool { return m.Frame(f).Symbol == "" && name(f) == m.FrameName(f) }
+	if names[n] == "__libc_start_call_main" && unnamed(ids[n-1]) {
+		// It calls nothing but main (and exit): a stripped program's
+		// main, one node whatever offset in it made the call.
+		names[n-1] = "main"
+		return ids[:n], names[:n]
+	}
+	mod := m.Frame(ids[n]).Module
+	for n > 1 {
+		if m.Frame(ids[n-1]).Module != mod || !unnamed(ids[n-1]) {
+			break
+		}
+		n--
+	}
+	return ids[:n], names[:n]
 }
 
 // TreeRow is one visible row of a call tree.
@@ -219,6 +285,9 @@ func FlameLayout(root *TreeNode, width, rows int) []FlameBox {
 		}
 		var cum uint64
 		for _, c := range b.Node.Kids {
+			if c.Self {
+				continue // a gap, right of the callees
+			}
 			x0 := b.X + share(b.W, cum, b.Node.Value)
 			cum = min(analysis.SatAdd(cum, c.Value), b.Node.Value)
 			x1 := b.X + share(b.W, cum, b.Node.Value)

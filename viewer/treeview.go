@@ -2,6 +2,7 @@ package viewer
 
 import (
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,8 @@ const (
 	viewNone costViewMode = iota
 	viewTree
 	viewFlame
+	viewAllocs // the allocations chart (charts.go)
+	viewTemp   // the temporary allocations chart
 )
 
 type treeKey struct {
@@ -199,8 +202,8 @@ func (a *App) flameMove(dx, dy int) {
 	v := &a.cv
 	zoom, sel := a.flameNodes()
 	switch {
-	case dy > 0 && len(sel.Kids) > 0:
-		sel = sel.Kids[0]
+	case dy > 0 && slices.ContainsFunc(sel.Kids, func(k *TreeNode) bool { return !k.Self }):
+		sel = sel.Kids[slices.IndexFunc(sel.Kids, func(k *TreeNode) bool { return !k.Self })]
 	case dy < 0 && sel != zoom:
 		sel = sel.Parent
 	case dx != 0:
@@ -270,7 +273,7 @@ func init() {
 			tree(func(a *App) { a.treeMove(1) })(a)
 			flame(func(a *App) { a.flameMove(0, 1) })(a)
 		}},
-		{[]key{{tcell.KeyPgUp, 0}, {tcell.KeyCtrlB, 0}}, "PgUp PgDn", "tree: page", tree(func(a *App) { a.treeMove(-a.page()) })},
+		{[]key{{tcell.KeyPgUp, 0}, {tcell.KeyCtrlB, 0}}, "PgUp PgDn / Ctrl-b Ctrl-f", "tree: page", tree(func(a *App) { a.treeMove(-a.page()) })},
 		{[]key{{tcell.KeyPgDn, 0}, {tcell.KeyCtrlF, 0}}, "", "", tree(func(a *App) { a.treeMove(a.page()) })},
 		{[]key{{tcell.KeyHome, 0}, rk('g')}, "Home End / g G", "tree: top / bottom; icicle: select the zoomed frame", func(a *App) {
 			tree(func(a *App) { a.treeMove(-len(a.cv.rows)) })(a)
@@ -338,7 +341,15 @@ func init() {
 // viewKey handles ev when the tree or icicle view has it; false: the key
 // table's keys apply.
 func (a *App) viewKey(ev *tcell.EventKey) bool {
-	if a.cv.mode == viewNone {
+	switch a.cv.mode {
+	case viewNone:
+		return false
+	case viewAllocs, viewTemp:
+		// The charts have no keys of their own but Esc, which would quit.
+		if ev.Key() == tcell.KeyEscape {
+			a.cv.mode = viewNone
+			return true
+		}
 		return false
 	}
 	k, r := ev.Key(), ev.Rune()
