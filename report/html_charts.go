@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/sizehist"
 	"github.com/memtrace/memtrace/internal/units"
 )
 
@@ -41,19 +42,8 @@ func niceStep(span float64, n int) float64 {
 
 // roundBytes writes a tick's byte count in the unit people read
 // (internal/units: 1000-based, B K M G …) with only the digits it has:
-// "0B", "500B", "1K", "1.2M".
-func roundBytes(v uint64) string {
-	if v < 1000 {
-		return strconv.FormatUint(v, 10) + "B"
-	}
-	const prefixes = "KMGTPE"
-	u, i := uint64(1000), 0
-	for v/u >= 1000 && i < len(prefixes)-1 {
-		u *= 1000
-		i++
-	}
-	return strconv.FormatFloat(float64(v)/float64(u), 'f', -1, 64) + prefixes[i:i+1]
-}
+// "0B", "500B", "1K", "1.2M"; the histogram's labels are written alike.
+func roundBytes(v uint64) string { return sizehist.Round(v) }
 
 // byteTicks are the round ticks from 0 to at least top, at most about n
 // steps apart, and the axis's top (the last tick).
@@ -248,19 +238,29 @@ func (r *report) htmlSiteChart(w io.Writer) {
 	fmt.Fprintln(w, "</ol></section>")
 }
 
-// sizeHistogram is the allocations of secs by size (analysis'
-// RoundSizeBounds buckets), from the first bucket used to the last.
+// sizeHistogram is the allocations of secs by size (internal/sizehist's
+// buckets, every view's), from the first bucket used to the last.
 func sizeHistogram(secs []*section) []analysis.Bucket {
-	var all []analysis.Bucket
+	all := make([]analysis.Bucket, len(sizehist.Bounds))
+	for k := range all {
+		all[k].Max = sizehist.Bounds[k]
+	}
 	for _, s := range secs {
-		h := s.log.m.SizeHistogram(s.proc)
-		if all == nil {
-			all = h
+		m := s.log.m
+		if m.SummaryOnly {
 			continue
 		}
-		for k := range h {
-			all[k].Count += h[k].Count
-			all[k].Bytes += h[k].Bytes
+		for i, sz := range m.Size {
+			if s.proc >= 0 && m.Threads[m.Thread[i]].Proc != s.proc {
+				continue
+			}
+			b := &all[sizehist.Index(sz)]
+			b.Count++
+			if b.Bytes > ^uint64(0)-sz {
+				b.Bytes = ^uint64(0) // saturates, as the model's sums do
+			} else {
+				b.Bytes += sz
+			}
 		}
 	}
 	lo := slices.IndexFunc(all, func(b analysis.Bucket) bool { return b.Count > 0 })
@@ -277,10 +277,7 @@ func sizeHistogram(secs []*section) []analysis.Bucket {
 // bucketLabel names a bucket by its bound: "≤50B", "≤2K"; ">5E" for the
 // last, which has none.
 func bucketLabel(b analysis.Bucket) string {
-	if b.Max == ^uint64(0) {
-		return ">" + roundBytes(analysis.RoundSizeBounds[len(analysis.RoundSizeBounds)-2])
-	}
-	return "≤" + roundBytes(b.Max)
+	return sizehist.Label(sizehist.Index(b.Max))
 }
 
 func (r *report) htmlHistogram(w io.Writer) {
@@ -314,6 +311,6 @@ func (r *report) htmlHistogram(w io.Writer) {
 		fmt.Fprintf(w, `<text class="ax" x="%.1f" y="%d" text-anchor="middle">%s</text></g>`+"\n", x+band/2, histH-chartB+16, esc(bucketLabel(b)))
 	}
 	fmt.Fprintf(w, `<line class="axis" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`+"\n", chartL, chartW-chartR, y(0), y(0))
-	fmt.Fprintf(w, `<text class="ax" x="%d" y="%d" text-anchor="middle">requested size</text>`+"\n", chartL+int(pw)/2, histH-4)
+	fmt.Fprintf(w, `<text class="ax" x="%d" y="%d" text-anchor="middle">requested size (%s)</text>`+"\n", chartL+int(pw)/2, histH-4, sizehist.Unit)
 	fmt.Fprintln(w, "</svg></section>")
 }
