@@ -142,7 +142,7 @@ func (r *htmlPage) htmlCallerCallee(w io.Writer) {
 		d.Bytes = append(d.Bytes, c.fig == fBytes || c.fig == fPeak || c.fig == fLeaked)
 	}
 	edges := func(m map[string]*figs) [][]int64 {
-		var out [][]int64
+		out := [][]int64{} // [] in the JSON, not null
 		for n, f := range m {
 			if k, ok := index[n]; ok {
 				out = append(out, append([]int64{int64(k)}, colFigs(f)...))
