@@ -1,6 +1,8 @@
 package report
 
 import (
+	"encoding/json"
+	"html"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // htmlPageOf writes the HTML report of log data and returns it.
@@ -253,5 +256,138 @@ func TestHTMLTreeSelfRows(t *testing.T) {
 	f := td.kids[0].kids[0]
 	if f.name != "f+0x3" || !f.kids[len(f.kids)-1].self || f.kids[len(f.kids)-1].v[0] != 2 || f.kids[len(f.kids)-1].v[1] != 200 {
 		t.Fatalf("top-down: %s's rows %+v", f.name, f.kids)
+	}
+}
+
+// ccLog: main calls f (which allocates itself and calls g and h) and k,
+// which calls g too; g's blocks are temporary, h's and f's are not.
+func ccLog() []byte {
+	l := &lb{}
+	l.meta("header", "version", "test", "pid", "9", "comm", "app", "cmd", "./app")
+	ptr, ts := uint64(0x1000), uint64(0)
+	add := func(n int, size uint64, temp bool, frames ...fr) {
+		for range n {
+			ptr += 0x100
+			ts++
+			l.alloc(1, "main", "malloc", ts, size, ptr, frames...)
+			if temp {
+				ts++
+				l.free(1, "main", ts, size, ptr)
+			}
+		}
+	}
+	add(2, 100, false, fr{"f", 0x3}, fr{"main", 0x2})
+	add(3, 40, true, fr{"g", 0x4}, fr{"f", 0x3}, fr{"main", 0x2})
+	add(1, 7, false, fr{"h", 0x5}, fr{"f", 0x3}, fr{"main", 0x2})
+	add(4, 10, true, fr{"g", 0x4}, fr{"k", 0x6}, fr{"main", 0x8})
+	l.ended(ts+1, 9)
+	return l.b
+}
+
+// htmlViewsTest drives the trees' column sort, the self row and the
+// caller/callee view, and writes what it saw on <body>.
+const htmlViewsTest = `<script>
+(function () {
+  var body = document.body, out = {};
+  function fail(msg) { body.setAttribute("data-views", "FAIL: " + msg); throw new Error(msg); }
+  var td = document.getElementById("tree-td");
+  td.querySelector('.row.head .c[data-col="2"]').click();
+  td.querySelectorAll("ul").forEach(function (ul) {
+    var prev = Infinity, selfSeen = false;
+    Array.prototype.forEach.call(ul.children, function (li) {
+      if (li.classList.contains("self")) { selfSeen = true; return; }
+      if (selfSeen) fail("a row after the self row");
+      var v = Number(li.getAttribute("data-v").split(",")[2]);
+      if (v > prev) fail("temporary not descending: " + v + " after " + prev);
+      prev = v;
+    });
+  });
+  out.order = Array.prototype.map.call(td.querySelector(":scope > ul").children, function (li) { return li.getAttribute("data-n"); });
+  var self = td.querySelector("li.self");
+  out.self = self ? self.querySelector(".row").textContent : "";
+  out.selfShown = self ? self.offsetParent !== null : false;
+  function rows(id) {
+    var t = document.getElementById(id);
+    return t ? Array.prototype.slice.call(t.querySelectorAll("tr")).slice(1).map(function (tr) {
+      return Array.prototype.map.call(tr.children, function (c) { return c.textContent; }).join("|");
+    }) : null;
+  }
+  var sel = document.getElementById("cc-fn");
+  var opt = Array.prototype.filter.call(sel.options, function (o) { return o.textContent === "f"; })[0];
+  if (!opt) fail("no f to pick");
+  sel.value = opt.value;
+  sel.dispatchEvent(new Event("change"));
+  out.f = {cost: rows("cc-view") && Array.prototype.slice.call(document.querySelectorAll("#cc-view table")[0].querySelectorAll("tr")).slice(1).map(function (tr) { return tr.textContent; }), up: rows("cc-up"), down: rows("cc-down")};
+  var gRow = td.querySelector('li[data-f="g"] .row');
+  gRow.dispatchEvent(new MouseEvent("dblclick", {bubbles: true}));
+  out.g = {fn: document.getElementById("cc-view").getAttribute("data-fn"), up: rows("cc-up"), down: rows("cc-down")};
+  var pre = document.createElement("pre");
+  pre.id = "views";
+  pre.textContent = JSON.stringify(out);
+  body.appendChild(pre);
+  body.setAttribute("data-views", "ok");
+})();
+</script>
+`
+
+// TestHTMLCostsSelfAndCallersInChromium: in headless Chromium, a click on
+// the trees' "temporary" title sorts every level by temporary allocations
+// (the self row last); the self row shows; the caller/callee view of f
+// lists main as its caller and g, h as its callees with their costs, and
+// a double-click on g's tree row shows g, called from f and k.
+func TestHTMLCostsSelfAndCallersInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts headless Chromium: make test runs it")
+	}
+	chromium := needTool(t, "chromium")
+	page := htmlPageOf(t, ccLog())
+	dir := t.TempDir()
+	tested := filepath.Join(dir, "views.html")
+	if err := os.WriteFile(tested, []byte(strings.Replace(page, "</body>", htmlViewsTest+"</body>", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom, logs := runTool(t, 2*time.Minute, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--dump-dom", "file://"+tested)
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, ":CONSOLE") {
+			t.Errorf("console message: %s", line)
+		}
+	}
+	if !strings.Contains(dom, `data-views="ok"`) {
+		t.Fatalf("views: %s", regexp.MustCompile(`data-views="[^"]*"`).FindString(dom))
+	}
+	m := regexp.MustCompile(`<pre id="views">([^<]*)</pre>`).FindStringSubmatch(dom)
+	var got struct {
+		Order     []string
+		Self      string
+		SelfShown bool
+		F         struct{ Cost, Up, Down []string }
+		G         struct {
+			Fn       string
+			Up, Down []string
+		}
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &got); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", got)
+	// main+0x8 leads to 4 temporaries, main+0x2 to 3.
+	if strings.Join(got.Order, " ") != "main+0x8 main+0x2" {
+		t.Errorf("roots by temporary: %q", got.Order)
+	}
+	// f's self row: 2 calls, 200 B, no temporary, 200 B peak and leaked.
+	if got.Self != "2200B0200B200Bself" || !got.SelfShown {
+		t.Errorf("self row %q (shown %v)", got.Self, got.SelfShown)
+	}
+	// The peak (240 B) is during one of g's temporaries under f: f's 200
+	// B and g's 40 B, before h allocated; what stays is f's 200 B and h's 7.
+	if strings.Join(got.F.Cost, " ") != "6327B3240B207Binclusive 2200B0200B200Bself" {
+		t.Errorf("f's cost %q", got.F.Cost)
+	}
+	if strings.Join(got.F.Up, " ") != "6|327B|3|240B|207B|main" || strings.Join(got.F.Down, " ") != "3|120B|3|40B|0B|g 1|7B|0|0B|7B|h" {
+		t.Errorf("f's callers %q, callees %q", got.F.Up, got.F.Down)
+	}
+	if got.G.Fn != "g" || strings.Join(got.G.Up, " ") != "4|40B|4|0B|0B|k 3|120B|3|40B|0B|f" || strings.Join(got.G.Down, " ") != "none" {
+		t.Errorf("g: %+v", got.G)
 	}
 }
