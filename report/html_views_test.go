@@ -47,14 +47,6 @@ func parseUints(t *testing.T, s string) []uint64 {
 // here from the events written (heaptrack's rule: freed by the thread that
 // allocated it before that thread allocated again).
 func TestHTMLCountChartsMatchLog(t *testing.T) {
-	type ev struct {
-		tid      int64
-		ts       uint64
-		alloc    bool
-		ptr      uint64
-		freedBy  int64 // for an alloc: the thread that frees it, 0: never
-		freeTime uint64
-	}
 	rng := rand.New(rand.NewPCG(7, 33))
 	l := &lb{}
 	l.meta("header", "version", "test", "pid", "9", "comm", "app", "cmd", "./app")
