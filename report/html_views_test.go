@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"html"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -381,5 +382,45 @@ func TestHTMLCostsSelfAndCallersInChromium(t *testing.T) {
 	}
 	if got.G.Fn != "g" || strings.Join(got.G.Up, " ") != "4|40B|4|0B|0B|k 3|120B|3|40B|0B|f" || strings.Join(got.G.Down, " ") != "none" {
 		t.Errorf("g: %+v", got.G)
+	}
+}
+
+// TestHTMLTreesStartAtMain: the trees' and flame graphs' stacks start at
+// main, or at a thread's start routine: no start-up frame (_start,
+// __libc_start_main, start_thread, clone3) is a row or a frame, and every
+// top-down root is main or worker, the thread's routine.
+func TestHTMLTreesStartAtMain(t *testing.T) {
+	page := htmlPageOf(t, readableLog())
+	td := parseTree(t, page, "td")
+	roots := map[string]bool{}
+	for _, r := range td.kids {
+		roots[r.fn] = true
+	}
+	if len(roots) != 2 || !roots["main"] || !roots["worker"] {
+		t.Fatalf("top-down roots in %v: want main and worker", roots)
+	}
+	for _, f := range []string{"_start", "__libc_start_main", "__libc_start_call_main", "start_thread", "clone3"} {
+		if strings.Contains(page, `data-f="`+f+`"`) || strings.Contains(page, `data-n="`+f) {
+			t.Errorf("start-up frame %s in a tree or flame graph", f)
+		}
+	}
+
+	// Open from the top down to the first branch, however deep: main, a
+	// and x (one callee each) open, b and d (x's two) closed.
+	l := &lb{}
+	l.meta("header", "version", "test", "pid", "9", "comm", "app", "cmd", "./app")
+	l.alloc(1, "main", "malloc", 1, 10, 0x100, fr{"c", 1}, fr{"b", 2}, fr{"x", 7}, fr{"a", 3}, fr{"main", 4})
+	l.alloc(1, "main", "malloc", 2, 10, 0x200, fr{"e", 5}, fr{"d", 6}, fr{"x", 7}, fr{"a", 3}, fr{"main", 4})
+	l.ended(3, 9)
+	page = htmlPageOf(t, l.b)
+	open := map[string]string{}
+	for _, m := range regexp.MustCompile(`<li data-n="([^"]*)" data-f="[^"]*" data-v="[^"]*" data-open="(true|false)"><details( open)?>`).FindAllStringSubmatch(page[strings.Index(page, `id="tree-td"`):strings.Index(page, `id="tree-bu"`)], -1) {
+		if (m[2] == "true") != (m[3] == " open") {
+			t.Errorf("row %s: data-open %s, details%s", m[1], m[2], m[3])
+		}
+		open[m[1]] = m[2]
+	}
+	if want := map[string]string{"main+0x4": "true", "a+0x3": "true", "x+0x7": "true", "b+0x2": "false", "d+0x6": "false"}; !maps.Equal(open, want) {
+		t.Errorf("rows open %v, want %v", open, want)
 	}
 }
