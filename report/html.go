@@ -55,7 +55,7 @@ var costTitles = map[string]string{
 
 // costTitle is costTitles[name], in the report's words for a run let go
 // running: its live blocks are still allocated at detach, not leaked.
-func (r *report) costTitle(name string) string {
+func (r *htmlPage) costTitle(name string) string {
 	if lt, ok := liveTexts[r.all.live]; ok && name == "leaked" {
 		return "bytes " + lt.summary
 	}
@@ -64,14 +64,25 @@ func (r *report) costTitle(name string) string {
 
 // leakedWord is the rankings' and trees' "leaked" column, "still
 // allocated" for a run let go running.
-func (r *report) leakedWord() string {
+func (r *htmlPage) leakedWord() string {
 	if lt, ok := liveTexts[r.all.live]; ok {
 		return lt.word
 	}
 	return "leaked"
 }
 
+// htmlPage is the report while its page is written, with what the page
+// looks up once per site.
+type htmlPage struct {
+	*report
+	paths, funcs map[int32][]string // site id → htmlPath, htmlFuncs
+}
+
 func (r *report) writeHTML(w io.Writer) error {
+	return (&htmlPage{report: r}).write(w)
+}
+
+func (r *htmlPage) write(w io.Writer) error {
 	title := "memtrace report: " + logNames(r.logs)
 	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s</style>\n</head>\n<body>\n", esc(title), reportCSS)
 	fmt.Fprintf(w, "<h1>memtrace report</h1>\n<p class=\"sub\">%s", esc(logNames(r.logs)))
@@ -82,9 +93,11 @@ func (r *report) writeHTML(w io.Writer) error {
 	r.htmlSummary(w)
 	r.htmlChart(w)
 	r.htmlSiteChart(w)
+	r.htmlCountCharts(w)
 	r.htmlHistogram(w)
 	r.htmlFlames(w)
 	r.htmlTrees(w)
+	r.htmlCallerCallee(w)
 	r.htmlRankings(w)
 	r.htmlFDLeaks(w)
 	if r.base != nil {
@@ -94,7 +107,7 @@ func (r *report) writeHTML(w io.Writer) error {
 	return nil
 }
 
-func (r *report) htmlSummary(w io.Writer) {
+func (r *htmlPage) htmlSummary(w io.Writer) {
 	s := r.all
 	t := &s.total
 	fmt.Fprintln(w, `<section id="summary"><h2>Summary</h2><table class="kv">`)
@@ -174,7 +187,7 @@ func (r *report) htmlSummary(w io.Writer) {
 
 var palette = []string{"#d9480f", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f59f00", "#0ca678", "#e64980", "#5c7cfa"}
 
-func (r *report) htmlChart(w io.Writer) {
+func (r *htmlPage) htmlChart(w io.Writer) {
 	fmt.Fprintln(w, `<section id="timeline"><h2>Live heap over time</h2>`)
 	secs, end := r.timed()
 	if len(secs) == 0 || end == 0 {
@@ -246,7 +259,7 @@ func (n *flameNode) kid(name string) *flameNode {
 	return k
 }
 
-func (r *report) flameTree(fig int) *flameNode {
+func (r *htmlPage) flameTree(fig int) *flameNode {
 	root := &flameNode{name: "all"}
 	secs := []*section{r.all}
 	if r.multi() {
@@ -267,7 +280,7 @@ func (r *report) flameTree(fig int) *flameNode {
 			if n != root {
 				n.value += v
 			}
-			for _, f := range foldedFrames(r.t.sites[id]) {
+			for _, f := range r.htmlPath(id) {
 				n = n.kid(f)
 				n.value += v
 			}
@@ -299,7 +312,7 @@ func fit(name string, px float64) string {
 	return string(rs[:n-1]) + "…"
 }
 
-func (r *report) writeFlame(w io.Writer, name string, fig int, visible bool) {
+func (r *htmlPage) writeFlame(w io.Writer, name string, fig int, visible bool) {
 	root := r.flameTree(fig)
 	style := ""
 	if !visible {
@@ -356,7 +369,7 @@ func (r *report) writeFlame(w io.Writer, name string, fig int, visible bool) {
 	fmt.Fprintln(w, "</svg></div>")
 }
 
-func (r *report) htmlFlames(w io.Writer) {
+func (r *htmlPage) htmlFlames(w io.Writer) {
 	fmt.Fprintln(w, `<section id="flamegraph"><h2>Flame graph</h2><p class="tabs">`)
 	for _, c := range costNames {
 		cls := ""
@@ -375,7 +388,7 @@ func (r *report) htmlFlames(w io.Writer) {
 
 // htmlStack writes a site's stack, folded under label (its name among
 // the table's rows, siteLabels).
-func (r *report) htmlStack(w io.Writer, st *site, label string) {
+func (r *htmlPage) htmlStack(w io.Writer, st *site, label string) {
 	if len(st.fr()) == 0 {
 		fmt.Fprintf(w, "<code>%s</code>%s", esc(st.label()), esc(r.noStackHint()))
 		return
@@ -386,16 +399,20 @@ func (r *report) htmlStack(w io.Writer, st *site, label string) {
 	}
 	fmt.Fprintf(w, "<details><summary><code>%s</code>%s</summary><ol class=\"stack\">", esc(label), mark)
 	for k := range st.frames {
-		f := &st.frames[k]
-		r.resolve(f)
-		fmt.Fprintf(w, "<li><code>%s</code>", esc(f.name))
-		if f.file != "" {
-			fmt.Fprintf(w, " <span class=\"at\">at %s:%d</span>", esc(f.file), f.line)
+		hs := r.expand(&st.frames[k])
+		for j, h := range hs {
+			fmt.Fprintf(w, "<li><code>%s</code>", esc(h.fn+h.off))
+			if j < len(hs)-1 {
+				fmt.Fprint(w, ` <span class="inl">inlined</span>`)
+			}
+			if h.file != "" {
+				fmt.Fprintf(w, " <span class=\"at\" title=\"%s\">at %s</span>", esc(h.file), esc(h.at))
+			}
+			if h.module != "" && j == 0 {
+				fmt.Fprintf(w, " <span class=\"in\">in %s</span>", esc(h.module))
+			}
+			fmt.Fprint(w, "</li>")
 		}
-		if f.module != "" {
-			fmt.Fprintf(w, " <span class=\"in\">in %s</span>", esc(f.module))
-		}
-		fmt.Fprint(w, "</li>")
 	}
 	if mark != "" {
 		fmt.Fprintf(w, "<li class=\"trunc\">…%s</li>", mark)
@@ -417,7 +434,7 @@ var htmlRankTitles = [numMetrics]string{
 	byTemporary: "Most temporary allocations",
 }
 
-func (r *report) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
+func (r *htmlPage) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 	list := rank(r.t, es, mt, r.opt.limit)
 	if len(list) == 0 {
 		fmt.Fprintln(w, "<p>None.</p>")
@@ -427,7 +444,7 @@ func (r *report) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 	for i, e := range list {
 		sts[i] = r.t.sites[e.site]
 	}
-	labels := r.siteLabels(sts)
+	labels := r.htmlSiteLabels(sts)
 	fmt.Fprintf(w, `<table class="grid rank"><tr><th>#</th><th>calls</th><th>allocated</th><th>temporary</th><th>peak</th><th>%s</th><th>call stack (innermost first)</th></tr>`+"\n", esc(r.leakedWord()))
 	for i, e := range list {
 		cell := func(k int, v string) string {
@@ -445,7 +462,7 @@ func (r *report) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 	fmt.Fprintln(w, "</table>")
 }
 
-func (r *report) htmlRankings(w io.Writer) {
+func (r *htmlPage) htmlRankings(w io.Writer) {
 	fmt.Fprintln(w, `<section id="rankings"><h2>Rankings by call stack</h2>`)
 	es := entriesOf(r.all)
 	for mt := range numMetrics {
@@ -461,7 +478,7 @@ func (r *report) htmlRankings(w io.Writer) {
 	fmt.Fprintln(w, "</section>")
 }
 
-func (r *report) htmlDiff(w io.Writer) {
+func (r *htmlPage) htmlDiff(w io.Writer) {
 	fmt.Fprintf(w, "<section id=\"diff\"><h2>Compared with %s</h2>\n", esc(logNames(r.bases)))
 	a, b := &r.all.total, &r.base.total
 	fmt.Fprintln(w, `<table class="grid"><tr><th></th><th>these logs</th><th>base</th><th>difference</th></tr>`)

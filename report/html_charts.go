@@ -6,10 +6,12 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/sizehist"
 	"github.com/memtrace/memtrace/internal/units"
 )
 
@@ -41,19 +43,8 @@ func niceStep(span float64, n int) float64 {
 
 // roundBytes writes a tick's byte count in the unit people read
 // (internal/units: 1000-based, B K M G …) with only the digits it has:
-// "0B", "500B", "1K", "1.2M".
-func roundBytes(v uint64) string {
-	if v < 1000 {
-		return strconv.FormatUint(v, 10) + "B"
-	}
-	const prefixes = "KMGTPE"
-	u, i := uint64(1000), 0
-	for v/u >= 1000 && i < len(prefixes)-1 {
-		u *= 1000
-		i++
-	}
-	return strconv.FormatFloat(float64(v)/float64(u), 'f', -1, 64) + prefixes[i:i+1]
-}
+// "0B", "500B", "1K", "1.2M"; the histogram's labels are written alike.
+func roundBytes(v uint64) string { return sizehist.Round(v) }
 
 // byteTicks are the round ticks from 0 to at least top, at most about n
 // steps apart, and the axis's top (the last tick).
@@ -127,12 +118,25 @@ func (f chartFrame) y(v uint64) float64 {
 // writeAxes opens the chart's SVG and draws its grid and round ticks for
 // bytes up to top over [0, end].
 func writeAxes(w io.Writer, label string, top, end uint64) chartFrame {
+	return writeAxesOf(w, label, top, end, roundBytes)
+}
+
+// countTick writes a tick of a count axis: "0", "2000", "1.5M".
+func countTick(v uint64) string {
+	if v < 1_000_000 {
+		return strconv.FormatUint(v, 10)
+	}
+	return strings.TrimSuffix(roundBytes(v), "B")
+}
+
+// writeAxesOf is writeAxes with the y ticks written by tick.
+func writeAxesOf(w io.Writer, label string, top, end uint64, tick func(uint64) string) chartFrame {
 	ticks, axisTop := byteTicks(top, 5)
 	f := chartFrame{end: end, top: axisTop}
 	fmt.Fprintf(w, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`+"\n", chartW, chartH, chartW, chartH, esc(label))
 	for _, v := range ticks {
 		fmt.Fprintf(w, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/><text class="ax ytick" x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
-			chartL, chartW-chartR, f.y(v), f.y(v), chartL-6, f.y(v)+4, esc(roundBytes(v)))
+			chartL, chartW-chartR, f.y(v), f.y(v), chartL-6, f.y(v)+4, esc(tick(v)))
 	}
 	for _, t := range timeTicks(end, 6) {
 		fmt.Fprintf(w, `<line class="tick" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/><text class="ax xtick" x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n",
@@ -153,7 +157,7 @@ func (f chartFrame) points(times, vs []uint64) string {
 
 // topSites are the call sites the site chart draws: the largest at the
 // peak, then (when fewer had bytes live there) the most bytes allocated.
-func (r *report) topSites(n int) []int32 {
+func (r *htmlPage) topSites(n int) []int32 {
 	type cand struct {
 		id          int32
 		peak, bytes int64
@@ -177,7 +181,7 @@ func (r *report) topSites(n int) []int32 {
 
 // siteSeriesOf is the live bytes at times of each of sites, summed over
 // the sections secs.
-func (r *report) siteSeriesOf(secs []*section, sites []int32, times []uint64) [][]uint64 {
+func (r *htmlPage) siteSeriesOf(secs []*section, sites []int32, times []uint64) [][]uint64 {
 	cls := map[int32]int{}
 	for k, id := range sites {
 		cls[id] = k
@@ -212,7 +216,7 @@ func (r *report) siteSeriesOf(secs []*section, sites []int32, times []uint64) []
 	return out
 }
 
-func (r *report) htmlSiteChart(w io.Writer) {
+func (r *htmlPage) htmlSiteChart(w io.Writer) {
 	secs, end := r.timed()
 	sites := r.topSites(siteSeries)
 	if len(secs) == 0 || end == 0 || len(sites) == 0 {
@@ -232,7 +236,7 @@ func (r *report) htmlSiteChart(w io.Writer) {
 	for _, id := range sites {
 		sts = append(sts, r.t.sites[id])
 	}
-	labels := r.siteLabels(sts)
+	labels := r.htmlSiteLabels(sts)
 	f := writeAxes(w, "live bytes over time of the top call sites", top, end)
 	for k := range sites {
 		col := palette[k%len(palette)]
@@ -243,24 +247,34 @@ func (r *report) htmlSiteChart(w io.Writer) {
 	fmt.Fprint(w, `<ol class="legend sites">`)
 	for k, id := range sites {
 		fmt.Fprintf(w, `<li data-site="%d"><i style="background:%s"></i><span class="at">max %s live</span> <code title="%s">%s</code></li>`, k, palette[k%len(palette)],
-			esc(units.Bytes(slices.Max(series[k]))), esc(r.callers(r.t.sites[id])), esc(labels[k]))
+			esc(units.Bytes(slices.Max(series[k]))), esc(r.htmlCallers(r.t.sites[id])), esc(labels[k]))
 	}
 	fmt.Fprintln(w, "</ol></section>")
 }
 
-// sizeHistogram is the allocations of secs by size (analysis'
-// RoundSizeBounds buckets), from the first bucket used to the last.
+// sizeHistogram is the allocations of secs by size (internal/sizehist's
+// buckets, every view's), from the first bucket used to the last.
 func sizeHistogram(secs []*section) []analysis.Bucket {
-	var all []analysis.Bucket
+	all := make([]analysis.Bucket, len(sizehist.Bounds))
+	for k := range all {
+		all[k].Max = sizehist.Bounds[k]
+	}
 	for _, s := range secs {
-		h := s.log.m.SizeHistogram(s.proc)
-		if all == nil {
-			all = h
+		m := s.log.m
+		if m.SummaryOnly {
 			continue
 		}
-		for k := range h {
-			all[k].Count += h[k].Count
-			all[k].Bytes += h[k].Bytes
+		for i, sz := range m.Size {
+			if s.proc >= 0 && m.Threads[m.Thread[i]].Proc != s.proc {
+				continue
+			}
+			b := &all[sizehist.Index(sz)]
+			b.Count++
+			if b.Bytes > ^uint64(0)-sz {
+				b.Bytes = ^uint64(0) // saturates, as the model's sums do
+			} else {
+				b.Bytes += sz
+			}
 		}
 	}
 	lo := slices.IndexFunc(all, func(b analysis.Bucket) bool { return b.Count > 0 })
@@ -277,13 +291,10 @@ func sizeHistogram(secs []*section) []analysis.Bucket {
 // bucketLabel names a bucket by its bound: "≤50B", "≤2K"; ">5E" for the
 // last, which has none.
 func bucketLabel(b analysis.Bucket) string {
-	if b.Max == ^uint64(0) {
-		return ">" + roundBytes(analysis.RoundSizeBounds[len(analysis.RoundSizeBounds)-2])
-	}
-	return "≤" + roundBytes(b.Max)
+	return sizehist.Label(sizehist.Index(b.Max))
 }
 
-func (r *report) htmlHistogram(w io.Writer) {
+func (r *htmlPage) htmlHistogram(w io.Writer) {
 	secs, _ := r.timed()
 	hs := sizeHistogram(secs)
 	if len(hs) == 0 {
@@ -314,6 +325,96 @@ func (r *report) htmlHistogram(w io.Writer) {
 		fmt.Fprintf(w, `<text class="ax" x="%.1f" y="%d" text-anchor="middle">%s</text></g>`+"\n", x+band/2, histH-chartB+16, esc(bucketLabel(b)))
 	}
 	fmt.Fprintf(w, `<line class="axis" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`+"\n", chartL, chartW-chartR, y(0), y(0))
-	fmt.Fprintf(w, `<text class="ax" x="%d" y="%d" text-anchor="middle">requested size</text>`+"\n", chartL+int(pw)/2, histH-4)
+	fmt.Fprintf(w, `<text class="ax" x="%d" y="%d" text-anchor="middle">requested size (%s)</text>`+"\n", chartL+int(pw)/2, histH-4, sizehist.Unit)
 	fmt.Fprintln(w, "</svg></section>")
+}
+
+// countSeries is, at each of times (ascending), how many allocations of
+// section s had been made by then, in total and of them temporary
+// (analysis.Model.Temporary, heaptrack's definition: freed by its thread
+// before that thread allocated again): heaptrack_gui's "Allocations" and
+// "Temporary Allocations" charts, cumulative as theirs.
+func countSeries(s *section, times []uint64) (calls, temps []uint64) {
+	calls, temps = make([]uint64, len(times)), make([]uint64, len(times))
+	m := s.log.m
+	if len(times) == 0 || m.SummaryOnly {
+		return calls, temps
+	}
+	for i, ts := range m.TS {
+		if s.proc >= 0 && m.Threads[m.Thread[i]].Proc != s.proc {
+			continue
+		}
+		k := sort.Search(len(times), func(k int) bool { return times[k] >= ts })
+		if k == len(times) {
+			continue
+		}
+		calls[k]++
+		if m.Temporary(uint32(i)) {
+			temps[k]++
+		}
+	}
+	for k := 1; k < len(times); k++ {
+		calls[k] += calls[k-1]
+		temps[k] += temps[k-1]
+	}
+	return calls, temps
+}
+
+func joinUints(vs []uint64) string {
+	var b strings.Builder
+	for k, v := range vs {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(v, 10))
+	}
+	return b.String()
+}
+
+// htmlCountCharts draws the allocations and the temporary allocations over
+// time, one line per process.
+func (r *htmlPage) htmlCountCharts(w io.Writer) {
+	secs, end := r.timed()
+	if len(secs) == 0 || end == 0 {
+		return
+	}
+	times := make([]uint64, chartSamples)
+	for k := range times {
+		times[k] = spread(end, k, chartSamples-1)
+	}
+	calls := make([][]uint64, len(secs))
+	temps := make([][]uint64, len(secs))
+	for i, s := range secs {
+		calls[i], temps[i] = countSeries(s, times)
+	}
+	for _, c := range []struct {
+		id, title, hint string
+		series          [][]uint64
+	}{
+		{"allocations-over-time", "Allocations over time", "Calls to allocation functions made since tracing started (cumulative), as heaptrack_gui's Allocations chart.", calls},
+		{"temporary-over-time", "Temporary allocations over time", "Temporary allocations made since tracing started (cumulative): blocks freed by their thread before it allocated anything else, heaptrack's definition.", temps},
+	} {
+		var top uint64
+		for _, ser := range c.series {
+			top = max(top, slices.Max(ser))
+		}
+		fmt.Fprintf(w, "<section id=\"%s\"><h2>%s</h2>\n<p class=\"hint\">%s</p>\n", c.id, esc(c.title), esc(c.hint))
+		f := writeAxesOf(w, strings.ToLower(c.title), top, end, countTick)
+		fmt.Fprintf(w, `<g class="data" data-times="%s"></g>`+"\n", joinUints(times))
+		for i, s := range secs {
+			col := palette[i%len(palette)]
+			last := c.series[i][len(times)-1]
+			fmt.Fprintf(w, `<polyline class="count" data-v="%s" fill="none" stroke="%s" stroke-width="1.6" points="%s"><title>%s: %d</title></polyline>`+"\n",
+				joinUints(c.series[i]), col, f.points(times, c.series[i]), esc(s.title), last)
+		}
+		fmt.Fprintln(w, "</svg>")
+		if len(secs) > 1 {
+			fmt.Fprint(w, `<p class="legend">`)
+			for i, s := range secs {
+				fmt.Fprintf(w, `<span><i style="background:%s"></i>%s</span> `, palette[i%len(palette)], esc(s.title))
+			}
+			fmt.Fprintln(w, "</p>")
+		}
+		fmt.Fprintln(w, "</section>")
+	}
 }

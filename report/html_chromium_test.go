@@ -24,7 +24,7 @@ const htmlSelfTest = `<script>
 (function () {
   var body = document.body;
   function fail(msg) { body.setAttribute("data-selftest", "FAIL: " + msg); throw new Error(msg); }
-  function checkLabels(svg, what) {
+  function checkLabels(svg, what, both) {
     var full = 0, cut = 0;
     svg.querySelectorAll("g.f").forEach(function (g) {
       if (g.style.display === "none") return;
@@ -38,18 +38,20 @@ const htmlSelfTest = `<script>
       if (g.querySelector("title").textContent.indexOf(name) !== 0) fail(what + ": the tooltip lacks the full name " + name);
       cut++;
     });
-    if (full === 0 || cut === 0) fail(what + ": " + full + " whole and " + cut + " cut labels: nothing tested");
+    if (full === 0 || (both && cut === 0)) fail(what + ": " + full + " whole and " + cut + " cut labels: nothing tested");
     return full + cut;
   }
   var svg = document.querySelector("#flame-allocations svg.fg");
-  var n0 = checkLabels(svg, "first view");
+  var n0 = checkLabels(svg, "first view", true);
   var target = null;
   svg.querySelectorAll("g.f").forEach(function (g) {
     if (!target && g.getAttribute("data-d") === "1" && Number(g.getAttribute("data-w")) < 0.3) target = g;
   });
   if (!target) fail("no narrow frame at depth 1");
   target.dispatchEvent(new MouseEvent("click", {bubbles: true}));
-  checkLabels(svg, "zoomed");
+  // Frames are call sites: a zoom into one often has room for every
+  // label, so the labels are checked to fit, cut or not.
+  checkLabels(svg, "zoomed", false);
   svg.querySelector('g.f[data-d="0"]').dispatchEvent(new MouseEvent("click", {bubbles: true}));
   body.setAttribute("data-labels", String(n0));
 

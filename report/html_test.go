@@ -85,7 +85,7 @@ func TestHTMLSiteSeriesHistogramAndTicks(t *testing.T) {
 	for _, m := range regexp.MustCompile(`<polyline class="site" data-site="(\d)" data-max="(\d+)"[^>]*><title>([^<]*)</title>`).FindAllStringSubmatch(text, -1) {
 		maxes[m[3]] = m[1] + ":" + m[2]
 	}
-	want := map[string]string{"cache::put()": "0:2000", "grow(unsigned long)": "1:1000", "tmp()": "2:700"}
+	want := map[string]string{"cache::put()+0x3": "0:2000", "grow(unsigned long)+0x1": "1:1000", "tmp()+0x5": "2:700"}
 	if len(maxes) != 3 {
 		t.Fatalf("site lines %v, want %v", maxes, want)
 	}
@@ -119,16 +119,31 @@ func TestHTMLSiteSeriesHistogramAndTicks(t *testing.T) {
 	// Trees: top-down starts at main, bottom-up at the allocating calls.
 	td := text[strings.Index(text, `id="tree-td"`):strings.Index(text, `id="tree-bu"`)]
 	bu := text[strings.Index(text, `id="tree-bu"`):]
-	if !regexp.MustCompile(`(?s)^[^<]*>.*?<li data-n="main" data-open="true"><details open><summary class="row"><span class="c">19</span><span class="c">3.86K</span>`).MatchString(td) {
-		t.Fatalf("top-down tree does not start at main with 19 calls, 3.86K:\n%s", td[:min(len(td), 800)])
+	// Each row is a function at a call site: main's three calls are three
+	// roots, each open, 19 calls and 3.86K in all.
+	roots := regexp.MustCompile(`(?m)^<li data-n="([^"]*)" data-f="([^"]*)" data-v="(\d+),(\d+),[^"]*" data-open="true"><details open><summary class="row"><span class="c">\d+</span><span class="c">[^<]*</span>[^\n]*padding-left:4px`).FindAllStringSubmatch(td, -1)
+	calls, bytes := 0, 0
+	var rootNames []string
+	for _, m := range roots {
+		if m[2] != "main" {
+			t.Errorf("top-down root %s is in %s, not main", m[1], m[2])
+		}
+		rootNames = append(rootNames, m[1])
+		c, _ := strconv.Atoi(m[3])
+		b, _ := strconv.Atoi(m[4])
+		calls += c
+		bytes += b
 	}
-	for _, f := range []string{"cache::put()", "grow(unsigned long)", "tmp()"} {
-		if !strings.Contains(bu, `<li data-n="`+f+`" data-open="true"><details open>`) {
+	if strings.Join(rootNames, " ") != "main+0x6 main+0x2 main+0x4" || calls != 19 || bytes != 3860 {
+		t.Fatalf("top-down roots %q: %d calls, %d bytes; want main's three call sites, 19 calls, 3860 bytes:\n%s", rootNames, calls, bytes, td[:min(len(td), 1500)])
+	}
+	for _, f := range []string{"cache::put()+0x3", "grow(unsigned long)+0x1", "tmp()+0x5"} {
+		if !strings.Contains(bu, `<li data-n="`+f+`" data-f="`+strings.Split(f, "+")[0]+`"`) {
 			t.Fatalf("bottom-up tree lacks the root %s", f)
 		}
 	}
-	if n := strings.Count(td, "<li "); n != 4 {
-		t.Fatalf("top-down tree has %d rows, want main and its 3 callees", n)
+	if n := strings.Count(td, "<li "); n != 6 {
+		t.Fatalf("top-down tree has %d rows, want main's 3 call sites and their 3 callees", n)
 	}
 	if strconv.Itoa(strings.Count(bu, "<li ")) != "6" {
 		t.Fatalf("bottom-up tree rows: %d", strings.Count(bu, "<li "))

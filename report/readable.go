@@ -1,8 +1,6 @@
 package report
 
 import (
-	"strings"
-
 	"github.com/memtrace/memtrace/analysis"
 )
 
@@ -33,27 +31,6 @@ func (r *report) shown(frames []frameInfo) (int, bool) {
 	return analysis.StackEnd(names)
 }
 
-// siteLabels names each of sts by its allocating function and, where
-// others among sts share it, the first frame that tells it apart
-// (analysis.DistinctLabels), over the frames a reader is shown.
-func (r *report) siteLabels(sts []*site) []string {
-	stacks := make([][]string, len(sts))
-	for k, st := range sts {
-		fr := st.fr()
-		n, _ := r.shown(fr)
-		for j := range fr[:n] {
-			stacks[k] = append(stacks[k], r.fname(fr[j].name))
-		}
-	}
-	out := analysis.DistinctLabels(stacks)
-	for k, st := range sts {
-		if out[k] == "" {
-			out[k] = st.label()
-		}
-	}
-	return out
-}
-
 // groupHeads names the first frame of each group: shortened, unless that
 // would name two of the groups alike (a template's instances), when
 // those keep their full names.
@@ -74,19 +51,4 @@ func (r *report) groupHeads(gs []group) []string {
 		}
 	}
 	return out
-}
-
-// callers is the frames of a site named in one line, innermost first,
-// as far as a reader is shown them ("alloc ← caller ← main").
-func (r *report) callers(st *site) string {
-	fr := st.fr()
-	if len(fr) == 0 {
-		return st.label()
-	}
-	n, _ := r.shown(fr)
-	names := make([]string, n)
-	for k := range fr[:n] {
-		names[k] = r.fname(fr[k].name)
-	}
-	return strings.Join(names, " ← ")
 }

@@ -121,11 +121,12 @@ func TestTemporaryOfTotal(t *testing.T) {
 }
 
 // The HTML's rows share their allocating function: each is named by the
-// frame that tells it apart.
+// frame that tells it apart, every frame at its call site (the offset
+// where the log has no line).
 func TestHTMLRowLabels(t *testing.T) {
 	log := writeFile(t, "readable.log", readableLog())
 	out, _, _ := runMain(t, "--html", "-", log)
-	mustContain(t, out, "<summary><code>make_tmp ← keep</code>", "<summary><code>make_tmp ← main</code>", "<summary><code>std::vector&lt;&gt;::push_back(int const&amp;)</code>")
+	mustContain(t, out, "<summary><code>make_tmp+0x90 ← keep+0xb0</code>", "<summary><code>make_tmp+0x90 ← main+0xa0</code>", "<summary><code>std::vector&lt;&gt;::push_back(int const&amp;)+0x10</code>")
 }
 
 // splitLog's peak (12338 bytes at ts 14) holds two mappings and a heap

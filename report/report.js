@@ -124,5 +124,112 @@
       document.getElementById("tree-count").textContent = q === "" ? "" : n + " matching rows";
     });
   }
+
+  // Call trees: a click on a column's title sorts every level by it, the
+  // "self" rows last.
+  Array.prototype.forEach.call(document.querySelectorAll("div.tree"), function (div) {
+    var heads = Array.prototype.slice.call(div.querySelectorAll(".row.head .c"));
+    heads.forEach(function (h) {
+      h.addEventListener("click", function () {
+        var col = Number(h.getAttribute("data-col"));
+        heads.forEach(function (o) { if (o === h) o.classList.add("key"); else o.classList.remove("key"); });
+        function val(li) { return Number(li.getAttribute("data-v").split(",")[col]); }
+        Array.prototype.forEach.call(div.querySelectorAll("ul"), function (ul) {
+          var lis = Array.prototype.slice.call(ul.children);
+          lis.sort(function (a, b) {
+            var sa = a.classList.contains("self"), sb = b.classList.contains("self");
+            if (sa !== sb) return sa ? 1 : -1;
+            return val(b) - val(a);
+          });
+          lis.forEach(function (li) { ul.appendChild(li); });
+        });
+      });
+    });
+  });
+
+  // Callers and callees of the function picked.
+  var ccEl = document.getElementById("cc-data");
+  if (ccEl) {
+    var cc = JSON.parse(ccEl.textContent);
+    var sel = document.getElementById("cc-fn"), view = document.getElementById("cc-view");
+    var byName = {};
+    cc.fns.forEach(function (f, i) {
+      byName[f.n] = i;
+      var o = document.createElement("option");
+      o.value = String(i);
+      o.textContent = f.n;
+      sel.appendChild(o);
+    });
+    function fmtBytes(v) {
+      if (v < 1000) return v + "B";
+      var u = "KMGTPE", k = -1;
+      do { v /= 1000; k++; } while (v >= 1000 && k < u.length - 1);
+      return v.toFixed(2) + u.charAt(k);
+    }
+    function cell(v, c) { return cc.bytes[c] ? fmtBytes(v) : String(v); }
+    function table(title, rows, named) {
+      var t = document.createElement("table");
+      t.className = "grid cc";
+      var h = "<tr>";
+      cc.cols.forEach(function (c, k) { h += "<th" + (k === cc.key ? ' class="key"' : "") + ">" + c + "</th>"; });
+      h += "<th>" + title + "</th></tr>";
+      t.innerHTML = h;
+      rows.forEach(function (r) {
+        var tr = document.createElement("tr");
+        r.v.forEach(function (v, k) {
+          var td = document.createElement("td");
+          td.textContent = cell(v, k);
+          if (k === cc.key) td.className = "key";
+          tr.appendChild(td);
+        });
+        var td = document.createElement("td");
+        td.className = "fn";
+        if (named && r.i !== undefined) {
+          var a = document.createElement("a");
+          a.href = "#callers";
+          a.textContent = cc.fns[r.i].n;
+          a.setAttribute("data-i", String(r.i));
+          a.addEventListener("click", function (e) { e.preventDefault(); show(r.i); });
+          td.appendChild(a);
+        } else td.textContent = r.label;
+        tr.appendChild(td);
+        t.appendChild(tr);
+      });
+      if (rows.length === 0) {
+        var tr = document.createElement("tr");
+        tr.innerHTML = '<td colspan="' + (cc.cols.length + 1) + '">none</td>';
+        t.appendChild(tr);
+      }
+      return t;
+    }
+    function show(i) {
+      var f = cc.fns[i];
+      sel.value = String(i);
+      view.textContent = "";
+      view.setAttribute("data-fn", f.n);
+      view.appendChild(table("cost of " + f.n, [{v: f.i, label: "inclusive"}, {v: f.s, label: "self"}], false));
+      var h = document.createElement("h3");
+      h.textContent = "Called from";
+      view.appendChild(h);
+      view.appendChild(table("caller", f.up.map(function (e) { return {i: e[0], v: e.slice(1)}; }), true)).id = "cc-up";
+      h = document.createElement("h3");
+      h.textContent = "Calls";
+      view.appendChild(h);
+      view.appendChild(table("callee", f.down.map(function (e) { return {i: e[0], v: e.slice(1)}; }), true)).id = "cc-down";
+    }
+    sel.addEventListener("change", function () { show(Number(sel.value)); });
+    if (cc.fns.length > 0) show(cc.start);
+    Array.prototype.forEach.call(document.querySelectorAll("div.tree li[data-f]"), function (li) {
+      var row = li.querySelector(":scope > .row, :scope > details > summary.row");
+      if (!row) return;
+      row.addEventListener("dblclick", function (e) {
+        e.preventDefault();
+        var i = byName[li.getAttribute("data-f")];
+        if (i === undefined) return;
+        show(i);
+        document.getElementById("callers").scrollIntoView();
+      });
+    });
+  }
   document.body.setAttribute("data-ready", "1");
 })();

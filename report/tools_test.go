@@ -244,9 +244,10 @@ func TestHTMLInChromium(t *testing.T) {
 		t.Fatalf("script self-test: %s", m)
 	}
 
-	// The screenshot: the page drew its chart line and warm flame frames.
+	// The screenshot: the page drew its chart line and warm flame frames
+	// (below the charts of live bytes, allocations and temporaries).
 	shot := filepath.Join(dir, "shot.png")
-	chrome("--window-size=1280,1600", "--screenshot="+shot, "file://"+page)
+	chrome("--window-size=1280,2400", "--screenshot="+shot, "file://"+page)
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatal(err)

@@ -2,22 +2,22 @@ package sizehist
 
 import "testing"
 
-// Every size lands in the bucket whose bounds hold it, and the labels name
-// the bounds in the 1024-based units they are whole numbers of.
 func TestIndexAndLabels(t *testing.T) {
-	for _, sz := range []uint64{0, 1, 15, 16, 17, 63, 64, 65, 1000, 1023, 1024, 1025, 4096, 4097, 1 << 20, 1<<20 + 1, 1 << 30, 1<<30 + 1, ^uint64(0)} {
-		k := Index(sz)
-		if sz > Bounds[k] || k > 0 && sz <= Bounds[k-1] {
-			t.Errorf("Index(%d) = %d: bounds (%d, %d]", sz, k, Bounds[max(k-1, 0)], Bounds[k])
+	for _, c := range []struct {
+		size uint64
+		want string
+	}{{0, "≤1B"}, {1, "≤1B"}, {2, "≤2B"}, {3, "≤5B"}, {50, "≤50B"}, {51, "≤100B"}, {1000, "≤1K"}, {1001, "≤2K"},
+		{4_999_999, "≤5M"}, {5e18, "≤5E"}, {5e18 + 1, ">5E"}, {^uint64(0), ">5E"}} {
+		if got := Label(Index(c.size)); got != c.want {
+			t.Errorf("size %d: %s, want %s", c.size, got, c.want)
 		}
 	}
-	want := []string{"≤16 B", "≤64 B", "≤256 B", "≤1 KiB", "≤4 KiB", "≤16 KiB", "≤64 KiB", "≤256 KiB", "≤1 MiB", "≤4 MiB", "≤16 MiB", "≤64 MiB", "≤256 MiB", "≤1 GiB", ">1 GiB"}
-	if len(Bounds) != len(want) {
-		t.Fatalf("%d buckets, want %d", len(Bounds), len(want))
-	}
-	for k, w := range want {
-		if got := Label(k); got != w {
-			t.Errorf("Label(%d) = %q, want %q", k, got, w)
+	for k := 1; k < len(Bounds); k++ {
+		if Bounds[k] <= Bounds[k-1] {
+			t.Fatalf("bounds not ascending at %d", k)
+		}
+		if Index(Bounds[k-1]+1) != k || Index(Bounds[k-1]) != k-1 {
+			t.Fatalf("bucket %d does not start just above %d", k, Bounds[k-1])
 		}
 	}
 }
@@ -28,17 +28,17 @@ func TestHistAddAndUsed(t *testing.T) {
 		t.Fatal("an empty histogram has buckets in use")
 	}
 	h.Add(100)
-	h.Add(200)
+	h.Add(90)
 	h.Add(5000)
 	h.Add(^uint64(0))
 	h.Add(^uint64(0))
-	if h[2].Count != 2 || h[2].Bytes != 300 || h[5].Count != 1 {
+	if b := h[Index(100)]; b.Count != 2 || b.Bytes != 190 || h[Index(5000)].Count != 1 {
 		t.Fatalf("buckets %+v", h)
 	}
 	if last := h[len(h)-1]; last.Count != 2 || last.Bytes != ^uint64(0) {
 		t.Fatalf("the last bucket does not saturate: %+v", last)
 	}
-	if lo, hi, ok := h.Used(); !ok || lo != 2 || hi != len(h)-1 {
+	if lo, hi, ok := h.Used(); !ok || lo != Index(90) || hi != len(h)-1 {
 		t.Fatalf("Used = %d, %d, %v", lo, hi, ok)
 	}
 }
@@ -46,12 +46,12 @@ func TestHistAddAndUsed(t *testing.T) {
 func TestHistMerge(t *testing.T) {
 	a, b := New(), New()
 	a.Add(10)
-	b.Add(12)
+	b.Add(9)
 	b.Add(1 << 20)
 	b.Add(^uint64(0))
 	a.Add(^uint64(0))
 	a.Merge(b)
-	if a[0].Count != 2 || a[0].Bytes != 22 || a[Index(1<<20)].Count != 1 {
+	if a[Index(10)].Count != 2 || a[Index(10)].Bytes != 19 || a[Index(1<<20)].Count != 1 {
 		t.Fatalf("merged %+v", a)
 	}
 	if last := a[len(a)-1]; last.Count != 2 || last.Bytes != ^uint64(0) {
