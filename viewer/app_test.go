@@ -546,11 +546,11 @@ func TestEveryKey(t *testing.T) {
 	// Histogram.
 	press(tcell.KeyRune, 'H')
 	h.contains("Size          Count")
-	// Sizes 16 B … 1 KiB: the buckets in use, in the units of their
-	// bounds (internal/sizehist).
-	h.contains("≤16 B ")
-	h.contains("≤1 KiB ")
-	h.lacks("≤4 KiB")
+	// Sizes 16 B … 1 KiB: the buckets in use, in the 1000-based unit of
+	// their bounds (internal/sizehist).
+	h.contains("≤20B ")
+	h.contains("≤2K ")
+	h.lacks("≤5K")
 	press(tcell.KeyRune, 'H')
 	h.lacks("Size          Count")
 

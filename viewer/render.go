@@ -575,7 +575,7 @@ func (a *App) groupThreadsLabel(g *analysis.Group, w int) string {
 
 func (a *App) drawHistogram(x0, y0, x1, y1 int) {
 	m := a.M
-	a.put(x0, y0, x1, pad("Size          Count       Bytes  (visible records)", x1-x0), a.headStyle(PaneList))
+	a.put(x0, y0, x1, pad("Size          Count       Bytes  (visible records; K = 1000 B)", x1-x0), a.headStyle(PaneList))
 	if a.hists == nil {
 		a.hists = sizehist.New()
 		for _, i := range a.sel {
