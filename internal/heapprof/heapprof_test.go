@@ -183,9 +183,13 @@ func TestPeakTypesAndLabels(t *testing.T) {
 		t.Fatalf("%d samples, want 2 (the empty one left out)", len(p.Sample))
 	}
 	for _, s := range p.Sample {
-		pid := s.NumLabel["pid"][0]
+		// String labels: Parca and Pyroscope read no numeric ones.
+		if len(s.NumLabel) != 0 || len(s.Label["pid"]) != 1 {
+			t.Fatalf("sample %v labels %v %v: want the pid a string label", s.Value, s.NumLabel, s.Label)
+		}
+		pid, _ := strconv.ParseInt(s.Label["pid"][0], 10, 64)
 		if (pid == 1) != (s.Label["process"][0] == "a") || (pid == 1) != (s.Value[5] == 10) {
-			t.Fatalf("sample %v labels %v %v", s.Value, s.NumLabel, s.Label)
+			t.Fatalf("sample %v labels %v", s.Value, s.Label)
 		}
 		if s.Location[0].Line[0].Function.Name != "foo()" || s.Location[0].Address != uint64(pid)<<12+4 {
 			t.Fatalf("location %+v", s.Location[0])
