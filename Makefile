@@ -29,7 +29,7 @@ DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-li
 	libc++-19-dev libc++abi-19-dev groff zsh fish \
 	qemu-system-x86 qemu-system-arm busybox-static kmod
 
-.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs kernels
+.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs kernels e2e-parca
 
 all: build
 
@@ -80,6 +80,13 @@ uninstall:
 # command tables in internal/cli; TestGeneratedFresh checks them.
 docs:
 	$(GO) generate ./internal/cli
+
+# e2e-parca: Parca (built once from the Go module proxy into
+# ~/.cache/memtrace-e2e) scrapes --http tracing liveleak; what it stores is
+# checked through its query API (scripts/e2e-parca.sh, docs/live.md). Not
+# part of test: the first run needs the network. Needs root.
+e2e-parca: build progs
+	./scripts/e2e-parca.sh
 
 FORCE:
 

@@ -12,8 +12,10 @@
 // or controls anything: /debug/pprof/heap (a gzipped pprof profile in Go's
 // heap-profile layout, written by internal/heapprof; ?pid=N for one
 // process, ?seconds=N for what was allocated during the next N seconds and
-// is still live at their end), /metrics (Prometheus text format) and an
-// index page. It listens on loopback unless another address is named.
+// is still live at their end, the only profile with a duration, since Parca
+// and Pyroscope read any profile with one as a delta; ?debug=1 for Go's
+// legacy text heap format), /metrics (Prometheus text format) and an index
+// page. It listens on loopback unless another address is named.
 // Its connections are capped, timed out when idle, and kept off the file
 // descriptors the tracer needs (Limits): a client can slow the endpoint,
 // never the tracing.

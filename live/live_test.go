@@ -16,6 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/memtrace/memtrace/internal/heapprof/heapproftest"
 )
 
 var (
@@ -45,7 +47,7 @@ func sums(t *testing.T, p *profile.Profile, pid int64) [4]int64 {
 	t.Helper()
 	var s [4]int64
 	for _, smp := range p.Sample {
-		if pid != 0 && smp.NumLabel["pid"][0] != pid {
+		if pid != 0 && heapproftest.PID(smp) != pid {
 			continue
 		}
 		for k := range s {
@@ -94,7 +96,7 @@ func TestHeapProfileOfSyntheticEvents(t *testing.T) {
 		t.Fatalf("pid 11: %v", got)
 	}
 	for _, smp := range p.Sample {
-		if smp.NumLabel["pid"][0] == 10 && smp.Value[3] == 300 && smp.Location[0].Line[0].Function.Name != "leak()" {
+		if heapproftest.PID(smp) == 10 && smp.Value[3] == 300 && smp.Location[0].Line[0].Function.Name != "leak()" {
 			t.Fatalf("the leak's stack: %v", smp.Location[0].Line)
 		}
 	}
@@ -292,7 +294,7 @@ func TestProfileDir(t *testing.T) {
 }
 
 func FuzzParseQuery(f *testing.F) {
-	for _, s := range []string{"", "pid=1", "seconds=30", "pid=4294967295&seconds=3600", "pid=4294967296", "seconds=1e3", "gc=1", "%", "pid=1;x"} {
+	for _, s := range []string{"", "pid=1", "seconds=30", "pid=4294967295&seconds=3600", "pid=4294967296", "seconds=1e3", "gc=1", "%", "pid=1;x", "debug=1", "debug=-1", "debug=x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -307,9 +309,13 @@ func FuzzParseQuery(f *testing.F) {
 			t.Fatalf("seconds %d from %q", q.seconds, s)
 		}
 		// What was read reads back the same from its canonical form.
-		again, err := parseQuery("pid=" + strconv.FormatUint(uint64(q.pid), 10) + "&seconds=" + strconv.Itoa(q.seconds))
+		debug := "0"
+		if q.debug {
+			debug = "1"
+		}
+		again, err := parseQuery("pid=" + strconv.FormatUint(uint64(q.pid), 10) + "&seconds=" + strconv.Itoa(q.seconds) + "&debug=" + debug)
 		if q.pid == 0 {
-			again, err = parseQuery("seconds=" + strconv.Itoa(q.seconds))
+			again, err = parseQuery("seconds=" + strconv.Itoa(q.seconds) + "&debug=" + debug)
 		}
 		if err != nil || again != q {
 			t.Fatalf("%q → %+v, again %+v %v", s, q, again, err)

@@ -85,7 +85,7 @@ func TestSampledProfile(t *testing.T) {
 	m.Alloc(1, 0x1000, 1024, 0, 0)
 	pr := NewProfiler(m)
 	var buf bytes.Buffer
-	if err := pr.write(&buf, 0, nil, 0, "alloc_space"); err != nil {
+	if err := pr.write(&buf, 0, nil, 0, "alloc_space", false); err != nil {
 		t.Fatal(err)
 	}
 	p, err := profile.Parse(&buf)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -70,17 +71,16 @@ type Profiler struct {
 	m     *Model
 	mu    sync.Mutex
 	cache *symbols.Cache
-	start time.Time
 }
 
 // NewProfiler returns a profiler of m.
 func NewProfiler(m *Model) *Profiler {
-	return &Profiler{m: m, cache: symbols.NewCache(nil), start: time.Now()}
+	return &Profiler{m: m, cache: symbols.NewCache(nil)}
 }
 
-// Write writes the heap profile of pid (0: every process) as a gzipped
-// pprof profile; with w set, of the window since w started.
-func (pr *Profiler) write(out io.Writer, pid uint32, w *window, dur time.Duration, def string) error {
+// build is the heap profile of pid (0: every process); with w set, of
+// the window of length dur since w started.
+func (pr *Profiler) build(pid uint32, w *window, dur time.Duration, def string) (*profile.Profile, error) {
 	samples := pr.m.samples(pid, w)
 	mains := map[int64]string{}
 	for _, s := range samples {
@@ -89,11 +89,10 @@ func (pr *Profiler) write(out io.Writer, pid uint32, w *window, dur time.Duratio
 			mains[s.PID] = exe
 		}
 	}
-	now := time.Now()
-	if dur == 0 {
-		dur = now.Sub(pr.start)
-	}
-	o := &heapprof.Options{Symbols: pr.cache, Main: mains, PIDLabel: true, TimeNanos: now.UnixNano(), DurationNanos: dur.Nanoseconds(),
+	// A snapshot has no duration, as Go's heap profile: Parca and
+	// Pyroscope take a profile with one for a delta (bytes per second,
+	// summed when merged). Only a ?seconds=N window is one.
+	o := &heapprof.Options{Symbols: pr.cache, Main: mains, PIDLabel: true, TimeNanos: time.Now().UnixNano(), DurationNanos: dur.Nanoseconds(),
 		Root: func(pid int64) string {
 			root := "/proc/" + strconv.FormatInt(pid, 10) + "/root"
 			if _, err := os.Stat(root); err != nil {
@@ -107,11 +106,27 @@ func (pr *Profiler) write(out io.Writer, pid uint32, w *window, dur time.Duratio
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	return heapprof.Write(out, samples, o)
+	return heapprof.Build(samples, o)
+}
+
+// write writes the profile as gzipped pprof, or with text in Go's legacy
+// text heap format (?debug=1).
+func (pr *Profiler) write(out io.Writer, pid uint32, w *window, dur time.Duration, def string, text bool) error {
+	p, err := pr.build(pid, w, dur, def)
+	if err != nil {
+		return err
+	}
+	if text {
+		return heapprof.WriteText(out, p)
+	}
+	if err := p.Write(out); err != nil {
+		return fmt.Errorf("write pprof profile: %w", err)
+	}
+	return nil
 }
 
 // WriteProfile writes the heap profile of every traced process now.
-func (pr *Profiler) WriteProfile(out io.Writer) error { return pr.write(out, 0, nil, 0, "") }
+func (pr *Profiler) WriteProfile(out io.Writer) error { return pr.write(out, 0, nil, 0, "", false) }
 
 // comments say what the profile holds: sampled or every block, and what
 // an attach leaves out.
@@ -135,10 +150,11 @@ func (pr *Profiler) comments() []string {
 type query struct {
 	pid     uint32
 	seconds int
+	debug   bool // text, as Go's ?debug=1
 }
 
-// parseQuery reads ?pid=N and ?seconds=N; other parameters (gc=1, which
-// some scrapers send for Go programs) are ignored.
+// parseQuery reads ?pid=N, ?seconds=N and ?debug=N (N>0: text); other
+// parameters (gc=1, which some scrapers send for Go programs) are ignored.
 func parseQuery(raw string) (query, error) {
 	var q query
 	v, err := url.ParseQuery(raw)
@@ -158,6 +174,13 @@ func parseQuery(raw string) (query, error) {
 			return q, fmt.Errorf("seconds: want a number from 0 to %d", MaxSeconds)
 		}
 		q.seconds = n
+	}
+	if s := v.Get("debug"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return q, errors.New("debug: want 0 (gzipped pprof) or 1 (text)")
+		}
+		q.debug = n > 0
 	}
 	return q, nil
 }
@@ -193,7 +216,7 @@ const indexPage = `<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>memtrace</title></head><body>
 <h1>memtrace</h1>
 <ul>
-<li><a href="/debug/pprof/heap">/debug/pprof/heap</a>: live heap by stack, gzipped pprof in Go's heap-profile layout (<code>go tool pprof http://HOST:PORT/debug/pprof/heap</code>); <code>?pid=N</code> one process, <code>?seconds=N</code> allocated during the next N seconds and still live then</li>
+<li><a href="/debug/pprof/heap">/debug/pprof/heap</a>: live heap by stack, gzipped pprof in Go's heap-profile layout (<code>go tool pprof http://HOST:PORT/debug/pprof/heap</code>); <code>?pid=N</code> one process, <code>?seconds=N</code> allocated during the next N seconds and still live then (a delta profile: the only one with a duration), <code>?debug=1</code> text as Go's</li>
 <li><a href="/debug/pprof/allocs">/debug/pprof/allocs</a>: the same profile with the allocations (alloc_space) shown first, as Go's</li>
 <li><a href="/metrics">/metrics</a>: Prometheus text format: live bytes and blocks per process, allocations and frees, lost records, probes attached, since when the processes are traced</li>
 </ul>
@@ -243,8 +266,13 @@ func heap(pr *Profiler, windows chan struct{}, w http.ResponseWriter, r *http.Re
 		}
 	}
 	var buf bytes.Buffer
-	if err := pr.write(&buf, q.pid, win, dur, def); err != nil {
+	if err := pr.write(&buf, q.pid, win, dur, def, q.debug); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if q.debug {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write(buf.Bytes())
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -4,6 +4,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/memtrace/memtrace/internal/heapprof"
 )
@@ -15,14 +16,16 @@ import (
 // leaks, the suppressed ones left out, and blocks whose frees were lost), peak_objects and peak_space the blocks live at
 // the process's peak. One sample per logged call stack, with its real
 // addresses, so that pprof's -lines and -addresses work; with several
-// processes each sample carries pid and process labels.
+// processes each sample carries pid and process labels (string labels).
+// No duration: like Go's heap profile it is a snapshot (at the log's end),
+// and Parca and Pyroscope would read one with a duration as a delta.
 func (r *report) writePprof(w io.Writer) error {
 	o := &heapprof.Options{
-		Symbols:       r.cache,
-		Peak:          true,
-		PIDLabel:      r.multi(),
-		DurationNanos: int64(r.all.runtime) * 1000,
-		Comments:      []string{"memtrace report of " + logNames(r.logs)},
+		Symbols:  r.cache,
+		Peak:     true,
+		PIDLabel: r.multi(),
+		// The run's length, for people and tests, where no server reads it.
+		Comments: []string{"memtrace report of " + logNames(r.logs), "runtime " + (time.Duration(r.all.runtime) * time.Microsecond).String()},
 	}
 	var samples []heapprof.Sample
 	o.Main = map[int64]string{}

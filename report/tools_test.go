@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/memtrace/memtrace/internal/bpftest"
+	"github.com/memtrace/memtrace/internal/heapprof/heapproftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -281,5 +283,38 @@ func TestHTMLInChromium(t *testing.T) {
 	}
 	if os.Getenv("MEMTRACE_KEEP_SCREENSHOT") != "" {
 		os.Rename(shot, os.Getenv("MEMTRACE_KEEP_SCREENSHOT"))
+	}
+}
+
+// TestPprofReadAsScrapersRead holds --pprof to the rules Parca and
+// Pyroscope read a profile by (heapproftest.Check): a snapshot at the
+// log's end (no duration; the runtime is a comment), Go's sample types
+// and the peak's, string labels with the pid when there are several
+// processes.
+func TestPprofReadAsScrapersRead(t *testing.T) {
+	one := writeFile(t, "known.log", knownLog())
+	two := writeFile(t, "again.log", knownLog())
+	for _, c := range []struct {
+		logs []string
+		want heapproftest.Want
+	}{{[]string{one}, heapproftest.Want{Peak: true}}, {[]string{one, two}, heapproftest.Want{Peak: true, PID: true}}} {
+		pf := filepath.Join(t.TempDir(), "p.pb.gz")
+		if _, errs, code := runMain(t, append(c.logs, "--pprof", pf)...); code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		b, err := os.ReadFile(pf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.ParseData(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := heapproftest.Check(p, c.want); len(bad) > 0 {
+			t.Errorf("%d log(s):\n%s", len(c.logs), strings.Join(bad, "\n"))
+		}
+		if !slices.Contains(p.Comments, "runtime 21µs") {
+			t.Errorf("%d log(s): comments %q, want the runtime", len(c.logs), p.Comments)
+		}
 	}
 }

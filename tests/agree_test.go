@@ -19,6 +19,7 @@ import (
 
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/bpftest"
+	"github.com/memtrace/memtrace/internal/heapprof/heapproftest"
 	"github.com/memtrace/memtrace/internal/units"
 )
 
@@ -154,7 +155,23 @@ func readAll(t *testing.T, path string) []figures {
 	}
 	// pprof has no suppressed figure: a suppressed sample is labelled,
 	// its leaks out of inuse.
-	f = figures{reader: "report --pprof", suppressed: -1, suppBytes: -1, runtimeUS: p.DurationNanos / 1000}
+	// No duration (a snapshot, heapproftest): the runtime is a comment.
+	if bad := heapproftest.Check(p, heapproftest.Want{Peak: true}); len(bad) > 0 {
+		t.Errorf("the pprof export:\n%s", strings.Join(bad, "\n"))
+	}
+	f = figures{reader: "report --pprof", suppressed: -1, suppBytes: -1, runtimeUS: -1}
+	for _, c := range p.Comments {
+		if d, ok := strings.CutPrefix(c, "runtime "); ok {
+			rt, err := time.ParseDuration(d)
+			if err != nil {
+				t.Fatalf("the pprof export's comment %q: %v", c, err)
+			}
+			f.runtimeUS = rt.Microseconds()
+		}
+	}
+	if f.runtimeUS < 0 {
+		t.Errorf("the pprof export has no runtime comment: %q", p.Comments)
+	}
 	labelled := 0
 	for _, smp := range p.Sample {
 		f.leaks += smp.Value[idx["inuse_objects"]]

@@ -17,6 +17,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/memtrace/memtrace/internal/bpftest"
+	"github.com/memtrace/memtrace/internal/heapprof/heapproftest"
 	"github.com/memtrace/memtrace/internal/procfs"
 )
 
@@ -199,8 +200,8 @@ func keptByPID(p *profile.Profile) map[int64]int64 {
 				}
 			}
 		}
-		if through && len(s.NumLabel["pid"]) == 1 {
-			out[s.NumLabel["pid"][0]] += s.Value[3]
+		if pid := heapproftest.PID(s); through && pid != 0 {
+			out[pid] += s.Value[3]
 		}
 	}
 	return out
@@ -254,7 +255,7 @@ func TestFleetComm(t *testing.T) {
 		}
 	}
 	for _, s := range p.Sample {
-		if len(s.NumLabel["pid"]) == 1 && s.NumLabel["pid"][0] == int64(after[0].pid()) {
+		if heapproftest.PID(s) == int64(after[0].pid()) {
 			if len(s.Label["cgroup"]) != 1 || !strings.HasPrefix(s.Label["cgroup"][0], "/") {
 				t.Errorf("sample of process %d: cgroup label %q, want its cgroup v2 path", after[0].pid(), s.Label["cgroup"])
 			}
@@ -420,7 +421,7 @@ func TestFleetCgroup(t *testing.T) {
 	}
 	p := fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap")
 	for _, s := range p.Sample {
-		if len(s.NumLabel["pid"]) == 1 && s.NumLabel["pid"][0] == int64(in.pid()) && (len(s.Label["cgroup"]) != 1 || s.Label["cgroup"][0] != rel) {
+		if heapproftest.PID(s) == int64(in.pid()) && (len(s.Label["cgroup"]) != 1 || s.Label["cgroup"][0] != rel) {
 			t.Errorf("process %d's sample: cgroup label %q, want %s", in.pid(), s.Label["cgroup"], rel)
 		}
 	}

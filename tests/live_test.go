@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/memtrace/memtrace/internal/bpftest"
+	"github.com/memtrace/memtrace/internal/heapprof/heapproftest"
 	"github.com/memtrace/memtrace/live"
 )
 
@@ -133,14 +135,23 @@ func httpGet(t *testing.T, url string) []byte {
 	return b
 }
 
+// fetchProfile fetches a profile and holds it to the rules Parca and
+// Pyroscope read it by (a snapshot, or ?seconds=N's delta).
 func fetchProfile(t *testing.T, url string) *profile.Profile {
 	t.Helper()
 	p, err := profile.Parse(bytes.NewReader(httpGet(t, url)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
+	want := heapproftest.Want{PID: true}
+	if _, q, ok := strings.Cut(url, "?"); ok {
+		v, _ := neturl.ParseQuery(q)
+		if n, _ := strconv.Atoi(v.Get("seconds")); n > 0 {
+			want.Delta = time.Duration(n) * time.Second
+		}
+	}
+	if bad := heapproftest.Check(p, want); len(bad) > 0 {
+		t.Fatalf("%s:\n%s", url, strings.Join(bad, "\n"))
 	}
 	return p
 }
@@ -184,7 +195,7 @@ func metric(fams map[string]*dto.MetricFamily, name string, pid int) float64 {
 func byFunction(p *profile.Profile, pid int) (bytes, objects map[string]int64, total int64) {
 	bytes, objects = map[string]int64{}, map[string]int64{}
 	for _, s := range p.Sample {
-		if pid != 0 && s.NumLabel["pid"][0] != int64(pid) {
+		if pid != 0 && heapproftest.PID(s) != int64(pid) {
 			continue
 		}
 		fn := "?"
@@ -297,7 +308,7 @@ func TestLiveHeapOfLaunchedProgram(t *testing.T) {
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		p = fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap")
 		for _, s := range p.Sample {
-			pid = int(s.NumLabel["pid"][0])
+			pid = int(heapproftest.PID(s))
 		}
 		live, _ = logLive(t, log)
 		by, _, total := byFunction(p, pid)
@@ -692,7 +703,7 @@ func TestLiveInterruptWithOpenWindow(t *testing.T) {
 		pid := 0
 		for end := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 			for _, s := range fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap").Sample {
-				pid = int(s.NumLabel["pid"][0])
+				pid = int(heapproftest.PID(s))
 			}
 		}
 		if pid == 0 {

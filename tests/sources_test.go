@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/memtrace/memtrace/internal/heapprof/heapproftest"
 )
 
 // TestBothSources: the options the runner owns work alike on the eBPF path
@@ -41,7 +43,7 @@ func TestBothSources(t *testing.T) {
 			for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 				p := fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap")
 				for _, s := range p.Sample {
-					pid = int(s.NumLabel["pid"][0])
+					pid = int(heapproftest.PID(s))
 				}
 				by, objs, total = byFunction(p, pid)
 				live, _ = logLive(t, log)

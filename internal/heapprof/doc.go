@@ -20,4 +20,10 @@
 // A frame in inlined code carries one pprof Line per inlined function,
 // innermost first and the physical function last, each with its file:line
 // from the module's DWARF.
+//
+// What the continuous-profiling servers key on follows Go's heap profile
+// too: labels are string labels (a pid as well: Parca and Pyroscope make
+// series labels of no other kind), and a snapshot carries no duration (they
+// take a profile with one for a delta). heapproftest holds the writers to
+// those rules. WriteText renders a profile as Go's ?debug=1 text.
 package heapprof

@@ -51,9 +51,14 @@ type Options struct {
 	// Root, when set, is the prefix under which a process's files are
 	// opened (/proc/PID/root for a process in another mount namespace).
 	Root func(pid int64) string
-	// PIDLabel labels every sample with its pid (several processes).
+	// PIDLabel labels every sample with its pid and process name, string
+	// labels (several processes).
 	PIDLabel bool
 
+	// TimeNanos is when the profile was taken. DurationNanos is a delta
+	// profile's window and must stay 0 on a snapshot: Parca and Pyroscope
+	// read a profile with a duration as a delta, per second and summed
+	// over time.
 	TimeNanos, DurationNanos int64
 	Comments                 []string
 	// Period is the profile's period in bytes: under --sample its mean
@@ -206,9 +211,12 @@ func Build(samples []Sample, o *Options) (*profile.Profile, error) {
 			smp.Location = append(smp.Location, b.location(s.PID, &s.Stack[k]))
 		}
 		if o.PIDLabel {
-			smp.NumLabel = map[string][]int64{"pid": {s.PID}}
+			// A string label, not a numeric one: Parca and Pyroscope make
+			// series labels of string labels only, and one form keeps
+			// pprof's -tags from listing the pid twice.
+			smp.Label = map[string][]string{"pid": {strconv.FormatInt(s.PID, 10)}}
 			if s.Process != "" {
-				smp.Label = map[string][]string{"process": {s.Process}}
+				smp.Label["process"] = []string{s.Process}
 			}
 		}
 		for k, v := range s.Labels {

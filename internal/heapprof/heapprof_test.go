@@ -183,9 +183,13 @@ func TestPeakTypesAndLabels(t *testing.T) {
 		t.Fatalf("%d samples, want 2 (the empty one left out)", len(p.Sample))
 	}
 	for _, s := range p.Sample {
-		pid := s.NumLabel["pid"][0]
+		// String labels: Parca and Pyroscope read no numeric ones.
+		if len(s.NumLabel) != 0 || len(s.Label["pid"]) != 1 {
+			t.Fatalf("sample %v labels %v %v: want the pid a string label", s.Value, s.NumLabel, s.Label)
+		}
+		pid, _ := strconv.ParseInt(s.Label["pid"][0], 10, 64)
 		if (pid == 1) != (s.Label["process"][0] == "a") || (pid == 1) != (s.Value[5] == 10) {
-			t.Fatalf("sample %v labels %v %v", s.Value, s.NumLabel, s.Label)
+			t.Fatalf("sample %v labels %v", s.Value, s.Label)
 		}
 		if s.Location[0].Line[0].Function.Name != "foo()" || s.Location[0].Address != uint64(pid)<<12+4 {
 			t.Fatalf("location %+v", s.Location[0])
@@ -194,5 +198,46 @@ func TestPeakTypesAndLabels(t *testing.T) {
 	// One mapping per process: the same file at other addresses.
 	if len(p.Mapping) != 2 {
 		t.Fatalf("mappings %v", p.Mapping)
+	}
+}
+
+// TestWriteTextReadByPprof: Go's text heap format with what only memtrace
+// writes (a sample without a stack, a sampled period, labels) reads back in
+// pprof's legacy parser to the same figures, unscaled.
+func TestWriteTextReadByPprof(t *testing.T) {
+	samples := []Sample{
+		{PID: 7, Process: "a", Stack: []Frame{{Module: "/nonexistent/a", Symbol: "_Z3foov", Offset: 5, Addr: 0x1005}}, AllocObjects: 3, AllocBytes: 300, InuseObjects: 1, InuseBytes: 100},
+		{PID: 7, Process: "a", NoStack: "malloc", AllocObjects: 2, AllocBytes: 64, InuseObjects: 2, InuseBytes: 64},
+	}
+	p, err := Build(samples, &Options{PIDLabel: true, Period: 512 << 10, Comments: []string{"two\nlines"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	for _, want := range []string{"heap profile: 3: 164 [5: 364] @ heap/2\n", "1: 100 [3: 300] @ 0x1005\n", "2: 64 [2: 64] @\n",
+		`# labels: {"pid":"7", "process":"a"}`, "[no stack] malloc", "# two lines\n"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("text lacks %q:\n%s", want, text)
+		}
+	}
+	lp, err := profile.ParseData(b.Bytes())
+	if err != nil {
+		t.Fatalf("pprof cannot read it: %v\n%s", err, text)
+	}
+	var got [4]int64
+	for _, s := range lp.Sample {
+		for k := range got {
+			got[k] += s.Value[k]
+		}
+	}
+	if got != [4]int64{5, 364, 3, 164} {
+		t.Fatalf("pprof reads %v:\n%s", got, text)
+	}
+	if err := WriteText(&b, &profile.Profile{SampleType: []*profile.ValueType{{Type: "space", Unit: "bytes"}}}); err == nil {
+		t.Fatal("a profile without Go's heap sample types was written")
 	}
 }
