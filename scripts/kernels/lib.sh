@@ -289,7 +289,10 @@ guest_root() {
 	# Lists fetched long ago may name versions the mirror no longer has:
 	# one update of them, then a second try.
 	for try in 1 2; do
-		d=$(apt_update "$suite") || exit 2
+		d=$(apt_update "$suite") || {
+			rm -rf "$tmp"
+			exit 2
+		}
 		(cd "$tmp" && papt "$d" apt-get download -qq $GUEST_ROOT_PACKAGES >&2) && break
 		rm -f "$tmp"/*.deb "$d/updated"
 		if [ $try = 2 ]; then
