@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fetch.sh [KVER | arm64/KVER]...: downloads and unpacks the matrix's
 # kernels (all of them without arguments: 5.10, 6.1, 6.12, arm64/6.12,
-# arm64/6.1, and the arm64 busybox) into the cache, once (docs/kernels.md);
+# arm64/6.1, and the arm64 guest's busybox and libraries) into the cache,
+# once (docs/kernels.md);
 # make deps runs it so that make kernels needs no network.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -15,6 +16,11 @@ for k in "$@"; do
 	esac
 	kernel_arch
 	kdir=$(kernel_root "${k#arm64/}")
-	[ "$KARCH" = "$(dpkg --print-architecture)" ] || guest_busybox >/dev/null
+	if [ "$KARCH" != "$(dpkg --print-architecture)" ]; then
+		guest_busybox >/dev/null
+		root=$(guest_root)
+		echo "kernels: $k: $(cat "$kdir/package"), on $(paste -sd, "$root/packages" | sed 's/,/, /g')"
+		continue
+	fi
 	echo "kernels: $k: $(cat "$kdir/package")"
 done

@@ -255,6 +255,68 @@ guest_busybox() {
 	echo "$bb"
 }
 
+# GUEST_ROOT_PACKAGES: the libraries the test programs run against in a
+# guest of another architecture, and libc6-dbg, whose debug files
+# (/usr/lib/debug/.build-id) name libc's internal functions and
+# start_thread, which Debian's libc6 keeps no symbol table for.
+GUEST_ROOT_PACKAGES="libc6 libc6-dbg libgcc-s1 libstdc++6"
+
+# host_suite: the Debian suite this machine runs, the one make deps's cross
+# toolchain (libc6-dev-arm64-cross) is built from: the guest's libraries of
+# that suite are what the cross-built programs were linked against.
+host_suite() {
+	local s
+	s=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+	[ -n "$s" ] || kdie "no VERSION_CODENAME in /etc/os-release: cannot tell which suite's $KARCH libraries to fetch"
+	echo "$s"
+}
+
+# guest_root: for a guest of another architecture, Debian's own
+# $GUEST_ROOT_PACKAGES of $KARCH from the machine's suite, downloaded with
+# the private apt state and unpacked (never installed) once into
+# $KERNELS_CACHE/$KARCH/root: its lib/ and usr/lib/ become the guest's
+# (init, "cross"). Prints the directory; "packages" there lists what it
+# holds.
+guest_root() {
+	local r=$KERNELS_CACHE/$KARCH/root suite d tmp deb try
+	if [ -f "$r/packages" ]; then
+		echo "$r"
+		return
+	fi
+	suite=$(host_suite) || exit 2
+	echo "kernels: fetching $GUEST_ROOT_PACKAGES ($suite, $KARCH)" >&2
+	tmp=$(mktemp -d "$KERNELS_CACHE/.fetch.XXXXXX")
+	# Lists fetched long ago may name versions the mirror no longer has:
+	# one update of them, then a second try.
+	for try in 1 2; do
+		d=$(apt_update "$suite") || {
+			rm -rf "$tmp"
+			exit 2
+		}
+		(cd "$tmp" && papt "$d" apt-get download -qq $GUEST_ROOT_PACKAGES >&2) && break
+		rm -f "$tmp"/*.deb "$d/updated"
+		if [ $try = 2 ]; then
+			rm -rf "$tmp"
+			kdie "apt-get download $GUEST_ROOT_PACKAGES ($suite, $KARCH) failed"
+		fi
+	done
+	mkdir -p "$tmp/root"
+	for deb in "$tmp"/*.deb; do
+		dpkg-deb -x "$deb" "$tmp/root" || kdie "dpkg-deb -x $deb failed"
+		dpkg-deb --showformat='${Package} ${Version}\n' -W "$deb" >>"$tmp/root/packages"
+	done
+	# A merged-/usr suite's libc6 has its files under usr/lib only.
+	if [ ! -e "$tmp/root/lib" ] && [ -d "$tmp/root/usr/lib" ]; then
+		ln -s usr/lib "$tmp/root/lib"
+	fi
+	[ "$KARCH" != arm64 ] || [ -e "$tmp/root/lib/ld-linux-aarch64.so.1" ] ||
+		kdie "libc6 ($suite, $KARCH) has no ld-linux-aarch64.so.1 in /lib"
+	rm -rf "$r"
+	mv "$tmp/root" "$r"
+	rm -rf "$tmp"
+	echo "$r"
+}
+
 # build_initramfs KMODS OUT: a cpio with a static busybox, the guest's
 # modules (uncompressed: busybox's insmod takes plain .ko) and /init.
 build_initramfs() {

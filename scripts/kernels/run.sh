@@ -31,9 +31,12 @@ shift 2
 kernel_arch
 kernel_suite "$kver" >/dev/null || usage
 # The guest's machine. On arm64 the host's root holds no arm64 programs:
-# the guest's / is then a tmpfs with an arm64 busybox, the cross
-# toolchain's libraries (libc6-dev-arm64-cross) as /lib and the host's
-# other top-level directories (/etc, /work, ...) bound in (init, "cross").
+# the guest's / is then a tmpfs with an arm64 busybox, Debian's arm64
+# libc6, libc6-dbg, libstdc++6 and libgcc-s1 as /lib and /usr/lib
+# (guest_root, fetched by fetch.sh) and the host's other top-level
+# directories (/etc, /work, ...) bound in (init, "cross"). Without that
+# tree (no network when make deps ran), the cross toolchain's libraries
+# (libc6-dev-arm64-cross) as /lib: no debug symbols for libc.
 case "$KARCH" in
 amd64)
 	qemu=(qemu-system-x86_64 -cpu max)
@@ -43,7 +46,11 @@ amd64)
 arm64)
 	qemu=(qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on)
 	ttyS=ttyAMA0
-	cross=/usr/aarch64-linux-gnu
+	cross=$KERNELS_CACHE/$KARCH/root
+	if [ ! -f "$cross/packages" ] && ! (guest_root >/dev/null); then
+		cross=/usr/aarch64-linux-gnu
+		echo "kernels: no Debian $KARCH libraries in $KERNELS_CACHE/$KARCH/root (see above): the guest runs on $cross/lib, whose libc has no debug symbols" >&2
+	fi
 	[ -e "$cross/lib/ld-linux-aarch64.so.1" ] || kdie "no $cross/lib: make deps installs libc6-dev-arm64-cross"
 	;;
 esac
