@@ -249,7 +249,7 @@ static __always_inline __u64 strlen_user(__u64 p)
  * (bad_alloc, caught by the program) never returned, and a later call
  * from a deeper frame must not be taken for one made inside it (jemalloc's
  * first aligned new was logged with the size of an earlier plain new). */
-static __always_inline int ovr_live(struct tstate *st, __u64 sp)
+static __always_inline int ovr_live(struct pt_regs *ctx, struct tstate *st, __u64 sp)
 {
 	if (!st->ovr_op)
 		return 0;
@@ -257,12 +257,38 @@ static __always_inline int ovr_live(struct tstate *st, __u64 sp)
 		st->ovr_op = 0;
 		return 0;
 	}
+#if defined(__TARGET_ARCH_x86)
 	__u64 ra = 0;
 	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)st->ovr_sp) || ra != st->ovr_ret) {
 		st->ovr_op = 0;
 		return 0;
 	}
 	return 1;
+#else
+	/* A bl leaves the return address in x30, which the new keeps in its
+	 * frame record, below its entry sp (reading it at that sp, as on
+	 * x86-64, found something else: every new was logged as the malloc
+	 * it calls). At the same sp (new[] tail-calling new) it is x30
+	 * itself; deeper, one of the records of the frame-pointer chain
+	 * between here and the new's entry sp. */
+	if (sp == st->ovr_sp) {
+		if ((PT_REGS_RET(ctx) & MT_ARM64_PAC_MASK) == (st->ovr_ret & MT_ARM64_PAC_MASK))
+			return 1;
+		st->ovr_op = 0;
+		return 0;
+	}
+	__u64 fp = PT_REGS_FP(ctx);
+	for (int i = 0; i < 4; i++) {
+		__u64 rec[2] = {};
+		if (fp < sp || fp >= st->ovr_sp || (fp & 7) || bpf_probe_read_user(rec, sizeof(rec), (void *)fp))
+			break;
+		if ((rec[1] & MT_ARM64_PAC_MASK) == (st->ovr_ret & MT_ARM64_PAC_MASK))
+			return 1;
+		fp = rec[0];
+	}
+	st->ovr_op = 0;
+	return 0;
+#endif
 }
 
 /* The uprobe programs do not consult the targets map: every link is
@@ -352,7 +378,8 @@ static __always_inline int do_enter(struct pt_regs *ctx, const int can_skip)
 	if (st->ovr_op) {
 		if (sp >= st->ovr_sp) {
 			st->ovr_op = 0;
-		} else if (size >= st->ovr_size && sig != MT_SIG_MMAP && sig != MT_SIG_MREMAP && ovr_live(st, sp)) {
+		} else if (size >= st->ovr_size && sig != MT_SIG_MMAP && sig != MT_SIG_MREMAP &&
+			   ovr_live(ctx, st, sp)) {
 			op = st->ovr_op;
 			size = st->ovr_size;
 			st->stack = st->ovr_stack;
@@ -435,7 +462,7 @@ static __always_inline int do_new(struct pt_regs *ctx)
 	if (st->depth > 0 && sp <= st->outer_sp)
 		return 0;
 	__u64 ra = caller_ra(ctx);
-	if (ovr_live(st, sp)) {
+	if (ovr_live(ctx, st, sp)) {
 		if (sp < st->ovr_sp)
 			return 0; /* called by the new in progress */
 		/* At the same stack pointer with the same return address: a
