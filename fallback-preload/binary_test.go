@@ -14,6 +14,7 @@ import (
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/procreport"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // Run uses the binary mode (shared memory, converted here) unless told
@@ -23,7 +24,7 @@ func TestBinaryLayoutAndStacks(t *testing.T) {
 	lib, prog := build(t)
 	t.Setenv(LibEnv, lib)
 	log := filepath.Join(t.TempDir(), "log")
-	if st, err := Run(context.Background(), Options{Output: log, StackDepth: 6}, []string{prog, "fmt"}); err != nil || st != 0 {
+	if st, err := Run(context.Background(), Options{Output: runner.ParseOutput(log), StackDepth: 6}, []string{prog, "fmt"}); err != nil || st != 0 {
 		t.Fatalf("status %d, err %v", st, err)
 	}
 	data, err := os.ReadFile(log)
@@ -39,7 +40,7 @@ func TestBinaryExec(t *testing.T) {
 	lib, prog := build(t)
 	t.Setenv(LibEnv, lib)
 	log := filepath.Join(t.TempDir(), "log")
-	st, err := Run(context.Background(), Options{Output: log}, []string{prog, "exec"})
+	st, err := Run(context.Background(), Options{Output: runner.ParseOutput(log)}, []string{prog, "exec"})
 	if err != nil || st != 3 {
 		t.Fatalf("status %d, err %v", st, err)
 	}
@@ -70,7 +71,7 @@ func TestBinaryKilled(t *testing.T) {
 	lib, prog := build(t)
 	t.Setenv(LibEnv, lib)
 	log := filepath.Join(t.TempDir(), "log")
-	st, err := Run(context.Background(), Options{Output: log}, []string{prog, "kill"})
+	st, err := Run(context.Background(), Options{Output: runner.ParseOutput(log)}, []string{prog, "kill"})
 	if err != nil || st != 128+9 {
 		t.Fatalf("status %d, err %v", st, err)
 	}
@@ -96,7 +97,7 @@ func runRegion(t *testing.T, size int, cmd *exec.Cmd, convertLive bool, extraArg
 func runRegionWith(t *testing.T, size int, cmd *exec.Cmd, convertLive bool, extraArgs func(env string) []string, prep func(b *binLog)) []byte {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "log")
-	opts := Options{Output: log, SharedMemory: size}
+	opts := Options{Output: runner.ParseOutput(log), SharedMemory: size}
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
@@ -297,7 +298,7 @@ func TestSnapshotsAndReportDir(t *testing.T) {
 		t.Fatalf("compile: %v\n%s", err, out)
 	}
 	log, reports, gate := filepath.Join(dir, "log"), filepath.Join(dir, "reports"), filepath.Join(dir, "gate")
-	opts := Options{Output: log, StackDepth: 8, Interval: 20 * time.Millisecond, ReportDir: reports}
+	opts := Options{Output: runner.ParseOutput(log), StackDepth: 8, Interval: 20 * time.Millisecond, ReportDir: reports}
 	type result struct {
 		st  int
 		err error
@@ -402,7 +403,7 @@ func TestLogNotCreatable(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	for _, out := range []string{filepath.Join(dir, "no/such/dir/x.log"), dir} {
-		st, err := Run(context.Background(), Options{Output: out}, []string{"/usr/bin/touch", marker})
+		st, err := Run(context.Background(), Options{Output: runner.ParseOutput(out)}, []string{"/usr/bin/touch", marker})
 		if err == nil || st != 1 || !strings.HasPrefix(err.Error(), "create log "+out+": ") {
 			t.Errorf("-o %s: status %d, %v; want 1 and create log %s", out, st, err, out)
 		}

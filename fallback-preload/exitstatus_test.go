@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/memtrace/memtrace/report"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // TestExitLineStatusPreload: the --preload log's exit line of the program
@@ -48,7 +49,7 @@ func TestExitLineStatusPreload(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := Run(context.Background(), Options{Output: log, Stderr: errf}, argv)
+			st, err := Run(context.Background(), Options{Output: runner.ParseOutput(log), Stderr: errf}, argv)
 			errf.Close()
 			if err != nil || st != c.code {
 				t.Fatalf("%s #%d: status %d, err %v, want %d", c.arg, round, st, err, c.code)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // The converter's header is logfmt's one layout: written again from what
@@ -21,7 +22,7 @@ func TestConvertHeaderLayout(t *testing.T) {
 	t.Setenv(LibEnv, lib)
 	log := filepath.Join(t.TempDir(), "log")
 	before := time.Now()
-	if st, err := Run(context.Background(), Options{Output: log}, []string{prog, "fmt"}); err != nil || st != 0 {
+	if st, err := Run(context.Background(), Options{Output: runner.ParseOutput(log)}, []string{prog, "fmt"}); err != nil || st != 0 {
 		t.Fatalf("status %d, err %v", st, err)
 	}
 	after := time.Now()

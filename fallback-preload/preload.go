@@ -55,21 +55,26 @@ type StackStats struct {
 // openLog creates the log file through OpenLog, whose errors are its own.
 func openLog(o *Options) (*os.File, error) {
 	if o.OpenLog != nil {
-		return o.OpenLog(o.Output)
+		return o.OpenLog(o.Output.Path)
 	}
-	return runner.CreateLog(o.Output)
+	return runner.CreateLog(o.Output.Path)
 }
 
 // libEnv returns the environment variables that configure the library
 // for o (without LD_PRELOAD).
 func libEnv(o Options) ([]string, error) {
 	var env []string
-	if o.Output != "" {
-		abs, err := filepath.Abs(o.Output)
+	switch o.Output.Kind {
+	case runner.OutFile:
+		abs, err := filepath.Abs(o.Output.Path)
 		if err != nil {
-			return nil, fmt.Errorf("resolve output path %s: %w", o.Output, err)
+			return nil, fmt.Errorf("resolve output path %s: %w", o.Output.Path, err)
 		}
 		env = append(env, "MEMTRACK_OUTPUT="+abs)
+	case runner.OutStdout:
+		env = append(env, "MEMTRACK_OUTPUT=/dev/stdout")
+	case runner.OutNone:
+		env = append(env, "MEMTRACK_OUTPUT=/dev/null")
 	}
 	if o.Listen != "" {
 		host, port, hasPort := splitListen(o.Listen)
@@ -305,8 +310,8 @@ func (s *Source) Close() error {
 	signal.Stop(s.sigs)
 	s.bin.close()
 	o := s.o
-	if s.traced && s.bin.conv.late > 0 && o.Output != "" && o.Output != runner.NoLog && o.Listen == "" && !o.Unordered {
-		return SortFile(o.Output)
+	if s.traced && s.bin.conv.late > 0 && o.Output.Kind == runner.OutFile && o.Listen == "" && !o.Unordered {
+		return SortFile(o.Output.Path)
 	}
 	return nil
 }
@@ -323,15 +328,15 @@ func exitStatus(ee *exec.ExitError) int {
 func runText(ctx context.Context, opts Options) (int, error) {
 	argv := opts.Argv
 	tcp := opts.Listen != ""
-	if !tcp && opts.Output != "" && logio.KindOf(opts.Output) != logio.Plain {
+	if !tcp && opts.Output.Kind == runner.OutFile && logio.KindOf(opts.Output.Path) != logio.Plain {
 		// The library's text mode writes the file itself, as text.
-		return 2, fmt.Errorf("cannot write %s: compressed logs (.zst, .gz) need memtrace's own writer, not the library's text mode: drop the suffix, or use binary mode", opts.Output)
+		return 2, fmt.Errorf("cannot write %s: compressed logs (.zst, .gz) need memtrace's own writer, not the library's text mode: drop the suffix, or use binary mode", opts.Output.Path)
 	}
 	cmd, status, err := command(&opts)
 	if err != nil {
 		return status, err
 	}
-	if opts.Output != "" && !tcp && (opts.OpenLog != nil || opts.Credential == nil) {
+	if opts.Output.Kind == runner.OutFile && !tcp && (opts.OpenLog != nil || opts.Credential == nil) {
 		// Fail here, with one line, rather than in the library. (The
 		// library, running as Credential's user, creates the file as
 		// that user: memtrace must not create it first as root.)
@@ -368,8 +373,8 @@ func runText(ctx context.Context, opts Options) (int, error) {
 		}
 		status = exitStatus(ee)
 	}
-	if opts.Output != "" && !tcp && !opts.Unordered {
-		if err := SortFile(opts.Output); err != nil {
+	if opts.Output.Kind == runner.OutFile && !tcp && !opts.Unordered {
+		if err := SortFile(opts.Output.Path); err != nil {
 			return status, err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/runner"
 )
 
 var (
@@ -153,16 +154,16 @@ func TestRunStatusAndOrder(t *testing.T) {
 	t.Setenv(LibEnv, lib)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
-	st, err := Run(context.Background(), Options{Output: log}, []string{prog, "exit3"})
+	st, err := Run(context.Background(), Options{Output: runner.ParseOutput(log)}, []string{prog, "exit3"})
 	if err != nil || st != 3 {
 		t.Fatalf("exit3: status %d, err %v", st, err)
 	}
-	st, err = Run(context.Background(), Options{Output: log}, []string{prog, "kill"})
+	st, err = Run(context.Background(), Options{Output: runner.ParseOutput(log)}, []string{prog, "kill"})
 	if err != nil || st != 128+9 {
 		t.Fatalf("kill: status %d, err %v", st, err)
 	}
 	// A run with threads gives a log in global time order.
-	if st, err = Run(context.Background(), Options{Output: log, StackDepth: 2}, []string{prog, "fmt"}); err != nil || st != 0 {
+	if st, err = Run(context.Background(), Options{Output: runner.ParseOutput(log), StackDepth: 2}, []string{prog, "fmt"}); err != nil || st != 0 {
 		t.Fatalf("fmt: status %d, err %v", st, err)
 	}
 	var last uint64
@@ -188,7 +189,7 @@ func TestFilters(t *testing.T) {
 	lib, prog := build(t)
 	t.Setenv(LibEnv, lib)
 	log := filepath.Join(t.TempDir(), "log")
-	if _, err := Run(context.Background(), Options{Output: log, TrackThreads: []string{"keep"}, MinSize: 100}, []string{prog, "threads"}); err != nil {
+	if _, err := Run(context.Background(), Options{Output: runner.ParseOutput(log), TrackThreads: []string{"keep"}, MinSize: 100}, []string{prog, "threads"}); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}

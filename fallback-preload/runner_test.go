@@ -29,7 +29,7 @@ func startBinaryLog(t *testing.T, opts Options, cmd *exec.Cmd) (*binLog, error) 
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Create(opts.Output)
+	f, err := os.Create(opts.Output.Path)
 	if err != nil {
 		b.close()
 		return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // Tests of what the preload path promises beyond the log's layout: calls
@@ -95,7 +96,7 @@ func TestEarlyAllocations(t *testing.T) {
 	t.Run("binary", func(t *testing.T) {
 		t.Setenv(LibEnv, lib)
 		log := filepath.Join(t.TempDir(), "log")
-		if st, err := Run(context.Background(), Options{Output: log}, []string{prog}); err != nil || st != 0 {
+		if st, err := Run(context.Background(), Options{Output: runner.ParseOutput(log)}, []string{prog}); err != nil || st != 0 {
 			t.Fatalf("status %d, err %v", st, err)
 		}
 		check(t, log)
@@ -157,7 +158,7 @@ func TestSummaryLine(t *testing.T) {
 	t.Setenv(LibEnv, lib)
 	log := filepath.Join(t.TempDir(), "log")
 	start := time.Now()
-	if st, err := Run(context.Background(), Options{Output: log}, []string{prog, "threads"}); err != nil || st != 0 {
+	if st, err := Run(context.Background(), Options{Output: runner.ParseOutput(log)}, []string{prog, "threads"}); err != nil || st != 0 {
 		t.Fatalf("status %d, err %v", st, err)
 	}
 	took := time.Since(start)
@@ -179,7 +180,7 @@ func TestSummaryLine(t *testing.T) {
 // "ready" line.
 func startDetach(t *testing.T, lib, prog, log string) (*binLog, *exec.Cmd, io.WriteCloser, *bufio.Reader, Options) {
 	t.Helper()
-	opts := Options{Output: log}
+	opts := Options{Output: runner.ParseOutput(log)}
 	cmd := exec.Command(prog, "detach")
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
 	b, err := startBinaryLog(t, opts, cmd)
@@ -320,7 +321,7 @@ func TestRunAsCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	opts := Options{Output: log, Stdout: out,
+	opts := Options{Output: runner.ParseOutput(log), Stdout: out,
 		Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups},
 		OpenLog: func(p string) (*os.File, error) {
 			opened = append(opened, p)

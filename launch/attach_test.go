@@ -18,6 +18,7 @@ import (
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // waitFile waits (bounded) until path holds want.
@@ -43,7 +44,7 @@ func TestAttachLogsUntilLastExits(t *testing.T) {
 	fake := newFake()
 	fake.scanned = []string{"malloc", "free"}
 	log := filepath.Join(t.TempDir(), "attach.log")
-	o := &Options{PIDs: []int{pa, pb}, Output: log}
+	o := &Options{PIDs: []int{pa, pb}, Output: runner.ParseOutput(log)}
 	done := make(chan error, 1)
 	var stderr syncBuf
 	go func() { done <- attach(o, fake, &stderr) }()
@@ -111,7 +112,7 @@ func TestAttachErrors(t *testing.T) {
 			fake := newFake()
 			c.setup(fake, pid)
 			log := filepath.Join(t.TempDir(), "attach.log")
-			err := attach(&Options{PIDs: []int{pid}, Output: log}, fake, &syncBuf{})
+			err := attach(&Options{PIDs: []int{pid}, Output: runner.ParseOutput(log)}, fake, &syncBuf{})
 			want := c.want
 			if strings.Contains(want, "%d") {
 				want = fmt.Sprintf(want, pid)
@@ -185,7 +186,7 @@ func TestFDRefusedStillTracesAllocations(t *testing.T) {
 	fake := newFake()
 	fake.scanned = []string{"malloc", "free"}
 	log := filepath.Join(t.TempDir(), "attach.log")
-	o := &Options{PIDs: []int{pa}, Output: log, Track: config.DefaultTrack | config.TrackFD}
+	o := &Options{PIDs: []int{pa}, Output: runner.ParseOutput(log), Track: config.DefaultTrack | config.TrackFD}
 	done := make(chan error, 1)
 	var stderr syncBuf
 	go func() { done <- attach(o, fake, &stderr) }()

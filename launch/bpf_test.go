@@ -13,6 +13,7 @@ import (
 
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // allocLines is the log's allocation and free lines of tid, as
@@ -110,7 +111,7 @@ func launchBPF(t *testing.T, argv []string, status int) []byte {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "app.log")
 	var stderr syncBuf
-	got, err := Run(Options{Argv: argv, Output: log, StackUnwind: "dwarf", PeakTopN: 10}, &stderr, noFallback{t})
+	got, err := Run(Options{Argv: argv, Output: runner.ParseOutput(log), StackUnwind: "dwarf", PeakTopN: 10}, &stderr, noFallback{t})
 	if err != nil || got != status {
 		t.Fatalf("Run = %d, %v (stderr %q); want %d, nil", got, err, stderr.String(), status)
 	}
@@ -177,7 +178,7 @@ func attachBPF(t *testing.T, o Options, argv ...string) (*exec.Cmd, func() []byt
 	}
 	done := make(chan result, 1)
 	var stderr syncBuf
-	o.PIDs, o.Output, o.StackUnwind, o.PeakTopN = []int{prog.Process.Pid}, log, "dwarf", 10
+	o.PIDs, o.Output, o.StackUnwind, o.PeakTopN = []int{prog.Process.Pid}, runner.ParseOutput(log), "dwarf", 10
 	go func() {
 		s, err := Run(o, &stderr, nil)
 		done <- result{s, err}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/internal/procfs"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // fileBuf is a helper's stdout or stderr: a file, not a pipe, whose
@@ -131,7 +132,7 @@ func TestInterruptDetaches(t *testing.T) {
 		dir := t.TempDir()
 		log, pidFile := filepath.Join(dir, "app.log"), filepath.Join(dir, "pid")
 		// exec: the program is the shim's PID itself, no shell between.
-		cmd, stdout, stderr := helperLaunch(t, Options{Argv: []string{"sh", "-c", `echo $$ > ` + pidFile + `; exec sleep 30`}, Output: log})
+		cmd, stdout, stderr := helperLaunch(t, Options{Argv: []string{"sh", "-c", `echo $$ > ` + pidFile + `; exec sleep 30`}, Output: runner.ParseOutput(log)})
 		waitFile(t, log, "[memtrace] header")
 		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 			if b, _ := os.ReadFile(pidFile); bytes.HasSuffix(b, []byte("\n")) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // children lists the live or unreaped processes whose parent is this test
@@ -64,7 +65,7 @@ func TestLaunchRunsProgram(t *testing.T) {
 			log := filepath.Join(dir, "app.log")
 			fake := newFake()
 			var stderr syncBuf
-			o := &Options{Argv: []string{"sh", "-c", c.script}, Output: log}
+			o := &Options{Argv: []string{"sh", "-c", c.script}, Output: runner.ParseOutput(log)}
 			before := children(t)
 			status, err := launch(o, fake, &stderr)
 			if err != nil || status != c.want {
@@ -122,7 +123,7 @@ func TestLaunchErrors(t *testing.T) {
 		setup func(*fakeTracer, *Options)
 		want  string
 	}{
-		{"log in a missing directory", func(f *fakeTracer, o *Options) { o.Output = missingDir },
+		{"log in a missing directory", func(f *fakeTracer, o *Options) { o.Output = runner.FileOutput(missingDir) },
 			"create log " + missingDir + ": no such file or directory; give a path in a directory you can write"},
 		{"nothing probed", func(f *fakeTracer, o *Options) { f.attachOK = false },
 			"sh links no library with allocation functions: memtrace traces programs that use libc's malloc, libstdc++ or a malloc library; try --preload"},
@@ -134,7 +135,7 @@ func TestLaunchErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for i := 0; i < 10; i++ {
 				fake := newFake()
-				o := &Options{Argv: []string{"sh", "-c", `echo ran > "$MARK"`}, Output: filepath.Join(dir, "app.log")}
+				o := &Options{Argv: []string{"sh", "-c", `echo ran > "$MARK"`}, Output: runner.ParseOutput(filepath.Join(dir, "app.log"))}
 				c.setup(fake, o)
 				var stderr syncBuf
 				before := children(t)

@@ -31,35 +31,35 @@ const CheckStatus = 70
 // it (f nil: only where the log is). f is what the agent counted as it wrote the log (agent.Session's
 // Figures: the report's own figures of that log, without reading it
 // back), so every run gets them: a log on stderr or stdout, -o none and a
-// log served to a viewer too. output is the -o file: "" (stderr), NoLog,
-// or a path; served: the log went to a viewer on a port instead. A file
+// log served to a viewer too. output is -o; served: the log went to a
+// viewer on a port instead. A file
 // not written since the run began (the run failed before opening it) is
 // an older log: nothing is said.
-func Closing(w io.Writer, output string, served bool, since time.Time, f *figures.Figures) {
+func Closing(w io.Writer, output Output, served bool, since time.Time, f *figures.Figures) {
 	var where string
 	switch {
 	case served:
 		where = "memtrace finished: the log went to the viewer"
-	case output == NoLog:
+	case output.Kind == OutNone:
 		where = "memtrace finished: no log was written (-o none)"
-	case output == "" || output == "/dev/stderr":
+	case output.Kind == OutStderr:
 		where = "memtrace finished: the log is on stderr, above: with -o FILE memview FILE and memtrace report FILE open it"
-	case output == "/dev/stdout" || output == "-":
+	case output.Kind == OutStdout:
 		where = "memtrace finished: the log went to stdout: memview FILE and memtrace report FILE open it once saved"
 	default:
-		if !written(output, since) {
+		if !written(output.Path, since) {
 			return
 		}
-		q := shellQuote(output)
-		where = fmt.Sprintf("memtrace finished: the log is %s; to investigate it run:\n  memview %s\n  memtrace report %s", output, q, q)
+		q := shellQuote(output.Path)
+		where = fmt.Sprintf("memtrace finished: the log is %s; to investigate it run:\n  memview %s\n  memtrace report %s", output.Path, q, q)
 	}
 	if f == nil {
 		fmt.Fprintln(w, where)
 		return
 	}
 	fmt.Fprintln(w, statsLines(*f)+where)
-	if os.Getenv(CheckEnv) == "1" && !served && output != NoLog && written(output, since) {
-		if msg := CheckClosing(*f, output); msg != "" {
+	if os.Getenv(CheckEnv) == "1" && !served && output.Kind == OutFile && written(output.Path, since) {
+		if msg := CheckClosing(*f, output.Path); msg != "" {
 			fmt.Fprintln(w, msg)
 			os.Exit(CheckStatus)
 		}
@@ -73,12 +73,12 @@ func Closing(w io.Writer, output string, served bool, since time.Time, f *figure
 // are read back from the file, as `memtrace report` reads it; a log not in
 // a file (or not readable) gets fp, the agent's figures (nil without an
 // agent: only where the log went).
-func ClosingFromLog(w io.Writer, output string, served bool, since time.Time, fp *figures.Figures) {
-	if served || output == NoLog || output == "" || output == "/dev/stderr" || output == "/dev/stdout" || output == "-" || !written(output, since) {
+func ClosingFromLog(w io.Writer, output Output, served bool, since time.Time, fp *figures.Figures) {
+	if served || output.Kind != OutFile || !written(output.Path, since) {
 		Closing(w, output, served, since, fp)
 		return
 	}
-	f, err := report.LogFigures(output, io.Discard)
+	f, err := report.LogFigures(output.Path, io.Discard)
 	if err != nil {
 		Closing(w, output, served, since, fp)
 		return

@@ -32,7 +32,7 @@ func TestClosingLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	ClosingFromLog(&w, log, false, before, nil)
+	ClosingFromLog(&w, FileOutput(log), false, before, nil)
 	stats := "memtrace stats:\n\trun: exited with status 2\n\tcalls to allocation functions: 2\n\tpeak heap memory consumption: 1.50K\n" +
 		"\ttotal memory leaked: 1000B (1 leaks)\n\tlost events: 0\n"
 	want := stats + "memtrace finished: the log is " + log + "; to investigate it run:\n" +
@@ -47,15 +47,15 @@ func TestClosingLines(t *testing.T) {
 		t.Errorf("check of a wrong call count: %q", msg)
 	}
 	w.Reset()
-	ClosingFromLog(&w, log, false, time.Now().Add(time.Hour), nil)
-	ClosingFromLog(&w, filepath.Join(dir, "nope"), false, before, nil)
+	ClosingFromLog(&w, FileOutput(log), false, time.Now().Add(time.Hour), nil)
+	ClosingFromLog(&w, FileOutput(filepath.Join(dir, "nope")), false, before, nil)
 	if w.Len() != 0 {
 		t.Errorf("an older log, a missing one: %q, want nothing", w.String())
 	}
 	f := figures.Figures{Calls: 2, PeakBytes: 1500, Leaks: 1, LeakedBytes: 1000, End: "exited with status 2", Suppressed: 3, SuppressedBytes: 2048}
 	for out, where := range map[string]string{NoLog: "no log was written", "": "the log is on stderr", "-": "the log went to stdout", log: "the log went to the viewer"} {
 		w.Reset()
-		Closing(&w, out, out == log, before, &f)
+		Closing(&w, ParseOutput(out), out == log, before, &f)
 		s := w.String()
 		lines := strings.Split(strings.TrimSpace(s), "\n")
 		if !strings.HasPrefix(s, strings.TrimSuffix(stats, "\tlost events: 0\n")) || !strings.Contains(s, "\tsuppressed leaks: 2.05K (3 leaks)\n") ||
@@ -81,7 +81,7 @@ func TestClosingCoarseMtime(t *testing.T) {
 		t.Fatal(err)
 	}
 	var w bytes.Buffer
-	ClosingFromLog(&w, log, false, st.ModTime().Add(4*time.Millisecond), nil)
+	ClosingFromLog(&w, FileOutput(log), false, st.ModTime().Add(4*time.Millisecond), nil)
 	if !strings.Contains(w.String(), "calls to allocation functions: 1\n") {
 		t.Errorf("a log written a tick after the run began: %q, want its closing lines", w.String())
 	}

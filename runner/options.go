@@ -14,10 +14,6 @@ func (o *Options) Selecting() bool { return o.All || len(o.Comms) > 0 || len(o.C
 // DefaultMaxProcs is --max-procs' default (docs/fleet.md, "Bounds").
 const DefaultMaxProcs = 256
 
-// NoLog is the -o value that writes no log: with --http or --profile-dir
-// the live model is all memtrace keeps.
-const NoLog = "none"
-
 // Options is what memtrace's command line asks of a run, for either
 // source. Fields under "eBPF only" and "LD_PRELOAD only" are read by that
 // source alone; the others mean the same on both paths.
@@ -26,10 +22,10 @@ type Options struct {
 	// attach to (-p, eBPF only). Exactly one of them is set.
 	Argv []string
 	PIDs []int
-	// Output is the -o file ("" for stderr, NoLog for none); Listen, if
-	// set (ADDR:PORT), serves the log to one viewer instead, and the
-	// program starts once it has connected.
-	Output string
+	// Output is -o (ParseOutput); Listen, if set (ADDR:PORT), serves
+	// the log to one viewer instead, and the program starts once it has
+	// connected.
+	Output Output
 	Listen string
 	// DefaultOutput: Output is the name memtrace chose (no -o), which it
 	// says once the file is open, as heaptrack does.

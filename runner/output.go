@@ -52,27 +52,26 @@ func openSink(o *Options, stderr io.Writer) (*output, error) {
 			return nil, err
 		}
 		return &output{WriteCloser: c}, nil
-	case o.Output == NoLog:
+	case o.Output.Kind == OutNone:
 		return &output{WriteCloser: nopCloser{io.Discard}}, nil
-	case o.Output == "-":
-		// Plain text on memtrace's own stdout (a pipe, most often):
-		// never a file named "-".
+	case o.Output.Kind == OutStdout:
+		// Plain text on memtrace's own stdout (a pipe, most often).
 		return &output{WriteCloser: nopCloser{os.Stdout}}, nil
-	case o.Output != "":
+	case o.Output.Kind == OutFile:
 		open := o.OpenLog
 		if open == nil {
 			open = CreateLog
 		}
-		f, err := open(o.Output)
+		f, err := open(o.Output.Path)
 		if err != nil {
 			return nil, err
 		}
 		if o.DefaultOutput {
-			fmt.Fprintf(stderr, "memtrace: writing the log to %s (-o FILE for another name, -o - for stdout)\n", o.Output)
+			fmt.Fprintf(stderr, "memtrace: writing the log to %s (-o FILE for another name, -o - for stdout)\n", o.Output.Path)
 		}
 		// FILE.zst and FILE.gz are compressed; the agent's flushes end
 		// the compressed blocks (logio).
-		w, err := logio.Create(f, o.Output)
+		w, err := logio.Create(f, o.Output.Path)
 		if err != nil {
 			f.Close()
 			return nil, err

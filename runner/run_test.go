@@ -69,7 +69,7 @@ func TestRunFallsBack(t *testing.T) {
 	first := &fakeSource{name: "bpf", startErr: Unavailable(errors.New("no BPF here"))}
 	second := &fakeSource{name: "preload", status: 3}
 	var stderr bytes.Buffer
-	status, err := Run(Options{Argv: []string{"true"}, Output: log}, &stderr, first, second)
+	status, err := Run(Options{Argv: []string{"true"}, Output: FileOutput(log)}, &stderr, first, second)
 	if status != 3 || err != nil {
 		t.Fatalf("Run = %d, %v; want the fallback's 3, nil", status, err)
 	}
@@ -92,7 +92,7 @@ func TestRunFallsBack(t *testing.T) {
 	// In -p mode nothing falls back: the error is the run's, with what
 	// the user can do instead.
 	first.calls = nil
-	status, err = Run(Options{PIDs: []int{os.Getpid()}, Output: log}, &stderr, first, second)
+	status, err = Run(Options{PIDs: []int{os.Getpid()}, Output: FileOutput(log)}, &stderr, first, second)
 	want := "no BPF here; the LD_PRELOAD fallback cannot attach to a running process: restart the program under memtrace --preload -- PROG"
 	if status != 1 || err == nil || err.Error() != want || !errors.Is(err, ErrUnavailable) {
 		t.Errorf("-p: Run = %d, %v; want 1, %s", status, err, want)
@@ -109,7 +109,7 @@ func TestRunLogWriteFails(t *testing.T) {
 	}
 	src := &fakeSource{name: "bpf", status: 5}
 	var stderr bytes.Buffer
-	status, err := Run(Options{Argv: []string{"true"}, Output: "/dev/full", OpenLog: func(p string) (*os.File, error) {
+	status, err := Run(Options{Argv: []string{"true"}, Output: FileOutput("/dev/full"), OpenLog: func(p string) (*os.File, error) {
 		return os.OpenFile(p, os.O_WRONLY, 0)
 	}}, &stderr, src, nil)
 	if status != 5 || err != nil {
@@ -148,7 +148,7 @@ func TestRunLiveEndpoint(t *testing.T) {
 		mu.Unlock()
 	}}
 	stderr := &syncBuffer{}
-	if status, err := Run(Options{Argv: []string{"true"}, Output: NoLog, HTTP: "127.0.0.1:0"}, stderr, src, nil); status != 0 || err != nil {
+	if status, err := Run(Options{Argv: []string{"true"}, Output: Output{Kind: OutNone}, HTTP: "127.0.0.1:0"}, stderr, src, nil); status != 0 || err != nil {
 		t.Fatalf("Run = %d, %v", status, err)
 	}
 	mu.Lock()

@@ -33,11 +33,11 @@ func sampleOutputs(o *Options) (string, error) {
 	switch {
 	case o.Listen != "":
 		return "", errors.New(why)
-	case o.Output == NoLog:
+	case o.Output.Kind == OutNone:
 		return "", nil
-	case strings.HasSuffix(o.Output, ProfileSuffix):
-		path := o.Output
-		o.Output = NoLog
+	case strings.HasSuffix(o.Output.File(), ProfileSuffix):
+		path := o.Output.Path
+		o.Output = Output{Kind: OutNone}
 		return path, nil
 	}
 	return "", errors.New(why)

@@ -17,7 +17,7 @@ import (
 // Session is made.
 func NewSession(o *Options, out io.Writer, stderr io.Writer, obs live.Observer, configure func(*agent.Config)) *agent.Session {
 	c := agent.Config{Out: out, MinSize: o.MinSize, TrackThreads: o.TrackThreads, StackDepth: o.StackDepth,
-		NoFreeStacks: o.NoFreeStacks, NoText: o.Output == NoLog && o.Listen == "", Track: o.Track, MmapFiles: o.MmapFiles,
+		NoFreeStacks: o.NoFreeStacks, NoText: o.Output.Kind == OutNone && o.Listen == "", Track: o.Track, MmapFiles: o.MmapFiles,
 		Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN}
 	if obs != nil {
 		// A nil *live.Model in the interface would not be nil.

@@ -30,6 +30,7 @@ import (
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/runner"
 )
 
 // decompress reads a log file in any form. err is nil for a whole log and
@@ -599,7 +600,7 @@ func TestPreloadCompressedLog(t *testing.T) {
 	})
 	t.Run("text mode", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "text.log.zst")
-		code, err := preload.Run(context.Background(), preload.Options{Output: p, Text: true}, []string{"/bin/true"})
+		code, err := preload.Run(context.Background(), preload.Options{Output: runner.ParseOutput(p), Text: true}, []string{"/bin/true"})
 		if code != 2 || err == nil || !strings.Contains(err.Error(), "compressed logs (.zst, .gz) need memtrace's own writer") || strings.Contains(err.Error(), "\n") {
 			t.Fatalf("text mode with %s: %d, %v", p, code, err)
 		}

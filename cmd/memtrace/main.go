@@ -25,7 +25,8 @@ import (
 )
 
 type options struct {
-	output         string
+	output         string        // -o as given
+	out            runner.Output // -o parsed, once, by parseArgs
 	port           int
 	listen         string
 	minSize        uint64
@@ -106,12 +107,12 @@ func run(o *options, stderr io.Writer) (int, error) {
 	defaultOut := o.output == "" && o.listen == "" && !o.floor
 	switch {
 	case defaultOut:
-		o.output = defaultOutput(o)
+		o.out = runner.FileOutput(defaultOutput(o))
 	case o.output == "" && o.floor:
 		// The floor writes nothing: no file to leave behind.
-		o.output = runner.NoLog
+		o.out = runner.Output{Kind: runner.OutNone}
 	}
-	ro := runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.output, DefaultOutput: defaultOut, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
+	ro := runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.out, DefaultOutput: defaultOut, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
 		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
@@ -383,12 +384,13 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	case fs.IsSet("max-proc-samples") && (o.maxProcSamples < 1 || o.maxProcSamples > 1<<26):
 		return nil, usageError{fmt.Sprintf("bad --max-proc-samples %d: give 1 to %d", o.maxProcSamples, 1<<26)}
 	}
+	o.out = runner.ParseOutput(o.output)
 	if err := checkSelectors(o); err != nil {
 		return nil, err
 	}
 	selecting := o.all || len(o.comms) > 0 || len(o.cgroups) > 0
 	switch {
-	case o.output == runner.NoLog && o.http == "" && o.profileDir == "":
+	case o.out.Kind == runner.OutNone && o.http == "" && o.profileDir == "":
 		return nil, usageError{"-o none writes no log: give --http ADDR or --profile-dir DIR to see the heap (a file named none: -o ./none)"}
 	case len(o.pids) > 0 && len(o.argv) > 0:
 		return nil, usageError{"give either -p PID or -- PROG, not both"}
@@ -459,9 +461,9 @@ func checkSelectors(o *options) error {
 		return usageError{"--floor measures one program's probes: give it with -p or -- PROG, not --comm, --cgroup or --all"}
 	case o.listen != "" || o.reportDir != "":
 		return usageError{why}
-	case o.output == runner.NoLog:
+	case o.out.Kind == runner.OutNone:
 		return nil
-	case o.sample > 0 && strings.HasSuffix(o.output, runner.ProfileSuffix):
+	case o.sample > 0 && strings.HasSuffix(o.out.File(), runner.ProfileSuffix):
 		return nil
 	}
 	return usageError{why}
