@@ -49,7 +49,9 @@ type StackPeak struct {
 }
 
 // StackPeaks computes, for every stack of the selection, the most bytes its
-// allocations held at once (heaptrack's "peak consumption" per call site).
+// allocations held at once: each stack's own maximum, which is not
+// heaptrack's per-site "peak consumption" (each site's share of the live
+// set at the process's peak, docs/report.md).
 // The result is indexed by stack id; stacks absent from sel have Peak 0.
 func (m *Model) StackPeaks(sel []uint32) []StackPeak {
 	out := make([]StackPeak, m.NumStacks())

@@ -149,8 +149,18 @@ func MatchSuppression(sups []*Suppression, frames []SuppFrame) *Suppression {
 // stacks sups suppress, with frames named as FrameName names them: what
 // memview takes out of its leak figure, as the report does.
 func (m *Model) SuppressedLeaks(sups []*Suppression) (n int64, bytes uint64) {
+	m.eachSuppressedLeak(sups, func(id uint32) {
+		n++
+		bytes = satAdd(bytes, m.Size[id])
+	})
+	return n, bytes
+}
+
+// eachSuppressedLeak calls f with each leaked record a suppression of sups
+// takes out, deciding each stack once.
+func (m *Model) eachSuppressedLeak(sups []*Suppression, f func(id uint32)) {
 	if len(sups) == 0 {
-		return 0, 0
+		return
 	}
 	byStack := map[uint32]bool{}
 	var fr []SuppFrame
@@ -166,11 +176,9 @@ func (m *Model) SuppressedLeaks(sups []*Suppression) (n int64, bytes uint64) {
 			byStack[st] = sup
 		}
 		if sup {
-			n++
-			bytes = satAdd(bytes, m.Size[id])
+			f(id)
 		}
 	}
-	return n, bytes
 }
 
 // ThreadSuppressedLeaks is SuppressedLeaks per thread, indexed as
@@ -178,28 +186,11 @@ func (m *Model) SuppressedLeaks(sups []*Suppression) (n int64, bytes uint64) {
 // as the report takes them out of its total.
 func (m *Model) ThreadSuppressedLeaks(sups []*Suppression) (n []int64, bytes []uint64) {
 	n, bytes = make([]int64, len(m.Threads)), make([]uint64, len(m.Threads))
-	if len(sups) == 0 {
-		return n, bytes
-	}
-	byStack := map[uint32]bool{}
-	var fr []SuppFrame
-	for i := range m.TS {
-		id := uint32(i)
-		st := m.Stack[id]
-		if st == 0 || m.Status(id) != StatusLeak {
-			continue
-		}
-		sup, ok := byStack[st]
-		if !ok {
-			sup, fr = m.stackSuppressed(sups, st, fr[:0])
-			byStack[st] = sup
-		}
-		if sup {
-			t := m.Thread[id]
-			n[t]++
-			bytes[t] = satAdd(bytes[t], m.Size[id])
-		}
-	}
+	m.eachSuppressedLeak(sups, func(id uint32) {
+		t := m.Thread[id]
+		n[t]++
+		bytes[t] = satAdd(bytes[t], m.Size[id])
+	})
 	return n, bytes
 }
 
