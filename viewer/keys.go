@@ -158,7 +158,7 @@ func init() {
 		{[]key{rk('2')}, "2", "sort the list by size", func(a *App) { a.q.Sort = analysis.SortSize }},
 		{[]key{rk('3')}, "3", "sort the list by thread", func(a *App) { a.q.Sort = analysis.SortThread }},
 		{[]key{rk('o')}, "o", "descriptor view: open and leaked file descriptors (--track fd) instead of the list", func(a *App) { a.cv.mode = viewNone; a.toggleFDs() }},
-		{[]key{rk('H')}, "H", "size histogram of the visible records (buckets ≤16 B, ≤64 B … ≤1 GiB, >1 GiB) instead of the list", func(a *App) { a.hist, a.cv.mode = !a.hist, viewNone }},
+		{[]key{rk('H')}, "H", "size histogram of the visible records (buckets ≤1B, ≤2B, ≤5B … ≤5E, >5E; K = 1000 B) instead of the list", func(a *App) { a.hist, a.cv.mode = !a.hist, viewNone }},
 		{[]key{rk('c')}, "c", "call tree of the cost (C), top-down or bottom-up (u), with expand/collapse (keys below); again: back", func(a *App) { a.setView(viewTree) }},
 		{[]key{rk('i')}, "i", "icicle (flame graph, callers above) of the cost (C), with zoom (keys below); again: back", func(a *App) { a.setView(viewFlame) }},
 		{[]key{rk('A')}, "A", "charts over time: allocations → temporary allocations (freed before their thread allocates again) → back; Esc: back", func(a *App) {

@@ -100,12 +100,8 @@ func items(b *strings.Builder, title string, list []Item) {
 	}
 }
 
-// keyColumn is the width of the key column of the viewer's help lines
-// (viewer.HelpLines pads each key to it).
-const keyColumn = 16
-
-// manKeys writes KEYS from the viewer's help lines: a key padded to
-// keyColumn and its text; after a blank line, a heading and the keys it
+// manKeys writes KEYS from the viewer's help lines: a key, two spaces or
+// more, and its text; after a blank line, a heading and the keys it
 // heads. The help overlay and the page are so made from one table.
 func manKeys(b *strings.Builder, lines []string) {
 	b.WriteString(".SH KEYS\nPress ? in memview for this list.\n")
@@ -126,13 +122,12 @@ func manKeys(b *strings.Builder, lines []string) {
 
 // splitKey splits a help line into its key column and its text.
 func splitKey(l string) (key, text string) {
-	i, n := 0, 0
-	for i < len(l) && n < keyColumn {
-		_, size := utf8.DecodeRuneInString(l[i:])
-		i += size
-		n++
+	// A key's label holds single spaces ("← / h"); the padding that
+	// ends it is two or more, however wide the table's column.
+	if i := strings.Index(l, "  "); i >= 0 {
+		return strings.TrimSpace(l[:i]), strings.TrimSpace(l[i:])
 	}
-	return strings.TrimSpace(l[:i]), strings.TrimSpace(l[i:])
+	return strings.TrimSpace(l), ""
 }
 
 // capitalize is s with its first letter in capitals: a subsection's title.
