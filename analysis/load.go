@@ -321,6 +321,10 @@ type StreamOptions struct {
 	// that starts as a log line is read: a caller that gave the input a
 	// deadline for it (a FIFO, a device) lifts it then.
 	FirstLine func()
+
+	// applying, for the tests, sees each parsed batch before the model
+	// applies it (under Lock, in log order).
+	applying func(*batch)
 }
 
 // MaxPrelude bounds the text before a log's first log line: a log's
@@ -448,6 +452,9 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 						defer catch()
 						lock.Lock()
 						defer lock.Unlock()
+						if o.applying != nil {
+							o.applying(nb)
+						}
 						m.apply(nb)
 					}()
 				}
