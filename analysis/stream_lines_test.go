@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -297,4 +298,28 @@ func TestStreamSameAsSequentialGrowing(t *testing.T) {
 		t.Fatalf("the followed file's last line is not its summary")
 	}
 	sameLines(t, "followed file", got[:len(got)-1], want)
+}
+
+// TestSortMatchEvs: the two-CPU sort of the re-matching gives the order
+// of one sort, on events that share processes, addresses, time stamps
+// and read order, in any initial order.
+func TestSortMatchEvs(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 35))
+	for _, n := range []int{10, parallelSortMin, 3*parallelSortMin + 7} {
+		for _, spread := range []uint64{1, 4, 1 << 40} {
+			evs := make([]matchEv, n)
+			for i := range evs {
+				evs[i] = matchEv{ptr: r.Uint64N(spread) * 16, ts: r.Uint64N(spread), at: r.Uint64N(spread), proc: int32(r.IntN(3)), ref: int32(i)}
+				if r.IntN(2) == 0 {
+					evs[i].ref = ^int32(i)
+				}
+			}
+			want := slices.Clone(evs)
+			slices.SortFunc(want, cmpMatchEv)
+			sortMatchEvs(evs)
+			if !slices.Equal(evs, want) {
+				t.Fatalf("%d events, spread %d: not the order of one sort", n, spread)
+			}
+		}
+	}
 }
