@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/logio"
 )
 
 // benchLog is $MEMTRACE_BENCH_LOG (scripts/bench-viewer.sh sets it to the
@@ -58,5 +60,33 @@ func BenchmarkSelectLeaksBySize(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		sel = m.Select(&q, sel)
+	}
+}
+
+// BenchmarkStreamFile reads $MEMTRACE_BENCH_LOG from its file through
+// logio, as memview --dump-threads does (SummaryOnly), for profiles of the
+// whole reader: read calls, line splitting, parsing, the model.
+func BenchmarkStreamFile(b *testing.B) {
+	p := os.Getenv("MEMTRACE_BENCH_LOG")
+	if p == "" {
+		b.Skip("MEMTRACE_BENCH_LOG is not set")
+	}
+	for _, summary := range []bool{true, false} {
+		b.Run(map[bool]string{true: "summary", false: "full"}[summary], func(b *testing.B) {
+			for range b.N {
+				f, err := os.Open(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				st, _ := f.Stat()
+				b.SetBytes(st.Size())
+				m := New()
+				m.SummaryOnly = summary
+				if err := m.Stream(logio.NewReader(f), StreamOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+		})
 	}
 }

@@ -39,6 +39,8 @@ type rec struct {
 	l0, l1 int32
 }
 
+// batch is a run of whole lines, each ended by a newline in data; ends,
+// the offset of each newline, and recs are filled by parse.
 type batch struct {
 	seq   int
 	data  []byte
@@ -85,9 +87,35 @@ func (f *batchFree) put(b *batch) {
 // measurable time.
 const batchBytes = 256 << 10
 
+// add appends one line (without its newline).
 func (b *batch) add(line []byte) {
 	b.data = append(b.data, line...)
-	b.ends = append(b.ends, int32(len(b.data)))
+	b.data = append(b.data, '\n')
+}
+
+// addLines appends a run of lines from logfmt.Scanner.ScanLines: whole
+// lines with their newlines, or an unterminated last line, which is given
+// its newline here.
+func (b *batch) addLines(run []byte) {
+	b.data = append(b.data, run...)
+	if len(run) > 0 && run[len(run)-1] != '\n' {
+		b.data = append(b.data, '\n')
+	}
+}
+
+// split fills b.ends from b.data: the lines are found on the parsing
+// goroutines, not the reading one.
+func (b *batch) split() {
+	b.ends = b.ends[:0]
+	for off := 0; off < len(b.data); {
+		i := bytes.IndexByte(b.data[off:], '\n')
+		if i < 0 {
+			break // add and addLines end every line
+		}
+		off += i
+		b.ends = append(b.ends, int32(off))
+		off++
+	}
 }
 
 // span returns the offsets of sub inside b.data.
@@ -103,13 +131,14 @@ func (b *batch) text(s, e int32) []byte { return b.data[s:e] }
 
 // parse fills b.recs from b.data. It runs on any goroutine.
 func (b *batch) parse() {
+	b.split()
 	b.recs = b.recs[:0]
 	var l logfmt.Line
 	start := int32(0)
 	for _, end := range b.ends {
 		line := b.data[start:end]
 		s0 := start
-		start = end
+		start = end + 1
 		var r rec
 		if b.lazy {
 			if k0, k1, ok := logfmt.FrameText(line); ok {
@@ -292,6 +321,10 @@ type StreamOptions struct {
 	// that starts as a log line is read: a caller that gave the input a
 	// deadline for it (a FIFO, a device) lifts it then.
 	FirstLine func()
+
+	// applying, for the tests, sees each parsed batch before the model
+	// applies it (under Lock, in log order).
+	applying func(*batch)
 }
 
 // MaxPrelude bounds the text before a log's first log line: a log's
@@ -419,6 +452,9 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 						defer catch()
 						lock.Lock()
 						defer lock.Unlock()
+						if o.applying != nil {
+							o.applying(nb)
+						}
 						m.apply(nb)
 					}()
 				}
@@ -434,7 +470,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	seq := 0
 	cur := free.get()
 	send := func(flush bool) {
-		if len(cur.ends) == 0 && !flush {
+		if len(cur.data) == 0 && !flush {
 			return
 		}
 		cur.seq, cur.flush, cur.lazy = seq, flush, true
@@ -447,8 +483,14 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	stopped := false
 	logSeen := false
 	for {
-		for sc.Scan() {
+		for {
+			// A line at a time until the first log line (the prelude's
+			// checks look at each), then a buffer's worth of lines at a
+			// time, which the parsers split.
 			if !logSeen {
+				if !sc.Scan() {
+					break
+				}
 				if logPrefixed(sc.Line()) {
 					logSeen, guard.seen = true, true
 					if o.FirstLine != nil {
@@ -458,8 +500,17 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 					err = ErrNotLog
 					break
 				}
+				cur.add(sc.Line())
+			} else {
+				if !sc.ScanLines() {
+					break
+				}
+				run := sc.Line()
+				if len(cur.data) > 0 && len(cur.data)+len(run) >= cap(cur.data) {
+					send(false)
+				}
+				cur.addLines(run)
 			}
-			cur.add(sc.Line())
 			if len(cur.data) >= batchBytes {
 				send(false)
 				if o.Progress != nil {

@@ -273,9 +273,14 @@ func skipSpaces(b []byte, i int) int {
 func parseDec(b []byte, i int) (uint64, int, bool) {
 	s := i
 	var v uint64
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+	for i < len(b) {
 		d := uint64(b[i] - '0')
-		if v > (1<<64-1-d)/10 {
+		if d > 9 {
+			break
+		}
+		// 19 digits always fit in 64 bits: only a longer number pays
+		// for the overflow check, a division, on each further digit.
+		if i-s >= 19 && v > (1<<64-1-d)/10 {
 			return 0, i, false
 		}
 		v = v*10 + d

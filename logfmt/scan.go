@@ -64,53 +64,91 @@ func (s *Scanner) Scan() bool {
 			s.line = line
 			return true
 		}
-		if s.err != nil {
-			err := s.err
-			if errors.Is(err, io.EOF) {
-				s.err = nil
-				if s.Final && s.end > s.start {
-					s.line = s.buf[s.start:s.end]
-					s.Bytes += int64(s.end - s.start)
-					s.start = s.end
-					if s.skipping {
-						s.skipping = false
-						return false
-					}
-					return true
-				}
-				return false
-			}
-			return false
-		}
-		// Make room: move the partial line to the front, grow up to
-		// MaxLine, and past that drop it and skip to its end.
-		if s.start > 0 {
-			copy(s.buf, s.buf[s.start:s.end])
-			s.end -= s.start
-			s.start = 0
-		}
-		if s.end == len(s.buf) {
-			if len(s.buf) < MaxLine {
-				nb := make([]byte, 2*len(s.buf))
-				copy(nb, s.buf[:s.end])
-				s.buf = nb
-			} else {
-				if !s.skipping {
-					s.Overlong++
-				}
-				s.skipping = true
-				s.Bytes += int64(s.end)
-				s.end = 0
-			}
-		}
-		n, err := s.r.Read(s.buf[s.end:])
-		s.end += n
-		if err != nil {
-			s.err = err
-		} else if n == 0 {
-			s.err = io.ErrNoProgress
+		if done, ok := s.more(); done {
+			return ok
 		}
 	}
+}
+
+// ScanLines is Scan by the buffer: it advances to the next run of whole
+// lines, every complete line the buffer holds, each with its newline (at
+// EOF with Final, an unterminated last line comes alone and without one).
+// A reader that splits the run into lines elsewhere (analysis does, on
+// its parsing goroutines) then pays the reading goroutine one search per
+// buffer instead of one per line. Lines longer than MaxLine are skipped
+// and counted as Scan skips them, and calls to Scan and ScanLines may be
+// mixed. The run is valid until the next call to either.
+func (s *Scanner) ScanLines() bool {
+	for {
+		if s.skipping {
+			if i := bytes.IndexByte(s.buf[s.start:s.end], '\n'); i >= 0 {
+				s.start += i + 1
+				s.Bytes += int64(i + 1)
+				s.skipping = false
+				continue
+			}
+		} else if i := bytes.LastIndexByte(s.buf[s.start:s.end], '\n'); i >= 0 {
+			s.line = s.buf[s.start : s.start+i+1]
+			s.start += i + 1
+			s.Bytes += int64(i + 1)
+			return true
+		}
+		if done, ok := s.more(); done {
+			return ok
+		}
+	}
+}
+
+// more reads more input after the buffer was found to hold no (more)
+// line. done says that the scan ends here, returning ok: at EOF (with
+// Final, the unterminated last line as the current line) or a read error.
+func (s *Scanner) more() (done, ok bool) {
+	if s.err != nil {
+		err := s.err
+		if errors.Is(err, io.EOF) {
+			s.err = nil
+			if s.Final && s.end > s.start {
+				s.line = s.buf[s.start:s.end]
+				s.Bytes += int64(s.end - s.start)
+				s.start = s.end
+				if s.skipping {
+					s.skipping = false
+					return true, false
+				}
+				return true, true
+			}
+		}
+		return true, false
+	}
+	// Make room: move the partial line to the front, grow up to
+	// MaxLine, and past that drop it and skip to its end.
+	if s.start > 0 {
+		copy(s.buf, s.buf[s.start:s.end])
+		s.end -= s.start
+		s.start = 0
+	}
+	if s.end == len(s.buf) {
+		if len(s.buf) < MaxLine {
+			nb := make([]byte, 2*len(s.buf))
+			copy(nb, s.buf[:s.end])
+			s.buf = nb
+		} else {
+			if !s.skipping {
+				s.Overlong++
+			}
+			s.skipping = true
+			s.Bytes += int64(s.end)
+			s.end = 0
+		}
+	}
+	n, err := s.r.Read(s.buf[s.end:])
+	s.end += n
+	if err != nil {
+		s.err = err
+	} else if n == 0 {
+		s.err = io.ErrNoProgress
+	}
+	return false, false
 }
 
 // Line returns the current line, without its newline. It is valid until the
