@@ -5,6 +5,9 @@
 #                 (default links: one uprobe_session link per library where the
 #                 kernel has them, else uprobe_multi entry + return links)
 #   memtrace      the real programs, the log written to a file
+#   *-compat      the compat build (MEMTRACE_BPF_COMPAT=1: classic uprobes,
+#                 each through a stub that tail-calls with the cookie; what
+#                 kernels 5.8-5.16 run, docs/kernels.md)
 # Rounds interleave the modes so that drift on a shared machine hits all
 # of them alike; each figure is the median over the rounds.
 set -euo pipefail
@@ -23,7 +26,7 @@ MT=./bin/memtrace
 if [ "$(id -u)" != 0 ]; then echo "bench-bpf: needs root for BPF" >&2; exit 1; fi
 
 declare -A res
-modes="untraced floor floor-classic memtrace memtrace-classic floor-stack8 memtrace-stack8"
+modes="untraced floor floor-classic memtrace memtrace-classic floor-compat memtrace-compat floor-stack8 memtrace-stack8"
 for r in $(seq "$ROUNDS"); do
 	res[untraced]+="$("$tmp/loop" "$N") "
 	res[floor]+="$($MT --floor -o /dev/null -- "$tmp/loop" "$N") "
@@ -32,6 +35,8 @@ for r in $(seq "$ROUNDS"); do
 	lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log")
 	[ "$lost" = 0 ] || echo "round $r: memtrace lost $lost records" >&2
 	res[memtrace-classic]+="$($MT --stack-depth 0 --no-uprobe-multi -o "$tmp/log" -- "$tmp/loop" "$N") "
+	res[floor-compat]+="$(MEMTRACE_BPF_COMPAT=1 $MT --floor -o /dev/null -- "$tmp/loop" "$N" 2>/dev/null) "
+	res[memtrace-compat]+="$(MEMTRACE_BPF_COMPAT=1 $MT --stack-depth 0 -o "$tmp/logc" -- "$tmp/loop" "$N" 2>/dev/null) "
 	res[floor-stack8]+="$($MT --floor --stack-depth 8 -o /dev/null -- "$tmp/loopfp" "$N") "
 	res[memtrace-stack8]+="$($MT --stack-depth 8 --stack-unwind fp -o "$tmp/log8" -- "$tmp/loopfp" "$N") "
 done
@@ -52,6 +57,7 @@ paired() {
 echo "  memtrace / floor (default links): $(ratio "${med[memtrace]}" "${med[floor]}")x   (target <= 1.25x; median of per-round ratios $(paired memtrace floor)x)"
 echo "  memtrace / floor (classic):       $(ratio "${med[memtrace-classic]}" "${med[floor-classic]}")x"
 echo "  floor classic / floor multi:      $(ratio "${med[floor-classic]}" "${med[floor]}")x"
+echo "  compat / floor (classic):         $(ratio "${med[memtrace-compat]}" "${med[floor-classic]}")x   (compat / classic $(ratio "${med[memtrace-compat]}" "${med[memtrace-classic]}")x; the stubs alone: floor compat / floor classic $(ratio "${med[floor-compat]}" "${med[floor-classic]}")x)"
 echo "  memtrace / floor, 8 frames:       $(ratio "${med[memtrace-stack8]}" "${med[floor-stack8]}")x   (target <= 1.3x; per round $(paired memtrace-stack8 floor-stack8)x)"
 echo "  last memtrace log: $(grep -c 'ptr=' "$tmp/log") event lines, lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log"); with stacks: lost=$(sed -n 's/.*summary .*lost=\([0-9]*\).*/\1/p' "$tmp/log8")"
 echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
