@@ -54,6 +54,7 @@ const (
 	OpMiZallocAligned
 	OpMiCallocAligned
 	OpMiReallocAligned
+	OpLibcMemalign
 	numOps
 )
 
@@ -106,6 +107,7 @@ var opNames = [numOps]string{
 	OpMiZallocAligned:  "mi_zalloc_aligned",
 	OpMiCallocAligned:  "mi_calloc_aligned",
 	OpMiReallocAligned: "mi_realloc_aligned",
+	OpLibcMemalign:     "__libc_memalign",
 }
 
 // IsFree reports whether the op releases memory.
@@ -215,6 +217,8 @@ func ParseOp(b []byte) Op {
 		return OpMiCallocAligned
 	case "mi_realloc_aligned":
 		return OpMiReallocAligned
+	case "__libc_memalign":
+		return OpLibcMemalign
 	}
 	return OpOther
 }

@@ -23,6 +23,7 @@ var libcFuncs = []funcDef{
 	{"mmap", logfmt.OpMmap, sigMmap, probeAlloc},
 	{"munmap", logfmt.OpMunmap, 0, probeFree},
 	{"mremap", logfmt.OpMremap, sigMremap, probeAlloc},
+	{"__libc_memalign", logfmt.OpLibcMemalign, sigAlignSize, probeAlloc},
 }
 
 // cxxFuncs are the operator new/delete overloads (Itanium mangling, 64-bit

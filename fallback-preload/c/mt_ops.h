@@ -55,6 +55,7 @@
 	X(MI_ZALLOC_ALIGNED, 45, "mi_zalloc_aligned") \
 	X(MI_CALLOC_ALIGNED, 46, "mi_calloc_aligned") \
 	X(MI_REALLOC_ALIGNED, 47, "mi_realloc_aligned") \
+	X(LIBC_MEMALIGN, 48, "__libc_memalign") \
 	/* end */
 
 enum {
@@ -105,7 +106,8 @@ enum {
 	MT_OP_MI_ZALLOC_ALIGNED = 45,
 	MT_OP_MI_CALLOC_ALIGNED = 46,
 	MT_OP_MI_REALLOC_ALIGNED = 47,
-	MT_NCALLOPS = 48, // one past the last call op
+	MT_OP_LIBC_MEMALIGN = 48,
+	MT_NCALLOPS = 49, // one past the last call op
 };
 
 // The generated hooks: X(symbol, op, (C parameters), (arguments), size).
@@ -114,6 +116,7 @@ enum {
 	X(memalign, MT_OP_MEMALIGN, (size_t al, size_t n), (al, n), n) \
 	X(valloc, MT_OP_VALLOC, (size_t n), (n), n) \
 	X(pvalloc, MT_OP_PVALLOC, (size_t n), (n), n) \
+	X(__libc_memalign, MT_OP_LIBC_MEMALIGN, (size_t al, size_t n), (al, n), n) \
 	/* end */
 // clang-format on
 

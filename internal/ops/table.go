@@ -53,6 +53,8 @@ var Ops = []Op{
 	{Go: "MiZallocAligned", C: "MI_ZALLOC_ALIGNED", Text: "mi_zalloc_aligned", Family: Alloc},
 	{Go: "MiCallocAligned", C: "MI_CALLOC_ALIGNED", Text: "mi_calloc_aligned", Family: Alloc},
 	{Go: "MiReallocAligned", C: "MI_REALLOC_ALIGNED", Text: "mi_realloc_aligned", Family: Realloc},
+	// glibc's other exported name of memalign.
+	{Go: "LibcMemalign", C: "LIBC_MEMALIGN", Text: "__libc_memalign", Family: Alloc},
 }
 
 // The C signatures of the preload hooks that are generated (Func.Hook).
@@ -80,6 +82,7 @@ var Funcs = []Func{
 	{Symbol: "mmap", Op: "Mmap", Set: Libc, Sig: "Mmap", Probe: ProbeAlloc},
 	{Symbol: "munmap", Op: "Munmap", Set: Libc, Probe: ProbeFree},
 	{Symbol: "mremap", Op: "Mremap", Set: Libc, Sig: "Mremap", Probe: ProbeAlloc},
+	{Symbol: "__libc_memalign", Op: "LibcMemalign", Set: Libc, Sig: "AlignSize", Probe: ProbeAlloc, Hook: alignSize},
 
 	// Itanium mangling with a 64-bit size_t; the tracer rewrites them for
 	// 32-bit targets (cxx32). The preload library hooks these by hand.
