@@ -90,6 +90,10 @@ func ByText(text string) (Op, bool) {
 	return Op{}, false
 }
 
+// maxText is the longest op text: text_fmt.c's op_col holds the text,
+// " ts=" and no more in 24 bytes.
+const maxText = 20
+
 // Check finds what the generated files could not express: duplicate
 // names or numbers, a function of no op, a probe without a signature.
 func Check() error {
@@ -103,6 +107,9 @@ func Check() error {
 		}
 		if o.Go == "" || o.C == "" || o.Text == "" || o.Family == 0 {
 			return fmt.Errorf("ops table: op %q lacks a name, a text or a family", o.Text)
+		}
+		if len(o.Text) > maxText {
+			return fmt.Errorf("ops table: op %q: the preload library's op column (text.h's op_col) holds %d bytes", o.Text, maxText)
 		}
 	}
 	if len(Ops) >= 63 {

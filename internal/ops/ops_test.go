@@ -60,6 +60,7 @@ func TestCheckRefuses(t *testing.T) {
 		want  string
 	}{
 		"same text":   {[]Op{{Go: "A", C: "A", Text: "a", Family: Alloc}, {Go: "B", C: "B", Text: "a", Family: Alloc}}, nil, "text:a is twice"},
+		"long text":   {[]Op{{Go: "A", C: "A", Text: "an_allocation_function_x", Family: Alloc}}, nil, "op column"},
 		"no family":   {[]Op{{Go: "A", C: "A", Text: "a"}}, nil, "lacks"},
 		"unknown op":  {[]Op{{Go: "A", C: "A", Text: "a", Family: Alloc}}, []Func{{Symbol: "f", Op: "B", Set: Libc, Sig: "Size0", Probe: ProbeAlloc}}, "not in Ops"},
 		"alias probe": {[]Op{{Go: "A", C: "A", Text: "a", Family: Alloc}}, []Func{{Symbol: "f", Op: "A", Set: Alias, Probe: ProbeFree}}, "alias"},
