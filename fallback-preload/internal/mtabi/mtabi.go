@@ -57,7 +57,6 @@ func (f Field) Padding() bool { return strings.HasSuffix(f.Name, "_") }
 var typeSizes = map[string]int{"uint8_t": 1, "uint16_t": 2, "uint32_t": 4, "uint64_t": 8}
 
 var (
-	reIdent   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	reInt     = regexp.MustCompile(`^(0[xX][0-9a-fA-F]+|[0-9]+)[uUlL]*$`)
 	reStr     = regexp.MustCompile(`^"([^"\\]*)"$`)
 	reStructB = regexp.MustCompile(`^typedef\s+struct\s*(?:[A-Za-z_][A-Za-z0-9_]*\s*)?\{$`)
