@@ -134,8 +134,9 @@ soak: build progs
 generate:
 	$(GO) generate ./...
 
-# check-generated regenerates the BPF objects and fails if they differ from
-# the committed ones.
+# check-generated regenerates the BPF objects, the op lists of internal/ops
+# and the other generated files and fails if they differ from the committed
+# ones.
 check-generated:
 	./scripts/check-generated.sh
 

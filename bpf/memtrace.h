@@ -6,27 +6,8 @@
 #ifndef MEMTRACE_H
 #define MEMTRACE_H
 
-enum mt_op {
-	MT_OP_MALLOC = 1,
-	MT_OP_CALLOC = 2,
-	MT_OP_REALLOC = 3,
-	MT_OP_REALLOCARRAY = 4,
-	MT_OP_FREE = 5,
-	MT_OP_NEW = 6,
-	MT_OP_NEW_ARR = 7,
-	MT_OP_DELETE = 8,
-	MT_OP_DELETE_ARR = 9,
-	MT_OP_STRDUP = 10,
-	MT_OP_STRNDUP = 11,
-	MT_OP_MMAP = 12,
-	MT_OP_MUNMAP = 13,
-	MT_OP_MREMAP = 14,
-	MT_OP_POSIX_MEMALIGN = 15,
-	MT_OP_ALIGNED_ALLOC = 16,
-	MT_OP_MEMALIGN = 17,
-	MT_OP_VALLOC = 18,
-	MT_OP_PVALLOC = 19,
-};
+/* enum mt_op: generated from internal/ops/table.go. */
+#include "mt_ops.h"
 
 enum mt_kind {
 	MT_EV_ALLOC = 1,   /* ptr, size */

@@ -6,7 +6,9 @@ package preload
 const (
 	shmEnv         = "MEMTRACE_SHM"
 	shmMagic       = 0x4853544d
-	shmVersion     = 7
+	shmVersion     = 8
+	opExit         = 63
+	nops           = 64
 	rName          = 64
 	rStart         = 65
 	rExec          = 66
@@ -52,110 +54,6 @@ const (
 	cfaUnsupported = 5
 	cfaExtended    = 6
 )
-
-// The ops of call records (MT_OPS), numbered as logfmt.Op.
-const (
-	opMalloc           = 1
-	opCalloc           = 2
-	opRealloc          = 3
-	opReallocarray     = 4
-	opFree             = 5
-	opNew              = 6
-	opNewArr           = 7
-	opDelete           = 8
-	opDeleteArr        = 9
-	opStrdup           = 10
-	opStrndup          = 11
-	opMmap             = 12
-	opMunmap           = 13
-	opMremap           = 14
-	opPosixMemalign    = 15
-	opAlignedAlloc     = 16
-	opMemalign         = 17
-	opValloc           = 18
-	opPvalloc          = 19
-	opMallocx          = 20
-	opRallocx          = 21
-	opXallocx          = 22
-	opSdallocx         = 23
-	opDallocx          = 24
-	opTcMalloc         = 25
-	opTcCalloc         = 26
-	opTcRealloc        = 27
-	opTcFree           = 28
-	opTcCfree          = 29
-	opTcMemalign       = 30
-	opTcPosixMemalign  = 31
-	opTcValloc         = 32
-	opTcPvalloc        = 33
-	opTcNew            = 34
-	opTcNewarray       = 35
-	opTcDelete         = 36
-	opTcDeletearray    = 37
-	opMiMalloc         = 38
-	opMiCalloc         = 39
-	opMiRealloc        = 40
-	opMiFree           = 41
-	opMiStrdup         = 42
-	opMiZalloc         = 43
-	opMiMallocAligned  = 44
-	opMiZallocAligned  = 45
-	opMiCallocAligned  = 46
-	opMiReallocAligned = 47
-	opExit             = 48
-)
-
-// opNames are the ops' texts in the log, by number.
-var opNames = [...]string{
-	opMalloc:           "malloc",
-	opCalloc:           "calloc",
-	opRealloc:          "realloc",
-	opReallocarray:     "reallocarray",
-	opFree:             "free",
-	opNew:              "new",
-	opNewArr:           "new[]",
-	opDelete:           "delete",
-	opDeleteArr:        "delete[]",
-	opStrdup:           "strdup",
-	opStrndup:          "strndup",
-	opMmap:             "mmap",
-	opMunmap:           "munmap",
-	opMremap:           "mremap",
-	opPosixMemalign:    "posix_memalign",
-	opAlignedAlloc:     "aligned_alloc",
-	opMemalign:         "memalign",
-	opValloc:           "valloc",
-	opPvalloc:          "pvalloc",
-	opMallocx:          "mallocx",
-	opRallocx:          "rallocx",
-	opXallocx:          "xallocx",
-	opSdallocx:         "sdallocx",
-	opDallocx:          "dallocx",
-	opTcMalloc:         "tc_malloc",
-	opTcCalloc:         "tc_calloc",
-	opTcRealloc:        "tc_realloc",
-	opTcFree:           "tc_free",
-	opTcCfree:          "tc_cfree",
-	opTcMemalign:       "tc_memalign",
-	opTcPosixMemalign:  "tc_posix_memalign",
-	opTcValloc:         "tc_valloc",
-	opTcPvalloc:        "tc_pvalloc",
-	opTcNew:            "tc_new",
-	opTcNewarray:       "tc_newarray",
-	opTcDelete:         "tc_delete",
-	opTcDeletearray:    "tc_deletearray",
-	opMiMalloc:         "mi_malloc",
-	opMiCalloc:         "mi_calloc",
-	opMiRealloc:        "mi_realloc",
-	opMiFree:           "mi_free",
-	opMiStrdup:         "mi_strdup",
-	opMiZalloc:         "mi_zalloc",
-	opMiMallocAligned:  "mi_malloc_aligned",
-	opMiZallocAligned:  "mi_zalloc_aligned",
-	opMiCallocAligned:  "mi_calloc_aligned",
-	opMiReallocAligned: "mi_realloc_aligned",
-	opExit:             "EXIT",
-}
 
 // mt_shm_hdr: the offsets of its fields, and its size.
 const (

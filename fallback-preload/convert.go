@@ -704,9 +704,9 @@ func (c *converter) handle(st *stream, e *ev) {
 		}
 	case op == opExit:
 		c.exit(st, e.ts)
-	case op == opFree || op == opDelete || op == opDeleteArr || op == opMunmap:
+	case op >= 1 && int(op) < logfmt.NumOps && logfmt.Op(op).IsFree():
 		c.call(st, e, event.KindFree)
-	case op >= opMalloc && int(op) < len(opNames):
+	case op >= 1 && int(op) < logfmt.NumOps:
 		c.call(st, e, event.KindAlloc)
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/memtrace/memtrace/internal/bpftest"
+	"github.com/memtrace/memtrace/internal/ops"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -206,40 +208,37 @@ func TestFileABI(t *testing.T) {
 	}
 }
 
-// TestOpNumbers checks that the C op numbers are logfmt's.
+// TestOpNumbers: enum mt_op in both builds' BTF is the table's BPF ops
+// (internal/ops), numbered as logfmt, and every op's number, the BPF ones
+// or not, fits the attach cookie's op bits.
 func TestOpNumbers(t *testing.T) {
-	spec, err := LoadMemtrace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var en *btf.Enum
-	if err := spec.Types.TypeByName("mt_op", &en); err != nil {
-		t.Fatalf("mt_op not in BTF: %v", err)
-	}
-	names := map[string]logfmt.Op{
-		"MT_OP_MALLOC": logfmt.OpMalloc, "MT_OP_CALLOC": logfmt.OpCalloc, "MT_OP_REALLOC": logfmt.OpRealloc,
-		"MT_OP_REALLOCARRAY": logfmt.OpReallocarray, "MT_OP_FREE": logfmt.OpFree, "MT_OP_NEW": logfmt.OpNew,
-		"MT_OP_NEW_ARR": logfmt.OpNewArr, "MT_OP_DELETE": logfmt.OpDelete, "MT_OP_DELETE_ARR": logfmt.OpDeleteArr,
-		"MT_OP_STRDUP": logfmt.OpStrdup, "MT_OP_STRNDUP": logfmt.OpStrndup, "MT_OP_MMAP": logfmt.OpMmap,
-		"MT_OP_MUNMAP": logfmt.OpMunmap, "MT_OP_MREMAP": logfmt.OpMremap, "MT_OP_POSIX_MEMALIGN": logfmt.OpPosixMemalign,
-		"MT_OP_ALIGNED_ALLOC": logfmt.OpAlignedAlloc, "MT_OP_MEMALIGN": logfmt.OpMemalign, "MT_OP_VALLOC": logfmt.OpValloc,
-		"MT_OP_PVALLOC": logfmt.OpPvalloc,
-	}
-	for _, v := range en.Values {
-		op, ok := names[v.Name]
-		if !ok {
-			t.Errorf("%s has no logfmt op", v.Name)
-			continue
+	want := map[string]uint64{}
+	for _, o := range ops.Ops {
+		num := ops.Num(o.Go)
+		if o.BPF {
+			want["MT_OP_"+o.C] = uint64(num)
 		}
-		if uint64(op) != v.Value {
-			t.Errorf("%s = %d in C, logfmt says %d", v.Name, v.Value, op)
-		}
-		if v.Value >= 1<<ckOpBits {
-			t.Errorf("%s = %d does not fit the cookie's %d op bits", v.Name, v.Value, ckOpBits)
+		if num >= 1<<ckOpBits || num >= logfmt.NumOps {
+			t.Errorf("op %s = %d: past the cookie's %d op bits or logfmt's %d ops", o.Text, num, ckOpBits, logfmt.NumOps)
 		}
 	}
-	if len(en.Values) != len(names) {
-		t.Errorf("C has %d ops, Go %d", len(en.Values), len(names))
+	for build, load := range map[string]func() (*ebpf.CollectionSpec, error){"memtrace": LoadMemtrace, "compat": LoadMemtraceCompat} {
+		spec, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var en *btf.Enum
+		if err := spec.Types.TypeByName("mt_op", &en); err != nil {
+			t.Fatalf("%s: mt_op not in BTF: %v", build, err)
+		}
+		for _, v := range en.Values {
+			if num, ok := want[v.Name]; !ok || num != v.Value {
+				t.Errorf("%s: %s = %d in C; the table: %d (in it: %v)", build, v.Name, v.Value, num, ok)
+			}
+		}
+		if len(en.Values) != len(want) {
+			t.Errorf("%s: C has %d ops, the table's BPF ops are %d", build, len(en.Values), len(want))
+		}
 	}
 }
 

@@ -38,10 +38,10 @@ static void (*real_free)(void *);
 static char *(*real_strdup)(const char *);
 static char *(*real_strndup)(const char *, size_t);
 static int (*real_posix_memalign)(void **, size_t, size_t);
-static void *(*real_aligned_alloc)(size_t, size_t);
-static void *(*real_memalign)(size_t, size_t);
-static void *(*real_valloc)(size_t);
-static void *(*real_pvalloc)(size_t);
+// The generated hooks' functions (MT_SIMPLE_HOOKS, from internal/ops).
+#define REAL_DECL_(NAME, OP, ARGS, CALL, SIZE) static void *(*real_##NAME) ARGS;
+MT_SIMPLE_HOOKS(REAL_DECL_)
+#undef REAL_DECL_
 static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
 #if __SIZEOF_POINTER__ == 4
 static void *(*real_mmap64)(void *, size_t, int, int, int, off64_t);
@@ -100,10 +100,9 @@ void resolve(void)
 	real_strdup = sym("strdup");
 	real_strndup = sym("strndup");
 	real_posix_memalign = sym("posix_memalign");
-	real_aligned_alloc = sym("aligned_alloc");
-	real_memalign = sym("memalign");
-	real_valloc = sym("valloc");
-	real_pvalloc = sym("pvalloc");
+#define REAL_SYM_(NAME, OP, ARGS, CALL, SIZE) real_##NAME = sym(#NAME);
+	MT_SIMPLE_HOOKS(REAL_SYM_)
+#undef REAL_SYM_
 	real_mmap = sym("mmap");
 #if __SIZEOF_POINTER__ == 4
 	real_mmap64 = sym("mmap64");
@@ -275,10 +274,9 @@ EXPORT int posix_memalign(void **out, size_t al, size_t n)
 		return p;                              \
 	}
 
-ALIGNED_HOOK(aligned_alloc, MT_OP_ALIGNED_ALLOC, (size_t al, size_t n), (al, n), n)
-ALIGNED_HOOK(memalign, MT_OP_MEMALIGN, (size_t al, size_t n), (al, n), n)
-ALIGNED_HOOK(valloc, MT_OP_VALLOC, (size_t n), (n), n)
-ALIGNED_HOOK(pvalloc, MT_OP_PVALLOC, (size_t n), (n), n)
+// aligned_alloc, memalign, valloc, pvalloc and the others of
+// internal/ops/table.go with a Hook.
+MT_SIMPLE_HOOKS(ALIGNED_HOOK)
 
 // ---------------------------------------------------------------------------
 // The mmap family: anonymous mappings only, unless MEMTRACE_MMAP_FILES=1.

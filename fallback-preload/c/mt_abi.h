@@ -1,13 +1,13 @@
 // mt_abi.h: the ABI between memtrace-preload.so and memtrace's Go reader
-// (package preload): the binary mode's shared-memory region, its records
-// and the op numbers. This file is the one source: Go does not copy it by
-// hand; `go generate` in fallback-preload turns it into abi_gen.go
-// (internal/mtabi parses it), and abi_test.go checks that the generated
+// (package preload): the binary mode's shared-memory region and its
+// records (the op numbers are mt_ops.h's, generated from internal/ops).
+// This file is the one source: Go does not copy it by hand; `go generate`
+// in fallback-preload turns it into abi_gen.go (internal/mtabi parses it), and abi_test.go checks that the generated
 // file is current and that every compiler (native and both cross targets)
 // lays the structures out as the parser computed (read back from DWARF).
 //
 // What the parser reads: `#define MT_NAME value` with an integer or a
-// string; the MT_OPS list; `typedef struct { ... } mt_name;` with fields of
+// string; `typedef struct { ... } mt_name;` with fields of
 // uint8_t/uint16_t/uint32_t/uint64_t, several per line and arrays allowed.
 // A field whose name ends in '_' is padding. Anything else is left to C.
 //
@@ -25,70 +25,15 @@
 // MT_SHM_VERSION, which the library checks before it maps the rest.
 #define MT_SHM_ENV "MEMTRACE_SHM"
 #define MT_SHM_MAGIC 0x4853544d
-#define MT_SHM_VERSION 7
+#define MT_SHM_VERSION 8
 
-// The ops of call records, numbered as Go's logfmt.Op (malloc is 1) so that
-// one number means one op on both sides; EXIT (a thread's end) follows.
-// X(NAME, number, op column text).
-#define MT_OPS(X)                                       \
-	X(MALLOC, 1, "malloc")                          \
-	X(CALLOC, 2, "calloc")                          \
-	X(REALLOC, 3, "realloc")                        \
-	X(REALLOCARRAY, 4, "reallocarray")              \
-	X(FREE, 5, "free")                              \
-	X(NEW, 6, "new")                                \
-	X(NEW_ARR, 7, "new[]")                          \
-	X(DELETE, 8, "delete")                          \
-	X(DELETE_ARR, 9, "delete[]")                    \
-	X(STRDUP, 10, "strdup")                         \
-	X(STRNDUP, 11, "strndup")                       \
-	X(MMAP, 12, "mmap")                             \
-	X(MUNMAP, 13, "munmap")                         \
-	X(MREMAP, 14, "mremap")                         \
-	X(POSIX_MEMALIGN, 15, "posix_memalign")         \
-	X(ALIGNED_ALLOC, 16, "aligned_alloc")           \
-	X(MEMALIGN, 17, "memalign")                     \
-	X(VALLOC, 18, "valloc")                         \
-	X(PVALLOC, 19, "pvalloc")                       \
-	X(MALLOCX, 20, "mallocx")                       \
-	X(RALLOCX, 21, "rallocx")                       \
-	X(XALLOCX, 22, "xallocx")                       \
-	X(SDALLOCX, 23, "sdallocx")                     \
-	X(DALLOCX, 24, "dallocx")                       \
-	X(TC_MALLOC, 25, "tc_malloc")                   \
-	X(TC_CALLOC, 26, "tc_calloc")                   \
-	X(TC_REALLOC, 27, "tc_realloc")                 \
-	X(TC_FREE, 28, "tc_free")                       \
-	X(TC_CFREE, 29, "tc_cfree")                     \
-	X(TC_MEMALIGN, 30, "tc_memalign")               \
-	X(TC_POSIX_MEMALIGN, 31, "tc_posix_memalign")   \
-	X(TC_VALLOC, 32, "tc_valloc")                   \
-	X(TC_PVALLOC, 33, "tc_pvalloc")                 \
-	X(TC_NEW, 34, "tc_new")                         \
-	X(TC_NEWARRAY, 35, "tc_newarray")               \
-	X(TC_DELETE, 36, "tc_delete")                   \
-	X(TC_DELETEARRAY, 37, "tc_deletearray")         \
-	X(MI_MALLOC, 38, "mi_malloc")                   \
-	X(MI_CALLOC, 39, "mi_calloc")                   \
-	X(MI_REALLOC, 40, "mi_realloc")                 \
-	X(MI_FREE, 41, "mi_free")                       \
-	X(MI_STRDUP, 42, "mi_strdup")                   \
-	X(MI_ZALLOC, 43, "mi_zalloc")                   \
-	X(MI_MALLOC_ALIGNED, 44, "mi_malloc_aligned")   \
-	X(MI_ZALLOC_ALIGNED, 45, "mi_zalloc_aligned")   \
-	X(MI_CALLOC_ALIGNED, 46, "mi_calloc_aligned")   \
-	X(MI_REALLOC_ALIGNED, 47, "mi_realloc_aligned") \
-	X(EXIT, 48, "EXIT")
-
-// The expansion ends with a comma clang-format cannot see.
-// clang-format off
-enum {
-#define MT_OP_ENUM_(name, num, text) MT_OP_##name = num,
-	MT_OPS(MT_OP_ENUM_)
-#undef MT_OP_ENUM_
-	MT_NOPS // one past the last op: the size of tables indexed by op
-};
-// clang-format on
+// The ops of call records (MT_OPS, MT_OP_*, numbered as Go's logfmt.Op)
+// are generated from internal/ops/table.go into mt_ops.h. EXIT (a
+// thread's end) has the last number below the record ops, so that adding
+// an op moves no number; tables indexed by op have MT_NOPS entries.
+#include "mt_ops.h"
+#define MT_OP_EXIT 63
+#define MT_NOPS 64
 
 // Record ops past the call ops: what the converter needs besides calls.
 #define MT_R_NAME 64      // the thread's name: MT_NAME_LEN bytes from ptr (ptr and size)
@@ -239,7 +184,8 @@ _Static_assert(sizeof(mt_rec) == 32, "a record is 32 bytes");
 _Static_assert(sizeof(mt_chunk_hdr) == 64, "a chunk header is 64 bytes");
 _Static_assert(offsetof(mt_shm_hdr, stop) == 128, "stop starts its own cache line");
 _Static_assert(sizeof(mt_shm_hdr) <= MT_STATES_OFF, "the header fits its page");
-_Static_assert(MT_NOPS <= MT_R_NAME, "call ops and record ops do not overlap");
+_Static_assert(MT_NCALLOPS <= MT_OP_EXIT && MT_NOPS == MT_OP_EXIT + 1 && MT_NOPS <= MT_R_NAME,
+	       "call ops, EXIT and record ops do not overlap");
 _Static_assert(sizeof(uint32_t) == MT_STATE_SIZE, "a chunk state is a uint32_t");
 _Static_assert(sizeof(mt_file) == 512, "a file slot is 512 bytes");
 _Static_assert(sizeof(((mt_file *)0)->path) == MT_FILE_PATH_MAX, "the path field is MT_FILE_PATH_MAX bytes");

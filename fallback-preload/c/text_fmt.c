@@ -21,6 +21,7 @@ static const char *const op_name[MT_NOPS] = {
 #define OP_NAME_(name, num, text) [num] = text,
 	MT_OPS(OP_NAME_)
 #undef OP_NAME_
+		[MT_OP_EXIT] = "EXIT",
 };
 
 char op_col[MT_NOPS][24];

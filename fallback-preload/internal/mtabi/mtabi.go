@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"go/format"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -17,7 +16,6 @@ const MaxHeader = 1 << 20
 // Header is what Parse found.
 type Header struct {
 	Defines []Define
-	Ops     []Op
 	Structs []Struct
 }
 
@@ -29,13 +27,6 @@ type Define struct {
 	Text  string // the literal as written, without a suffix (integers)
 	IsStr bool
 	Str   string
-}
-
-// Op is one X(NAME, number, "text") of MT_OPS.
-type Op struct {
-	Name string // NAME: the C enum is MT_OP_NAME
-	Num  int
-	Text string // the op column's text
 }
 
 // Struct is a `typedef struct { ... } mt_name;`.
@@ -66,10 +57,8 @@ func (f Field) Padding() bool { return strings.HasSuffix(f.Name, "_") }
 var typeSizes = map[string]int{"uint8_t": 1, "uint16_t": 2, "uint32_t": 4, "uint64_t": 8}
 
 var (
-	reIdent   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	reInt     = regexp.MustCompile(`^(0[xX][0-9a-fA-F]+|[0-9]+)[uUlL]*$`)
 	reStr     = regexp.MustCompile(`^"([^"\\]*)"$`)
-	reOp      = regexp.MustCompile(`^\s*([A-Z][A-Z0-9_]*)\s*,\s*([0-9]+)\s*,\s*"([^"\\]*)"\s*\)`)
 	reStructB = regexp.MustCompile(`^typedef\s+struct\s*(?:[A-Za-z_][A-Za-z0-9_]*\s*)?\{$`)
 	reStructE = regexp.MustCompile(`^\}\s*([A-Za-z_][A-Za-z0-9_]*)\s*;$`)
 	reDecl    = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(?:\[([0-9]+)\])?$`)
@@ -211,9 +200,6 @@ func (h *Header) directive(n int, d string) error {
 		return nil
 	}
 	if strings.HasPrefix(val, "(") {
-		if name == "MT_OPS" {
-			return h.ops(val)
-		}
 		return nil // a function-like macro: C's business
 	}
 	val = strings.TrimSpace(val)
@@ -236,43 +222,6 @@ func (h *Header) directive(n int, d string) error {
 		return fmt.Errorf("%s: the value must be an integer or a plain string literal for the Go side to read it", name)
 	}
 	h.Defines = append(h.Defines, dfn)
-	return nil
-}
-
-// ops reads "(X) X(A, 1, "a") X(B, 2, "b") ...".
-func (h *Header) ops(s string) error {
-	rp := strings.IndexByte(s, ')')
-	if rp < 0 {
-		return fmt.Errorf("MT_OPS: no parameter list")
-	}
-	param := strings.TrimSpace(s[1:rp])
-	if !reIdent.MatchString(param) {
-		return fmt.Errorf("MT_OPS: the parameter must be one name")
-	}
-	if len(h.Ops) > 0 {
-		return fmt.Errorf("MT_OPS is defined twice")
-	}
-	s = strings.TrimSpace(s[rp+1:])
-	for s != "" {
-		rest, ok := strings.CutPrefix(s, param)
-		rest = strings.TrimLeft(rest, " \t")
-		if !ok || !strings.HasPrefix(rest, "(") {
-			return fmt.Errorf("MT_OPS: want %s(NAME, number, \"text\") entries only", param)
-		}
-		m := reOp.FindStringSubmatch(rest[1:])
-		if m == nil {
-			return fmt.Errorf("MT_OPS: want %s(NAME, number, \"text\") entries only", param)
-		}
-		num, err := strconv.Atoi(m[2])
-		if err != nil || num > 0xffff {
-			return fmt.Errorf("MT_OPS: %s: the number must fit in 16 bits", m[1])
-		}
-		h.Ops = append(h.Ops, Op{Name: m[1], Num: num, Text: m[3]})
-		s = strings.TrimSpace(rest[1+len(m[0]):])
-	}
-	if len(h.Ops) == 0 {
-		return fmt.Errorf("MT_OPS is empty")
-	}
 	return nil
 }
 
@@ -346,16 +295,6 @@ func (h *Header) check() error {
 			return fmt.Errorf("line %d: %s is defined twice", d.Line, d.Name)
 		}
 		names[d.Name] = true
-	}
-	nums, texts := map[int]string{}, map[string]bool{}
-	for _, o := range h.Ops {
-		if prev, ok := nums[o.Num]; ok {
-			return fmt.Errorf("MT_OPS: %s and %s are both %d", prev, o.Name, o.Num)
-		}
-		if texts[o.Text] || names["MT_OP_"+o.Name] {
-			return fmt.Errorf("MT_OPS: %s twice", o.Name)
-		}
-		nums[o.Num], texts[o.Text], names["MT_OP_"+o.Name] = o.Name, true, true
 	}
 	for _, s := range h.Structs {
 		if names[s.Name] {
@@ -449,23 +388,6 @@ func (h *Header) Generate(pkg, src string, names map[string]StructNames) ([]byte
 		}
 	}
 	b.WriteString(")\n\n")
-	if len(h.Ops) > 0 {
-		ops := append([]Op(nil), h.Ops...)
-		sort.Slice(ops, func(i, j int) bool { return ops[i].Num < ops[j].Num })
-		b.WriteString("// The ops of call records (MT_OPS), numbered as logfmt.Op.\nconst (\n")
-		for _, o := range ops {
-			g := "op" + camel(o.Name)
-			if err := use(g, "MT_OP_"+o.Name); err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(&b, "\t%s = %d\n", g, o.Num)
-		}
-		b.WriteString(")\n\n// opNames are the ops' texts in the log, by number.\nvar opNames = [...]string{\n")
-		for _, o := range ops {
-			fmt.Fprintf(&b, "\top%s: %s,\n", camel(o.Name), strconv.Quote(o.Text))
-		}
-		b.WriteString("}\n\n")
-	}
 	for _, s := range h.Structs {
 		nm, ok := names[s.Name]
 		if !ok {
