@@ -22,6 +22,7 @@ var creates = regexp.MustCompile(`\bos\.(Create|WriteFile|CreateTemp)\(|\bos\.Op
 var notOutputs = map[string]bool{
 	"internal/cli/gendocs/main.go":                     true,
 	"fallback-preload/internal/mtabi/mtabigen/main.go": true,
+	"internal/ops/opsgen/main.go":                      true,
 	"internal/proctest/proctest.go":                    true,
 	"internal/asuser/asusertest/plant.go":              true,
 	"fallback-preload/preload.go":                      true,
