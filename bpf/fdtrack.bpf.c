@@ -406,7 +406,9 @@ static long shift_cb(__u64 i, void *data)
 	__u32 k = c->top - i;
 	if (k < 2 || k > MT_MAX_FRAMES)
 		return 1;
-	c->buf->ips[k] = c->buf->ips[k - 1];
+	/* Masked: in the compat build's bounded loop the verifier lost k's
+	 * bounds (an access 8 bytes before the buffer). */
+	c->buf->ips[k & MT_MAX_FRAMES] = c->buf->ips[(k - 1) & MT_MAX_FRAMES];
 	return 0;
 }
 #endif

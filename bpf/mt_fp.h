@@ -8,11 +8,14 @@
  * depth is reached or fp leaves user space), but served from chunks of
  * the stack like the DWARF walk, where bpf_get_stack reads each frame
  * with two faulting user accesses. */
+/* The frame count is buf->n, in the map: a count on the BPF stack was
+ * tracked exactly through each of the callback's rounds, and every count
+ * went on along its own path (--stack-unwind fp --stack-depth 127 was
+ * refused at a million instructions). */
 struct mt_fpwalk {
 	struct stackbuf *buf;
 	struct mt_chunk *chunk;
 	struct mt_wstate *s;
-	__u32 n;
 };
 
 /* The walk's state, off the BPF stack (512 bytes for the whole chain). */
@@ -85,13 +88,14 @@ MT_GLOBAL int mt_fp_step(struct mt_wstate *w, struct mt_chunk *c, __u64 *ra)
 static long fp_cb(__u64 i, void *data)
 {
 	struct mt_fpwalk *w = data;
-	if (w->n >= stack_depth || w->n > MT_MAX_FRAMES)
+	__u32 n = w->buf->n;
+	if (n >= stack_depth || n > MT_MAX_FRAMES)
 		return 1;
 	__u64 ra = 0;
 	if (!mt_fp_step(w->s, w->chunk, &ra))
 		return 1;
-	w->buf->ips[w->n & MT_MAX_FRAMES] = ra;
-	w->n++;
+	w->buf->ips[n & MT_MAX_FRAMES] = ra;
+	w->buf->n = n + 1;
 	return 0;
 }
 
@@ -115,9 +119,9 @@ static __noinline __u32 fp_stack(struct pt_regs *ctx, struct stackbuf *buf)
 	if (!fp_read(w.chunk, w.s, top, PT_REGS_SP(ctx)))
 		return 0;
 	buf->ips[0] = top[0];
-	w.n = 1;
+	buf->n = 1;
 	if (stack_depth > 1)
 		mt_loop(stack_depth, MT_MAX_FRAMES + 1, fp_cb, &w);
-	return w.n;
+	return buf->n;
 }
 #endif

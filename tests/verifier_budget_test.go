@@ -37,6 +37,10 @@ var budgetConfigs = []struct {
 }{
 	{"no stacks", map[string]any{"stack_depth": uint32(0)}},
 	{"dwarf 127", map[string]any{"stack_depth": uint32(127), "unwind_dwarf": uint8(1), "sample_rate": uint64(65536), "follow": uint8(1)}},
+	// --stack-unwind fp and --stack-threads: their own loops (the fd
+	// programs' scan for the wrapper's caller, the thread-name match).
+	{"fp 127, threads", map[string]any{"stack_depth": uint32(127), "unwind_dwarf": uint8(0), "n_stack_threads": uint32(2),
+		"stack_threads": [8][16]byte{{'m', 'a', 'i', 'n'}, {'w', 'o', 'r', 'k'}}}},
 	// memtrace in a PID namespace of its own translates every pid (a
 	// call more under some of the walk's frames).
 	{"dwarf 127, pidns", map[string]any{"stack_depth": uint32(127), "unwind_dwarf": uint8(1), "sample_rate": uint64(65536), "follow": uint8(1),
@@ -82,9 +86,9 @@ func TestVerifierBudget(t *testing.T) {
 	}
 	// The compat build loads on every kernel of the matrix, the default
 	// one where the kernel has every helper it calls. Where both do, the
-	// compat build is verified in its widest config only (the verifier
+	// compat build is verified in its widest configs only (the verifier
 	// under TCG is most of a kernel's time in the matrix).
-	widest := map[string]bool{budgetConfigs[len(budgetConfigs)-1].name: true}
+	widest := map[string]bool{budgetConfigs[len(budgetConfigs)-1].name: true, "fp 127, threads": true}
 	objs := []object{{"memtrace-compat", tracer.LoadMemtraceCompat, widest}, {"fdtrack-compat", fdtrace.LoadFdtrackCompat, widest}}
 	if tracer.KernelNeedsCompat() {
 		objs[0].only, objs[1].only = nil, nil
