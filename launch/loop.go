@@ -60,6 +60,15 @@ type loop struct {
 
 // onProcess probes a forked child (stopped by the kernel side until now)
 // or a freshly exec'd image, then lets a held process go.
+// realTracer is the tracer under the probe counter, for the methods
+// tracerAPI does not carry (the fd tracer's stack maps, Compat).
+func (l *loop) realTracer() any {
+	if pc, ok := l.tr.(*probeCounter); ok {
+		return pc.tracerAPI
+	}
+	return l.tr
+}
+
 func (l *loop) onProcess(e *tracer.Event) {
 	pid := int(e.TGID)
 	switch e.Kind {
@@ -235,10 +244,7 @@ func (l *loop) startFD() error {
 	fo := fdtrace.Options{Track: l.o.Track, StackDepth: l.o.StackDepth}
 	// Descriptor stacks go through the allocation tracer's walk and
 	// ring (docs/fd.md, "Stacks").
-	var tr any = l.tr
-	if pc, ok := tr.(*probeCounter); ok {
-		tr = pc.tracerAPI
-	}
+	tr := l.realTracer()
 	if st, ok := tr.(interface {
 		StackMaps() map[string]*ebpf.Map
 		StackDWARF() bool
@@ -374,10 +380,7 @@ func (l *loop) header(pids []int, comm, cmdline string) {
 		h.PIDs[i] = int64(p)
 	}
 	h.PID = h.PIDs[0]
-	var tr any = l.tr
-	if pc, ok := tr.(*probeCounter); ok {
-		tr = pc.tracerAPI
-	}
+	tr := l.realTracer()
 	if l.tr.Session() {
 		h.Probes = "uprobe_session"
 	} else if l.tr.Multi() {

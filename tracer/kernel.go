@@ -55,23 +55,12 @@ var kernelLimitOnce = sync.OnceValues(probeKernelLimit)
 func kernelLimit() (kernelSupport, error) { return kernelLimitOnce() }
 
 func probeKernelLimit() (kernelSupport, error) {
-	missing := func(h kernelHelper) bool {
-		err := features.HaveProgramHelper(ebpf.Kprobe, h.fn)
-		// Another error (no permission, a seccomp filter) is the
-		// loader's to report, with its own words.
-		return errors.Is(err, ebpf.ErrNotSupported)
-	}
-	for _, h := range compatHelpers {
-		if missing(h) {
-			return kernelSupport{}, fmt.Errorf("%w: this kernel (%s) lacks the BPF helper %s (Linux %s): memtrace's eBPF path needs Linux %s or later", ErrUnavailable, kernelVersion(), h.name, h.since, MinKernel)
-		}
+	if h, ok := firstMissing(compatHelpers); ok {
+		return kernelSupport{}, fmt.Errorf("%w: this kernel (%s) lacks the BPF helper %s (Linux %s): memtrace's eBPF path needs Linux %s or later", ErrUnavailable, kernelVersion(), h.name, h.since, MinKernel)
 	}
 	var ks kernelSupport
-	for _, h := range fullHelpers {
-		if missing(h) {
-			ks = kernelSupport{compat: true, lacking: fmt.Sprintf("this kernel (%s) lacks the BPF helper %s (Linux %s)", kernelVersion(), h.name, h.since)}
-			break
-		}
+	if h, ok := firstMissing(fullHelpers); ok {
+		ks = kernelSupport{compat: true, lacking: fmt.Sprintf("this kernel (%s) lacks the BPF helper %s (Linux %s)", kernelVersion(), h.name, h.since)}
 	}
 	if os.Getenv("MEMTRACE_BPF_COMPAT") == "1" && !ks.compat {
 		ks = kernelSupport{compat: true, lacking: "MEMTRACE_BPF_COMPAT=1"}
@@ -83,10 +72,18 @@ func probeKernelLimit() (kernelSupport, error) {
 // default build of the programs calls, so that memtrace loads the compat
 // build (MEMTRACE_BPF_COMPAT aside).
 func KernelNeedsCompat() bool {
-	for _, h := range fullHelpers {
+	_, ok := firstMissing(fullHelpers)
+	return ok
+}
+
+// firstMissing is the first of hs the kernel lacks. Another error of the
+// probe (no permission, a seccomp filter) is the loader's to report, with
+// its own words.
+func firstMissing(hs []kernelHelper) (kernelHelper, bool) {
+	for _, h := range hs {
 		if errors.Is(features.HaveProgramHelper(ebpf.Kprobe, h.fn), ebpf.ErrNotSupported) {
-			return true
+			return h, true
 		}
 	}
-	return false
+	return kernelHelper{}, false
 }
