@@ -401,12 +401,12 @@ func (r *htmlPage) htmlStack(w io.Writer, st *site, label string) {
 	for k := range st.frames {
 		hs := r.expand(&st.frames[k])
 		for j, h := range hs {
-			fmt.Fprintf(w, "<li><code>%s</code>", esc(h.fn+h.off))
+			fmt.Fprintf(w, "<li><code>%s</code>", esc(h.Func+h.Off))
 			if j < len(hs)-1 {
 				fmt.Fprint(w, ` <span class="inl">inlined</span>`)
 			}
-			if h.file != "" {
-				fmt.Fprintf(w, " <span class=\"at\" title=\"%s\">at %s</span>", esc(h.file), esc(h.at))
+			if h.File != "" {
+				fmt.Fprintf(w, " <span class=\"at\" title=\"%s\">at %s</span>", esc(h.File), esc(h.At()))
 			}
 			if h.module != "" && j == 0 {
 				fmt.Fprintf(w, " <span class=\"in\">in %s</span>", esc(h.module))
