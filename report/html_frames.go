@@ -21,7 +21,7 @@ import (
 // hframe is one function of a shown stack: a symbols.Call, the one
 // naming of call sites memview's groups and trees share.
 type hframe struct {
-	symbols.Call        // Func shortened as the text report's (--shorten-templates)
+	symbols.Call // Func shortened as the text report's (--shorten-templates)
 	module       string
 }
 

@@ -209,9 +209,9 @@ func TestTreeAndIcicleViews(t *testing.T) {
 	if r := h.selectedRow(); !strings.HasSuffix(r, "▸ f tree.c:32") {
 		t.Fatalf("→ on an open node: %q", r)
 	}
-	h.press(tcell.KeyRight, 0) // open f
+	h.press(tcell.KeyRight, 0)                      // open f
 	h.contains("120B  70.6%        wrap tree.c:16") // a leaf
-	h.press(tcell.KeyLeft, 0)                        // close f
+	h.press(tcell.KeyLeft, 0)                       // close f
 	h.contains("▸ f tree.c:32")
 	h.press(tcell.KeyLeft, 0) // to its caller
 	if r := h.selectedRow(); !strings.HasSuffix(r, "▾ main tree.c:48") {
