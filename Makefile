@@ -29,7 +29,7 @@ DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-li
 	libc++-19-dev libc++abi-19-dev groff zsh fish \
 	qemu-system-x86 qemu-system-arm busybox-static kmod
 
-.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs kernels e2e-parca
+.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs kernels e2e-parca e2e-pyroscope
 
 all: build
 
@@ -87,6 +87,13 @@ docs:
 # part of test: the first run needs the network. Needs root.
 e2e-parca: build progs
 	./scripts/e2e-parca.sh
+
+# e2e-pyroscope: Pyroscope v1.4.0 (built once into ~/.cache/memtrace-e2e
+# from the module proxy and the git tag's api/) ingests --http's profiles
+# of liveleak; what it stores is checked through its query API
+# (scripts/e2e-pyroscope.sh, docs/live.md). Not part of test. Needs root.
+e2e-pyroscope: build progs
+	./scripts/e2e-pyroscope.sh
 
 FORCE:
 
