@@ -339,3 +339,25 @@ func TestGroupCallLine(t *testing.T) {
 	h.contains("▾ inlined inl.h:7")
 	h.contains("▾ f f.c:32")
 }
+
+// A fresh tree opens as the report's: down to the first branch, however
+// deep, and no further.
+func TestTreeOpensToFirstBranch(t *testing.T) {
+	var b []byte
+	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "9"}, logfmt.KV{Key: "comm", Value: "t"}, logfmt.KV{Key: "cmd", Value: "./t"})
+	for k, leaf := range []string{"c", "d"} {
+		b = logfmt.AppendAlloc(b, 1, "main", "malloc", uint64(1000*(k+1)), 10, 10, uint64(0x1000*(k+1)))
+		for j, fn := range []string{"x", leaf, "b", "a", "main"} {
+			b = logfmt.AppendFrame(b, j, "./t", fn, 0x10, uint64(0x401000+0x100*j))
+		}
+	}
+	b = logfmt.AppendSummary(b, logfmt.Summary{})
+	h := newHarness(t, b, Options{})
+	h.press(tcell.KeyRune, 'c')
+	h.contains("▾ main+0x10")
+	h.contains("▾ a+0x10")
+	h.contains("▾ b+0x10")
+	h.contains("▸ c+0x10")
+	h.contains("▸ d+0x10")
+	h.lacks("x+0x10")
+}
