@@ -151,6 +151,20 @@ func TestInlinedFramesInGroupsAndTree(t *testing.T) {
 	h.contains("  Cache::put(…) " + at(tmp) + "  [main]")
 	h.contains("  Cache::put(…) " + at(big) + "  [main]")
 
+	// The detail pane, with source lines (L): the inlined function at its
+	// line, then main at the line of the call.
+	h.press(tcell.KeyRune, 'L')
+	h.contains("#0 Cache::put(int) (inlined)")
+	h.contains("#0 main ")
+	var lines []string
+	for _, l := range h.a.stackLines("Stack", h.a.groups[0].Stack) {
+		lines = append(lines, strings.TrimSpace(l.s))
+	}
+	src := filepath.Join(filepath.Dir(bin), "leaky.cpp")
+	if got, want := strings.Join(lines[1:], "|"), "#0 Cache::put(int) (inlined)|"+src+":"+strconv.Itoa(big)+"|#0 main|"+src+":"+strconv.Itoa(call); got != want {
+		t.Errorf("the detail pane's stack:\n got %s\nwant %s", got, want)
+	}
+
 	h.press(tcell.KeyRune, '\\')
 	h.press(tcell.KeyRune, 'c')
 	h.contains("2.50K 100.0%  ▾ " + mainAt)

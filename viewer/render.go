@@ -705,7 +705,7 @@ func (a *App) stackLines(title string, stack uint32) []styled {
 	}
 	for k, f := range frames {
 		fr := m.Frame(f)
-		out = append(out, styled{"  #" + strconv.Itoa(k) + " " + m.FrameName(f), stDefault})
+		num := "  #" + strconv.Itoa(k) + " "
 		loc := fr.Module
 		if fr.Symbol != "" || fr.Offset != 0 {
 			loc += "+0x" + strconv.FormatUint(fr.Offset, 16)
@@ -714,8 +714,22 @@ func (a *App) stackLines(title string, stack uint32) []styled {
 			if s := a.sourceLine(f); s != "" {
 				loc = s
 			}
+			// In inlined code, the inlined functions first, each at its
+			// line, as the report lists them; the frame's own function
+			// then at the line of the call.
+			if calls := a.frameCalls(f); len(calls) > 1 {
+				for _, c := range calls[:len(calls)-1] {
+					out = append(out, styled{num + c.Func + " (inlined)", stDefault})
+					if c.File != "" {
+						out = append(out, styled{"     " + c.File + ":" + strconv.Itoa(c.Line), stDim})
+					}
+				}
+				if c := calls[len(calls)-1]; c.File != "" {
+					loc = c.File + ":" + strconv.Itoa(c.Line)
+				}
+			}
 		}
-		out = append(out, styled{"     " + loc, stDim})
+		out = append(out, styled{num + m.FrameName(f), stDefault}, styled{"     " + loc, stDim})
 	}
 	if cut != "" {
 		out = append(out, styled{"  … truncated: " + cut + " (the frames above are all there are)", stYellow})
