@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -20,7 +19,7 @@ func (r *recorder) Alloc(pid uint32, ptr, size, stack, ts uint64) {
 func (r *recorder) Free(pid uint32, ptr, ts uint64) {
 	r.calls = append(r.calls, fmt.Sprintf("free %d %#x", pid, ptr))
 }
-func (r *recorder) Stack(id uint64, frames []live.Frame) {
+func (r *recorder) Stack(id uint64, frames []Frame) {
 	r.calls = append(r.calls, fmt.Sprintf("stack %d %d", id, len(frames)))
 }
 func (r *recorder) Fork(parent, child uint32) {
@@ -87,24 +86,5 @@ func observerSeesWhatIsLogged(t *testing.T, noText bool) {
 	}
 	if got := strings.Join(logged, "; "); got != "malloc 0xa0 100; free 0xa0 100; realloc 0xa8 300" {
 		t.Fatalf("log: %s", got)
-	}
-}
-
-// The live model fed through a session holds what the log holds live.
-func TestObserverFeedsLiveModel(t *testing.T) {
-	m := live.NewModel()
-	s := New(Config{Out: &bytes.Buffer{}, Observer: m})
-	s.AddProcess(1, false)
-	s.procs[1].scanned = true
-	for i := range uint64(100) {
-		s.Add(ev(10+i, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x1000+i*16, 16, "main"))
-		if i%2 == 0 {
-			s.Add(ev(10+i, 1, tracer.KindFree, logfmt.OpFree, 0x1000+i*16, 0, "main"))
-		}
-	}
-	s.Drain(true)
-	procs, _, _ := m.Stats()
-	if len(procs) != 1 || procs[0].LiveBlocks != 50 || procs[0].LiveBytes != 800 || procs[0].Allocs != 100 || procs[0].Frees != 50 {
-		t.Fatalf("model %+v", procs)
 	}
 }

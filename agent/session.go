@@ -13,7 +13,6 @@ import (
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/stackz"
-	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -67,7 +66,7 @@ type Config struct {
 	// Observer, when set, is told what is logged (blocks allocated and
 	// freed, stacks, forks, execs, exits, lost records) in log order:
 	// the live heap model of --http and --profile-dir.
-	Observer live.Observer
+	Observer Observer
 }
 
 // DefaultWindow covers the gap between a probe taking its timestamp and

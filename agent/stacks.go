@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/internal/stackz"
-	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -137,13 +136,7 @@ func (s *Session) writeStack(id uint64) {
 		}
 		si.formatted = true
 		if s.cfg.Observer != nil {
-			// Resolved once, as the log's lines are: the live model
-			// gets the same frames.
-			fr := make([]live.Frame, len(si.frames))
-			for i, f := range si.frames {
-				fr[i] = live.Frame(f)
-			}
-			s.cfg.Observer.Stack(id, fr)
+			s.cfg.Observer.Stack(id, si.frames)
 		}
 	}
 	if s.mw != nil && len(si.text) > 0 && s.err == nil && !s.cfg.NoText {
