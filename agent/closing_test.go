@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/memtrace/memtrace/config"
-	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/event/fdevent"
 	fig "github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/report"
@@ -215,9 +215,9 @@ func TestFiguresFDOnlyProcess(t *testing.T) {
 		s.Add(ev(1000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
 		s.Add(&tracer.Event{TS: 2000, TGID: 1, TID: 1, Kind: tracer.KindFork, Ptr: 2})
 		s.procs[2] = &process{live: map[uint64]liveBlock{}, scanned: true}
-		s.AddFD(&fdtrace.Event{TS: 3000, TGID: 2, TID: 2, FD: 5, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/hosts"})
+		s.AddFD(&fdevent.Event{TS: 3000, TGID: 2, TID: 2, FD: 5, Type: fdevent.TypeOpen, Call: fdevent.CallOpenat, Path: "/etc/hosts"})
 		if !leak {
-			s.AddFD(&fdtrace.Event{TS: 3500, TGID: 2, TID: 2, FD: 5, Type: fdtrace.TypeClose, Call: fdtrace.CallClose})
+			s.AddFD(&fdevent.Event{TS: 3500, TGID: 2, TID: 2, FD: 5, Type: fdevent.TypeClose, Call: fdevent.CallClose})
 		}
 		s.Add(&tracer.Event{TS: 4000, TGID: 2, TID: 2, Kind: tracer.KindExit})
 		s.Add(&tracer.Event{TS: 5000, TGID: 1, TID: 1, Kind: tracer.KindExit})

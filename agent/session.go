@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/config"
-	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/stackz"
 	"github.com/memtrace/memtrace/logfmt"
@@ -146,8 +146,8 @@ type Session struct {
 	received  uint64
 	cutoff    uint64 // see Cutoff
 	from      uint64 // see From
-	fds       *fdtrace.Table
-	pendingFD []fdtrace.Event
+	fds       *fdevent.Table
+	pendingFD []fdevent.Event
 	// fdHorizon: every descriptor event older than it has been added
 	// (SetFDHorizon; 0: not told).
 	fdHorizon uint64
@@ -187,9 +187,9 @@ func New(cfg Config) *Session {
 	if cfg.PeakTopN == 0 {
 		cfg.PeakTopN = 10
 	}
-	var fds *fdtrace.Table
+	var fds *fdevent.Table
 	if cfg.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
-		fds = fdtrace.NewTable(cfg.Track)
+		fds = fdevent.NewTable(cfg.Track)
 	}
 	mw, _ := cfg.Out.(stackz.MarkedWriter)
 	return &Session{

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/memtrace/memtrace/event/fdevent"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +31,7 @@ func benchTracer(b *testing.B, self bool) {
 				return
 			default:
 			}
-			if tr.Read(func(*Event) {}) != nil {
+			if tr.Read(func(*fdevent.Event) {}) != nil {
 				return
 			}
 		}

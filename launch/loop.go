@@ -18,6 +18,7 @@ import (
 
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/internal/procfs"
@@ -31,7 +32,7 @@ type loop struct {
 	o     *Options
 	tr    tracerAPI
 	fd    *fdtrace.Tracer // nil unless --track has fd, dmabuf or ion
-	fdEvs chan fdtrace.Event
+	fdEvs chan fdevent.Event
 	fdEnd chan struct{} // closed by endFD
 	// fdHorizon: the descriptors' reader has read every event older
 	// than it (CLOCK_MONOTONIC ns).
@@ -265,7 +266,7 @@ func (l *loop) startFD() error {
 		return err
 	}
 	l.fd = fd
-	l.fdEvs = make(chan fdtrace.Event, 4096)
+	l.fdEvs = make(chan fdevent.Event, 4096)
 	l.fdEnd = make(chan struct{})
 	go func() {
 		defer close(l.fdEvs)
@@ -276,14 +277,14 @@ func (l *loop) startFD() error {
 				// the ring still holds, then the channel closes.
 				for {
 					n := 0
-					if err := fd.Read(func(e *fdtrace.Event) { n++; l.fdEvs <- *e }); err != nil || n == 0 {
+					if err := fd.Read(func(e *fdevent.Event) { n++; l.fdEvs <- *e }); err != nil || n == 0 {
 						return
 					}
 				}
 			default:
 			}
 			t0 := monoNow()
-			if err := fd.Read(func(e *fdtrace.Event) { l.fdEvs <- *e }); err != nil {
+			if err := fd.Read(func(e *fdevent.Event) { l.fdEvs <- *e }); err != nil {
 				return
 			}
 			// Everything committed before t0 was read.
