@@ -18,13 +18,13 @@ import (
 
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // loop reads events until done says to stop, then drains what is left.
@@ -70,10 +70,10 @@ func (l *loop) realTracer() any {
 	return l.tr
 }
 
-func (l *loop) onProcess(e *tracer.Event) {
+func (l *loop) onProcess(e *event.Event) {
 	pid := int(e.TGID)
 	switch e.Kind {
-	case tracer.KindFork:
+	case event.KindFork:
 		pid = int(e.Ptr)
 		l.mu.Lock()
 		l.pids[pid] = true
@@ -87,7 +87,7 @@ func (l *loop) onProcess(e *tracer.Event) {
 		// side could not read resolves through this record, and a
 		// short-lived child is gone by the time its stacks are written.
 		l.sess.KnownProcess(pid, false)
-	case tracer.KindExec:
+	case event.KindExec:
 		l.mu.Lock()
 		fresh := l.dropped != nil && !l.pids[pid]
 		l.mu.Unlock()
@@ -132,8 +132,8 @@ func (l *loop) onProcess(e *tracer.Event) {
 			return
 		}
 	}
-	if e.Flags&tracer.FlagHeld != 0 {
-		if e.Kind == tracer.KindFork {
+	if e.Flags&event.FlagHeld != 0 {
+		if e.Kind == event.KindFork {
 			// The child stops itself on its way out of fork; a
 			// SIGCONT before that would be lost and leave it stopped.
 			waitStopped(pid, 2*time.Second)

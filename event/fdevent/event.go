@@ -94,7 +94,7 @@ type Event struct {
 	Comm      [16]byte
 	Path      string // the path opened, a memfd's name, or a device's name (the heap)
 	// Stack is the id of the user stack at the call (--stack-depth), a
-	// tracer.Stack sent through the allocation tracer's ring as an
+	// event.Stack sent through the allocation tracer's ring as an
 	// allocation's is; frame 0 lies in the system call's libc wrapper.
 	// 0: none.
 	Stack uint64
