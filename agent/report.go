@@ -3,8 +3,8 @@ package agent
 import (
 	"time"
 
-	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/exitreport"
+	fig "github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -125,7 +125,7 @@ const suppressedTop = 16
 // suppressions match, as the report takes them out of the leaks, and
 // returns the matcher by stack.
 func (s *Session) suppressedLive(pid uint32) (blocks, bytes uint64, suppressed func(stack uint64) bool) {
-	c := &leakCounter{s: s, sups: analysis.BuiltinSuppressions(), matched: map[uint64]bool{}}
+	c := &leakCounter{s: s, sups: fig.BuiltinSuppressions(), matched: map[uint64]bool{}}
 	if p := s.procs[pid]; p != nil {
 		for _, b := range p.live {
 			if b.v&(filteredBit|inheritedBit) == 0 && c.suppressed(b.stack) {

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/internal/exitreport"
+	"github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/internal/units"
 )
 
@@ -112,7 +112,7 @@ func writeText(w io.Writer, r *Report) {
 	}
 	fmt.Fprintf(w, "\nLeaked allocations (live at exit): %s in %d blocks\n", units.Bytes(r.Current), r.LeakBlocks)
 	if r.SuppressedBlocks > 0 {
-		fmt.Fprintf(w, "  (%s, left out above: system libraries' own)\n", analysis.SuppressedLine(int64(r.SuppressedBlocks), r.SuppressedBytes))
+		fmt.Fprintf(w, "  (%s, left out above: system libraries' own)\n", figures.SuppressedLine(int64(r.SuppressedBlocks), r.SuppressedBytes))
 	}
 	for i, e := range r.Leaks {
 		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, units.Bytes(e.Bytes), e.Blocks, e.Stack)
