@@ -73,11 +73,13 @@ func TestFiguresOfHandBuiltRun(t *testing.T) {
 		emit(stacked(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x20000, 200, "app"), 2)) // suppressed
 		emit(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x30000, 300, "app"))
 		emit(ev(0, 1, event.KindFree, logfmt.OpFree, 0x30000, 0, "app"))
-		r := ev(0, 1, event.KindRealloc, logfmt.OpRealloc, 0x50000, 500, "app")
-		r.OldPtr = 0x10000
 		emit(ev(0, 1, event.KindFree, logfmt.OpFree, 0x10000, 0, "app"))
 		emit(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x10000, 10, "app"))
-		emit(r) // 0x10 (10) becomes 0x50 (500)
+		// A realloc: 0x10 (10) becomes 0x50 (500), its free and its
+		// alloc at one time, as the LD_PRELOAD library sends them.
+		emit(ev(0, 1, event.KindFree, logfmt.OpFree, 0x10000, 0, "app"))
+		ts -= 1000
+		emit(ev(0, 1, event.KindAlloc, logfmt.OpRealloc, 0x50000, 500, "app"))
 		emit(ev(0, 1, event.KindFree, logfmt.OpFree, 0x50000, 0, "app"))
 		emit(stacked(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x10000, 100, "app"), 1))
 		emit(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x40000, 40, "app"))

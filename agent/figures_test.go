@@ -97,8 +97,13 @@ func randomEvents(r *rand.Rand, n int, ts *uint64) []*event.Event {
 			e.Kind, e.Op, e.Ptr = event.KindFree, uint8(logfmt.OpFree), ls[i]
 			live[pid] = append(ls[:i], ls[i+1:]...)
 		case k < 9:
+			// A realloc, as both captures send it: the old block's
+			// free, then the new block.
 			i := r.IntN(len(ls))
-			e.Kind, e.Op, e.OldPtr, e.Ptr, e.Size = event.KindRealloc, uint8(logfmt.OpRealloc), ls[i], ls[i], size
+			f := *e
+			f.Kind, f.Op, f.Ptr = event.KindFree, uint8(logfmt.OpFree), ls[i]
+			out = append(out, &f)
+			e.Kind, e.Op, e.Ptr, e.Size = event.KindAlloc, uint8(logfmt.OpRealloc), ls[i], size
 			if r.IntN(2) == 0 {
 				e.Ptr = ptr
 				ls[i] = ptr

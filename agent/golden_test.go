@@ -76,9 +76,13 @@ func goldenRun(t *testing.T, inProcess, noFreeStacks bool) []byte {
 			e = ev(ts, tid, event.KindFree, []logfmt.Op{logfmt.OpFree, logfmt.OpDelete, logfmt.OpTcFree}[r.IntN(3)], live[j], 0, name)
 			live = append(live[:j], live[j+1:]...)
 		case k < 9:
+			// A realloc, as both captures send it: the old block's
+			// free, then the new block.
 			j := r.IntN(len(live))
-			e = ev(ts, tid, event.KindRealloc, logfmt.OpRealloc, r.Uint64()&^7, r.Uint64N(1<<20), name)
-			e.OldPtr, e.OldSize = live[j], 1
+			e = ev(ts, tid, event.KindAlloc, logfmt.OpRealloc, r.Uint64()&^7, r.Uint64N(1<<20), name)
+			f := ev(ts, tid, event.KindFree, logfmt.OpFree, live[j], 1, name)
+			f.Stack = stack
+			s.Add(f)
 			live[j] = e.Ptr
 		default:
 			// A free of a block never seen.

@@ -49,17 +49,17 @@ func observerSeesWhatIsLogged(t *testing.T, noText bool) {
 	s.ResolvedStack(7, []Frame{{Module: "/bin/app", Symbol: "f", Offset: 4, Addr: 0x1004}, {Module: "/bin/app", Symbol: "main", Offset: 9, Addr: 0x2009}})
 	withStack := ev(100, 1, event.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
 	withStack.Stack = 7
-	realloc := ev(200, 1, event.KindRealloc, logfmt.OpRealloc, 0xa8, 300, "main")
-	realloc.OldPtr = 0xa0
 	fork := ev(600, 1, event.KindFork, 0, 2, 0, "main")
 	exec := ev(700, 2, event.KindExec, 0, 0, 0, "child")
 	exec.TGID = 2
 	exit := ev(800, 1, event.KindExit, 0, 0, 0, "main")
 	for _, e := range []*event.Event{
-		withStack, realloc,
-		ev(300, 1, event.KindAlloc, logfmt.OpMalloc, 0xb0, 5, "main"), // below --min-size
-		ev(400, 1, event.KindFree, logfmt.OpFree, 0xb0, 0, "main"),    // its free
-		ev(500, 1, event.KindFree, logfmt.OpFree, 0xdead, 0, "main"),  // never seen
+		withStack,
+		ev(200, 1, event.KindFree, logfmt.OpFree, 0xa0, 0, "main"),       // a realloc: its free,
+		ev(200, 1, event.KindAlloc, logfmt.OpRealloc, 0xa8, 300, "main"), // then its block
+		ev(300, 1, event.KindAlloc, logfmt.OpMalloc, 0xb0, 5, "main"),    // below --min-size
+		ev(400, 1, event.KindFree, logfmt.OpFree, 0xb0, 0, "main"),       // its free
+		ev(500, 1, event.KindFree, logfmt.OpFree, 0xdead, 0, "main"),     // never seen
 		fork, exec, exit,
 	} {
 		s.Add(e)

@@ -563,13 +563,6 @@ func (s *Session) emit(e *event.Event) {
 			op = s.calls.alignedOp(int(e.TGID), op, e.OldSize, e.OldPtr)
 		}
 		s.free(e, t, p, ts, op, e.Ptr, e.Size)
-	case event.KindRealloc:
-		freeOp := logfmt.OpFree
-		if logfmt.Op(e.Op) == logfmt.OpMremap {
-			freeOp = logfmt.OpMunmap
-		}
-		s.free(e, t, p, ts, freeOp, e.OldPtr, e.OldSize)
-		s.alloc(e, t, p, ts, logfmt.Op(e.Op), e.Ptr, e.Size)
 	}
 }
 

@@ -274,9 +274,14 @@ func TestSigNumbers(t *testing.T) {
 	if err := spec.Types.TypeByName("mt_kind", &kinds); err != nil {
 		t.Fatal(err)
 	}
-	goKinds := map[string]uint64{"MT_EV_ALLOC": event.KindAlloc, "MT_EV_FREE": event.KindFree, "MT_EV_REALLOC": event.KindRealloc, "MT_EV_EXIT": event.KindExit,
+	goKinds := map[string]uint64{"MT_EV_ALLOC": event.KindAlloc, "MT_EV_FREE": event.KindFree, "MT_EV_EXIT": event.KindExit,
 		"MT_EV_FORK": event.KindFork, "MT_EV_EXEC": event.KindExec}
 	for _, v := range kinds.Values {
+		if v.Name == "MT_EV_REALLOC" {
+			// The program's own state: it sends a realloc as a free and
+			// an alloc, and the agent reads no such kind.
+			continue
+		}
 		if goKinds[v.Name] != v.Value {
 			t.Errorf("%s = %d in C, Go has %d", v.Name, v.Value, goKinds[v.Name])
 		}
