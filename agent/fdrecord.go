@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	"github.com/memtrace/memtrace/event/fdevent"
-
 	"github.com/memtrace/memtrace/logfmt"
 )
 

@@ -1,13 +1,12 @@
 package agent
 
 import (
-	"golang.org/x/sys/unix"
-
 	"testing"
 
-	"github.com/memtrace/memtrace/event/fdevent"
+	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/logfmt"
 )
 

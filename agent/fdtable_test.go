@@ -5,9 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memtrace/memtrace/event/fdevent"
-
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/logfmt"
 )
 

@@ -5,12 +5,11 @@ package fdtrace
 import (
 	"testing"
 
-	"github.com/memtrace/memtrace/event/fdevent"
-
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 )
 
 func specs(t *testing.T) map[string]*ebpf.CollectionSpec {

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/memtrace/memtrace/event/fdevent"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/event/fdevent"
 )
 
 // benchTracer attaches a tracer for the benchmark; self also adds this

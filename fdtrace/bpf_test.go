@@ -15,14 +15,12 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/memtrace/memtrace/agent"
-
-	"github.com/memtrace/memtrace/event/fdevent"
-
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )

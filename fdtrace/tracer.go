@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/memtrace/memtrace/event/fdevent"
-
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/ringread"
 )
