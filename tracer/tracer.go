@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/ringread"
 )
@@ -47,9 +48,9 @@ type Tracer struct {
 	compat      *compatStubs
 	compatLacks string
 	lazy        *lazyProgs // the allocation programs New did not load
-	ev          Event
-	st          Stack
-	f           File
+	ev          event.Event
+	st          event.Stack
+	f           event.File
 }
 
 type attachKey struct {
@@ -351,7 +352,7 @@ func (t *Tracer) FellBack() []string {
 
 // Read delivers every record available now, waiting at most PollInterval
 // for the first one. It returns ringbuf.ErrClosed after Close.
-func (t *Tracer) Read(h Handler) error {
+func (t *Tracer) Read(h event.Handler) error {
 	wait := PollInterval
 	if t.detached.Load() {
 		wait = 0
@@ -363,7 +364,7 @@ func (t *Tracer) Read(h Handler) error {
 
 // drainBacklog delivers the fork, exec and exit records that found the
 // ring full (struct mt_backlog): a thread record, then its event.
-func (t *Tracer) drainBacklog(h Handler) {
+func (t *Tracer) drainBacklog(h event.Handler) {
 	if t.objs.Backlog == nil {
 		return
 	}
@@ -378,7 +379,7 @@ func (t *Tracer) drainBacklog(h Handler) {
 }
 
 // record decodes one ring-buffer record and hands it to h.
-func (t *Tracer) record(h Handler, b []byte) {
+func (t *Tracer) record(h event.Handler, b []byte) {
 	{
 		switch recordType(b) {
 		case recStack:
@@ -415,7 +416,7 @@ func (t *Tracer) record(h Handler, b []byte) {
 				t.threads[t.ev.TID] = ti
 			}
 			t.ev.TGID, t.ev.Comm = ti.tgid, ti.comm
-			if t.ev.Kind == KindExec && t.unw != nil {
+			if t.ev.Kind == event.KindExec && t.unw != nil {
 				// The new image, while it is held (in -- mode):
 				// the program and its dynamic linker.
 				if t.unw.updateProcess(int(t.ev.TGID), true) == nil {
@@ -423,7 +424,7 @@ func (t *Tracer) record(h Handler, b []byte) {
 				}
 			}
 			h.Event(&t.ev)
-			if t.ev.Kind == KindExit {
+			if t.ev.Kind == event.KindExit {
 				delete(t.threads, t.ev.TID)
 			}
 		}
