@@ -9,21 +9,8 @@ package analysis
 // counts them: atPeak, it is live at its process's peak; leaks, its
 // thread's blocks left unfreed are leaks.
 func (m *Model) allocFigures(id uint32, atPeak, leaks bool) *CostFigures {
-	sz := m.Size[id]
-	c := &CostFigures{Calls: 1, Bytes: sz}
-	if m.Temporary(id) {
-		c.Temporary, c.TempBytes = 1, sz
-	}
-	if atPeak {
-		c.PeakCount, c.PeakBytes = 1, sz
-	}
-	switch {
-	case m.FreeThread[id] != NoThread:
-	case m.IsUnknown(id):
-		c.Unknown, c.UnknownBytes = 1, sz
-	case leaks:
-		c.Leaks, c.LeakedBytes = 1, sz
-	}
+	c := &CostFigures{}
+	c.count(m.Size[id], m.Temporary(id), atPeak, m.fateOf(id, leaks))
 	return c
 }
 
@@ -45,5 +32,7 @@ func (c CostFigures) Minus(o *CostFigures) CostFigures {
 	c.LeakedBytes -= min(c.LeakedBytes, o.LeakedBytes)
 	c.Unknown -= min(c.Unknown, o.Unknown)
 	c.UnknownBytes -= min(c.UnknownBytes, o.UnknownBytes)
+	// A maximum cannot be taken apart: the part's largest is not known.
+	c.Largest = [len(c.Largest)]uint64{}
 	return c
 }
