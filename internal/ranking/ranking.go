@@ -167,6 +167,13 @@ var Rankings = []Ranking{
 		Head: "{cost} temporary allocations of {calls} allocations in total{share} from",
 		Sub:  "{cost} temporary allocations of {calls} allocations in total{share} from:",
 	},
+	{
+		Flag: "print-largest", Help: "largest single allocations: each call stack's largest block",
+		Key: "largest", Title: "LARGEST SINGLE ALLOCATIONS", HTMLTitle: "Largest single allocations",
+		Figure: LargestBytes, Tie: Calls, Column: "largest",
+		Head: "{cost} largest single allocation over {calls} calls from",
+		Sub:  "{cost} largest over {calls} calls from:",
+	},
 }
 
 // FlameCosts are --cost's values (heaptrack's --flamegraph-cost-type),
