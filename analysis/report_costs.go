@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"iter"
+
 	"github.com/memtrace/memtrace/internal/peak"
 	"github.com/memtrace/memtrace/internal/ranking"
 )
@@ -188,8 +190,9 @@ func (m *Model) ReportCosts() *Costs {
 	if m.SummaryOnly || len(m.TS) == 0 || uint64(len(m.TS)) >= uint64(freeEvent) {
 		return c
 	}
-	w := m.walkPeaks()
-	c.peak = m.peakSet(w)
+	ev := m.eventOrder() // built once: it may sort
+	w := m.walkPeaks(ev)
+	c.peak = m.peakSet(w, ev)
 	f := newFolder(m)
 	for p := range m.Procs {
 		pc := ProcCosts{Proc: int32(p), PeakTS: w.live[p].PeakTS(), HeapPeak: w.heap[p].Peak(), HeapPeakTS: w.heap[p].PeakTS()}
@@ -212,7 +215,7 @@ type peakWalk struct {
 	early      []uint64    // bitset by allocation id: freed before the allocation came in order (clock ties across threads)
 }
 
-func (m *Model) walkPeaks() *peakWalk {
+func (m *Model) walkPeaks(ev iter.Seq2[int, uint32]) *peakWalk {
 	words := (len(m.TS) + 63) / 64
 	np := len(m.Procs)
 	w := &peakWalk{live: make([]peak.Live, np), heap: make([]peak.Live, np), peakPos: make([]int, np), early: make([]uint64, words)}
@@ -220,7 +223,7 @@ func (m *Model) walkPeaks() *peakWalk {
 		w.peakPos[p] = -1
 	}
 	seen := make([]uint64, words)
-	for k, e := range m.eventOrder() {
+	for k, e := range ev {
 		id := e &^ freeEvent
 		p := m.Threads[m.Thread[id]].Proc
 		if e&freeEvent == 0 {
@@ -250,13 +253,13 @@ func (m *Model) walkPeaks() *peakWalk {
 
 // peakSet is the live set at each process's peak, a bitset by allocation
 // id: the events replayed up to it.
-func (m *Model) peakSet(w *peakWalk) []uint64 {
+func (m *Model) peakSet(w *peakWalk, ev iter.Seq2[int, uint32]) []uint64 {
 	set := make([]uint64, len(w.early))
 	last := -1
 	for _, k := range w.peakPos {
 		last = max(last, k)
 	}
-	for k, e := range m.eventOrder() {
+	for k, e := range ev {
 		if k > last {
 			break
 		}
