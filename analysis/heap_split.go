@@ -5,15 +5,6 @@ package analysis
 // a comparison with a tracer of the heap alone (heaptrack) is explained by
 // the report itself.
 
-// allocFigures is the figures of allocation id alone, as ReportCosts
-// counts them: atPeak, it is live at its process's peak; leaks, its
-// thread's blocks left unfreed are leaks.
-func (m *Model) allocFigures(id uint32, atPeak, leaks bool) *CostFigures {
-	c := &CostFigures{}
-	c.count(m.Size[id], m.Temporary(id), atPeak, m.fateOf(id, leaks))
-	return c
-}
-
 // Heap is the figures of the malloc family's blocks: pc's less its
 // mappings'. Its PeakBytes is theirs live at the process's peak, not the
 // malloc family's own peak (HeapPeak).
