@@ -291,6 +291,8 @@ func (m *Model) apply(b *batch) {
 	if b.flush {
 		m.assignStack(false)
 	}
+	m.textRead += int64(len(b.data))
+	m.reserveAhead()
 	m.Version++
 }
 
@@ -366,10 +368,6 @@ func logPrefixed(line []byte) bool {
 // and while the report works on what was read.
 const ReaderGCPercent = 25
 
-// bytesPerAlloc is a low estimate of log bytes per allocation (its line,
-// its free's line, some frames), so that Reserve rarely falls short.
-const bytesPerAlloc = 200
-
 // Stream reads a log through logfmt's Scanner until its end and applies it
 // to the model, parsing on several goroutines and applying in order. If r
 // implements Waiter, Stream keeps following it (live mode) until Wait says
@@ -388,9 +386,7 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 			o.SizeHint = fi.Size()
 		}
 	}
-	if o.SizeHint > 0 && !m.SummaryOnly {
-		m.Reserve(int(min(o.SizeHint/bytesPerAlloc, 1<<31)))
-	}
+	m.sizeHint = o.SizeHint
 	// The model is mostly pointer-free columns, which the collector marks
 	// at almost no cost, so collecting at 25 % growth instead of 100 %
 	// keeps the reader's peak memory near its live heap for little CPU
