@@ -176,15 +176,7 @@ func (m *Model) columnBytes() int {
 // free here, not the 4 an event of a materialized order plus an index.
 func (m *Model) eventOrder() iter.Seq2[int, uint32] {
 	n := len(m.TS)
-	frees := make([]uint32, 0, n-int(m.liveCount()))
-	for i := range m.TS {
-		if m.FreeThread[i] != NoThread {
-			frees = append(frees, uint32(i))
-		}
-	}
-	// By freeAt, ties in id order: frees was filled in id order and the
-	// radix sort is stable.
-	radixSort(frees, func(a uint32) uint64 { return uint64(m.freeAt[a]) })
+	frees := m.freesByPos()
 	if m.OutOfOrder {
 		ev := make([]uint32, 0, n+len(frees))
 		for e := range m.readOrder(frees) {
@@ -208,6 +200,52 @@ func (m *Model) eventOrder() iter.Seq2[int, uint32] {
 			k++
 		}
 	}
+}
+
+// freesByPos lists the freed allocations by freeAt, ties in id order: a
+// counting sort (freeAt is a read position, at most the number of
+// allocations), two passes in id order, where sorting took one pass per
+// byte of the positions, each looking freeAt up out of order.
+func (m *Model) freesByPos() []uint32 {
+	n := len(m.TS)
+	start := make([]uint32, n+2) // start[p+1]: frees at position p, then where they go
+	nf := 0
+	for i := range n {
+		if m.FreeThread[i] == NoThread {
+			continue
+		}
+		p := int(m.freeAt[i])
+		if p > n {
+			return m.freesSorted()
+		}
+		start[p+1]++
+		nf++
+	}
+	for p := 1; p < len(start); p++ {
+		start[p] += start[p-1]
+	}
+	frees := make([]uint32, nf)
+	for i := range n {
+		if m.FreeThread[i] != NoThread {
+			p := m.freeAt[i]
+			frees[start[p]] = uint32(i)
+			start[p]++
+		}
+	}
+	return frees
+}
+
+// freesSorted is freesByPos by sorting, for positions past the count.
+func (m *Model) freesSorted() []uint32 {
+	var frees []uint32
+	for i := range m.TS {
+		if m.FreeThread[i] != NoThread {
+			frees = append(frees, uint32(i))
+		}
+	}
+	// The radix sort is stable, and frees is in id order.
+	radixSort(frees, func(a uint32) uint64 { return uint64(m.freeAt[a]) })
+	return frees
 }
 
 // readOrder merges the allocations with frees (sorted by freeAt) in the
