@@ -209,6 +209,7 @@ func (m *Model) eventOrder() iter.Seq2[int, uint32] {
 func (m *Model) freesByPos() []uint32 {
 	n := len(m.TS)
 	start := make([]uint32, n+2) // start[p+1]: frees at position p, then where they go
+	prefault(start, 0, len(start))
 	nf := 0
 	for i := range n {
 		if m.FreeThread[i] == NoThread {
@@ -225,6 +226,7 @@ func (m *Model) freesByPos() []uint32 {
 		start[p] += start[p-1]
 	}
 	frees := make([]uint32, nf)
+	prefault(frees, 0, nf)
 	for i := range n {
 		if m.FreeThread[i] != NoThread {
 			p := m.freeAt[i]
