@@ -268,12 +268,3 @@ func (m *Model) readOrder(frees []uint32) iter.Seq[uint32] {
 		}
 	}
 }
-
-// liveCount is the number of allocations not freed.
-func (m *Model) liveCount() int64 {
-	var n int64
-	for i := range m.Threads {
-		n += m.Threads[i].LiveCount
-	}
-	return max(n, 0)
-}
