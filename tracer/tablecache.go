@@ -83,6 +83,20 @@ func statKey(path string) (tableKey, bool) {
 // cacheDirOK reports whether dir exists (created if not), is the
 // effective user's and is writable by no one else.
 func cacheDirOK(dir string) bool {
+	// Nothing is created in a directory of another user's (root's
+	// cache under sudo -E would be the user's home).
+	for p := dir; ; p = filepath.Dir(p) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err == nil {
+			if st.Uid != uint32(os.Geteuid()) {
+				return false
+			}
+			break
+		}
+		if filepath.Dir(p) == p {
+			return false
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false
 	}

@@ -128,4 +128,18 @@ func TestTableCache(t *testing.T) {
 	if cacheDirOK(cache) {
 		t.Fatal("a world-writable cache directory was used")
 	}
+	// Nor is one to be made in another user's directory.
+	other := filepath.Join(dir, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, 12345, 12345); err != nil {
+		t.Skipf("chown: %v", err)
+	}
+	if cacheDirOK(filepath.Join(other, ".cache", "memtrace")) {
+		t.Fatal("a cache directory was made in another user's directory")
+	}
+	if _, err := os.Stat(filepath.Join(other, ".cache")); err == nil {
+		t.Fatal("a directory was created in another user's directory")
+	}
 }
