@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/memtrace/memtrace/unwind"
@@ -179,6 +181,46 @@ func writeEntry(dir, name string, k tableKey, t *unwind.Table) {
 	err4 := f.Close()
 	if errors.Join(err1, err2, err3, err4) != nil || os.Rename(f.Name(), name) != nil {
 		os.Remove(f.Name())
+		return
+	}
+	trimCache(dir, tableCacheMaxBytes)
+}
+
+// tableCacheMaxBytes bounds the cache: every program a test suite builds
+// is a new file, so the entries would otherwise only grow.
+const tableCacheMaxBytes = 64 << 20
+
+// trimCache removes the least recently used entries of dir (a hit
+// touches its entry) until they take at most max bytes.
+func trimCache(dir string, max int64) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	type entry struct {
+		name string
+		size int64
+		at   time.Time
+	}
+	var es []entry
+	var total int64
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			es = append(es, entry{e.Name(), info.Size(), info.ModTime()})
+			total += info.Size()
+		}
+	}
+	if total <= max {
+		return
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].at.Before(es[j].at) })
+	for _, e := range es {
+		if total <= max {
+			break
+		}
+		if os.Remove(filepath.Join(dir, e.name)) == nil {
+			total -= e.size
+		}
 	}
 }
 
@@ -206,5 +248,7 @@ func readEntry(name string, k tableKey) *unwind.Table {
 	}
 	rows := make([]unwind.Row, e.NRows)
 	copy(rowBytes(rows), rb)
+	now := time.Now()
+	os.Chtimes(name, now, now) // used: the last to go when the cache is trimmed
 	return &unwind.Table{Arch: e.Arch, Base: e.Base, Rows: rows, Extended: e.Extended, Segments: e.Segments, Stats: e.Stats}
 }

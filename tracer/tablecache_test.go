@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -141,5 +142,31 @@ func TestTableCache(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(other, ".cache")); err == nil {
 		t.Fatal("a directory was created in another user's directory")
+	}
+}
+
+// TestTableCacheTrim: the cache keeps the most recently used entries
+// within its bound and removes the oldest.
+func TestTableCacheTrim(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Now().Add(-time.Hour)
+	for i := range 5 {
+		p := filepath.Join(dir, fmt.Sprint("e", i))
+		if err := os.WriteFile(p, make([]byte, 1000), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		at := base.Add(time.Duration(i) * time.Minute)
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trimCache(dir, 2500)
+	ents, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if !reflect.DeepEqual(left, []string{"e3", "e4"}) {
+		t.Fatalf("left %v after trimming to 2500 bytes, want the two newest, e3 e4", left)
 	}
 }
