@@ -41,7 +41,10 @@ func TestBothSources(t *testing.T) {
 			var pid int
 			var by, objs map[string]int64
 			var total, live int64
-			for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			// Bounded only for a broken memtrace: on a loaded machine
+			// (make check's workers beside other builds) the preload
+			// reader's figures come late.
+			for end := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 				p := fetchProfile(t, "http://"+r.addr+"/debug/pprof/heap")
 				for _, s := range p.Sample {
 					pid = int(heapproftest.PID(s))
@@ -102,7 +105,7 @@ func TestBothSources(t *testing.T) {
 			se := runLiveleak(t, append(args, "-o", log, "--stack-depth", "16", "--profile-dir", profs, "--report-dir", reports,
 				"--interval", "50ms", "--", prog), func() {
 				profiled, snapped := false, false
-				for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && !(profiled && snapped); time.Sleep(50 * time.Millisecond) {
+				for end := time.Now().Add(time.Minute); time.Now().Before(end) && !(profiled && snapped); time.Sleep(50 * time.Millisecond) {
 					if p := newestProfile(t, profs, leakedAt); !profiled && p != nil {
 						by, _, _ := byFunction(p, 0)
 						profiled = by["leak_here"] == 50000 && by["keep_small"] == 3000
@@ -112,7 +115,7 @@ func TestBothSources(t *testing.T) {
 					}
 				}
 				if !profiled {
-					t.Errorf("no profile in %s with leak_here's 50000 bytes and keep_small's 3000 within 20 s", profs)
+					t.Errorf("no profile in %s with leak_here's 50000 bytes and keep_small's 3000 within a minute", profs)
 				}
 			})
 			if strings.Contains(se, "serving http") {
@@ -134,7 +137,7 @@ func TestBothSources(t *testing.T) {
 			}
 			logText, _ := os.ReadFile(log)
 			if snaps := leakSnaps.FindAll(logText, -1); len(snaps) < 2 {
-				t.Errorf("%d --interval snapshots (50 ms) with the 53000 leaked bytes in 20 s, want 2 or more", len(snaps))
+				t.Errorf("%d --interval snapshots (50 ms) with the 53000 leaked bytes in a minute, want 2 or more", len(snaps))
 			}
 		}},
 		// One run for the closing lines and -v's phases line.
@@ -166,7 +169,10 @@ func TestBothSources(t *testing.T) {
 			start, _ := strconv.ParseFloat(m[1], 64)
 			run, _ := strconv.ParseFloat(m[2], 64)
 			end, _ := strconv.ParseFloat(m[3], 64)
-			if start <= 0 || run < 300 || end <= 0 || end > run+start+10000 {
+			// The end's bound catches a figure that is not a duration
+			// (runLiveleak waits a bounded time for memtrace's exit),
+			// not a slow end: a loaded machine's is.
+			if start <= 0 || run < 300 || end <= 0 || end > run+start+60000 {
 				t.Errorf("phases start-up %v ms, run %v ms, end %v ms: want each above 0 and the run at least liveleak's 300 ms\n%s", start, run, end, se)
 			}
 		}},
