@@ -117,9 +117,9 @@ kernels: build progs
 
 # check is the fast inner loop: lint and every package's tests with -short,
 # which skips the soak, the fault loops, the cross builds under qemu,
-# Chromium and tmux and runs each race loop once; the tests package runs in
-# two shards beside the others (scripts/check.sh). make test stays the
-# whole run (and CI's).
+# Chromium and tmux and runs each race loop once; the tests package runs
+# one test per process from a longest-first queue beside the others
+# (scripts/check.sh). make test stays the whole run (and CI's).
 check: build progs lint
 	GO=$(GO) ./scripts/check.sh
 
