@@ -319,6 +319,13 @@ typedef struct {
 	uint16_t nrd, nfr;
 } wstep;
 
+// A read: the word's address and value. RD_FP in addr marks a read of fp
+// (the caller's saved frame pointer): kept, it also marks one whose value
+// the rest of the walk never uses (fp is overwritten first), which a match
+// does not read again: a frame pointer the code uses as a register holds
+// anything, and its saved copy changes from call to call.
+#define RD_FP ((uintptr_t)1)
+
 typedef struct {
 	uintptr_t addr, val;
 } wread;
@@ -471,8 +478,14 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 		const wstep *c = &w->cur[i];
 		wstep *x = &k->st[base + (nstep - 1 - i)];
 		int end = i + 1 < nstep ? w->cur[i + 1].nrd : nread;
-		for (int r = c->nrd; r < end; r++)
-			k->rd[nr++] = w->cur_rd[r];
+		// live: the entry state of the step after this one, which
+		// an fp read of this one sets.
+		for (int r = c->nrd; r < end; r++) {
+			wread v = w->cur_rd[r];
+			if ((v.addr & RD_FP) && (live & WS_LIVE_FP))
+				v.addr &= ~RD_FP;
+			k->rd[nr++] = v;
+		}
 		*x = *c;
 		if (x->flags & WS_FRAME)
 			nf++;
@@ -519,7 +532,7 @@ typedef struct {
 
 // wk_read reads a word of the stack for the step under way, and notes it
 // with the step when the walk is kept: 0 where the read is out of bounds.
-static ALWAYS_INLINE int wk_read(walk_t *s, uintptr_t a, uintptr_t *v)
+static ALWAYS_INLINE int wk_read(walk_t *s, uintptr_t a, uintptr_t *v, uintptr_t is_fp)
 {
 	if (!rd(s->b, a, v))
 		return 0;
@@ -528,7 +541,7 @@ static ALWAYS_INLINE int wk_read(walk_t *s, uintptr_t a, uintptr_t *v)
 			s->w = NULL;
 			s->cs = NULL;
 		} else {
-			s->w->cur_rd[s->nread].addr = a;
+			s->w->cur_rd[s->nread].addr = a | is_fp;
 			s->w->cur_rd[s->nread++].val = *v;
 		}
 	}
@@ -551,6 +564,8 @@ static ALWAYS_INLINE int wk_reads_hold(walk_t *s, int c)
 	int i = s->good >= 0 ? k->st[s->good].nrd : 0, end = k->st[c].nrd;
 	for (; i < end; i++) {
 		uintptr_t a = k->rd[i].addr;
+		if (a & RD_FP)
+			continue;
 		if (a - lo > span || *(const uintptr_t *)a != k->rd[i].val)
 			break;
 	}
@@ -629,8 +644,8 @@ static ALWAYS_INLINE const rc_entry *wk_rule(walk_t *s, rc_entry *local)
 static int wk_signal(walk_t *s)
 {
 	uintptr_t npc, nsp, nfp, nlr;
-	if (!wk_read(s, s->sp + SIG_PC, &npc) || !wk_read(s, s->sp + SIG_SP, &nsp) ||
-	    !wk_read(s, s->sp + SIG_FP, &nfp) || !wk_read(s, s->sp + SIG_LR, &nlr))
+	if (!wk_read(s, s->sp + SIG_PC, &npc, 0) || !wk_read(s, s->sp + SIG_SP, &nsp, 0) ||
+	    !wk_read(s, s->sp + SIG_FP, &nfp, RD_FP) || !wk_read(s, s->sp + SIG_LR, &nlr, 0))
 		return 0;
 #if defined(__aarch64__)
 	npc &= PAC_MASK;
@@ -684,11 +699,11 @@ static ALWAYS_INLINE int wk_step(walk_t *s, const rule_t *r)
 		if (!s->lr_valid)
 			return -1;
 		ra = s->lr;
-	} else if (!wk_read(s, cfa + (uintptr_t)r->ra_off, &ra)) {
+	} else if (!wk_read(s, cfa + (uintptr_t)r->ra_off, &ra, 0)) {
 		return -1;
 	}
 	if (r->fp_rule == 1) {
-		if (!wk_read(s, cfa + (uintptr_t)r->fp_off, &s->fp))
+		if (!wk_read(s, cfa + (uintptr_t)r->fp_off, &s->fp, RD_FP))
 			return -1;
 		if (s->cs)
 			s->cs->flags |= WS_SET_FP;
