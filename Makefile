@@ -129,8 +129,9 @@ check: build progs lint
 lint:
 	./scripts/lint.sh
 
+# bench: BENCH="preload bpf" runs only those drivers (scripts/bench-NAME.sh).
 bench: build progs
-	./scripts/bench.sh
+	BENCH="$(BENCH)" ./scripts/bench.sh
 
 # soak: the fault loops of make test (TestFaultRounds) at 200 rounds per
 # scenario (ROUNDS=N to change), with per-scenario counts of rounds that
