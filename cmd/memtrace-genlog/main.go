@@ -46,8 +46,12 @@ func main() {
 		inTurn    = flag.Bool("stacks-in-turn", false, "events take the stacks in turn rather than at random, so that -stacks N stack-carrying events hold all N")
 	)
 	flag.Parse()
-	pool := stackPool{n: *nstacks, frames: *nframes, inTurn: *inTurn}
-	if err := run(*events, *threads, *stackFrac, *depth, *leakFrac, *out, *seed, *memtrack, *procs, *lost, *rate, *follow, pool); err != nil {
+	o := options{
+		events: *events, threads: *threads, stackFrac: *stackFrac, leakFrac: *leakFrac, depth: *depth,
+		out: *out, seed: *seed, memtrack: *memtrack, follow: *follow, procs: *procs, lost: *lost, rate: *rate,
+		pool: stackPool{n: *nstacks, frames: *nframes, inTurn: *inTurn},
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "memtrace-genlog:", err)
 		os.Exit(1)
 	}
@@ -68,235 +72,319 @@ type stackPool struct {
 	inTurn bool // stack-carrying events take stack 0, 1, …, n-1, 0, …
 }
 
-func run(events, nthreads int, stackFrac float64, depth int, leakFrac float64, out string, seed uint64, memtrack bool, procs, lost, rate int, follow bool, pool stackPool) error {
-	if nthreads < 1 || events < 0 || procs < 1 {
+// options are the command line's.
+type options struct {
+	events, threads     int
+	stackFrac, leakFrac float64
+	depth               int
+	out                 string
+	seed                uint64
+	memtrack, follow    bool
+	procs, lost, rate   int
+	pool                stackPool
+}
+
+type frame struct {
+	mod, sym  string
+	off, addr uint64
+}
+
+// generator holds one run's state: the random source is drawn from in a
+// fixed order, so a seed gives the same log byte for byte.
+type generator struct {
+	o        options
+	r        *rand.Rand
+	bw       *bufio.Writer
+	b        []byte // what is written next, in order
+	line     []byte
+	frames   []frame
+	flat     []int32 // the stacks' frames, depth entries a stack
+	next     int32   // the next stack when taken in turn
+	ths      []*thread
+	freeList map[uint64][]uint64 // per size class, so that addresses recur as with glibc
+	top      uint64              // the next fresh address
+	opOf     map[uint64]string
+	ts       uint64
+	written  int
+	start    time.Time
+}
+
+var (
+	sizes = []uint64{16, 24, 32, 48, 64, 100, 128, 256, 512, 1024, 4096, 65536, 1 << 20}
+	ops   = []string{"malloc", "malloc", "malloc", "new", "calloc", "realloc", "strdup", "new[]"}
+	frees = map[string]string{"new": "delete", "new[]": "delete[]"}
+)
+
+func run(o options) error {
+	if o.threads < 1 || o.events < 0 || o.procs < 1 {
 		return fmt.Errorf("bad arguments: -threads and -procs must be at least 1")
 	}
-	if pool.n < 1 || pool.frames < 0 || depth < 0 {
+	if o.pool.n < 1 || o.pool.frames < 0 || o.depth < 0 {
 		return fmt.Errorf("bad arguments: -stacks must be at least 1, -frames and -depth at least 0")
 	}
 	var w io.Writer = os.Stdout
-	if out != "-" {
-		f, err := os.Create(out)
+	if o.out != "-" {
+		f, err := os.Create(o.out)
 		if err != nil {
 			return fmt.Errorf("create output: %w", err)
 		}
 		defer f.Close()
 		w = f
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	defer bw.Flush()
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	g := &generator{
+		o:        o,
+		r:        rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15)),
+		bw:       bufio.NewWriterSize(w, 1<<20),
+		freeList: map[uint64][]uint64{},
+		top:      0x55aa00000000,
+		opOf:     map[uint64]string{},
+		ts:       1000,
+	}
+	if o.rate > 0 {
+		g.start = time.Now()
+	}
+	g.makeStacks()
+	g.startLog()
+	if err := g.writeOut(); err != nil {
+		return err
+	}
+	for g.written < o.events {
+		if err := g.event(); err != nil {
+			return err
+		}
+	}
+	g.endLog()
+	if err := g.writeOut(); err != nil {
+		return err
+	}
+	if err := g.bw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
 
-	type frame struct {
-		mod, sym  string
-		off, addr uint64
-	}
-	randomFrame := func() frame {
-		s := syms[r.IntN(len(syms))]
-		return frame{"./app", s, uint64(r.IntN(0x400)), 0x555555554000 + uint64(r.IntN(1<<20))}
-	}
-	var frames []frame
+func (g *generator) randomFrame() frame {
+	s := syms[g.r.IntN(len(syms))]
+	return frame{"./app", s, uint64(g.r.IntN(0x400)), 0x555555554000 + uint64(g.r.IntN(1<<20))}
+}
+
+func (g *generator) makeStacks() {
+	pool := g.o.pool
 	for i := range pool.frames {
 		// A function of its own per frame: a large program's many.
-		f := randomFrame()
+		f := g.randomFrame()
 		name := "fn" + strconv.Itoa(i)
 		f.sym = "_ZN3app" + strconv.Itoa(len(name)) + name + "Ev"
 		f.addr = 0x555555554000 + uint64(i)*64 + f.off&63
-		frames = append(frames, f)
+		g.frames = append(g.frames, f)
 	}
 	// Frames by index into one slice: a million stacks of separate
 	// slices would be most of the generator's memory.
-	flat := make([]int32, 0, pool.n*depth)
+	g.flat = make([]int32, 0, pool.n*g.o.depth)
 	for range pool.n {
-		for range depth {
+		for range g.o.depth {
 			if pool.frames > 0 {
-				flat = append(flat, int32(r.IntN(len(frames))))
+				g.flat = append(g.flat, int32(g.r.IntN(len(g.frames))))
 			} else {
-				flat = append(flat, int32(len(frames)))
-				frames = append(frames, randomFrame())
+				g.flat = append(g.flat, int32(len(g.frames)))
+				g.frames = append(g.frames, g.randomFrame())
 			}
 		}
 	}
-	stackFrames := func(st int32) []int32 { return flat[int(st)*depth : (int(st)+1)*depth] }
-	nextStack := int32(0)
-	pickStack := func() int32 {
-		if !pool.inTurn {
-			return int32(r.IntN(pool.n))
-		}
-		st := nextStack
-		nextStack = (nextStack + 1) % int32(pool.n)
-		return st
-	}
+}
 
-	var b []byte
-	if !memtrack {
-		b = logfmt.AppendHeader(b, logfmt.Header{Version: "genlog", PID: 4242, Comm: "app", Cmd: "./app --bench", Mode: "synthetic"})
+func (g *generator) stackFrames(st int32) []int32 {
+	return g.flat[int(st)*g.o.depth : (int(st)+1)*g.o.depth]
+}
+
+func (g *generator) pickStack() int32 {
+	if !g.o.pool.inTurn {
+		return int32(g.r.IntN(g.o.pool.n))
 	}
-	ths := make([]*thread, nthreads)
-	for i := range ths {
+	st := g.next
+	g.next = (g.next + 1) % int32(g.o.pool.n)
+	return st
+}
+
+func (g *generator) startLog() {
+	if !g.o.memtrack {
+		g.b = logfmt.AppendHeader(g.b, logfmt.Header{Version: "genlog", PID: 4242, Comm: "app", Cmd: "./app --bench", Mode: "synthetic"})
+	}
+	g.ths = make([]*thread, g.o.threads)
+	for i := range g.ths {
 		name := "worker-" + strconv.Itoa(i)
 		if i == 0 {
 			name = "app"
 		}
-		ths[i] = &thread{tid: int64(4242 + i), name: name}
-		if !memtrack {
-			pid := 4242 + (i % procs)
-			b = logfmt.AppendThread(b, logfmt.Thread{TID: ths[i].tid, PID: int64(pid), Name: name})
+		g.ths[i] = &thread{tid: int64(4242 + i), name: name}
+		if !g.o.memtrack {
+			pid := 4242 + (i % g.o.procs)
+			g.b = logfmt.AppendThread(g.b, logfmt.Thread{TID: g.ths[i].tid, PID: int64(pid), Name: name})
 		}
 	}
-	if _, err := bw.Write(b); err != nil {
+}
+
+func (g *generator) writeOut() error {
+	if _, err := g.bw.Write(g.b); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	b = b[:0]
-	// Free lists per size class make addresses recur, as with glibc.
-	freeList := map[uint64][]uint64{}
-	next := uint64(0x55aa00000000)
-	sizes := []uint64{16, 24, 32, 48, 64, 100, 128, 256, 512, 1024, 4096, 65536, 1 << 20}
-	ts := uint64(1000)
-	var now time.Time
-	if rate > 0 {
-		now = time.Now()
+	g.b = g.b[:0]
+	return nil
+}
+
+// emit adds an event line and its stack; memtrack writes per-thread
+// buffers, so its lines come out of time order.
+func (g *generator) emit(t *thread, st int32) {
+	dst := &g.b
+	if g.o.memtrack {
+		dst = &t.buf
 	}
-	ops := []string{"malloc", "malloc", "malloc", "new", "calloc", "realloc", "strdup", "new[]"}
-	frees := map[string]string{"new": "delete", "new[]": "delete[]"}
-	opOf := map[uint64]string{}
-	written := 0
-	emit := func(t *thread, line []byte, st int32) {
-		dst := &b
-		if memtrack {
-			dst = &t.buf
-		}
-		*dst = append(*dst, line...)
-		if st >= 0 {
-			for k, fi := range stackFrames(st) {
-				f := &frames[fi]
-				*dst = logfmt.AppendFrame(*dst, k, f.mod, f.sym, f.off, f.addr)
-			}
-		}
-		if memtrack && len(t.buf) >= 4096 {
-			b = append(b, t.buf...)
-			t.buf = t.buf[:0]
+	*dst = append(*dst, g.line...)
+	if st >= 0 {
+		for k, fi := range g.stackFrames(st) {
+			f := &g.frames[fi]
+			*dst = logfmt.AppendFrame(*dst, k, f.mod, f.sym, f.off, f.addr)
 		}
 	}
-	var line []byte
-	for written < events {
-		t := ths[r.IntN(nthreads)]
-		ts += uint64(1 + r.IntN(3))
-		st := int32(-1)
-		if r.Float64() < stackFrac {
-			st = pickStack()
-		}
-		// Allocate while the thread holds few blocks or by chance; keep
-		// enough events left to free everything that should be freed.
-		remaining := events - written
-		var pending int
-		for _, th := range ths {
-			pending += len(th.live)
-		}
-		doAlloc := len(t.live) == 0 || (r.IntN(2) == 0 && remaining > pending+1)
-		if remaining <= pending {
-			doAlloc = false
-			if len(t.live) == 0 {
-				continue
-			}
-		}
-		if doAlloc {
-			sz := sizes[r.IntN(len(sizes))]
-			var p uint64
-			if fl := freeList[sz]; len(fl) > 0 {
-				p = fl[len(fl)-1]
-				freeList[sz] = fl[:len(fl)-1]
-			} else {
-				p = next
-				next += sz + 16
-			}
-			op := ops[r.IntN(len(ops))]
-			t.total += sz
-			line = logfmt.AppendAlloc(line[:0], t.tid, t.name, op, ts, sz, t.total, p)
-			emit(t, line, st)
-			written++
-			if r.Float64() < leakFrac {
-				continue // leaked: never tracked for a free
-			}
-			opOf[p] = op
-			// A few blocks are freed by another thread (cross-thread free).
-			owner := t
-			if r.IntN(20) == 0 {
-				owner = ths[r.IntN(nthreads)]
-			}
-			owner.live = append(owner.live, block{p, sz, st, 0})
-		} else {
-			// Free a recent block mostly (short-lived temporaries), sometimes an old one.
-			k := len(t.live) - 1
-			if r.IntN(4) == 0 {
-				k = r.IntN(len(t.live))
-			}
-			bl := t.live[k]
-			t.live[k] = t.live[len(t.live)-1]
-			t.live = t.live[:len(t.live)-1]
-			fop := "free"
-			if f, ok := frees[opOf[bl.ptr]]; ok {
-				fop = f
-			}
-			delete(opOf, bl.ptr)
-			if memtrack {
-				// memtrack's own free lines carry no size=.
-				line = appendFreeNoSize(line[:0], t, fop, ts, bl.ptr)
-			} else {
-				line = logfmt.AppendFree(line[:0], t.tid, t.name, fop, ts, bl.size, bl.ptr)
-			}
-			emit(t, line, st)
-			written++
-			freeList[bl.size] = append(freeList[bl.size], bl.ptr)
-		}
-		if len(b) >= 1<<20 || (follow && written%1000 == 0) {
-			if _, err := bw.Write(b); err != nil {
-				return fmt.Errorf("write: %w", err)
-			}
-			b = b[:0]
-			if follow {
-				if err := bw.Flush(); err != nil {
-					return fmt.Errorf("write: %w", err)
-				}
-				if rate > 0 {
-					want := now.Add(time.Duration(written) * time.Second / time.Duration(rate))
-					time.Sleep(time.Until(want))
-				}
-			}
+	if g.o.memtrack && len(t.buf) >= 4096 {
+		g.b = append(g.b, t.buf...)
+		t.buf = t.buf[:0]
+	}
+}
+
+// event writes one allocation or free (or nothing, when the thread drawn
+// has nothing left to free while the rest must be freed).
+func (g *generator) event() error {
+	t := g.ths[g.r.IntN(g.o.threads)]
+	g.ts += uint64(1 + g.r.IntN(3))
+	st := int32(-1)
+	if g.r.Float64() < g.o.stackFrac {
+		st = g.pickStack()
+	}
+	// Allocate while the thread holds few blocks or by chance; keep
+	// enough events left to free everything that should be freed.
+	remaining := g.o.events - g.written
+	var pending int
+	for _, th := range g.ths {
+		pending += len(th.live)
+	}
+	doAlloc := len(t.live) == 0 || (g.r.IntN(2) == 0 && remaining > pending+1)
+	if remaining <= pending {
+		doAlloc = false
+		if len(t.live) == 0 {
+			return nil
 		}
 	}
-	if lost > 0 && !memtrack {
-		b = logfmt.AppendLost(b, logfmt.Lost{Count: uint64(lost), Total: uint64(lost), TS: ts})
+	if doAlloc {
+		g.alloc(t, st)
+	} else {
+		g.free(t, st)
 	}
-	for _, t := range ths {
-		ts++
-		line = logfmt.AppendExit(line[:0], t.tid, t.name, ts, t.total)
-		if memtrack {
-			t.buf = append(t.buf, line...)
-			b = append(b, t.buf...)
-			t.buf = nil
-		} else {
-			b = append(b, line...)
-		}
+	return g.flushSome()
+}
+
+func (g *generator) alloc(t *thread, st int32) {
+	sz := sizes[g.r.IntN(len(sizes))]
+	var p uint64
+	if fl := g.freeList[sz]; len(fl) > 0 {
+		p = fl[len(fl)-1]
+		g.freeList[sz] = fl[:len(fl)-1]
+	} else {
+		p = g.top
+		g.top += sz + 16
 	}
-	if !memtrack {
-		// A finished run, as memtrace ends its log: each process's
-		// exit, then the summary. Without them the readers take the
-		// log for one cut short, its blocks live at the cut.
-		for p := 0; p < procs; p++ {
-			ts++
-			b = logfmt.AppendProc(b, logfmt.Proc{Event: logfmt.ProcExit, PID: int64(4242 + p), TS: ts, HasStatus: true})
-		}
-		b = logfmt.AppendSummary(b, logfmt.Summary{Events: uint64(written), Lost: uint64(lost)})
+	op := ops[g.r.IntN(len(ops))]
+	t.total += sz
+	g.line = logfmt.AppendAlloc(g.line[:0], t.tid, t.name, op, g.ts, sz, t.total, p)
+	g.emit(t, st)
+	g.written++
+	if g.r.Float64() < g.o.leakFrac {
+		return // leaked: never tracked for a free
 	}
-	if _, err := bw.Write(b); err != nil {
+	g.opOf[p] = op
+	// A few blocks are freed by another thread (cross-thread free).
+	owner := t
+	if g.r.IntN(20) == 0 {
+		owner = g.ths[g.r.IntN(g.o.threads)]
+	}
+	owner.live = append(owner.live, block{p, sz, st, 0})
+}
+
+func (g *generator) free(t *thread, st int32) {
+	// Free a recent block mostly (short-lived temporaries), sometimes an old one.
+	k := len(t.live) - 1
+	if g.r.IntN(4) == 0 {
+		k = g.r.IntN(len(t.live))
+	}
+	bl := t.live[k]
+	t.live[k] = t.live[len(t.live)-1]
+	t.live = t.live[:len(t.live)-1]
+	fop := "free"
+	if f, ok := frees[g.opOf[bl.ptr]]; ok {
+		fop = f
+	}
+	delete(g.opOf, bl.ptr)
+	if g.o.memtrack {
+		// memtrack's own free lines carry no size=.
+		g.line = appendFreeNoSize(g.line[:0], t, fop, g.ts, bl.ptr)
+	} else {
+		g.line = logfmt.AppendFree(g.line[:0], t.tid, t.name, fop, g.ts, bl.size, bl.ptr)
+	}
+	g.emit(t, st)
+	g.written++
+	g.freeList[bl.size] = append(g.freeList[bl.size], bl.ptr)
+}
+
+// flushSome writes the buffer out when it is large, and in follow mode
+// every thousand events, at the requested rate.
+func (g *generator) flushSome() error {
+	follow := g.o.follow
+	if len(g.b) < 1<<20 && !(follow && g.written%1000 == 0) {
+		return nil
+	}
+	if err := g.writeOut(); err != nil {
+		return err
+	}
+	if !follow {
+		return nil
+	}
+	if err := g.bw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write: %w", err)
+	if g.o.rate > 0 {
+		want := g.start.Add(time.Duration(g.written) * time.Second / time.Duration(g.o.rate))
+		time.Sleep(time.Until(want))
 	}
 	return nil
+}
+
+func (g *generator) endLog() {
+	memtrack := g.o.memtrack
+	if g.o.lost > 0 && !memtrack {
+		g.b = logfmt.AppendLost(g.b, logfmt.Lost{Count: uint64(g.o.lost), Total: uint64(g.o.lost), TS: g.ts})
+	}
+	for _, t := range g.ths {
+		g.ts++
+		g.line = logfmt.AppendExit(g.line[:0], t.tid, t.name, g.ts, t.total)
+		if memtrack {
+			t.buf = append(t.buf, g.line...)
+			g.b = append(g.b, t.buf...)
+			t.buf = nil
+		} else {
+			g.b = append(g.b, g.line...)
+		}
+	}
+	if memtrack {
+		return
+	}
+	// A finished run, as memtrace ends its log: each process's exit,
+	// then the summary. Without them the readers take the log for one
+	// cut short, its blocks live at the cut.
+	for p := 0; p < g.o.procs; p++ {
+		g.ts++
+		g.b = logfmt.AppendProc(g.b, logfmt.Proc{Event: logfmt.ProcExit, PID: int64(4242 + p), TS: g.ts, HasStatus: true})
+	}
+	g.b = logfmt.AppendSummary(g.b, logfmt.Summary{Events: uint64(g.written), Lost: uint64(g.o.lost)})
 }
 
 // appendFreeNoSize writes memtrack's recent free line, which has no size=
