@@ -9,7 +9,7 @@ func (m *Model) proc(pid int64) int32 {
 	if p, ok := m.procIdx[pid]; ok {
 		return p
 	}
-	m.Procs = append(m.Procs, Proc{PID: pid, live: map[uint64]int32{}})
+	m.Procs = append(m.Procs, Proc{PID: pid})
 	p := int32(len(m.Procs) - 1)
 	m.procIdx[pid] = p
 	return p
@@ -158,14 +158,14 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 			}
 		}
 	}
-	if old, ok := p.live[ptr]; ok {
+	if old, ok := p.live.get(ptr); ok {
 		m.supersede(old, p.dup[ptr], op)
 		if p.dup == nil {
 			p.dup = map[uint64][]int32{}
 		}
 		p.dup[ptr] = append(p.dup[ptr], old)
 	}
-	p.live[ptr] = int32(id)
+	p.live.set(ptr, int32(id))
 	return id
 }
 
@@ -216,7 +216,7 @@ func (m *Model) addFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr 
 func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr uint64, stack, at uint32) int64 {
 	p := &m.Procs[m.Threads[ti].Proc]
 	if ptr != 0 {
-		if id, ok := p.live[ptr]; ok {
+		if id, ok := p.live.get(ptr); ok {
 			best := int32(-1)
 			if m.TS[id] <= ts {
 				best = id
@@ -232,10 +232,10 @@ func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, pt
 				if bestK >= 0 {
 					dups = append(dups[:bestK], dups[bestK+1:]...)
 				} else if len(dups) > 0 {
-					p.live[ptr] = dups[len(dups)-1]
+					p.live.set(ptr, dups[len(dups)-1])
 					dups = dups[:len(dups)-1]
 				} else {
-					delete(p.live, ptr)
+					p.live.del(ptr)
 				}
 				if len(dups) == 0 {
 					delete(p.dup, ptr)

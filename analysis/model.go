@@ -108,7 +108,7 @@ type Proc struct {
 	// (proc event=untraced); "" when it was traced.
 	Untraced string
 
-	live    map[uint64]int32   // address → live allocation id
+	live    ptrMap             // address → live allocation id
 	dup     map[uint64][]int32 // further live allocations of the same address (lost frees, unordered logs)
 	pending map[uint64][]int32 // address → orphan frees that a later-read allocation may claim
 	// lastFreed is, per address, the freed allocation made last (unordered
