@@ -90,7 +90,7 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 		if len(m.TS) == cap(m.TS) {
 			m.Reserve(m.expected(len(m.TS), nextCap(cap(m.TS))))
 		}
-		if len(m.TS) >= m.prefaulted {
+		if len(m.TS) >= m.prefaultAt {
 			m.prefaultColumns()
 		}
 		if m.SummaryOnly {

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/memtrace/memtrace/internal/intern"
@@ -191,7 +192,10 @@ type Model struct {
 	// (SummaryOnly); otherwise the position is the id.
 	allocAt    []uint32
 	allocsRead uint32 // alloc lines read so far
-	prefaulted int    // the columns are resident up to here (prefaultColumns)
+	// The columns are asked to be resident up to prefaulted, and
+	// prefaultColumns asks for more at prefaultAt (columns.go).
+	prefaulted, prefaultAt int
+	prefaulting            *sync.WaitGroup
 	// sizeHint is the size of the log's text when Stream knows it, and
 	// textRead the text applied so far: the columns are reserved from
 	// what the log's start says of the rest (reserveAhead).
@@ -302,7 +306,7 @@ func (m *Model) Reserve(n int) {
 	if n <= cap(m.TS) {
 		return
 	}
-	m.prefaulted = 0 // the new columns' tails
+	m.prefaulted, m.prefaultAt = 0, 0 // the new columns' tails
 	regrow(&m.TS, n)
 	regrow(&m.Size, n)
 	regrow(&m.Ptr, n)
