@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"runtime"
@@ -31,12 +32,15 @@ type rec struct {
 	b0, b1  int32  // op text | symbol | meta rest
 	c0, c1  int32  // frame key
 	// A frame line not parsed yet (lazy): c0, c1 is its text after the
-	// index, l0, l1 the whole line. The model parses it only the first
+	// index, l0, l1 the whole line, hash that text's hash for the frame
+	// table (frameStore.findHash; made on the parsing goroutines), when
+	// the batch has the model's seed. The model parses it only the first
 	// time it sees that text: a stack-heavy log repeats a few thousand
 	// frame texts tens of millions of times, and parsing every one was
 	// 40 % of a reader's CPU.
 	lazy   bool
 	l0, l1 int32
+	hash   uint64
 }
 
 // batch is a run of whole lines, each ended by a newline in data; ends,
@@ -48,6 +52,7 @@ type batch struct {
 	recs  []rec
 	flush bool // the last batch before the reader waits for more input
 	lazy  bool // frame lines are left for apply (see rec.lazy)
+	seed  maphash.Seed
 }
 
 // batchFree is one Stream's set of batches, at most cap(ch) of them: the
@@ -144,6 +149,9 @@ func (b *batch) parse() {
 			if k0, k1, ok := logfmt.FrameText(line); ok {
 				r.kind, r.lazy = logfmt.KindFrame, true
 				r.c0, r.c1, r.l0, r.l1 = s0+int32(k0), s0+int32(k1), s0, end
+				if b.seed != (maphash.Seed{}) {
+					r.hash = maphash.Bytes(b.seed, line[k0:k1])
+				}
 				b.recs = append(b.recs, r)
 				continue
 			}
@@ -202,7 +210,11 @@ func (m *Model) lazyFrame(b *batch, r *rec) (id uint32, known, ok bool) {
 	// The raw text is nearly always the frame's key itself (the text from
 	// its module on): then the frame table alone knows it, and rawFrames
 	// holds only the other texts, not every text twice.
-	if id, hit := m.frames.find(raw); hit {
+	h := r.hash
+	if b.seed != m.frames.seed {
+		h = maphash.Bytes(m.frames.seed, raw)
+	}
+	if id, hit := m.frames.findHash(raw, h); hit {
 		m.lazyHits++
 		return id, true, true
 	}
@@ -501,7 +513,7 @@ func (p *pipeline) send(flush bool) {
 	if len(p.cur.data) == 0 && !flush {
 		return
 	}
-	p.cur.seq, p.cur.flush, p.cur.lazy = p.seq, flush, true
+	p.cur.seq, p.cur.flush, p.cur.lazy, p.cur.seed = p.seq, flush, true, p.m.frames.seed
 	p.seq++
 	p.work <- p.cur
 	p.cur = p.free.get()
