@@ -111,6 +111,9 @@ func (b *batch) addLines(run []byte) {
 // split fills b.ends from b.data: the lines are found on the parsing
 // goroutines, not the reading one.
 func (b *batch) split() {
+	if b.ends == nil {
+		b.ends = make([]int32, 0, len(b.data)/64+16)
+	}
 	b.ends = b.ends[:0]
 	for off := 0; off < len(b.data); {
 		i := bytes.IndexByte(b.data[off:], '\n')
@@ -134,17 +137,24 @@ func (b *batch) span(sub []byte) (int32, int32) {
 
 func (b *batch) text(s, e int32) []byte { return b.data[s:e] }
 
-// parse fills b.recs from b.data. It runs on any goroutine.
+// parse fills b.recs from b.data. It runs on any goroutine. The records
+// are written in place: appending each (a copy of the record, and the
+// slice grown now and then) was a sixth of the parsers' time.
 func (b *batch) parse() {
 	b.split()
-	b.recs = b.recs[:0]
+	n := len(b.ends)
+	if cap(b.recs) < n {
+		b.recs = make([]rec, n, n+n/4)
+	}
+	b.recs = b.recs[:n]
 	var l logfmt.Line
 	start := int32(0)
-	for _, end := range b.ends {
+	for i, end := range b.ends {
 		line := b.data[start:end]
 		s0 := start
 		start = end + 1
-		var r rec
+		r := &b.recs[i]
+		*r = rec{}
 		if b.lazy {
 			if k0, k1, ok := logfmt.FrameText(line); ok {
 				r.kind, r.lazy = logfmt.KindFrame, true
@@ -152,13 +162,11 @@ func (b *batch) parse() {
 				if b.seed != (maphash.Seed{}) {
 					r.hash = maphash.Bytes(b.seed, line[k0:k1])
 				}
-				b.recs = append(b.recs, r)
 				continue
 			}
 		}
 		if err := l.Parse(line); err != nil {
 			r.bad = true
-			b.recs = append(b.recs, r)
 			continue
 		}
 		r.kind = l.Kind
@@ -170,12 +178,11 @@ func (b *batch) parse() {
 				r.b0, r.b1 = b.span(l.OpText)
 			}
 		case logfmt.KindFrame:
-			b.frame(&r, &l, end)
+			b.frame(r, &l, end)
 		case logfmt.KindMeta:
 			r.a0, r.a1 = b.span(l.Word)
 			r.b0, r.b1 = b.span(l.Rest)
 		}
-		b.recs = append(b.recs, r)
 	}
 }
 
