@@ -25,7 +25,8 @@ func (m *Model) defaultProc() int32 {
 // thread returns the current incarnation of tid, creating it (or a new
 // incarnation when the old one exited) as needed.
 func (m *Model) thread(tid int64, name []byte, ts uint64) uint32 {
-	if i, ok := m.threadIdx[tid]; ok {
+	if x, ok := m.threadIdx.get(uint64(tid)); ok {
+		i := uint32(x)
 		t := &m.Threads[i]
 		if !t.Exited || ts <= t.ExitTS {
 			if len(name) > 0 && string(name) != t.Name {
@@ -37,7 +38,7 @@ func (m *Model) thread(tid int64, name []byte, ts uint64) uint32 {
 	}
 	m.Threads = append(m.Threads, Thread{TID: tid, Name: string(name), Proc: m.defaultProc(), FirstTS: ts})
 	i := uint32(len(m.Threads) - 1)
-	m.threadIdx[tid] = i
+	m.threadIdx.set(uint64(tid), int32(i))
 	m.nameRev++
 	return i
 }

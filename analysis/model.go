@@ -249,7 +249,7 @@ type Model struct {
 	// Version changes whenever the model changes, for caches.
 	Version uint64
 
-	threadIdx map[int64]uint32
+	threadIdx ptrMap // tid → its current incarnation in Threads
 	procIdx   map[int64]int32
 	defProc   int32
 	opNames   []string
@@ -283,7 +283,6 @@ const noTarget = int64(-1) << 62
 // New returns an empty model.
 func New() *Model {
 	m := &Model{
-		threadIdx: map[int64]uint32{},
 		procIdx:   map[int64]int32{},
 		defProc:   -1,
 		opIdx:     map[string]uint8{},

@@ -1,7 +1,8 @@
 package analysis
 
-// ptrMap maps an address to an allocation id: a process's live blocks,
-// looked up, added and removed once for each alloc and free line. It is
+// ptrMap maps an address to an allocation id (a process's live blocks,
+// looked up, added and removed once for each alloc and free line), or a
+// tid to its thread (looked up for each line). It is
 // an open addressing table with linear probing, where a Go map spent
 // most of its time hashing and in its control words: the keys are
 // spread by one multiplication (Fibonacci hashing, which takes the

@@ -61,3 +61,9 @@ func BenchmarkPtrMap(b *testing.B) {
 		}
 	}
 }
+
+// threadOf is the current incarnation of tid, for the tests.
+func (m *Model) threadOf(tid int64) uint32 {
+	i, _ := m.threadIdx.get(uint64(tid))
+	return uint32(i)
+}
