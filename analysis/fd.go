@@ -306,8 +306,8 @@ func (m *Model) applyFD(word, rest []byte) {
 // addDesc appends a descriptor made from line r of process pi.
 func (m *Model) addDesc(pi int32, r *logfmt.FDRecord) int32 {
 	th := NoThread
-	if t, ok := m.threadIdx[r.TID]; ok && m.Threads[t].Proc == pi {
-		th = t
+	if t, ok := m.threadIdx.get(uint64(r.TID)); ok && m.Threads[t].Proc == pi {
+		th = uint32(t)
 	}
 	m.fd.descs = append(m.fd.descs, Descriptor{
 		Proc: pi, PID: r.PID, FD: r.FD, Kind: r.Kind, Call: r.Call, Path: r.Path, Cloexec: r.Cloexec,

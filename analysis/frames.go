@@ -110,13 +110,18 @@ func (s *frameStore) hashOf(id uint32) uint64 {
 
 // find returns the frame whose key text is key.
 func (s *frameStore) find(key []byte) (uint32, bool) {
+	return s.findHash(key, maphash.Bytes(s.seed, key))
+}
+
+// findHash is find for a key whose hash (maphash.Bytes with s.seed) the
+// caller has: the parsers hash a frame line's text beside the model.
+func (s *frameStore) findHash(key []byte, h uint64) (uint32, bool) {
 	if len(s.slots) == 0 {
 		if s.keyed == 0 {
 			return 0, false
 		}
 		s.reindex() // dropped by compact
 	}
-	h := maphash.Bytes(s.seed, key)
 	mask := uint64(len(s.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		v := s.slots[i]

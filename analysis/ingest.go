@@ -9,7 +9,7 @@ func (m *Model) proc(pid int64) int32 {
 	if p, ok := m.procIdx[pid]; ok {
 		return p
 	}
-	m.Procs = append(m.Procs, Proc{PID: pid, live: map[uint64]int32{}})
+	m.Procs = append(m.Procs, Proc{PID: pid})
 	p := int32(len(m.Procs) - 1)
 	m.procIdx[pid] = p
 	return p
@@ -25,7 +25,8 @@ func (m *Model) defaultProc() int32 {
 // thread returns the current incarnation of tid, creating it (or a new
 // incarnation when the old one exited) as needed.
 func (m *Model) thread(tid int64, name []byte, ts uint64) uint32 {
-	if i, ok := m.threadIdx[tid]; ok {
+	if x, ok := m.threadIdx.get(uint64(tid)); ok {
+		i := uint32(x)
 		t := &m.Threads[i]
 		if !t.Exited || ts <= t.ExitTS {
 			if len(name) > 0 && string(name) != t.Name {
@@ -37,7 +38,7 @@ func (m *Model) thread(tid int64, name []byte, ts uint64) uint32 {
 	}
 	m.Threads = append(m.Threads, Thread{TID: tid, Name: string(name), Proc: m.defaultProc(), FirstTS: ts})
 	i := uint32(len(m.Threads) - 1)
-	m.threadIdx[tid] = i
+	m.threadIdx.set(uint64(tid), int32(i))
 	m.nameRev++
 	return i
 }
@@ -90,7 +91,7 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 		if len(m.TS) == cap(m.TS) {
 			m.Reserve(m.expected(len(m.TS), nextCap(cap(m.TS))))
 		}
-		if len(m.TS) >= m.prefaulted {
+		if len(m.TS) >= m.prefaultAt {
 			m.prefaultColumns()
 		}
 		if m.SummaryOnly {
@@ -158,14 +159,14 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 			}
 		}
 	}
-	if old, ok := p.live[ptr]; ok {
+	if old, ok := p.live.get(ptr); ok {
 		m.supersede(old, p.dup[ptr], op)
 		if p.dup == nil {
 			p.dup = map[uint64][]int32{}
 		}
 		p.dup[ptr] = append(p.dup[ptr], old)
 	}
-	p.live[ptr] = int32(id)
+	p.live.set(ptr, int32(id))
 	return id
 }
 
@@ -216,7 +217,7 @@ func (m *Model) addFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr 
 func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, ptr uint64, stack, at uint32) int64 {
 	p := &m.Procs[m.Threads[ti].Proc]
 	if ptr != 0 {
-		if id, ok := p.live[ptr]; ok {
+		if id, ok := p.live.get(ptr); ok {
 			best := int32(-1)
 			if m.TS[id] <= ts {
 				best = id
@@ -232,10 +233,10 @@ func (m *Model) matchFree(ti uint32, op uint8, ts, size uint64, hasSize bool, pt
 				if bestK >= 0 {
 					dups = append(dups[:bestK], dups[bestK+1:]...)
 				} else if len(dups) > 0 {
-					p.live[ptr] = dups[len(dups)-1]
+					p.live.set(ptr, dups[len(dups)-1])
 					dups = dups[:len(dups)-1]
 				} else {
-					delete(p.live, ptr)
+					p.live.del(ptr)
 				}
 				if len(dups) == 0 {
 					delete(p.dup, ptr)

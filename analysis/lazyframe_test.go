@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,7 +35,9 @@ const lazyLog = `[memtrack]   #0  /lib/stray.so(f+0x1) [0x10]
 func loadBatches(t *testing.T, log string, lazy bool) *Model {
 	t.Helper()
 	m := New()
-	b := &batch{data: make([]byte, 0, len(log)+16), lazy: lazy, flush: true}
+	// The model's seed, as Stream gives it: the parsers hash the frame
+	// texts for the model's table.
+	b := &batch{data: make([]byte, 0, len(log)+16), lazy: lazy, flush: true, seed: m.frames.seed}
 	for _, line := range strings.SplitAfter(log, "\n") {
 		if line == "" {
 			continue
@@ -114,4 +117,29 @@ func allStacks(m *Model) [][]uint32 {
 		out = append(out, m.Frames(uint32(s)))
 	}
 	return out
+}
+
+// A frame text seen before is found by the hash the parsers made, with
+// the model's seed, without parsing the line again: through Stream and
+// through a batch given the seed alike.
+func TestLazyFramesHashedByTheParsers(t *testing.T) {
+	var log strings.Builder
+	log.WriteString("[memtrace] header version=1 pid=1 comm=p\n")
+	const allocs = 5
+	for i := range allocs {
+		fmt.Fprintf(&log, "[memtrack] tid=1  (main           ) malloc     ts=%d            size=16            total=16            ptr=0x%x\n", i+1, 0x1000+16*i)
+		log.WriteString("[memtrack]   #0  /lib/a.so(f+0x1) [0x7f01]\n")
+		log.WriteString("[memtrack]   #1  /lib/a.so(g+0x2) [0x7f02]\n")
+	}
+	want := int64(2 * (allocs - 1)) // every frame line after the first two
+	if m := loadBatches(t, log.String(), true); m.lazyHits != want {
+		t.Errorf("batch: %d frame lines found by their hash, want %d", m.lazyHits, want)
+	}
+	m := New()
+	if err := m.ReadAll(strings.NewReader(log.String())); err != nil {
+		t.Fatal(err)
+	}
+	if m.lazyHits != want {
+		t.Errorf("Stream: %d frame lines found by their hash, want %d", m.lazyHits, want)
+	}
 }

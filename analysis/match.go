@@ -145,7 +145,7 @@ func (m *Model) rematch() {
 	}
 	for i := range m.Procs {
 		p := &m.Procs[i]
-		p.live, p.dup, p.pending, p.lastFreed = map[uint64]int32{}, nil, nil, nil
+		p.live, p.dup, p.pending, p.lastFreed = ptrMap{}, nil, nil, nil
 	}
 	*o = Orphans{}
 	m.Counts.UnmatchedFrees = 0
@@ -180,7 +180,7 @@ func (m *Model) rematch() {
 		}
 		if len(live) > 0 {
 			p := &m.Procs[evs[k].proc]
-			p.live[evs[k].ptr] = live[len(live)-1]
+			p.live.set(evs[k].ptr, live[len(live)-1])
 			if len(live) > 1 {
 				if p.dup == nil {
 					p.dup = map[uint64][]int32{}

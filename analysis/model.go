@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/memtrace/memtrace/internal/intern"
@@ -108,7 +109,7 @@ type Proc struct {
 	// (proc event=untraced); "" when it was traced.
 	Untraced string
 
-	live    map[uint64]int32   // address → live allocation id
+	live    ptrMap             // address → live allocation id
 	dup     map[uint64][]int32 // further live allocations of the same address (lost frees, unordered logs)
 	pending map[uint64][]int32 // address → orphan frees that a later-read allocation may claim
 	// lastFreed is, per address, the freed allocation made last (unordered
@@ -191,7 +192,10 @@ type Model struct {
 	// (SummaryOnly); otherwise the position is the id.
 	allocAt    []uint32
 	allocsRead uint32 // alloc lines read so far
-	prefaulted int    // the columns are resident up to here (prefaultColumns)
+	// The columns are asked to be resident up to prefaulted, and
+	// prefaultColumns asks for more at prefaultAt (columns.go).
+	prefaulted, prefaultAt int
+	prefaulting            *sync.WaitGroup
 	// sizeHint is the size of the log's text when Stream knows it, and
 	// textRead the text applied so far: the columns are reserved from
 	// what the log's start says of the rest (reserveAhead).
@@ -245,7 +249,7 @@ type Model struct {
 	// Version changes whenever the model changes, for caches.
 	Version uint64
 
-	threadIdx map[int64]uint32
+	threadIdx ptrMap // tid → its current incarnation in Threads
 	procIdx   map[int64]int32
 	defProc   int32
 	opNames   []string
@@ -279,7 +283,6 @@ const noTarget = int64(-1) << 62
 // New returns an empty model.
 func New() *Model {
 	m := &Model{
-		threadIdx: map[int64]uint32{},
 		procIdx:   map[int64]int32{},
 		defProc:   -1,
 		opIdx:     map[string]uint8{},
@@ -302,7 +305,7 @@ func (m *Model) Reserve(n int) {
 	if n <= cap(m.TS) {
 		return
 	}
-	m.prefaulted = 0 // the new columns' tails
+	m.prefaulted, m.prefaultAt = 0, 0 // the new columns' tails
 	regrow(&m.TS, n)
 	regrow(&m.Size, n)
 	regrow(&m.Ptr, n)

@@ -75,14 +75,14 @@ func TestLeakRules(t *testing.T) {
 	if n != 2 || b != 350 {
 		t.Fatalf("leaks %d/%d, want 2/350", n, b)
 	}
-	w := &m.Threads[m.threadIdx[2]]
+	w := &m.Threads[m.threadOf(2)]
 	if w.Allocs != 2 || w.AllocBytes != 500 || w.Frees != 1 || w.FreedBytes != 200 || w.LiveBytes != 300 || w.FreeCalls != 0 {
 		t.Fatalf("worker stats %+v", *w)
 	}
-	if mt := &m.Threads[m.threadIdx[1]]; mt.FreeCalls != 2 {
+	if mt := &m.Threads[m.threadOf(1)]; mt.FreeCalls != 2 {
 		t.Fatalf("main free calls %d", mt.FreeCalls)
 	}
-	if m.FreeThread[1] != m.threadIdx[1] || m.FreeOp[1] != uint8(logfmt.OpDelete) {
+	if m.FreeThread[1] != m.threadOf(1) || m.FreeOp[1] != uint8(logfmt.OpDelete) {
 		t.Fatalf("free of b0 recorded as thread %d op %d", m.FreeThread[1], m.FreeOp[1])
 	}
 }

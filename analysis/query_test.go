@@ -128,7 +128,7 @@ func TestHistogramTimelinePeak(t *testing.T) {
 	if _, live := m.Live(); uint64(net) != live {
 		t.Fatalf("timeline net %d, live %d", net, live)
 	}
-	w1 := m.Timeline(41, m.threadIdx[2], -1)
+	w1 := m.Timeline(41, m.threadOf(2), -1)
 	if w1[len(w1)-1].Live != 200 {
 		t.Fatalf("w1 timeline ends at %d", w1[len(w1)-1].Live)
 	}

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"iter"
+	"math/bits"
 
 	"github.com/memtrace/memtrace/internal/peak"
 	"github.com/memtrace/memtrace/internal/ranking"
@@ -95,9 +96,9 @@ const (
 	fateLeaked
 )
 
-// count adds one allocation of sz bytes to c: temp, it is temporary;
-// atPeak, live at its process's peak.
-func (c *CostFigures) count(sz uint64, temp, atPeak bool, f fate) {
+// count adds one allocation of sz bytes to c, temp if it is temporary
+// (the peak's figures are addPeak's).
+func (c *CostFigures) count(sz uint64, temp bool, f fate) {
 	c.Calls++
 	c.Bytes = satAdd(c.Bytes, sz)
 	c.Largest[ranking.All] = max(c.Largest[ranking.All], sz)
@@ -105,11 +106,6 @@ func (c *CostFigures) count(sz uint64, temp, atPeak bool, f fate) {
 		c.Temporary++
 		c.TempBytes = satAdd(c.TempBytes, sz)
 		c.Largest[ranking.Temporary] = max(c.Largest[ranking.Temporary], sz)
-	}
-	if atPeak {
-		c.PeakCount++
-		c.PeakBytes = satAdd(c.PeakBytes, sz)
-		c.Largest[ranking.AtPeak] = max(c.Largest[ranking.AtPeak], sz)
 	}
 	switch f {
 	case fateUnknown:
@@ -120,6 +116,13 @@ func (c *CostFigures) count(sz uint64, temp, atPeak bool, f fate) {
 		c.LeakedBytes = satAdd(c.LeakedBytes, sz)
 		c.Largest[ranking.Leaked] = max(c.Largest[ranking.Leaked], sz)
 	}
+}
+
+// addPeak counts one allocation of sz bytes live at its process's peak.
+func (c *CostFigures) addPeak(sz uint64) {
+	c.PeakCount++
+	c.PeakBytes = satAdd(c.PeakBytes, sz)
+	c.Largest[ranking.AtPeak] = max(c.Largest[ranking.AtPeak], sz)
 }
 
 // fateOf is what became of allocation id; leaks, its thread's blocks
@@ -190,19 +193,44 @@ func (m *Model) ReportCosts() *Costs {
 	if m.SummaryOnly || len(m.TS) == 0 || uint64(len(m.TS)) >= uint64(freeEvent) {
 		return c
 	}
-	ev := m.eventOrder() // built once: it may sort
-	w := m.walkPeaks(ev)
-	c.peak = m.peakSet(w, ev)
+	// The walk in time order (the peaks) and the fold by thread and stack
+	// (every other figure) read the model only and need nothing of each
+	// other: the walk runs beside the fold, on another CPU, and the
+	// peak's figures are added to the fold's after.
+	var w *peakWalk
+	var bug any
+	walked := make(chan struct{})
+	go func() {
+		defer close(walked)
+		defer func() { bug = recover() }()
+		ev := m.eventOrder() // built once: it may sort
+		w = m.walkPeaks(ev)
+		c.peak = m.peakSet(w, ev)
+	}()
 	f := newFolder(m)
+	var procs []ProcCosts
 	for p := range m.Procs {
-		pc := ProcCosts{Proc: int32(p), PeakTS: w.live[p].PeakTS(), HeapPeak: w.heap[p].Peak(), HeapPeakTS: w.heap[p].PeakTS()}
-		if !f.fold(&pc, c, f.byProc[p]) {
-			continue
+		pc := ProcCosts{Proc: int32(p)}
+		if f.fold(&pc, f.byProc[p]) {
+			procs = append(procs, pc)
+		}
+	}
+	<-walked
+	if bug != nil {
+		panic(bug) // on the caller's goroutine, as if the walk had run there
+	}
+	f.addPeaks(procs, c.peak)
+	for i := range procs {
+		pc := &procs[i]
+		p := pc.Proc
+		pc.PeakTS, pc.HeapPeak, pc.HeapPeakTS = w.live[p].PeakTS(), w.heap[p].Peak(), w.heap[p].PeakTS()
+		for k := range pc.Stacks {
+			pc.CostFigures.Add(&pc.Stacks[k].CostFigures)
 		}
 		// The stacks' peak bytes add up to the walk's peak (one live set).
 		pc.PeakBytes = w.live[p].Peak()
-		c.Procs = append(c.Procs, pc)
 	}
+	c.Procs = procs
 	return c
 }
 
@@ -295,9 +323,9 @@ func newFolder(m *Model) *folder {
 	return f
 }
 
-// fold sets pc's span, figures and stacks from the allocations of
-// threads; false: they made none.
-func (f *folder) fold(pc *ProcCosts, c *Costs, threads []int) bool {
+// fold sets pc's span and stacks, with every figure but the peak's (see
+// addPeaks), from the allocations of threads; false: they made none.
+func (f *folder) fold(pc *ProcCosts, threads []int) bool {
 	m := f.m
 	var stacks []StackCost
 	first := true
@@ -308,7 +336,7 @@ func (f *folder) fold(pc *ProcCosts, c *Costs, threads []int) bool {
 		}
 		pc.LastTS = max(pc.LastTS, th.ExitTS)
 		leaks := m.threadLeaks(th)
-		for _, id := range th.allocs {
+		for k, id := range th.allocs {
 			if ts := m.TS[id]; first || ts < pc.FirstTS {
 				pc.FirstTS, first = ts, false
 			}
@@ -316,25 +344,114 @@ func (f *folder) fold(pc *ProcCosts, c *Costs, threads []int) bool {
 			if m.FreeThread[id] != NoThread {
 				pc.LastTS = max(pc.LastTS, m.FreeTS[id])
 			}
-			k := f.slotOf(&stacks, m.Stack[id], m.Op[id])
-			sz, temp, atPeak, fate := m.Size[id], m.Temporary(id), bitGet(c.peak, id), m.fateOf(id, leaks)
+			s := f.slotOf(&stacks, m.Stack[id], m.Op[id])
+			sz, temp, fate := m.Size[id], m.temporaryAt(th, k, id), m.fateOf(id, leaks)
 			if isMapping(m.Op[id]) {
-				pc.Mmap.count(sz, temp, atPeak, fate)
+				pc.Mmap.count(sz, temp, fate)
 			}
-			stacks[k].count(sz, temp, atPeak, fate)
+			stacks[s].count(sz, temp, fate)
 		}
 	}
+	f.reset(stacks)
+	pc.Stacks = stacks
+	return len(stacks) > 0
+}
+
+// reset empties the slots of stacks.
+func (f *folder) reset(stacks []StackCost) {
 	for k := range stacks {
-		sc := &stacks[k]
-		if sc.Stack == 0 {
+		if sc := &stacks[k]; sc.Stack == 0 {
 			f.opSlot[sc.Op] = 0
 		} else {
 			f.slot[sc.Stack] = 0
 		}
-		pc.CostFigures.Add(&sc.CostFigures)
 	}
-	pc.Stacks = stacks
-	return len(stacks) > 0
+}
+
+// addPeaks counts the allocations of set (live at their process's peak)
+// into the figures of procs, as folded: a process at a time, its stacks'
+// slots set again, its allocations at the peak listed first when there
+// are several processes.
+func (f *folder) addPeaks(procs []ProcCosts, set []uint64) {
+	m := f.m
+	add := func(pc *ProcCosts, id uint32) {
+		sz := m.Size[id]
+		s := f.opSlot[m.Op[id]]
+		if st := m.Stack[id]; st != 0 {
+			s = f.slot[st]
+		}
+		pc.Stacks[s-1].addPeak(sz)
+		if isMapping(m.Op[id]) {
+			pc.Mmap.addPeak(sz)
+		}
+	}
+	setSlots := func(pc *ProcCosts) {
+		for k := range pc.Stacks {
+			if sc := &pc.Stacks[k]; sc.Stack == 0 {
+				f.opSlot[sc.Op] = int32(k + 1)
+			} else {
+				f.slot[sc.Stack] = int32(k + 1)
+			}
+		}
+	}
+	if len(procs) == 1 {
+		pc := &procs[0]
+		setSlots(pc)
+		forBits(set, func(id uint32) {
+			if m.Threads[m.Thread[id]].Proc == pc.Proc {
+				add(pc, id)
+			}
+		})
+		f.reset(pc.Stacks)
+		return
+	}
+	// A counting sort of the set by process.
+	at := make([]int32, len(m.Procs)) // process → its place in procs + 1
+	for i := range procs {
+		at[procs[i].Proc] = int32(i + 1)
+	}
+	place := func(id uint32) int32 {
+		if p := m.Threads[m.Thread[id]].Proc; p >= 0 && int(p) < len(at) {
+			return at[p]
+		}
+		return 0
+	}
+	start := make([]int, len(procs)+1)
+	forBits(set, func(id uint32) {
+		if i := place(id); i > 0 {
+			start[i]++
+		}
+	})
+	for i := 1; i < len(start); i++ {
+		start[i] += start[i-1]
+	}
+	ids := make([]uint32, start[len(procs)])
+	forBits(set, func(id uint32) {
+		if i := place(id); i > 0 {
+			ids[start[i-1]] = id
+			start[i-1]++
+		}
+	})
+	from := 0
+	for i := range procs {
+		pc := &procs[i]
+		setSlots(pc)
+		for _, id := range ids[from:start[i]] {
+			add(pc, id)
+		}
+		from = start[i]
+		f.reset(pc.Stacks)
+	}
+}
+
+// forBits calls fn with each bit set in b, in order.
+func forBits(b []uint64, fn func(uint32)) {
+	for w, v := range b {
+		for v != 0 {
+			fn(uint32(w<<6 + bits.TrailingZeros64(v)))
+			v &= v - 1
+		}
+	}
 }
 
 // slotOf is the place in stacks of stack s (of op, for allocations

@@ -17,6 +17,15 @@ func (m *Model) Temporary(i uint32) bool {
 	if k < 0 {
 		return false
 	}
+	return m.temporaryAt(t, k, i)
+}
+
+// temporaryAt is Temporary for allocation i, the k-th of thread t, where
+// the caller walks t's index and so knows k without searching for it.
+func (m *Model) temporaryAt(t *Thread, k int, i uint32) bool {
+	if m.SummaryOnly || m.FreeThread[i] != m.Thread[i] {
+		return false
+	}
 	if k+1 >= len(t.allocs) {
 		return true
 	}

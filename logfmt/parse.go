@@ -2,6 +2,7 @@ package logfmt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"strconv"
 )
@@ -263,7 +264,15 @@ func (l *Line) parseFrame(b []byte) error {
 	return nil
 }
 
+// spaces8 is eight spaces read as one little-endian word.
+const spaces8 = 0x2020202020202020
+
 func skipSpaces(b []byte, i int) int {
+	// Event lines pad their columns with runs of spaces: a word at a
+	// time first.
+	for i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == spaces8 {
+		i += 8
+	}
 	for i < len(b) && b[i] == ' ' {
 		i++
 	}
@@ -300,21 +309,30 @@ func parsePtr(b []byte, i int) (uint64, int, bool) {
 	return v, i + 2 + n, ok
 }
 
+// hexDigit is each byte's value as a hex digit, notHex for the others.
+var hexDigit = func() (t [256]byte) {
+	for i := range t {
+		t[i] = notHex
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c - 'a' + 10)
+		t[c-'a'+'A'] = byte(c - 'a' + 10)
+	}
+	return t
+}()
+
+const notHex = 0xff
+
 // parseHex reads hex digits up to the first non-digit.
 func parseHex(b []byte) (uint64, int, bool) {
 	var v uint64
 	i := 0
 	for ; i < len(b); i++ {
-		c := b[i]
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			d = c - 'A' + 10
-		default:
+		d := hexDigit[b[i]]
+		if d == notHex {
 			return v, i, i > 0
 		}
 		if i >= 16 {

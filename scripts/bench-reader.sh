@@ -7,7 +7,11 @@
 #   memtrace report LOG
 # and the medians, as seconds, MB/s of log text and ratios to grep, with
 # the CPU seconds (user and system) beside: the machine may be shared, and
-# the ratio, taken side by side, is what is held to LIMIT. Two
+# the ratio, taken side by side, is what is held to LIMIT. For the
+# memtrace-shaped log, one line a reader for the issue's table (scripts/
+# bench.sh collects them):
+#   ROW|memtrace report N MB log vs grep -c|S s (M MB/s)|S s (M MB/s)|Rx|<=4x|met
+# (NOT MET when above LIMIT). Two
 # logs of the same size: memtrace's (time-ordered, with a header) and
 # memtrack's (per-thread buffered, frees without size=, which the reader
 # keeps and re-matches at the end: memtrace-genlog -memtrack).
@@ -89,6 +93,17 @@ for shape in $SHAPES; do
 			status=1
 		fi
 	done
+	if [[ $shape == memtrace ]]; then
+		for n in report dump; do
+			label="memtrace report"
+			[[ $n == dump ]] && label="memview --dump-threads"
+			d=$(median <"$tmp/$n.t")
+			awk -v label="$label" -v g="$g" -v d="$d" -v s="$size" -v l="$LIMIT" 'BEGIN {
+				mb = s / 1048576
+				printf "ROW|%s %d MB log vs grep -c|%.3f s (%.0f MB/s)|%.3f s (%.0f MB/s)|%.2fx|<=%gx|%s\n",
+					label, mb, d, mb / d, g, mb / g, d / g, l, (d / g > l ? "NOT MET" : "met") }'
+		done
+	fi
 	rm -f "$log"
 done
 exit $status
