@@ -32,7 +32,7 @@ type FdtrackCompatFstate struct {
 
 type FdtrackCompatMtChunk struct {
 	_ structs.HostLayout
-	B [2048]uint8
+	B [8192]uint8
 }
 
 type FdtrackCompatMtRcache struct {

@@ -48,7 +48,7 @@ type MemtraceCompatMtBacklog struct {
 
 type MemtraceCompatMtChunk struct {
 	_ structs.HostLayout
-	B [2048]uint8
+	B [8192]uint8
 }
 
 type MemtraceCompatMtRcache struct {
