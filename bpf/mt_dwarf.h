@@ -669,7 +669,6 @@ struct mt_walk_ref {
 #endif
 };
 
-#ifndef MT_COMPAT
 /* The reuse of the previous walk (docs/unwind.md). A step of the walk is
  * a function of its registers on entry (pc, sp, fp where a later step
  * reads it, lr where valid, is_return, lr_valid, fp_known), of the rule
@@ -683,7 +682,8 @@ struct mt_walk_ref {
  * stop reason and registers are the ones the steps would give. A step
  * whose check fails is walked. The record is per CPU, not per thread:
  * which walk it holds only decides how often a replay is tried, never
- * what a replay gives. The compat build walks without it. */
+ * what a replay gives. The compat build walks without it (the map is
+ * there, unused: both builds have the same objects). */
 struct mt_wkstep {
 	__u64 pc, sp, fp, lr;
 	__u64 base;
@@ -722,6 +722,8 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mt_wkrec);
 } walk_keep SEC(".maps");
+
+#ifndef MT_COMPAT
 
 static __always_inline __u8 wk_st(struct mt_wstate *s)
 {

@@ -189,6 +189,37 @@ type MemtraceCompatMtWalk struct {
 	_      [2]byte
 }
 
+type MemtraceCompatMtWkrec struct {
+	_        structs.HostLayout
+	Cur      uint32
+	Pad      uint32
+	Top      uint64
+	Replayed uint64
+	Walked   uint64
+	Slot     [2]struct {
+		_  structs.HostLayout
+		N  uint32
+		Ok uint32
+		S  [64]struct {
+			_        structs.HostLayout
+			Pc       uint64
+			Sp       uint64
+			Fp       uint64
+			Lr       uint64
+			Base     uint64
+			Wa       [3]uint64
+			Wv       [3]uint64
+			RowFirst uint32
+			RowCount uint32
+			St       uint8
+			Out      uint8
+			Nw       uint8
+			Fpb      uint8
+			Pad      uint32
+		}
+	}
+}
+
 type MemtraceCompatStackbuf struct {
 	_   structs.HostLayout
 	Ips [128]uint64
@@ -261,6 +292,7 @@ const (
 	MemtraceCompatMapUnwindProcs          = "unwind_procs"
 	MemtraceCompatMapUnwindRows           = "unwind_rows"
 	MemtraceCompatMapUnwindStale          = "unwind_stale"
+	MemtraceCompatMapWalkKeep             = "walk_keep"
 	MemtraceCompatMapWalkState            = "walk_state"
 	MemtraceCompatProgMtChildStart        = "mt_child_start"
 	MemtraceCompatProgMtDlState           = "mt_dl_state"
@@ -405,6 +437,7 @@ type MemtraceCompatMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -481,6 +514,7 @@ type MemtraceCompatMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -510,6 +544,7 @@ func (m *MemtraceCompatMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkKeep,
 		m.WalkState,
 	)
 }
