@@ -697,6 +697,10 @@ struct mt_wkstep {
 };
 
 #define MT_WK_STEPS 64
+/* Kept steps looked at, at one step, to find the one level with it, and
+ * to find fp unread (beyond: no replay there). */
+#define MT_WK_SEEK 4
+#define MT_WK_LIVE 8
 struct mt_wkslot {
 	__u32 n;
 	__u32 ok;
@@ -759,9 +763,11 @@ MT_GLOBAL int mt_wk_pre(struct mt_walk *w, struct mt_wkrec *rec, struct mt_umaps
 		return -1;
 	__s32 r = w->kr;
 	if (r < 0) {
-		/* Steps are kept innermost first, their sp rising. */
+		/* Steps are kept innermost first, their sp rising. A few
+		 * each step (the verifier walks every iteration; kj goes on
+		 * from there at the next step, which is only a replay missed). */
 		__u32 j = w->kj;
-		for (int i = 0; i < MT_WK_STEPS && j < on && old->s[j & (MT_WK_STEPS - 1)].sp < s->sp; i++)
+		for (int i = 0; i < MT_WK_SEEK && j < on && old->s[j & (MT_WK_STEPS - 1)].sp < s->sp; i++)
 			j++;
 		w->kj = j;
 		if (j >= on)
@@ -775,7 +781,9 @@ MT_GLOBAL int mt_wk_pre(struct mt_walk *w, struct mt_wkrec *rec, struct mt_umaps
 			/* fp differs: the kept steps must give it a value of their
 			 * own before any of them reads it. */
 			__u32 q = j;
-			for (int i = 0; i < MT_WK_STEPS; i++, q++) {
+			for (int i = 0; i < MT_WK_LIVE; i++, q++) {
+				if (i == MT_WK_LIVE - 1)
+					return -1;
 				if (q >= on)
 					return -1;
 				struct mt_wkstep *x = &old->s[q & (MT_WK_STEPS - 1)];
