@@ -29,7 +29,7 @@ DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-li
 	libc++-19-dev libc++abi-19-dev groff zsh fish \
 	qemu-system-x86 qemu-system-arm busybox-static kmod
 
-.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs kernels e2e-parca
+.PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs kernels e2e-parca e2e-pyroscope
 
 all: build
 
@@ -88,6 +88,13 @@ docs:
 e2e-parca: build progs
 	./scripts/e2e-parca.sh
 
+# e2e-pyroscope: Pyroscope v1.4.0 (built once into ~/.cache/memtrace-e2e
+# from the module proxy and the git tag's api/) ingests --http's profiles
+# of liveleak; what it stores is checked through its query API
+# (scripts/e2e-pyroscope.sh, docs/live.md). Not part of test. Needs root.
+e2e-pyroscope: build progs
+	./scripts/e2e-pyroscope.sh
+
 FORCE:
 
 demo: build progs
@@ -110,9 +117,9 @@ kernels: build progs
 
 # check is the fast inner loop: lint and every package's tests with -short,
 # which skips the soak, the fault loops, the cross builds under qemu,
-# Chromium and tmux and runs each race loop once; the tests package runs in
-# two shards beside the others (scripts/check.sh). make test stays the
-# whole run (and CI's).
+# Chromium and tmux and runs each race loop once; the tests package runs
+# one test per process from a longest-first queue beside the others
+# (scripts/check.sh). make test stays the whole run (and CI's).
 check: build progs lint
 	GO=$(GO) ./scripts/check.sh
 

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/symbols"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // callsites names the PLT stub an aligned_alloc/memalign call went
@@ -174,7 +174,7 @@ func (c *callsites) alignedOp(pid int, op logfmt.Op, ino, off uint64) logfmt.Op 
 	out := op
 	// The name's op, when it is one of the same kind (a stub of an
 	// unrelated function means the call came some other way).
-	if o, ok := tracer.SymbolOp(strings.TrimSuffix(name, "@plt")); ok && o.IsFree() == op.IsFree() {
+	if o, ok := event.SymbolOp(strings.TrimSuffix(name, "@plt")); ok && o.IsFree() == op.IsFree() {
 		out = o
 	}
 	if name != "" {

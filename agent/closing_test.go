@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/memtrace/memtrace/config"
-	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/event"
+	"github.com/memtrace/memtrace/event/fdevent"
 	fig "github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/report"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // logFigures is what `memtrace report` makes of the log s wrote to buf.
@@ -33,9 +33,9 @@ func logFigures(t *testing.T, s *Session, buf *bytes.Buffer) fig.Figures {
 	return f
 }
 
-func in(pid uint32, e *tracer.Event) *tracer.Event { e.TGID = pid; return e }
+func in(pid uint32, e *event.Event) *event.Event { e.TGID = pid; return e }
 
-func stacked(e *tracer.Event, stack uint64) *tracer.Event { e.Stack = stack; return e }
+func stacked(e *event.Event, stack uint64) *event.Event { e.Stack = stack; return e }
 
 // TestFiguresOfHandBuiltRun: the agent's closing figures of a run built by
 // hand (blocks freed, reallocated, leaked; one from the dynamic linker,
@@ -68,35 +68,37 @@ func TestFiguresOfHandBuiltRun(t *testing.T) {
 		s.ResolvedStack(2, []Frame{{Module: "/lib64/ld-linux-x86-64.so.2", Symbol: "_dl_map_object", Offset: 7, Addr: 0x3007},
 			{Module: "/lib64/ld-linux-x86-64.so.2", Symbol: "_dl_init", Offset: 1, Addr: 0x4001}})
 		ts := uint64(1000)
-		emit := func(e *tracer.Event) { ts += 1000; e.TS = ts; s.Emit(e) }
-		emit(stacked(ev(0, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10000, 100, "app"), 1))
-		emit(stacked(ev(0, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20000, 200, "app"), 2)) // suppressed
-		emit(ev(0, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x30000, 300, "app"))
-		emit(ev(0, 1, tracer.KindFree, logfmt.OpFree, 0x30000, 0, "app"))
-		r := ev(0, 1, tracer.KindRealloc, logfmt.OpRealloc, 0x50000, 500, "app")
-		r.OldPtr = 0x10000
-		emit(ev(0, 1, tracer.KindFree, logfmt.OpFree, 0x10000, 0, "app"))
-		emit(ev(0, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10000, 10, "app"))
-		emit(r) // 0x10 (10) becomes 0x50 (500)
-		emit(ev(0, 1, tracer.KindFree, logfmt.OpFree, 0x50000, 0, "app"))
-		emit(stacked(ev(0, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10000, 100, "app"), 1))
-		emit(ev(0, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x40000, 40, "app"))
+		emit := func(e *event.Event) { ts += 1000; e.TS = ts; s.Emit(e) }
+		emit(stacked(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x10000, 100, "app"), 1))
+		emit(stacked(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x20000, 200, "app"), 2)) // suppressed
+		emit(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x30000, 300, "app"))
+		emit(ev(0, 1, event.KindFree, logfmt.OpFree, 0x30000, 0, "app"))
+		emit(ev(0, 1, event.KindFree, logfmt.OpFree, 0x10000, 0, "app"))
+		emit(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x10000, 10, "app"))
+		// A realloc: 0x10 (10) becomes 0x50 (500), its free and its
+		// alloc at one time, as the LD_PRELOAD library sends them.
+		emit(ev(0, 1, event.KindFree, logfmt.OpFree, 0x10000, 0, "app"))
+		ts -= 1000
+		emit(ev(0, 1, event.KindAlloc, logfmt.OpRealloc, 0x50000, 500, "app"))
+		emit(ev(0, 1, event.KindFree, logfmt.OpFree, 0x50000, 0, "app"))
+		emit(stacked(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x10000, 100, "app"), 1))
+		emit(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x40000, 40, "app"))
 		if c.lost > 0 {
 			s.Lost(c.lost, ts)
 		}
-		emit(ev(0, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x40000, 50, "app")) // the first one's free lost
+		emit(ev(0, 1, event.KindAlloc, logfmt.OpMalloc, 0x40000, 50, "app")) // the first one's free lost
 		// A child: its parent's blocks are not its own in the log.
-		f := ev(0, 1, tracer.KindFork, 0, 2, 0, "app")
+		f := ev(0, 1, event.KindFork, 0, 2, 0, "app")
 		emit(f)
-		emit(in(2, ev(0, 2, tracer.KindFree, logfmt.OpFree, 0x20000, 0, "app")))
-		emit(in(2, ev(0, 2, tracer.KindAlloc, logfmt.OpMalloc, 0x60000, 60, "app")))
-		emit(in(2, ev(0, 2, tracer.KindExec, 0, 0, 0, "tool")))
-		emit(in(2, ev(0, 2, tracer.KindAlloc, logfmt.OpMalloc, 0x70000, 7, "tool")))
-		emit(in(2, ev(0, 2, tracer.KindFree, logfmt.OpFree, 0x60000, 0, "tool"))) // the old image's block, freed in the log
-		emit(in(2, ev(0, 2, tracer.KindAlloc, logfmt.OpMalloc, 0x80000, 100, "tool")))
-		emit(in(2, ev(0, 2, tracer.KindExit, 0, 0, 0, "tool")))
+		emit(in(2, ev(0, 2, event.KindFree, logfmt.OpFree, 0x20000, 0, "app")))
+		emit(in(2, ev(0, 2, event.KindAlloc, logfmt.OpMalloc, 0x60000, 60, "app")))
+		emit(in(2, ev(0, 2, event.KindExec, 0, 0, 0, "tool")))
+		emit(in(2, ev(0, 2, event.KindAlloc, logfmt.OpMalloc, 0x70000, 7, "tool")))
+		emit(in(2, ev(0, 2, event.KindFree, logfmt.OpFree, 0x60000, 0, "tool"))) // the old image's block, freed in the log
+		emit(in(2, ev(0, 2, event.KindAlloc, logfmt.OpMalloc, 0x80000, 100, "tool")))
+		emit(in(2, ev(0, 2, event.KindExit, 0, 0, 0, "tool")))
 		if c.exit {
-			emit(ev(0, 1, tracer.KindExit, 0, 0, 0, "app"))
+			emit(ev(0, 1, event.KindExit, 0, 0, 0, "app"))
 		}
 		s.Summary(int64(ts / 1000))
 		got, want := s.Figures(), logFigures(t, s, &buf)
@@ -138,11 +140,11 @@ func TestFiguresOneProcessEnd(t *testing.T) {
 		if c.attached {
 			s.Proc(logfmt.Proc{Event: logfmt.ProcAttach, PID: 1, Comm: "app"})
 		}
-		s.Add(ev(1000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
-		s.Add(ev(2000, 1, tracer.KindAlloc, logfmt.OpMmap, 0x1000, 4096, "app"))
-		s.Add(ev(3000, 1, tracer.KindFree, logfmt.OpFree, 0x99, 0, "app")) // never seen
+		s.Add(ev(1000, 1, event.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
+		s.Add(ev(2000, 1, event.KindAlloc, logfmt.OpMmap, 0x1000, 4096, "app"))
+		s.Add(ev(3000, 1, event.KindFree, logfmt.OpFree, 0x99, 0, "app")) // never seen
 		if c.exit {
-			s.Add(ev(4000, 1, tracer.KindExit, 0, 0, 0, "app"))
+			s.Add(ev(4000, 1, event.KindExit, 0, 0, 0, "app"))
 		}
 		s.Drain(true)
 		s.Lost(c.lost, 5000)
@@ -189,7 +191,7 @@ func TestFiguresOfRandomRuns(t *testing.T) {
 		}
 		if seed%2 == 0 {
 			ts += 300
-			s.Add(&tracer.Event{TS: ts, TGID: 1, TID: 1, Kind: tracer.KindExit})
+			s.Add(&event.Event{TS: ts, TGID: 1, TID: 1, Kind: event.KindExit})
 			s.Drain(true)
 		}
 		s.Summary(int64(ts / 1000))
@@ -212,15 +214,15 @@ func TestFiguresFDOnlyProcess(t *testing.T) {
 		s.Header(logfmt.Header{Version: "t", PID: 1, Comm: "app", Mode: logfmt.ModeBPF})
 		s.AddProcess(1, false)
 		s.procs[1].scanned = true
-		s.Add(ev(1000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
-		s.Add(&tracer.Event{TS: 2000, TGID: 1, TID: 1, Kind: tracer.KindFork, Ptr: 2})
+		s.Add(ev(1000, 1, event.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
+		s.Add(&event.Event{TS: 2000, TGID: 1, TID: 1, Kind: event.KindFork, Ptr: 2})
 		s.procs[2] = &process{live: map[uint64]liveBlock{}, scanned: true}
-		s.AddFD(&fdtrace.Event{TS: 3000, TGID: 2, TID: 2, FD: 5, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/hosts"})
+		s.AddFD(&fdevent.Event{TS: 3000, TGID: 2, TID: 2, FD: 5, Type: fdevent.TypeOpen, Call: fdevent.CallOpenat, Path: "/etc/hosts"})
 		if !leak {
-			s.AddFD(&fdtrace.Event{TS: 3500, TGID: 2, TID: 2, FD: 5, Type: fdtrace.TypeClose, Call: fdtrace.CallClose})
+			s.AddFD(&fdevent.Event{TS: 3500, TGID: 2, TID: 2, FD: 5, Type: fdevent.TypeClose, Call: fdevent.CallClose})
 		}
-		s.Add(&tracer.Event{TS: 4000, TGID: 2, TID: 2, Kind: tracer.KindExit})
-		s.Add(&tracer.Event{TS: 5000, TGID: 1, TID: 1, Kind: tracer.KindExit})
+		s.Add(&event.Event{TS: 4000, TGID: 2, TID: 2, Kind: event.KindExit})
+		s.Add(&event.Event{TS: 5000, TGID: 1, TID: 1, Kind: event.KindExit})
 		s.Drain(true)
 		s.Summary(5)
 		got, want := s.Figures(), logFigures(t, s, &buf)
@@ -239,12 +241,12 @@ func TestFiguresFDOnlyProcess(t *testing.T) {
 func TestInOrder(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		s := New(Config{Out: io.Discard, InProcess: true})
-		s.Emit(ev(5000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 8, "app"))
+		s.Emit(ev(5000, 1, event.KindAlloc, logfmt.OpMalloc, 0x10, 8, "app"))
 		ts := uint64(6000)
 		if late {
 			ts = 3000
 		}
-		s.Emit(ev(ts, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20, 8, "app"))
+		s.Emit(ev(ts, 1, event.KindAlloc, logfmt.OpMalloc, 0x20, 8, "app"))
 		if s.InOrder() == late {
 			t.Errorf("late %v: InOrder %v", late, s.InOrder())
 		}

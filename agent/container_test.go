@@ -11,9 +11,9 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/symbols"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // TestFrameNamedFromTheMappedFile: the kernel side names a frame's file by
@@ -74,11 +74,11 @@ func TestFrameNamedFromTheMappedFile(t *testing.T) {
 	pid := os.Getpid()
 	s.AddProcess(uint32(pid), false)
 	s.procs[uint32(pid)].scanned = true
-	s.File(&tracer.File{Ino: st.Ino, Path: other})
+	s.File(&event.File{Ino: st.Ino, Path: other})
 	addr := uint64(uintptr(unsafe.Pointer(&mem[0]))) + ret - base
-	s.Stack(&tracer.Stack{ID: 7, TGID: uint32(pid), TS: monotonicNS(), Stop: tracer.StopEnd,
-		Frames: []tracer.Frame{{Addr: addr, FileOff: ret, Ino: st.Ino}}})
-	e := ev(100, uint32(pid), tracer.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
+	s.Stack(&event.Stack{ID: 7, TGID: uint32(pid), TS: monotonicNS(), Stop: event.StopEnd,
+		Frames: []event.Frame{{Addr: addr, FileOff: ret, Ino: st.Ino}}})
+	e := ev(100, uint32(pid), event.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
 	e.Stack = 7
 	s.Add(e)
 	s.Drain(true)

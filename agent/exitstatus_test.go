@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memtrace/memtrace/tracer"
+	"github.com/memtrace/memtrace/event"
 )
 
 // TestExitLineStatus: the exit line of the process memtrace started waits
@@ -47,7 +47,7 @@ func TestExitLineStatus(t *testing.T) {
 			}()
 		}
 		start := time.Now()
-		s.Add(&tracer.Event{TS: 2000, TGID: 5, TID: 5, Kind: tracer.KindExit})
+		s.Add(&event.Event{TS: 2000, TGID: 5, TID: 5, Kind: event.KindExit})
 		s.Drain(true)
 		s.Flush()
 		took := time.Since(start)

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/symbols"
 )
 
-// AddFD queues a descriptor event from fdtrace; it is written in time
+// AddFD queues a descriptor event (fdevent, the fd capture's); it is written in time
 // order with the allocation events.
-func (s *Session) AddFD(e *fdtrace.Event) {
+func (s *Session) AddFD(e *fdevent.Event) {
 	if s.fds == nil {
 		return
 	}
@@ -60,15 +60,15 @@ func (s *Session) drainFD(limit uint64, all bool, emitUpTo func(ts uint64)) {
 	emitUpTo(limit)
 }
 
-func cmpFD(a, b fdtrace.Event) int { return cmp.Compare(a.TS, b.TS) }
+func cmpFD(a, b fdevent.Event) int { return cmp.Compare(a.TS, b.TS) }
 
 // fdStackWait bounds how long past the window a descriptor event waits
 // for its stack record (drainFD), in the events' clock (ns).
 const fdStackWait = uint64(5 * time.Second)
 
-func (s *Session) writeFD(e *fdtrace.Event) {
+func (s *Session) writeFD(e *fdevent.Event) {
 	s.noteFDProc(e.TGID)
-	r := e.Record(s.cfg.StartNS)
+	r := FDRecord(e, s.cfg.StartNS)
 	r.Stack = s.fdStack(e.Stack)
 	s.buf = logfmt.AppendFD(s.buf[:0], &r)
 	s.write(s.buf)
@@ -108,7 +108,7 @@ func (s *Session) fdStack(id uint64) string {
 }
 
 // fdLeaks writes the descriptors pid still holds as it exits.
-func (s *Session) fdLeaks(pid uint32) []fdtrace.Open {
+func (s *Session) fdLeaks(pid uint32) []fdevent.Open {
 	if s.fds == nil {
 		return nil
 	}
@@ -120,7 +120,7 @@ func (s *Session) fdLeaks(pid uint32) []fdtrace.Open {
 		s.fdLeaked[pid] = true
 	}
 	for _, o := range open {
-		r := o.Record(pid, s.cfg.StartNS)
+		r := fdLeakRecord(o, pid, s.cfg.StartNS)
 		r.Stack = s.fdStack(o.Stack)
 		s.buf = logfmt.AppendFD(s.buf[:0], &r)
 		s.write(s.buf)

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/memtrace/memtrace/config"
-	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/event"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // TestFDWaitsForItsStack: a descriptor event whose stack record has not
@@ -21,8 +21,8 @@ func TestFDWaitsForItsStack(t *testing.T) {
 	var buf bytes.Buffer
 	s := fdSession(&buf)
 	now := monotonicNS()
-	s.AddFD(&fdtrace.Event{TS: now - uint64(20*time.Millisecond), TGID: 1, TID: 1, FD: 3, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/passwd", Stack: 7})
-	s.Add(ev(now-uint64(10*time.Millisecond), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
+	s.AddFD(&fdevent.Event{TS: now - uint64(20*time.Millisecond), TGID: 1, TID: 1, FD: 3, Type: fdevent.TypeOpen, Call: fdevent.CallOpenat, Path: "/etc/passwd", Stack: 7})
+	s.Add(ev(now-uint64(10*time.Millisecond), 1, event.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
 	s.Drain(false)
 	s.Flush()
 	if out := buf.String(); strings.Contains(out, "/etc/passwd") || strings.Contains(out, "ptr=0x10") {
@@ -39,7 +39,7 @@ func TestFDWaitsForItsStack(t *testing.T) {
 
 	// A stack that never comes: the event waits fdStackWait, no longer.
 	buf.Reset()
-	s.AddFD(&fdtrace.Event{TS: now - fdStackWait - uint64(time.Second), TGID: 1, TID: 1, FD: 4, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/group", Stack: 9})
+	s.AddFD(&fdevent.Event{TS: now - fdStackWait - uint64(time.Second), TGID: 1, TID: 1, FD: 4, Type: fdevent.TypeOpen, Call: fdevent.CallOpenat, Path: "/etc/group", Stack: 9})
 	s.Drain(false)
 	s.Flush()
 	if !strings.Contains(buf.String(), "/etc/group") {
@@ -57,14 +57,14 @@ func TestNothingPassesTheFDHorizon(t *testing.T) {
 	s := fdSession(&buf)
 	now := monotonicNS()
 	s.SetFDHorizon(now - uint64(50*time.Millisecond))
-	s.Add(ev(now-uint64(10*time.Millisecond), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
+	s.Add(ev(now-uint64(10*time.Millisecond), 1, event.KindAlloc, logfmt.OpMalloc, 0x10, 100, "app"))
 	s.Drain(false)
 	s.Flush()
 	if out := buf.String(); strings.Contains(out, "ptr=0x10") {
 		t.Fatalf("written past the descriptors' reader's horizon:\n%s", out)
 	}
 	// The reader catches up: its event is older than the allocation.
-	s.AddFD(&fdtrace.Event{TS: now - uint64(20*time.Millisecond), TGID: 1, TID: 1, FD: 3, Type: fdtrace.TypeOpen, Call: fdtrace.CallOpenat, Path: "/etc/passwd"})
+	s.AddFD(&fdevent.Event{TS: now - uint64(20*time.Millisecond), TGID: 1, TID: 1, FD: 3, Type: fdevent.TypeOpen, Call: fdevent.CallOpenat, Path: "/etc/passwd"})
 	s.SetFDHorizon(monotonicNS())
 	s.Drain(false)
 	s.Flush()
@@ -77,7 +77,7 @@ func TestNothingPassesTheFDHorizon(t *testing.T) {
 	// A reader stuck for good holds nothing back for longer than fdStackWait.
 	buf.Reset()
 	s.SetFDHorizon(now - fdStackWait - uint64(time.Second))
-	s.Add(ev(now-uint64(5*time.Millisecond), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20, 100, "app"))
+	s.Add(ev(now-uint64(5*time.Millisecond), 1, event.KindAlloc, logfmt.OpMalloc, 0x20, 100, "app"))
 	s.Drain(false)
 	s.Flush()
 	if !strings.Contains(buf.String(), "ptr=0x20") {

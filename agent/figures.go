@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"github.com/memtrace/memtrace/analysis"
 	fig "github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/internal/peak"
 	"github.com/memtrace/memtrace/logfmt"
@@ -142,7 +141,7 @@ func satAdd(a, b uint64) uint64 {
 // match by their stacks' frames, as the report does.
 type leakCounter struct {
 	s       *Session
-	sups    []*analysis.Suppression
+	sups    []*fig.Suppression
 	matched map[uint64]bool
 	lost    bool
 	f       *fig.Figures
@@ -173,14 +172,14 @@ func (c *leakCounter) suppressed(stack uint64) bool {
 		if !si.resolved {
 			c.s.resolve(si)
 		}
-		fr := make([]analysis.SuppFrame, len(si.frames))
+		fr := make([]fig.SuppFrame, len(si.frames))
 		for i, f := range si.frames {
-			fr[i] = analysis.SuppFrame{Mangled: f.Symbol, Module: f.Module}
+			fr[i] = fig.SuppFrame{Mangled: f.Symbol, Module: f.Module}
 			if f.Symbol != "" {
 				fr[i].Name = symbols.Demangle(f.Symbol)
 			}
 		}
-		m = analysis.MatchSuppression(c.sups, fr) != nil
+		m = fig.MatchSuppression(c.sups, fr) != nil
 	}
 	c.matched[stack] = m
 	return m
@@ -200,10 +199,10 @@ func (c *leakCounter) suppressed(stack uint64) bool {
 func (s *Session) Figures() fig.Figures {
 	var f fig.Figures
 	lost := s.Stats.Lost
-	c := &leakCounter{s: s, sups: analysis.BuiltinSuppressions(), matched: map[uint64]bool{}, lost: lost > 0, f: &f}
+	c := &leakCounter{s: s, sups: fig.BuiltinSuppressions(), matched: map[uint64]bool{}, lost: lost > 0, f: &f}
 	sections := 0
 	alive := true
-	var live analysis.Live
+	var live fig.Live
 	var end string
 	for pid, p := range s.procs {
 		pf := &p.figs
@@ -226,12 +225,12 @@ func (s *Session) Figures() fig.Figures {
 		text, l := s.procEnd(pid)
 		if sections == 0 {
 			live = l
-		} else if l == analysis.LiveLeaked || live == analysis.LiveLeaked {
-			live = analysis.LiveLeaked
+		} else if l == fig.LiveLeaked || live == fig.LiveLeaked {
+			live = fig.LiveLeaked
 		} else {
 			live = max(live, l)
 		}
-		alive = alive && l != analysis.LiveLeaked
+		alive = alive && l != fig.LiveLeaked
 		end = text
 		sections++
 	}
@@ -245,7 +244,7 @@ func (s *Session) Figures() fig.Figures {
 		if s.fdLeaked[pid] || s.fds != nil && len(s.fds.Open(pid)) > 0 {
 			sections++
 			alive = false
-			live = analysis.LiveLeaked
+			live = fig.LiveLeaked
 			end = ""
 		}
 	}
@@ -268,12 +267,13 @@ func (s *Session) Figures() fig.Figures {
 // Figures, counted in the order written, may differ from its figures.
 func (s *Session) InOrder() bool { return !s.late }
 
-// procEnd is analysis.Model.ProcEnd for a log this session wrote to its
-// end (header and summary lines, nothing cut).
-func (s *Session) procEnd(pid uint32) (string, analysis.Live) {
-	var pr analysis.Proc
+// procEnd is analysis.Model.ProcEnd, the one decision (figures.EndOf), for
+// a log this session wrote to its end (header and summary lines, nothing
+// cut).
+func (s *Session) procEnd(pid uint32) (string, fig.Live) {
+	var pr fig.ProcEnd
 	if e := s.ends[pid]; e != nil {
-		pr.Exited, pr.HasStatus, pr.ExitStatus, pr.ExitSignal, pr.Attached = e.exited, e.hasStatus, e.status, e.signal, e.attached
+		pr = fig.ProcEnd{Exited: e.exited, HasStatus: e.hasStatus, ExitStatus: e.status, ExitSignal: e.signal, Attached: e.attached}
 	}
-	return analysis.ProcEndOf(&pr, analysis.LogEnd{Lost: int64(s.Stats.Lost), Header: s.header, Ended: s.ended})
+	return fig.EndOf(pr, fig.LogEnd{Lost: int64(s.Stats.Lost), Header: s.header, Ended: s.ended})
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 type figures struct {
@@ -70,14 +70,14 @@ func reportFigures(t *testing.T, log []byte) map[int64]figures {
 // the agent logs a second free of such an address with size 0 and the
 // model gives it to the older block, which the agent's table no longer
 // has (the figures then differ by that block).
-func randomEvents(r *rand.Rand, n int, ts *uint64) []*tracer.Event {
-	var out []*tracer.Event
+func randomEvents(r *rand.Rand, n int, ts *uint64) []*event.Event {
+	var out []*event.Event
 	live := map[uint32][]uint64{1: nil, 2: nil}
 	for range n {
 		pid := uint32(1 + r.IntN(2))
 		tid := pid*100 + uint32(r.IntN(3))
 		*ts += 300
-		e := &tracer.Event{TS: *ts, TGID: pid, TID: tid, Op: uint8(logfmt.OpMalloc)}
+		e := &event.Event{TS: *ts, TGID: pid, TID: tid, Op: uint8(logfmt.OpMalloc)}
 		copy(e.Comm[:], fmt.Sprintf("t%d", tid))
 		size := uint64(r.IntN(5000))
 		if r.IntN(8) == 0 {
@@ -90,21 +90,26 @@ func randomEvents(r *rand.Rand, n int, ts *uint64) []*tracer.Event {
 		}
 		switch k := r.IntN(10); {
 		case k < 5 || len(ls) == 0:
-			e.Kind, e.Ptr, e.Size = tracer.KindAlloc, ptr, size
+			e.Kind, e.Ptr, e.Size = event.KindAlloc, ptr, size
 			live[pid] = append(ls, ptr)
 		case k < 8:
 			i := r.IntN(len(ls))
-			e.Kind, e.Op, e.Ptr = tracer.KindFree, uint8(logfmt.OpFree), ls[i]
+			e.Kind, e.Op, e.Ptr = event.KindFree, uint8(logfmt.OpFree), ls[i]
 			live[pid] = append(ls[:i], ls[i+1:]...)
 		case k < 9:
+			// A realloc, as both captures send it: the old block's
+			// free, then the new block.
 			i := r.IntN(len(ls))
-			e.Kind, e.Op, e.OldPtr, e.Ptr, e.Size = tracer.KindRealloc, uint8(logfmt.OpRealloc), ls[i], ls[i], size
+			f := *e
+			f.Kind, f.Op, f.Ptr = event.KindFree, uint8(logfmt.OpFree), ls[i]
+			out = append(out, &f)
+			e.Kind, e.Op, e.Ptr, e.Size = event.KindAlloc, uint8(logfmt.OpRealloc), ls[i], size
 			if r.IntN(2) == 0 {
 				e.Ptr = ptr
 				ls[i] = ptr
 			}
 		default:
-			e.Kind, e.Op, e.Ptr = tracer.KindFree, uint8(logfmt.OpFree), 0xdead0000+uint64(r.IntN(4))*0x10
+			e.Kind, e.Op, e.Ptr = event.KindFree, uint8(logfmt.OpFree), 0xdead0000+uint64(r.IntN(4))*0x10
 		}
 		out = append(out, e)
 	}

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden logs in testdata")
@@ -40,12 +40,12 @@ func goldenRun(t *testing.T, inProcess, noFreeStacks bool) []byte {
 		}
 		// Anonymous memory (ino 0): named by address alone, without
 		// /proc; the stop reasons mark some as cut.
-		fr := make([]tracer.Frame, n)
+		fr := make([]event.Frame, n)
 		for j := range fr {
-			fr[j] = tracer.Frame{Addr: 0x7f0000000000 + r.Uint64N(1<<30)}
+			fr[j] = event.Frame{Addr: 0x7f0000000000 + r.Uint64N(1<<30)}
 		}
-		stop := []tracer.StopReason{tracer.StopEnd, tracer.StopDepth, tracer.StopNoInfo, tracer.StopBadRead}[r.IntN(4)]
-		s.Stack(&tracer.Stack{ID: id, TGID: 1, Stop: stop, Frames: fr})
+		stop := []event.StopReason{event.StopEnd, event.StopDepth, event.StopNoInfo, event.StopBadRead}[r.IntN(4)]
+		s.Stack(&event.Stack{ID: id, TGID: 1, Stop: stop, Frames: fr})
 	}
 	names := []string{"sqlite3", "a-thread-name-longer-than-15", "tab\there", "w\x7f", ""}
 	var live []uint64
@@ -61,7 +61,7 @@ func goldenRun(t *testing.T, inProcess, noFreeStacks bool) []byte {
 		if r.IntN(5) > 0 {
 			stack = uint64(1 + r.IntN(nStacks+3)) // a few ids never sent
 		}
-		var e *tracer.Event
+		var e *event.Event
 		switch k := r.IntN(10); {
 		case k < 5 || len(live) == 0:
 			op := logfmt.Op(1 + r.IntN(int(logfmt.OpMiReallocAligned)))
@@ -69,31 +69,35 @@ func goldenRun(t *testing.T, inProcess, noFreeStacks bool) []byte {
 				op = logfmt.OpMalloc
 			}
 			ptr := r.Uint64() &^ 7
-			e = ev(ts, tid, tracer.KindAlloc, op, ptr, r.Uint64N(1<<uint(r.IntN(48))), name)
+			e = ev(ts, tid, event.KindAlloc, op, ptr, r.Uint64N(1<<uint(r.IntN(48))), name)
 			live = append(live, ptr)
 		case k < 8:
 			j := r.IntN(len(live))
-			e = ev(ts, tid, tracer.KindFree, []logfmt.Op{logfmt.OpFree, logfmt.OpDelete, logfmt.OpTcFree}[r.IntN(3)], live[j], 0, name)
+			e = ev(ts, tid, event.KindFree, []logfmt.Op{logfmt.OpFree, logfmt.OpDelete, logfmt.OpTcFree}[r.IntN(3)], live[j], 0, name)
 			live = append(live[:j], live[j+1:]...)
 		case k < 9:
+			// A realloc, as both captures send it: the old block's
+			// free, then the new block.
 			j := r.IntN(len(live))
-			e = ev(ts, tid, tracer.KindRealloc, logfmt.OpRealloc, r.Uint64()&^7, r.Uint64N(1<<20), name)
-			e.OldPtr, e.OldSize = live[j], 1
+			e = ev(ts, tid, event.KindAlloc, logfmt.OpRealloc, r.Uint64()&^7, r.Uint64N(1<<20), name)
+			f := ev(ts, tid, event.KindFree, logfmt.OpFree, live[j], 1, name)
+			f.Stack = stack
+			s.Add(f)
 			live[j] = e.Ptr
 		default:
 			// A free of a block never seen.
-			e = ev(ts, tid, tracer.KindFree, logfmt.OpFree, r.Uint64(), 0, name)
+			e = ev(ts, tid, event.KindFree, logfmt.OpFree, r.Uint64(), 0, name)
 		}
 		e.Stack = stack
 		s.Add(e)
 		if i%97 == 0 {
-			s.Add(ev(ts+1, 3, tracer.KindExit, 0, 0, 0, names[3]))
+			s.Add(ev(ts+1, 3, event.KindExit, 0, 0, 0, names[3]))
 		}
 		if i%50 == 0 {
 			s.Drain(true)
 		}
 	}
-	s.Add(ev(ts+2, 1, tracer.KindExit, 0, 0, 0, names[1]))
+	s.Add(ev(ts+2, 1, event.KindExit, 0, 0, 0, names[1]))
 	s.Drain(true)
 	s.Summary(12345)
 	if err := s.Flush(); err != nil {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // TestInProcessSemantics: the preload path's events through Emit, as the
@@ -19,18 +19,18 @@ func TestInProcessSemantics(t *testing.T) {
 	for _, minSize := range []uint64{0, 10} {
 		var buf bytes.Buffer
 		s := New(Config{Out: &buf, InProcess: true, MinSize: minSize})
-		for _, e := range []*tracer.Event{
-			ev(1000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main"),
-			ev(2000, 1, tracer.KindFree, logfmt.OpFree, 0xdead, 0, "main"),      // never seen: size 0
-			ev(3000, 1, tracer.KindFree, logfmt.OpMunmap, 0xbeef, 4096, "main"), // unknown range: left out
-			ev(4000, 1, tracer.KindExit, 0, 0, 0, "main"),
-			ev(5000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xb0, 50, "main"), // a TLS destructor's
-			ev(6000, 1, tracer.KindExit, 0, 0, 0, "main"),                    // no second EXIT
+		for _, e := range []*event.Event{
+			ev(1000, 1, event.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main"),
+			ev(2000, 1, event.KindFree, logfmt.OpFree, 0xdead, 0, "main"),      // never seen: size 0
+			ev(3000, 1, event.KindFree, logfmt.OpMunmap, 0xbeef, 4096, "main"), // unknown range: left out
+			ev(4000, 1, event.KindExit, 0, 0, 0, "main"),
+			ev(5000, 1, event.KindAlloc, logfmt.OpMalloc, 0xb0, 50, "main"), // a TLS destructor's
+			ev(6000, 1, event.KindExit, 0, 0, 0, "main"),                    // no second EXIT
 		} {
 			s.Emit(e)
 		}
 		s.ForgetThread(1)
-		s.Emit(ev(7000, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xc0, 30, "next"))
+		s.Emit(ev(7000, 1, event.KindAlloc, logfmt.OpMalloc, 0xc0, 30, "next"))
 		s.Flush()
 		want := []rec{
 			{kind: logfmt.KindAlloc, tid: 1, name: "main", op: "malloc", size: 100, ptr: 0xa0, total: 100},
@@ -75,7 +75,7 @@ func TestResolvedStack(t *testing.T) {
 	s.ResolvedStack(3, frames)
 	frames[0].Symbol = "changed" // the session keeps its own copy
 	for _, p := range []uint64{0x10, 0x20} {
-		e := ev(1000, 1, tracer.KindAlloc, logfmt.OpMalloc, p, 8, "main")
+		e := ev(1000, 1, event.KindAlloc, logfmt.OpMalloc, p, 8, "main")
 		e.Stack = 3
 		s.Emit(e)
 	}
@@ -101,12 +101,12 @@ func TestHeaderExecSummary(t *testing.T) {
 	start := time.Date(2026, 3, 1, 9, 30, 0, 123456789, time.UTC)
 	h := logfmt.Header{Version: "0.1.0", PID: 7, Comm: "prog", Cmd: "prog a b", Start: start, Mode: logfmt.ModePreload}
 	s.Header(h)
-	in7 := func(e *tracer.Event) *tracer.Event { e.TGID = 7; return e }
-	s.Emit(in7(ev(1000, 7, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 8, "prog")))
-	s.EmitExec(in7(ev(2000, 7, tracer.KindExec, 0, 0, 0, "child")), 6, "child --flag")
+	in7 := func(e *event.Event) *event.Event { e.TGID = 7; return e }
+	s.Emit(in7(ev(1000, 7, event.KindAlloc, logfmt.OpMalloc, 0x10, 8, "prog")))
+	s.EmitExec(in7(ev(2000, 7, event.KindExec, 0, 0, 0, "child")), 6, "child --flag")
 	// The old image's block is gone with it: the free is of a block the
 	// new image's library never saw.
-	s.Emit(in7(ev(3000, 7, tracer.KindFree, logfmt.OpFree, 0x10, 0, "child")))
+	s.Emit(in7(ev(3000, 7, event.KindFree, logfmt.OpFree, 0x10, 0, "child")))
 	s.Summary(42)
 	s.Flush()
 	want := string(logfmt.AppendHeader(nil, h)) +

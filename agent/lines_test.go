@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // The session's [memtrace] lines (stack lines too), read back with
@@ -19,19 +19,19 @@ func TestSessionMetaLines(t *testing.T) {
 	s.AddProcess(1, false)
 	s.procs[1].scanned = true
 	at := func(us uint64) uint64 { return start + us*1000 }
-	fork := ev(at(10), 1, tracer.KindFork, 0, 7, 0, "main")
-	exec := ev(at(20), 7, tracer.KindExec, 0, 0, 0, "child prog")
+	fork := ev(at(10), 1, event.KindFork, 0, 7, 0, "main")
+	exec := ev(at(20), 7, event.KindExec, 0, 0, 0, "child prog")
 	exec.TGID = 7
-	exit := ev(at(40), 7, tracer.KindExit, 0, 0, 0, "child prog")
+	exit := ev(at(40), 7, event.KindExit, 0, 0, 0, "child prog")
 	exit.TGID = 7
-	alloc := ev(at(30), 7, tracer.KindAlloc, logfmt.OpMalloc, 0x10, 64, "child prog")
+	alloc := ev(at(30), 7, event.KindAlloc, logfmt.OpMalloc, 0x10, 64, "child prog")
 	alloc.TGID = 7
 	// A stack cut at --stack-depth, and one the tracer never sent.
-	s.Stack(&tracer.Stack{ID: 5, TGID: 7, Stop: tracer.StopDepth, Frames: []tracer.Frame{{Addr: 0x1000}}})
+	s.Stack(&event.Stack{ID: 5, TGID: 7, Stop: event.StopDepth, Frames: []event.Frame{{Addr: 0x1000}}})
 	alloc.Stack = 5
-	free := ev(at(35), 7, tracer.KindFree, logfmt.OpFree, 0x10, 0, "child prog")
+	free := ev(at(35), 7, event.KindFree, logfmt.OpFree, 0x10, 0, "child prog")
 	free.TGID, free.Stack = 7, 6
-	for _, e := range []*tracer.Event{ev(at(5), 1, tracer.KindAlloc, logfmt.OpMalloc, 0x20, 8, "main"), fork, exec, alloc, free, exit} {
+	for _, e := range []*event.Event{ev(at(5), 1, event.KindAlloc, logfmt.OpMalloc, 0x20, 8, "main"), fork, exec, alloc, free, exit} {
 		s.Add(e)
 	}
 	s.Drain(true)

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memtrace/memtrace/live"
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // recorder is an Observer that writes down every call.
@@ -20,7 +19,7 @@ func (r *recorder) Alloc(pid uint32, ptr, size, stack, ts uint64) {
 func (r *recorder) Free(pid uint32, ptr, ts uint64) {
 	r.calls = append(r.calls, fmt.Sprintf("free %d %#x", pid, ptr))
 }
-func (r *recorder) Stack(id uint64, frames []live.Frame) {
+func (r *recorder) Stack(id uint64, frames []Frame) {
 	r.calls = append(r.calls, fmt.Sprintf("stack %d %d", id, len(frames)))
 }
 func (r *recorder) Fork(parent, child uint32) {
@@ -48,19 +47,19 @@ func observerSeesWhatIsLogged(t *testing.T, noText bool) {
 	s.AddProcess(1, false)
 	s.procs[1].scanned = true
 	s.ResolvedStack(7, []Frame{{Module: "/bin/app", Symbol: "f", Offset: 4, Addr: 0x1004}, {Module: "/bin/app", Symbol: "main", Offset: 9, Addr: 0x2009}})
-	withStack := ev(100, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
+	withStack := ev(100, 1, event.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
 	withStack.Stack = 7
-	realloc := ev(200, 1, tracer.KindRealloc, logfmt.OpRealloc, 0xa8, 300, "main")
-	realloc.OldPtr = 0xa0
-	fork := ev(600, 1, tracer.KindFork, 0, 2, 0, "main")
-	exec := ev(700, 2, tracer.KindExec, 0, 0, 0, "child")
+	fork := ev(600, 1, event.KindFork, 0, 2, 0, "main")
+	exec := ev(700, 2, event.KindExec, 0, 0, 0, "child")
 	exec.TGID = 2
-	exit := ev(800, 1, tracer.KindExit, 0, 0, 0, "main")
-	for _, e := range []*tracer.Event{
-		withStack, realloc,
-		ev(300, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xb0, 5, "main"), // below --min-size
-		ev(400, 1, tracer.KindFree, logfmt.OpFree, 0xb0, 0, "main"),    // its free
-		ev(500, 1, tracer.KindFree, logfmt.OpFree, 0xdead, 0, "main"),  // never seen
+	exit := ev(800, 1, event.KindExit, 0, 0, 0, "main")
+	for _, e := range []*event.Event{
+		withStack,
+		ev(200, 1, event.KindFree, logfmt.OpFree, 0xa0, 0, "main"),       // a realloc: its free,
+		ev(200, 1, event.KindAlloc, logfmt.OpRealloc, 0xa8, 300, "main"), // then its block
+		ev(300, 1, event.KindAlloc, logfmt.OpMalloc, 0xb0, 5, "main"),    // below --min-size
+		ev(400, 1, event.KindFree, logfmt.OpFree, 0xb0, 0, "main"),       // its free
+		ev(500, 1, event.KindFree, logfmt.OpFree, 0xdead, 0, "main"),     // never seen
 		fork, exec, exit,
 	} {
 		s.Add(e)
@@ -87,24 +86,5 @@ func observerSeesWhatIsLogged(t *testing.T, noText bool) {
 	}
 	if got := strings.Join(logged, "; "); got != "malloc 0xa0 100; free 0xa0 100; realloc 0xa8 300" {
 		t.Fatalf("log: %s", got)
-	}
-}
-
-// The live model fed through a session holds what the log holds live.
-func TestObserverFeedsLiveModel(t *testing.T) {
-	m := live.NewModel()
-	s := New(Config{Out: &bytes.Buffer{}, Observer: m})
-	s.AddProcess(1, false)
-	s.procs[1].scanned = true
-	for i := range uint64(100) {
-		s.Add(ev(10+i, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x1000+i*16, 16, "main"))
-		if i%2 == 0 {
-			s.Add(ev(10+i, 1, tracer.KindFree, logfmt.OpFree, 0x1000+i*16, 0, "main"))
-		}
-	}
-	s.Drain(true)
-	procs, _, _ := m.Stats()
-	if len(procs) != 1 || procs[0].LiveBlocks != 50 || procs[0].LiveBytes != 800 || procs[0].Allocs != 100 || procs[0].Frees != 50 {
-		t.Fatalf("model %+v", procs)
 	}
 }

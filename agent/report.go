@@ -3,27 +3,28 @@ package agent
 import (
 	"time"
 
-	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/exitreport"
+	fig "github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/procreport"
 )
 
-// ProcessReport is a process's figures at its exit (see procreport).
-type ProcessReport = procreport.Report
+// ProcessReport is a process's figures at its exit, for the runner's
+// OnProcessReport (procreport writes it).
+type ProcessReport = exitreport.Report
 
 const stackTextFrames = 12
 
-func (s *Session) entries(cs []StackCost) []procreport.Entry {
-	out := make([]procreport.Entry, len(cs))
+func (s *Session) entries(cs []StackCost) []exitreport.Entry {
+	out := make([]exitreport.Entry, len(cs))
 	for i, c := range cs {
-		out[i] = procreport.Entry{Bytes: c.Bytes, Blocks: c.Blocks, Stack: s.StackText(c.Stack, stackTextFrames)}
+		out[i] = exitreport.Entry{Bytes: c.Bytes, Blocks: c.Blocks, Stack: s.StackText(c.Stack, stackTextFrames)}
 	}
 	return out
 }
 
 // processReport builds pid's report; open are its descriptors left open.
-func (s *Session) processReport(pid uint32, open []procreport.FD) *ProcessReport {
+func (s *Session) processReport(pid uint32, open []exitreport.FD) *ProcessReport {
 	ps := s.stats(pid)
 	sb, sbytes, supd := s.suppressedLive(pid)
 	r := &ProcessReport{
@@ -53,17 +54,17 @@ func (s *Session) FinalReports() {
 	}
 }
 
-func (s *Session) openFDs(pid uint32, exiting bool) []procreport.FD {
+func (s *Session) openFDs(pid uint32, exiting bool) []exitreport.FD {
 	if s.fds == nil {
 		return nil
 	}
-	var out []procreport.FD
+	var out []exitreport.FD
 	var opens = s.fds.Open(pid)
 	if exiting {
 		opens = s.fdLeaks(pid)
 	}
 	for _, o := range opens {
-		out = append(out, procreport.FD{FD: o.FD, Kind: o.Kind.String(), Call: o.Call.String(), Path: o.Path, Stack: s.fdStack(o.Stack)})
+		out = append(out, exitreport.FD{FD: o.FD, Kind: o.Kind.String(), Call: o.Call.String(), Path: o.Path, Stack: s.fdStack(o.Stack)})
 	}
 	return out
 }
@@ -124,7 +125,7 @@ const suppressedTop = 16
 // suppressions match, as the report takes them out of the leaks, and
 // returns the matcher by stack.
 func (s *Session) suppressedLive(pid uint32) (blocks, bytes uint64, suppressed func(stack uint64) bool) {
-	c := &leakCounter{s: s, sups: analysis.BuiltinSuppressions(), matched: map[uint64]bool{}}
+	c := &leakCounter{s: s, sups: fig.BuiltinSuppressions(), matched: map[uint64]bool{}}
 	if p := s.procs[pid]; p != nil {
 		for _, b := range p.live {
 			if b.v&(filteredBit|inheritedBit) == 0 && c.suppressed(b.stack) {

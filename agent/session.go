@@ -10,12 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/config"
-	"github.com/memtrace/memtrace/fdtrace"
+	"github.com/memtrace/memtrace/event"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/stackz"
-	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // Config is what a Session needs to know.
@@ -38,7 +37,7 @@ type Config struct {
 	NoFreeStacks bool
 	// OnProcess is called as soon as a fork or exec event is read (before
 	// it is put in time order), to probe the new process or image.
-	OnProcess func(e *tracer.Event)
+	OnProcess func(e *event.Event)
 	// LetGo, when set, is asked after OnProcess of an exec: true when the
 	// runner left that process untraced (a selector's match past
 	// --max-procs, a program with no allocator), whose exec is then
@@ -67,7 +66,7 @@ type Config struct {
 	// Observer, when set, is told what is logged (blocks allocated and
 	// freed, stacks, forks, execs, exits, lost records) in log order:
 	// the live heap model of --http and --profile-dir.
-	Observer live.Observer
+	Observer Observer
 }
 
 // DefaultWindow covers the gap between a probe taking its timestamp and
@@ -138,7 +137,7 @@ type Session struct {
 	buf       []byte
 	procs     map[uint32]*process
 	threads   map[uint32]*thread
-	pending   []tracer.Event
+	pending   []event.Event
 	window    uint64
 	Stats     Stats
 	err       error
@@ -147,8 +146,8 @@ type Session struct {
 	received  uint64
 	cutoff    uint64 // see Cutoff
 	from      uint64 // see From
-	fds       *fdtrace.Table
-	pendingFD []fdtrace.Event
+	fds       *fdevent.Table
+	pendingFD []fdevent.Event
 	// fdHorizon: every descriptor event older than it has been added
 	// (SetFDHorizon; 0: not told).
 	fdHorizon uint64
@@ -188,9 +187,9 @@ func New(cfg Config) *Session {
 	if cfg.PeakTopN == 0 {
 		cfg.PeakTopN = 10
 	}
-	var fds *fdtrace.Table
+	var fds *fdevent.Table
 	if cfg.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
-		fds = fdtrace.NewTable(cfg.Track)
+		fds = fdevent.NewTable(cfg.Track)
 	}
 	mw, _ := cfg.Out.(stackz.MarkedWriter)
 	return &Session{
@@ -313,7 +312,7 @@ func (s *Session) From(ns uint64) { s.from = ns }
 
 // Add queues one event; events leave the queue in time order once they are
 // older than the window.
-func (s *Session) Add(e *tracer.Event) {
+func (s *Session) Add(e *event.Event) {
 	s.received++
 	if s.cutoff != 0 && e.TS > s.cutoff || e.TS < s.from {
 		return
@@ -327,14 +326,14 @@ func (s *Session) Add(e *tracer.Event) {
 // Emit writes one event at once, for a source that puts its events in
 // time order itself (the preload reader merges its per-thread streams);
 // the tracer's events go through Add and Drain.
-func (s *Session) Emit(e *tracer.Event) {
+func (s *Session) Emit(e *event.Event) {
 	s.received++
 	s.emit(e)
 }
 
 // EmitExec is Emit for an exec the preload library reports, which names
 // the parent and the command line too.
-func (s *Session) EmitExec(e *tracer.Event, ppid uint32, cmd string) {
+func (s *Session) EmitExec(e *event.Event, ppid uint32, cmd string) {
 	s.received++
 	s.Stats.Events++
 	s.execd(e, ppid, cmd)
@@ -397,16 +396,16 @@ func monotonicNS() uint64 {
 	return uint64(ts.Nano())
 }
 
-func cmpTS(a, b tracer.Event) int { return cmp.Compare(a.TS, b.TS) }
+func cmpTS(a, b event.Event) int { return cmp.Compare(a.TS, b.TS) }
 
-func (s *Session) ts(e *tracer.Event) uint64 {
+func (s *Session) ts(e *event.Event) uint64 {
 	if e.TS <= s.cfg.StartNS {
 		return 0
 	}
 	return (e.TS - s.cfg.StartNS) / 1000
 }
 
-func (s *Session) thread(e *tracer.Event) *thread {
+func (s *Session) thread(e *event.Event) *thread {
 	// Events come in runs from one thread: remember the last one.
 	t := s.last
 	if t == nil || t.tid != e.TID {
@@ -462,7 +461,7 @@ func (s *Session) proc(pid uint32) *process {
 	return p
 }
 
-func (s *Session) emit(e *tracer.Event) {
+func (s *Session) emit(e *event.Event) {
 	s.Stats.Events++
 	if ts := s.ts(e); ts < s.lastTS {
 		s.late = true
@@ -470,14 +469,14 @@ func (s *Session) emit(e *tracer.Event) {
 		s.lastTS = ts
 	}
 	switch e.Kind {
-	case tracer.KindFork:
+	case event.KindFork:
 		s.forked(e)
 		return
-	case tracer.KindExec:
+	case event.KindExec:
 		s.execd(e, 0, "")
 		return
 	}
-	if e.Kind == tracer.KindExit && e.TID == e.TGID {
+	if e.Kind == event.KindExit && e.TID == e.TGID {
 		line := s.exitLine(e.TGID, s.ts(e))
 		s.noteProc(&line)
 		s.buf = logfmt.AppendProc(s.buf[:0], line)
@@ -499,7 +498,7 @@ func (s *Session) emit(e *tracer.Event) {
 	} else if p := s.procs[e.TGID]; p != nil && p.preExec {
 		return
 	}
-	if e.Kind == tracer.KindExit {
+	if e.Kind == event.KindExit {
 		// Only threads that were logged get an EXIT line, as with
 		// memtrack: the launcher's own threads, which exec ends, and
 		// threads that never allocated stay out of the log.
@@ -542,35 +541,28 @@ func (s *Session) emit(e *tracer.Event) {
 	}
 	ts := s.ts(e)
 	switch e.Kind {
-	case tracer.KindAlloc:
+	case event.KindAlloc:
 		op := logfmt.Op(e.Op)
-		if e.Flags&tracer.FlagFile != 0 && !s.cfg.MmapFiles {
+		if e.Flags&event.FlagFile != 0 && !s.cfg.MmapFiles {
 			// A file mapping: not logged, but remembered so that its
 			// munmap is left out too.
 			s.replace(p, e.Ptr)
 			p.live[e.Ptr] = liveBlock{v: e.Size | filteredBit}
 			return
 		}
-		if e.Flags&tracer.FlagCallsite != 0 {
+		if e.Flags&event.FlagCallsite != 0 {
 			op = s.calls.alignedOp(int(e.TGID), op, e.OldSize, e.OldPtr)
 		}
 		s.alloc(e, t, p, ts, op, e.Ptr, e.Size)
-	case tracer.KindFree:
+	case event.KindFree:
 		op := logfmt.Op(e.Op)
 		if op == logfmt.OpRealloc || op == logfmt.OpReallocarray {
 			op = logfmt.OpFree // realloc(p, 0)
 		}
-		if e.Flags&tracer.FlagCallsite != 0 {
+		if e.Flags&event.FlagCallsite != 0 {
 			op = s.calls.alignedOp(int(e.TGID), op, e.OldSize, e.OldPtr)
 		}
 		s.free(e, t, p, ts, op, e.Ptr, e.Size)
-	case tracer.KindRealloc:
-		freeOp := logfmt.OpFree
-		if logfmt.Op(e.Op) == logfmt.OpMremap {
-			freeOp = logfmt.OpMunmap
-		}
-		s.free(e, t, p, ts, freeOp, e.OldPtr, e.OldSize)
-		s.alloc(e, t, p, ts, logfmt.Op(e.Op), e.Ptr, e.Size)
 	}
 }
 
@@ -582,7 +574,7 @@ func (s *Session) trackedOp(op logfmt.Op) bool {
 	return s.cfg.Track.Has(config.TrackMalloc)
 }
 
-func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
+func (s *Session) alloc(e *event.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
 	s.replace(p, ptr)
 	if !t.track || size < s.cfg.MinSize || !s.trackedOp(op) {
 		p.live[ptr] = liveBlock{v: size | filteredBit}
@@ -613,7 +605,7 @@ func (s *Session) alloc(e *tracer.Event, t *thread, p *process, ts uint64, op lo
 	s.spill()
 }
 
-func (s *Session) free(e *tracer.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
+func (s *Session) free(e *event.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
 	b, known := p.live[ptr]
 	v := b.v
 	if known {
@@ -691,7 +683,7 @@ func (s *Session) Lost(n uint64, nowNS uint64) {
 
 // forked: the child starts with a copy of its parent's heap, so the
 // parent's live blocks are the child's too (their frees then carry sizes).
-func (s *Session) forked(e *tracer.Event) {
+func (s *Session) forked(e *event.Event) {
 	child := uint32(e.Ptr)
 	parent := s.proc(e.TGID)
 	c := s.proc(child)
@@ -714,7 +706,7 @@ func (s *Session) forked(e *tracer.Event) {
 
 // execd: a new image has a new heap. ppid and cmd are the preload
 // library's (0 and "" from the kernel side, which leaves them out).
-func (s *Session) execd(e *tracer.Event, ppid uint32, cmd string) {
+func (s *Session) execd(e *event.Event, ppid uint32, cmd string) {
 	p := s.proc(e.TGID)
 	if p.preExec && e.TS < p.released {
 		return // the launcher's own exec

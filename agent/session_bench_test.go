@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // BenchmarkSessionPairs is the agent's cost per malloc+free pair (two
@@ -21,14 +21,14 @@ func BenchmarkSessionPairs(b *testing.B) {
 	s := New(Config{Out: io.Discard})
 	s.AddProcess(1, false)
 	s.procs[1].scanned = true
-	ev := tracer.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: tracer.KindAlloc}
+	ev := event.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: event.KindAlloc}
 	copy(ev.Comm[:], "loop")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		ev.TS = uint64(i) * 1000
-		ev.Kind, ev.Op, ev.Ptr = tracer.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
+		ev.Kind, ev.Op, ev.Ptr = event.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
 		s.Add(&ev)
-		ev.Kind, ev.Op = tracer.KindFree, uint8(logfmt.OpFree)
+		ev.Kind, ev.Op = event.KindFree, uint8(logfmt.OpFree)
 		s.Add(&ev)
 		if i&1023 == 0 {
 			s.Drain(true)
@@ -63,16 +63,16 @@ func BenchmarkSessionStackPairs(b *testing.B) {
 	for i, st := range stacks {
 		s.ResolvedStack(uint64(i+1), st)
 	}
-	ev := tracer.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: tracer.KindAlloc}
+	ev := event.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: event.KindAlloc}
 	copy(ev.Comm[:], "loop")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		ev.TS = uint64(i) * 1000
 		ev.Stack = uint64(i%len(stacks) + 1)
-		ev.Kind, ev.Op, ev.Ptr = tracer.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
+		ev.Kind, ev.Op, ev.Ptr = event.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
 		s.Add(&ev)
 		ev.Stack = uint64((i*7)%len(stacks) + 1)
-		ev.Kind, ev.Op = tracer.KindFree, uint8(logfmt.OpFree)
+		ev.Kind, ev.Op = event.KindFree, uint8(logfmt.OpFree)
 		s.Add(&ev)
 		if i&1023 == 0 {
 			s.Drain(true)
@@ -104,17 +104,17 @@ func BenchmarkSessionStackPairsZstd(b *testing.B) {
 	for i, st := range stacks {
 		s.ResolvedStack(uint64(i+1), st)
 	}
-	ev := tracer.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: tracer.KindAlloc}
+	ev := event.Event{TGID: 1, TID: 1, Size: 64, Op: uint8(logfmt.OpMalloc), Kind: event.KindAlloc}
 	copy(ev.Comm[:], "loop")
 	b.ReportAllocs()
 	cpu0 := processCPU(b)
 	for i := 0; i < b.N; i++ {
 		ev.TS = uint64(i) * 1000
 		ev.Stack = uint64(i%len(stacks) + 1)
-		ev.Kind, ev.Op, ev.Ptr = tracer.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
+		ev.Kind, ev.Op, ev.Ptr = event.KindAlloc, uint8(logfmt.OpMalloc), 0x5000+uint64(i&1023)*64
 		s.Emit(&ev)
 		ev.Stack = uint64((i*7)%len(stacks) + 1)
-		ev.Kind, ev.Op = tracer.KindFree, uint8(logfmt.OpFree)
+		ev.Kind, ev.Op = event.KindFree, uint8(logfmt.OpFree)
 		s.Emit(&ev)
 	}
 	if err := s.Flush(); err != nil {

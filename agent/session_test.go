@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 type rec struct {
@@ -32,8 +32,8 @@ func parse(t *testing.T, b []byte) []rec {
 	return out
 }
 
-func ev(ts uint64, tid uint32, kind uint8, op logfmt.Op, ptr, size uint64, comm string) *tracer.Event {
-	e := &tracer.Event{TS: ts, TGID: 1, TID: tid, Kind: kind, Op: uint8(op), Ptr: ptr, Size: size}
+func ev(ts uint64, tid uint32, kind uint8, op logfmt.Op, ptr, size uint64, comm string) *event.Event {
+	e := &event.Event{TS: ts, TGID: 1, TID: tid, Kind: kind, Op: uint8(op), Ptr: ptr, Size: size}
 	copy(e.Comm[:], comm)
 	return e
 }
@@ -54,24 +54,22 @@ func TestSessionSemantics(t *testing.T) {
 	s := New(Config{Out: &buf, MinSize: 10})
 	s.AddProcess(1, false)
 	s.procs[1].scanned = true
-	in := []*tracer.Event{
-		ev(100, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main"),
-		// realloc in place: free then alloc, same ptr, sizes from the live table
-		func() *tracer.Event {
-			e := ev(200, 1, tracer.KindRealloc, logfmt.OpRealloc, 0xa0, 300, "main")
-			e.OldPtr = 0xa0
-			return e
-		}(),
-		ev(300, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xb0, 5, "main"),    // below --min-size
-		ev(400, 2, tracer.KindFree, logfmt.OpFree, 0xb0, 0, "worker"),     // its free is dropped too
-		ev(500, 2, tracer.KindFree, logfmt.OpFree, 0xa0, 0, "worker"),     // cross-thread free: size known
-		ev(550, 2, tracer.KindFree, logfmt.OpFree, 0xdead, 0, "worker"),   // unknown block in launch mode: not the program's
-		ev(600, 1, tracer.KindFree, logfmt.OpRealloc, 0xc0, 0, "renamed"), // realloc(p, 0) of an unknown block
-		ev(700, 2, tracer.KindExit, 0, 0, 0, "worker"),
-		ev(800, 3, tracer.KindExit, 0, 0, 0, "idle"), // never logged: no EXIT line
+	in := []*event.Event{
+		ev(100, 1, event.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main"),
+		// realloc in place, as both captures send it: free then alloc,
+		// same ptr, the free's size from the live table
+		ev(200, 1, event.KindFree, logfmt.OpFree, 0xa0, 0, "main"),
+		ev(200, 1, event.KindAlloc, logfmt.OpRealloc, 0xa0, 300, "main"),
+		ev(300, 1, event.KindAlloc, logfmt.OpMalloc, 0xb0, 5, "main"),    // below --min-size
+		ev(400, 2, event.KindFree, logfmt.OpFree, 0xb0, 0, "worker"),     // its free is dropped too
+		ev(500, 2, event.KindFree, logfmt.OpFree, 0xa0, 0, "worker"),     // cross-thread free: size known
+		ev(550, 2, event.KindFree, logfmt.OpFree, 0xdead, 0, "worker"),   // unknown block in launch mode: not the program's
+		ev(600, 1, event.KindFree, logfmt.OpRealloc, 0xc0, 0, "renamed"), // realloc(p, 0) of an unknown block
+		ev(700, 2, event.KindExit, 0, 0, 0, "worker"),
+		ev(800, 3, event.KindExit, 0, 0, 0, "idle"), // never logged: no EXIT line
 	}
 	// Out of order on arrival: the session puts them in time order.
-	for _, i := range []int{1, 0, 2, 4, 3, 5, 6, 8, 7} {
+	for _, i := range []int{1, 2, 0, 3, 5, 4, 6, 7, 9, 8} {
 		s.Add(in[i])
 	}
 	s.Drain(true)
@@ -107,7 +105,7 @@ func TestSessionAttachedUnknownFree(t *testing.T) {
 	s := New(Config{Out: &buf})
 	s.AddProcess(1, true)
 	s.procs[1].scanned = true
-	s.Add(ev(10, 1, tracer.KindFree, logfmt.OpFree, 0xabc, 0, "main"))
+	s.Add(ev(10, 1, event.KindFree, logfmt.OpFree, 0xabc, 0, "main"))
 	s.Drain(true)
 	s.Flush()
 	got := events(parse(t, buf.Bytes()))
@@ -124,10 +122,10 @@ func TestSessionLauncherExcluded(t *testing.T) {
 	s.AddLaunched(1)
 	s.procs[1].scanned = true
 	s.Released(1, 50)
-	s.Add(ev(10, 1, tracer.KindExec, 0, 0, 0, "memtrace"))                   // the launcher's own exec
-	s.Add(ev(60, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x1, 16, "memtrace")) // the launcher after release
-	s.Add(ev(70, 1, tracer.KindExec, 0, 0, 0, "app"))
-	s.Add(ev(80, 1, tracer.KindAlloc, logfmt.OpMalloc, 0x2, 32, "app"))
+	s.Add(ev(10, 1, event.KindExec, 0, 0, 0, "memtrace"))                   // the launcher's own exec
+	s.Add(ev(60, 1, event.KindAlloc, logfmt.OpMalloc, 0x1, 16, "memtrace")) // the launcher after release
+	s.Add(ev(70, 1, event.KindExec, 0, 0, 0, "app"))
+	s.Add(ev(80, 1, event.KindAlloc, logfmt.OpMalloc, 0x2, 32, "app"))
 	s.Drain(true)
 	s.Flush()
 	got := events(parse(t, buf.Bytes()))

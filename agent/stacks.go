@@ -5,10 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/stackz"
-	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // A stack as it goes into the log: resolved once, written after every
@@ -16,9 +15,9 @@ import (
 type stackInfo struct {
 	tgid      uint32
 	ts        uint64 // CLOCK_MONOTONIC ns the kernel side took it at
-	raw       []tracer.Frame
+	raw       []event.Frame
 	frames    []Frame
-	stop      tracer.StopReason
+	stop      event.StopReason
 	resolved  bool
 	truncated string // "" or the reason: depth, fp, no-unwind-info, bad-read
 	// text is the stack's lines as the log has them after each of its
@@ -44,20 +43,20 @@ var rootSymbols = map[string]bool{
 	"thread_start": true, "__libc_start_main_impl": true,
 }
 
-// Event queues an event (tracer.Handler). Process events are also handed
+// Event queues an event (event.Handler). Process events are also handed
 // to Config.OnProcess at once: a held process waits for it.
-func (s *Session) Event(e *tracer.Event) {
-	if (e.Kind == tracer.KindFork || e.Kind == tracer.KindExec) && s.cfg.OnProcess != nil {
+func (s *Session) Event(e *event.Event) {
+	if (e.Kind == event.KindFork || e.Kind == event.KindExec) && s.cfg.OnProcess != nil {
 		s.cfg.OnProcess(e)
-		if e.Kind == tracer.KindExec && s.cfg.LetGo != nil && s.cfg.LetGo(e.TGID) {
+		if e.Kind == event.KindExec && s.cfg.LetGo != nil && s.cfg.LetGo(e.TGID) {
 			return
 		}
 	}
 	s.Add(e)
 }
 
-// File learns the path of an inode that frames lie in (tracer.Handler).
-func (s *Session) File(f *tracer.File) {
+// File learns the path of an inode that frames lie in (event.Handler).
+func (s *Session) File(f *event.File) {
 	if f.Truncated {
 		return
 	}
@@ -67,12 +66,12 @@ func (s *Session) File(f *tracer.File) {
 }
 
 // Stack records a stack the kernel side sent; events refer to it by ID
-// (tracer.Handler).
-func (s *Session) Stack(st *tracer.Stack) {
+// (event.Handler).
+func (s *Session) Stack(st *event.Stack) {
 	if s.stacks == nil {
 		s.stacks = map[uint64]*stackInfo{}
 	}
-	raw := make([]tracer.Frame, len(st.Frames))
+	raw := make([]event.Frame, len(st.Frames))
 	copy(raw, st.Frames)
 	s.stacks[st.ID] = &stackInfo{tgid: st.TGID, ts: st.TS, raw: raw, stop: st.Stop}
 	if !s.cfg.InProcess {
@@ -85,14 +84,14 @@ func (s *Session) Stack(st *tracer.Stack) {
 // is written, after the agent's hold, by when a short-lived process may
 // have exited and taken its mount namespace along (and with it the
 // library a bind mount showed it under a host path).
-func (s *Session) openFiles(pid int, ts uint64, frames []tracer.Frame) {
+func (s *Session) openFiles(pid int, ts uint64, frames []event.Frame) {
 	c := s.calls
 	as := c.spaces[pid]
 	if as == nil {
 		return // the agent reads the maps at the process's first event
 	}
 	for _, f := range frames {
-		if f.Ino == 0 || f.Ino == tracer.InoUnknown {
+		if f.Ino == 0 || f.Ino == event.InoUnknown {
 			continue
 		}
 		if _, ok := as.LookupFile(f.Addr, f.Ino); ok {
@@ -137,13 +136,7 @@ func (s *Session) writeStack(id uint64) {
 		}
 		si.formatted = true
 		if s.cfg.Observer != nil {
-			// Resolved once, as the log's lines are: the live model
-			// gets the same frames.
-			fr := make([]live.Frame, len(si.frames))
-			for i, f := range si.frames {
-				fr[i] = live.Frame(f)
-			}
-			s.cfg.Observer.Stack(id, fr)
+			s.cfg.Observer.Stack(id, si.frames)
 		}
 	}
 	if s.mw != nil && len(si.text) > 0 && s.err == nil && !s.cfg.NoText {
@@ -155,7 +148,7 @@ func (s *Session) writeStack(id uint64) {
 func (s *Session) resolve(si *stackInfo) {
 	si.resolved = true
 	pid := int(si.tgid)
-	if si.stop != tracer.StopFPWalk {
+	if si.stop != event.StopFPWalk {
 		// The DWARF walk says itself why it ended; every frame it
 		// found is a real one (a frame in anonymous memory, such as
 		// JIT code, included).
@@ -197,13 +190,13 @@ func (s *Session) resolve(si *stackInfo) {
 }
 
 // resolveFrame names a frame taken at ts (CLOCK_MONOTONIC ns).
-func (s *Session) resolveFrame(pid int, ts uint64, f tracer.Frame) Frame {
+func (s *Session) resolveFrame(pid int, ts uint64, f event.Frame) Frame {
 	c := s.calls
 	of := Frame{Addr: f.Addr}
 	if f.Ino == 0 {
 		return of
 	}
-	if f.Ino != tracer.InoUnknown {
+	if f.Ino != event.InoUnknown {
 		// Located in its file by the kernel: named from that file
 		// or, when it cannot be had, by its path and file offset,
 		// never from whatever else the address may map now.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/stackz"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // TestStackStopReasons: a stack the DWARF walk took carries the kernel's
@@ -22,27 +22,27 @@ import (
 // a walk that reached its end is not marked.
 func TestStackStopReasons(t *testing.T) {
 	for _, c := range []struct {
-		stop   tracer.StopReason
+		stop   event.StopReason
 		frames int
 		want   string
 	}{
-		{tracer.StopEnd, 3, ""},
-		{tracer.StopDepth, 3, "depth"},
-		{tracer.StopNoInfo, 3, "no-unwind-info"},
-		{tracer.StopBadRead, 2, "bad-read"},
-		{tracer.StopFP, 1, "fp"},
+		{event.StopEnd, 3, ""},
+		{event.StopDepth, 3, "depth"},
+		{event.StopNoInfo, 3, "no-unwind-info"},
+		{event.StopBadRead, 2, "bad-read"},
+		{event.StopFP, 1, "fp"},
 		// The kernel's frame-pointer walk says nothing: frames in no
 		// file after frame 0 are its garbage, cut and marked fp.
-		{tracer.StopFPWalk, 1, "fp"},
+		{event.StopFPWalk, 1, "fp"},
 	} {
 		var buf bytes.Buffer
 		s := New(Config{Out: &buf, StackDepth: 8})
 		s.AddProcess(1, false)
 		s.procs[1].scanned = true
 		// Anonymous memory (ino 0): no module, as JIT code would be.
-		fr := []tracer.Frame{{Addr: 0x1000}, {Addr: 0x2000}, {Addr: 0x3000}}
-		s.Stack(&tracer.Stack{ID: 7, TGID: 1, Stop: c.stop, Frames: fr[:c.frames]})
-		e := ev(100, 1, tracer.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
+		fr := []event.Frame{{Addr: 0x1000}, {Addr: 0x2000}, {Addr: 0x3000}}
+		s.Stack(&event.Stack{ID: 7, TGID: 1, Stop: c.stop, Frames: fr[:c.frames]})
+		e := ev(100, 1, event.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
 		e.Stack = 7
 		s.Add(e)
 		s.Drain(true)
@@ -50,7 +50,7 @@ func TestStackStopReasons(t *testing.T) {
 		out := buf.String()
 		nframes := strings.Count(out, "  #")
 		wantFrames := c.frames
-		if c.stop == tracer.StopFPWalk {
+		if c.stop == event.StopFPWalk {
 			wantFrames = 1
 		}
 		if nframes != wantFrames {
@@ -96,9 +96,9 @@ func TestStackFrameMappedSinceScan(t *testing.T) {
 			// said all they could, and are not read again.
 			ts = s.calls.readAt[pid] - 1
 		}
-		s.Stack(&tracer.Stack{ID: 7, TGID: uint32(pid), TS: ts, Stop: tracer.StopEnd,
-			Frames: []tracer.Frame{{Addr: addr, Ino: tracer.InoUnknown}}})
-		e := ev(100, uint32(pid), tracer.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
+		s.Stack(&event.Stack{ID: 7, TGID: uint32(pid), TS: ts, Stop: event.StopEnd,
+			Frames: []event.Frame{{Addr: addr, Ino: event.InoUnknown}}})
+		e := ev(100, uint32(pid), event.KindAlloc, logfmt.OpMalloc, 0xa0, 100, "main")
 		e.Stack = 7
 		s.Add(e)
 		s.Drain(true)
@@ -137,9 +137,9 @@ func TestStacksMarked(t *testing.T) {
 	s := New(Config{Out: &w, StackDepth: 8})
 	s.AddProcess(1, false)
 	s.procs[1].scanned = true
-	s.Stack(&tracer.Stack{ID: 7, TGID: 1, Stop: tracer.StopEnd, Frames: []tracer.Frame{{Addr: 0x1000}, {Addr: 0x2000}}})
+	s.Stack(&event.Stack{ID: 7, TGID: 1, Stop: event.StopEnd, Frames: []event.Frame{{Addr: 0x1000}, {Addr: 0x2000}}})
 	for i := range 3 {
-		e := ev(uint64(100+i), 1, tracer.KindAlloc, logfmt.OpMalloc, uint64(0xa0+i*0x10), 100, "main")
+		e := ev(uint64(100+i), 1, event.KindAlloc, logfmt.OpMalloc, uint64(0xa0+i*0x10), 100, "main")
 		e.Stack = 7
 		s.Add(e)
 	}
@@ -186,13 +186,13 @@ func TestConcurrentOut(t *testing.T) {
 		s.AddProcess(1, false)
 		s.procs[1].scanned = true
 		for id := uint64(1); id <= 50; id++ {
-			s.Stack(&tracer.Stack{ID: id, TGID: 1, Stop: tracer.StopEnd, Frames: []tracer.Frame{{Addr: 0x1000 * id}, {Addr: 0x2000}, {Addr: 0x3000 + id}}})
+			s.Stack(&event.Stack{ID: id, TGID: 1, Stop: event.StopEnd, Frames: []event.Frame{{Addr: 0x1000 * id}, {Addr: 0x2000}, {Addr: 0x3000 + id}}})
 		}
 		for i := range 20000 {
 			if concurrent && i == 5000 {
 				s.Concurrent()
 			}
-			e := ev(uint64(100+i), 1, tracer.KindAlloc, logfmt.OpMalloc, uint64(0x1000+i*0x10), uint64(16+i%300), "main")
+			e := ev(uint64(100+i), 1, event.KindAlloc, logfmt.OpMalloc, uint64(0x1000+i*0x10), uint64(16+i%300), "main")
 			e.Stack = uint64(1 + i%50)
 			s.Add(e)
 			if i%1000 == 999 {

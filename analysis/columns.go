@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"cmp"
 	"iter"
 	"runtime/debug"
 	"slices"
@@ -36,6 +35,8 @@ func regrow[T uint8 | uint32 | uint64](s *[]T, n int) {
 	}
 	old := *s
 	ns := make([]T, len(old), n)
+	adviseHuge(ns)
+	prefault(ns, 0, len(old))
 	copy(ns, old)
 	*s = ns
 	var z T
@@ -53,9 +54,77 @@ func shrink[T any](s *[]T) {
 	if cap(old)-len(old) <= len(old)/8+1024 {
 		return
 	}
+	if release(old[len(old):cap(old)]) {
+		*s = old[:len(old):len(old)]
+		return
+	}
 	ns := make([]T, len(old))
+	adviseHuge(ns)
+	prefault(ns, 0, len(old))
 	copy(ns, old)
 	*s = ns
+}
+
+// sampleText is how much of a log of known size Stream applies before it
+// reserves the columns for the whole log (reserveAhead): enough lines to
+// tell how many allocations a megabyte of this log holds.
+const sampleText = 8 << 20
+
+// reserveAhead reserves the columns, and each thread's index, for the
+// whole log once its first sampleText (or sixteenth) is applied, from the
+// allocations that text held. Reserving from the size alone had to
+// assume the densest log: the columns of a usual one were then half
+// empty, and trim copied every column to shrink it.
+func (m *Model) reserveAhead() {
+	if m.reserved || m.sizeHint <= 0 || m.SummaryOnly || m.textRead < min(sampleText, m.sizeHint/16) {
+		return
+	}
+	m.reserved = true
+	m.Reserve(m.expected(len(m.TS), len(m.TS)))
+	for i := range m.Threads {
+		t := &m.Threads[i]
+		regrow(&t.allocs, m.expected(len(t.allocs), len(t.allocs)))
+	}
+}
+
+// expected is the capacity for a column of n entries from the first
+// textRead bytes of a log of sizeHint bytes: n scaled to the whole log,
+// a little over, and at least least. Past the size known (a growing
+// file) it is least.
+func (m *Model) expected(n, least int) int {
+	if m.sizeHint <= m.textRead || m.textRead <= 0 {
+		return least
+	}
+	est := float64(n) * float64(m.sizeHint) / float64(m.textRead)
+	return max(least, int(min(est+est/32+1024, 1<<31)))
+}
+
+// prefaultStep is how many allocations' worth of each column
+// prefaultColumns makes resident at a time, ahead of the appends.
+const prefaultStep = 1 << 16
+
+// prefaultColumns makes the columns' next prefaultStep entries resident
+// (see prefault), called by addAlloc when it reaches m.prefaulted: the
+// columns are reserved from an estimate and grow by an eighth, so only
+// the part about to be written is asked for.
+func (m *Model) prefaultColumns() {
+	from := len(m.TS)
+	to := from + prefaultStep
+	prefault(m.TS, from, to)
+	prefault(m.Size, from, to)
+	prefault(m.Ptr, from, to)
+	prefault(m.FreeTS, from, to)
+	prefault(m.Thread, from, to)
+	prefault(m.Stack, from, to)
+	prefault(m.FreeThread, from, to)
+	prefault(m.FreeStack, from, to)
+	prefault(m.freeAt, from, to)
+	prefault(m.Op, from, to)
+	prefault(m.FreeOp, from, to)
+	if m.SummaryOnly {
+		prefault(m.allocAt, from, to)
+	}
+	m.prefaulted = to
 }
 
 // trim shrinks the finished model's columns and frame records.
@@ -107,18 +176,7 @@ func (m *Model) columnBytes() int {
 // free here, not the 4 an event of a materialized order plus an index.
 func (m *Model) eventOrder() iter.Seq2[int, uint32] {
 	n := len(m.TS)
-	frees := make([]uint32, 0, n-int(m.liveCount()))
-	for i := range m.TS {
-		if m.FreeThread[i] != NoThread {
-			frees = append(frees, uint32(i))
-		}
-	}
-	slices.SortFunc(frees, func(a, b uint32) int {
-		if c := cmp.Compare(m.freeAt[a], m.freeAt[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	frees := m.freesByPos()
 	if m.OutOfOrder {
 		ev := make([]uint32, 0, n+len(frees))
 		for e := range m.readOrder(frees) {
@@ -144,6 +202,54 @@ func (m *Model) eventOrder() iter.Seq2[int, uint32] {
 	}
 }
 
+// freesByPos lists the freed allocations by freeAt, ties in id order: a
+// counting sort (freeAt is a read position, at most the number of
+// allocations), two passes in id order, where sorting took one pass per
+// byte of the positions, each looking freeAt up out of order.
+func (m *Model) freesByPos() []uint32 {
+	n := len(m.TS)
+	start := make([]uint32, n+2) // start[p+1]: frees at position p, then where they go
+	prefault(start, 0, len(start))
+	nf := 0
+	for i := range n {
+		if m.FreeThread[i] == NoThread {
+			continue
+		}
+		p := int(m.freeAt[i])
+		if p > n {
+			return m.freesSorted()
+		}
+		start[p+1]++
+		nf++
+	}
+	for p := 1; p < len(start); p++ {
+		start[p] += start[p-1]
+	}
+	frees := make([]uint32, nf)
+	prefault(frees, 0, nf)
+	for i := range n {
+		if m.FreeThread[i] != NoThread {
+			p := m.freeAt[i]
+			frees[start[p]] = uint32(i)
+			start[p]++
+		}
+	}
+	return frees
+}
+
+// freesSorted is freesByPos by sorting, for positions past the count.
+func (m *Model) freesSorted() []uint32 {
+	var frees []uint32
+	for i := range m.TS {
+		if m.FreeThread[i] != NoThread {
+			frees = append(frees, uint32(i))
+		}
+	}
+	// The radix sort is stable, and frees is in id order.
+	radixSort(frees, func(a uint32) uint64 { return uint64(m.freeAt[a]) })
+	return frees
+}
+
 // readOrder merges the allocations with frees (sorted by freeAt) in the
 // order the lines were read.
 func (m *Model) readOrder(frees []uint32) iter.Seq[uint32] {
@@ -161,13 +267,4 @@ func (m *Model) readOrder(frees []uint32) iter.Seq[uint32] {
 			}
 		}
 	}
-}
-
-// liveCount is the number of allocations not freed.
-func (m *Model) liveCount() int64 {
-	var n int64
-	for i := range m.Threads {
-		n += m.Threads[i].LiveCount
-	}
-	return max(n, 0)
 }

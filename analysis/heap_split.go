@@ -5,28 +5,6 @@ package analysis
 // a comparison with a tracer of the heap alone (heaptrack) is explained by
 // the report itself.
 
-// allocFigures is the figures of allocation id alone, as ReportCosts
-// counts them: atPeak, it is live at its process's peak; leaks, its
-// thread's blocks left unfreed are leaks.
-func (m *Model) allocFigures(id uint32, atPeak, leaks bool) *CostFigures {
-	sz := m.Size[id]
-	c := &CostFigures{Calls: 1, Bytes: sz}
-	if m.Temporary(id) {
-		c.Temporary, c.TempBytes = 1, sz
-	}
-	if atPeak {
-		c.PeakCount, c.PeakBytes = 1, sz
-	}
-	switch {
-	case m.FreeThread[id] != NoThread:
-	case m.IsUnknown(id):
-		c.Unknown, c.UnknownBytes = 1, sz
-	case leaks:
-		c.Leaks, c.LeakedBytes = 1, sz
-	}
-	return c
-}
-
 // Heap is the figures of the malloc family's blocks: pc's less its
 // mappings'. Its PeakBytes is theirs live at the process's peak, not the
 // malloc family's own peak (HeapPeak).
@@ -45,5 +23,7 @@ func (c CostFigures) Minus(o *CostFigures) CostFigures {
 	c.LeakedBytes -= min(c.LeakedBytes, o.LeakedBytes)
 	c.Unknown -= min(c.Unknown, o.Unknown)
 	c.UnknownBytes -= min(c.UnknownBytes, o.UnknownBytes)
+	// A maximum cannot be taken apart: the part's largest is not known.
+	c.Largest = [len(c.Largest)]uint64{}
 	return c
 }

@@ -18,7 +18,7 @@ func TestReportCostsMmapSplit(t *testing.T) {
 	if p.PeakBytes != 4156 || p.PeakTS != 13 || p.HeapPeak != 100 || p.HeapPeakTS != 10 {
 		t.Fatalf("peak %d at %d, malloc family's %d at %d", p.PeakBytes, p.PeakTS, p.HeapPeak, p.HeapPeakTS)
 	}
-	wantMmap := CostFigures{Calls: 2, Bytes: 4104, PeakCount: 1, PeakBytes: 4096, Leaks: 1, LeakedBytes: 8}
+	wantMmap := CostFigures{Calls: 2, Bytes: 4104, PeakCount: 1, PeakBytes: 4096, Leaks: 1, LeakedBytes: 8, Largest: lg(4096, 0, 4096, 8)}
 	if p.Mmap != wantMmap {
 		t.Fatalf("mmap\n got %+v\nwant %+v", p.Mmap, wantMmap)
 	}

@@ -88,7 +88,10 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 		bitClear(m.superseded, id)
 	} else {
 		if len(m.TS) == cap(m.TS) {
-			m.Reserve(nextCap(cap(m.TS)))
+			m.Reserve(m.expected(len(m.TS), nextCap(cap(m.TS))))
+		}
+		if len(m.TS) >= m.prefaulted {
+			m.prefaultColumns()
 		}
 		if m.SummaryOnly {
 			m.allocAt = append(m.allocAt, m.allocsRead)
@@ -121,7 +124,8 @@ func (m *Model) addAlloc(ti uint32, op uint8, ts, size, ptr uint64) uint32 {
 			t.unordered = true
 		}
 		if len(t.allocs) == cap(t.allocs) {
-			regrow(&t.allocs, nextCap(cap(t.allocs)))
+			regrow(&t.allocs, m.expected(len(t.allocs), nextCap(cap(t.allocs))))
+			prefault(t.allocs, len(t.allocs), cap(t.allocs))
 		}
 		t.allocs = append(t.allocs, id)
 	}

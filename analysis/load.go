@@ -291,6 +291,8 @@ func (m *Model) apply(b *batch) {
 	if b.flush {
 		m.assignStack(false)
 	}
+	m.textRead += int64(len(b.data))
+	m.reserveAhead()
 	m.Version++
 }
 
@@ -366,31 +368,23 @@ func logPrefixed(line []byte) bool {
 // and while the report works on what was read.
 const ReaderGCPercent = 25
 
-// bytesPerAlloc is a low estimate of log bytes per allocation (its line,
-// its free's line, some frames), so that Reserve rarely falls short.
-const bytesPerAlloc = 200
-
 // Stream reads a log through logfmt's Scanner until its end and applies it
 // to the model, parsing on several goroutines and applying in order. If r
 // implements Waiter, Stream keeps following it (live mode) until Wait says
 // the input ended. At the end it calls Finish.
 func (m *Model) Stream(r io.Reader, o StreamOptions) error {
-	lock := o.Lock
-	if lock == nil {
-		lock = nopLock{}
+	if o.Lock == nil {
+		o.Lock = nopLock{}
 	}
-	w := o.Workers
-	if w <= 0 {
-		w = runtime.GOMAXPROCS(0)
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	if st, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok && o.SizeHint == 0 {
 		if fi, err := st.Stat(); err == nil && fi.Mode().IsRegular() {
 			o.SizeHint = fi.Size()
 		}
 	}
-	if o.SizeHint > 0 && !m.SummaryOnly {
-		m.Reserve(int(min(o.SizeHint/bytesPerAlloc, 1<<31)))
-	}
+	m.sizeHint = o.SizeHint
 	// The model is mostly pointer-free columns, which the collector marks
 	// at almost no cost, so collecting at 25 % growth instead of 100 %
 	// keeps the reader's peak memory near its live heap for little CPU
@@ -402,169 +396,221 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 	} else {
 		defer debug.SetGCPercent(old)
 	}
-	waiter, follow := r.(Waiter)
 	guard := &preludeGuard{r: r}
 	sc := logfmt.NewScanner(guard)
+	_, follow := r.(Waiter)
 	sc.Final = !follow
+	p := m.startPipeline(&o)
+	err, stopped := p.read(r, sc, guard)
+	p.close()
+	return m.endStream(&o, sc, err, stopped, p.bug.Load())
+}
 
-	work := make(chan *batch, 2*w)
-	done := make(chan *batch, 2*w)
-	// Enough batches to keep every parser busy while the model applies.
-	free := newBatchFree(4*w + 4)
+// pipeline is one Stream's parsers and applier: the reading goroutine
+// sends batches to the parsers in any order, and the applier gives them
+// to the model in log order.
+type pipeline struct {
+	m       *Model
+	o       *StreamOptions
+	work    chan *batch
+	done    chan *batch
+	free    *batchFree
+	wg      sync.WaitGroup
+	applied chan struct{}
 	// A bug must not take the viewer down: a panic while parsing or
 	// applying ends the stream with an error, keeping what was read.
-	var bug atomic.Pointer[error]
-	catch := func() {
-		if r := recover(); r != nil {
-			err := fmt.Errorf("internal error reading the log, please report it: %v", r)
-			bug.CompareAndSwap(nil, &err)
-		}
-	}
-	var wg sync.WaitGroup
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range work {
-				func() {
-					defer catch()
-					b.parse()
-				}()
-				done <- b
-			}
-		}()
-	}
-	applied := make(chan struct{})
-	go func() {
-		defer close(applied)
-		next := 0
-		pend := map[int]*batch{}
-		for b := range done {
-			pend[b.seq] = b
-			for {
-				nb, ok := pend[next]
-				if !ok {
-					break
-				}
-				delete(pend, next)
-				if bug.Load() == nil {
-					func() {
-						defer catch()
-						lock.Lock()
-						defer lock.Unlock()
-						if o.applying != nil {
-							o.applying(nb)
-						}
-						m.apply(nb)
-					}()
-				}
-				next++
-				free.put(nb)
-				if o.OnBatch != nil {
-					o.OnBatch()
-				}
-			}
-		}
-	}()
+	bug atomic.Pointer[error]
+	seq int
+	cur *batch // being filled by the reading goroutine
+}
 
-	seq := 0
-	cur := free.get()
-	send := func(flush bool) {
-		if len(cur.data) == 0 && !flush {
-			return
-		}
-		cur.seq, cur.flush, cur.lazy = seq, flush, true
-		seq++
-		work <- cur
-		cur = free.get()
+func (m *Model) startPipeline(o *StreamOptions) *pipeline {
+	w := o.Workers
+	p := &pipeline{m: m, o: o,
+		work: make(chan *batch, 2*w), done: make(chan *batch, 2*w),
+		// Enough batches to keep every parser busy while the model applies.
+		free:    newBatchFree(4*w + 4),
+		applied: make(chan struct{}),
 	}
-	var err error
-	var lines int64
-	stopped := false
-	logSeen := false
-	for {
+	for range w {
+		p.wg.Add(1)
+		go p.parseAll()
+	}
+	go p.applyAll()
+	p.cur = p.free.get()
+	return p
+}
+
+// catch turns a panic into the stream's error (deferred).
+func (p *pipeline) catch() {
+	if r := recover(); r != nil {
+		err := fmt.Errorf("internal error reading the log, please report it: %v", r)
+		p.bug.CompareAndSwap(nil, &err)
+	}
+}
+
+func (p *pipeline) parseAll() {
+	defer p.wg.Done()
+	for b := range p.work {
+		func() {
+			defer p.catch()
+			b.parse()
+		}()
+		p.done <- b
+	}
+}
+
+// applyAll applies the parsed batches in log order (by seq).
+func (p *pipeline) applyAll() {
+	defer close(p.applied)
+	next := 0
+	pend := map[int]*batch{}
+	for b := range p.done {
+		pend[b.seq] = b
 		for {
-			// A line at a time until the first log line (the prelude's
-			// checks look at each), then a buffer's worth of lines at a
-			// time, which the parsers split.
-			if !logSeen {
-				if !sc.Scan() {
-					break
-				}
-				if logPrefixed(sc.Line()) {
-					logSeen, guard.seen = true, true
-					if o.FirstLine != nil {
-						o.FirstLine()
-					}
-				} else if sc.Bytes > MaxPrelude {
-					err = ErrNotLog
-					break
-				}
-				cur.add(sc.Line())
-			} else {
-				if !sc.ScanLines() {
-					break
-				}
-				run := sc.Line()
-				if len(cur.data) > 0 && len(cur.data)+len(run) >= cap(cur.data) {
-					send(false)
-				}
-				cur.addLines(run)
+			nb, ok := pend[next]
+			if !ok {
+				break
 			}
-			if len(cur.data) >= batchBytes {
-				send(false)
-				if o.Progress != nil {
-					o.Progress.Store(sc.Bytes)
-				}
+			delete(pend, next)
+			if p.bug.Load() == nil {
+				p.apply(nb)
+			}
+			next++
+			p.free.put(nb)
+			if p.o.OnBatch != nil {
+				p.o.OnBatch()
 			}
 		}
-		send(true)
-		if o.Progress != nil {
-			o.Progress.Store(sc.Bytes)
+	}
+}
+
+func (p *pipeline) apply(b *batch) {
+	defer p.catch()
+	p.o.Lock.Lock()
+	defer p.o.Lock.Unlock()
+	if p.o.applying != nil {
+		p.o.applying(b)
+	}
+	p.m.apply(b)
+}
+
+// send hands the batch being filled to the parsers (an empty one only to
+// flush).
+func (p *pipeline) send(flush bool) {
+	if len(p.cur.data) == 0 && !flush {
+		return
+	}
+	p.cur.seq, p.cur.flush, p.cur.lazy = p.seq, flush, true
+	p.seq++
+	p.work <- p.cur
+	p.cur = p.free.get()
+}
+
+// close waits for every batch sent to be applied.
+func (p *pipeline) close() {
+	p.free.put(p.cur)
+	close(p.work)
+	p.wg.Wait()
+	close(p.done)
+	<-p.applied
+}
+
+// read reads r to its end, or in live mode (r a Waiter) until the input
+// ends for good or Stop; stopped reports the latter.
+func (p *pipeline) read(r io.Reader, sc *logfmt.Scanner, guard *preludeGuard) (err error, stopped bool) {
+	waiter, follow := r.(Waiter)
+	for {
+		err = p.scan(sc, guard)
+		p.send(true)
+		if p.o.Progress != nil {
+			p.o.Progress.Store(sc.Bytes)
 		}
 		if err != nil {
-			break
+			return err, false
 		}
 		if err = sc.Err(); err != nil {
-			break
+			return err, false
 		}
 		if !follow || sc.Final {
-			break
+			return nil, false
 		}
-		if _, file := r.(endsAtSummary); file && m.ended.Load() {
+		if _, file := r.(endsAtSummary); file && p.m.ended.Load() {
 			// The tracer wrote its summary, its last line: a followed
 			// file is complete. Read what remains, then end.
 			sc.Final = true
 			continue
 		}
-		if !waiter.Wait(o.Stop) {
+		if !waiter.Wait(p.o.Stop) {
 			select {
-			case <-o.Stop:
-				stopped = true
+			case <-p.o.Stop:
+				return nil, true
 			default:
 				// The input ended for good: read what remains, the last
 				// line even without its newline.
 				sc.Final = true
-				continue
 			}
-			break
 		}
 	}
-	free.put(cur)
-	close(work)
-	wg.Wait()
-	close(done)
-	<-applied
+}
+
+// scan batches the lines the scanner has until it has no more for now.
+func (p *pipeline) scan(sc *logfmt.Scanner, guard *preludeGuard) error {
+	for {
+		// A line at a time until the first log line (the prelude's
+		// checks look at each), then a buffer's worth of lines at a
+		// time, which the parsers split.
+		if !guard.seen {
+			if !sc.Scan() {
+				return nil
+			}
+			if logPrefixed(sc.Line()) {
+				guard.seen = true
+				if p.o.FirstLine != nil {
+					p.o.FirstLine()
+				}
+			} else if sc.Bytes > MaxPrelude {
+				return ErrNotLog
+			}
+			p.cur.add(sc.Line())
+		} else {
+			if !sc.ScanLines() {
+				return nil
+			}
+			run := sc.Line()
+			if len(p.cur.data) > 0 && len(p.cur.data)+len(run) >= cap(p.cur.data) {
+				p.send(false)
+			}
+			p.cur.addLines(run)
+		}
+		if len(p.cur.data) >= batchBytes {
+			p.send(false)
+			if p.o.Progress != nil {
+				p.o.Progress.Store(sc.Bytes)
+			}
+		}
+	}
+}
+
+// endStream finishes the model after the last batch and says how the
+// stream ended.
+func (m *Model) endStream(o *StreamOptions, sc *logfmt.Scanner, err error, stopped bool, bug *error) error {
+	var lines int64
 	func() {
-		defer catch()
-		lock.Lock()
-		defer lock.Unlock()
+		defer func() {
+			if r := recover(); r != nil && bug == nil {
+				e := fmt.Errorf("internal error reading the log, please report it: %v", r)
+				bug = &e
+			}
+		}()
+		o.Lock.Lock()
+		defer o.Lock.Unlock()
 		m.Counts.Overlong = int64(sc.Overlong)
 		if err != nil {
 			m.InputCut = true
 		}
 		lines = m.Counts.Lines
-		if !stopped && bug.Load() == nil {
+		if !stopped && bug == nil {
 			m.Finish()
 		}
 		m.Version++
@@ -578,16 +624,14 @@ func (m *Model) Stream(r io.Reader, o StreamOptions) error {
 		// adds to it, at the GOGC restored above.
 		debug.FreeOSMemory()
 	}
-	if p := bug.Load(); p != nil {
-		return *p
-	}
-	if errors.Is(err, ErrNotLog) {
+	switch {
+	case bug != nil:
+		return *bug
+	case errors.Is(err, ErrNotLog):
 		return err
-	}
-	if err != nil && lines == 0 {
+	case err != nil && lines == 0:
 		return fmt.Errorf("read the log: %w", err)
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("read the log: stopped after line %d (byte %d of its text): %w", lines, sc.Bytes, err)
 	}
 	return nil

@@ -191,6 +191,12 @@ type Model struct {
 	// (SummaryOnly); otherwise the position is the id.
 	allocAt    []uint32
 	allocsRead uint32 // alloc lines read so far
+	prefaulted int    // the columns are resident up to here (prefaultColumns)
+	// sizeHint is the size of the log's text when Stream knows it, and
+	// textRead the text applied so far: the columns are reserved from
+	// what the log's start says of the rest (reserveAhead).
+	sizeHint, textRead int64
+	reserved           bool
 
 	Orphans Orphans
 	Threads []Thread
@@ -296,6 +302,7 @@ func (m *Model) Reserve(n int) {
 	if n <= cap(m.TS) {
 		return
 	}
+	m.prefaulted = 0 // the new columns' tails
 	regrow(&m.TS, n)
 	regrow(&m.Size, n)
 	regrow(&m.Ptr, n)

@@ -1,6 +1,11 @@
 package analysis
 
-import "github.com/memtrace/memtrace/internal/peak"
+import (
+	"iter"
+
+	"github.com/memtrace/memtrace/internal/peak"
+	"github.com/memtrace/memtrace/internal/ranking"
+)
 
 // The figures of `memtrace report`, computed on the one model that memview
 // also shows. The definitions (docs/report.md has them for users):
@@ -20,7 +25,8 @@ import "github.com/memtrace/memtrace/internal/peak"
 //     tracer dropped) is counted apart, as Unknown.
 //   - Byte figures saturate at MaxBytes (sat.go).
 
-// CostFigures are the report's figures for a set of allocations.
+// CostFigures are the report's figures for a set of allocations. Each
+// ranking.Figure is one of them (Figure): the report's rankings pick one.
 type CostFigures struct {
 	Calls        int64  // allocation calls
 	Bytes        uint64 // their bytes
@@ -32,6 +38,9 @@ type CostFigures struct {
 	LeakedBytes  uint64
 	Unknown      int64 // not freed in the log, their frees lost (StatusUnknown)
 	UnknownBytes uint64
+	// Largest is the largest single allocation of each ranking.Class:
+	// merged by their maximum, not added up.
+	Largest [ranking.NumClasses]uint64
 }
 
 // Add adds o's figures to c.
@@ -46,6 +55,85 @@ func (c *CostFigures) Add(o *CostFigures) {
 	c.LeakedBytes = satAdd(c.LeakedBytes, o.LeakedBytes)
 	c.Unknown += o.Unknown
 	c.UnknownBytes = satAdd(c.UnknownBytes, o.UnknownBytes)
+	for k := range c.Largest {
+		c.Largest[k] = max(c.Largest[k], o.Largest[k])
+	}
+}
+
+// Figure is c's figure f. Every figure has its case (TestEveryFigure).
+func (c *CostFigures) Figure(f ranking.Figure) uint64 {
+	switch f {
+	case ranking.Calls:
+		return uint64(c.Calls)
+	case ranking.AllocatedBytes:
+		return c.Bytes
+	case ranking.TemporaryCalls:
+		return uint64(c.Temporary)
+	case ranking.TemporaryBytes:
+		return c.TempBytes
+	case ranking.PeakCount:
+		return uint64(c.PeakCount)
+	case ranking.PeakBytes:
+		return c.PeakBytes
+	case ranking.Leaks:
+		return uint64(c.Leaks)
+	case ranking.LeakedBytes:
+		return c.LeakedBytes
+	case ranking.LargestBytes, ranking.LargestTemporaryBytes, ranking.LargestPeakBytes, ranking.LargestLeakedBytes:
+		return c.Largest[f.Class()]
+	default:
+		return 0
+	}
+}
+
+// fate is what became of an allocation at the end of the log.
+type fate uint8
+
+const (
+	fateFreed   fate = iota
+	fateUnknown      // not freed in the log, its free lost (StatusUnknown)
+	fateLeaked
+)
+
+// count adds one allocation of sz bytes to c: temp, it is temporary;
+// atPeak, live at its process's peak.
+func (c *CostFigures) count(sz uint64, temp, atPeak bool, f fate) {
+	c.Calls++
+	c.Bytes = satAdd(c.Bytes, sz)
+	c.Largest[ranking.All] = max(c.Largest[ranking.All], sz)
+	if temp {
+		c.Temporary++
+		c.TempBytes = satAdd(c.TempBytes, sz)
+		c.Largest[ranking.Temporary] = max(c.Largest[ranking.Temporary], sz)
+	}
+	if atPeak {
+		c.PeakCount++
+		c.PeakBytes = satAdd(c.PeakBytes, sz)
+		c.Largest[ranking.AtPeak] = max(c.Largest[ranking.AtPeak], sz)
+	}
+	switch f {
+	case fateUnknown:
+		c.Unknown++
+		c.UnknownBytes = satAdd(c.UnknownBytes, sz)
+	case fateLeaked:
+		c.Leaks++
+		c.LeakedBytes = satAdd(c.LeakedBytes, sz)
+		c.Largest[ranking.Leaked] = max(c.Largest[ranking.Leaked], sz)
+	}
+}
+
+// fateOf is what became of allocation id; leaks, its thread's blocks
+// left unfreed are leaks.
+func (m *Model) fateOf(id uint32, leaks bool) fate {
+	switch {
+	case m.FreeThread[id] != NoThread:
+		return fateFreed
+	case m.IsUnknown(id):
+		return fateUnknown
+	case leaks:
+		return fateLeaked
+	}
+	return fateFreed
 }
 
 // IsZero reports whether every figure is zero.
@@ -102,48 +190,73 @@ func (m *Model) ReportCosts() *Costs {
 	if m.SummaryOnly || len(m.TS) == 0 || uint64(len(m.TS)) >= uint64(freeEvent) {
 		return c
 	}
-	n := len(m.TS)
-	words := (n + 63) / 64
-	c.peak = make([]uint64, words)
-	seen := make([]uint64, words)
-	early := make([]uint64, words) // freed before the allocation came in order (clock ties across threads)
-	ev := m.eventOrder()
-
-	np := len(m.Procs)
-	live := make([]peak.Live, np)
-	heap := make([]peak.Live, np) // the malloc family's alone
-	peakPos := make([]int, np)
-	for p := range peakPos {
-		peakPos[p] = -1
+	ev := m.eventOrder() // built once: it may sort
+	w := m.walkPeaks(ev)
+	c.peak = m.peakSet(w, ev)
+	f := newFolder(m)
+	for p := range m.Procs {
+		pc := ProcCosts{Proc: int32(p), PeakTS: w.live[p].PeakTS(), HeapPeak: w.heap[p].Peak(), HeapPeakTS: w.heap[p].PeakTS()}
+		if !f.fold(&pc, c, f.byProc[p]) {
+			continue
+		}
+		// The stacks' peak bytes add up to the walk's peak (one live set).
+		pc.PeakBytes = w.live[p].Peak()
+		c.Procs = append(c.Procs, pc)
 	}
+	return c
+}
+
+// peakWalk is the first pass over the events in time order: each
+// process's live bytes, its malloc family's alone, and the event at which
+// each reached its peak.
+type peakWalk struct {
+	live, heap []peak.Live // heap: the malloc family's alone
+	peakPos    []int       // the event at which each process first reached its peak; -1: none
+	early      []uint64    // bitset by allocation id: freed before the allocation came in order (clock ties across threads)
+}
+
+func (m *Model) walkPeaks(ev iter.Seq2[int, uint32]) *peakWalk {
+	words := (len(m.TS) + 63) / 64
+	np := len(m.Procs)
+	w := &peakWalk{live: make([]peak.Live, np), heap: make([]peak.Live, np), peakPos: make([]int, np), early: make([]uint64, words)}
+	for p := range w.peakPos {
+		w.peakPos[p] = -1
+	}
+	seen := make([]uint64, words)
 	for k, e := range ev {
 		id := e &^ freeEvent
 		p := m.Threads[m.Thread[id]].Proc
 		if e&freeEvent == 0 {
-			if bitGet(early, id) {
+			if bitGet(w.early, id) {
 				continue
 			}
 			bitSet(seen, id)
-			if live[p].Alloc(m.Size[id], m.TS[id]) {
-				peakPos[p] = k
+			if w.live[p].Alloc(m.Size[id], m.TS[id]) {
+				w.peakPos[p] = k
 			}
 			if !isMapping(m.Op[id]) {
-				heap[p].Alloc(m.Size[id], m.TS[id])
+				w.heap[p].Alloc(m.Size[id], m.TS[id])
 			}
 			continue
 		}
 		if !bitGet(seen, id) {
-			bitSet(early, id)
+			bitSet(w.early, id)
 			continue
 		}
-		live[p].Free(m.Size[id])
+		w.live[p].Free(m.Size[id])
 		if !isMapping(m.Op[id]) {
-			heap[p].Free(m.Size[id])
+			w.heap[p].Free(m.Size[id])
 		}
 	}
-	// The live set at each process's peak: replay up to it.
+	return w
+}
+
+// peakSet is the live set at each process's peak, a bitset by allocation
+// id: the events replayed up to it.
+func (m *Model) peakSet(w *peakWalk, ev iter.Seq2[int, uint32]) []uint64 {
+	set := make([]uint64, len(w.early))
 	last := -1
-	for _, k := range peakPos {
+	for _, k := range w.peakPos {
 		last = max(last, k)
 	}
 	for k, e := range ev {
@@ -151,104 +264,89 @@ func (m *Model) ReportCosts() *Costs {
 			break
 		}
 		id := e &^ freeEvent
-		if k > peakPos[m.Threads[m.Thread[id]].Proc] {
+		if k > w.peakPos[m.Threads[m.Thread[id]].Proc] {
 			continue
 		}
 		if e&freeEvent != 0 {
-			bitClear(c.peak, id)
-		} else if !bitGet(early, id) {
-			bitSet(c.peak, id)
+			bitClear(set, id)
+		} else if !bitGet(w.early, id) {
+			bitSet(set, id)
 		}
 	}
+	return set
+}
 
-	// Fold per process and stack: a slot per stack id, reset between
-	// processes, so that no map is touched per allocation.
-	slot := make([]int32, m.NumStacks())
-	var opSlot [256]int32
-	byProc := make([][]int, np)
+// folder folds allocations per process and stack: a slot per stack id,
+// reset between processes, so that no map is touched per allocation.
+type folder struct {
+	m      *Model
+	slot   []int32 // stack id → its StackCost + 1
+	opSlot [256]int32
+	byProc [][]int // each process's threads
+}
+
+func newFolder(m *Model) *folder {
+	f := &folder{m: m, slot: make([]int32, m.NumStacks()), byProc: make([][]int, len(m.Procs))}
 	for t := range m.Threads {
-		if p := m.Threads[t].Proc; p >= 0 && int(p) < np {
-			byProc[p] = append(byProc[p], t)
+		if p := m.Threads[t].Proc; p >= 0 && int(p) < len(m.Procs) {
+			f.byProc[p] = append(f.byProc[p], t)
 		}
 	}
-	for p := range np {
-		pc := ProcCosts{Proc: int32(p), PeakTS: live[p].PeakTS(), HeapPeak: heap[p].Peak(), HeapPeakTS: heap[p].PeakTS()}
-		var stacks []StackCost
-		first := true
-		for _, t := range byProc[p] {
-			th := &m.Threads[t]
-			if len(th.allocs) == 0 {
-				continue
-			}
-			pc.LastTS = max(pc.LastTS, th.ExitTS)
-			leaks := m.threadLeaks(th)
-			for _, id := range th.allocs {
-				if ts := m.TS[id]; first || ts < pc.FirstTS {
-					pc.FirstTS, first = ts, false
-				}
-				pc.LastTS = max(pc.LastTS, m.TS[id])
-				if m.FreeThread[id] != NoThread {
-					pc.LastTS = max(pc.LastTS, m.FreeTS[id])
-				}
-				s := m.Stack[id]
-				var k int32
-				if s == 0 {
-					k = opSlot[m.Op[id]] - 1
-					if k < 0 {
-						k = int32(len(stacks))
-						opSlot[m.Op[id]] = k + 1
-						stacks = append(stacks, StackCost{Op: m.Op[id]})
-					}
-				} else {
-					k = slot[s] - 1
-					if k < 0 {
-						k = int32(len(stacks))
-						slot[s] = k + 1
-						stacks = append(stacks, StackCost{Stack: s, Op: NoOp})
-					}
-				}
-				sc := &stacks[k]
-				sz := m.Size[id]
-				if isMapping(m.Op[id]) {
-					pc.Mmap.Add(m.allocFigures(id, bitGet(c.peak, id), leaks))
-				}
-				sc.Calls++
-				sc.Bytes = satAdd(sc.Bytes, sz)
-				if m.Temporary(id) {
-					sc.Temporary++
-					sc.TempBytes = satAdd(sc.TempBytes, sz)
-				}
-				if bitGet(c.peak, id) {
-					sc.PeakCount++
-					sc.PeakBytes = satAdd(sc.PeakBytes, sz)
-				}
-				switch {
-				case m.FreeThread[id] != NoThread:
-				case m.IsUnknown(id):
-					sc.Unknown++
-					sc.UnknownBytes = satAdd(sc.UnknownBytes, sz)
-				case leaks:
-					sc.Leaks++
-					sc.LeakedBytes = satAdd(sc.LeakedBytes, sz)
-				}
-			}
-		}
-		if len(stacks) == 0 {
+	return f
+}
+
+// fold sets pc's span, figures and stacks from the allocations of
+// threads; false: they made none.
+func (f *folder) fold(pc *ProcCosts, c *Costs, threads []int) bool {
+	m := f.m
+	var stacks []StackCost
+	first := true
+	for _, t := range threads {
+		th := &m.Threads[t]
+		if len(th.allocs) == 0 {
 			continue
 		}
-		for k := range stacks {
-			sc := &stacks[k]
-			if sc.Stack == 0 {
-				opSlot[sc.Op] = 0
-			} else {
-				slot[sc.Stack] = 0
+		pc.LastTS = max(pc.LastTS, th.ExitTS)
+		leaks := m.threadLeaks(th)
+		for _, id := range th.allocs {
+			if ts := m.TS[id]; first || ts < pc.FirstTS {
+				pc.FirstTS, first = ts, false
 			}
-			pc.CostFigures.Add(&sc.CostFigures)
+			pc.LastTS = max(pc.LastTS, m.TS[id])
+			if m.FreeThread[id] != NoThread {
+				pc.LastTS = max(pc.LastTS, m.FreeTS[id])
+			}
+			k := f.slotOf(&stacks, m.Stack[id], m.Op[id])
+			sz, temp, atPeak, fate := m.Size[id], m.Temporary(id), bitGet(c.peak, id), m.fateOf(id, leaks)
+			if isMapping(m.Op[id]) {
+				pc.Mmap.count(sz, temp, atPeak, fate)
+			}
+			stacks[k].count(sz, temp, atPeak, fate)
 		}
-		// The stacks' peak bytes add up to the walk's peak (one live set).
-		pc.PeakBytes = live[p].Peak()
-		pc.Stacks = stacks
-		c.Procs = append(c.Procs, pc)
 	}
-	return c
+	for k := range stacks {
+		sc := &stacks[k]
+		if sc.Stack == 0 {
+			f.opSlot[sc.Op] = 0
+		} else {
+			f.slot[sc.Stack] = 0
+		}
+		pc.CostFigures.Add(&sc.CostFigures)
+	}
+	pc.Stacks = stacks
+	return len(stacks) > 0
+}
+
+// slotOf is the place in stacks of stack s (of op, for allocations
+// without frames), added when it has none yet.
+func (f *folder) slotOf(stacks *[]StackCost, s uint32, op uint8) int32 {
+	p, key := &f.opSlot[op], StackCost{Op: op}
+	if s != 0 {
+		p, key = &f.slot[s], StackCost{Stack: s, Op: NoOp}
+	}
+	if *p == 0 {
+		*stacks = append(*stacks, key)
+		*p = int32(len(*stacks))
+	}
+	return *p - 1
 }

@@ -3,6 +3,8 @@ package analysis
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/memtrace/memtrace/internal/ranking"
 )
 
 func TestReportCostsKnownLog(t *testing.T) {
@@ -33,7 +35,7 @@ func TestReportCostsKnownLog(t *testing.T) {
 		t.Fatalf("procs %d", len(c.Procs))
 	}
 	p := c.Procs[0]
-	want := CostFigures{Calls: 6, Bytes: 665, Temporary: 3, TempBytes: 408, PeakCount: 3, PeakBytes: 550, Leaks: 2, LeakedBytes: 57}
+	want := CostFigures{Calls: 6, Bytes: 665, Temporary: 3, TempBytes: 408, PeakCount: 3, PeakBytes: 550, Leaks: 2, LeakedBytes: 57, Largest: lg(300, 300, 300, 50)}
 	if p.CostFigures != want {
 		t.Fatalf("totals\n got %+v\nwant %+v", p.CostFigures, want)
 	}
@@ -52,12 +54,12 @@ func TestReportCostsKnownLog(t *testing.T) {
 		byName[name] = s.CostFigures
 	}
 	wantStacks := map[string]CostFigures{
-		"tmp":    {Calls: 1, Bytes: 100, Temporary: 1, TempBytes: 100},
-		"keep":   {Calls: 1, Bytes: 200, PeakCount: 1, PeakBytes: 200},
-		"big":    {Calls: 1, Bytes: 300, Temporary: 1, TempBytes: 300, PeakCount: 1, PeakBytes: 300},
-		"work":   {Calls: 1, Bytes: 50, PeakCount: 1, PeakBytes: 50, Leaks: 1, LeakedBytes: 50},
-		"calloc": {Calls: 1, Bytes: 7, Leaks: 1, LeakedBytes: 7},
-		"strdup": {Calls: 1, Bytes: 8, Temporary: 1, TempBytes: 8},
+		"tmp":    {Calls: 1, Bytes: 100, Temporary: 1, TempBytes: 100, Largest: lg(100, 100, 0, 0)},
+		"keep":   {Calls: 1, Bytes: 200, PeakCount: 1, PeakBytes: 200, Largest: lg(200, 0, 200, 0)},
+		"big":    {Calls: 1, Bytes: 300, Temporary: 1, TempBytes: 300, PeakCount: 1, PeakBytes: 300, Largest: lg(300, 300, 300, 0)},
+		"work":   {Calls: 1, Bytes: 50, PeakCount: 1, PeakBytes: 50, Leaks: 1, LeakedBytes: 50, Largest: lg(50, 0, 50, 50)},
+		"calloc": {Calls: 1, Bytes: 7, Leaks: 1, LeakedBytes: 7, Largest: lg(7, 0, 0, 7)},
+		"strdup": {Calls: 1, Bytes: 8, Temporary: 1, TempBytes: 8, Largest: lg(8, 8, 0, 0)},
 	}
 	if len(byName) != len(wantStacks) {
 		t.Fatalf("stacks %v", byName)
@@ -128,6 +130,7 @@ func refCosts(evs []gev) CostFigures {
 			inLive[b.idx] = true
 			c.Calls++
 			c.Bytes += e.sz
+			c.Largest[ranking.All] = max(c.Largest[ranking.All], e.sz)
 			cur += int64(e.sz)
 			if cur > peak {
 				peak = cur
@@ -146,17 +149,20 @@ func refCosts(evs []gev) CostFigures {
 			b.temp = true
 			c.Temporary++
 			c.TempBytes += b.sz
+			c.Largest[ranking.Temporary] = max(c.Largest[ranking.Temporary], b.sz)
 		}
 	}
 	for k, in := range peakSet {
 		if in {
 			c.PeakCount++
 			c.PeakBytes += all[k].sz
+			c.Largest[ranking.AtPeak] = max(c.Largest[ranking.AtPeak], all[k].sz)
 		}
 	}
 	for _, b := range live {
 		c.Leaks++
 		c.LeakedBytes += b.sz
+		c.Largest[ranking.Leaked] = max(c.Largest[ranking.Leaked], b.sz)
 	}
 	return c
 }
@@ -198,5 +204,35 @@ func BenchmarkReportCosts(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		m.ReportCosts()
+	}
+}
+
+// lg is a Largest: the largest single allocation of all, of the
+// temporary ones, of those live at the peak and of the leaked ones.
+func lg(all, temp, atPeak, leaked uint64) [ranking.NumClasses]uint64 {
+	return [ranking.NumClasses]uint64{ranking.All: all, ranking.Temporary: temp, ranking.AtPeak: atPeak, ranking.Leaked: leaked}
+}
+
+// Figure has a case for every figure: each gives its own field's value,
+// none falls through to zero.
+func TestEveryFigure(t *testing.T) {
+	c := CostFigures{Calls: 1, Bytes: 2, Temporary: 3, TempBytes: 4, PeakCount: 5, PeakBytes: 6, Leaks: 7, LeakedBytes: 8,
+		Unknown: 9, UnknownBytes: 10, Largest: lg(11, 12, 13, 14)}
+	seen := map[uint64]ranking.Figure{}
+	for f := range ranking.NumFigures {
+		v := c.Figure(f)
+		if v == 0 || v == 9 || v == 10 {
+			t.Errorf("figure %q: %d", f.Name(), v)
+		}
+		if g, ok := seen[v]; ok {
+			t.Errorf("figures %q and %q are one field", f.Name(), g.Name())
+		}
+		seen[v] = f
+	}
+	// Largest merges by its maximum, the rest add up.
+	d := c
+	d.Add(&CostFigures{Calls: 1, Largest: lg(20, 1, 1, 1)})
+	if d.Calls != 2 || d.Largest != lg(20, 12, 13, 14) {
+		t.Errorf("Add: %+v", d)
 	}
 }

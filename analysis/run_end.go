@@ -1,37 +1,17 @@
 package analysis
 
-import (
-	"strconv"
-)
+import "github.com/memtrace/memtrace/internal/figures"
 
-// Live is what the blocks a process still had when its log ended are.
-type Live uint8
+// Live is what the blocks a process still had when its log ended are:
+// the figures package's, whose one decision (figures.EndOf) the agent
+// makes too for the log it writes.
+type Live = figures.Live
 
 const (
-	// LiveLeaked: the process exited, or the log does not say otherwise
-	// (memtrack's logs): its live blocks are leaks, as docs/spec.md §4.3
-	// counts them.
-	LiveLeaked Live = iota
-	// LiveDetached: the log says the process was let go running (a -p
-	// detach, a Ctrl-C): its blocks are still allocated at detach.
-	LiveDetached
-	// LiveCut: the log ends before the process did (no summary line of
-	// the tracer, a compressed stream cut or damaged, a read error): its
-	// blocks were live at the cut, and what became of them is not in
-	// the log.
-	LiveCut
+	LiveLeaked   = figures.LiveLeaked
+	LiveDetached = figures.LiveDetached
+	LiveCut      = figures.LiveCut
 )
-
-// Words name the blocks for people, as every reader prints them.
-func (l Live) Words() string {
-	switch l {
-	case LiveDetached:
-		return "still allocated at detach"
-	case LiveCut:
-		return "live at the cut"
-	}
-	return "leaked"
-}
 
 // Cut reports whether the log ends before its tracer ended it: the input
 // stopped early (Model.InputCut), or a memtrace log (its header read) has
@@ -66,39 +46,9 @@ func (m *Model) ProcEnd(p int) (text string, live Live) {
 	if p < 0 || p >= len(m.Procs) {
 		return "", LiveLeaked
 	}
-	return ProcEndOf(&m.Procs[p], LogEnd{Cut: m.Cut(), Lost: m.LostEvents, Header: m.Header.Seen, Ended: m.Ended})
-}
-
-// LogEnd is what ProcEndOf needs of a log: whether it was cut, the
-// records its tracer lost, and whether its header and summary were read.
-type LogEnd struct {
-	Cut           bool
-	Lost          int64
-	Header, Ended bool
-}
-
-// ProcEndOf is ProcEnd for process pr of a log that ended as l: the one
-// decision, which the agent makes too for the log it writes.
-func ProcEndOf(pr *Proc, l LogEnd) (text string, live Live) {
-	switch {
-	case pr.Exited && pr.ExitSignal != "":
-		return "killed by " + pr.ExitSignal, LiveLeaked
-	case pr.Exited && pr.HasStatus:
-		return "exited with status " + strconv.Itoa(pr.ExitStatus), LiveLeaked
-	case pr.Exited:
-		return "exited", LiveLeaked
-	case l.Cut:
-		return "cut short (the log ends before the process did)", LiveCut
-	case pr.Attached && l.Lost > 0:
-		return "detached (or exited: the tracer lost records, an exit line may be among them)", LiveDetached
-	case pr.Attached:
-		return "detached", LiveDetached
-	case l.Lost > 0 && l.Header:
-		return "not known (no exit line, and the tracer lost records: the exit may be among them)", LiveLeaked
-	case l.Ended && l.Header:
-		return "interrupted", LiveDetached
-	}
-	return "", LiveLeaked
+	pr := &m.Procs[p]
+	return figures.EndOf(figures.ProcEnd{Exited: pr.Exited, HasStatus: pr.HasStatus, ExitStatus: pr.ExitStatus, ExitSignal: pr.ExitSignal, Attached: pr.Attached},
+		figures.LogEnd{Cut: m.Cut(), Lost: m.LostEvents, Header: m.Header.Seen, Ended: m.Ended})
 }
 
 // RunEnd is ProcEnd's text, and exited false when the log says process

@@ -76,7 +76,7 @@ _memtrace_report() {
 		;;
 	esac
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "-a --print-allocators -p --print-peaks -l --print-leaks -T --print-temporary -n --peak-limit -s --sub-peak-limit -m --merge-backtraces --resolve --full-stacks -t --shorten-templates --full-names -h --help --version -f --file --pid --filter-bt-function --progress -d --diff --suppressions --print-suppressions --disable-builtin-suppressions --json -F --folded --print-flamegraph --cost --flamegraph-cost-type -M --massif --print-massif --massif-threshold --massif-detailed-freq --pprof --html --aggregate --output-prefix" -- "$cur"))
+		COMPREPLY=($(compgen -W "-a --print-allocators -p --print-peaks -l --print-leaks -T --print-temporary --print-largest -n --peak-limit -s --sub-peak-limit -m --merge-backtraces --resolve --full-stacks -t --shorten-templates --full-names -h --help --version -f --file --pid --filter-bt-function --progress -d --diff --suppressions --print-suppressions --disable-builtin-suppressions --json -F --folded --print-flamegraph --cost --flamegraph-cost-type -M --massif --print-massif --massif-threshold --massif-detailed-freq --pprof --html --aggregate --output-prefix" -- "$cur"))
 		return
 	fi
 }

@@ -4,6 +4,7 @@ complete -c memtrace -n '__fish_seen_subcommand_from report' -l print-allocators
 complete -c memtrace -n '__fish_seen_subcommand_from report' -l print-peaks -s p -d 'peak memory consumers'
 complete -c memtrace -n '__fish_seen_subcommand_from report' -l print-leaks -s l -d 'memory leaks'
 complete -c memtrace -n '__fish_seen_subcommand_from report' -l print-temporary -s T -d 'most temporary allocations'
+complete -c memtrace -n '__fish_seen_subcommand_from report' -l print-largest -d 'largest single allocations'
 complete -c memtrace -n '__fish_seen_subcommand_from report' -l peak-limit -s n -x -d 'entries per ranking'
 complete -c memtrace -n '__fish_seen_subcommand_from report' -l sub-peak-limit -s s -x -d 'call stacks shown under each entry'
 complete -c memtrace -n '__fish_seen_subcommand_from report' -l merge-backtraces -s m -d '1'

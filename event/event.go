@@ -8,15 +8,16 @@ type Handler interface {
 	File(*File)
 }
 
-// Event kinds, mirroring enum mt_kind in bpf/memtrace.h (and the LD_PRELOAD
-// library's records, fallback-preload/c/mt_abi.h).
+// Event kinds, mirroring enum mt_kind in bpf/memtrace.h. A realloc comes
+// as two events, the old block's free then the new block's alloc (the
+// alloc's Op says which call), from both captures: the kernel side's
+// MT_EV_REALLOC is its own state and never sent.
 const (
-	KindAlloc   = 1
-	KindFree    = 2
-	KindRealloc = 3 // free OldPtr (OldSize for mremap), then alloc Ptr
-	KindExit    = 4
-	KindFork    = 5 // TGID forked the process Ptr
-	KindExec    = 6 // TGID exec'd
+	KindAlloc = 1
+	KindFree  = 2
+	KindExit  = 4
+	KindFork  = 5 // TGID forked the process Ptr
+	KindExec  = 6 // TGID exec'd
 )
 
 // Event flags, mirroring MT_FLAG_* in bpf/memtrace.h.

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // TestTextModeMatchesAgent is the golden test of the two writers of the
@@ -67,7 +67,7 @@ func matchAgent(t *testing.T, data []byte, want []string) {
 	var out bytes.Buffer
 	s := agent.New(agent.Config{Out: &out, InProcess: true})
 	var pid int64
-	var held *tracer.Event // the last event, until its frames are read
+	var held *event.Event // the last event, until its frames are read
 	var frames []agent.Frame
 	var stackID uint64
 	emit := func() {
@@ -97,19 +97,19 @@ func matchAgent(t *testing.T, data []byte, want []string) {
 		emit()
 		switch l.Kind {
 		case logfmt.KindAlloc, logfmt.KindFree, logfmt.KindExit:
-			e := &tracer.Event{TS: l.TS * 1000, TID: uint32(l.TID), TGID: uint32(pid), Op: uint8(l.Op), Ptr: l.Ptr, Size: l.Size}
+			e := &event.Event{TS: l.TS * 1000, TID: uint32(l.TID), TGID: uint32(pid), Op: uint8(l.Op), Ptr: l.Ptr, Size: l.Size}
 			for i := 0; i < len(l.Name) && i < len(e.Comm)-1; i++ {
 				e.Comm[i] = l.Name[i]
 			}
 			switch l.Kind {
 			case logfmt.KindAlloc:
-				e.Kind = tracer.KindAlloc
+				e.Kind = event.KindAlloc
 				kinds["alloc"]++
 			case logfmt.KindFree:
-				e.Kind = tracer.KindFree
+				e.Kind = event.KindFree
 				kinds["free"]++
 			default:
-				e.Kind = tracer.KindExit
+				e.Kind = event.KindExit
 				kinds["exit"]++
 			}
 			held = e
@@ -131,7 +131,7 @@ func matchAgent(t *testing.T, data []byte, want []string) {
 					// The agent's own exec path, and the new image's
 					// thread starts again, its total too, as the
 					// converter tells the session (ForgetThread).
-					e := &tracer.Event{TS: p.TS * 1000, TID: uint32(p.PID), TGID: uint32(p.PID), Kind: tracer.KindExec}
+					e := &event.Event{TS: p.TS * 1000, TID: uint32(p.PID), TGID: uint32(p.PID), Kind: event.KindExec}
 					copy(e.Comm[:len(e.Comm)-1], p.Comm)
 					s.EmitExec(e, uint32(p.PPID), p.Cmd)
 					s.ForgetThread(uint32(p.PID))

@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // rawFrame is a frame as bin_frames writes it.
@@ -112,10 +112,10 @@ func TestStackFrames(t *testing.T) {
 	if got := c.r.load(c.r.file(1) + fileState); got != fileNoTable {
 		t.Errorf("slot 1 (another inode): state %d, want %d", got, fileNoTable)
 	}
-	c.call(s, &ev{ts: 1000, ptr: 0x10, size: 8, op: uint16(logfmt.OpMalloc), data: a}, tracer.KindAlloc)
-	c.call(s, &ev{ts: 2000, ptr: 0x10, op: uint16(logfmt.OpFree), data: b}, tracer.KindFree)
+	c.call(s, &ev{ts: 1000, ptr: 0x10, size: 8, op: uint16(logfmt.OpMalloc), data: a}, event.KindAlloc)
+	c.call(s, &ev{ts: 2000, ptr: 0x10, op: uint16(logfmt.OpFree), data: b}, event.KindFree)
 	deep := frameBlob(frames[:1], stopDepth, nil)
-	c.call(s, &ev{ts: 3000, ptr: 0x20, size: 8, op: uint16(logfmt.OpMalloc), data: deep}, tracer.KindAlloc)
+	c.call(s, &ev{ts: 3000, ptr: 0x20, size: 8, op: uint16(logfmt.OpMalloc), data: deep}, event.KindAlloc)
 	c.flush()
 	text := out.String()
 	f0 := string(logfmt.AppendFrame(nil, 0, exe, "main", 5, 0x5555))
@@ -181,12 +181,12 @@ func TestStackIDs(t *testing.T) {
 	a := frameBlob([]rawFrame{{0x1111, 0, noFile}, {0x2222, 0, noFile}}, stopEnd, nil)
 	b := frameBlob([]rawFrame{{0x3333, 0, noFile}}, stopEnd, nil)
 	c.tb.pass()
-	c.call(s, &ev{ts: 1000, ptr: 0x10, size: 8, op: uint16(logfmt.OpMalloc), stack: 1, data: a}, tracer.KindAlloc)
-	c.call(s, &ev{ts: 2000, ptr: 0x20, size: 8, op: uint16(logfmt.OpMalloc), stack: 1}, tracer.KindAlloc)
-	c.call(s, &ev{ts: 3000, ptr: 0x30, size: 8, op: uint16(logfmt.OpMalloc), stack: 1, data: b}, tracer.KindAlloc)
-	c.call(s, &ev{ts: 4000, ptr: 0x40, size: 8, op: uint16(logfmt.OpMalloc), stack: 1}, tracer.KindAlloc)
-	c.call(other, &ev{ts: 5000, ptr: 0x50, size: 8, op: uint16(logfmt.OpMalloc), stack: 1}, tracer.KindAlloc)
-	c.call(s, &ev{ts: 6000, ptr: 0x60, size: 8, op: uint16(logfmt.OpMalloc), stack: stackIDMax + 1}, tracer.KindAlloc)
+	c.call(s, &ev{ts: 1000, ptr: 0x10, size: 8, op: uint16(logfmt.OpMalloc), stack: 1, data: a}, event.KindAlloc)
+	c.call(s, &ev{ts: 2000, ptr: 0x20, size: 8, op: uint16(logfmt.OpMalloc), stack: 1}, event.KindAlloc)
+	c.call(s, &ev{ts: 3000, ptr: 0x30, size: 8, op: uint16(logfmt.OpMalloc), stack: 1, data: b}, event.KindAlloc)
+	c.call(s, &ev{ts: 4000, ptr: 0x40, size: 8, op: uint16(logfmt.OpMalloc), stack: 1}, event.KindAlloc)
+	c.call(other, &ev{ts: 5000, ptr: 0x50, size: 8, op: uint16(logfmt.OpMalloc), stack: 1}, event.KindAlloc)
+	c.call(s, &ev{ts: 6000, ptr: 0x60, size: 8, op: uint16(logfmt.OpMalloc), stack: stackIDMax + 1}, event.KindAlloc)
 	c.flush()
 	// The frames after each event line, by its pointer.
 	got := map[string]string{}

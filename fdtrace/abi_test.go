@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 )
 
 func specs(t *testing.T) map[string]*ebpf.CollectionSpec {
@@ -78,19 +79,19 @@ func TestCallAndTypeNumbers(t *testing.T) {
 	for obj, spec := range specs(t) {
 		t.Logf("%s", obj)
 		calls := enumValues(t, spec, "fd_call")
-		if uint64(callMax) != calls["FD_CALL_MAX"] {
-			t.Errorf("FD_CALL_MAX = %d, Go has %d calls", calls["FD_CALL_MAX"], callMax)
+		if uint64(fdevent.CallMax) != calls["FD_CALL_MAX"] {
+			t.Errorf("FD_CALL_MAX = %d, Go has %d calls", calls["FD_CALL_MAX"], fdevent.CallMax)
 		}
-		for c := CallOpen; c < callMax; c++ {
+		for c := fdevent.CallOpen; c < fdevent.CallMax; c++ {
 			name := "FD_CALL_" + upper(c.String())
 			if v, ok := calls[name]; !ok || v != uint64(c) {
 				t.Errorf("%s = %d (present %v), Go has %d", name, v, ok, c)
 			}
 		}
 		types := enumValues(t, spec, "fd_type")
-		for name, v := range map[string]Type{"FD_EV_OPEN": TypeOpen, "FD_EV_CLOSE": TypeClose,
-			"FD_EV_CLOSE_RANGE": TypeCloseRange, "FD_EV_DMABUF_ALLOC": TypeDmabufAlloc, "FD_EV_ION_ALLOC": TypeIONAlloc,
-			"FD_EV_ION_LEGACY_ALLOC": TypeIONLegacyAlloc, "FD_EV_ION_FREE": TypeIONFree} {
+		for name, v := range map[string]fdevent.Type{"FD_EV_OPEN": fdevent.TypeOpen, "FD_EV_CLOSE": fdevent.TypeClose,
+			"FD_EV_CLOSE_RANGE": fdevent.TypeCloseRange, "FD_EV_DMABUF_ALLOC": fdevent.TypeDmabufAlloc, "FD_EV_ION_ALLOC": fdevent.TypeIONAlloc,
+			"FD_EV_ION_LEGACY_ALLOC": fdevent.TypeIONLegacyAlloc, "FD_EV_ION_FREE": fdevent.TypeIONFree} {
 			if types[name] != uint64(v) {
 				t.Errorf("%s = %d, Go has %d", name, types[name], v)
 			}
@@ -115,7 +116,7 @@ func upper(s string) string {
 // kernel side knows is reachable on this architecture except the ones it
 // lacks, and no call is listed twice.
 func TestSyscallTable(t *testing.T) {
-	seen := map[Call]uint32{}
+	seen := map[fdevent.Call]uint32{}
 	for nr, c := range syscallCalls {
 		if prev, dup := seen[c]; dup {
 			t.Errorf("%v is syscall %d and %d", c, prev, nr)
@@ -126,7 +127,7 @@ func TestSyscallTable(t *testing.T) {
 		}
 	}
 	missing := map[string]bool{}
-	for c := CallOpen; c < callMax; c++ {
+	for c := fdevent.CallOpen; c < fdevent.CallMax; c++ {
 		if _, ok := seen[c]; !ok {
 			missing[c.String()] = true
 		}
@@ -149,10 +150,10 @@ func TestSyscallTable(t *testing.T) {
 func TestCallsFor(t *testing.T) {
 	onlyFD := callsFor(config.TrackFD)
 	onlyDmabuf := callsFor(config.TrackDmabuf)
-	if onlyFD[CallIoctl] || !onlyFD[CallOpenat] || !onlyFD[CallClose] || !onlyFD[CallInotifyInit1] {
+	if onlyFD[fdevent.CallIoctl] || !onlyFD[fdevent.CallOpenat] || !onlyFD[fdevent.CallClose] || !onlyFD[fdevent.CallInotifyInit1] {
 		t.Errorf("fd: %v", onlyFD)
 	}
-	if !onlyDmabuf[CallIoctl] || !onlyDmabuf[CallDup2] || !onlyDmabuf[CallCloseRange] || onlyDmabuf[CallOpenat] || onlyDmabuf[CallSocket] {
+	if !onlyDmabuf[fdevent.CallIoctl] || !onlyDmabuf[fdevent.CallDup2] || !onlyDmabuf[fdevent.CallCloseRange] || onlyDmabuf[fdevent.CallOpenat] || onlyDmabuf[fdevent.CallSocket] {
 		t.Errorf("dmabuf: %v", onlyDmabuf)
 	}
 	if c := callsFor(config.TrackMalloc | config.TrackMmap); len(c) != 0 {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/memtrace/memtrace/event/fdevent"
 )
 
 // benchTracer attaches a tracer for the benchmark; self also adds this
@@ -29,7 +31,7 @@ func benchTracer(b *testing.B, self bool) {
 				return
 			default:
 			}
-			if tr.Read(func(*Event) {}) != nil {
+			if tr.Read(func(*fdevent.Event) {}) != nil {
 				return
 			}
 		}

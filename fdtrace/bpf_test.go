@@ -18,7 +18,9 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -30,12 +32,12 @@ func requireBPF(t testing.TB) {
 
 // drain reads until a Read delivers nothing: after the traced program has
 // exited, everything it caused is already in the ring.
-func drain(t *testing.T, tr *Tracer) []Event {
+func drain(t *testing.T, tr *Tracer) []fdevent.Event {
 	t.Helper()
-	var evs []Event
+	var evs []fdevent.Event
 	for {
 		n := 0
-		if err := tr.Read(func(e *Event) { evs = append(evs, *e); n++ }); err != nil {
+		if err := tr.Read(func(e *fdevent.Event) { evs = append(evs, *e); n++ }); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
@@ -51,7 +53,7 @@ type testRun struct {
 	tr *Tracer
 }
 
-func (r testRun) call(nr uint32, ret int64, a ...uint64) []Event {
+func (r testRun) call(nr uint32, ret int64, a ...uint64) []fdevent.Event {
 	r.t.Helper()
 	r.enter(nr, a...)
 	return r.exit(ret)
@@ -67,7 +69,7 @@ func (r testRun) enter(nr uint32, a ...uint64) {
 	}
 }
 
-func (r testRun) exit(ret int64) []Event {
+func (r testRun) exit(ret int64) []fdevent.Event {
 	r.t.Helper()
 	if _, err := r.tr.objs.TestExit.Run(&ebpf.RunOptions{Context: []uint64{uint64(ret)}}); err != nil {
 		r.t.Fatalf("test run of the exit program: %v", err)
@@ -94,7 +96,7 @@ func newTestRun(t *testing.T, track config.Track) testRun {
 
 func ptr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 
-func one(t *testing.T, evs []Event) *Event {
+func one(t *testing.T, evs []fdevent.Event) *fdevent.Event {
 	t.Helper()
 	if len(evs) != 1 {
 		t.Fatalf("got %d events, want 1: %+v", len(evs), evs)
@@ -124,7 +126,7 @@ func TestIoctlDecode(t *testing.T) {
 	le.PutUint32(buf[12:], unix.O_RDWR|unix.O_CLOEXEC)
 	le.PutUint64(buf[16:], 0x5)
 	e := one(t, r.call(unix.SYS_IOCTL, 0, devfd, DmaHeapIoctlAlloc, ptr(buf)))
-	want := Event{Type: TypeDmabufAlloc, Call: CallIoctl, FD: 77, FD2: int32(devfd), Size: 1 << 20,
+	want := fdevent.Event{Type: fdevent.TypeDmabufAlloc, Call: fdevent.CallIoctl, FD: 77, FD2: int32(devfd), Size: 1 << 20,
 		Flags: unix.O_RDWR | unix.O_CLOEXEC, Extra: 5, Path: "null"}
 	checkDecoded(t, e, want)
 
@@ -135,7 +137,7 @@ func TestIoctlDecode(t *testing.T) {
 	le.PutUint32(buf[12:], 0x1)
 	le.PutUint32(buf[16:], 78)
 	e = one(t, r.call(unix.SYS_IOCTL, 0, devfd, IONIocAlloc, ptr(buf)))
-	checkDecoded(t, e, Event{Type: TypeIONAlloc, Call: CallIoctl, FD: 78, FD2: int32(devfd), Size: 8192, Aux: 4, Flags: 1, Path: "null"})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeIONAlloc, Call: fdevent.CallIoctl, FD: 78, FD2: int32(devfd), Size: 8192, Aux: 4, Flags: 1, Path: "null"})
 
 	// Legacy ION: {size_t len; size_t align; u32 heap_id_mask; u32 flags; int handle;}
 	clear(buf)
@@ -145,13 +147,13 @@ func TestIoctlDecode(t *testing.T) {
 	le.PutUint32(buf[20:], 0x3)
 	le.PutUint32(buf[24:], 5)
 	e = one(t, r.call(unix.SYS_IOCTL, 0, devfd, IONIocAllocLegacy, ptr(buf)))
-	checkDecoded(t, e, Event{Type: TypeIONLegacyAlloc, Call: CallIoctl, FD: 5, FD2: int32(devfd), Size: 4096, Aux: 2, Flags: 3, Extra: 65536, Path: "null"})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeIONLegacyAlloc, Call: fdevent.CallIoctl, FD: 5, FD2: int32(devfd), Size: 4096, Aux: 2, Flags: 3, Extra: 65536, Path: "null"})
 
 	// ION_IOC_FREE: {int handle;}
 	clear(buf)
 	le.PutUint32(buf[0:], 5)
 	e = one(t, r.call(unix.SYS_IOCTL, 0, devfd, IONIocFree, ptr(buf)))
-	checkDecoded(t, e, Event{Type: TypeIONFree, Call: CallIoctl, FD: 5, FD2: int32(devfd), Path: "null"})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeIONFree, Call: fdevent.CallIoctl, FD: 5, FD2: int32(devfd), Path: "null"})
 
 	// A failed allocation, another ioctl, an unreadable struct, an fd
 	// that is not open: nothing, or no device name.
@@ -172,7 +174,7 @@ func TestIoctlDecode(t *testing.T) {
 	}
 }
 
-func checkDecoded(t *testing.T, got *Event, want Event) {
+func checkDecoded(t *testing.T, got *fdevent.Event, want fdevent.Event) {
 	t.Helper()
 	if got.TGID != uint32(os.Getpid()) || got.TID != uint32(unix.Gettid()) || got.TS == 0 || got.CommString() == "" {
 		t.Errorf("header: %+v", got)
@@ -200,7 +202,7 @@ func TestDecodersByTestRun(t *testing.T) {
 	defer runtime.KeepAlive([][]byte{path, long, exact, fds, how})
 
 	e := one(t, r.call(unix.SYS_OPENAT, 9, uint64(0xffffff9c), ptr(path), unix.O_RDONLY))
-	checkDecoded(t, e, Event{Type: TypeOpen, Call: CallOpenat, FD: 9, FD2: -1, Path: "/some/where"})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeOpen, Call: fdevent.CallOpenat, FD: 9, FD2: -1, Path: "/some/where"})
 	e = one(t, r.call(unix.SYS_OPENAT, 9, uint64(0xffffff9c), ptr(long), 0))
 	if !e.Truncated || len(e.Path) != 255 || e.Path != string(long[:255]) {
 		t.Errorf("long path: trunc=%v len=%d", e.Truncated, len(e.Path))
@@ -210,13 +212,13 @@ func TestDecodersByTestRun(t *testing.T) {
 		t.Errorf("255-byte path: trunc=%v len=%d", e.Truncated, len(e.Path))
 	}
 	e = one(t, r.call(unix.SYS_OPENAT2, 10, uint64(0xffffff9c), ptr(path), ptr(how), 24))
-	checkDecoded(t, e, Event{Type: TypeOpen, Call: CallOpenat2, FD: 10, FD2: -1, Flags: unix.O_CLOEXEC | unix.O_DIRECTORY, Path: "/some/where"})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeOpen, Call: fdevent.CallOpenat2, FD: 10, FD2: -1, Flags: unix.O_CLOEXEC | unix.O_DIRECTORY, Path: "/some/where"})
 	e = one(t, r.call(unix.SYS_PIPE2, 0, ptr(fds), unix.O_NONBLOCK))
-	checkDecoded(t, e, Event{Type: TypeOpen, Call: CallPipe2, FD: 41, FD2: 42, Flags: unix.O_NONBLOCK})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeOpen, Call: fdevent.CallPipe2, FD: 41, FD2: 42, Flags: unix.O_NONBLOCK})
 	e = one(t, r.call(unix.SYS_SOCKETPAIR, 0, unix.AF_UNIX, unix.SOCK_DGRAM, 0, ptr(fds)))
-	checkDecoded(t, e, Event{Type: TypeOpen, Call: CallSocketpair, FD: 41, FD2: 42, Aux: unix.AF_UNIX, Flags: unix.SOCK_DGRAM})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeOpen, Call: fdevent.CallSocketpair, FD: 41, FD2: 42, Aux: unix.AF_UNIX, Flags: unix.SOCK_DGRAM})
 	e = one(t, r.call(unix.SYS_DUP3, 12, 3, 12, unix.O_CLOEXEC))
-	checkDecoded(t, e, Event{Type: TypeOpen, Call: CallDup3, FD: 12, FD2: 3, Flags: unix.O_CLOEXEC})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeOpen, Call: fdevent.CallDup3, FD: 12, FD2: 3, Flags: unix.O_CLOEXEC})
 
 	// close releases the number even when it fails with EINTR or EIO;
 	// EBADF closed nothing. A close is stamped at its entry.
@@ -224,7 +226,7 @@ func TestDecodersByTestRun(t *testing.T) {
 	var mid unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mid)
 	e = one(t, r.exit(-int64(unix.EINTR)))
-	checkDecoded(t, e, Event{Type: TypeClose, Call: CallClose, FD: 7, FD2: -1})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeClose, Call: fdevent.CallClose, FD: 7, FD2: -1})
 	if e.TS >= uint64(mid.Nano()) {
 		t.Errorf("close stamped at %d, after its entry (%d)", e.TS, mid.Nano())
 	}
@@ -232,7 +234,7 @@ func TestDecodersByTestRun(t *testing.T) {
 		t.Errorf("EBADF close logged: %+v", evs)
 	}
 	e = one(t, r.call(unix.SYS_CLOSE_RANGE, 0, 3, ^uint64(0)>>32, 0))
-	checkDecoded(t, e, Event{Type: TypeCloseRange, Call: CallCloseRange, FD: 3, FD2: -1})
+	checkDecoded(t, e, fdevent.Event{Type: fdevent.TypeCloseRange, Call: fdevent.CallCloseRange, FD: 3, FD2: -1})
 
 	for _, c := range []struct {
 		name string
@@ -334,7 +336,7 @@ func TestEveryKindExact(t *testing.T) {
 		t.Fatalf("fdkinds: %v\n%s", err, stderr.String())
 	}
 	evs := drain(t, tr)
-	slices.SortStableFunc(evs, func(a, b Event) int {
+	slices.SortStableFunc(evs, func(a, b fdevent.Event) int {
 		if a.TS < b.TS {
 			return -1
 		}
@@ -343,7 +345,7 @@ func TestEveryKindExact(t *testing.T) {
 		}
 		return 0
 	})
-	tab := NewTable(trackAll)
+	tab := fdevent.NewTable(trackAll)
 	var got []string
 	var line logfmt.Line
 	start := evs[0].TS
@@ -351,9 +353,9 @@ func TestEveryKindExact(t *testing.T) {
 		if evs[i].TGID != uint32(pid) {
 			t.Fatalf("event of another process: %+v", evs[i])
 		}
-		tab.Apply(&evs[i], func(o *Event) {
+		tab.Apply(&evs[i], func(o *fdevent.Event) {
 			// Through the log line and back: what a reader sees.
-			rec := o.Record(start)
+			rec := agent.FDRecord(o, start)
 			b := logfmt.AppendFD(nil, &rec)
 			if err := line.Parse(b[:len(b)-1]); err != nil || line.Kind != logfmt.KindMeta {
 				t.Fatalf("%s: %v", b, err)
@@ -449,3 +451,5 @@ func truthLine(r logfmt.FDRecord) string {
 	fmt.Fprintf(&b, " tid=%d", r.TID)
 	return b.String()
 }
+
+const trackAll = config.TrackFD | config.TrackDmabuf | config.TrackION

@@ -2,12 +2,8 @@
 // in eBPF: the raw sys_enter / sys_exit tracepoints see every syscall that
 // creates or closes a descriptor and the allocation ioctls, for the
 // processes added with AddProcess, and send one record per successful call
-// through their own ring buffer.
-//
-// A Table, fed with the records in time order, knows which descriptors
-// each process holds and which buffers they keep alive: it expands
-// close_range, turns the last close of a buffer into a release, and answers
-// the "open at exit" question for leak reports. Event.Record gives what it
-// emits as the fields of [memtrace] fd / dmabuf / ion lines, which
-// logfmt.AppendFD writes (see docs/fd.md).
+// through their own ring buffer. Read decodes them into fdevent.Event
+// values, the descriptor events of the event vocabulary; what follows the
+// descriptors (fdevent.Table) and writes their lines (the agent) is not
+// here, and this package knows nothing of the log format.
 package fdtrace

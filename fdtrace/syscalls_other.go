@@ -2,5 +2,7 @@
 
 package fdtrace
 
+import "github.com/memtrace/memtrace/event/fdevent"
+
 // syscallCalls is empty where no table was written: New refuses to start.
-var syscallCalls = map[uint32]Call{}
+var syscallCalls = map[uint32]fdevent.Call{}

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/ringread"
 )
@@ -42,19 +43,19 @@ type Tracer struct {
 // callsFor lists the calls that the kernel side must report for track: the
 // buffer kinds need the dups and closes to know when a buffer's last
 // descriptor goes, but not the other opens.
-func callsFor(track config.Track) map[Call]bool {
-	want := map[Call]bool{}
+func callsFor(track config.Track) map[fdevent.Call]bool {
+	want := map[fdevent.Call]bool{}
 	if track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
-		for _, c := range []Call{CallDup, CallDup2, CallDup3, CallFcntl, CallClose, CallCloseRange} {
+		for _, c := range []fdevent.Call{fdevent.CallDup, fdevent.CallDup2, fdevent.CallDup3, fdevent.CallFcntl, fdevent.CallClose, fdevent.CallCloseRange} {
 			want[c] = true
 		}
 	}
 	if track.Any(config.TrackDmabuf | config.TrackION) {
-		want[CallIoctl] = true
+		want[fdevent.CallIoctl] = true
 	}
 	if track.Has(config.TrackFD) {
-		for c := CallOpen; c < callMax; c++ {
-			if c != CallIoctl {
+		for c := fdevent.CallOpen; c < fdevent.CallMax; c++ {
+			if c != fdevent.CallIoctl {
 				want[c] = true
 			}
 		}
@@ -220,10 +221,10 @@ func (t *Tracer) Lost() uint64 {
 // Records come in the order they were reserved, which is nearly but not
 // exactly time order across CPUs: sort by TS before feeding a Table. It
 // returns ringbuf.ErrClosed after Close.
-func (t *Tracer) Read(fn func(*Event)) error {
-	var ev Event
+func (t *Tracer) Read(fn func(*fdevent.Event)) error {
+	var ev fdevent.Event
 	return t.rd.Read(PollInterval, func(b []byte) {
-		if ev.decode(b) == nil {
+		if decode(&ev, b) == nil {
 			fn(&ev)
 		}
 	})

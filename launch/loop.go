@@ -18,12 +18,13 @@ import (
 
 	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/fdtrace"
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // loop reads events until done says to stop, then drains what is left.
@@ -31,7 +32,7 @@ type loop struct {
 	o     *Options
 	tr    tracerAPI
 	fd    *fdtrace.Tracer // nil unless --track has fd, dmabuf or ion
-	fdEvs chan fdtrace.Event
+	fdEvs chan fdevent.Event
 	fdEnd chan struct{} // closed by endFD
 	// fdHorizon: the descriptors' reader has read every event older
 	// than it (CLOCK_MONOTONIC ns).
@@ -69,10 +70,10 @@ func (l *loop) realTracer() any {
 	return l.tr
 }
 
-func (l *loop) onProcess(e *tracer.Event) {
+func (l *loop) onProcess(e *event.Event) {
 	pid := int(e.TGID)
 	switch e.Kind {
-	case tracer.KindFork:
+	case event.KindFork:
 		pid = int(e.Ptr)
 		l.mu.Lock()
 		l.pids[pid] = true
@@ -86,7 +87,7 @@ func (l *loop) onProcess(e *tracer.Event) {
 		// side could not read resolves through this record, and a
 		// short-lived child is gone by the time its stacks are written.
 		l.sess.KnownProcess(pid, false)
-	case tracer.KindExec:
+	case event.KindExec:
 		l.mu.Lock()
 		fresh := l.dropped != nil && !l.pids[pid]
 		l.mu.Unlock()
@@ -131,8 +132,8 @@ func (l *loop) onProcess(e *tracer.Event) {
 			return
 		}
 	}
-	if e.Flags&tracer.FlagHeld != 0 {
-		if e.Kind == tracer.KindFork {
+	if e.Flags&event.FlagHeld != 0 {
+		if e.Kind == event.KindFork {
 			// The child stops itself on its way out of fork; a
 			// SIGCONT before that would be lost and leave it stopped.
 			waitStopped(pid, 2*time.Second)
@@ -265,7 +266,7 @@ func (l *loop) startFD() error {
 		return err
 	}
 	l.fd = fd
-	l.fdEvs = make(chan fdtrace.Event, 4096)
+	l.fdEvs = make(chan fdevent.Event, 4096)
 	l.fdEnd = make(chan struct{})
 	go func() {
 		defer close(l.fdEvs)
@@ -276,14 +277,14 @@ func (l *loop) startFD() error {
 				// the ring still holds, then the channel closes.
 				for {
 					n := 0
-					if err := fd.Read(func(e *fdtrace.Event) { n++; l.fdEvs <- *e }); err != nil || n == 0 {
+					if err := fd.Read(func(e *fdevent.Event) { n++; l.fdEvs <- *e }); err != nil || n == 0 {
 						return
 					}
 				}
 			default:
 			}
 			t0 := monoNow()
-			if err := fd.Read(func(e *fdtrace.Event) { l.fdEvs <- *e }); err != nil {
+			if err := fd.Read(func(e *fdevent.Event) { l.fdEvs <- *e }); err != nil {
 				return
 			}
 			// Everything committed before t0 was read.

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/internal/cli"
 	"github.com/memtrace/memtrace/logfmt"
-	"github.com/memtrace/memtrace/tracer"
 )
 
 // deadPIDs returns n PIDs no process can have (above pid_max): the loop's
@@ -119,18 +119,18 @@ func TestLoopLaunched(t *testing.T) {
 	pc, cc := comm("prog"), comm("prog")
 	fake.push(
 		// The shim's threads end at its exec: not the program's.
-		tracer.Event{Kind: tracer.KindExit, TGID: p32, TID: p32 + 100, TS: at(8), Comm: pc},
-		tracer.Event{Kind: tracer.KindExec, TGID: p32, TID: p32, TS: at(10), Comm: pc, Flags: tracer.FlagHeld},
-		tracer.Event{Kind: tracer.KindAlloc, Op: uint8(logfmt.OpMalloc), TGID: p32, TID: p32, TS: at(20), Ptr: 0x1000, Size: 100, Comm: pc},
-		tracer.Event{Kind: tracer.KindAlloc, Op: uint8(logfmt.OpCalloc), TGID: p32, TID: p32, TS: at(25), Ptr: 0x2000, Size: 48, Comm: pc},
-		tracer.Event{Kind: tracer.KindFork, TGID: p32, TID: p32, TS: at(30), Ptr: uint64(child), Flags: tracer.FlagHeld, Comm: pc},
-		tracer.Event{Kind: tracer.KindFree, Op: uint8(logfmt.OpFree), TGID: c32, TID: c32, TS: at(40), Ptr: 0x1000, Comm: cc},
-		tracer.Event{Kind: tracer.KindExit, TGID: c32, TID: c32, TS: at(50), Comm: cc},
-		tracer.Event{Kind: tracer.KindFree, Op: uint8(logfmt.OpFree), TGID: p32, TID: p32, TS: at(60), Ptr: 0x2000, Comm: pc},
+		event.Event{Kind: event.KindExit, TGID: p32, TID: p32 + 100, TS: at(8), Comm: pc},
+		event.Event{Kind: event.KindExec, TGID: p32, TID: p32, TS: at(10), Comm: pc, Flags: event.FlagHeld},
+		event.Event{Kind: event.KindAlloc, Op: uint8(logfmt.OpMalloc), TGID: p32, TID: p32, TS: at(20), Ptr: 0x1000, Size: 100, Comm: pc},
+		event.Event{Kind: event.KindAlloc, Op: uint8(logfmt.OpCalloc), TGID: p32, TID: p32, TS: at(25), Ptr: 0x2000, Size: 48, Comm: pc},
+		event.Event{Kind: event.KindFork, TGID: p32, TID: p32, TS: at(30), Ptr: uint64(child), Flags: event.FlagHeld, Comm: pc},
+		event.Event{Kind: event.KindFree, Op: uint8(logfmt.OpFree), TGID: c32, TID: c32, TS: at(40), Ptr: 0x1000, Comm: cc},
+		event.Event{Kind: event.KindExit, TGID: c32, TID: c32, TS: at(50), Comm: cc},
+		event.Event{Kind: event.KindFree, Op: uint8(logfmt.OpFree), TGID: p32, TID: p32, TS: at(60), Ptr: 0x2000, Comm: pc},
 		// A free of a block the launched program never allocated is
 		// libc's bookkeeping, not logged.
-		tracer.Event{Kind: tracer.KindFree, Op: uint8(logfmt.OpFree), TGID: p32, TID: p32, TS: at(61), Ptr: 0x9000, Comm: pc},
-		tracer.Event{Kind: tracer.KindExit, TGID: p32, TID: p32, TS: at(70), Comm: pc},
+		event.Event{Kind: event.KindFree, Op: uint8(logfmt.OpFree), TGID: p32, TID: p32, TS: at(61), Ptr: 0x9000, Comm: pc},
+		event.Event{Kind: event.KindExit, TGID: p32, TID: p32, TS: at(70), Comm: pc},
 	)
 	stop := make(chan struct{})
 	done := make(chan error, 1)
@@ -219,8 +219,8 @@ func TestLoopUntraced(t *testing.T) {
 	l.header([]int{parent, execer}, "prog", "prog")
 	fake.attachE = errors.New("attach uprobe: bad file descriptor")
 	fake.push(
-		tracer.Event{Kind: tracer.KindFork, TGID: uint32(parent), TID: uint32(parent), TS: start + 1000, Ptr: uint64(child), Flags: tracer.FlagHeld, Comm: comm("prog")},
-		tracer.Event{Kind: tracer.KindExec, TGID: uint32(execer), TID: uint32(execer), TS: start + 2000, Flags: tracer.FlagHeld, Comm: comm("next")},
+		event.Event{Kind: event.KindFork, TGID: uint32(parent), TID: uint32(parent), TS: start + 1000, Ptr: uint64(child), Flags: event.FlagHeld, Comm: comm("prog")},
+		event.Event{Kind: event.KindExec, TGID: uint32(execer), TID: uint32(execer), TS: start + 2000, Flags: event.FlagHeld, Comm: comm("next")},
 	)
 	l.pids[execer] = true
 	stop := make(chan struct{})
@@ -295,7 +295,7 @@ func TestLoopReadError(t *testing.T) {
 
 type errTracer struct{ *fakeTracer }
 
-func (errTracer) Read(tracer.Handler) error { return errors.New("bad ring") }
+func (errTracer) Read(event.Handler) error { return errors.New("bad ring") }
 
 // TestLoopClosedRing: a ring closed under the loop finishes the log.
 func TestLoopClosedRing(t *testing.T) {

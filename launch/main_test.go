@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/runner"
 	"github.com/memtrace/memtrace/tracer"
 )
@@ -71,7 +72,7 @@ func TestMain(m *testing.M) {
 // by the test and recording what the loop asked of it.
 type fakeTracer struct {
 	mu       sync.Mutex
-	queue    []tracer.Event
+	queue    []event.Event
 	closed   bool
 	lost     uint64
 	session  bool
@@ -96,7 +97,7 @@ func (f *fakeTracer) call(format string, a ...any) {
 }
 
 // push queues events for the next Read.
-func (f *fakeTracer) push(evs ...tracer.Event) {
+func (f *fakeTracer) push(evs ...event.Event) {
 	f.mu.Lock()
 	f.queue = append(f.queue, evs...)
 	f.mu.Unlock()
@@ -110,7 +111,7 @@ func (f *fakeTracer) setLost(n uint64) {
 
 // Read hands over what is queued, as the ring reader does; with nothing
 // queued it waits a little, as the real one waits for PollInterval.
-func (f *fakeTracer) Read(h tracer.Handler) error {
+func (f *fakeTracer) Read(h event.Handler) error {
 	f.mu.Lock()
 	evs, closed := f.queue, f.closed
 	f.queue = nil

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memtrace/memtrace/agent"
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
@@ -24,7 +25,7 @@ type Options = runner.Options
 // the eBPF tracer: *tracer.Tracer in memtrace, a fake in the unit tests,
 // which feed the loop events no kernel produced.
 type tracerAPI interface {
-	Read(h tracer.Handler) error
+	Read(h event.Handler) error
 	Lost() uint64
 	Session() bool
 	Multi() bool

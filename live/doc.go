@@ -4,7 +4,8 @@
 // The model (Model) keeps, per traced process, only the blocks live now
 // and per-stack totals (allocations, bytes, live blocks and bytes), never
 // events: its memory grows with live blocks and distinct stacks, not with
-// time. The agent feeds it through the Observer interface, in the agent's
+// time. The agent feeds it through its Observer interface (the runner adapts
+// the model to it: runner.LiveObserver), in the agent's
 // time order and after its filters (--min-size, --track, --track-threads),
 // so that the endpoint and the log agree on what is live.
 //

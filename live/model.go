@@ -14,23 +14,6 @@ import (
 // address).
 type Frame = heapprof.Frame
 
-// Observer is what the agent tells the live model, in time order, of the
-// events it logs: blocks allocated and freed (after its filters), the
-// frames of each stack the first time it is met, forks (the child's heap
-// starts as a copy of its parent's), execs (a new, empty heap), process
-// exits and records the tracer lost.
-type Observer interface {
-	Alloc(pid uint32, ptr, size, stack, ts uint64)
-	Free(pid uint32, ptr, ts uint64)
-	Stack(id uint64, frames []Frame)
-	Fork(parent, child uint32)
-	Exec(pid uint32)
-	ProcessExit(pid uint32)
-	Lost(n uint64)
-}
-
-var _ Observer = (*Model)(nil)
-
 type block struct {
 	stack, size uint64
 	seq         uint64 // when it was allocated: the model's allocation count then

@@ -1,17 +1,13 @@
 package logfmt
 
-// Op is an allocation-function name as it appears in the op column.
-type Op uint8
+import "github.com/memtrace/memtrace/event"
 
-// The constants, their names and IsFree and ParseOp are generated from
-// internal/ops/table.go into op_gen.go.
+// Op is an allocation-function name as it appears in the op column: the
+// event package's, which the captures produce without this package.
+type Op = event.Op
 
-func (o Op) String() string {
-	if o < numOps {
-		return opNames[o]
-	}
-	return "?"
-}
+// The constants and ParseOp are generated from internal/ops/table.go into
+// op_gen.go.
 
 // NumOps is the number of Op values, for tables indexed by Op.
-const NumOps = int(numOps)
+const NumOps = event.NumOps

@@ -2,122 +2,62 @@
 
 package logfmt
 
-// The ops of docs/spec.md §3 (internal/ops/table.go). OpOther is a name
-// this version does not know; readers keep its text (Line.OpText) and
-// treat the line by its shape.
+import "github.com/memtrace/memtrace/event"
+
+// The ops of docs/spec.md §3, the event package's (internal/ops/table.go),
+// under the names the log's readers use.
 const (
-	OpOther Op = iota
-	OpMalloc
-	OpCalloc
-	OpRealloc
-	OpReallocarray
-	OpFree
-	OpNew
-	OpNewArr
-	OpDelete
-	OpDeleteArr
-	OpStrdup
-	OpStrndup
-	OpMmap
-	OpMunmap
-	OpMremap
-	OpPosixMemalign
-	OpAlignedAlloc
-	OpMemalign
-	OpValloc
-	OpPvalloc
-	OpMallocx
-	OpRallocx
-	OpXallocx
-	OpSdallocx
-	OpDallocx
-	OpTcMalloc
-	OpTcCalloc
-	OpTcRealloc
-	OpTcFree
-	OpTcCfree
-	OpTcMemalign
-	OpTcPosixMemalign
-	OpTcValloc
-	OpTcPvalloc
-	OpTcNew
-	OpTcNewArr
-	OpTcDelete
-	OpTcDeleteArr
-	OpMiMalloc
-	OpMiCalloc
-	OpMiRealloc
-	OpMiFree
-	OpMiStrdup
-	OpMiZalloc
-	OpMiMallocAligned
-	OpMiZallocAligned
-	OpMiCallocAligned
-	OpMiReallocAligned
-	OpLibcMemalign
-	numOps
+	OpOther            = event.OpOther
+	OpMalloc           = event.OpMalloc
+	OpCalloc           = event.OpCalloc
+	OpRealloc          = event.OpRealloc
+	OpReallocarray     = event.OpReallocarray
+	OpFree             = event.OpFree
+	OpNew              = event.OpNew
+	OpNewArr           = event.OpNewArr
+	OpDelete           = event.OpDelete
+	OpDeleteArr        = event.OpDeleteArr
+	OpStrdup           = event.OpStrdup
+	OpStrndup          = event.OpStrndup
+	OpMmap             = event.OpMmap
+	OpMunmap           = event.OpMunmap
+	OpMremap           = event.OpMremap
+	OpPosixMemalign    = event.OpPosixMemalign
+	OpAlignedAlloc     = event.OpAlignedAlloc
+	OpMemalign         = event.OpMemalign
+	OpValloc           = event.OpValloc
+	OpPvalloc          = event.OpPvalloc
+	OpMallocx          = event.OpMallocx
+	OpRallocx          = event.OpRallocx
+	OpXallocx          = event.OpXallocx
+	OpSdallocx         = event.OpSdallocx
+	OpDallocx          = event.OpDallocx
+	OpTcMalloc         = event.OpTcMalloc
+	OpTcCalloc         = event.OpTcCalloc
+	OpTcRealloc        = event.OpTcRealloc
+	OpTcFree           = event.OpTcFree
+	OpTcCfree          = event.OpTcCfree
+	OpTcMemalign       = event.OpTcMemalign
+	OpTcPosixMemalign  = event.OpTcPosixMemalign
+	OpTcValloc         = event.OpTcValloc
+	OpTcPvalloc        = event.OpTcPvalloc
+	OpTcNew            = event.OpTcNew
+	OpTcNewArr         = event.OpTcNewArr
+	OpTcDelete         = event.OpTcDelete
+	OpTcDeleteArr      = event.OpTcDeleteArr
+	OpMiMalloc         = event.OpMiMalloc
+	OpMiCalloc         = event.OpMiCalloc
+	OpMiRealloc        = event.OpMiRealloc
+	OpMiFree           = event.OpMiFree
+	OpMiStrdup         = event.OpMiStrdup
+	OpMiZalloc         = event.OpMiZalloc
+	OpMiMallocAligned  = event.OpMiMallocAligned
+	OpMiZallocAligned  = event.OpMiZallocAligned
+	OpMiCallocAligned  = event.OpMiCallocAligned
+	OpMiReallocAligned = event.OpMiReallocAligned
+	OpLibcMemalign     = event.OpLibcMemalign
+	numOps             = Op(event.NumOps)
 )
-
-var opNames = [numOps]string{
-	OpOther:            "?",
-	OpMalloc:           "malloc",
-	OpCalloc:           "calloc",
-	OpRealloc:          "realloc",
-	OpReallocarray:     "reallocarray",
-	OpFree:             "free",
-	OpNew:              "new",
-	OpNewArr:           "new[]",
-	OpDelete:           "delete",
-	OpDeleteArr:        "delete[]",
-	OpStrdup:           "strdup",
-	OpStrndup:          "strndup",
-	OpMmap:             "mmap",
-	OpMunmap:           "munmap",
-	OpMremap:           "mremap",
-	OpPosixMemalign:    "posix_memalign",
-	OpAlignedAlloc:     "aligned_alloc",
-	OpMemalign:         "memalign",
-	OpValloc:           "valloc",
-	OpPvalloc:          "pvalloc",
-	OpMallocx:          "mallocx",
-	OpRallocx:          "rallocx",
-	OpXallocx:          "xallocx",
-	OpSdallocx:         "sdallocx",
-	OpDallocx:          "dallocx",
-	OpTcMalloc:         "tc_malloc",
-	OpTcCalloc:         "tc_calloc",
-	OpTcRealloc:        "tc_realloc",
-	OpTcFree:           "tc_free",
-	OpTcCfree:          "tc_cfree",
-	OpTcMemalign:       "tc_memalign",
-	OpTcPosixMemalign:  "tc_posix_memalign",
-	OpTcValloc:         "tc_valloc",
-	OpTcPvalloc:        "tc_pvalloc",
-	OpTcNew:            "tc_new",
-	OpTcNewArr:         "tc_newarray",
-	OpTcDelete:         "tc_delete",
-	OpTcDeleteArr:      "tc_deletearray",
-	OpMiMalloc:         "mi_malloc",
-	OpMiCalloc:         "mi_calloc",
-	OpMiRealloc:        "mi_realloc",
-	OpMiFree:           "mi_free",
-	OpMiStrdup:         "mi_strdup",
-	OpMiZalloc:         "mi_zalloc",
-	OpMiMallocAligned:  "mi_malloc_aligned",
-	OpMiZallocAligned:  "mi_zalloc_aligned",
-	OpMiCallocAligned:  "mi_calloc_aligned",
-	OpMiReallocAligned: "mi_realloc_aligned",
-	OpLibcMemalign:     "__libc_memalign",
-}
-
-// IsFree reports whether the op releases memory.
-func (o Op) IsFree() bool {
-	switch o {
-	case OpFree, OpDelete, OpDeleteArr, OpMunmap, OpSdallocx, OpDallocx, OpTcFree, OpTcCfree, OpTcDelete, OpTcDeleteArr, OpMiFree:
-		return true
-	}
-	return false
-}
 
 // ParseOp maps an op name to its Op; unknown names give OpOther.
 func ParseOp(b []byte) Op {

@@ -14,57 +14,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/internal/exitreport"
+	"github.com/memtrace/memtrace/internal/figures"
 	"github.com/memtrace/memtrace/internal/units"
 )
 
-// Entry is a call stack and the live memory it holds.
-type Entry struct {
-	Bytes, Blocks uint64
-	Stack         string // "f < g < main", innermost first
-}
-
-// FD is a descriptor open at exit (a leak).
-type FD struct {
-	FD         int32
-	Kind, Call string
-	Path       string
-	Stack      string // the opening call's, "open64 < fopen < main"; "" without --stack-depth
-}
-
-// Report is one process's figures.
-type Report struct {
-	Process    string // comm
-	PID        uint32
-	Cmd        string
-	End        time.Time
-	AllocCalls uint64
-	AllocBytes uint64
-	Current    uint64 // live at exit, the built-in suppressions' out: the leak total
-	Peak       uint64
-	PeakUS     uint64 // µs since tracing started
-	LeakBlocks uint64
-	// SuppressedBlocks and SuppressedBytes are the blocks live at exit
-	// that the built-in suppressions match (system libraries' own), left
-	// out of Current and LeakBlocks as the report leaves them out.
-	SuppressedBlocks, SuppressedBytes uint64
-	PeakTop                           []Entry // stacks live at the peak
-	Leaks                             []Entry // stacks live at exit
-	OpenFDs                           []FD
-}
-
-// Name is the file name stem: <process>_<timestamp>, the process being
-// comm-pid so that two processes of one name never collide.
-func (r *Report) Name() string {
-	proc := strings.Map(func(c rune) rune {
-		if c == '/' || c == ' ' || c < ' ' {
-			return '_'
-		}
-		return c
-	}, r.Process)
-	return fmt.Sprintf("%s-%d_%s", proc, r.PID, r.End.UTC().Format("20060102T150405.000Z"))
-}
+// The report's data is the agent's (internal/exitreport): the agent makes
+// it without this package, the runner hands it here.
+type (
+	Report = exitreport.Report
+	Entry  = exitreport.Entry
+	FD     = exitreport.FD
+)
 
 // Write writes dir/<name>.txt and .html and returns their paths. Under
 // sudo the directory and the files are created as the user who ran sudo
@@ -117,10 +79,10 @@ func write(dir string, r *Report) (string, string, error) {
 	}
 	txt := filepath.Join(dir, r.Name()+".txt")
 	htm := filepath.Join(dir, r.Name()+".html")
-	if err := writeFile(txt, true, func(w io.Writer) { r.text(w) }); err != nil {
+	if err := writeFile(txt, true, func(w io.Writer) { writeText(w, r) }); err != nil {
 		return "", "", err
 	}
-	if err := writeFile(htm, true, func(w io.Writer) { r.html(w) }); err != nil {
+	if err := writeFile(htm, true, func(w io.Writer) { writeHTML(w, r) }); err != nil {
 		return "", "", err
 	}
 	return txt, htm, nil
@@ -140,7 +102,7 @@ func writeFile(path string, excl bool, fn func(io.Writer)) error {
 	return nil
 }
 
-func (r *Report) text(w io.Writer) {
+func writeText(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "process: %s\npid: %d\ncmd: %s\nend: %s\n", r.Process, r.PID, r.Cmd, r.End.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(w, "alloc_calls: %d\nalloc_bytes: %d\ncurrent_bytes: %d\npeak_bytes: %d\npeak_us: %d\nleak_blocks: %d\nopen_fds: %d\nsuppressed_blocks: %d\nsuppressed_bytes: %d\n",
 		r.AllocCalls, r.AllocBytes, r.Current, r.Peak, r.PeakUS, r.LeakBlocks, len(r.OpenFDs), r.SuppressedBlocks, r.SuppressedBytes)
@@ -150,7 +112,7 @@ func (r *Report) text(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nLeaked allocations (live at exit): %s in %d blocks\n", units.Bytes(r.Current), r.LeakBlocks)
 	if r.SuppressedBlocks > 0 {
-		fmt.Fprintf(w, "  (%s, left out above: system libraries' own)\n", analysis.SuppressedLine(int64(r.SuppressedBlocks), r.SuppressedBytes))
+		fmt.Fprintf(w, "  (%s, left out above: system libraries' own)\n", figures.SuppressedLine(int64(r.SuppressedBlocks), r.SuppressedBytes))
 	}
 	for i, e := range r.Leaks {
 		fmt.Fprintf(w, "  %2d. %s in %d blocks\n      %s\n", i+1, units.Bytes(e.Bytes), e.Blocks, e.Stack)
@@ -166,7 +128,7 @@ func (r *Report) text(w io.Writer) {
 	}
 }
 
-func (r *Report) html(w io.Writer) {
+func writeHTML(w io.Writer, r *Report) {
 	e := html.EscapeString
 	fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><title>memtrace: %s %d</title>\n%s\n", e(r.Process), r.PID, style)
 	fmt.Fprintf(w, "<h1>%s (pid %d)</h1><p><code>%s</code></p>\n", e(r.Process), r.PID, e(r.Cmd))

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/ranking"
 	"github.com/memtrace/memtrace/internal/units"
 )
 
@@ -99,7 +100,7 @@ func fdLeakText(f *fdLeak, withPID bool) string {
 
 // writeFDLeaks writes the LEAKED FILE DESCRIPTORS list of s (-n entries).
 func (r *report) writeFDLeaks(w io.Writer, s *section) {
-	if len(s.fdLeaks) == 0 || !r.opt.show[byLeaks] {
+	if len(s.fdLeaks) == 0 || !r.opt.showsClass(ranking.Leaked) {
 		return
 	}
 	fmt.Fprintln(w, "LEAKED FILE DESCRIPTORS")

@@ -5,28 +5,34 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/memtrace/memtrace/internal/ranking"
 )
 
 // costOf maps a --cost name (heaptrack's --flamegraph-cost-type) to the
-// figure it uses: allocations and temporary count calls, leaked and peak
-// count bytes.
+// figure it uses (ranking.FlameCosts).
 func costOf(name string) (int, bool) {
-	switch name {
-	case "allocations":
-		return fCalls, true
-	case "temporary":
-		return fTemp, true
-	case "leaked":
-		return fLeaked, true
-	case "peak":
-		return fPeak, true
+	for _, c := range ranking.FlameCosts {
+		if c.Name == name {
+			return int(c.Figure), true
+		}
 	}
 	return 0, false
 }
 
+// costNames lists the --cost names: "a, b or c".
+func costNames() string {
+	var names []string
+	for _, c := range ranking.FlameCosts {
+		names = append(names, c.Name)
+	}
+	last := len(names) - 1
+	return strings.Join(names[:last], ", ") + " or " + names[last]
+}
+
 // costUnit is what a cost counts, for labels.
 func costUnit(fig int) string {
-	if fig == fLeaked || fig == fPeak {
+	if ranking.Figure(fig).Measure() == ranking.Bytes {
 		return "bytes"
 	}
 	return "calls"

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/ranking"
 	"github.com/memtrace/memtrace/internal/units"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -44,22 +45,20 @@ const (
 	flameMaxDepthShown = 256
 )
 
-var costNames = []string{"allocations", "temporary", "leaked", "peak"}
-
-var costTitles = map[string]string{
-	"allocations": "calls to allocation functions",
-	"temporary":   "temporary allocations",
-	"leaked":      "leaked bytes",
-	"peak":        "bytes live at the peak",
-}
-
-// costTitle is costTitles[name], in the report's words for a run let go
-// running: its live blocks are still allocated at detach, not leaked.
+// costTitle is the title of --cost name (ranking.FlameCosts), in the
+// report's words for a run let go running: its live blocks are still
+// allocated at detach, not leaked.
 func (r *htmlPage) costTitle(name string) string {
-	if lt, ok := liveTexts[r.all.live]; ok && name == "leaked" {
-		return "bytes " + lt.summary
+	for _, c := range ranking.FlameCosts {
+		if c.Name != name {
+			continue
+		}
+		if lt, ok := liveTexts[r.all.live]; ok && c.Figure.Class() == ranking.Leaked {
+			return "bytes " + lt.summary
+		}
+		return c.Title
 	}
-	return costTitles[name]
+	return ""
 }
 
 // leakedWord is the rankings' and trees' "leaked" column, "still
@@ -371,17 +370,16 @@ func (r *htmlPage) writeFlame(w io.Writer, name string, fig int, visible bool) {
 
 func (r *htmlPage) htmlFlames(w io.Writer) {
 	fmt.Fprintln(w, `<section id="flamegraph"><h2>Flame graph</h2><p class="tabs">`)
-	for _, c := range costNames {
-		cls := ""
+	for _, fc := range ranking.FlameCosts {
+		c, cls := fc.Name, ""
 		if c == r.opt.cost {
 			cls = ` class="on"`
 		}
 		fmt.Fprintf(w, `<button type="button" data-cost="%s"%s>%s</button>`+"\n", c, cls, esc(r.costTitle(c)))
 	}
 	fmt.Fprintln(w, `</p><p class="hint">Callers below, callees above; the width is the cost. Click a frame to zoom, the bottom bar to zoom out.</p>`)
-	for _, c := range costNames {
-		fig, _ := costOf(c)
-		r.writeFlame(w, c, fig, c == r.opt.cost)
+	for _, c := range ranking.FlameCosts {
+		r.writeFlame(w, c.Name, int(c.Figure), c.Name == r.opt.cost)
 	}
 	fmt.Fprintln(w, "</section>")
 }
@@ -401,12 +399,12 @@ func (r *htmlPage) htmlStack(w io.Writer, st *site, label string) {
 	for k := range st.frames {
 		hs := r.expand(&st.frames[k])
 		for j, h := range hs {
-			fmt.Fprintf(w, "<li><code>%s</code>", esc(h.fn+h.off))
+			fmt.Fprintf(w, "<li><code>%s</code>", esc(h.Func+h.Off))
 			if j < len(hs)-1 {
 				fmt.Fprint(w, ` <span class="inl">inlined</span>`)
 			}
-			if h.file != "" {
-				fmt.Fprintf(w, " <span class=\"at\" title=\"%s\">at %s</span>", esc(h.file), esc(h.at))
+			if h.File != "" {
+				fmt.Fprintf(w, " <span class=\"at\" title=\"%s\">at %s</span>", esc(h.File), esc(h.At()))
 			}
 			if h.module != "" && j == 0 {
 				fmt.Fprintf(w, " <span class=\"in\">in %s</span>", esc(h.module))
@@ -427,13 +425,6 @@ const htmlStillTitle = "Still allocated at detach (the process had not exited: b
 // process did.
 const htmlCutTitle = "Live at the cut (the log ends before the process did: blocks live where it stops, not leaks)"
 
-var htmlRankTitles = [numMetrics]string{
-	byCalls:     "Most calls to allocation functions",
-	byPeak:      "Peak memory consumers (live at the peak)",
-	byLeaks:     "Memory leaks",
-	byTemporary: "Most temporary allocations",
-}
-
 func (r *htmlPage) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 	list := rank(r.t, es, mt, r.opt.limit)
 	if len(list) == 0 {
@@ -445,7 +436,14 @@ func (r *htmlPage) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 		sts[i] = r.t.sites[e.site]
 	}
 	labels := r.htmlSiteLabels(sts)
-	fmt.Fprintf(w, `<table class="grid rank"><tr><th>#</th><th>calls</th><th>allocated</th><th>temporary</th><th>peak</th><th>%s</th><th>call stack (innermost first)</th></tr>`+"\n", esc(r.leakedWord()))
+	// A ranking by a figure not among every entry's has a column of its
+	// own.
+	d := mt.desc()
+	own := ""
+	if !d.Figure.Entry() {
+		own = "<th>" + esc(d.Column) + "</th>"
+	}
+	fmt.Fprintf(w, `<table class="grid rank"><tr><th>#</th><th>calls</th><th>allocated</th><th>temporary</th><th>peak</th><th>%s</th>%s<th>call stack (innermost first)</th></tr>`+"\n", esc(r.leakedWord()), own)
 	for i, e := range list {
 		cell := func(k int, v string) string {
 			if k == mt.fig() {
@@ -453,9 +451,13 @@ func (r *htmlPage) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 			}
 			return "<td>" + v + "</td>"
 		}
-		fmt.Fprintf(w, "<tr><td>%d</td>%s%s%s%s%s<td>", i+1,
+		fmt.Fprintf(w, "<tr><td>%d</td>%s%s%s%s%s", i+1,
 			cell(fCalls, num(e.f[fCalls], signed)), cell(fBytes, bytesOf(e.f[fBytes], signed)), cell(fTemp, num(e.f[fTemp], signed)),
 			cell(fPeak, bytesOf(e.f[fPeak], signed)), cell(fLeaked, bytesOf(e.f[fLeaked], signed)+" ("+num(e.f[fLeaks], signed)+")"))
+		if own != "" {
+			fmt.Fprint(w, cell(mt.fig(), figText(d.Figure, e.f[mt.fig()], signed)))
+		}
+		fmt.Fprint(w, "<td>")
 		r.htmlStack(w, sts[i], labels[i])
 		fmt.Fprintln(w, "</td></tr>")
 	}
@@ -465,10 +467,10 @@ func (r *htmlPage) htmlTable(w io.Writer, es []entry, mt metric, signed bool) {
 func (r *htmlPage) htmlRankings(w io.Writer) {
 	fmt.Fprintln(w, `<section id="rankings"><h2>Rankings by call stack</h2>`)
 	es := entriesOf(r.all)
-	for mt := range numMetrics {
+	for mt := range numMetrics() {
 		if r.opt.show[mt] {
-			title := htmlRankTitles[mt]
-			if lt, ok := liveTexts[r.all.live]; ok && mt == byLeaks {
+			title := mt.desc().HTMLTitle
+			if lt, ok := liveTexts[r.all.live]; ok && mt.desc().Figure.Class() == ranking.Leaked {
 				title = lt.htmlTitle
 			}
 			fmt.Fprintf(w, "<h3 id=\"rank-%d\">%s</h3>\n", mt, esc(title))
@@ -495,9 +497,9 @@ func (r *htmlPage) htmlDiff(w io.Writer) {
 	row("total memory leaked", int64(a.LeakedBytes), int64(b.LeakedBytes), true)
 	fmt.Fprintln(w, "</table>")
 	es := diffEntries(r.all, r.base)
-	for mt := range numMetrics {
+	for mt := range numMetrics() {
 		if r.opt.show[mt] {
-			fmt.Fprintf(w, "<h3>%s: these logs minus base</h3>\n", esc(htmlRankTitles[mt]))
+			fmt.Fprintf(w, "<h3>%s: these logs minus base</h3>\n", esc(mt.desc().HTMLTitle))
 			r.htmlTable(w, es, mt, true)
 		}
 	}

@@ -280,7 +280,7 @@ func TestHTMLRunEndAndSuppressionsInChromium(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		script := strings.Replace(htmlReadBack, "LEAKS", strconv.Itoa(int(byLeaks)), 1)
+		script := strings.Replace(htmlReadBack, "LEAKS", strconv.Itoa(int(metricOf(t, "leaks"))), 1)
 		tested := filepath.Join(dir, name+"-readback.html")
 		if err := os.WriteFile(tested, []byte(strings.Replace(string(raw), "</body>", script+"</body>", 1)), 0o644); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/symbols"
 )
 
 // The frames the HTML report shows: each logged frame expanded into its
@@ -17,57 +18,48 @@ import (
 // __libc_start_main, a thread's trampoline) are left out as in the text
 // report: stacks start at main or at the thread's start routine.
 
-// hframe is one function of a shown stack.
+// hframe is one function of a shown stack: a symbols.Call, the one
+// naming of call sites memview's groups and trees share.
 type hframe struct {
-	fn     string // function, shortened as the text report's (--shorten-templates)
-	at     string // "file.c:12" (base name), "" when the line is unknown
-	off    string // "+0x1a2" from the symbol when no line is known; "" otherwise
-	file   string // the full path of at's file
-	module string
+	symbols.Call // Func shortened as the text report's (--shorten-templates)
+	module       string
 }
 
 // label is the frame's name in trees, flame graphs and labels: the
 // function and where it was at the call.
-func (h *hframe) label() string {
-	switch {
-	case h.at != "":
-		return h.fn + " " + h.at
-	case h.off != "":
-		return h.fn + h.off
-	}
-	return h.fn
-}
+func (h *hframe) label() string { return h.Label() }
 
-// expand is frame f as the functions it stands for, innermost first.
+// expand is frame f as the functions it stands for, innermost first
+// (symbols.Calls).
 func (r *htmlPage) expand(f *frameInfo) []hframe {
 	r.resolve(f)
-	if len(f.inl) > 1 {
-		out := make([]hframe, len(f.inl))
-		for j, c := range f.inl {
-			name := c.name
-			if j == len(f.inl)-1 {
-				name = f.name // the physical function, as the symbol names it
-			}
-			out[j] = hframe{fn: r.fname(name), file: c.file, module: f.module}
-			if c.file != "" {
-				out[j].at = filepath.Base(c.file) + ":" + strconv.Itoa(c.line)
-			}
-		}
-		return out
-	}
-	h := hframe{fn: r.fname(f.name), file: f.file, module: f.module}
+	var chain []symbols.SourceFrame
 	switch {
+	case len(f.inl) > 1:
+		chain = make([]symbols.SourceFrame, len(f.inl))
+		for j, c := range f.inl {
+			chain[j] = symbols.SourceFrame{Function: c.name, File: c.file, Line: c.line}
+		}
 	case f.file != "":
-		h.at = filepath.Base(f.file) + ":" + strconv.Itoa(f.line)
+		chain = []symbols.SourceFrame{{File: f.file, Line: f.line}}
+	}
+	off := ""
+	switch {
 	case f.mixed:
 		// Merged frames at several offsets: the function is all there is.
 	case f.symbol != "":
-		h.off = "+0x" + strconv.FormatUint(f.offset, 16)
+		off = "+0x" + strconv.FormatUint(f.offset, 16)
 	case f.mangled != "" && f.module != "":
 		// Named from the module's symbol table: the offset is the module's.
-		h.off = " (" + filepath.Base(f.module) + "+0x" + strconv.FormatUint(f.offset, 16) + ")"
+		off = " (" + filepath.Base(f.module) + "+0x" + strconv.FormatUint(f.offset, 16) + ")"
 	}
-	return []hframe{h}
+	calls := symbols.Calls(chain, f.name, off)
+	out := make([]hframe, len(calls))
+	for j, c := range calls {
+		c.Func = r.fname(c.Func)
+		out[j] = hframe{Call: c, module: f.module}
+	}
+	return out
 }
 
 // shownFrames is site s's frames as the HTML shows them, innermost first,
@@ -124,7 +116,7 @@ func (r *htmlPage) htmlFuncs(id int32) []string {
 	} else {
 		p = make([]string, len(hs))
 		for k := range hs {
-			p[len(hs)-1-k] = hs[k].fn
+			p[len(hs)-1-k] = hs[k].Func
 		}
 	}
 	if r.funcs == nil {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/memtrace/memtrace/internal/ranking"
 )
 
 // The call trees of the HTML report, heaptrack_gui's two: top-down (from
@@ -102,8 +104,13 @@ func treeValues(f *figs) string {
 // end at it.
 func selfOf(n *treeNode) figs {
 	self := n.f
-	for _, k := range n.kids {
-		for i := range self {
+	for i := range self {
+		// A maximum does not come apart into a node's and its callees'.
+		if ranking.Figure(i).Merge() == ranking.Max {
+			self[i] = 0
+			continue
+		}
+		for _, k := range n.kids {
 			self[i] -= k.f[i]
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/ranking"
 )
 
 // The JSON report. Byte and count figures are integers; times are seconds.
@@ -32,10 +33,39 @@ type jsonFigs struct {
 	PeakBytes      int64 `json:"peak_bytes"`
 	Leaks          int64 `json:"leaks"`
 	LeakedBytes    int64 `json:"leaked_bytes"`
+	// The figures not among every entry's (ranking.Figure.Entry), each in
+	// the entries of a ranking by it alone.
+	LargestBytes          *int64 `json:"largest_bytes,omitempty"`
+	LargestTemporaryBytes *int64 `json:"largest_temporary_bytes,omitempty"`
+	LargestPeakBytes      *int64 `json:"largest_peak_bytes,omitempty"`
+	LargestLeakedBytes    *int64 `json:"largest_leaked_bytes,omitempty"`
 }
 
-func jsonFigsOf(f figs) jsonFigs {
-	return jsonFigs{f[fCalls], f[fBytes], f[fTemp], f[fTempBytes], f[fPeakCount], f[fPeak], f[fLeaks], f[fLeaked]}
+// jsonFigsOf is f as an entry of ranking mt has it.
+func jsonFigsOf(f figs, mt metric) jsonFigs {
+	j := jsonFigs{f[fCalls], f[fBytes], f[fTemp], f[fTempBytes], f[fPeakCount], f[fPeak], f[fLeaks], f[fLeaked], nil, nil, nil, nil}
+	if p := j.own(mt.desc().Figure); p != nil {
+		v := f[mt.fig()]
+		*p = &v
+	}
+	return j
+}
+
+// own is the field of a figure not among every entry's; nil for those
+// (every figure is one or the other: TestJSONHasEveryFigure).
+func (j *jsonFigs) own(f ranking.Figure) **int64 {
+	switch f {
+	case ranking.LargestBytes:
+		return &j.LargestBytes
+	case ranking.LargestTemporaryBytes:
+		return &j.LargestTemporaryBytes
+	case ranking.LargestPeakBytes:
+		return &j.LargestPeakBytes
+	case ranking.LargestLeakedBytes:
+		return &j.LargestLeakedBytes
+	default:
+		return nil
+	}
 }
 
 type jsonEntry struct {
@@ -66,24 +96,40 @@ type jsonTruncated struct {
 	Reasons []jsonTruncReason `json:"reasons"` // most stacks first
 }
 
-type jsonRankings[E any] struct {
-	Calls     []E `json:"calls"`
-	Peak      []E `json:"peak"`
-	Leaks     []E `json:"leaks"`
-	Temporary []E `json:"temporary"`
-}
+// jsonRankings are the lists of the rankings shown, by metric, under their
+// ranking.Ranking.Key, in the table's order. A ranking not shown is null
+// if it is on by default, and left out if not: a report that does not ask
+// for a ranking added since reads as before.
+type jsonRankings[E any] struct{ lists [][]E }
 
 func (j *jsonRankings[E]) set(mt metric, es []E) {
-	switch mt {
-	case byCalls:
-		j.Calls = es
-	case byPeak:
-		j.Peak = es
-	case byLeaks:
-		j.Leaks = es
-	case byTemporary:
-		j.Temporary = es
+	if j.lists == nil {
+		j.lists = make([][]E, numMetrics())
 	}
+	j.lists[mt] = es
+}
+
+func (j jsonRankings[E]) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for mt := range numMetrics() {
+		var list []E
+		if int(mt) < len(j.lists) {
+			list = j.lists[mt]
+		}
+		if list == nil && !mt.desc().On {
+			continue
+		}
+		v, err := json.Marshal(list)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(mt.desc().Key)
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 type jsonSummary struct {
@@ -240,7 +286,7 @@ func (r *report) jsonStack(st *site) (string, []jsonFrame) {
 func (r *report) jsonRankingsOf(s *section) jsonRankings[jsonEntry] {
 	var out jsonRankings[jsonEntry]
 	es := entriesOf(s)
-	for mt := range numMetrics {
+	for mt := range numMetrics() {
 		if !r.opt.show[mt] {
 			continue
 		}
@@ -248,7 +294,7 @@ func (r *report) jsonRankingsOf(s *section) jsonRankings[jsonEntry] {
 		for _, e := range rank(r.t, es, mt, r.opt.limit) {
 			st := r.t.sites[e.site]
 			op, stack := r.jsonStack(st)
-			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f), Op: op, Stack: stack, Truncated: st.r().trunc})
+			list = append(list, jsonEntry{jsonFigs: jsonFigsOf(e.f, mt), Op: op, Stack: stack, Truncated: st.r().trunc})
 		}
 		out.set(mt, list)
 	}
@@ -299,7 +345,7 @@ func (r *report) writeJSON(w io.Writer) error {
 		put("leaked_bytes", float64(a.LeakedBytes), float64(b.LeakedBytes))
 		put("leaks", float64(a.Leaks), float64(b.Leaks))
 		es := diffEntries(r.all, r.base)
-		for mt := range numMetrics {
+		for mt := range numMetrics() {
 			if !r.opt.show[mt] {
 				continue
 			}
@@ -307,8 +353,8 @@ func (r *report) writeJSON(w io.Writer) error {
 			for _, e := range rank(r.t, es, mt, r.opt.limit) {
 				st := r.t.sites[e.site]
 				op, stack := r.jsonStack(st)
-				list = append(list, jsonDiffEntry{Delta: jsonFigsOf(e.f), After: jsonFigsOf(figsOf(r.all.bySite[e.site])),
-					Before: jsonFigsOf(figsOf(r.base.bySite[e.site])), Op: op, Stack: stack, Truncated: st.r().trunc})
+				list = append(list, jsonDiffEntry{Delta: jsonFigsOf(e.f, mt), After: jsonFigsOf(figsOf(r.all.bySite[e.site]), mt),
+					Before: jsonFigsOf(figsOf(r.base.bySite[e.site]), mt), Op: op, Stack: stack, Truncated: st.r().trunc})
 			}
 			d.Rankings.set(mt, list)
 		}

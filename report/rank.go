@@ -6,37 +6,48 @@ import (
 	"slices"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/ranking"
 )
 
 // Rankings: the figures of a site as signed numbers, and the top sites
 // by each of heaptrack_print's measures.
 
 // figs are a site's figures as signed numbers, so that a comparison's
-// deltas rank and print like the figures themselves.
+// deltas rank and print like the figures themselves: every
+// ranking.Figure, by its number.
 type figs [numFigs]int64
 
 const (
-	fCalls = iota
-	fBytes
-	fTemp
-	fTempBytes
-	fPeakCount
-	fPeak
-	fLeaks
-	fLeaked
-	numFigs
+	fCalls     = int(ranking.Calls)
+	fBytes     = int(ranking.AllocatedBytes)
+	fTemp      = int(ranking.TemporaryCalls)
+	fTempBytes = int(ranking.TemporaryBytes)
+	fPeakCount = int(ranking.PeakCount)
+	fPeak      = int(ranking.PeakBytes)
+	fLeaks     = int(ranking.Leaks)
+	fLeaked    = int(ranking.LeakedBytes)
+	numFigs    = int(ranking.NumFigures)
 )
 
 func figsOf(c *analysis.CostFigures) figs {
+	var f figs
 	if c == nil {
-		return figs{}
+		return f
 	}
-	return figs{c.Calls, int64(c.Bytes), c.Temporary, int64(c.TempBytes), c.PeakCount, int64(c.PeakBytes), c.Leaks, int64(c.LeakedBytes)}
+	for k := range f {
+		f[k] = int64(c.Figure(ranking.Figure(k)))
+	}
+	return f
 }
 
+// add merges o into f, each figure by its rule.
 func (f *figs) add(o figs) {
 	for i := range f {
-		f[i] = analysis.SatAddSigned(f[i], o[i])
+		if ranking.Figure(i).Merge() == ranking.Max {
+			f[i] = max(f[i], o[i])
+		} else {
+			f[i] = analysis.SatAddSigned(f[i], o[i])
+		}
 	}
 }
 
@@ -64,25 +75,24 @@ func (f figs) sub(o figs) figs {
 	return f
 }
 
-// metric is one ranking's cost.
+// metric is one ranking: its row in ranking.Rankings.
 type metric int
 
-// The rankings, in heaptrack_print's order.
-const (
-	byCalls metric = iota
-	byPeak
-	byLeaks
-	byTemporary
-	numMetrics
-)
+func (mt metric) desc() *ranking.Ranking { return &ranking.Rankings[mt] }
 
-func (mt metric) fig() int {
-	return [numMetrics]int{fCalls, fPeak, fLeaked, fTemp}[mt]
-}
+func numMetrics() metric { return metric(len(ranking.Rankings)) }
+
+func (mt metric) fig() int { return int(mt.desc().Figure) }
 
 // tie is the figure that breaks equal costs: the other one on the line.
-func (mt metric) tie() int {
-	return [numMetrics]int{fBytes, fCalls, fCalls, fBytes}[mt]
+func (mt metric) tie() int { return int(mt.desc().Tie) }
+
+// merge is mt's cost of a and b together.
+func (mt metric) merge(a, b int64) int64 {
+	if mt.desc().Figure.Merge() == ranking.Max {
+		return max(a, b)
+	}
+	return analysis.SatAddSigned(a, b)
 }
 
 // entry is a site with its figures (or, in a comparison, their deltas).
@@ -162,7 +172,7 @@ type group struct {
 // total"), not only those of the stacks that had temporaries.
 func (g *group) head(mt metric) figs {
 	f := g.f
-	if mt == byTemporary {
+	if mt.desc().AllCalls {
 		f[fCalls] = g.calls
 	}
 	return f
@@ -213,15 +223,15 @@ func groups(t *siteTable, es iter.Seq[entry], mt metric, n int) []group {
 			*g = int32(len(accs))
 		}
 		a := &accs[*g-1]
-		a.cost = analysis.SatAddSigned(a.cost, e.f[k])
+		a.cost = mt.merge(a.cost, e.f[k])
 		a.tie = analysis.SatAddSigned(a.tie, e.f[tie])
 		a.sites++
 		if t.compareKeys(e.site, a.first) < 0 {
 			a.first = e.site
 		}
 	}
-	// Only the temporary ranking's heads show every site's calls.
-	if mt == byTemporary {
+	// Only some rankings' heads show every site's calls.
+	if mt.desc().AllCalls {
 		for e := range es {
 			if g := *groupOf(e); g > 0 {
 				accs[g-1].calls += e.f[fCalls]

@@ -78,7 +78,7 @@ func TestStacksEndAtMain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fns []string
-	for _, e := range j.Rankings.Calls {
+	for _, e := range j.Rankings.get("calls") {
 		for _, f := range e.Stack {
 			fns = append(fns, f.Function)
 		}

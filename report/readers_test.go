@@ -161,7 +161,7 @@ func TestTruncatedStacksReport(t *testing.T) {
 		t.Fatalf("JSON truncated_stacks %+v", ts)
 	}
 	marks := map[string][]string{}
-	for _, e := range j.Rankings.Calls {
+	for _, e := range j.Rankings.get("calls") {
 		marks[e.Stack[0].Function] = e.Truncated
 	}
 	if !slices.Equal(marks["cut_site"], []string{"fp"}) || !slices.Equal(marks["deep_site"], []string{"depth"}) || marks["whole_site"] != nil {
@@ -208,7 +208,7 @@ func TestFrameFloodReport(t *testing.T) {
 	if j.Summary.SkippedFrames != n-127 {
 		t.Fatalf("JSON skipped_frames %d", j.Summary.SkippedFrames)
 	}
-	top := j.Rankings.Calls[0]
+	top := j.Rankings.get("calls")[0]
 	if len(top.Stack) != logfmt.MaxFrames || !slices.Equal(top.Truncated, []string{"max-frames"}) {
 		t.Fatalf("kept %d frames, marked %v", len(top.Stack), top.Truncated)
 	}
@@ -231,7 +231,7 @@ func TestSaturatedFigures(t *testing.T) {
 	if j.LeakedBytes != math.MaxInt64 || j.PeakBytes != math.MaxInt64 || j.Summary.AllocatedBytes != math.MaxInt64 || j.Leaks != 200 {
 		t.Fatalf("JSON figures %+v", j.Summary)
 	}
-	for _, e := range j.Rankings.Leaks {
+	for _, e := range j.Rankings.get("leaks") {
 		if e.LeakedBytes < 0 || e.AllocatedBytes < 0 {
 			t.Fatalf("ranking entry %+v", e)
 		}

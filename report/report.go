@@ -13,6 +13,7 @@ import (
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/internal/cli"
+	"github.com/memtrace/memtrace/internal/ranking"
 	"github.com/memtrace/memtrace/symbols"
 )
 
@@ -21,7 +22,7 @@ type options struct {
 	logs       []string
 	limit      int
 	subLimit   int
-	show       [numMetrics]bool
+	show       []bool // by metric
 	diff       []string
 	supps      []string
 	printSupps bool
@@ -42,6 +43,29 @@ type options struct {
 
 	massifThreshold float64
 	massifDetailed  int
+}
+
+// showsClass reports whether a ranking of allocations of class c is
+// shown.
+func (o *options) showsClass(c ranking.Class) bool {
+	for mt := range numMetrics() {
+		if o.show[mt] && mt.desc().Figure.Class() == c {
+			return true
+		}
+	}
+	return false
+}
+
+// showsPeakFigures reports whether a shown ranking's lines have figures of
+// the blocks live at the peak.
+func (o *options) showsPeakFigures() bool {
+	for mt := range numMetrics() {
+		d := mt.desc()
+		if o.show[mt] && (d.Figure.Class() == ranking.AtPeak || strings.Contains(d.Head+d.Sub, "{"+ranking.PeakBytes.Name()+"}")) {
+			return true
+		}
+	}
+	return false
 }
 
 // onOff is a flag that may stand alone (on) or take 0/1, true/false,
@@ -95,17 +119,15 @@ func (e usageError) Error() string { return e.msg }
 func parseArgs(args []string, stdout io.Writer) (*options, error) {
 	o := &options{limit: 10, subLimit: 5, merge: false, lines: true, shorten: true, progress: -1, cost: "allocations",
 		massifThreshold: 1, massifDetailed: 2}
-	for i := range o.show {
-		o.show[i] = true
-	}
+	o.show = make([]bool, numMetrics())
 	fs := cli.NewParser(cli.Report)
+	for mt := range numMetrics() {
+		o.show[mt] = mt.desc().On
+		fs.Var(onOff{&o.show[mt]}, mt.desc().Flag)
+	}
 	var pids, progress, aggregate, prefix string
 	fs.Int(&o.limit, "peak-limit")
 	fs.Int(&o.subLimit, "sub-peak-limit")
-	fs.Var(onOff{&o.show[byCalls]}, "print-allocators")
-	fs.Var(onOff{&o.show[byPeak]}, "print-peaks")
-	fs.Var(onOff{&o.show[byLeaks]}, "print-leaks")
-	fs.Var(onOff{&o.show[byTemporary]}, "print-temporary")
 	fs.Var(onOff{&o.merge}, "merge-backtraces")
 	fs.Var(onOff{&o.lines}, "resolve")
 	fs.Var(onOff{&o.fullStacks}, "full-stacks")
@@ -153,7 +175,7 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 		return nil, usageError{"-n and -s take a count of 0 or more"}
 	}
 	if _, ok := costOf(o.cost); !ok {
-		return nil, usageError{fmt.Sprintf("bad --cost %q: give allocations, temporary, leaked or peak", o.cost)}
+		return nil, usageError{fmt.Sprintf("bad --cost %q: give %s", o.cost, costNames())}
 	}
 	if o.massifThreshold < 0 || o.massifThreshold > 100 || o.massifDetailed < 0 {
 		return nil, usageError{"--massif-threshold takes 0 to 100, --massif-detailed-freq 0 or more"}

@@ -191,17 +191,17 @@ func TestJSONKnownFigures(t *testing.T) {
 	if len(j.Processes) != 1 || j.Processes[0].PID != 100 || j.Processes[0].Comm != "app" {
 		t.Fatalf("processes %+v", j.Processes)
 	}
-	top := j.Rankings.Leaks[0]
+	top := j.Rankings.get("leaks")[0]
 	if top.LeakedBytes != 2000 || top.Leaks != 2 || len(top.Stack) != 2 || top.Stack[0].Function != "cache::put()" || top.Stack[0].Symbol != "_ZN5cache3putEv" {
 		t.Fatalf("top leak %+v", top)
 	}
-	if p := j.Rankings.Peak; len(p) != 2 || p[0].PeakBytes != 5000 || p[1].PeakBytes != 2000 || p[1].PeakCount != 2 {
+	if p := j.Rankings.get("peak"); len(p) != 2 || p[0].PeakBytes != 5000 || p[1].PeakBytes != 2000 || p[1].PeakCount != 2 {
 		t.Fatalf("peak ranking %+v", p)
 	}
-	if tmp := j.Rankings.Temporary; len(tmp) != 1 || tmp[0].Temporary != 3 || tmp[0].TemporaryBytes != 300 {
+	if tmp := j.Rankings.get("temporary"); len(tmp) != 1 || tmp[0].Temporary != 3 || tmp[0].TemporaryBytes != 300 {
 		t.Fatalf("temporary ranking %+v", tmp)
 	}
-	if c := j.Rankings.Calls; len(c) != 4 || c[0].Calls != 3 || c[3].Op != "malloc" || len(c[3].Stack) != 0 {
+	if c := j.Rankings.get("calls"); len(c) != 4 || c[0].Calls != 3 || c[3].Op != "malloc" || len(c[3].Stack) != 0 {
 		t.Fatalf("calls ranking %+v", c)
 	}
 }
@@ -253,7 +253,7 @@ func TestDiff(t *testing.T) {
 	if j.Diff == nil || j.Diff.Summary["calls"] != [3]float64{7, 4, 3} || j.Diff.Summary["leaked_bytes"] != [3]float64{2010, 1000, 1010} {
 		t.Fatalf("diff summary %+v", j.Diff)
 	}
-	top := j.Diff.Rankings.Peak[0]
+	top := j.Diff.Rankings.get("peak")[0]
 	if top.Delta.PeakBytes != 5000 || top.After.PeakBytes != 5000 || top.Before.PeakBytes != 0 || top.Stack[0].Function != "grow(unsigned long)" {
 		t.Fatalf("diff peak %+v", top)
 	}

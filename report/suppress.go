@@ -8,6 +8,7 @@ import (
 
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/asuser"
+	"github.com/memtrace/memtrace/internal/ranking"
 )
 
 // suppression is one leak:PATTERN line (analysis.Suppression: the one
@@ -134,7 +135,10 @@ func applySuppressions(t *siteTable, sups []*suppression, secs []*section) (map[
 			s.total.Leaks -= c.Leaks
 			s.total.LeakedBytes -= c.LeakedBytes
 			// A new value: the old one may be shared (section.add).
-			s.bySite[id] = &analysis.CostFigures{Calls: c.Calls, Bytes: c.Bytes, Temporary: c.Temporary, TempBytes: c.TempBytes, PeakCount: c.PeakCount, PeakBytes: c.PeakBytes}
+			n := *c
+			n.Leaks, n.LeakedBytes, n.Unknown, n.UnknownBytes = 0, 0, 0, 0
+			n.Largest[ranking.Leaked] = 0
+			s.bySite[id] = &n
 		}
 	}
 	return out, matched

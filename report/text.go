@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/internal/ranking"
 	"github.com/memtrace/memtrace/internal/units"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -58,52 +59,72 @@ var liveTexts = map[analysis.Live]liveText{
 	analysis.LiveCut:      {cutTitle, htmlCutTitle, "live at the cut", "live at the cut", "not leaks: the log ends before the process did"},
 }
 
-var rankTitles = [numMetrics]string{
-	byCalls:     "MOST CALLS TO ALLOCATION FUNCTIONS",
-	byPeak:      "PEAK MEMORY CONSUMERS",
-	byLeaks:     "MEMORY LEAKS",
-	byTemporary: "MOST TEMPORARY ALLOCATIONS",
+// entryLine is the line above a stack: the ranking's Head, or with sub
+// its Sub, the shorter form of the stacks listed under a merged entry.
+func entryLine(mt metric, f figs, signed, sub bool) string {
+	d := mt.desc()
+	tmpl := d.Head
+	if sub {
+		tmpl = d.Sub
+	}
+	s, _ := expandLine(tmpl, d, f, signed)
+	return s
 }
 
-// entryLine is the line above a stack: heaptrack_print's wording. sub is
-// the shorter form of the stacks listed under a merged entry.
-func entryLine(mt metric, f figs, signed, sub bool) string {
-	switch mt {
-	case byPeak:
-		if sub {
-			return bytesOf(f[fPeak], signed) + " consumed over " + num(f[fCalls], signed) + " calls from:"
+// expandLine fills a ranking's wording (ranking.Ranking.Head) with f; ok
+// is false when a placeholder names no figure (left as it is).
+func expandLine(tmpl string, d *ranking.Ranking, f figs, signed bool) (s string, ok bool) {
+	var b strings.Builder
+	ok = true
+	for {
+		i := strings.IndexByte(tmpl, '{')
+		j := strings.IndexByte(tmpl[max(i, 0):], '}')
+		if i < 0 || j < 0 {
+			b.WriteString(tmpl)
+			return b.String(), ok
 		}
-		return bytesOf(f[fPeak], signed) + " peak memory consumed over " + num(f[fCalls], signed) + " calls from"
-	case byLeaks:
-		s := bytesOf(f[fLeaked], signed) + " leaked over " + num(f[fCalls], signed) + " calls from"
-		if sub {
-			s += ":"
+		b.WriteString(tmpl[:i])
+		name := tmpl[i+1 : i+j]
+		switch fig, known := figureNamed(name, d); {
+		case name == "share":
+			if !signed {
+				b.WriteString(" (" + pct(f[d.Figure], f[fCalls]) + ")")
+			}
+		case known:
+			b.WriteString(figText(fig, f[fig], signed))
+		default:
+			b.WriteString(tmpl[i : i+j+1])
+			ok = false
 		}
-		return s
-	case byTemporary:
-		s := num(f[fTemp], signed) + " temporary allocations of " + num(f[fCalls], signed) + " allocations in total"
-		if !signed {
-			s += " (" + pct(f[fTemp], f[fCalls]) + ")"
-		}
-		if sub {
-			return s + " from:"
-		}
-		return s + " from"
+		tmpl = tmpl[i+j+1:]
 	}
-	if sub {
-		return num(f[fCalls], signed) + " calls with " + bytesOf(f[fPeak], signed) + " peak consumption from:"
+}
+
+// figureNamed is the figure of a wording's placeholder: {cost}, the
+// ranking's; {NAME}, the figure of that Name.
+func figureNamed(name string, d *ranking.Ranking) (ranking.Figure, bool) {
+	if name == "cost" {
+		return d.Figure, true
 	}
-	return num(f[fCalls], signed) + " calls to allocation functions with " + bytesOf(f[fPeak], signed) + " peak consumption from"
+	for f := range ranking.NumFigures {
+		if f.Name() == name {
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// figText is figure fig's value v as the text shows it.
+func figText(fig ranking.Figure, v int64, signed bool) string {
+	if fig.Measure() == ranking.Bytes {
+		return bytesOf(v, signed)
+	}
+	return num(v, signed)
 }
 
 // otherPlaces is the cost of the stacks not listed under an entry.
 func otherPlaces(mt metric, f figs, n int, signed bool) string {
-	v := f[mt.fig()]
-	s := num(v, signed)
-	if mt == byPeak || mt == byLeaks {
-		s = bytesOf(v, signed)
-	}
-	return "  and " + s + " from " + strconv.Itoa(n) + " other places"
+	return "  and " + figText(mt.desc().Figure, f[mt.fig()], signed) + " from " + strconv.Itoa(n) + " other places"
 }
 
 // resolve looks up a frame's source line once.
@@ -173,7 +194,7 @@ func (r *report) writeRanking(w io.Writer, es iter.Seq[entry], mt metric, signed
 	// or the log stops before it did: its blocks are alive, and calling
 	// them leaks would be wrong.
 	lt, still := liveTexts[live]
-	still = still && mt == byLeaks
+	still = still && mt.desc().Figure.Class() == ranking.Leaked
 	line := func(s string) string {
 		if still {
 			return strings.Replace(s, " leaked over ", " "+lt.word+" over ", 1)
@@ -183,7 +204,7 @@ func (r *report) writeRanking(w io.Writer, es iter.Seq[entry], mt metric, signed
 	if still {
 		io.WriteString(w, lt.title)
 	} else {
-		io.WriteString(w, rankTitles[mt])
+		io.WriteString(w, mt.desc().Title)
 	}
 	if signed {
 		io.WriteString(w, " (LOG minus BASE)")
@@ -334,7 +355,7 @@ func (r *report) writeNotes(w io.Writer, s *section) {
 
 func (r *report) writeSection(w io.Writer, s *section) {
 	es := sectionEntries(s)
-	for mt := range numMetrics {
+	for mt := range numMetrics() {
 		if r.opt.show[mt] {
 			r.writeRanking(w, es, mt, false, s.live)
 		}
@@ -373,7 +394,7 @@ const (
 // when the total reaches its peak), not the stack's own maximum, which a
 // reader could take it for. "" when no ranking with those figures is shown.
 func (r *report) peakLegend() string {
-	if !r.opt.show[byCalls] && !r.opt.show[byPeak] {
+	if !r.opt.showsPeakFigures() {
 		return ""
 	}
 	if r.multi() || r.all.procs > 1 || (r.base != nil && r.base.procs > 1) {
@@ -445,7 +466,7 @@ func (r *report) writeSuppressions(w io.Writer) {
 func (r *report) writeDiff(w io.Writer) {
 	fmt.Fprintf(w, "memtrace report: %s compared with %s\n%s\n", logNames(r.logs), logNames(r.bases), r.peakLegend())
 	es := slices.Values(diffEntries(r.all, r.base))
-	for mt := range numMetrics {
+	for mt := range numMetrics() {
 		if r.opt.show[mt] {
 			r.writeRanking(w, es, mt, true, mergeLive(r.all.live, r.base.live))
 		}

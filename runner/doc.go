@@ -1,7 +1,9 @@
 // Package runner is what memtrace's two ways of tracing share: the options
 // of a run, the log's output (a file, FILE.zst/.gz, stderr, -o none, or one
 // viewer on --port/--listen), the agent.Session built from the options
-// (--report-dir, --interval, the live model as its observer), the live
+// (--report-dir, --interval, the live model as its Observer through
+// LiveObserver, procreport as its report sink: the wiring the agent does
+// not know), the live
 // endpoint (--http, --profile-dir), Ctrl-C and SIGTERM, the user behind
 // sudo (the program runs as that user, the user's files are created as
 // that user) and the closing lines.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memtrace/memtrace/agent"
 	"github.com/memtrace/memtrace/internal/asuser"
 	"github.com/memtrace/memtrace/live"
 )
@@ -87,11 +88,27 @@ func servedAddr(given string, bound net.Addr) string {
 
 // observer is what the agent is given: nil without --http and
 // --profile-dir.
-func (lr *liveRun) observer() live.Observer {
+func (lr *liveRun) observer() agent.Observer {
 	if lr == nil {
 		return nil
 	}
-	return lr.model
+	return LiveObserver(lr.model)
+}
+
+// LiveObserver is the live model as the agent's Observer: the one
+// conversion of the agent's frames to the model's.
+func LiveObserver(m *live.Model) agent.Observer { return liveObserver{m} }
+
+type liveObserver struct{ *live.Model }
+
+// Stack copies the frames: the model keeps them, the session reuses its
+// own.
+func (o liveObserver) Stack(id uint64, frames []agent.Frame) {
+	fr := make([]live.Frame, len(frames))
+	for i, f := range frames {
+		fr[i] = live.Frame(f)
+	}
+	o.Model.Stack(id, fr)
 }
 
 func (lr *liveRun) close() {

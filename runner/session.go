@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/memtrace/memtrace/agent"
-	"github.com/memtrace/memtrace/live"
 	"github.com/memtrace/memtrace/procreport"
 )
 
@@ -15,12 +14,12 @@ import (
 // live model, or nil) told every event. configure, when not nil, adds
 // what only the source knows (its clock, its callbacks) before the
 // Session is made.
-func NewSession(o *Options, out io.Writer, stderr io.Writer, obs live.Observer, configure func(*agent.Config)) *agent.Session {
+func NewSession(o *Options, out io.Writer, stderr io.Writer, obs agent.Observer, configure func(*agent.Config)) *agent.Session {
 	c := agent.Config{Out: out, MinSize: o.MinSize, TrackThreads: o.TrackThreads, StackDepth: o.StackDepth,
 		NoFreeStacks: o.NoFreeStacks, NoText: o.Output.Kind == OutNone && o.Listen == "", Track: o.Track, MmapFiles: o.MmapFiles,
 		Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN}
 	if obs != nil {
-		// A nil *live.Model in the interface would not be nil.
+		// A nil observer in the interface would not be nil.
 		c.Observer = obs
 	}
 	if configure != nil {

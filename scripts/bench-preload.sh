@@ -7,6 +7,9 @@
 #   memtrace    memtrace --preload -o FILE, end to end: binary records in
 #               shared memory, converted to the text log by memtrace while
 #               the loop runs (the conversion shows here only as contention)
+#   stacks      memtrace --preload -o FILE with the default stacks (the
+#               frames of every malloc and free; issue 35: at or under
+#               heaptrack -r, which keeps the malloc's stack only)
 #   text        LD_PRELOAD=memtrace-preload.so MEMTRACK_OUTPUT=FILE: the
 #               library formatting and writing text itself (drop-in mode)
 #   heaptrack   heaptrack -r (record only; Debian's heaptrack package)
@@ -14,6 +17,7 @@
 # loop (tests/progs/bench_loop), so start-up and the final drain are apart;
 # memtrace's end-to-end wall time is printed too.
 # Usage: scripts/bench-preload.sh [PAIRS] [REPS]   (default 1000000 pairs, 7 reps)
+# The exit status is 1 when a target printed below is not met.
 # The machine's load average is printed before and after: with 2 vCPUs,
 # other jobs are measured too; repeat when it is high.
 # Needs: gcc, make, go, heaptrack (optional: its column is skipped).
@@ -47,7 +51,8 @@ export MEMTRACE_PRELOAD_LIB=$LIB
 have_heaptrack=1
 command -v heaptrack >/dev/null || { have_heaptrack=0; echo "heaptrack not installed (apt-get install heaptrack): its column is skipped" >&2; }
 
-# Each run prints the loop's own ns per pair; the last number is taken.
+# Each run prints the loop's own ns per pair, wall and the thread's CPU
+# ("cpu N"); the last of each is taken, as "WALL CPU".
 run_one() {
 	case $1 in
 	untraced) "$LOOP" "$PAIRS" 64 ;;
@@ -55,46 +60,58 @@ run_one() {
 	memtrace)
 		local t0 t1
 		t0=$(date +%s%N)
-		"$MEMTRACE" --preload --stack-depth 0 -o "$OUT/memtrace.log" -- "$LOOP" "$PAIRS" 64
+		"$MEMTRACE" --preload --stack-depth 0 -o "$OUT/memtrace.log" -- "$LOOP" "$PAIRS" 64 2>>"$OUT/memtrace.err"
 		t1=$(date +%s%N)
 		echo "$(( (t1 - t0) / 1000000 ))" >>"$OUT/wall.ms" ;;
+	stacks) "$MEMTRACE" --preload -o "$OUT/stacks.log" -- "$LOOP" "$PAIRS" 64 2>>"$OUT/memtrace.err" ;;
 	text) LD_PRELOAD=$LIB MEMTRACK_OUTPUT=$OUT/text.log "$LOOP" "$PAIRS" 64 ;;
 	heaptrack) heaptrack -r -o "$OUT/heaptrack" "$LOOP" "$PAIRS" 64 2>&1 ;;
-	esac | grep -E '^[0-9.]+$' | tail -1
+	esac | awk '/^[0-9.]+$/ {w = $1} /^cpu [0-9.]+$/ {c = $2} END {print w, c}'
 }
 
-modes="untraced bare memtrace text"
+modes="untraced bare memtrace stacks text"
 [ $have_heaptrack = 1 ] && modes="$modes heaptrack"
-declare -A all
+declare -A all cpu
 echo "load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
 for r in $(seq "$REPS"); do
 	for m in $modes; do
-		v=$(run_one "$m")
+		read -r v c < <(run_one "$m")
 		all[$m]="${all[$m]:-} $v"
+		cpu[$m]="${cpu[$m]:-} $c"
 	done
 done
 echo "load average after the runs:  $(cut -d' ' -f1-3 /proc/loadavg)"
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-declare -A med
-printf '%-10s %9s   %s\n' mode "ns/pair" "(median of $REPS runs of $PAIRS malloc(64)+free pairs; all runs)"
+declare -A med cmed
+printf '%-10s %9s %9s   %s\n' mode "ns/pair" "cpu ns" "(medians of $REPS runs of $PAIRS malloc(64)+free pairs; all runs: wall / the loop thread's CPU)"
 for m in $modes; do
 	med[$m]=$(echo "${all[$m]}" | median)
-	printf '%-10s %9.1f   %s\n' "$m" "${med[$m]}" "${all[$m]}"
+	cmed[$m]=$(echo "${cpu[$m]}" | median)
+	printf '%-10s %9.1f %9.1f   %s /%s\n' "$m" "${med[$m]}" "${cmed[$m]}" "${all[$m]}" "${cpu[$m]}"
 done
 printf 'memtrace end to end (start, loop, conversion, exit): median %s ms\n' "$(tr '\n' ' ' <"$OUT/wall.ms" | median)"
 lines=$(wc -l <"$OUT/memtrace.log")
 lost=$(grep -c '^\[memtrace\] lost ' "$OUT/memtrace.log" || true)
 printf 'memtrace log: %s lines, %s bytes, %s lost lines (a real file in %s)\n' "$lines" "$(stat -c %s "$OUT/memtrace.log")" "$lost" "$OUT"
-awk -v m="${med[memtrace]}" -v t="${med[text]}" -v b="${med[bare]}" -v u="${med[untraced]}" -v h="${med[heaptrack]:-0}" 'BEGIN {
+awk -v m="${med[memtrace]}" -v s="${med[stacks]}" -v cs="${cmed[stacks]}" -v cm="${cmed[memtrace]}" -v ch="${cmed[heaptrack]:-0}" -v t="${med[text]}" -v b="${med[bare]}" -v u="${med[untraced]}" -v h="${med[heaptrack]:-0}" 'BEGIN {
+	bad = 0
 	v = (m <= 2 * b) ? "met" : "NOT met"
+	bad += v != "met"
 	printf "memtrace / bare logger:   %.2fx per pair (target <= 2x: %s)\n", m / b, v
 	printf "memtrace / bare, cost above untraced: %.2fx\n", (m - u) / (b - u)
 	printf "text     / bare logger:   %.2fx per pair\n", t / b
+	printf "stacks   / no stacks:     %.2fx per pair (%.1f ns above; the loop thread CPU: %.1f ns above)\n", s / m, s - m, cs - cm
 	if (h > 0) {
 		v = (m <= 0.4 * h) ? "met" : "NOT met"
+		bad += v != "met"
 		printf "memtrace / heaptrack -r:  %.2fx per pair (target <= 0.4x: %s)\n", m / h, v
 		printf "memtrace / heaptrack, cost above untraced: %.2fx\n", (m - u) / (h - u)
 		printf "text     / heaptrack -r:  %.2fx per pair\n", t / h
+		printf "malloc+free loop, --preload default stacks vs heaptrack -r, wall: %.1f vs %.1f ns a pair, %.2fx\n", s, h, s / h
+		v = (cs <= ch) ? "met" : "NOT met"
+		bad += v != "met"
+		printf "malloc+free loop, --preload default stacks vs heaptrack -r: %.1f vs %.1f ns a pair (the loop thread CPU), %.2fx (target <= 1x: %s)\n", cs, ch, cs / ch, v
 	}
+	exit bad ? 1 : 0
 }'

@@ -5,7 +5,9 @@
 #   grep -c ptr= LOG (warm page cache)
 #   memview --dump-threads LOG
 #   memtrace report LOG
-# and the medians, as seconds, MB/s of log text and ratios to grep. Two
+# and the medians, as seconds, MB/s of log text and ratios to grep, with
+# the CPU seconds (user and system) beside: the machine may be shared, and
+# the ratio, taken side by side, is what is held to LIMIT. Two
 # logs of the same size: memtrace's (time-ordered, with a header) and
 # memtrack's (per-thread buffered, frees without size=, which the reader
 # keeps and re-matches at the end: memtrace-genlog -memtrack).
@@ -31,12 +33,13 @@ make -s build >/dev/null
 $GO build -o "$tmp/genlog" ./cmd/memtrace-genlog
 $GO build -o "$tmp/rusage" scripts/rusage.go
 
-# measure CMD...: one run; prints wall seconds and peak RSS MB. Output goes
-# to a file, not /dev/null: GNU grep stops at the first match when its
-# output is /dev/null.
+# measure CMD...: one run; prints wall seconds, peak RSS MB and CPU
+# seconds. Output goes to a file, not /dev/null: GNU grep stops at the
+# first match when its output is /dev/null.
 measure() {
 	"$tmp/rusage" "$@" 2>"$tmp/rusage.err" >"$tmp/out" || { cat "$tmp/rusage.err" >&2; return 1; }
-	sed -n 's/^rusage wall_s=\([0-9.]*\) maxrss_mb=\([0-9]*\)$/\1 \2/p' "$tmp/rusage.err"
+	echo "$(sed -n 's/^rusage wall_s=\([0-9.]*\) maxrss_mb=\([0-9]*\)$/\1 \2/p' "$tmp/rusage.err")" \
+		"$(sed -n 's/^rusage cpu_s=\([0-9.]*\)$/\1/p' "$tmp/rusage.err")"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -60,15 +63,16 @@ for shape in $SHAPES; do
 		names+=(base-dump base-report)
 		cmds+=("$BASE/memview --dump-threads $log" "$BASE/memtrace report $log")
 	fi
-	for n in "${names[@]}"; do : >"$tmp/$n.t"; : >"$tmp/$n.rss"; done
+	for n in "${names[@]}"; do : >"$tmp/$n.t"; : >"$tmp/$n.rss"; : >"$tmp/$n.cpu"; done
 	for i in $(seq "$RUNS"); do
 		line="  run $i:"
 		for k in "${!names[@]}"; do
 			# shellcheck disable=SC2086 # the command's words
-			read -r t rss < <(measure ${cmds[$k]})
+			read -r t rss cpu < <(measure ${cmds[$k]})
 			echo "$t" >>"$tmp/${names[$k]}.t"
 			echo "$rss" >>"$tmp/${names[$k]}.rss"
-			line+=" ${names[$k]} ${t}s (${rss} MB)"
+			echo "$cpu" >>"$tmp/${names[$k]}.cpu"
+			line+=" ${names[$k]} ${t}s (${cpu} CPU-s, ${rss} MB)"
 		done
 		echo "$line"
 	done
@@ -76,8 +80,9 @@ for shape in $SHAPES; do
 	for n in "${names[@]}"; do
 		d=$(median <"$tmp/$n.t")
 		r=$(sort -g "$tmp/$n.rss" | tail -1)
-		awk -v n="$n" -v g="$g" -v d="$d" -v r="$r" -v s="$size" 'BEGIN {
-			printf "  median %-12s %7.3f s %7.0f MB/s  %5.2fx grep  peak %4d MB\n", n, d, s / 1048576 / d, d / g, r }'
+		c=$(median <"$tmp/$n.cpu")
+		awk -v n="$n" -v g="$g" -v d="$d" -v r="$r" -v s="$size" -v c="$c" 'BEGIN {
+			printf "  median %-12s %7.3f s %7.0f MB/s  %5.2fx grep  %6.2f CPU-s  peak %4d MB\n", n, d, s / 1048576 / d, d / g, c, r }'
 		if [[ $shape == memtrace && ($n == dump || $n == report) ]] &&
 			awk -v g="$g" -v d="$d" -v l="$LIMIT" 'BEGIN { exit !(d / g > l) }'; then
 			echo "  $n: above ${LIMIT}x grep"

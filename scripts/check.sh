@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# make check's tests: every package with -short, the tests package (the
-# integration tests, most of them waiting on traced programs) in three
-# shards side by side with the other packages, so that the loop uses both
-# CPUs of a small machine. make test runs the same tests in one go test.
+# make check's tests: every package with -short, and the tests package (the
+# integration tests, most of them waiting on traced programs) one test per
+# process from a queue that CHECK_SHARDS workers take from, beside the
+# other packages, so that the loop uses both CPUs of a small machine. The
+# queue starts with the tests that took longest the last time (their times
+# are kept in bin/check/times), so that no worker is left with a long test
+# at the end. make test runs the same tests in one go test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -10,13 +13,14 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/check.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 "$GO" test -c -o "$tmp/tests.test" ./tests || exit 1
 mapfile -t names < <(cd tests && "$tmp/tests.test" -test.list '.*' | grep '^Test')
-shard() { # k n: every nth test name from the kth, as a -test.run pattern
-	local out="" i
-	for ((i = $1; i < ${#names[@]}; i += $2)); do out+="${out:+|}${names[i]}"; done
-	echo "^($out)\$"
-}
-# More shards than CPUs: the tests wait on traced programs and on the
-# kernel as much as they compute, and the last shard decides the time.
+times=bin/check/times
+mkdir -p bin/check "$tmp/out"
+# Longest first by the last run's seconds; a test not timed yet goes first.
+mapfile -t names < <(printf '%s\n' "${names[@]}" | awk -v f="$times" '
+	BEGIN { while ((getline l <f) > 0) { split(l, a, " "); secs[a[2]] = a[1] } }
+	{ print ($1 in secs ? secs[$1] : 1e9), $1 }' | sort -k1,1gr -s | cut -d' ' -f2)
+# More workers than CPUs: the tests wait on traced programs and on the
+# kernel as much as they compute.
 shards=${CHECK_SHARDS:-3}
 pids=()
 start=$SECONDS
@@ -39,7 +43,8 @@ inputs=$({
 	uname -r
 	git ls-files -co --exclude-standard -z | grep -zv '\.go$' | xargs -0 sha1sum 2>/dev/null
 	# bin/kernels: make kernels' test binary and results, no input.
-	find bin -path bin/kernels -prune -o -type f -exec sha1sum {} + 2>/dev/null | sort
+	# bin/check: this script's own times.
+	find bin \( -path bin/kernels -o -path bin/check \) -prune -o -type f -exec sha1sum {} + 2>/dev/null | sort
 } | sha1sum | cut -c1-16)
 cache=(-run ".|^Inputs_${inputs}\$")
 if [ "${CHECK_CACHE:-1}" = 0 ]; then
@@ -47,24 +52,40 @@ if [ "${CHECK_CACHE:-1}" = 0 ]; then
 fi
 timed packages "$GO" test -short "${cache[@]}" -timeout 10m $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
 pids+=($!)
-for ((k = 0; k < shards; k++)); do
-	(cd tests && timed "tests shard $((k + 1))" "$tmp/tests.test" -test.short -test.v -test.count=1 -test.timeout=10m -test.run "$(shard $k $shards)" >"$tmp/shard$k.out" 2>&1) &
-	pids+=($!)
-done
+# one NAME: runs test NAME alone, its output in $tmp/out/NAME, its wall
+# seconds in $tmp/out/NAME.time.
+one() {
+	local t0 t1
+	t0=$(date +%s.%N)
+	(cd tests && "$tmp/tests.test" -test.short -test.v -test.count=1 -test.timeout=10m -test.run "^$1\$" >"$tmp/out/$1" 2>&1)
+	t1=$(date +%s.%N)
+	echo "$t0 $t1" | awk '{ printf "%.2f\n", $2 - $1 }' >"$tmp/out/$1.time"
+}
+export -f one
+export tmp
+printf '%s\n' "${names[@]}" | timed "tests ($shards workers)" xargs -P "$shards" -I{} bash -c 'one "$1"' _ {} &
+pids+=($!)
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 cat "$tmp/pkgs.out"
-for ((k = 0; k < shards; k++)); do
-	if [ "$(tail -n 1 "$tmp/shard$k.out")" = PASS ]; then
-		echo "ok  	github.com/memtrace/memtrace/tests (shard $((k + 1)) of $shards)"
-	else
-		grep -v -e '^=== ' -e '^--- PASS' -e '^    --- PASS' "$tmp/shard$k.out"
-		echo "FAIL	github.com/memtrace/memtrace/tests (shard $((k + 1)) of $shards)"
-		status=1
+failed=0
+for n in "${names[@]}"; do
+	if [ "$(tail -n 1 "$tmp/out/$n" 2>/dev/null)" != PASS ]; then
+		grep -v -e '^=== ' -e '^--- PASS' -e '^    --- PASS' "$tmp/out/$n" 2>/dev/null
+		echo "FAIL	github.com/memtrace/memtrace/tests $n"
+		failed=1
 	fi
 done
+for n in "${names[@]}"; do
+	[ -s "$tmp/out/$n.time" ] && echo "$(cat "$tmp/out/$n.time") $n"
+done >"$times.new" && mv "$times.new" "$times"
+if [ $failed = 0 ]; then
+	echo "ok  	github.com/memtrace/memtrace/tests (${#names[@]} tests, $shards workers)"
+else
+	status=1
+fi
 # The slowest integration tests: what to look at when the loop grows.
 echo "slowest tests (wall, while sharing the CPUs):"
-cat "$tmp"/shard*.out | sed -n 's/^--- \(PASS\|FAIL\|SKIP\): \(Test[^ ]*\) (\([0-9.]*\)s)$/\3 \2/p' | sort -rn | head -n 12 | sed 's/^/  /'
+sort -rn "$times" | head -n 12 | sed 's/^/  /'
 echo "check: $((SECONDS - start)) s ($(sort "$tmp/times" | paste -sd, | sed 's/,/, /g'))"
 exit $status

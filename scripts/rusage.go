@@ -4,6 +4,7 @@
 //
 //	go run scripts/rusage.go CMD ARGS... > /dev/null
 //	→ on stderr: "rusage wall_s=1.234 maxrss_mb=56"
+//	  and "rusage cpu_s=2.345" (user and system CPU of the command)
 //
 // The command's stdout and stderr pass through.
 package main
@@ -32,6 +33,8 @@ func main() {
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	fmt.Fprintf(os.Stderr, "rusage wall_s=%.3f maxrss_mb=%d\n", wall.Seconds(), ru.Maxrss/1024)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	fmt.Fprintf(os.Stderr, "rusage cpu_s=%.3f\n", cpu.Seconds())
 	if err != nil {
 		os.Exit(1)
 	}

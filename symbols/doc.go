@@ -24,6 +24,9 @@
 //     "MODULE(SYMBOL+0xOFF)" or "MODULE(+0xOFF)".
 //   - Demangle: C++ and Rust names to source form, unchanged when not
 //     mangled.
+//   - Call, Calls: a frame as the functions it stands for, each at its
+//     call site ("Cache::put leaky.cpp:15", "f+0x24"), the one naming of
+//     the HTML report and memview.
 //   - ProcMapping / ProcMappings: a /proc/PID/maps line as read by
 //     internal/procfs, the one maps parser, as an AddressSpace takes it.
 //

@@ -188,7 +188,13 @@ func TestHTMLInlinedFramesAndCallSites(t *testing.T) {
 		t.Errorf("flame graph frames of noline_pair %v: want two offsets", fl)
 	}
 
-	// The search, in the browser.
+	// The search, in the browser: a Chromium start-up is most of this
+	// test's time, and make check leaves browsers to make test as the
+	// report package's tests do.
+	if testing.Short() {
+		t.Log("-short: the search in Chromium is not run; make test runs it")
+		return
+	}
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Log("no chromium: the search is not run")

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// reportSrc does what the report must find: 100 temporaries in make_tmp,
-// three 1000-byte leaks in leak_it, and a 1 MiB block from hold_big that
-// is live at the peak and freed afterwards.
+// reportSrc does what the report must find: 100 temporaries in make_tmp
+// (the largest 163 bytes), three 1000-byte leaks in leak_it, and a 1 MiB
+// block from hold_big that is live at the peak and freed afterwards.
 const reportSrc = `#include <stdlib.h>
 #include <string.h>
 __attribute__((noinline)) void *leak_it(size_t n) { void *p = malloc(n); memset(p, 1, n); return p; }
@@ -34,7 +34,7 @@ func TestReportOfATracedProgram(t *testing.T) {
 	if code, _, se := memtraceRun(t, nil, "--preload", "--stack-depth", "16", "-o", log, "--", bin); code != 0 {
 		t.Fatalf("memtrace exit %d: %s", code, se)
 	}
-	code, out, se := memtraceRun(t, nil, "report", "--json", "-", log)
+	code, out, se := memtraceRun(t, nil, "report", "--print-largest", "--json", "-", log)
 	if code != 0 {
 		t.Fatalf("report exit %d: %s", code, se)
 	}
@@ -48,11 +48,12 @@ func TestReportOfATracedProgram(t *testing.T) {
 		PeakBytes   int64   `json:"peak_bytes"`
 		Leaks       int64   `json:"leaks"`
 		LeakedBytes int64   `json:"leaked_bytes"`
+		Largest     *int64  `json:"largest_bytes"` // in the largest ranking's entries alone
 		Stack       []frame `json:"stack"`
 	}
 	var j struct {
 		entry
-		Rankings struct{ Calls, Peak, Leaks, Temporary []entry } `json:"rankings"`
+		Rankings struct{ Calls, Peak, Leaks, Temporary, Largest []entry } `json:"rankings"`
 	}
 	if err := json.Unmarshal([]byte(out), &j); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -85,6 +86,25 @@ func TestReportOfATracedProgram(t *testing.T) {
 		t.Errorf("top temporary %+v", e)
 	} else {
 		check(e, "make_tmp")
+	}
+	// The largest single allocation of each call stack: hold_big's one
+	// block, leak_it's 1000 bytes, make_tmp's last and largest, 64 + 99.
+	if e := top(j.Rankings.Largest, "largest"); e.Largest == nil || *e.Largest != 1<<20 {
+		t.Errorf("top largest %+v", e)
+	} else {
+		check(e, "hold_big")
+	}
+	largest := map[string]int64{}
+	for _, e := range j.Rankings.Largest {
+		if len(e.Stack) > 0 && e.Largest != nil {
+			largest[e.Stack[0].Function] = *e.Largest
+		}
+	}
+	if largest["leak_it"] != 1000 || largest["make_tmp"] != 163 {
+		t.Errorf("largest by function %v", largest)
+	}
+	if len(j.Rankings.Calls) == 0 || j.Rankings.Calls[0].Largest != nil {
+		t.Errorf("the calls ranking carries largest_bytes: %+v", j.Rankings.Calls)
 	}
 	if j.PeakBytes < 1<<20 || j.Leaks < 3 || j.LeakedBytes < 3000 || j.Temporary < 100 || j.Calls < 104 {
 		t.Errorf("totals %+v", j)

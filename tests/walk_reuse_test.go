@@ -47,6 +47,25 @@ func TestWalkReusePreload(t *testing.T) {
 	}
 }
 
+// TestWalkReuseTwoHooksPreload: a loop's malloc and free start their
+// walks from two hooks, at two call sites; each keeps its own walk, so
+// that after the first of each every frame is reused (bench_loop: a kept
+// walk per thread made each hook's walk evict the other's, and only the
+// frames outside main were reused, 3 of 4).
+func TestWalkReuseTwoHooksPreload(t *testing.T) {
+	memtrace := need(t, "bin/memtrace")
+	exe := need(t, "tests/progs/build/bench_loop")
+	r := newRun(t)
+	r.runMemtraceEnv(t, memtrace, nil, "-v", "--preload", "-o", r.log, "--", exe, "20000", "64")
+	frames, reused := reusedFrames(t, r.stderr.String())
+	t.Logf("%d of %d frames reused from the thread's previous walks", reused, frames)
+	// The walks before the loop's (the program's start) and the first
+	// of each hook's have nothing to reuse.
+	if frames < 4*40000 || frames-reused > 64 {
+		t.Errorf("%d of %d frames reused over 40,000 stacks: want all but the first walks'", reused, frames)
+	}
+}
+
 // TestCrossWalkReusePreload: TestWalkReusePreload's program on arm64,
 // under qemu-user, where the return address comes in x30 and reuse must
 // hold the walk's lr to the kept one's where the rest depends on it.

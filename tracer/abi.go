@@ -9,41 +9,6 @@ import (
 	"github.com/memtrace/memtrace/event"
 )
 
-// The capture's types are the event package's: the LD_PRELOAD path makes
-// the same events without this package.
-type (
-	Handler    = event.Handler
-	Event      = event.Event
-	Stack      = event.Stack
-	Frame      = event.Frame
-	File       = event.File
-	StopReason = event.StopReason
-)
-
-// Event kinds (enum mt_kind), flags (MT_FLAG_*) and stop reasons (enum
-// mt_stop): the event package's, which abi_test.go holds to the C side.
-const (
-	KindAlloc   = event.KindAlloc
-	KindFree    = event.KindFree
-	KindRealloc = event.KindRealloc
-	KindExit    = event.KindExit
-	KindFork    = event.KindFork
-	KindExec    = event.KindExec
-
-	FlagFile     = event.FlagFile
-	FlagCallsite = event.FlagCallsite
-	FlagHeld     = event.FlagHeld
-
-	StopFPWalk  = event.StopFPWalk
-	StopEnd     = event.StopEnd
-	StopDepth   = event.StopDepth
-	StopNoInfo  = event.StopNoInfo
-	StopBadRead = event.StopBadRead
-	StopFP      = event.StopFP
-
-	InoUnknown = event.InoUnknown
-)
-
 // Signatures, mirroring enum mt_sig: how the entry program finds the size.
 const (
 	sigSize0 = iota
@@ -116,7 +81,7 @@ func recordType(b []byte) recType {
 	return recType(b[0])
 }
 
-func decodeFile(f *File, b []byte) error {
+func decodeFile(f *event.File, b []byte) error {
 	if recordType(b) != recFile {
 		return errRecordType
 	}
@@ -143,7 +108,7 @@ func decodeFile(f *File, b []byte) error {
 	return nil
 }
 
-func decodeStack(s *Stack, b []byte) error {
+func decodeStack(s *event.Stack, b []byte) error {
 	if recordType(b) != recStack {
 		return errRecordType
 	}
@@ -151,7 +116,7 @@ func decodeStack(s *Stack, b []byte) error {
 		return errShortRecord
 	}
 	le := binary.LittleEndian
-	s.Stop = StopReason(b[1])
+	s.Stop = event.StopReason(b[1])
 	n := int(le.Uint16(b[2:]))
 	s.TGID = le.Uint32(b[4:])
 	s.TS = le.Uint64(b[8:])
@@ -159,10 +124,10 @@ func decodeStack(s *Stack, b []byte) error {
 	if n > maxFrames {
 		n = maxFrames
 	}
-	s.Frames = make([]Frame, n)
+	s.Frames = make([]event.Frame, n)
 	for i := range s.Frames {
 		o := 24 + i*frameSize
-		s.Frames[i] = Frame{Addr: le.Uint64(b[o:]), FileOff: le.Uint64(b[o+8:]), Ino: le.Uint64(b[o+16:])}
+		s.Frames[i] = event.Frame{Addr: le.Uint64(b[o:]), FileOff: le.Uint64(b[o+8:]), Ino: le.Uint64(b[o+16:])}
 	}
 	return nil
 }
@@ -175,7 +140,7 @@ var (
 // decodeEvent reads struct mt_event or mt_event_packed, as its type byte
 // says, by hand: binary.Read's reflection would cost more than the rest of
 // the agent's per-event work.
-func decodeEvent(e *Event, b []byte) error {
+func decodeEvent(e *event.Event, b []byte) error {
 	le := binary.LittleEndian
 	switch recordType(b) {
 	case recPacked:

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/internal/ops"
 	"github.com/memtrace/memtrace/logfmt"
@@ -29,14 +30,14 @@ func TestEventABI(t *testing.T) {
 	})
 	le := binary.LittleEndian
 	b := make([]byte, eventSize)
-	b[0], b[1], b[2], b[3] = byte(recEvent), KindFree, byte(logfmt.OpMunmap), FlagCallsite|FlagHeld
+	b[0], b[1], b[2], b[3] = byte(recEvent), event.KindFree, byte(logfmt.OpMunmap), event.FlagCallsite|event.FlagHeld
 	le.PutUint32(b[4:], 1<<22-1)
 	for i, v := range []uint64{77, 1 << 63, 1<<64 - 1, 9, 10, 11} {
 		le.PutUint64(b[8+8*i:], v)
 	}
-	var e Event
-	if err := decodeEvent(&e, b); err != nil || e.Kind != KindFree || e.Op != uint8(logfmt.OpMunmap) ||
-		e.Flags != FlagCallsite|FlagHeld || e.TID != 1<<22-1 || e.TS != 77 || e.Ptr != 1<<63 ||
+	var e event.Event
+	if err := decodeEvent(&e, b); err != nil || e.Kind != event.KindFree || e.Op != uint8(logfmt.OpMunmap) ||
+		e.Flags != event.FlagCallsite|event.FlagHeld || e.TID != 1<<22-1 || e.TS != 77 || e.Ptr != 1<<63 ||
 		e.Size != 1<<64-1 || e.Stack != 9 || e.OldPtr != 10 || e.OldSize != 11 {
 		t.Fatalf("event decoded as %+v %v", e, err)
 	}
@@ -107,9 +108,9 @@ func TestRecordTypes(t *testing.T) {
 	for typ, n := range sizes {
 		b := make([]byte, n)
 		b[0] = byte(typ)
-		var e Event
-		var s Stack
-		var f File
+		var e event.Event
+		var s event.Stack
+		var f event.File
 		_, _, errT := decodeThread(b)
 		_, errR := decodeRemap(b)
 		got := map[recType]error{recEvent: decodeEvent(&e, b), recThread: errT, recStack: decodeStack(&s, b), recFile: decodeFile(&f, b), recRemap: errR}
@@ -198,7 +199,7 @@ func TestFileABI(t *testing.T) {
 	copy(b[16:], "libx.so")
 	copy(b[16+partLen:], "lib")
 	copy(b[16+2*partLen:], "usr")
-	var f File
+	var f event.File
 	if err := decodeFile(&f, b); err != nil || f.Path != "/usr/lib/libx.so" || f.Ino != 7 || f.Truncated {
 		t.Fatalf("decoded %+v %v", f, err)
 	}
@@ -273,9 +274,14 @@ func TestSigNumbers(t *testing.T) {
 	if err := spec.Types.TypeByName("mt_kind", &kinds); err != nil {
 		t.Fatal(err)
 	}
-	goKinds := map[string]uint64{"MT_EV_ALLOC": KindAlloc, "MT_EV_FREE": KindFree, "MT_EV_REALLOC": KindRealloc, "MT_EV_EXIT": KindExit,
-		"MT_EV_FORK": KindFork, "MT_EV_EXEC": KindExec}
+	goKinds := map[string]uint64{"MT_EV_ALLOC": event.KindAlloc, "MT_EV_FREE": event.KindFree, "MT_EV_EXIT": event.KindExit,
+		"MT_EV_FORK": event.KindFork, "MT_EV_EXEC": event.KindExec}
 	for _, v := range kinds.Values {
+		if v.Name == "MT_EV_REALLOC" {
+			// The program's own state: it sends a realloc as a free and
+			// an alloc, and the agent reads no such kind.
+			continue
+		}
 		if goKinds[v.Name] != v.Value {
 			t.Errorf("%s = %d in C, Go has %d", v.Name, v.Value, goKinds[v.Name])
 		}
@@ -319,12 +325,12 @@ func TestPackedMatchesC(t *testing.T) {
 		in   in
 		fits bool
 	}{
-		{in{uint64(logfmt.OpMmap), 0x7ffd_1234_5678, 1<<35 + 3, KindAlloc, FlagFile | FlagHeld, 1<<22 - 1, 77}, true},
+		{in{uint64(logfmt.OpMmap), 0x7ffd_1234_5678, 1<<35 + 3, event.KindAlloc, event.FlagFile | event.FlagHeld, 1<<22 - 1, 77}, true},
 		{in{1<<ckOpBits - 1, 1<<ptrBits - 1, 1<<sizeBits - 1, 1<<pkKindBits - 1, 1<<pkFlagsBits - 1, 1<<22 - 1, 1<<64 - 1}, true},
-		{in{uint64(logfmt.OpFree), 0x10, 0, KindFree, 0, 1, 1}, true},
-		{in{uint64(logfmt.OpMalloc), 1 << ptrBits, 8, KindAlloc, 0, 1, 1}, false},
-		{in{uint64(logfmt.OpMalloc), 0x10, 1 << sizeBits, KindAlloc, 0, 1, 1}, false},
-		{in{uint64(logfmt.OpMalloc), 0x10, 8, KindAlloc, FlagCallsite << 2, 1, 1}, false},
+		{in{uint64(logfmt.OpFree), 0x10, 0, event.KindFree, 0, 1, 1}, true},
+		{in{uint64(logfmt.OpMalloc), 1 << ptrBits, 8, event.KindAlloc, 0, 1, 1}, false},
+		{in{uint64(logfmt.OpMalloc), 0x10, 1 << sizeBits, event.KindAlloc, 0, 1, 1}, false},
+		{in{uint64(logfmt.OpMalloc), 0x10, 8, event.KindAlloc, event.FlagCallsite << 2, 1, 1}, false},
 	}
 	var reqs []string
 	for _, c := range cases {
@@ -350,7 +356,7 @@ func TestPackedMatchesC(t *testing.T) {
 		if recordType(b) != recPacked {
 			t.Errorf("%s: byte 0 is %d, want MT_REC_PACKED", reqs[i], b[0])
 		}
-		e := Event{Stack: 5, OldPtr: 6, OldSize: 7}
+		e := event.Event{Stack: 5, OldPtr: 6, OldSize: 7}
 		if err := decodeEvent(&e, b); err != nil {
 			t.Fatalf("%s: %v", reqs[i], err)
 		}
@@ -472,9 +478,9 @@ func FuzzRecordDecode(f *testing.F) {
 	f.Add([]byte{0})
 	f.Add([]byte{7, 1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var e Event
-		var s Stack
-		var fl File
+		var e event.Event
+		var s event.Stack
+		var fl event.File
 		_, _, errT := decodeThread(b)
 		_, errR := decodeRemap(b)
 		errs := map[recType]error{recEvent: decodeEvent(&e, b), recThread: errT, recStack: decodeStack(&s, b), recFile: decodeFile(&fl, b), recRemap: errR}

@@ -12,8 +12,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/procfs"
-	"github.com/memtrace/memtrace/logfmt"
 )
 
 // hotFuncs are the functions whose probe placement matters for cost; a
@@ -131,13 +131,13 @@ func (pp *probePoint) cookie(checkInternal bool) uint64 {
 	sig, delta := pp.def.sig, uint64(0)
 	var before, after uint64
 	switch {
-	case pp.def.sig == sigMmap || pp.def.sig == sigMremap || pp.def.op == logfmt.OpMunmap:
+	case pp.def.sig == sigMmap || pp.def.sig == sigMremap || pp.def.op == event.OpMunmap:
 		before, after = pp.textFrom, pp.textTo
 	case pp.alias:
 		// Named by the PLT stub called (MT_CK_ALIAS): an allocator's
 		// free is also its delete, and has no libc-internal callers.
 		return cookie(uint8(pp.def.op), sig, 0, 0, 0) | 1<<ckAliasShift
-	case pp.def.op == logfmt.OpFree && pp.x86 && pp.delta < 1<<ckFreeDeltaBits && checkInternal:
+	case pp.def.op == event.OpFree && pp.x86 && pp.delta < 1<<ckFreeDeltaBits && checkInternal:
 		sig, delta = sigFreeChecked, pp.delta
 		before, after = pp.textFrom, pp.textTo
 	}

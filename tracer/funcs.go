@@ -7,9 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 
-	"github.com/memtrace/memtrace/logfmt"
+	"github.com/memtrace/memtrace/event"
 )
 
 // probeKind says which program serves a function.
@@ -24,49 +23,13 @@ const (
 
 type funcDef struct {
 	name string
-	op   logfmt.Op
+	op   event.Op
 	sig  int
 	kind probeKind
 }
 
 // The lists of functions (libcFuncs, cxxFuncs, apiFuncs, aliasNames) are
 // generated from internal/ops/table.go into funcs_gen.go.
-
-// SymbolOp is the op a call through a PLT stub of the function name logs,
-// for the functions with several names (MT_CK_ALIAS): false for a name
-// memtrace does not probe.
-func SymbolOp(name string) (logfmt.Op, bool) {
-	op, ok := symbolOps()[name]
-	if !ok {
-		return logfmt.OpOther, false
-	}
-	return op, true
-}
-
-// symbolOps is SymbolOp's table, built once: resolveLib asks it about
-// every symbol of libc and libstdc++, thousands a library, and a search
-// of the lists with cxx32's rewrites was 15 % of memtrace's start-up CPU
-// (issue 14). The first name found in SymbolOp's order wins.
-var symbolOps = sync.OnceValue(func() map[string]logfmt.Op {
-	m := make(map[string]logfmt.Op, len(aliasNames)+len(libcFuncs)+2*len(cxxFuncs)+len(apiFuncs))
-	add := func(name string, op logfmt.Op) {
-		if _, ok := m[name]; !ok {
-			m[name] = op
-		}
-	}
-	for n, op := range aliasNames {
-		add(n, op)
-	}
-	for _, fs := range [][]funcDef{libcFuncs, cxxFuncs, apiFuncs} {
-		for _, d := range fs {
-			add(d.name, d.op)
-		}
-	}
-	for _, d := range cxxFuncs {
-		add(cxx32(d.name), d.op)
-	}
-	return m
-})
 
 func cxx32(name string) string {
 	name = strings.Replace(name, "_Znwm", "_Znwj", 1)
@@ -126,7 +89,7 @@ func resolveLib(path string) ([]probePoint, error) {
 	// program's call must be named by the PLT stub it went through.
 	names := map[uint64]int{}
 	for n, s := range byName {
-		if _, ok := SymbolOp(n); ok {
+		if _, ok := event.SymbolOp(n); ok {
 			names[s.Value]++
 		}
 	}
@@ -205,7 +168,7 @@ func resolveLib(path string) ([]probePoint, error) {
 // only from internalFrom on; free's direct-call test is off, since every
 // call a static program makes to free is a direct one.
 func ownRange(d funcDef, vaddr, internalFrom, segEnd uint64) (before, after uint64) {
-	mmapFamily := d.sig == sigMmap || d.sig == sigMremap || d.op == logfmt.OpMunmap
+	mmapFamily := d.sig == sigMmap || d.sig == sigMremap || d.op == event.OpMunmap
 	if !mmapFamily || internalFrom == 0 || vaddr < internalFrom {
 		return 0, 0
 	}
@@ -343,7 +306,7 @@ func execSegment(ef *elf.File, vaddr uint64) *elf.ProgHeader {
 // sigArgs is how many argument registers a function's entry program reads.
 func sigArgs(d funcDef) int {
 	if d.kind == probeFree {
-		if d.op == logfmt.OpMunmap {
+		if d.op == event.OpMunmap {
 			return 2
 		}
 		return 1

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -129,12 +130,12 @@ func TestSymbolOp(t *testing.T) {
 		"tc_newarray_nothrow": logfmt.OpTcNewArr, "mi_free_size": logfmt.OpMiFree, "mi_malloc": logfmt.OpMiMalloc,
 		"mallocx": logfmt.OpMallocx, "sdallocx": logfmt.OpSdallocx,
 	} {
-		if got, ok := SymbolOp(name); !ok || got != want {
+		if got, ok := event.SymbolOp(name); !ok || got != want {
 			t.Errorf("SymbolOp(%q) = %v %v, want %v", name, got, ok, want)
 		}
 	}
 	for _, name := range []string{"", "printf", "mi_new", "tc_version", "je_malloc"} {
-		if got, ok := SymbolOp(name); ok {
+		if got, ok := event.SymbolOp(name); ok {
 			t.Errorf("SymbolOp(%q) = %v, want none", name, got)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/event"
 )
 
 // procState is the state letter of /proc/PID/stat (0 once pid is gone).
@@ -252,8 +254,8 @@ func TestBacklogKeepsExits(t *testing.T) {
 	}
 	exits := map[uint32]bool{}
 	for i := 0; i < 20; i++ {
-		if err := tr.Read(handlerFunc(func(e *Event) {
-			if e.Kind == KindExit && e.TGID == uint32(pid) {
+		if err := tr.Read(handlerFunc(func(e *event.Event) {
+			if e.Kind == event.KindExit && e.TGID == uint32(pid) {
 				exits[e.TID] = true
 			}
 		})); err != nil {

@@ -3,6 +3,7 @@ package tracer
 import (
 	"testing"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -42,7 +43,7 @@ func TestSymbolOpTable(t *testing.T) {
 	}
 	known := 0
 	for _, n := range names {
-		op, ok := SymbolOp(n)
+		op, ok := event.SymbolOp(n)
 		wop, wok := symbolOpSearch(n)
 		if op != wop || ok != wok {
 			t.Errorf("SymbolOp(%q) = %v, %v; the lists say %v, %v", n, op, ok, wop, wok)
@@ -51,7 +52,7 @@ func TestSymbolOpTable(t *testing.T) {
 			known++
 		}
 	}
-	if _, ok := SymbolOp("malloc"); !ok || known < len(libcFuncs)+len(cxxFuncs) {
+	if _, ok := event.SymbolOp("malloc"); !ok || known < len(libcFuncs)+len(cxxFuncs) {
 		t.Errorf("%d of %d names known, malloc among them: %v", known, len(names), ok)
 	}
 }

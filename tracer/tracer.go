@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/internal/ringread"
 )
@@ -47,9 +48,9 @@ type Tracer struct {
 	compat      *compatStubs
 	compatLacks string
 	lazy        *lazyProgs // the allocation programs New did not load
-	ev          Event
-	st          Stack
-	f           File
+	ev          event.Event
+	st          event.Stack
+	f           event.File
 }
 
 type attachKey struct {
@@ -86,87 +87,9 @@ func New(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load BPF object: %w", err)
 	}
-	spec.Maps["events"].MaxEntries = uint32(opts.RingBytes)
-	if err := spec.Variables["wakeup_bytes"].Set(uint64(opts.WakeupBytes)); err != nil {
-		return nil, fmt.Errorf("configure BPF object: %w", err)
-	}
-	if opts.StackDepth < 0 || opts.StackDepth > maxFrames {
-		return nil, fmt.Errorf("stack depth %d out of range: give 0 to %d", opts.StackDepth, maxFrames)
-	}
-	if len(opts.StackThreads) > 8 {
-		return nil, fmt.Errorf("%d --stack-threads patterns: at most 8 are supported", len(opts.StackThreads))
-	}
-	dwarf := false
-	switch opts.StackUnwind {
-	case "", "dwarf":
-		dwarf = opts.StackDepth > 0
-	case "fp":
-	default:
-		return nil, fmt.Errorf("stack unwinding %q: give dwarf or fp", opts.StackUnwind)
-	}
-	// The floor walks no tables: its arrays stay one element each.
-	if err := sizeUnwindMaps(spec, dwarf && !opts.Floor, opts.UnwindRows); err != nil {
-		return nil, err
-	}
-	if opts.SampleRate > MaxSampleRate {
-		return nil, fmt.Errorf("--sample %d: give at most %d bytes", opts.SampleRate, MaxSampleRate)
-	}
-	if opts.SampleRate > 0 && !opts.Floor {
-		n := opts.SampleBlocks
-		if n <= 0 {
-			n = DefaultSampleBlocks
-		}
-		spec.Maps["sampled"].MaxEntries = uint32(n)
-	}
-	var pats [8][16]byte
-	for i, p := range opts.StackThreads {
-		if len(p) == 0 || len(p) > 15 {
-			return nil, fmt.Errorf("--stack-threads pattern %q: give 1 to 15 bytes (thread names are at most 15)", p)
-		}
-		copy(pats[i][:], p)
-	}
-	b2u := func(b bool) uint8 {
-		if b {
-			return 1
-		}
-		return 0
-	}
-	if len(opts.Select.Comms) > MaxSelectComms || len(opts.Select.Cgroups) > MaxSelectCgroups {
-		return nil, fmt.Errorf("%d --comm and %d --cgroup selectors: at most %d and %d are supported", len(opts.Select.Comms), len(opts.Select.Cgroups), MaxSelectComms, MaxSelectCgroups)
-	}
-	var cgroups [MaxSelectCgroups][2]uint64
-	for i, c := range opts.Select.Cgroups {
-		cgroups[i] = [2]uint64{c.ID, uint64(c.Level)}
-	}
-	agent := uint32(os.Getpid())
-	if watchdogOnly() {
-		agent = 0
-	}
-	ns, err := procfs.PIDNamespace()
+	dwarf, err := configureSpec(spec, opts)
 	if err != nil {
 		return nil, err
-	}
-	for name, v := range map[string]any{
-		"follow":           b2u(opts.Follow),
-		"hold_exec":        b2u(opts.HoldExec),
-		"agent_tgid":       agent,
-		"pidns_dev":        ns.Dev,
-		"pidns_ino":        ns.Ino,
-		"stack_depth":      uint32(opts.StackDepth),
-		"free_stacks":      b2u(!opts.NoFreeStacks),
-		"unwind_dwarf":     b2u(dwarf),
-		"n_stack_threads":  uint32(len(opts.StackThreads)),
-		"stack_threads":    pats,
-		"sample_rate":      opts.SampleRate,
-		"sample_proc_max":  uint32(max(opts.SampleProcBlocks, 0)),
-		"select_on":        b2u(opts.Select.Any()),
-		"select_all":       b2u(opts.Select.All),
-		"n_select_cgroups": uint32(len(opts.Select.Cgroups)),
-		"select_cgroups":   cgroups,
-	} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("configure BPF object (%s): %w", name, err)
-		}
 	}
 	if !opts.NoMulti && !KernelHasAttachType("BPF_TRACE_UPROBE_MULTI") {
 		// Before 6.6 the kernel loads a uprobe_multi program (the attach
@@ -225,29 +148,8 @@ func New(opts Options) (*Tracer, error) {
 		}
 	}
 	if !opts.Floor {
-		t.exit, err = link.AttachTracing(link.TracingOptions{Program: t.objs.MtExit})
-		if err != nil {
-			t.objs.Close()
-			return nil, fmt.Errorf("%w: attach to sched_process_exit: %w", ErrUnavailable, err)
-		}
-		for _, p := range []struct {
-			name string
-			prog *ebpf.Program
-		}{{"sched_process_fork", t.objs.MtFork}, {"sched_process_exec", t.objs.MtExec}, {"task_rename", t.objs.MtRename}} {
-			l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
-			if err != nil {
-				t.Close()
-				return nil, fmt.Errorf("%w: attach to %s: %w", ErrUnavailable, p.name, err)
-			}
-			t.procs = append(t.procs, l)
-		}
-		if opts.Follow {
-			l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_exit", Program: t.objs.MtChildStart})
-			if err != nil {
-				t.Close()
-				return nil, fmt.Errorf("%w: attach to sys_exit (to hold forked children): %w", ErrUnavailable, err)
-			}
-			t.procs = append(t.procs, l)
+		if err := t.attachProcessProbes(); err != nil {
+			return nil, err
 		}
 	}
 	t.rd, err = ringread.New(t.objs.Events.FD(), int(t.objs.Events.MaxEntries()))
@@ -259,6 +161,126 @@ func New(opts Options) (*Tracer, error) {
 	// kernels we measured; the first attach finds out if they exist.
 	t.multi = !opts.NoMulti
 	return t, nil
+}
+
+// configureSpec sizes the object's maps and sets its variables from the
+// options; it says whether the DWARF walk is on.
+func configureSpec(spec *ebpf.CollectionSpec, opts Options) (bool, error) {
+	spec.Maps["events"].MaxEntries = uint32(opts.RingBytes)
+	if err := spec.Variables["wakeup_bytes"].Set(uint64(opts.WakeupBytes)); err != nil {
+		return false, fmt.Errorf("configure BPF object: %w", err)
+	}
+	if opts.StackDepth < 0 || opts.StackDepth > maxFrames {
+		return false, fmt.Errorf("stack depth %d out of range: give 0 to %d", opts.StackDepth, maxFrames)
+	}
+	if len(opts.StackThreads) > 8 {
+		return false, fmt.Errorf("%d --stack-threads patterns: at most 8 are supported", len(opts.StackThreads))
+	}
+	dwarf := false
+	switch opts.StackUnwind {
+	case "", "dwarf":
+		dwarf = opts.StackDepth > 0
+	case "fp":
+	default:
+		return false, fmt.Errorf("stack unwinding %q: give dwarf or fp", opts.StackUnwind)
+	}
+	// The floor walks no tables: its arrays stay one element each.
+	if err := sizeUnwindMaps(spec, dwarf && !opts.Floor, opts.UnwindRows); err != nil {
+		return false, err
+	}
+	if opts.SampleRate > MaxSampleRate {
+		return false, fmt.Errorf("--sample %d: give at most %d bytes", opts.SampleRate, MaxSampleRate)
+	}
+	if opts.SampleRate > 0 && !opts.Floor {
+		n := opts.SampleBlocks
+		if n <= 0 {
+			n = DefaultSampleBlocks
+		}
+		spec.Maps["sampled"].MaxEntries = uint32(n)
+	}
+	var pats [8][16]byte
+	for i, p := range opts.StackThreads {
+		if len(p) == 0 || len(p) > 15 {
+			return false, fmt.Errorf("--stack-threads pattern %q: give 1 to 15 bytes (thread names are at most 15)", p)
+		}
+		copy(pats[i][:], p)
+	}
+	b2u := func(b bool) uint8 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	if len(opts.Select.Comms) > MaxSelectComms || len(opts.Select.Cgroups) > MaxSelectCgroups {
+		return false, fmt.Errorf("%d --comm and %d --cgroup selectors: at most %d and %d are supported", len(opts.Select.Comms), len(opts.Select.Cgroups), MaxSelectComms, MaxSelectCgroups)
+	}
+	var cgroups [MaxSelectCgroups][2]uint64
+	for i, c := range opts.Select.Cgroups {
+		cgroups[i] = [2]uint64{c.ID, uint64(c.Level)}
+	}
+	agent := uint32(os.Getpid())
+	if watchdogOnly() {
+		agent = 0
+	}
+	ns, err := procfs.PIDNamespace()
+	if err != nil {
+		return false, err
+	}
+	for name, v := range map[string]any{
+		"follow":           b2u(opts.Follow),
+		"hold_exec":        b2u(opts.HoldExec),
+		"agent_tgid":       agent,
+		"pidns_dev":        ns.Dev,
+		"pidns_ino":        ns.Ino,
+		"stack_depth":      uint32(opts.StackDepth),
+		"free_stacks":      b2u(!opts.NoFreeStacks),
+		"unwind_dwarf":     b2u(dwarf),
+		"n_stack_threads":  uint32(len(opts.StackThreads)),
+		"stack_threads":    pats,
+		"sample_rate":      opts.SampleRate,
+		"sample_proc_max":  uint32(max(opts.SampleProcBlocks, 0)),
+		"select_on":        b2u(opts.Select.Any()),
+		"select_all":       b2u(opts.Select.All),
+		"n_select_cgroups": uint32(len(opts.Select.Cgroups)),
+		"select_cgroups":   cgroups,
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return false, fmt.Errorf("configure BPF object (%s): %w", name, err)
+		}
+	}
+	return dwarf, nil
+}
+
+// attachProcessProbes attaches the process lifecycle programs; on an error
+// the tracer is closed.
+func (t *Tracer) attachProcessProbes() error {
+	var err error
+	opts := t.opts
+	t.exit, err = link.AttachTracing(link.TracingOptions{Program: t.objs.MtExit})
+	if err != nil {
+		t.objs.Close()
+		return fmt.Errorf("%w: attach to sched_process_exit: %w", ErrUnavailable, err)
+	}
+	for _, p := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"sched_process_fork", t.objs.MtFork}, {"sched_process_exec", t.objs.MtExec}, {"task_rename", t.objs.MtRename}} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
+		if err != nil {
+			t.Close()
+			return fmt.Errorf("%w: attach to %s: %w", ErrUnavailable, p.name, err)
+		}
+		t.procs = append(t.procs, l)
+	}
+	if opts.Follow {
+		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_exit", Program: t.objs.MtChildStart})
+		if err != nil {
+			t.Close()
+			return fmt.Errorf("%w: attach to sys_exit (to hold forked children): %w", ErrUnavailable, err)
+		}
+		t.procs = append(t.procs, l)
+	}
+	return nil
 }
 
 // kernelBTF decodes the kernel's BTF once per process, for every load.
@@ -351,7 +373,7 @@ func (t *Tracer) FellBack() []string {
 
 // Read delivers every record available now, waiting at most PollInterval
 // for the first one. It returns ringbuf.ErrClosed after Close.
-func (t *Tracer) Read(h Handler) error {
+func (t *Tracer) Read(h event.Handler) error {
 	wait := PollInterval
 	if t.detached.Load() {
 		wait = 0
@@ -363,7 +385,7 @@ func (t *Tracer) Read(h Handler) error {
 
 // drainBacklog delivers the fork, exec and exit records that found the
 // ring full (struct mt_backlog): a thread record, then its event.
-func (t *Tracer) drainBacklog(h Handler) {
+func (t *Tracer) drainBacklog(h event.Handler) {
 	if t.objs.Backlog == nil {
 		return
 	}
@@ -378,7 +400,7 @@ func (t *Tracer) drainBacklog(h Handler) {
 }
 
 // record decodes one ring-buffer record and hands it to h.
-func (t *Tracer) record(h Handler, b []byte) {
+func (t *Tracer) record(h event.Handler, b []byte) {
 	{
 		switch recordType(b) {
 		case recStack:
@@ -415,7 +437,7 @@ func (t *Tracer) record(h Handler, b []byte) {
 				t.threads[t.ev.TID] = ti
 			}
 			t.ev.TGID, t.ev.Comm = ti.tgid, ti.comm
-			if t.ev.Kind == KindExec && t.unw != nil {
+			if t.ev.Kind == event.KindExec && t.unw != nil {
 				// The new image, while it is held (in -- mode):
 				// the program and its dynamic linker.
 				if t.unw.updateProcess(int(t.ev.TGID), true) == nil {
@@ -423,7 +445,7 @@ func (t *Tracer) record(h Handler, b []byte) {
 				}
 			}
 			h.Event(&t.ev)
-			if t.ev.Kind == KindExit {
+			if t.ev.Kind == event.KindExit {
 				delete(t.threads, t.ev.TID)
 			}
 		}

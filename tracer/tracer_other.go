@@ -2,7 +2,11 @@
 
 package tracer
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/memtrace/memtrace/event"
+)
 
 // The BPF objects are built for x86-64 and arm64 only; elsewhere (32-bit
 // ARM boards) memtrace uses the LD_PRELOAD fallback, and New says so.
@@ -21,7 +25,7 @@ func (*Tracer) RemoveProcess(int)                       {}
 func (*Tracer) Lost() uint64                            { return 0 }
 func (*Tracer) SampleUntracked() uint64                 { return 0 }
 func (*Tracer) FellBack() []string                      { return nil }
-func (*Tracer) Read(Handler) error                      { return ErrUnavailable }
+func (*Tracer) Read(event.Handler) error                { return ErrUnavailable }
 func (*Tracer) Close() error                            { return nil }
 func (*Tracer) Detach()                                 {}
 func (*Tracer) Session() bool                           { return false }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -63,10 +64,10 @@ func TestAttachCountsExact(t *testing.T) {
 			if multi != tr.Multi() {
 				t.Logf("uprobe_multi unavailable; classic links used")
 			}
-			var evs []Event
+			var evs []event.Event
 			for i := 0; i < 20; i++ {
-				if err := tr.Read(handlerFunc(func(e *Event) {
-					if e.TGID == uint32(pid) && e.Kind != KindExit {
+				if err := tr.Read(handlerFunc(func(e *event.Event) {
+					if e.TGID == uint32(pid) && e.Kind != event.KindExit {
 						evs = append(evs, *e)
 					}
 				})); err != nil {
@@ -89,12 +90,12 @@ func TestAttachCountsExact(t *testing.T) {
 			}
 			var ws []want
 			for i := 0; i < 5; i++ {
-				ws = append(ws, want{KindAlloc, logfmt.OpMalloc, uint64(100 + i), ptrs[i]})
+				ws = append(ws, want{event.KindAlloc, logfmt.OpMalloc, uint64(100 + i), ptrs[i]})
 			}
 			for i := 0; i < 5; i++ {
-				ws = append(ws, want{KindFree, logfmt.OpFree, 0, ptrs[i]})
+				ws = append(ws, want{event.KindFree, logfmt.OpFree, 0, ptrs[i]})
 			}
-			ws = append(ws, want{KindAlloc, logfmt.OpStrdup, 7, ptrs[5]})
+			ws = append(ws, want{event.KindAlloc, logfmt.OpStrdup, 7, ptrs[5]})
 			// calloc's pointer is not printed; realloc's is.
 			var got []want
 			for _, e := range evs {
@@ -110,7 +111,7 @@ func TestAttachCountsExact(t *testing.T) {
 				}
 			}
 			c := got[len(ws)]
-			if c.kind != KindAlloc || c.op != logfmt.OpCalloc || c.size != 32 {
+			if c.kind != event.KindAlloc || c.op != logfmt.OpCalloc || c.size != 32 {
 				t.Errorf("calloc: got %+v", c)
 			}
 			// realloc: the old block's free, timed at the call (another
@@ -120,10 +121,10 @@ func TestAttachCountsExact(t *testing.T) {
 				t.Fatalf("got %d events, want at least %d", len(evs), len(ws)+3)
 			}
 			rf, r := evs[len(ws)+1], evs[len(ws)+2]
-			if rf.Kind != KindFree || logfmt.Op(rf.Op) != logfmt.OpFree || rf.Ptr != c.ptr {
+			if rf.Kind != event.KindFree || logfmt.Op(rf.Op) != logfmt.OpFree || rf.Ptr != c.ptr {
 				t.Errorf("realloc's free: got %+v (calloc ptr %#x)", rf, c.ptr)
 			}
-			if r.Kind != KindAlloc || logfmt.Op(r.Op) != logfmt.OpRealloc || r.Size != 4000 || r.Ptr != ptrs[6] {
+			if r.Kind != event.KindAlloc || logfmt.Op(r.Op) != logfmt.OpRealloc || r.Size != 4000 || r.Ptr != ptrs[6] {
 				t.Errorf("realloc: got %+v", r)
 			}
 			if rf.TS >= r.TS {
@@ -189,11 +190,11 @@ func probeProgBin(t *testing.T) string {
 	return bin
 }
 
-type handlerFunc func(*Event)
+type handlerFunc func(*event.Event)
 
-func (f handlerFunc) Event(e *Event) { f(e) }
-func (handlerFunc) Stack(*Stack)     {}
-func (handlerFunc) File(*File)       {}
+func (f handlerFunc) Event(e *event.Event) { f(e) }
+func (handlerFunc) Stack(*event.Stack)     {}
+func (handlerFunc) File(*event.File)       {}
 
 // TestNoFreeStacksKernelSide: with NoFreeStacks the kernel side walks no
 // free's stack (the events carry none), while allocations keep theirs;
@@ -207,10 +208,10 @@ func TestNoFreeStacksKernelSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid, _ := runProbeProg(t, tr, bin)
-		var evs []Event
+		var evs []event.Event
 		for i := 0; i < 20; i++ {
-			if err := tr.Read(handlerFunc(func(e *Event) {
-				if e.TGID == uint32(pid) && (e.Kind == KindAlloc || e.Kind == KindFree) {
+			if err := tr.Read(handlerFunc(func(e *event.Event) {
+				if e.TGID == uint32(pid) && (e.Kind == event.KindAlloc || e.Kind == event.KindFree) {
 					evs = append(evs, *e)
 				}
 			})); err != nil {
@@ -220,7 +221,7 @@ func TestNoFreeStacksKernelSide(t *testing.T) {
 		var allocs, frees, allocStacks, freeStacks int
 		for i, e := range evs {
 			switch {
-			case e.Kind == KindAlloc:
+			case e.Kind == event.KindAlloc:
 				allocs++
 				if e.Stack != 0 {
 					allocStacks++

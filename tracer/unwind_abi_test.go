@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/unwind"
 )
 
@@ -65,8 +66,8 @@ func TestUnwindABI(t *testing.T) {
 	if err := spec.Types.TypeByName("mt_stop", &en); err != nil {
 		t.Fatalf("mt_stop not in BTF: %v", err)
 	}
-	goStops := map[string]StopReason{"MT_STOP_FPWALK": StopFPWalk, "MT_STOP_END": StopEnd, "MT_STOP_DEPTH": StopDepth,
-		"MT_STOP_NO_INFO": StopNoInfo, "MT_STOP_BAD_READ": StopBadRead, "MT_STOP_FP": StopFP}
+	goStops := map[string]event.StopReason{"MT_STOP_FPWALK": event.StopFPWalk, "MT_STOP_END": event.StopEnd, "MT_STOP_DEPTH": event.StopDepth,
+		"MT_STOP_NO_INFO": event.StopNoInfo, "MT_STOP_BAD_READ": event.StopBadRead, "MT_STOP_FP": event.StopFP}
 	if len(en.Values) != len(goStops) {
 		t.Errorf("C has %d stop reasons, Go %d", len(en.Values), len(goStops))
 	}
@@ -81,21 +82,21 @@ func TestUnwindABI(t *testing.T) {
 func TestStackDecodeReason(t *testing.T) {
 	b := make([]byte, stackSize)
 	le := binary.LittleEndian
-	b[0], b[1] = byte(recStack), byte(StopNoInfo)
+	b[0], b[1] = byte(recStack), byte(event.StopNoInfo)
 	le.PutUint16(b[2:], 2)
 	le.PutUint32(b[4:], 42)
 	le.PutUint64(b[16:], 0xabc)
 	le.PutUint64(b[24:], 0x1111)
 	le.PutUint64(b[24+frameSize:], 0x2222)
-	var s Stack
+	var s event.Stack
 	if err := decodeStack(&s, b); err != nil {
 		t.Fatal(err)
 	}
-	if s.ID != 0xabc || s.TGID != 42 || len(s.Frames) != 2 || s.Frames[1].Addr != 0x2222 || s.Stop != StopNoInfo {
+	if s.ID != 0xabc || s.TGID != 42 || len(s.Frames) != 2 || s.Frames[1].Addr != 0x2222 || s.Stop != event.StopNoInfo {
 		t.Fatalf("decoded %+v", s)
 	}
-	for r, want := range map[StopReason]string{StopEnd: "", StopFPWalk: "", StopDepth: "depth", StopNoInfo: "no-unwind-info",
-		StopBadRead: "bad-read", StopFP: "fp"} {
+	for r, want := range map[event.StopReason]string{event.StopEnd: "", event.StopFPWalk: "", event.StopDepth: "depth", event.StopNoInfo: "no-unwind-info",
+		event.StopBadRead: "bad-read", event.StopFP: "fp"} {
 		if got := r.Truncation(); got != want {
 			t.Errorf("%d.Truncation() = %q, want %q", r, got, want)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/procfs"
 )
 
@@ -43,20 +44,20 @@ func FuzzExecMapping(f *testing.F) {
 // MT_MAX_FRAMES frames with its reason, never a panic.
 func FuzzStackDecode(f *testing.F) {
 	b := make([]byte, stackSize)
-	b[0], b[1] = byte(recStack), byte(StopDepth)
+	b[0], b[1] = byte(recStack), byte(event.StopDepth)
 	binary.LittleEndian.PutUint16(b[2:], 3)
 	f.Add(b)
 	f.Add(b[:stackSize-1])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var s Stack
+		var s event.Stack
 		if err := decodeStack(&s, b); err != nil {
 			if len(b) >= stackSize && recordType(b) == recStack {
 				t.Fatalf("a %d-byte record refused: %v", len(b), err)
 			}
 			return
 		}
-		if len(s.Frames) > maxFrames || s.Stop.Truncation() == "" && s.Stop != StopEnd && s.Stop != StopFPWalk {
+		if len(s.Frames) > maxFrames || s.Stop.Truncation() == "" && s.Stop != event.StopEnd && s.Stop != event.StopFPWalk {
 			t.Fatalf("decoded %d frames, stop %d (%q)", len(s.Frames), s.Stop, s.Stop.Truncation())
 		}
 	})

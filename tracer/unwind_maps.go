@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/procfs"
 )
 
@@ -195,7 +196,7 @@ func (u *unwinder) forget(pid int) link.Link {
 // when the mappings were read before the stack was taken (ts, CLOCK_MONOTONIC
 // ns), is in a library mapped since (dlopen): the mappings are read again
 // once, while the library is most likely still there.
-func (u *unwinder) fillFrames(pid uint32, ts uint64, frames []Frame) []File {
+func (u *unwinder) fillFrames(pid uint32, ts uint64, frames []event.Frame) []event.File {
 	named, missed := u.fillFramesOnce(pid, frames)
 	if missed {
 		u.mu.Lock()
@@ -209,13 +210,13 @@ func (u *unwinder) fillFrames(pid uint32, ts uint64, frames []Frame) []File {
 	return named
 }
 
-func (u *unwinder) fillFramesOnce(pid uint32, frames []Frame) (named []File, missed bool) {
+func (u *unwinder) fillFramesOnce(pid uint32, frames []event.Frame) (named []event.File, missed bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	maps := u.seen[int(pid)]
 	for i := range frames {
 		f := &frames[i]
-		if f.Ino != InoUnknown {
+		if f.Ino != event.InoUnknown {
 			continue
 		}
 		j := sort.Search(len(maps), func(j int) bool { return maps[j].end > f.Addr })
@@ -229,7 +230,7 @@ func (u *unwinder) fillFramesOnce(pid uint32, frames []Frame) (named []File, mis
 		// often decoded after the process has gone.
 		if !u.named[m.id.ino] && u.ownRoot[int(pid)] {
 			u.named[m.id.ino] = true
-			named = append(named, File{Ino: m.id.ino, Path: m.path})
+			named = append(named, event.File{Ino: m.id.ino, Path: m.path})
 		}
 	}
 	return named, missed

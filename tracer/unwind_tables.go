@@ -122,7 +122,7 @@ var errTablesFull = errors.New("the unwind tables are full")
 // build builds a file's table and appends it to the shared arrays.
 func (u *unwinder) build(path string) (*loadedTable, error) {
 	start := time.Now()
-	t, err := unwind.BuildTableFile(path, symbols.UnwindOptions(path, mappedPath(path)))
+	t, err := cachedTable(path, symbols.UnwindOptions(path, mappedPath(path)))
 	if err != nil {
 		return nil, err
 	}

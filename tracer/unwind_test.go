@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrace/memtrace/event"
 	"github.com/memtrace/memtrace/internal/bpftest"
 	"github.com/memtrace/memtrace/internal/procfs"
 	"github.com/memtrace/memtrace/unwind"
@@ -443,14 +444,14 @@ func TestFillFramesMappedSinceRead(t *testing.T) {
 		if old {
 			ts = u.readAt[pid] - 1
 		}
-		fr := []Frame{{Addr: uint64(uintptr(unsafe.Pointer(&mem[0]))) + 0x10, Ino: InoUnknown}}
+		fr := []event.Frame{{Addr: uint64(uintptr(unsafe.Pointer(&mem[0]))) + 0x10, Ino: event.InoUnknown}}
 		named := u.fillFrames(uint32(pid), ts, fr)
 		if !old && (len(named) != 1 || named[0].Ino != st.Ino) {
 			t.Errorf("files named: %+v, want the executable's inode %d", named, st.Ino)
 		}
 		_ = syscall.Munmap(mem)
 		switch {
-		case old && fr[0].Ino != InoUnknown:
+		case old && fr[0].Ino != event.InoUnknown:
 			t.Errorf("stack older than the read: frame filled as inode %d", fr[0].Ino)
 		case !old && (fr[0].Ino != st.Ino || fr[0].FileOff != 4096+0x10):
 			t.Errorf("frame in a file mapped since the read: inode %d offset %#x, want %d %#x", fr[0].Ino, fr[0].FileOff, st.Ino, 4096+0x10)
@@ -483,7 +484,7 @@ func TestFillFramesAfterExit(t *testing.T) {
 		t.Fatal("no executable mappings of sleep")
 	}
 	m := maps[0]
-	fr := []Frame{{Addr: m.start + 0x10, Ino: InoUnknown}}
+	fr := []event.Frame{{Addr: m.start + 0x10, Ino: event.InoUnknown}}
 	named := u.fillFrames(uint32(pid), monotonicNS(), fr)
 	if fr[0].Ino != m.id.ino {
 		t.Errorf("frame filled as inode %d, want %d (%s)", fr[0].Ino, m.id.ino, m.path)
@@ -524,7 +525,7 @@ func TestNoNamesInOtherMountNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := maps[0]
-	fr := []Frame{{Addr: m.start + 0x10, Ino: InoUnknown}}
+	fr := []event.Frame{{Addr: m.start + 0x10, Ino: event.InoUnknown}}
 	named := u.fillFrames(uint32(pid), monotonicNS(), fr)
 	if fr[0].Ino != m.id.ino {
 		t.Errorf("frame filled as inode %d, want %d (%s)", fr[0].Ino, m.id.ino, m.path)

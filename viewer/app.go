@@ -9,6 +9,7 @@ import (
 
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/sizehist"
+	"github.com/memtrace/memtrace/symbols"
 )
 
 // SourceLiner resolves a frame to a source line (symbols.Cache does).
@@ -120,23 +121,20 @@ type App struct {
 	message string
 	quit    bool
 
-	srcCache  map[uint32]string
-	elfNames  map[uint32]string // NameFrame's names, by frame
-	callCache map[uint32]string // callLine's answers, by frame ("": none)
-	tlCells   []analysis.Cell   // the timeline, cached until the model or its parameters change
-	tlKey     tlKey
-	hists     sizehist.Hist // histogram of sel, nil until drawn
-	listRows  int           // rows of the list pane at the last draw, for paging
-	chart     []uint64      // the A chart's series of sel, nil until drawn
-	chartKey  chartKey
+	srcCache   map[uint32]string
+	elfNames   map[uint32]string         // NameFrame's names, by frame
+	callsCache map[uint32][]symbols.Call // frameCalls' answers, by frame
+	tlCells    []analysis.Cell           // the timeline, cached until the model or its parameters change
+	tlKey      tlKey
+	hists      sizehist.Hist // histogram of sel, nil until drawn
+	listRows   int           // rows of the list pane at the last draw, for paging
+	chart      []uint64      // the A chart's series of sel, nil until drawn
+	chartKey   chartKey
 
 	cv     costView // the call tree and icicle views
 	flameW int      // the icicle's width at the last draw
-	// groupLabels names each group apart (labels.go), by
-	// group index; groupTell is the frame that tells it apart (its
-	// file:line is looked up when the row is drawn), noTell when none.
+	// groupLabels names each group apart (labels.go), by group index.
 	groupLabels []siteLabel
-	groupTell   []uint32
 }
 
 // New returns an App over model m, drawing on scr.
@@ -184,7 +182,7 @@ func (a *App) refresh() {
 			analysis.SortGroupsByRate(a.groups, a.groupDesc) // the rates shown, not the raw ones
 		}
 		a.groupThreads = m.ThreadsByStack(a.sel)
-		a.groupLabels, a.groupTell = a.labelGroups(a.groups)
+		a.groupLabels = a.labelGroups(a.groups)
 		if hadG && !a.follow {
 			for k := range a.groups {
 				if a.groups[k].Stack == keepStack {

@@ -147,7 +147,7 @@ func BenchmarkCostTree(b *testing.B) {
 	c := m.ReportCosts()
 	b.Run("tree", func(b *testing.B) {
 		for range b.N {
-			BuildTree(m, c, -1, CostAllocated, false, nil, nil)
+			BuildTree(m, c, -1, CostAllocated, false, nil, nil, nil)
 		}
 	})
 }

@@ -189,7 +189,7 @@ func TestTreeFromMainWithSelfRows(t *testing.T) {
 	h := newHarness(t, mainLog(), Options{})
 	m := h.m
 	costs := m.ReportCosts()
-	td := BuildTree(m, costs, -1, CostAllocated, false, nil, nil)
+	td := BuildTree(m, costs, -1, CostAllocated, false, nil, nil, nil)
 	want := []string{
 		"main 135B", " f 100B", "  wrap 100B", " [self] 35B",
 		"worker 50B", " wrap 50B",
@@ -198,7 +198,7 @@ func TestTreeFromMainWithSelfRows(t *testing.T) {
 	if got := flat(td); !slices.Equal(got, want) {
 		t.Errorf("top-down:\n got %q\nwant %q", got, want)
 	}
-	bu := BuildTree(m, costs, -1, CostAllocated, true, nil, nil)
+	bu := BuildTree(m, costs, -1, CostAllocated, true, nil, nil, nil)
 	want = []string{
 		"wrap 160B", " f 110B", "  main 100B", "  [stack starts here] 10B", " worker 50B",
 		"main 35B",
@@ -206,7 +206,7 @@ func TestTreeFromMainWithSelfRows(t *testing.T) {
 	if got := flat(bu); !slices.Equal(got, want) {
 		t.Errorf("bottom-up:\n got %q\nwant %q", got, want)
 	}
-	calls := BuildTree(m, costs, -1, CostCalls, false, nil, nil)
+	calls := BuildTree(m, costs, -1, CostCalls, false, nil, nil, nil)
 	if calls.Value != 5 || calls.Kids[0].Name != "main" || calls.Kids[0].Value != 3 {
 		t.Errorf("calls: %d in all, first %s %d", calls.Value, calls.Kids[0].Name, calls.Kids[0].Value)
 	}
@@ -217,15 +217,20 @@ func TestTreeFromMainWithSelfRows(t *testing.T) {
 		}
 	}
 
+	// On screen, without lines, each call site by its offset: main
+	// calling f (A) and main allocating itself (B) are two; the stripped
+	// main is one node.
 	h.press(tcell.KeyRune, 'c')
 	h.contains("Call tree top-down, leaked: 195B in all")
-	h.contains("135B  69.2%  ▾ main")
-	h.contains("35B  17.9%      [self]")
+	h.contains("100B  51.3%  ▾ main+0x300")
+	h.contains("100B  51.3%    ▾ f+0x200")
+	h.contains("30B  15.4%    main+0x100")
+	h.contains("5B   2.6%    main ")
 	h.press(tcell.KeyRune, 'C')
 	h.press(tcell.KeyRune, 'C')
 	h.press(tcell.KeyRune, 'C')
 	h.contains("Call tree top-down, calls: 5 in all")
-	h.contains("3  60.0%  ▾ main")
+	h.contains("1  20.0%  ▾ main+0x300")
 }
 
 // tempLog: one thread; A is freed before the thread allocates again

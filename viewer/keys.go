@@ -1,6 +1,7 @@
 package viewer
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,7 +32,12 @@ type binding struct {
 var Keys []binding
 
 func init() {
-	Keys = []binding{
+	Keys = slices.Concat(navKeys(), filterKeys(), timeKeys(), viewKeys(), settingKeys())
+}
+
+// navKeys are the rows of Keys that move and change the focus.
+func navKeys() []binding {
+	return []binding{
 		{[]key{{tcell.KeyUp, 0}, rk('k')}, "↑ / k", "move up (list, detail scroll, thread summary)", func(a *App) { a.move(-1) }},
 		{[]key{{tcell.KeyDown, 0}, rk('j')}, "↓ / j", "move down", func(a *App) { a.move(1) }},
 		{[]key{{tcell.KeyPgUp, 0}, {tcell.KeyCtrlB, 0}}, "PgUp / Ctrl-b", "page up", func(a *App) { a.move(-a.page()) }},
@@ -40,6 +46,12 @@ func init() {
 		{[]key{{tcell.KeyEnd, 0}, rk('G')}, "End / G", "jump to bottom", func(a *App) { a.end() }},
 		{[]key{{tcell.KeyTab, 0}, {tcell.KeyRight, 0}, rk('l')}, "Tab / → / l", "focus forward: list → detail → threads", func(a *App) { a.focus = (a.focus + 1) % numPanes }},
 		{[]key{{tcell.KeyLeft, 0}, {tcell.KeyBacktab, 0}, rk('h')}, "← / h / Shift-Tab", "focus backward", func(a *App) { a.focus = (a.focus + numPanes - 1) % numPanes }},
+	}
+}
+
+// filterKeys are the filters of the records: status, lifetime, search.
+func filterKeys() []binding {
+	return []binding{
 		{[]key{rk('f')}, "f", "filter: All → Leaks → Active → Freed (→ Unknown, with lost records) (descriptors: Open+Leaked → Leaked → Open → Closed → All)", func(a *App) {
 			if a.fdView {
 				a.fdFilter = (a.fdFilter + 1) % numFDFilters
@@ -78,6 +90,12 @@ func init() {
 			})
 			a.prompt.recall = a.lastSearch
 		}},
+	}
+}
+
+// timeKeys are the delta mode, the markers and the time range.
+func timeKeys() []binding {
+	return []binding{
 		{[]key{rk('m')}, "m", "delta mode: only what was allocated since the selected record", func(a *App) {
 			if a.q.HasSince {
 				a.q.HasSince = false
@@ -142,6 +160,13 @@ func init() {
 			a.fromSet, a.toSet = false, false
 			a.applyRange()
 		}},
+	}
+}
+
+// viewKeys choose what the list pane shows and in which order: groups,
+// threads, processes, sorts, the other views.
+func viewKeys() []binding {
+	return []binding{
 		{[]key{rk('\\')}, "\\", "group mode: fold records by call stack", func(a *App) {
 			a.cv.mode = viewNone
 			a.groupMode = !a.groupMode
@@ -171,6 +196,13 @@ func init() {
 				a.setView(viewAllocs)
 			}
 		}},
+	}
+}
+
+// settingKeys are the tree and icicle settings, export, display toggles,
+// the baseline, help and quit.
+func settingKeys() []binding {
+	return []binding{
 		{[]key{rk('C')}, "C", "cost of the tree and icicle: leaked → peak → allocated → calls → temporary", func(a *App) { a.cv.cost = (a.cv.cost + 1) % numCosts }},
 		{[]key{rk('u')}, "u", "tree and icicle: top-down (from main or a thread's start function) ↔ bottom-up (from the allocating function)", func(a *App) {
 			a.cv.bottomUp = !a.cv.bottomUp

@@ -110,35 +110,43 @@ type sourceFramer interface {
 	SourceFrames(module, symbol string, off uint64) ([]symbols.SourceFrame, error)
 }
 
-// callLine is where frame f's own function made the call, as a group's
-// label shows it: the physical function's file:line (the last of the
-// inline chain), not the inlined library code it ran (a string's append
-// inlined into parseArgs is parseArgs's line, not basic_string.h's); file
-// by its base name. false when it cannot be looked up.
-func (a *App) callLine(f uint32) (string, bool) {
-	sf, ok := a.opt.Lines.(sourceFramer)
-	if !ok {
-		s, ok := a.frameSource(f)
-		if !ok {
-			return "", false
-		}
-		if i := strings.LastIndexByte(s, ':'); i > 0 {
-			s = filepath.Base(s[:i]) + s[i:]
-		}
-		return s, true
-	}
-	if s, ok := a.callCache[f]; ok {
-		return s, s != ""
+// frameCalls is frame f as the functions it stands for, innermost first,
+// each at its call site (symbols.Calls, as the HTML report names them):
+// an inlined function is a call of its own at its line, the physical
+// function last at the line of the call; where no line is known, a frame
+// with a symbol is at its offset, one named from the module's ELF symbols
+// (Options.NameFrame) at the module's offset. Looked up once per frame.
+func (a *App) frameCalls(f uint32) []symbols.Call {
+	if c, ok := a.callsCache[f]; ok {
+		return c
 	}
 	fr := a.M.Frame(f)
-	s := ""
-	if ch, err := sf.SourceFrames(fr.Module, fr.Symbol, fr.Offset); err == nil && len(ch) > 0 && ch[len(ch)-1].File != "" {
-		last := ch[len(ch)-1]
-		s = filepath.Base(last.File) + ":" + strconv.Itoa(last.Line)
+	name := a.frameName(f)
+	var chain []symbols.SourceFrame
+	if a.opt.Lines != nil && fr.Module != "" && !strings.HasPrefix(fr.Module, "[") {
+		if sf, ok := a.opt.Lines.(sourceFramer); ok {
+			if ch, err := sf.SourceFrames(fr.Module, fr.Symbol, fr.Offset); err == nil && len(ch) > 0 && ch[0].File != "" {
+				chain = ch
+			}
+		} else if s, ok := a.frameSource(f); ok {
+			if i := strings.LastIndexByte(s, ':'); i > 0 {
+				if line, err := strconv.Atoi(s[i+1:]); err == nil {
+					chain = []symbols.SourceFrame{{File: s[:i], Line: line}}
+				}
+			}
+		}
 	}
-	if a.callCache == nil {
-		a.callCache = map[uint32]string{}
+	off := ""
+	switch {
+	case fr.Symbol != "":
+		off = "+0x" + strconv.FormatUint(fr.Offset, 16)
+	case fr.Module != "" && name != a.M.FrameName(f):
+		off = " (" + filepath.Base(fr.Module) + "+0x" + strconv.FormatUint(fr.Offset, 16) + ")"
 	}
-	a.callCache[f] = s
-	return s, s != ""
+	c := symbols.Calls(chain, name, off)
+	if a.callsCache == nil {
+		a.callsCache = map[uint32][]symbols.Call{}
+	}
+	a.callsCache[f] = c
+	return c
 }

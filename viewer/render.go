@@ -9,6 +9,7 @@ import (
 
 	"github.com/memtrace/memtrace/analysis"
 	"github.com/memtrace/memtrace/internal/sizehist"
+	"github.com/memtrace/memtrace/symbols"
 )
 
 var (
@@ -524,13 +525,6 @@ func (a *App) drawGroups(x0, y0, x1, y1 int) {
 			line += lpad(SBytes(g.Growth), 9) + "  "
 		}
 		var tail string
-		if k < len(a.groupLabels) {
-			if f := a.groupTell[k]; f != noTell {
-				if s, ok := a.callLine(f); ok {
-					tail += "  (" + s + ")"
-				}
-			}
-		}
 		if r := m.StackTruncation(g.Stack); r != "" {
 			tail += " …[truncated: " + r + "]"
 		}
@@ -711,7 +705,7 @@ func (a *App) stackLines(title string, stack uint32) []styled {
 	}
 	for k, f := range frames {
 		fr := m.Frame(f)
-		out = append(out, styled{"  #" + strconv.Itoa(k) + " " + m.FrameName(f), stDefault})
+		num := "  #" + strconv.Itoa(k) + " "
 		loc := fr.Module
 		if fr.Symbol != "" || fr.Offset != 0 {
 			loc += "+0x" + strconv.FormatUint(fr.Offset, 16)
@@ -720,8 +714,22 @@ func (a *App) stackLines(title string, stack uint32) []styled {
 			if s := a.sourceLine(f); s != "" {
 				loc = s
 			}
+			// In inlined code, the inlined functions first, each at its
+			// line, as the report lists them; the frame's own function
+			// then at the line of the call.
+			if calls := a.frameCalls(f); len(calls) > 1 {
+				for _, c := range calls[:len(calls)-1] {
+					out = append(out, styled{num + c.Func + " (inlined)", stDefault})
+					if c.File != "" {
+						out = append(out, styled{"     " + c.File + ":" + strconv.Itoa(c.Line), stDim})
+					}
+				}
+				if c := calls[len(calls)-1]; c.File != "" {
+					loc = c.File + ":" + strconv.Itoa(c.Line)
+				}
+			}
 		}
-		out = append(out, styled{"     " + loc, stDim})
+		out = append(out, styled{num + m.FrameName(f), stDefault}, styled{"     " + loc, stDim})
 	}
 	if cut != "" {
 		out = append(out, styled{"  … truncated: " + cut + " (the frames above are all there are)", stYellow})
@@ -738,61 +746,76 @@ func (a *App) frameSource(f uint32) (string, bool) {
 	return s, true
 }
 
-// noTell: a group without frames has no frame to look up.
-const noTell = ^uint32(0)
-
-// labelGroups names groups apart (labels.go) and returns the frame that
-// tells each apart, whose file:line the row shows.
-func (a *App) labelGroups(gs []analysis.Group) ([]siteLabel, []uint32) {
+// labelGroups names groups apart (labels.go). Each group's stack is read
+// as its calls (frameCalls): an inlined function is a frame of its own,
+// and each frame is named with its line where it is known
+// ("Cache::put leaky.cpp:15"); its offset follows its function's name
+// where a group of the same names has another frame there.
+func (a *App) labelGroups(gs []analysis.Group) []siteLabel {
 	m := a.M
+	type entry struct {
+		f    uint32
+		call symbols.Call
+	}
+	stacks := make([][]entry, len(gs))
 	names := make([][]string, len(gs))
 	nameIDs := make([][]int32, len(gs))
 	ids := make([][]uint32, len(gs))
 	intern := map[string]int32{}
-	firstName := map[string]int32{} // stacks by their allocating function's name
+	entryIDs := map[[2]uint32]uint32{} // (frame, index in its calls) → an id for partFrames
+	firstName := map[string]int32{}    // stacks by their allocating function's name
 	for k := range gs {
-		fr := m.Frames(gs[k].Stack)
-		ids[k] = fr
-		names[k] = make([]string, len(fr))
-		nameIDs[k] = make([]int32, len(fr))
-		for j, f := range fr {
-			n := shortName(a.frameName(f))
-			id, ok := intern[n]
-			if !ok {
-				id = int32(len(intern))
-				intern[n] = id
+		for _, f := range m.Frames(gs[k].Stack) {
+			for j, c := range a.frameCalls(f) {
+				stacks[k] = append(stacks[k], entry{f, c})
+				n := shortName(c.Func)
+				if at := c.At(); at != "" {
+					n += " " + at
+				}
+				id, ok := intern[n]
+				if !ok {
+					id = int32(len(intern))
+					intern[n] = id
+				}
+				e := [2]uint32{f, uint32(j)}
+				eid, ok := entryIDs[e]
+				if !ok {
+					eid = uint32(len(entryIDs))
+					entryIDs[e] = eid
+				}
+				names[k], nameIDs[k], ids[k] = append(names[k], n), append(nameIDs[k], id), append(ids[k], eid)
 			}
-			names[k][j], nameIDs[k][j] = n, id
 		}
-		if len(fr) > 0 {
+		if len(names[k]) > 0 {
 			firstName[names[k][0]]++
 		}
 	}
 	kept, off := partFrames(nameIDs, ids)
 	out := make([]siteLabel, len(gs))
-	tell := make([]uint32, len(gs))
 	for k := range gs {
-		fr := ids[k]
-		if len(fr) == 0 {
-			out[k], tell[k] = siteLabel{frames: []string{"(no stack)"}, gap: []bool{false}, part: []bool{true}}, noTell
+		st := stacks[k]
+		if len(st) == 0 {
+			out[k] = siteLabel{frames: []string{"(no stack)"}, gap: []bool{false}, part: []bool{true}}
 			continue
 		}
 		nm, cloned := names[k], false
 		for x, j := range kept[k] {
-			f := fr[j]
+			e := st[j]
 			// A frame named by module and offset has its offset in its
 			// name already.
-			if off[k][x] && (m.Frame(f).Symbol != "" || a.frameName(f) != m.FrameName(f)) {
+			if off[k][x] && (m.Frame(e.f).Symbol != "" || a.frameName(e.f) != m.FrameName(e.f)) {
 				if !cloned {
 					nm, cloned = slices.Clone(nm), true
 				}
-				nm[j] += "+0x" + strconv.FormatUint(m.Frame(f).Offset, 16)
+				nm[j] = shortName(e.call.Func) + "+0x" + strconv.FormatUint(m.Frame(e.f).Offset, 16)
+				if at := e.call.At(); at != "" {
+					nm[j] += " " + at
+				}
 			}
 		}
 		out[k] = makeLabel(nm, kept[k], firstName[names[k][0]] < 2)
-		tell[k] = fr[kept[k][len(kept[k])-1]]
 	}
-	return out, tell
+	return out
 }
 
 func (a *App) sourceLine(f uint32) string {

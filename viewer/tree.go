@@ -7,12 +7,13 @@ import (
 	"strconv"
 
 	"github.com/memtrace/memtrace/analysis"
+	"github.com/memtrace/memtrace/symbols"
 )
 
 // The call tree (c) and the icicle (i) views, heaptrack_gui's caller tree
 // and flame graph: the cost of every call stack of the model (the report's
-// figures, analysis.Model.ReportCosts) added up along its frames, merged
-// by function name as the report's trees are.
+// figures, analysis.Model.ReportCosts) added up along its frames, each
+// frame a node per call site (symbols.Calls) as in the report's trees.
 
 // Cost is the figure the tree and icicle views add up (C cycles it).
 type Cost int
@@ -59,8 +60,10 @@ type TreeNode struct {
 	Value  uint64
 	Kids   []*TreeNode // by value, highest first, then by name
 	Parent *TreeNode
-	Frame  uint32 // the first frame met with this name here, for file:line
+	Frame  uint32 // the first frame met with this name here
 	HasFr  bool
+	Func   string // the function, without its call site (the icicle's colour)
+	At     string // the call's file:line, full path; "" when unknown
 	// Self marks the row of what its parent's figure holds beyond its
 	// callees' (top-down: what the function allocates itself) or callers'
 	// (bottom-up: stacks that start at it); the icicle leaves it a gap.
@@ -122,15 +125,23 @@ const (
 // allocating function, or bottom-up from the allocating function to its
 // callers, up to main. Where a node's children do not add up to it, a
 // Self row holds the rest. Stacks for which drop is true are left out
-// (the built-in suppressions, for leaks). name names a frame (nil:
-// Model.FrameName).
-func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, bottomUp bool, drop func(stack uint32) bool, name func(f uint32) string) *TreeNode {
+// (the built-in suppressions, for leaks). name names a frame's function
+// (nil: Model.FrameName); calls names a frame as its calls, innermost
+// first, each a node named by its label, "Cache::put leaky.cpp:15" (nil:
+// one call per frame, named by name alone, so that a function's calls
+// from several places are one node).
+func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, bottomUp bool, drop func(stack uint32) bool, name func(f uint32) string, calls func(f uint32) []symbols.Call) *TreeNode {
 	if name == nil {
 		name = m.FrameName
 	}
 	root := &TreeNode{Name: "all"}
 	var ids []uint32
 	var names []string
+	type entry struct {
+		f    uint32
+		call symbols.Call
+	}
+	var path []entry
 	for p := range costs.Procs {
 		pc := &costs.Procs[p]
 		if proc >= 0 && pc.Proc != proc {
@@ -154,15 +165,28 @@ func BuildTree(m *analysis.Model, costs *analysis.Costs, proc int32, cost Cost, 
 				names = append(names, name(f))
 			}
 			ids, names = fromMain(m, ids, names, name)
+			path = path[:0]
+			for k, f := range ids {
+				if calls == nil || names[k] != name(f) {
+					// A stripped program's main, one node.
+					path = append(path, entry{f, symbols.Call{Func: names[k]}})
+					continue
+				}
+				for _, c := range calls(f) {
+					path = append(path, entry{f, c})
+				}
+			}
 			if !bottomUp {
-				slices.Reverse(ids)
-				slices.Reverse(names)
+				slices.Reverse(path)
 			}
 			n := root
-			for k, f := range ids {
-				n = n.kid(names[k])
+			for _, e := range path {
+				n = n.kid(e.call.Label())
 				if !n.HasFr {
-					n.Frame, n.HasFr = f, true
+					n.Frame, n.HasFr, n.Func = e.f, true, e.call.Func
+					if e.call.File != "" {
+						n.At = e.call.File + ":" + strconv.Itoa(e.call.Line)
+					}
 				}
 				n.Value = analysis.SatAdd(n.Value, v)
 			}

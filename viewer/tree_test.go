@@ -75,7 +75,7 @@ func TestTreeFigures(t *testing.T) {
 		{CostTemporary, false, 1, []string{"main 1B", " other 1B"}},
 	}
 	for _, tc := range cases {
-		root := BuildTree(m, c, -1, tc.cost, tc.bottomUp, nil, nil)
+		root := BuildTree(m, c, -1, tc.cost, tc.bottomUp, nil, nil, nil)
 		if root.Value != tc.total {
 			t.Errorf("%v bottomUp=%v: total %d, want %d", tc.cost, tc.bottomUp, root.Value, tc.total)
 		}
@@ -91,7 +91,7 @@ func TestTreeFigures(t *testing.T) {
 			fStack = s
 		}
 	}
-	root := BuildTree(m, c, -1, CostLeaked, false, func(s uint32) bool { return s == fStack }, nil)
+	root := BuildTree(m, c, -1, CostLeaked, false, func(s uint32) bool { return s == fStack }, nil, nil)
 	if got, want := flat(root), []string{"main 50B", " g 50B", "  wrap 50B"}; !slices.Equal(got, want) {
 		t.Errorf("dropped f: %q", got)
 	}
@@ -99,7 +99,7 @@ func TestTreeFigures(t *testing.T) {
 
 func TestTreeRowsOpenAndClose(t *testing.T) {
 	m, c := treeModel(t)
-	root := BuildTree(m, c, -1, CostAllocated, false, nil, nil)
+	root := BuildTree(m, c, -1, CostAllocated, false, nil, nil, nil)
 	names := func(rows []TreeRow) string {
 		var s []string
 		for _, r := range rows {
@@ -136,7 +136,7 @@ func TestFlameLayout(t *testing.T) {
 	}
 	// Allocated, 200 B in 34 columns: main all of it; f 120 B (20.4
 	// columns: 20), g to 34·170/200 = 28.9 (29), other the rest.
-	root := BuildTree(m, c, -1, CostAllocated, false, nil, nil)
+	root := BuildTree(m, c, -1, CostAllocated, false, nil, nil, nil)
 	want := []box{{"all", 0, 34, 0}, {"main", 0, 34, 1}, {"f", 0, 20, 2}, {"g", 20, 9, 2}, {"other", 29, 5, 2}, {"wrap", 0, 20, 3}, {"wrap", 20, 9, 3}}
 	if got := lay(root, 34, 10); !slices.Equal(got, want) {
 		t.Fatalf("allocated:\n%v\nwant\n%v", got, want)
@@ -152,7 +152,7 @@ func TestFlameLayout(t *testing.T) {
 	}
 	// Leaked, 170 B: in 3 columns f has 2.1 (2), g the last; in one
 	// column f has 0.7 (1), g none: it is left out, with its callee.
-	leak := BuildTree(m, c, -1, CostLeaked, false, nil, nil)
+	leak := BuildTree(m, c, -1, CostLeaked, false, nil, nil, nil)
 	if got := lay(leak, 3, 10); !slices.Equal(got, []box{{"all", 0, 3, 0}, {"main", 0, 3, 1}, {"f", 0, 2, 2}, {"g", 2, 1, 2}, {"wrap", 0, 2, 3}, {"wrap", 2, 1, 3}}) {
 		t.Fatalf("leaked in 3 columns: %v", got)
 	}
@@ -183,47 +183,54 @@ func (h *harness) selectedRow() string {
 func TestTreeAndIcicleViews(t *testing.T) {
 	h := newHarness(t, treeLog(), Options{Lines: treeLines{}})
 	h.press(tcell.KeyRune, '\\')
-	h.contains("wrap ← f  (tree.c:32)") // f is the frame that tells the group apart
-	h.contains("wrap ← g  (tree.c:32)")
-	h.contains("other  (tree.c:16)")
+	// Each frame at its line; f is the frame that tells the group apart.
+	h.contains("wrap tree.c:16 ← f tree.c:32  [")
+	h.contains("wrap tree.c:16 ← g tree.c:32  [")
+	h.contains("other tree.c:16  [")
 	h.press(tcell.KeyRune, '\\')
 
 	h.press(tcell.KeyRune, 'c')
 	h.contains("Call tree top-down, leaked: 170B in all")
-	if r := h.selectedRow(); r != "170B 100.0%  ▾ main" {
+	if r := h.selectedRow(); r != "170B 100.0%  ▾ main tree.c:48" {
 		t.Fatalf("first row %q", r)
 	}
-	h.contains("120B  70.6%    ▾ f")
-	h.contains("50B  29.4%    ▾ g")
-	h.contains("120B  70.6%        wrap") // a leaf
-	h.contains("▸ main  at tree.c:48")
+	// Open down to the first branch: main calls f and g, which stay
+	// closed.
+	h.contains("120B  70.6%    ▸ f tree.c:32")
+	h.contains("50B  29.4%    ▸ g tree.c:32")
+	h.lacks("wrap")
+	h.contains("▸ main tree.c:48  at tree.c:48")
 	h.press(tcell.KeyEnter, 0) // close main
-	h.lacks("▾ f")
-	h.contains("▸ main")
-	h.press(tcell.KeyRight, 0) // open it: f kept open
-	h.contains("▾ f")
+	h.lacks("f tree.c:32")
+	h.contains("▸ main tree.c:48")
+	h.press(tcell.KeyRight, 0) // open it
+	h.contains("▸ f tree.c:32")
 	h.press(tcell.KeyRight, 0) // main is open: down to f
-	if r := h.selectedRow(); !strings.HasSuffix(r, "▾ f") {
+	if r := h.selectedRow(); !strings.HasSuffix(r, "▸ f tree.c:32") {
 		t.Fatalf("→ on an open node: %q", r)
 	}
-	h.press(tcell.KeyLeft, 0) // close f
-	h.contains("▸ f")
+	h.press(tcell.KeyRight, 0)                      // open f
+	h.contains("120B  70.6%        wrap tree.c:16") // a leaf
+	h.press(tcell.KeyLeft, 0)                       // close f
+	h.contains("▸ f tree.c:32")
 	h.press(tcell.KeyLeft, 0) // to its caller
-	if r := h.selectedRow(); !strings.HasSuffix(r, "▾ main") {
+	if r := h.selectedRow(); !strings.HasSuffix(r, "▾ main tree.c:48") {
 		t.Fatalf("← on a closed node: %q", r)
 	}
 	h.press(tcell.KeyRune, '-')
 	h.lacks("▾")
 	h.press(tcell.KeyRune, '+')
-	h.contains("▾ main")
-	h.contains("▾ f")
-	h.contains("▾ g")
+	h.contains("▾ main tree.c:48")
+	h.contains("▾ f tree.c:32")
+	h.contains("▾ g tree.c:32")
 	h.press(tcell.KeyRune, 'C')
 	h.contains("Call tree top-down, peak: 180B in all")
-	h.contains("30B  16.7%      other")
+	// main at another line is a tree of its own (the tree's opened
+	// nodes kept: it is closed).
+	h.contains("30B  16.7%  ▸ main tree.c:32")
 	h.press(tcell.KeyRune, 'u')
 	h.contains("Call tree bottom-up, peak: 180B in all")
-	if r := h.selectedRow(); r != "150B  83.3%  ▾ wrap" {
+	if r := h.selectedRow(); r != "150B  83.3%  ▾ wrap tree.c:16" {
 		t.Fatalf("bottom-up first row %q", r)
 	}
 	h.press(tcell.KeyEscape, 0)
@@ -234,21 +241,21 @@ func TestTreeAndIcicleViews(t *testing.T) {
 	h.contains("Icicle top-down, peak: 180B in all   zoom: all")
 	h.contains("▸ all  180B (100.0%)")
 	h.press(tcell.KeyDown, 0)
-	h.contains("▸ main  180B (100.0%)  at tree.c:48")
+	h.contains("▸ main tree.c:48  150B (83.3%)  at tree.c:48")
 	h.press(tcell.KeyDown, 0) // the widest callee
-	h.contains("▸ f  100B (55.6%)  at tree.c:32")
+	h.contains("▸ f tree.c:32  100B (55.6%)  at tree.c:32")
 	h.press(tcell.KeyRight, 0)
-	h.contains("▸ g  50B (27.8%)")
+	h.contains("▸ g tree.c:32  50B (27.8%)")
 	h.press(tcell.KeyEnter, 0)
-	h.contains("zoom: all ▸ main ▸ g")
+	h.contains("zoom: all ▸ main tree.c:48 ▸ g tree.c:32")
 	rows := h.rows()
 	// Zoomed to g: g and its callee span the whole width (128 columns
 	// inside the borders).
-	if !strings.Contains(rows[5], "│g"+strings.Repeat(" ", 126)+"▕│") || !strings.Contains(rows[6], "│wrap"+strings.Repeat(" ", 123)+"▕│") {
+	if g, w := "g tree.c:32", "wrap tree.c:16"; !strings.Contains(rows[5], "│"+g+strings.Repeat(" ", 127-len(g))+"▕│") || !strings.Contains(rows[6], "│"+w+strings.Repeat(" ", 127-len(w))+"▕│") {
 		t.Fatalf("zoomed icicle:\n%s\n%s", rows[5], rows[6])
 	}
 	h.press(tcell.KeyBackspace2, 0)
-	h.contains("zoom: all ▸ main ")
+	h.contains("zoom: all ▸ main tree.c:48 ")
 	h.press(tcell.KeyEscape, 0)
 	h.contains("zoom: all ")
 	h.press(tcell.KeyEscape, 0) // out of the whole: the records
@@ -287,6 +294,10 @@ func TestGroupNamesSameFunctionsAndELFNames(t *testing.T) {
 		h.press(tcell.KeyRune, 'c')
 		h.press(tcell.KeyRune, 'u')
 		h.contains("20B 100.0%  ▾ " + tc.alloc)
+		// The tree tells f's two call sites apart too.
+		h.press(tcell.KeyRune, '+')
+		h.contains("10B  50.0%    ▾ f+0x20")
+		h.contains("10B  50.0%    ▾ f+0x24")
 	}
 }
 
@@ -312,12 +323,41 @@ func (chainLines) SourceFrames(module, symbol string, off uint64) ([]symbols.Sou
 	return []symbols.SourceFrame{{Function: "inlined", File: "/usr/include/inl.h", Line: 7}, {Function: symbol, File: "/src/" + symbol + ".c", Line: int(off)}}, nil
 }
 
-// A group's file:line is its telling frame's own function's line, not the
-// inlined code it ran.
+// A frame in inlined code is its calls: the inlined function at its
+// line, then the physical function at the line of the call, in the
+// groups and the tree alike.
 func TestGroupCallLine(t *testing.T) {
 	h := newHarness(t, treeLog(), Options{Lines: chainLines{}})
 	h.press(tcell.KeyRune, '\\')
-	h.contains("wrap ← f  (f.c:32)")
-	h.contains("other  (other.c:16)")
-	h.lacks("inl.h")
+	// Every stack starts with the inlined function, shared by all: "…".
+	h.contains("… ← wrap wrap.c:16 ← … ← f f.c:32  [")
+	h.contains("inlined inl.h:7 ← other other.c:16  [")
+	h.press(tcell.KeyRune, '\\')
+	h.press(tcell.KeyRune, 'c')
+	h.press(tcell.KeyRune, '+')
+	h.contains("▾ main main.c:48")
+	h.contains("▾ inlined inl.h:7")
+	h.contains("▾ f f.c:32")
+}
+
+// A fresh tree opens as the report's: down to the first branch, however
+// deep, and no further.
+func TestTreeOpensToFirstBranch(t *testing.T) {
+	var b []byte
+	b = logfmt.AppendMeta(b, logfmt.WordHeader, logfmt.KV{Key: "pid", Value: "9"}, logfmt.KV{Key: "comm", Value: "t"}, logfmt.KV{Key: "cmd", Value: "./t"})
+	for k, leaf := range []string{"c", "d"} {
+		b = logfmt.AppendAlloc(b, 1, "main", "malloc", uint64(1000*(k+1)), 10, 10, uint64(0x1000*(k+1)))
+		for j, fn := range []string{"x", leaf, "b", "a", "main"} {
+			b = logfmt.AppendFrame(b, j, "./t", fn, 0x10, uint64(0x401000+0x100*j))
+		}
+	}
+	b = logfmt.AppendSummary(b, logfmt.Summary{})
+	h := newHarness(t, b, Options{})
+	h.press(tcell.KeyRune, 'c')
+	h.contains("▾ main+0x10")
+	h.contains("▾ a+0x10")
+	h.contains("▾ b+0x10")
+	h.contains("▸ c+0x10")
+	h.contains("▸ d+0x10")
+	h.lacks("x+0x10")
 }

@@ -1,6 +1,7 @@
 package viewer
 
 import (
+	"cmp"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -73,17 +74,39 @@ func (a *App) costTree() *TreeNode {
 		if v.cost == CostLeaked && !a.opt.NoBuiltinSuppressions {
 			drop = a.stackSuppressed
 		}
-		v.root, v.key = BuildTree(m, v.costs, a.q.Proc, v.cost, v.bottomUp, drop, a.frameName), k
+		v.root, v.key = BuildTree(m, v.costs, a.q.Proc, v.cost, v.bottomUp, drop, a.frameName, a.frameCalls), k
 		if !v.opened {
 			v.open, v.opened = map[string]bool{}, true
-			openLevels(v.root, "", 2, v.open)
+			openToBranch(v.root, "", v.open)
 		}
 	}
 	return v.root
 }
 
-// openLevels opens the first levels of a fresh tree, as the report's trees
-// open.
+// openToBranch opens a fresh tree as the report's trees open: every
+// top-level node, and below it, down to the first branch, where the cost
+// divides: a node is opened while its parent leads to it alone.
+func openToBranch(n *TreeNode, key string, open map[string]bool) {
+	callees := 0
+	for _, k := range n.Kids {
+		if !k.Self {
+			callees++
+		}
+	}
+	if n.Parent != nil && callees != 1 {
+		return
+	}
+	for _, k := range n.Kids {
+		if len(k.Kids) == 0 {
+			continue
+		}
+		kk := key + k.Name + "\x00"
+		open[kk] = true
+		openToBranch(k, kk, open)
+	}
+}
+
+// openLevels opens levels levels below n (-1: all).
 func openLevels(n *TreeNode, key string, levels int, open map[string]bool) {
 	if levels == 0 {
 		return
@@ -370,6 +393,9 @@ func (a *App) nodeSource(n *TreeNode) string {
 	if !n.HasFr {
 		return ""
 	}
+	if n.At != "" {
+		return n.At
+	}
 	s, ok := a.frameSource(n.Frame)
 	if !ok {
 		return ""
@@ -461,7 +487,7 @@ func (a *App) drawFlame(x0, y0, x1, y1 int) {
 		return
 	}
 	for _, b := range boxes {
-		st := stDefault.Background(flameColor(b.Node.Name)).Foreground(tcell.ColorBlack)
+		st := stDefault.Background(flameColor(cmp.Or(b.Node.Func, b.Node.Name))).Foreground(tcell.ColorBlack)
 		if b.Node == sel {
 			st = stDefault.Background(tcell.ColorWhite).Foreground(tcell.ColorBlack).Bold(true)
 		}

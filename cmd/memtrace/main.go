@@ -229,41 +229,8 @@ func splitList(s string) []string {
 func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	o := &options{peakTopN: 10, stackUnwind: "dwarf", stackDepth: config.DefaultStackDepth, maxProcs: runner.DefaultMaxProcs}
 	fs := cli.NewParser(cli.Memtrace)
-	var pids, stackThreads, trackThreads, minSize, bufSize, configPath, sample string
-	track := "malloc,mmap"
-	minSize = "0"
-	var interval time.Duration
-	fs.String(&o.output, "o")
-	fs.String(&o.http, "http")
-	fs.String(&o.profileDir, "profile-dir")
-	fs.Int(&o.port, "port")
-	fs.String(&o.listen, "listen")
-	fs.String(&minSize, "min-size")
-	fs.String(&sample, "sample")
-	fs.Int(&o.stackDepth, "stack-depth")
-	fs.String(&stackThreads, "stack-threads")
-	fs.Bool(&o.noFreeStacks, "no-free-stacks")
-	fs.String(&trackThreads, "track-threads")
-	fs.String(&pids, "p")
-	fs.Var((*listFlag)(&o.comms), "comm")
-	fs.Var((*listFlag)(&o.cgroups), "cgroup")
-	fs.Bool(&o.all, "all")
-	fs.Int(&o.maxProcs, "max-procs")
-	fs.Int(&o.maxSamples, "max-samples")
-	fs.Int(&o.maxProcSamples, "max-proc-samples")
-	fs.Bool(&o.preload, "preload")
-	fs.Bool(&o.follow, "follow")
-	fs.String(&bufSize, "buffer-size")
-	fs.Bool(&o.floor, "floor")
-	fs.Bool(&o.noMulti, "no-uprobe-multi")
-	fs.String(&o.stackUnwind, "stack-unwind")
-	fs.Bool(&o.verbose, "v")
-	fs.String(&track, "track")
-	fs.Bool(&o.mmapFiles, "mmap-files")
-	fs.String(&configPath, "config")
-	fs.String(&o.reportDir, "report-dir")
-	fs.Duration(&interval, "interval")
-	fs.Int(&o.peakTopN, "peak-top-n")
+	r := rawFlags{track: "malloc,mmap", minSize: "0"}
+	defineFlags(fs, o, &r)
 	argv, err := fs.Parse(args)
 	if err != nil {
 		if errors.Is(err, cli.ErrHelp) {
@@ -272,6 +239,76 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	o.argv = argv
+	if err := checkEmptyValues(fs); err != nil {
+		return nil, err
+	}
+	if err := o.applySettings(fs, &r); err != nil {
+		return nil, err
+	}
+	if err := o.applyLimits(fs, &r); err != nil {
+		return nil, err
+	}
+	o.out = runner.ParseOutput(o.output)
+	if err := checkSelectors(o); err != nil {
+		return nil, err
+	}
+	selecting := o.all || len(o.comms) > 0 || len(o.cgroups) > 0
+	switch {
+	case o.out.Kind == runner.OutNone && o.http == "" && o.profileDir == "":
+		return nil, usageError{"-o none writes no log: give --http ADDR or --profile-dir DIR to see the heap (a file named none: -o ./none)"}
+	case len(o.pids) > 0 && len(o.argv) > 0:
+		return nil, usageError{"give either -p PID or -- PROG, not both"}
+	case len(o.pids) == 0 && len(o.argv) == 0 && !selecting:
+		return nil, usageError{"nothing to trace: give -- PROG ARGS or -p PID (see memtrace -h)"}
+	case o.preload && len(o.pids) > 0:
+		return nil, usageError{"--preload starts a program (-- PROG); it cannot attach to a running process"}
+	}
+	return o, nil
+}
+
+// rawFlags are the flags whose text is parsed after the command line, once
+// the config file and the environment are known.
+type rawFlags struct {
+	pids, stackThreads, trackThreads, minSize, bufSize, configPath, sample, track string
+	interval                                                                      time.Duration
+}
+
+func defineFlags(fs *cli.Parser, o *options, r *rawFlags) {
+	fs.String(&o.output, "o")
+	fs.String(&o.http, "http")
+	fs.String(&o.profileDir, "profile-dir")
+	fs.Int(&o.port, "port")
+	fs.String(&o.listen, "listen")
+	fs.String(&r.minSize, "min-size")
+	fs.String(&r.sample, "sample")
+	fs.Int(&o.stackDepth, "stack-depth")
+	fs.String(&r.stackThreads, "stack-threads")
+	fs.Bool(&o.noFreeStacks, "no-free-stacks")
+	fs.String(&r.trackThreads, "track-threads")
+	fs.String(&r.pids, "p")
+	fs.Var((*listFlag)(&o.comms), "comm")
+	fs.Var((*listFlag)(&o.cgroups), "cgroup")
+	fs.Bool(&o.all, "all")
+	fs.Int(&o.maxProcs, "max-procs")
+	fs.Int(&o.maxSamples, "max-samples")
+	fs.Int(&o.maxProcSamples, "max-proc-samples")
+	fs.Bool(&o.preload, "preload")
+	fs.Bool(&o.follow, "follow")
+	fs.String(&r.bufSize, "buffer-size")
+	fs.Bool(&o.floor, "floor")
+	fs.Bool(&o.noMulti, "no-uprobe-multi")
+	fs.String(&o.stackUnwind, "stack-unwind")
+	fs.Bool(&o.verbose, "v")
+	fs.String(&r.track, "track")
+	fs.Bool(&o.mmapFiles, "mmap-files")
+	fs.String(&r.configPath, "config")
+	fs.String(&o.reportDir, "report-dir")
+	fs.Duration(&r.interval, "interval")
+	fs.Int(&o.peakTopN, "peak-top-n")
+}
+
+func checkEmptyValues(fs *cli.Parser) error {
+	var err error
 	// An empty value given on purpose is a mistake (an unset shell
 	// variable, most often): taken as the default it would put the log
 	// on stderr or lose the reports without a word.
@@ -288,25 +325,30 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			err = usageError{fmt.Sprintf(`--%s "": give ADDR:PORT`, name)}
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
+	return err
+}
+
+// applySettings parses the sizes and durations and layers flags over
+// MEMTRACE_* variables over the config file.
+func (o *options) applySettings(fs *cli.Parser, r *rawFlags) error {
+	var err error
+	minSize, sample, track, interval, configPath := r.minSize, r.sample, r.track, r.interval, r.configPath
 	if o.minSize, err = config.ParseSize(strings.TrimSpace(minSize)); err != nil {
-		return nil, usageError{fmt.Sprintf("bad --min-size %q: %v", minSize, err)}
+		return usageError{fmt.Sprintf("bad --min-size %q: %v", minSize, err)}
 	}
 	if o.sample, err = config.ParseSize(strings.TrimSpace(sample)); sample != "" && (err != nil || o.sample == 0 || o.sample > 1<<30) {
-		return nil, usageError{fmt.Sprintf("bad --sample %q: give 1 to 1G bytes (K/M suffixes)", sample)}
+		return usageError{fmt.Sprintf("bad --sample %q: give 1 to 1G bytes (K/M suffixes)", sample)}
 	}
 	if o.track, err = config.ParseTrack(track); err != nil {
-		return nil, usageError{fmt.Sprintf("bad --track: %v", err)}
+		return usageError{fmt.Sprintf("bad --track: %v", err)}
 	}
 	if interval < 0 || (interval > 0 && interval < time.Millisecond) {
-		return nil, usageError{fmt.Sprintf("bad --interval %v: give 1ms or more", interval)}
+		return usageError{fmt.Sprintf("bad --interval %v: give 1ms or more", interval)}
 	}
 	// Flags over MEMTRACE_* variables over the config file.
 	loaded, err := config.Load(configPath, os.Environ())
 	if err != nil {
-		return nil, usageError{err.Error()}
+		return usageError{err.Error()}
 	}
 	flagKeys := map[string]string{"track": config.KeyTrack, "stack-depth": config.KeyStackDepth, "report-dir": config.KeyReportDir,
 		"interval": config.KeySnapshotIntervalMS, "peak-top-n": config.KeyPeakTopN, "min-size": config.KeyMinAlloc}
@@ -326,12 +368,18 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	o.interval = time.Duration(merged.SnapshotIntervalMS) * time.Millisecond
 	o.peakTopN, o.minSize = merged.PeakTopN, merged.MinAlloc
 	if o.peakTopN <= 0 {
-		return nil, usageError{fmt.Sprintf("bad --peak-top-n %d: give 1 or more", o.peakTopN)}
+		return usageError{fmt.Sprintf("bad --peak-top-n %d: give 1 or more", o.peakTopN)}
 	}
+	return nil
+}
+
+// applyLimits checks the numbers and lists against what memtrace can take.
+func (o *options) applyLimits(fs *cli.Parser, r *rawFlags) error {
+	bufSize, pids, stackThreads, trackThreads := r.bufSize, r.pids, r.stackThreads, r.trackThreads
 	if bufSize != "" {
 		n, err := config.ParseSize(strings.TrimSpace(bufSize))
 		if err != nil || n < 4096 || n&(n-1) != 0 || n > 1<<30 {
-			return nil, usageError{fmt.Sprintf("bad --buffer-size %q: give a power of two between 4K and 1G", bufSize)}
+			return usageError{fmt.Sprintf("bad --buffer-size %q: give a power of two between 4K and 1G", bufSize)}
 		}
 		o.ringBytes = int(n)
 	}
@@ -348,58 +396,43 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		p = strings.TrimSpace(p)
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {
-			return nil, usageError{fmt.Sprintf("bad PID %q: give positive process IDs separated by commas", p)}
+			return usageError{fmt.Sprintf("bad PID %q: give positive process IDs separated by commas", p)}
 		}
 		o.pids = append(o.pids, n)
 	}
 	o.stackThreads = splitList(stackThreads)
 	o.trackThreads = splitList(trackThreads)
 	if o.stackDepth < 0 || o.stackDepth > 127 {
-		return nil, usageError{fmt.Sprintf("bad --stack-depth %d: give 1 to 127 (0 turns stacks off)", o.stackDepth)}
+		return usageError{fmt.Sprintf("bad --stack-depth %d: give 1 to 127 (0 turns stacks off)", o.stackDepth)}
 	}
 	if o.stackUnwind != "dwarf" && o.stackUnwind != "fp" {
-		return nil, usageError{fmt.Sprintf("bad --stack-unwind %q: give dwarf or fp", o.stackUnwind)}
+		return usageError{fmt.Sprintf("bad --stack-unwind %q: give dwarf or fp", o.stackUnwind)}
 	}
 	if o.port < 0 || o.port > 65535 {
-		return nil, usageError{fmt.Sprintf("bad --port %d: give 1 to 65535", o.port)}
+		return usageError{fmt.Sprintf("bad --port %d: give 1 to 65535", o.port)}
 	}
 	if o.port != 0 && o.listen != "" {
-		return nil, usageError{"give --port or --listen, not both"}
+		return usageError{"give --port or --listen, not both"}
 	}
 	if o.port != 0 {
 		o.listen = "127.0.0.1:" + strconv.Itoa(o.port)
 	}
 	if o.http != "" {
 		if _, err := live.ListenAddr(o.http); err != nil {
-			return nil, usageError{err.Error()}
+			return usageError{err.Error()}
 		}
 	}
 	switch {
 	case fs.IsSet("max-samples") && o.sample == 0:
-		return nil, usageError{"--max-samples bounds --sample's table: give it with --sample BYTES"}
+		return usageError{"--max-samples bounds --sample's table: give it with --sample BYTES"}
 	case fs.IsSet("max-samples") && (o.maxSamples < 1 || o.maxSamples > 1<<26):
-		return nil, usageError{fmt.Sprintf("bad --max-samples %d: give 1 to %d", o.maxSamples, 1<<26)}
+		return usageError{fmt.Sprintf("bad --max-samples %d: give 1 to %d", o.maxSamples, 1<<26)}
 	case fs.IsSet("max-proc-samples") && o.sample == 0:
-		return nil, usageError{"--max-proc-samples bounds each process's share of --sample's table: give it with --sample BYTES"}
+		return usageError{"--max-proc-samples bounds each process's share of --sample's table: give it with --sample BYTES"}
 	case fs.IsSet("max-proc-samples") && (o.maxProcSamples < 1 || o.maxProcSamples > 1<<26):
-		return nil, usageError{fmt.Sprintf("bad --max-proc-samples %d: give 1 to %d", o.maxProcSamples, 1<<26)}
+		return usageError{fmt.Sprintf("bad --max-proc-samples %d: give 1 to %d", o.maxProcSamples, 1<<26)}
 	}
-	o.out = runner.ParseOutput(o.output)
-	if err := checkSelectors(o); err != nil {
-		return nil, err
-	}
-	selecting := o.all || len(o.comms) > 0 || len(o.cgroups) > 0
-	switch {
-	case o.out.Kind == runner.OutNone && o.http == "" && o.profileDir == "":
-		return nil, usageError{"-o none writes no log: give --http ADDR or --profile-dir DIR to see the heap (a file named none: -o ./none)"}
-	case len(o.pids) > 0 && len(o.argv) > 0:
-		return nil, usageError{"give either -p PID or -- PROG, not both"}
-	case len(o.pids) == 0 && len(o.argv) == 0 && !selecting:
-		return nil, usageError{"nothing to trace: give -- PROG ARGS or -p PID (see memtrace -h)"}
-	case o.preload && len(o.pids) > 0:
-		return nil, usageError{"--preload starts a program (-- PROG); it cannot attach to a running process"}
-	}
-	return o, nil
+	return nil
 }
 
 // maxProcsLimit is the kernel side's room for targets (bpf/mt_state.h's

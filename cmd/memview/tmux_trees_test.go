@@ -41,9 +41,11 @@ func TestTmuxTreesAndIcicle(t *testing.T) {
 	tm.waitFor("Detail [")
 
 	tm.send("c")
-	tm.waitFor("Call tree top-down, leaked: 600B in all", "▾ main", "▾ sqlite3VdbeCreate")
+	// A node is a function at its call site (the offset: the log has no
+	// lines), and the tree opens down to its first branch: main.
+	tm.waitFor("Call tree top-down, leaked: 600B in all", "▾ main+0x42", "▸ sqlite3VdbeCreate+0x41")
 	tm.waitUntil("the tree's figures", func(s string) bool {
-		return strings.Contains(s, "300B  50.0%    ▾ sqlite3VdbeCreate") && strings.Contains(s, "100B  16.7%    ▾ openDatabase") && !strings.Contains(s, "openDatabase2")
+		return strings.Contains(s, "300B  50.0%    ▸ sqlite3VdbeCreate+0x41") && strings.Contains(s, "100B  16.7%    ▸ openDatabase+0x41") && !strings.Contains(s, "openDatabase2")
 	})
 	tm.send("Enter") // collapse main
 	tm.waitUntil("main collapsed", func(s string) bool {
@@ -64,16 +66,16 @@ func TestTmuxTreesAndIcicle(t *testing.T) {
 	tm.send("u", "i")
 	tm.waitFor("Icicle top-down, allocated: 650B in all   zoom: all", "▸ all  650B (100.0%)")
 	tm.send("Down", "Down")
-	tm.waitFor("▸ sqlite3VdbeCreate  300B (46.2%)")
+	tm.waitFor("▸ sqlite3VdbeCreate+0x41  300B (46.2%)")
 	tm.send("Enter")
-	tm.waitFor("zoom: all ▸ main ▸ sqlite3VdbeCreate")
+	tm.waitFor("zoom: all ▸ main+0x42 ▸ sqlite3VdbeCreate+0x41")
 	// Zoomed, the frame and its callee span the terminal's width (138
 	// columns inside the borders).
 	tm.waitUntil("the zoomed frame across the width", func(s string) bool {
-		return strings.Contains(s, "│sqlite3VdbeCreate"+strings.Repeat(" ", 138-len("sqlite3VdbeCreate")-1)+"▕│")
+		return strings.Contains(s, "│sqlite3VdbeCreate+0x41"+strings.Repeat(" ", 138-len("sqlite3VdbeCreate+0x41")-1)+"▕│")
 	})
 	tm.send("BSpace")
-	tm.waitFor("zoom: all ▸ main ")
+	tm.waitFor("zoom: all ▸ main+0x42 ")
 	tm.send("Escape")
 	tm.waitUntil("zoomed out to the whole", func(s string) bool { return strings.Contains(s, "zoom: all  ") })
 	tm.send("Escape")

@@ -23,9 +23,7 @@
 #endif
 
 __thread int t_in TLS_IE;
-#if defined(__arm__)
 __thread uintptr_t t_caller TLS_IE;
-#endif
 
 // ---------------------------------------------------------------------------
 // Real functions.
@@ -123,8 +121,8 @@ static void clear_in(int *p)
 	t_in = *p;
 }
 // ENTER sets t_in for the rest of the hook; the cleanup restores it also
-// when a throwing operator new unwinds through the hook. On 32-bit ARM it
-// also keeps the hook's caller (mt.h, t_caller).
+// when a throwing operator new unwinds through the hook. It also keeps
+// the hook's caller (mt.h, t_caller).
 #define ENTER int in_saved __attribute__((cleanup(clear_in))) = t_in; t_in = 1; SET_CALLER()
 #define ENSURE() do { if (UNLIKELY(!resolved)) resolve(); } while (0)
 

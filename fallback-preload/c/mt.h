@@ -71,17 +71,15 @@ void sample_atfork_child(void);
 // straight through, so that one outermost call logs one event.
 extern __thread int t_in TLS_IE;
 
-#if defined(__arm__)
 // t_caller: the outermost hook's return address. 32-bit ARM's backtrace()
 // (the .ARM.exidx unwinder) reports no frame for a caller that has no
 // unwind entry (EXIDX_CANTUNWIND, much of libc: stdio's buffers), so a
 // stack taken inside such a call would be the library's frames alone;
-// stack.c puts this address in their place.
+// stack.c puts this address in their place. Elsewhere the walk over the
+// rows keys its kept walks on it (walk.c, wr_pick): a loop's malloc and
+// free are two call sites, each with its own.
 extern __thread uintptr_t t_caller TLS_IE;
 #define SET_CALLER() (t_caller = (uintptr_t)__builtin_return_address(0))
-#else
-#define SET_CALLER() ((void)0)
-#endif
 
 // resolve looks up the real functions (hooks.c); the hooks call it when
 // they are reached before the constructor.

@@ -269,7 +269,8 @@ static int find_rule(uintptr_t q, unsigned gen, rc_entry *e)
 // function of its state (pc, sp, fp, lr, is_return, lr_valid, fp_known),
 // of the rule for its pc (fixed while the module table's generation is,
 // since a file's rows never change once READY) and of the stack words it
-// reads. So each thread keeps its last walk that succeeded: every step's
+// reads. So each thread keeps its last walks that succeeded (WR_KEPT of
+// them, one per place a walk starts from, wr_pick): every step's
 // state on entry, the frame it gave, and the words it read with their
 // values. A new walk that reaches a kept step's sp with the same state
 // (in what the rest of that walk depends on: fp and lr are often
@@ -318,17 +319,37 @@ typedef struct {
 	uint16_t nrd, nfr;
 } wstep;
 
+// A read: the word's address and value. RD_FP in addr marks a read of fp
+// (the caller's saved frame pointer): kept, it also marks one whose value
+// the rest of the walk never uses (fp is overwritten first), which a match
+// does not read again: a frame pointer the code uses as a register holds
+// anything, and its saved copy changes from call to call.
+#define RD_FP ((uintptr_t)1)
+
 typedef struct {
 	uintptr_t addr, val;
 } wread;
 
+// A kept walk: st[0] is its outermost step, st[n - 1] its first.
 typedef struct {
-	int busy; // a walk uses the record
-	int n;    // kept steps: st[0] is the outermost, st[n - 1] the walk's first
-	int cut;  // the kept walk stopped at its depth limit in st[0]
+	int n;   // kept steps
+	int cut; // it stopped at its depth limit in st[0]
 	unsigned gen;
+	unsigned used; // the record's clock when it was last matched or kept
+	uintptr_t caller; // t_caller at its walk
 	wstep st[WR_STEPS];
 	wread rd[WR_READS];
+} wkept;
+
+// Kept walks per thread: the walks of a few call paths (a loop's malloc
+// and its free start from different hooks, at different stack depths)
+// each kept apart, so that they do not evict each other's.
+#define WR_KEPT 4
+
+typedef struct {
+	int busy; // a walk uses the record
+	unsigned clock;
+	wkept k[WR_KEPT];
 	wstep cur[WR_STEPS]; // the walk under way, in its order
 	wread cur_rd[WR_READS];
 	// The thread's own rule cache, in front of the shared one (seq 1:
@@ -364,8 +385,9 @@ static wrec *wr_claim(void)
 			}
 			__atomic_store_n(&wr_pool[i], w, __ATOMIC_RELEASE);
 		}
-		// Another thread's walk, of another stack: never to be matched.
-		w->n = 0;
+		// Another thread's walks, of another stack: never to be matched.
+		for (int k = 0; k < WR_KEPT; k++)
+			w->k[k].n = 0;
 		w->busy = 0;
 		t_wslot = i;
 		t_wrec = w;
@@ -395,6 +417,28 @@ void walk_atfork_child(void)
 			wr_owned[i] = 0;
 }
 
+// wr_pick chooses the kept walk a walk starting at (pc, sp) is matched
+// against and kept in: the one that started there too, from the same
+// hook's caller (t_caller), else the one matched or kept longest ago.
+static ALWAYS_INLINE wkept *wr_pick(wrec *w, uintptr_t pc, uintptr_t sp, unsigned gen)
+{
+	uintptr_t caller = t_caller;
+	wkept *old = &w->k[0];
+	for (int i = 0; i < WR_KEPT; i++) {
+		wkept *k = &w->k[i];
+		if (k->n > 0 && k->gen == gen && k->caller == caller && k->st[k->n - 1].sp == sp &&
+		    k->st[k->n - 1].pc == pc) {
+			old = k;
+			break;
+		}
+		if ((int)(k->used - old->used) < 0)
+			old = k;
+	}
+	old->used = ++w->clock;
+	old->caller = caller;
+	return old;
+}
+
 // wr_live sets a kept step's live flags from its own and from the live
 // flags of the step after it (outside it); it returns its own.
 static ALWAYS_INLINE unsigned wr_live(wstep *x, unsigned next)
@@ -414,29 +458,34 @@ static ALWAYS_INLINE unsigned wr_live(wstep *x, unsigned next)
 	return l;
 }
 
-// wr_keep makes the walk under way the kept one: its first nstep steps,
-// with nread reads, then the kept steps from `from` outwards; from -1:
-// the walk under way is whole, of generation gen, cut at its depth limit
-// or not. Where it does not fit, the old record stays: it is still a walk
-// that was.
-static void wr_keep(wrec *w, int nstep, int nread, int from, unsigned gen, int cut)
+// wr_keep makes the walk under way kept walk k: its first nstep steps,
+// with nread reads, then k's steps from `from` outwards; from -1: the walk
+// under way is whole, of generation gen, cut at its depth limit or not.
+// Where it does not fit, the old walk stays: it is still a walk that was.
+static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, unsigned gen, int cut)
 {
 	int base = from + 1;
-	int rbase = from >= 0 ? w->st[from].nrd : 0, fbase = from >= 0 ? w->st[from].nfr : 0;
+	int rbase = from >= 0 ? k->st[from].nrd : 0, fbase = from >= 0 ? k->st[from].nfr : 0;
 	if (base + nstep > WR_STEPS || rbase + nread > WR_READS)
 		return;
 	if (from < 0) {
-		w->gen = gen;
-		w->cut = cut;
+		k->gen = gen;
+		k->cut = cut;
 	}
-	unsigned live = from >= 0 ? w->st[from].flags : 0;
+	unsigned live = from >= 0 ? k->st[from].flags : 0;
 	int nr = rbase, nf = fbase;
-	for (int k = nstep - 1; k >= 0; k--) {
-		const wstep *c = &w->cur[k];
-		wstep *x = &w->st[base + (nstep - 1 - k)];
-		int end = k + 1 < nstep ? w->cur[k + 1].nrd : nread;
-		for (int i = c->nrd; i < end; i++)
-			w->rd[nr++] = w->cur_rd[i];
+	for (int i = nstep - 1; i >= 0; i--) {
+		const wstep *c = &w->cur[i];
+		wstep *x = &k->st[base + (nstep - 1 - i)];
+		int end = i + 1 < nstep ? w->cur[i + 1].nrd : nread;
+		// live: the entry state of the step after this one, which
+		// an fp read of this one sets.
+		for (int r = c->nrd; r < end; r++) {
+			wread v = w->cur_rd[r];
+			if ((v.addr & RD_FP) && (live & WS_LIVE_FP))
+				v.addr &= ~RD_FP;
+			k->rd[nr++] = v;
+		}
 		*x = *c;
 		if (x->flags & WS_FRAME)
 			nf++;
@@ -444,7 +493,7 @@ static void wr_keep(wrec *w, int nstep, int nread, int from, unsigned gen, int c
 		x->nfr = (uint16_t)nf;
 		live = wr_live(x, live);
 	}
-	w->n = base + nstep;
+	k->n = base + nstep;
 }
 
 // wr_same says whether the walk's state equals the kept step's in what
@@ -464,215 +513,281 @@ static ALWAYS_INLINE int wr_same(const wstep *x, uintptr_t pc, uintptr_t fp, uin
 	return 1;
 }
 
-// A read of the walk, kept in the record (*cs: the step under way).
-#define RD(a, v)                                                                    \
-	do {                                                                        \
-		if (!rd(b, (a), &(v)))                                              \
-			return -1;                                                  \
-		if (cs) {                                                           \
-			if (nread == WR_READS) {                                    \
-				w = NULL;                                           \
-				cs = NULL;                                          \
-			} else {                                                    \
-				w->cur_rd[nread].addr = (a);                        \
-				w->cur_rd[nread++].val = (v);                       \
-			}                                                           \
-		}                                                                   \
-	} while (0)
-
-static ALWAYS_INLINE int walk(const bounds_t *b, uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t lr,
-			      mt_rawframe *out, int max, int *stop, wrec *w, unsigned seq, int *reused)
-{
-	int n = 0, is_return = 0, lr_valid = 1, fp_known = 1;
-	unsigned gen = (unsigned)modules_generation();
+// The walk under way: its registers and flags, its frames, and what the
+// record keeps of it (w NULL: nothing is kept nor matched).
+typedef struct {
+	const bounds_t *b;
+	uintptr_t pc, sp, fp, lr;
+	int is_return, lr_valid, fp_known;
+	int n, max, steps, nread;
+	unsigned gen, seq;
+	mt_rawframe *out;
+	wrec *w;
+	wkept *k;
+	wstep *cs; // the step under way in w->cur, NULL when not kept
 	// The kept walk: j its innermost step not below sp. Its reads were
 	// found to hold from step 0 to good, and not at step bad.
-	int j = -1, good = -1, bad = WR_STEPS, nread = 0;
-	if (w)
-		j = w->gen == gen ? w->n - 1 : -1;
-	for (int steps = 0; steps < 512; steps++) {
-		wstep *cs = NULL;
-		if (w && steps == WR_STEPS)
-			w = NULL;
-		if (w) {
-			while (j >= 0 && w->st[j].sp < sp)
-				j--;
-			for (int c = j; c >= 0 && w->st[c].sp == sp; c--) {
-				if (c >= bad || steps + c >= 512 ||
-				    !wr_same(&w->st[c], pc, fp, lr, is_return, lr_valid, fp_known))
-					continue;
-				if (c > good) {
-					// Outermost first: a step whose word changed
-					// rules out itself and every step inside it.
-					int i = good >= 0 ? w->st[good].nrd : 0;
-					for (int r = good + 1; r <= c; r++) {
-						for (; i < w->st[r].nrd; i++) {
-							uintptr_t v;
-							if (!rd(b, w->rd[i].addr, &v) || v != w->rd[i].val)
-								break;
-						}
-						if (i < w->st[r].nrd) {
-							bad = r;
-							break;
-						}
-						good = r;
-					}
-					if (c >= bad)
-						continue;
-				}
-				int rest = w->st[c].nfr;
-				if (w->cut && n + rest < max)
-					continue;
-				int n0 = n, cut = w->cut;
-				for (int r = c; r >= 0; r--) {
-					const wstep *x = &w->st[r];
-					if (!(x->flags & WS_FRAME))
-						continue;
-					if (n == max) {
-						cut = 1;
-						break;
-					}
-					out[n].addr = x->pc;
-					out[n].off = x->off;
-					out[n].file = x->file;
-					n++;
-				}
-				*stop = cut ? MT_STOP_DEPTH : MT_STOP_END;
-				*reused = n - n0;
-				// A walk over a table rebuilt meanwhile is dropped by
-				// the caller, and not kept either.
-				if (modules_still(seq))
-					wr_keep(w, steps, nread, c, gen, cut);
-				return n;
-			}
-			cs = &w->cur[steps];
-			cs->pc = pc;
-			cs->sp = sp;
-			cs->fp = fp;
-			cs->lr = lr;
-			cs->flags = (uint16_t)((is_return ? WS_RETURN : 0) | (lr_valid ? WS_LR_VALID : 0) |
-					       (fp_known ? WS_FP_KNOWN : 0));
-			cs->nrd = (uint16_t)nread;
-		}
-		uintptr_t q = is_return ? pc - 1 : pc;
-		rc_entry local;
-		const rc_entry *e = &local;
-		if (w) {
-			rc_entry *m = &w->rules[(q ^ (q >> 7)) & (WR_RULES - 1)];
-			if (m->seq != 1 || m->q != q || m->gen != gen) {
-				if (!find_rule(q, gen, m)) {
-					m->seq = 0;
-					return -1;
-				}
-				m->seq = 1;
-			}
-			e = m;
-		} else if (!find_rule(q, gen, &local)) {
-			return -1;
-		}
-		if (!e->self) {
-			if (n == max) {
-				*stop = MT_STOP_DEPTH;
-				if (cs && modules_still(seq))
-					wr_keep(w, steps + 1, nread, -1, gen, 1);
-				return n;
-			}
-			out[n].addr = pc;
-			out[n].off = pc - e->adj;
-			out[n].file = e->file;
-			if (cs) {
-				cs->flags |= WS_FRAME;
-				cs->off = pc - e->adj;
-				cs->file = e->file;
-			}
-			n++;
-		}
-		const rule_t r = e->r;
-		if (r.signal) {
-			uintptr_t npc, nsp, nfp, nlr;
-			RD(sp + SIG_PC, npc);
-			RD(sp + SIG_SP, nsp);
-			RD(sp + SIG_FP, nfp);
-			RD(sp + SIG_LR, nlr);
-#if defined(__aarch64__)
-			npc &= PAC_MASK;
-#endif
-			if (nsp < sp)
-				return -1;
-			if (cs)
-				cs->flags |= WS_SET_FP | WS_SET_FPK;
-			pc = npc;
-			sp = nsp;
-			fp = nfp;
-			lr = nlr;
-			fp_known = lr_valid = 1;
-			is_return = 0;
-			continue;
-		}
-		uintptr_t cfa, ra;
-		switch (r.cfa) {
-		case MT_CFA_END:
-			*stop = MT_STOP_END;
-			goto end;
-		case MT_CFA_SP:
-			cfa = sp + (uintptr_t)r.cfa_off;
-			break;
-		case MT_CFA_FP:
-			if (cs)
-				cs->flags |= WS_USE_FP;
-			if (!fp_known)
-				return -1;
-			cfa = fp + (uintptr_t)r.cfa_off;
-			break;
-		case MT_CFA_PLT:
-			cfa = sp + (uintptr_t)r.cfa_off + ((pc & 15) >= r.plt ? 8 : 0);
-			break;
-		default:
-			return -1;
-		}
-		if (cfa == sp && cs)
-			cs->flags |= WS_USE_LR;
-		if (cfa < sp || (cfa == sp && !lr_valid))
-			return -1;
-		if (r.ra_in_lr) {
-			if (cs)
-				cs->flags |= WS_USE_LR;
-			if (!lr_valid)
-				return -1;
-			ra = lr;
+	int j, good, bad;
+} walk_t;
+
+// wk_read reads a word of the stack for the step under way, and notes it
+// with the step when the walk is kept: 0 where the read is out of bounds.
+static ALWAYS_INLINE int wk_read(walk_t *s, uintptr_t a, uintptr_t *v, uintptr_t is_fp)
+{
+	if (!rd(s->b, a, v))
+		return 0;
+	if (s->cs) {
+		if (s->nread == WR_READS) {
+			s->w = NULL;
+			s->cs = NULL;
 		} else {
-			RD(cfa + (uintptr_t)r.ra_off, ra);
+			s->w->cur_rd[s->nread].addr = a | is_fp;
+			s->w->cur_rd[s->nread++].val = *v;
 		}
-		if (r.fp_rule == 1) {
-			RD(cfa + (uintptr_t)r.fp_off, fp);
-			if (cs)
-				cs->flags |= WS_SET_FP;
-		} else if (r.fp_rule == 2) {
-			fp_known = 0;
-			if (cs)
-				cs->flags |= WS_SET_FPK;
+	}
+	return 1;
+}
+
+// wk_reads_hold says whether the kept walk's reads still hold from its
+// outermost step to step c. Where one changed, the step that made it is
+// ruled out, with every step inside it. The reads were aligned and on
+// this thread's stack when made; the new walk's bounds are checked with
+// one comparison each.
+static ALWAYS_INLINE int wk_reads_hold(walk_t *s, int c)
+{
+	const wkept *k = s->k;
+	if (c >= s->bad)
+		return 0;
+	if (c <= s->good)
+		return 1;
+	uintptr_t lo = s->b->lo, span = s->b->hi - lo - sizeof(uintptr_t);
+	int i = s->good >= 0 ? k->st[s->good].nrd : 0, end = k->st[c].nrd;
+	for (; i < end; i++) {
+		uintptr_t a = k->rd[i].addr;
+		if (a & RD_FP)
+			continue;
+		if (a - lo > span || *(const uintptr_t *)a != k->rd[i].val)
+			break;
+	}
+	if (i == end) {
+		s->good = c;
+		return 1;
+	}
+	// Read i is of the innermost step whose reads go past it.
+	int r = s->good + 1;
+	while (k->st[r].nrd <= i)
+		r++;
+	s->bad = r;
+	s->good = r - 1;
+	return 0;
+}
+
+// wk_reuse copies the kept walk's frames from a step with the walk's
+// state on outwards, where there is one whose reads still hold: it
+// returns the frame count, else -1 (walk on).
+static int wk_reuse(walk_t *s, int *stop, int *reused)
+{
+	const wkept *k = s->k;
+	while (s->j >= 0 && k->st[s->j].sp < s->sp)
+		s->j--;
+	for (int c = s->j; c >= 0 && k->st[c].sp == s->sp; c--) {
+		if (s->steps + c >= 512 ||
+		    !wr_same(&k->st[c], s->pc, s->fp, s->lr, s->is_return, s->lr_valid, s->fp_known) ||
+		    !wk_reads_hold(s, c))
+			continue;
+		if (k->cut && s->n + k->st[c].nfr < s->max)
+			continue;
+		int n0 = s->n, cut = k->cut;
+		for (int r = c; r >= 0; r--) {
+			const wstep *x = &k->st[r];
+			if (!(x->flags & WS_FRAME))
+				continue;
+			if (s->n == s->max) {
+				cut = 1;
+				break;
+			}
+			s->out[s->n].addr = x->pc;
+			s->out[s->n].off = x->off;
+			s->out[s->n].file = x->file;
+			s->n++;
 		}
-#if defined(__aarch64__)
-		ra &= PAC_MASK;
-#endif
-		if (ra == 0) {
-			*stop = MT_STOP_END;
-			goto end;
-		}
-		sp = cfa;
-		pc = lr = ra;
-		is_return = 1;
-		lr_valid = 0;
-		continue;
-	end:
-		if (cs && modules_still(seq))
-			wr_keep(w, steps + 1, nread, -1, gen, 0);
-		return n;
+		*stop = cut ? MT_STOP_DEPTH : MT_STOP_END;
+		*reused = s->n - n0;
+		// A walk over a table rebuilt meanwhile is dropped by the
+		// caller, and not kept either.
+		if (modules_still(s->seq))
+			wr_keep(s->w, s->k, s->steps, s->nread, c, s->gen, cut);
+		return s->n;
 	}
 	return -1;
 }
 
-#undef RD
+// wk_rule finds the rule for the walk's pc, through the thread's own
+// cache when there is a record: NULL where the rows cannot say.
+static ALWAYS_INLINE const rc_entry *wk_rule(walk_t *s, rc_entry *local)
+{
+	uintptr_t q = s->is_return ? s->pc - 1 : s->pc;
+	if (!s->w)
+		return find_rule(q, s->gen, local) ? local : NULL;
+	rc_entry *m = &s->w->rules[(q ^ (q >> 7)) & (WR_RULES - 1)];
+	if (m->seq != 1 || m->q != q || m->gen != s->gen) {
+		if (!find_rule(q, s->gen, m)) {
+			m->seq = 0;
+			return NULL;
+		}
+		m->seq = 1;
+	}
+	return m;
+}
+
+// wk_signal steps over a signal frame: 0 where its words cannot be read.
+static int wk_signal(walk_t *s)
+{
+	uintptr_t npc, nsp, nfp, nlr;
+	if (!wk_read(s, s->sp + SIG_PC, &npc, 0) || !wk_read(s, s->sp + SIG_SP, &nsp, 0) ||
+	    !wk_read(s, s->sp + SIG_FP, &nfp, RD_FP) || !wk_read(s, s->sp + SIG_LR, &nlr, 0))
+		return 0;
+#if defined(__aarch64__)
+	npc &= PAC_MASK;
+#endif
+	if (nsp < s->sp)
+		return 0;
+	if (s->cs)
+		s->cs->flags |= WS_SET_FP | WS_SET_FPK;
+	s->pc = npc;
+	s->sp = nsp;
+	s->fp = nfp;
+	s->lr = nlr;
+	s->fp_known = s->lr_valid = 1;
+	s->is_return = 0;
+	return 1;
+}
+
+// wk_step applies rule r to the walk's registers: 1 the walk goes on,
+// 0 it reached the outermost frame, -1 it gives up.
+static ALWAYS_INLINE int wk_step(walk_t *s, const rule_t *r)
+{
+	uintptr_t cfa, ra;
+	if (r->signal)
+		return wk_signal(s) ? 1 : -1;
+	switch (r->cfa) {
+	case MT_CFA_END:
+		return 0;
+	case MT_CFA_SP:
+		cfa = s->sp + (uintptr_t)r->cfa_off;
+		break;
+	case MT_CFA_FP:
+		if (s->cs)
+			s->cs->flags |= WS_USE_FP;
+		if (!s->fp_known)
+			return -1;
+		cfa = s->fp + (uintptr_t)r->cfa_off;
+		break;
+	case MT_CFA_PLT:
+		cfa = s->sp + (uintptr_t)r->cfa_off + ((s->pc & 15) >= r->plt ? 8 : 0);
+		break;
+	default:
+		return -1;
+	}
+	if (cfa == s->sp && s->cs)
+		s->cs->flags |= WS_USE_LR;
+	if (cfa < s->sp || (cfa == s->sp && !s->lr_valid))
+		return -1;
+	if (r->ra_in_lr) {
+		if (s->cs)
+			s->cs->flags |= WS_USE_LR;
+		if (!s->lr_valid)
+			return -1;
+		ra = s->lr;
+	} else if (!wk_read(s, cfa + (uintptr_t)r->ra_off, &ra, 0)) {
+		return -1;
+	}
+	if (r->fp_rule == 1) {
+		if (!wk_read(s, cfa + (uintptr_t)r->fp_off, &s->fp, RD_FP))
+			return -1;
+		if (s->cs)
+			s->cs->flags |= WS_SET_FP;
+	} else if (r->fp_rule == 2) {
+		s->fp_known = 0;
+		if (s->cs)
+			s->cs->flags |= WS_SET_FPK;
+	}
+#if defined(__aarch64__)
+	ra &= PAC_MASK;
+#endif
+	if (ra == 0)
+		return 0;
+	s->sp = cfa;
+	s->pc = s->lr = ra;
+	s->is_return = 1;
+	s->lr_valid = 0;
+	return 1;
+}
+
+// wk_begin opens step `steps` in the record: its entry state.
+static ALWAYS_INLINE void wk_begin(walk_t *s)
+{
+	wstep *cs = s->cs = &s->w->cur[s->steps];
+	cs->pc = s->pc;
+	cs->sp = s->sp;
+	cs->fp = s->fp;
+	cs->lr = s->lr;
+	cs->flags = (uint16_t)((s->is_return ? WS_RETURN : 0) | (s->lr_valid ? WS_LR_VALID : 0) |
+			       (s->fp_known ? WS_FP_KNOWN : 0));
+	cs->nrd = (uint16_t)s->nread;
+}
+
+// wk_end ends the walk with its frames, keeping it (its first `steps`
+// steps) where it was kept all along.
+static ALWAYS_INLINE int wk_end(walk_t *s, int steps, int cut)
+{
+	if (s->cs && modules_still(s->seq))
+		wr_keep(s->w, s->k, steps, s->nread, -1, s->gen, cut);
+	return s->n;
+}
+
+static ALWAYS_INLINE int walk(walk_t *s, int *stop, int *reused)
+{
+	for (s->steps = 0; s->steps < 512; s->steps++) {
+		s->cs = NULL;
+		if (s->w && s->steps == WR_STEPS)
+			s->w = NULL;
+		if (s->w) {
+			int n = wk_reuse(s, stop, reused);
+			if (n >= 0)
+				return n;
+			wk_begin(s);
+		}
+		rc_entry local;
+		const rc_entry *e = wk_rule(s, &local);
+		if (!e)
+			return -1;
+		if (!e->self) {
+			if (s->n == s->max) {
+				*stop = MT_STOP_DEPTH;
+				return wk_end(s, s->steps + 1, 1);
+			}
+			s->out[s->n].addr = s->pc;
+			s->out[s->n].off = s->pc - e->adj;
+			s->out[s->n].file = e->file;
+			if (s->cs) {
+				s->cs->flags |= WS_FRAME;
+				s->cs->off = s->pc - e->adj;
+				s->cs->file = e->file;
+			}
+			s->n++;
+		}
+		const rule_t r = e->r;
+		int go = wk_step(s, &r);
+		if (go < 0)
+			return -1;
+		if (go == 0) {
+			*stop = MT_STOP_END;
+			return wk_end(s, s->steps + 1, 0);
+		}
+	}
+	return -1;
+}
 
 __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
 {
@@ -685,18 +800,35 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, un
 #endif
 	*reused = 0;
 	bounds_t b = {sp, walk_stack_top()};
-	if (b.hi <= b.lo || b.hi - b.lo > ((uintptr_t)1 << 30))
+	if (b.hi < b.lo + sizeof(uintptr_t) || b.hi - b.lo > ((uintptr_t)1 << 30))
 		return -1;
 	wrec *w = t_wrec;
 	if (UNLIKELY(!w) && t_wstate == 0)
 		w = wr_claim();
 	if (w && w->busy)
 		w = NULL;
+	walk_t s = {.b = &b,
+		    .pc = pc,
+		    .sp = sp,
+		    .fp = fp,
+		    .lr = lr,
+		    .lr_valid = 1,
+		    .fp_known = 1,
+		    .max = max,
+		    .seq = seq,
+		    .out = out,
+		    .w = w,
+		    .j = -1,
+		    .good = -1,
+		    .bad = WR_STEPS};
+	s.gen = (unsigned)modules_generation();
 	if (w) {
 		w->busy = 1;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		s.k = wr_pick(w, pc, sp, s.gen);
+		s.j = s.k->gen == s.gen ? s.k->n - 1 : -1;
 	}
-	int n = walk(&b, pc, sp, fp, lr, out, max, stop, w, seq, reused);
+	int n = walk(&s, stop, reused);
 	if (w) {
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		w->busy = 0;

@@ -15,7 +15,8 @@ var creates = regexp.MustCompile(`\bos\.(Create|WriteFile|CreateTemp)\(|\bos\.Op
 
 // notOutputs are the files that create something that is not an output
 // of memtrace's: generators run at build time, test helpers, the preload
-// library's cache in its private directory, the synthetic-log tool of the
+// library's cache and the unwind tables' cache (the effective user's own,
+// never the user's behind sudo) in their private directories, the synthetic-log tool of the
 // benchmarks; and the lines that do: a temporary file made exclusively
 // (a sorted log's, in place of the log; the probe of --report-dir, removed
 // at once) and a write to /proc.
@@ -26,6 +27,7 @@ var notOutputs = map[string]bool{
 	"internal/proctest/proctest.go":                    true,
 	"internal/asuser/asusertest/plant.go":              true,
 	"fallback-preload/preload.go":                      true,
+	"tracer/tablecache.go":                             true,
 	"cmd/memtrace-genlog/main.go":                      true,
 }
 

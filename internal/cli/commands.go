@@ -1,5 +1,11 @@
 package cli
 
+import (
+	"strings"
+
+	"github.com/memtrace/memtrace/internal/ranking"
+)
+
 // helpFlag and versionFlag are every command's; the parser answers them
 // with ErrHelp and ErrVersion.
 var (
@@ -165,11 +171,7 @@ var Report = &Command{
 	},
 	Description: "Rank the call stacks of memtrace (or memtrack) logs by allocation calls, memory live at the peak, leaks and temporary allocations, like heaptrack_print. Several logs (or a log of several processes) give a section per process and a merged one. A LOG may be compressed (zstd, gzip); - reads stdin.\n\nThe on/off options take 1/0, true/false, on/off, yes/no, after = or as the next argument; alone they mean on.",
 	Sections:    []string{"rankings", "input", "comparison and leaks", "exports (FILE - writes to stdout instead of the text report)", "mem_monitor"},
-	Flags: []Flag{
-		{Names: []string{"print-allocators", "a"}, Arg: "0|1", OptionalArg: true, Help: "most calls to allocation functions (on)"},
-		{Names: []string{"print-peaks", "p"}, Arg: "0|1", OptionalArg: true, Help: "peak memory consumers: live at the peak (on)"},
-		{Names: []string{"print-leaks", "l"}, Arg: "0|1", OptionalArg: true, Help: "memory leaks (on)"},
-		{Names: []string{"print-temporary", "T"}, Arg: "0|1", OptionalArg: true, Help: "most temporary allocations (on)"},
+	Flags: append(rankingFlags(), []Flag{
 		{Names: []string{"peak-limit", "n"}, Arg: "N", Default: "10", Help: "entries per ranking (0: all)"},
 		{Names: []string{"sub-peak-limit", "s"}, Arg: "N", Default: "5", Help: "call stacks shown under each entry (heaptrack's sub-peaks)"},
 		{Names: []string{"merge-backtraces", "m"}, Arg: "0|1", OptionalArg: true, Help: "1: one frame per function, so that builds compare; 0 (default): call sites, each named by its innermost inlined function and file:line"},
@@ -192,7 +194,7 @@ var Report = &Command{
 
 		{Names: []string{"json"}, Arg: "FILE", Section: "exports (FILE - writes to stdout instead of the text report)", Help: "figures and rankings for automation", Complete: "file"},
 		{Names: []string{"folded", "F", "print-flamegraph"}, Arg: "FILE", Section: "exports (FILE - writes to stdout instead of the text report)", Help: "folded stacks (flamegraph.pl, speedscope, inferno)", Complete: "file"},
-		{Names: []string{"cost", "flamegraph-cost-type"}, Arg: "allocations|temporary|leaked|peak", Section: "exports (FILE - writes to stdout instead of the text report)", Default: "allocations", Help: "cost of --folded and of the HTML's first flame graph", Complete: "allocations temporary leaked peak"},
+		{Names: []string{"cost", "flamegraph-cost-type"}, Arg: flameCosts("|"), Section: "exports (FILE - writes to stdout instead of the text report)", Default: ranking.FlameCosts[0].Name, Help: "cost of --folded and of the HTML's first flame graph", Complete: flameCosts(" ")},
 		{Names: []string{"massif", "M", "print-massif"}, Arg: "FILE", Section: "exports (FILE - writes to stdout instead of the text report)", Help: "valgrind massif format (ms_print)", Complete: "file"},
 		{Names: []string{"massif-threshold"}, Arg: "PERCENT", Section: "exports (FILE - writes to stdout instead of the text report)", Default: "1", Help: "fold smaller stacks in massif trees"},
 		{Names: []string{"massif-detailed-freq"}, Arg: "N", Section: "exports (FILE - writes to stdout instead of the text report)", Default: "2", Help: "every Nth massif snapshot detailed (0: none but the peak)"},
@@ -201,7 +203,7 @@ var Report = &Command{
 
 		{Names: []string{"aggregate"}, Arg: "DIR", Section: "mem_monitor", Help: "merge the per-process reports memtrace --report-dir wrote into DIR/P.txt and DIR/P.html, and print the text", Complete: "dir"},
 		{Names: []string{"output-prefix"}, Arg: "P", Section: "mem_monitor", Default: "memtrace_summary", Help: "with --aggregate: the summary's file name"},
-	},
+	}...),
 	Footer: "More in man memtrace-report; the definitions in docs/report.md (" + DocDir + " under the install prefix).",
 	Examples: []Item{
 		{"memtrace report memtrace.server.4242.log.zst", "Rank the log's call stacks by calls, memory live at the peak, leaks and temporary allocations, and sum it up."},
@@ -228,6 +230,33 @@ var Report = &Command{
 	Interspersed: true,
 	Operand:      "file",
 	SeeAlso:      []string{"memtrace(1)", "memview(1)"},
+}
+
+// rankingFlags are the switches of the report's rankings, one per row of
+// ranking.Rankings.
+func rankingFlags() []Flag {
+	var out []Flag
+	for _, r := range ranking.Rankings {
+		names := []string{r.Flag}
+		if r.Short != "" {
+			names = append(names, r.Short)
+		}
+		state := " (off)"
+		if r.On {
+			state = " (on)"
+		}
+		out = append(out, Flag{Names: names, Arg: "0|1", OptionalArg: true, Help: r.Help + state})
+	}
+	return out
+}
+
+// flameCosts are --cost's values, joined by sep.
+func flameCosts(sep string) string {
+	var names []string
+	for _, c := range ranking.FlameCosts {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, sep)
 }
 
 // Commands are the three tables, in the order the generator writes them.

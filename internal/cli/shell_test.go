@@ -51,7 +51,7 @@ func TestBashCompletion(t *testing.T) {
 		{"memtrace.bash", []string{"memtrace", "--stack-d"}, "--stack-depth"},
 		{"memtrace.bash", []string{"memtrace", "--stack-unwind", ""}, "dwarf fp"},
 		{"memtrace.bash", []string{"memtrace", "rep"}, "report"},
-		{"memtrace.bash", []string{"memtrace", "report", "--print-l"}, "--print-leaks"},
+		{"memtrace.bash", []string{"memtrace", "report", "--print-le"}, "--print-leaks"},
 		{"memtrace.bash", []string{"memtrace", "report", "--cost", "te"}, "temporary"},
 		{"memtrace.bash", []string{"memtrace", "-o", "x", "--track", "mm"}, "mmap"},
 		{"memview.bash", []string{"memview", "--dump-t"}, "--dump-threads"},
@@ -86,7 +86,7 @@ func TestZshFishCompletion(t *testing.T) {
 	}
 	for _, c := range []struct{ file, line, want string }{
 		{"memtrace.fish", "memtrace --stack-d", "--stack-depth\tcapture N call-stack frames per event"},
-		{"memtrace.fish", "memtrace report --print-l", "--print-leaks\tmemory leaks"},
+		{"memtrace.fish", "memtrace report --print-le", "--print-leaks\tmemory leaks"},
 		{"memtrace.fish", "memtrace --stack-unwind ", "dwarf\t"},
 		{"memview.fish", "memview --dump", "--dump-threads\t"},
 	} {

@@ -14,7 +14,7 @@ type Figures struct {
 	LeakedBytes uint64
 	// StillAllocated: no process had exited when the log ended (a
 	// detach, a Ctrl-C), or the log ends before they did: the leaks are
-	// blocks still allocated, LiveWords says how (analysis.Live.Words).
+	// blocks still allocated, LiveWords says how (Live.Words).
 	StillAllocated bool
 	LiveWords      string
 	// Suppressed and SuppressedBytes are the leaks the built-in

@@ -10,7 +10,7 @@ import (
 
 // Op is one op: a name in the log's op column and its number.
 type Op struct {
-	Go     string // logfmt's constant is "Op"+Go
+	Go     string // event's (and logfmt's) constant is "Op"+Go
 	C      string // the C enums' name is "MT_OP_"+C
 	Text   string // the op column (docs/spec.md §3)
 	Family Family
@@ -141,6 +141,7 @@ func Check() error {
 const (
 	BPFHeader     = "bpf/mt_ops.h"
 	PreloadHeader = "fallback-preload/c/mt_ops.h"
+	EventGo       = "event/op_gen.go"
 	LogfmtGo      = "logfmt/op_gen.go"
 	TracerGo      = "tracer/funcs_gen.go"
 )
@@ -157,7 +158,7 @@ func Generate() (map[string][]byte, error) {
 		BPFHeader:     bpfHeader(),
 		PreloadHeader: preloadHeader(),
 	}
-	for path, src := range map[string][]byte{LogfmtGo: logfmtGo(), TracerGo: tracerGo()} {
+	for path, src := range map[string][]byte{EventGo: eventGo(), LogfmtGo: logfmtGo(), TracerGo: tracerGo()} {
 		b, err := format.Source(src)
 		if err != nil {
 			return nil, fmt.Errorf("format %s: %w", path, err)
@@ -215,11 +216,11 @@ func preloadHeader() []byte {
 	return b.Bytes()
 }
 
-func logfmtGo() []byte {
+func eventGo() []byte {
 	var b bytes.Buffer
 	b.WriteString(genGo)
-	b.WriteString("package logfmt\n\n")
-	b.WriteString("// The ops of docs/spec.md §3 (internal/ops/table.go). OpOther is a name\n// this version does not know; readers keep its text (Line.OpText) and\n// treat the line by its shape.\nconst (\n\tOpOther Op = iota\n")
+	b.WriteString("package event\n\n")
+	b.WriteString("// The ops of docs/spec.md §3 (internal/ops/table.go). OpOther is a name\n// this version does not know; readers keep its text (logfmt's Line.OpText)\n// and treat the line by its shape.\nconst (\n\tOpOther Op = iota\n")
 	for _, o := range Ops {
 		fmt.Fprintf(&b, "\tOp%s\n", o.Go)
 	}
@@ -236,6 +237,65 @@ func logfmtGo() []byte {
 	}
 	b.WriteString(strings.Join(frees, ", "))
 	b.WriteString(":\n\t\treturn true\n\t}\n\treturn false\n}\n\n")
+	b.WriteString("// symbolOps is SymbolOp's table: every name of a probed function, the\n// aliases' first, then the functions', then the C++ operators' 32-bit\n// spellings (cxx32); the first op a name is given wins.\nvar symbolOps = map[string]Op{\n")
+	for _, n := range symbolNames() {
+		fmt.Fprintf(&b, "\t%q: Op%s,\n", n[0], n[1])
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+// symbolNames are the names SymbolOp knows and their ops' Go names,
+// sorted by name.
+func symbolNames() [][2]string {
+	m := map[string]string{}
+	add := func(name, op string) {
+		if _, ok := m[name]; !ok {
+			m[name] = op
+		}
+	}
+	for _, f := range Funcs {
+		if f.Set == Alias {
+			add(f.Symbol, f.Op)
+		}
+	}
+	for _, set := range []Set{Libc, Cxx, API} {
+		for _, f := range Funcs {
+			if f.Set == set {
+				add(f.Symbol, f.Op)
+			}
+		}
+	}
+	for _, f := range Funcs {
+		if f.Set == Cxx {
+			add(cxx32(f.Symbol), f.Op)
+		}
+	}
+	out := make([][2]string, 0, len(m))
+	for n, op := range m {
+		out = append(out, [2]string{n, op})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+// cxx32 is a C++ operator's name on a 32-bit target, whose size_t is
+// mangled 'j' instead of 'm'.
+func cxx32(name string) string {
+	name = strings.Replace(name, "_Znwm", "_Znwj", 1)
+	name = strings.Replace(name, "_Znam", "_Znaj", 1)
+	return strings.Replace(name, "Pvm", "Pvj", 1)
+}
+
+func logfmtGo() []byte {
+	var b bytes.Buffer
+	b.WriteString(genGo)
+	b.WriteString("package logfmt\n\nimport \"github.com/memtrace/memtrace/event\"\n\n")
+	b.WriteString("// The ops of docs/spec.md §3, the event package's (internal/ops/table.go),\n// under the names the log's readers use.\nconst (\n\tOpOther = event.OpOther\n")
+	for _, o := range Ops {
+		fmt.Fprintf(&b, "\tOp%s = event.Op%s\n", o.Go, o.Go)
+	}
+	b.WriteString("\tnumOps = Op(event.NumOps)\n)\n\n")
 	b.WriteString("// ParseOp maps an op name to its Op; unknown names give OpOther.\nfunc ParseOp(b []byte) Op {\n\t// A switch on string(b) does not allocate.\n\tswitch string(b) {\n")
 	for _, o := range Ops {
 		fmt.Fprintf(&b, "\tcase %q:\n\t\treturn Op%s\n", o.Text, o.Go)
@@ -247,7 +307,7 @@ func logfmtGo() []byte {
 func tracerGo() []byte {
 	var b bytes.Buffer
 	b.WriteString(genGo)
-	b.WriteString("package tracer\n\nimport \"github.com/memtrace/memtrace/logfmt\"\n\n")
+	b.WriteString("package tracer\n\nimport \"github.com/memtrace/memtrace/event\"\n\n")
 	probe := [...]string{ProbeAlloc: "probeAlloc", ProbeFree: "probeFree", ProbeNew: "probeNew"}
 	list := func(set Set, name, doc string) {
 		fmt.Fprintf(&b, "%s\nvar %s = []funcDef{\n", doc, name)
@@ -259,14 +319,14 @@ func tracerGo() []byte {
 			if f.Sig != "" {
 				sig = "sig" + f.Sig
 			}
-			fmt.Fprintf(&b, "\t{%q, logfmt.Op%s, %s, %s},\n", f.Symbol, f.Op, sig, probe[f.Probe])
+			fmt.Fprintf(&b, "\t{%q, event.Op%s, %s, %s},\n", f.Symbol, f.Op, sig, probe[f.Probe])
 		}
 		b.WriteString("}\n\n")
 	}
 	list(Libc, "libcFuncs", "// libcFuncs are probed in libc and in any other library that exports\n// malloc (jemalloc, tcmalloc, mimalloc): the program's calls reach\n// whichever one the dynamic linker bound.")
 	list(Cxx, "cxxFuncs", "// cxxFuncs are the operator new/delete overloads (Itanium mangling, 64-bit\n// size_t; 32-bit targets spell size_t 'j' instead of 'm': cxx32).")
 	list(API, "apiFuncs", "// apiFuncs are the allocators' own APIs that are functions of their own\n// (probed wherever malloc is defined). Those that are another name of a\n// function above (tcmalloc's tc_malloc is its malloc, mimalloc's mi_free\n// its free) share that function's probe, and the agent names the call by\n// the PLT stub the program went through (aliasNames).")
-	b.WriteString("// aliasNames are the other names of probed functions that name an op:\n// the allocator APIs' spellings of docs/spec.md §3's functions, their C++\n// overloads logged, as §3 logs every new as new, under one op each.\nvar aliasNames = map[string]logfmt.Op{\n")
+	b.WriteString("// aliasNames are the other names of probed functions that name an op:\n// the allocator APIs' spellings of docs/spec.md §3's functions, their C++\n// overloads logged, as §3 logs every new as new, under one op each.\nvar aliasNames = map[string]event.Op{\n")
 	var al []Func
 	for _, f := range Funcs {
 		if f.Set == Alias {
@@ -275,7 +335,7 @@ func tracerGo() []byte {
 	}
 	sort.SliceStable(al, func(i, j int) bool { return al[i].Symbol < al[j].Symbol })
 	for _, f := range al {
-		fmt.Fprintf(&b, "\t%q: logfmt.Op%s,\n", f.Symbol, f.Op)
+		fmt.Fprintf(&b, "\t%q: event.Op%s,\n", f.Symbol, f.Op)
 	}
 	b.WriteString("}\n")
 	return b.Bytes()

@@ -1,7 +1,7 @@
 package ops
 
 // Ops are the ops in number order: an op's number is its place here plus
-// one (0 is logfmt.OpOther), carried by the eBPF events, the attach
+// one (0 is event.OpOther), carried by the eBPF events, the attach
 // cookies and the preload library's records. Append only: a number never
 // moves.
 var Ops = []Op{

@@ -1,4 +1,4 @@
-package fdtrace
+package agent
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/memtrace/memtrace/config"
+	"github.com/memtrace/memtrace/event/fdevent"
 	"github.com/memtrace/memtrace/logfmt"
 )
 
@@ -15,17 +16,17 @@ const testPID = 100
 // would hold them (without the common head: tid, pid, name).
 type feed struct {
 	t     *testing.T
-	tab   *Table
+	tab   *fdevent.Table
 	lines []string
 	ts    uint64
 }
 
 func newFeed(t *testing.T, track config.Track) *feed {
-	return &feed{t: t, tab: NewTable(track)}
+	return &feed{t: t, tab: fdevent.NewTable(track)}
 }
 
-func (f *feed) emit(o *Event) {
-	r := o.Record(0)
+func (f *feed) emit(o *fdevent.Event) {
+	r := FDRecord(o, 0)
 	line := string(logfmt.AppendFD(nil, &r))
 	// Drop the fields every line has, to keep the expectations short;
 	// check them once here.
@@ -45,7 +46,7 @@ func (f *feed) emit(o *Event) {
 	f.lines = append(f.lines, strings.Join(keep, " "))
 }
 
-func (f *feed) apply(e Event) {
+func (f *feed) apply(e fdevent.Event) {
 	f.ts += 1000
 	if e.TGID == 0 {
 		e.TGID = testPID
@@ -64,27 +65,29 @@ func (f *feed) expect(want ...string) {
 	f.lines = nil
 }
 
-func open(call Call, fd int32, path string) Event {
-	return Event{Type: TypeOpen, Call: call, FD: fd, FD2: -1, Path: path}
+func open(call fdevent.Call, fd int32, path string) fdevent.Event {
+	return fdevent.Event{Type: fdevent.TypeOpen, Call: call, FD: fd, FD2: -1, Path: path}
 }
 
-func dup(call Call, old, fd int32) Event {
-	return Event{Type: TypeOpen, Call: call, FD: fd, FD2: old}
+func dup(call fdevent.Call, old, fd int32) fdevent.Event {
+	return fdevent.Event{Type: fdevent.TypeOpen, Call: call, FD: fd, FD2: old}
 }
 
-func closeEv(fd int32) Event { return Event{Type: TypeClose, Call: CallClose, FD: fd, FD2: -1} }
+func closeEv(fd int32) fdevent.Event {
+	return fdevent.Event{Type: fdevent.TypeClose, Call: fdevent.CallClose, FD: fd, FD2: -1}
+}
 
 // TestDmabufSharedByDups: a buffer is released when the last descriptor
 // of its description goes, whichever call closes it.
 func TestDmabufSharedByDups(t *testing.T) {
 	f := newFeed(t, config.TrackFD|config.TrackDmabuf)
-	f.apply(open(CallOpenat, 3, "/dev/dma_heap/system"))
-	f.apply(open(CallOpenat, 9, "/tmp/x"))
-	f.apply(Event{Type: TypeDmabufAlloc, Call: CallIoctl, FD: 7, FD2: 3, Size: 4096, Path: "system", Flags: 0x80002})
-	f.apply(dup(CallDup, 7, 8))
-	f.apply(dup(CallDup2, 7, 9))
+	f.apply(open(fdevent.CallOpenat, 3, "/dev/dma_heap/system"))
+	f.apply(open(fdevent.CallOpenat, 9, "/tmp/x"))
+	f.apply(fdevent.Event{Type: fdevent.TypeDmabufAlloc, Call: fdevent.CallIoctl, FD: 7, FD2: 3, Size: 4096, Path: "system", Flags: 0x80002})
+	f.apply(dup(fdevent.CallDup, 7, 8))
+	f.apply(dup(fdevent.CallDup2, 7, 9))
 	f.apply(closeEv(7))
-	f.apply(Event{Type: TypeCloseRange, Call: CallCloseRange, FD: 8, FD2: -1})
+	f.apply(fdevent.Event{Type: fdevent.TypeCloseRange, Call: fdevent.CallCloseRange, FD: 8, FD2: -1})
 	f.expect(
 		"fd event=open fd=3 call=openat kind=file path=/dev/dma_heap/system",
 		"fd event=open fd=9 call=openat kind=file path=/tmp/x",
@@ -107,9 +110,9 @@ func TestDmabufSharedByDups(t *testing.T) {
 // lines, and releases still follow the descriptors.
 func TestBuffersOnly(t *testing.T) {
 	f := newFeed(t, config.TrackDmabuf|config.TrackION)
-	f.apply(Event{Type: TypeDmabufAlloc, Call: CallIoctl, FD: 7, FD2: 3, Size: 1 << 20, Path: "system"})
-	f.apply(Event{Type: TypeIONAlloc, Call: CallIoctl, FD: 8, FD2: 4, Size: 8192, Aux: 0x4})
-	f.apply(dup(CallFcntl, 7, 20))
+	f.apply(fdevent.Event{Type: fdevent.TypeDmabufAlloc, Call: fdevent.CallIoctl, FD: 7, FD2: 3, Size: 1 << 20, Path: "system"})
+	f.apply(fdevent.Event{Type: fdevent.TypeIONAlloc, Call: fdevent.CallIoctl, FD: 8, FD2: 4, Size: 8192, Aux: 0x4})
+	f.apply(dup(fdevent.CallFcntl, 7, 20))
 	f.apply(closeEv(8))
 	f.apply(closeEv(7))
 	if b := f.tab.Buffers(testPID); len(b) != 1 || b[0].Buf != 1 || !slices.Equal(b[0].FDs, []int32{20}) || b[0].Size != 1<<20 {
@@ -131,13 +134,13 @@ func TestBuffersOnly(t *testing.T) {
 // with the last descriptor of their device.
 func TestIONLegacyHandles(t *testing.T) {
 	f := newFeed(t, config.TrackION)
-	f.apply(open(CallOpenat, 5, "/dev/ion"))
-	f.apply(Event{Type: TypeIONLegacyAlloc, Call: CallIoctl, FD: 1, FD2: 5, Size: 4096, Aux: 1, Extra: 4096})
-	f.apply(Event{Type: TypeIONLegacyAlloc, Call: CallIoctl, FD: 2, FD2: 5, Size: 8192, Aux: 2})
-	f.apply(Event{Type: TypeIONLegacyAlloc, Call: CallIoctl, FD: 3, FD2: 5, Size: 100, Aux: 2})
-	f.apply(Event{Type: TypeIONFree, Call: CallIoctl, FD: 1, FD2: 5})
-	f.apply(Event{Type: TypeIONFree, Call: CallIoctl, FD: 1, FD2: 5}) // twice: nothing
-	f.apply(dup(CallDup, 5, 6))
+	f.apply(open(fdevent.CallOpenat, 5, "/dev/ion"))
+	f.apply(fdevent.Event{Type: fdevent.TypeIONLegacyAlloc, Call: fdevent.CallIoctl, FD: 1, FD2: 5, Size: 4096, Aux: 1, Extra: 4096})
+	f.apply(fdevent.Event{Type: fdevent.TypeIONLegacyAlloc, Call: fdevent.CallIoctl, FD: 2, FD2: 5, Size: 8192, Aux: 2})
+	f.apply(fdevent.Event{Type: fdevent.TypeIONLegacyAlloc, Call: fdevent.CallIoctl, FD: 3, FD2: 5, Size: 100, Aux: 2})
+	f.apply(fdevent.Event{Type: fdevent.TypeIONFree, Call: fdevent.CallIoctl, FD: 1, FD2: 5})
+	f.apply(fdevent.Event{Type: fdevent.TypeIONFree, Call: fdevent.CallIoctl, FD: 1, FD2: 5}) // twice: nothing
+	f.apply(dup(fdevent.CallDup, 5, 6))
 	f.apply(closeEv(5))
 	if b := f.tab.Buffers(testPID); len(b) != 2 || b[0].Handle != 2 || !slices.Equal(b[0].FDs, []int32{6}) {
 		t.Errorf("buffers: %+v", b)
@@ -157,9 +160,9 @@ func TestIONLegacyHandles(t *testing.T) {
 // close-on-exec descriptors.
 func TestForkExec(t *testing.T) {
 	f := newFeed(t, config.TrackFD|config.TrackDmabuf)
-	f.apply(Event{Type: TypeDmabufAlloc, Call: CallIoctl, FD: 7, FD2: 3, Size: 64, Path: "system", Flags: oCloexec})
-	f.apply(open(CallOpenat, 4, "/etc/a"))
-	f.apply(Event{Type: TypeOpen, Call: CallOpenat, FD: 5, FD2: -1, Path: "/etc/b", Flags: oCloexec})
+	f.apply(fdevent.Event{Type: fdevent.TypeDmabufAlloc, Call: fdevent.CallIoctl, FD: 7, FD2: 3, Size: 64, Path: "system", Flags: oCloexec})
+	f.apply(open(fdevent.CallOpenat, 4, "/etc/a"))
+	f.apply(fdevent.Event{Type: fdevent.TypeOpen, Call: fdevent.CallOpenat, FD: 5, FD2: -1, Path: "/etc/b", Flags: oCloexec})
 	f.tab.Fork(testPID, testPID+1)
 	f.lines = nil
 	f.apply(closeEv(7)) // parent: the child still holds it
@@ -171,7 +174,7 @@ func TestForkExec(t *testing.T) {
 		"dmabuf event=release fd=7 size=64 heap=system buf=1 call=execve",
 	)
 	got := f.tab.Exit(testPID + 1)
-	if len(got) != 1 || got[0].FD != 4 || got[0].Path != "/etc/a" || got[0].Kind != KindFile || got[0].Call != CallOpenat {
+	if len(got) != 1 || got[0].FD != 4 || got[0].Path != "/etc/a" || got[0].Kind != fdevent.KindFile || got[0].Call != fdevent.CallOpenat {
 		t.Errorf("child's leaks: %+v", got)
 	}
 	if o := f.tab.Open(testPID + 1); len(o) != 0 {
@@ -187,9 +190,9 @@ func TestForkExec(t *testing.T) {
 func TestUnknownDescriptors(t *testing.T) {
 	f := newFeed(t, config.TrackFD)
 	f.apply(closeEv(3))
-	f.apply(dup(CallDup, 0, 10))
-	f.apply(open(CallOpenat, 11, "/x"))
-	f.apply(open(CallOpenat, 11, "/y")) // a close memtrace did not see
+	f.apply(dup(fdevent.CallDup, 0, 10))
+	f.apply(open(fdevent.CallOpenat, 11, "/x"))
+	f.apply(open(fdevent.CallOpenat, 11, "/y")) // a close memtrace did not see
 	f.expect(
 		"fd event=close fd=3 call=close kind=unknown",
 		"fd event=open fd=10 call=dup kind=unknown old=0",
@@ -209,8 +212,8 @@ func TestUnknownDescriptors(t *testing.T) {
 // description, each line naming the other end.
 func TestPairs(t *testing.T) {
 	f := newFeed(t, config.TrackFD)
-	f.apply(Event{Type: TypeOpen, Call: CallPipe2, FD: 3, FD2: 4, Flags: oCloexec})
-	f.apply(Event{Type: TypeOpen, Call: CallSocketpair, FD: 5, FD2: 6, Aux: 1, Flags: 1})
+	f.apply(fdevent.Event{Type: fdevent.TypeOpen, Call: fdevent.CallPipe2, FD: 3, FD2: 4, Flags: oCloexec})
+	f.apply(fdevent.Event{Type: fdevent.TypeOpen, Call: fdevent.CallSocketpair, FD: 5, FD2: 6, Aux: 1, Flags: 1})
 	f.apply(closeEv(3))
 	f.expect(
 		"fd event=open fd=3 call=pipe2 kind=pipe peer=4 flags=0x80000 cloexec=1",

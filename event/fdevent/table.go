@@ -1,4 +1,4 @@
-package fdtrace
+package fdevent
 
 import (
 	"slices"
@@ -161,12 +161,12 @@ func (t *Table) open(p map[int32]*entry, e *Event, emit func(*Event)) {
 			if i == 1 {
 				o.FD2 = e.FD
 			}
-			o.Kind = kindOf(e.Call)
+			o.Kind = KindOf(e.Call)
 			t.install(p, fd, &desc{kind: o.Kind, call: e.Call, flags: e.Flags}, &o, emit)
 		}
 	default:
 		o := *e
-		o.Kind = kindOf(e.Call)
+		o.Kind = KindOf(e.Call)
 		t.install(p, e.FD, &desc{kind: o.Kind, call: e.Call, path: e.Path, flags: e.Flags}, &o, emit)
 	}
 }
@@ -185,7 +185,7 @@ func (t *Table) install(p map[int32]*entry, fd int32, d *desc, o *Event, emit fu
 		}
 	}
 	d.refs++
-	p[fd] = &entry{d: d, call: o.Call, cloexec: cloexec(o.Call, o.Flags), ts: o.TS, tid: o.TID, stack: o.Stack}
+	p[fd] = &entry{d: d, call: o.Call, cloexec: Cloexec(o.Call, o.Flags), ts: o.TS, tid: o.TID, stack: o.Stack}
 	if t.track.Has(config.TrackFD) {
 		o.Known = true
 		emit(o)

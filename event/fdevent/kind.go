@@ -1,4 +1,4 @@
-package fdtrace
+package fdevent
 
 // Kind is what a descriptor refers to.
 type Kind uint8
@@ -28,9 +28,9 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// kindOf is the kind of descriptor a creating call makes (dups take their
+// KindOf is the kind of descriptor a creating call makes (dups take their
 // source's).
-func kindOf(c Call) Kind {
+func KindOf(c Call) Kind {
 	switch c {
 	case CallOpen, CallOpenat, CallOpenat2, CallCreat:
 		return KindFile
@@ -63,9 +63,9 @@ const (
 	fDupfdCloexec = 1030
 )
 
-// cloexec says whether a new descriptor closes on exec, from the call and
+// Cloexec says whether a new descriptor closes on exec, from the call and
 // its flags as the kernel side sends them.
-func cloexec(c Call, flags uint64) bool {
+func Cloexec(c Call, flags uint64) bool {
 	switch c {
 	case CallMemfdCreate:
 		return flags&mfdCloexec != 0
@@ -77,5 +77,3 @@ func cloexec(c Call, flags uint64) bool {
 	}
 	return flags&oCloexec != 0
 }
-
-var domainNames = map[uint32]string{1: "unix", 2: "inet", 10: "inet6", 16: "netlink", 17: "packet", 40: "vsock"}
