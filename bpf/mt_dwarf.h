@@ -166,6 +166,7 @@ struct mt_walk {
 	__u32 kj;
 	__s32 kr;
 	__u8 kbad;
+	__u32 gen;  /* the process's mapping array's (mt_umaps.gen); 0: none */
 	__u64 ktop; /* one above the highest stack word read */
 #endif
 };
@@ -176,6 +177,7 @@ struct mt_walk {
 #define MT_WK_FP_SET 2  /* it gave fp a value read from the stack */
 #define MT_WK_FP_USED 4 /* it set fp_used (the frame-pointer fallback) */
 #define MT_WK_BAD 8     /* a signal frame: not replayed */
+#define MT_WK_FB 16     /* its mapping came from the VMA fallback, not the array */
 #define MT_WK_NOT_RUN 0xff
 
 static __always_inline void wk_note(struct mt_wstate *w, __u64 addr, __u64 v)
@@ -704,6 +706,8 @@ struct mt_wkstep {
 struct mt_wkslot {
 	__u32 n;
 	__u32 ok;
+	__u32 gen; /* the walk's mt_walk.gen */
+	__u32 pad;
 	struct mt_wkstep s[MT_WK_STEPS];
 };
 
@@ -804,17 +808,26 @@ MT_GLOBAL int mt_wk_pre(struct mt_walk *w, struct mt_wkrec *rec, struct mt_umaps
 		w->kr = -1;
 		return -1;
 	}
-	__u64 pc = s->pc;
-	if (!(s->have_cur && pc >= s->cur.start && pc < s->cur.end)) {
-		s->have_cur = ms && mt_find_map(ms, pc, &s->cur);
-		if (!s->have_cur) {
+	/* The step's mapping. Within the array the kept walk searched (the
+	 * same write of the agent's), the kept step's pc has the mapping it
+	 * had then, unless that one came from the VMA fallback: no search. */
+	__u8 fb = 0;
+	if (!(w->gen && old->gen == w->gen && !(o->fpb & MT_WK_FB))) {
+		__u64 pc = s->pc;
+		if (!(s->have_cur && pc >= s->cur.start && pc < s->cur.end)) {
+			s->have_cur = ms && mt_find_map(ms, pc, &s->cur);
+			s->cur_fb = 0;
+			if (!s->have_cur) {
+				w->kr = -1;
+				return -1;
+			}
+		}
+		if (s->cur.base != o->base || s->cur.t.row_first != o->row_first ||
+		    s->cur.t.row_count != o->row_count) {
 			w->kr = -1;
 			return -1;
 		}
-	}
-	if (s->cur.base != o->base || s->cur.t.row_first != o->row_first || s->cur.t.row_count != o->row_count) {
-		w->kr = -1;
-		return -1;
+		fb = s->cur_fb ? MT_WK_FB : 0;
 	}
 	__u8 nw = o->nw;
 	for (int i = 0; i < 3; i++) {
@@ -836,6 +849,7 @@ MT_GLOBAL int mt_wk_pre(struct mt_walk *w, struct mt_wkrec *rec, struct mt_umaps
 	*e = *o;
 	e->fp = fp0;
 	e->lr = lr0;
+	e->fpb = (o->fpb & ~MT_WK_FB) | fb;
 	if (o->fpb & MT_WK_FP_USED)
 		s->fp_used = 1;
 	if (o->out) {
@@ -878,7 +892,7 @@ MT_GLOBAL int mt_wk_post(struct mt_walk *w, struct mt_wkrec *rec, int stop)
 		return 0;
 	}
 	e->out = stop;
-	e->fpb = s->step_fp;
+	e->fpb = s->step_fp | (s->cur_fb ? MT_WK_FB : 0);
 	e->nw = s->nw;
 	e->wa[0] = s->wa[0];
 	e->wa[1] = s->wa[1];
@@ -922,6 +936,7 @@ static __always_inline void wk_end(struct mt_walk *w, struct mt_wkrec *rec)
 	}
 	neu->n = k;
 	neu->ok = 1;
+	neu->gen = w->gen;
 	rec->cur = cur ^ 1;
 }
 #endif
@@ -1035,6 +1050,7 @@ static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *b
 #ifndef MT_COMPAT
 	__u32 zero = 0;
 	ref.keep = bpf_map_lookup_elem(&walk_keep, &zero);
+	w->gen = ref.maps ? ref.maps->gen : 0;
 	if (ref.keep && ref.chunk) {
 		/* The stack up to where the last walk read, in one read: a
 		 * read costs about as much for 8 KiB as for 2 (its set-up,

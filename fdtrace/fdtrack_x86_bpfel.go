@@ -90,7 +90,7 @@ type FdtrackMtUfileKey struct {
 type FdtrackMtUmaps struct {
 	_   structs.HostLayout
 	N   uint32
-	Pad uint32
+	Gen uint32
 	M   [512]struct {
 		_     structs.HostLayout
 		Start uint64
@@ -127,6 +127,8 @@ type FdtrackMtWalk struct {
 	Kr     int32
 	Kbad   uint8
 	_      [3]byte
+	Gen    uint32
+	_      [4]byte
 	Ktop   uint64
 }
 
@@ -138,10 +140,12 @@ type FdtrackMtWkrec struct {
 	Replayed uint64
 	Walked   uint64
 	Slot     [2]struct {
-		_  structs.HostLayout
-		N  uint32
-		Ok uint32
-		S  [64]struct {
+		_   structs.HostLayout
+		N   uint32
+		Ok  uint32
+		Gen uint32
+		Pad uint32
+		S   [64]struct {
 			_        structs.HostLayout
 			Pc       uint64
 			Sp       uint64

@@ -95,6 +95,12 @@ if [ "$SQLITE_ROWS" != 0 ] && command -v sqlite3 >/dev/null; then
 	for m in sq-floor sq-stack32; do
 		printf "  %-18s %10s ms   (runs: %s)\n" "$m" "$(echo "${res[$m]}" | median)" "${res[$m]}"
 	done
-	echo "  stack32 .zst / floor: $(ratio "$(echo "${res[sq-stack32]}" | median)" "$(echo "${res[sq-floor]}" | median)")x   (target <= 1.1x; per round $(paired sq-stack32 sq-floor)x); last run's steps replayed: ${replay:-none}"
+	sqm=$(echo "${res[sq-stack32]}" | median) sqf=$(echo "${res[sq-floor]}" | median)
+	sqr=$(ratio "$sqm" "$sqf")
+	echo "  stack32 .zst / floor: ${sqr}x   (target <= 1.1x; per round $(paired sq-stack32 sq-floor)x); last run's steps replayed: ${replay:-none}"
 	echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+	# make bench's table (scripts/bench.sh): the medians in seconds.
+	met=$(awk -v r="$sqr" 'BEGIN { print (r <= 1.1 ? "met" : "NOT MET") }')
+	echo "ROW|eBPF sqlite3 --stack-depth 32 .zst vs --floor|$(awk -v m="$sqm" 'BEGIN { printf "%.2f", m / 1000 }')|$(awk -v m="$sqf" 'BEGIN { printf "%.2f", m / 1000 }')|${sqr}x|<=1.1x|$met"
+	[ "$met" = met ] || exit 1
 fi

@@ -113,7 +113,7 @@ type MemtraceMtUfileKey struct {
 type MemtraceMtUmaps struct {
 	_   structs.HostLayout
 	N   uint32
-	Pad uint32
+	Gen uint32
 	M   [512]struct {
 		_     structs.HostLayout
 		Start uint64
@@ -196,6 +196,8 @@ type MemtraceMtWalk struct {
 	Kr     int32
 	Kbad   uint8
 	_      [3]byte
+	Gen    uint32
+	_      [4]byte
 	Ktop   uint64
 }
 
@@ -207,10 +209,12 @@ type MemtraceMtWkrec struct {
 	Replayed uint64
 	Walked   uint64
 	Slot     [2]struct {
-		_  structs.HostLayout
-		N  uint32
-		Ok uint32
-		S  [64]struct {
+		_   structs.HostLayout
+		N   uint32
+		Ok  uint32
+		Gen uint32
+		Pad uint32
+		S   [64]struct {
 			_        structs.HostLayout
 			Pc       uint64
 			Sp       uint64

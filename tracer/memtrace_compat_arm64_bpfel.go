@@ -113,7 +113,7 @@ type MemtraceCompatMtUfileKey struct {
 type MemtraceCompatMtUmaps struct {
 	_   structs.HostLayout
 	N   uint32
-	Pad uint32
+	Gen uint32
 	M   [512]struct {
 		_     structs.HostLayout
 		Start uint64
@@ -197,10 +197,12 @@ type MemtraceCompatMtWkrec struct {
 	Replayed uint64
 	Walked   uint64
 	Slot     [2]struct {
-		_  structs.HostLayout
-		N  uint32
-		Ok uint32
-		S  [64]struct {
+		_   structs.HostLayout
+		N   uint32
+		Ok  uint32
+		Gen uint32
+		Pad uint32
+		S   [64]struct {
 			_        structs.HostLayout
 			Pc       uint64
 			Sp       uint64
