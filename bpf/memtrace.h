@@ -244,7 +244,11 @@ struct mt_umap {
 
 struct mt_umaps {
 	__u32 n;
-	__u32 pad;
+	/* Which write of the agent's this array is: each write a new
+	 * number (a forked child's copy keeps its parent's, with the same
+	 * contents), never 0. The walk's replay trusts a kept step's
+	 * mapping without searching again when the array is the same. */
+	__u32 gen;
 	struct mt_umap m[MT_UMAPS];
 };
 

@@ -91,7 +91,8 @@ struct mt_rule {
  * Each bpf_probe_read_user costs about as much for 8 bytes as for 1 KiB
  * (the fault-handling set-up, not the copy, dominates), and a 21-frame
  * walk made 25-40 of them (issue 14). */
-#define MT_CHUNK 2048
+#define MT_CHUNK 8192
+#define MT_CHUNK_FILL 2048
 struct mt_chunk {
 	__u8 b[MT_CHUNK];
 };
@@ -136,6 +137,16 @@ struct mt_wstate {
 	__u8 fp_known;
 	__u8 lr_valid;
 	__u8 fp_used;
+#ifndef MT_COMPAT
+	/* What mt_step's last step depended on, for the walk's reuse
+	 * (wk_note): the stack words it read and their values, how it
+	 * used the frame pointer (MT_WK_*), whether its mapping came from
+	 * the VMA fallback. */
+	__u8 nw;
+	__u8 step_fp;
+	__u8 cur_fb;
+	__u64 wa[3], wv[3];
+#endif
 	/* mt_step's rule, here rather than on its frame: the walk's chain
 	 * of calls must fit the verifier's 512 stack bytes with room to
 	 * spare (tests/verifier_budget_test.go). */
@@ -146,7 +157,48 @@ struct mt_walk {
 	struct mt_wstate s;
 	__u32 n;
 	__u16 reason;
+#ifndef MT_COMPAT
+	/* The reuse of the previous walk (mt_wk_pre): ks steps recorded
+	 * in the new slot; kj the kept step the walk is level with; kr the
+	 * kept step being replayed, -1 while walking; kbad: this walk is
+	 * not to be kept. */
+	__u32 ks;
+	__u32 kj;
+	__s32 kr;
+	__u8 kbad;
+	__u32 gen;  /* the process's mapping array's (mt_umaps.gen); 0: none */
+	__u64 ktop; /* one above the highest stack word read */
+#endif
 };
+
+#ifndef MT_COMPAT
+/* The fp bits of a step (mt_wstate.step_fp). */
+#define MT_WK_FP_READ 1 /* its CFA or frame record came from fp */
+#define MT_WK_FP_SET 2  /* it gave fp a value read from the stack */
+#define MT_WK_FP_USED 4 /* it set fp_used (the frame-pointer fallback) */
+#define MT_WK_BAD 8     /* a signal frame: not replayed */
+#define MT_WK_FB 16     /* its mapping came from the VMA fallback, not the array */
+#define MT_WK_NOT_RUN 0xff
+
+static __always_inline void wk_note(struct mt_wstate *w, __u64 addr, __u64 v)
+{
+	__u8 k = w->nw;
+	if (k < 3) {
+		w->wa[k] = addr;
+		w->wv[k] = v;
+		w->nw = k + 1;
+	}
+}
+#define WK_NOTE(w, a, v) wk_note(w, a, v)
+#define WK_FP(w, b) ((w)->step_fp |= (b))
+#else
+#define WK_NOTE(w, a, v) \
+	do {             \
+	} while (0)
+#define WK_FP(w, b) \
+	do {        \
+	} while (0)
+#endif
 
 static __always_inline void arch_ra(struct mt_rule *r)
 {
@@ -384,14 +436,14 @@ MT_GLOBAL int mt_find_map(struct mt_umaps *ms, __u64 pc, struct mt_umap *out)
 static __always_inline void chunk_fill(struct mt_chunk *c, struct mt_wstate *w, __u64 addr)
 {
 	w->chunk_len = 0;
-	if (bpf_probe_read_user(c->b, MT_CHUNK, (void *)addr) == 0) {
+	if (bpf_probe_read_user(c->b, MT_CHUNK_FILL, (void *)addr) == 0) {
 		w->chunk_lo = addr;
-		w->chunk_len = MT_CHUNK;
+		w->chunk_len = MT_CHUNK_FILL;
 		return;
 	}
 	__u32 n = 4096 - (addr & 4095);
-	if (n > MT_CHUNK)
-		n = MT_CHUNK;
+	if (n > MT_CHUNK_FILL)
+		n = MT_CHUNK_FILL;
 	if (n >= 16 && bpf_probe_read_user(c->b, n, (void *)addr) == 0) {
 		w->chunk_lo = addr;
 		w->chunk_len = n;
@@ -443,8 +495,22 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 	if (!w)
 		return MT_STOP_BAD_READ;
 	__u64 pc = w->pc, sp = w->sp, fp = w->fp;
-	if (!(w->have_cur && pc >= w->cur.start && pc < w->cur.end))
-		w->have_cur = (ms && mt_find_map(ms, pc, &w->cur)) || mt_fallback_map(pc, &w->cur);
+#ifndef MT_COMPAT
+	w->nw = 0;
+	w->step_fp = 0;
+#endif
+	if (!(w->have_cur && pc >= w->cur.start && pc < w->cur.end)) {
+		w->have_cur = ms && mt_find_map(ms, pc, &w->cur);
+#ifndef MT_COMPAT
+		w->cur_fb = 0;
+#endif
+		if (!w->have_cur) {
+			w->have_cur = mt_fallback_map(pc, &w->cur);
+#ifndef MT_COMPAT
+			w->cur_fb = 1;
+#endif
+		}
+	}
 	struct mt_rule *rp = &w->rule;
 	__builtin_memset(rp, 0, sizeof(*rp));
 	int mapped = w->have_cur && w->cur.t.row_count;
@@ -457,6 +523,7 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 		 * of them on this frame put the fd programs' chain of calls
 		 * over the verifier's 512 stack bytes on 6.1. */
 		__u64 g = 0;
+		WK_FP(w, MT_WK_BAD);
 #if defined(__TARGET_ARCH_x86)
 		__u64 gregs = sp + 40 + 10 * 8;
 		if (bpf_probe_read_user(&g, 8, (void *)gregs))
@@ -496,6 +563,7 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 		return step_stop(w, MT_STOP_NO_INFO);
 	case MT_CFA_GAP: {
 		/* No rule: the frame pointer, if it looks like one. */
+		WK_FP(w, MT_WK_FP_READ);
 		if (!w->fp_known)
 			return step_stop(w, MT_STOP_NO_INFO);
 		if (fp == 0)
@@ -508,6 +576,9 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 		__u64 rec[2];
 		if (!stack_read(c, w, rec, 16, fp))
 			return step_stop(w, MT_STOP_BAD_READ);
+		WK_NOTE(w, fp, rec[0]);
+		WK_NOTE(w, fp + 8, rec[1]);
+		WK_FP(w, MT_WK_FP_SET | MT_WK_FP_USED);
 		cfa = fp + 16;
 		ra = rec[1];
 		w->fp = rec[0];
@@ -520,6 +591,7 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 		if (rp->type == MT_CFA_FP) {
 			if (!w->fp_known)
 				return step_stop(w, MT_STOP_NO_INFO);
+			WK_FP(w, MT_WK_FP_READ);
 			cfa = fp + rp->cfa_off;
 		} else {
 			cfa = sp + rp->cfa_off;
@@ -532,6 +604,9 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 			__u64 rec[2];
 			if (!stack_read(c, w, rec, 16, cfa + rp->fp_off))
 				return step_stop(w, MT_STOP_BAD_READ);
+			WK_NOTE(w, cfa + rp->fp_off, rec[0]);
+			WK_NOTE(w, cfa + rp->fp_off + 8, rec[1]);
+			WK_FP(w, MT_WK_FP_SET);
 			w->fp = rec[0];
 			ra = rec[1];
 			break;
@@ -539,6 +614,7 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 		if (rp->ra_at) {
 			if (!stack_read(c, w, &ra, 8, cfa + rp->ra_off))
 				return step_stop(w, MT_STOP_BAD_READ);
+			WK_NOTE(w, cfa + rp->ra_off, ra);
 		} else {
 			if (!w->lr_valid)
 				return step_stop(w, MT_STOP_BAD_READ);
@@ -548,6 +624,8 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 			__u64 v;
 			if (!stack_read(c, w, &v, 8, cfa + rp->fp_off))
 				return step_stop(w, MT_STOP_BAD_READ);
+			WK_NOTE(w, cfa + rp->fp_off, v);
+			WK_FP(w, MT_WK_FP_SET);
 			w->fp = v;
 		} else if (rp->fp == MT_FP_UNKNOWN) {
 			w->fp_known = 0;
@@ -588,7 +666,280 @@ struct mt_walk_ref {
 	struct stackbuf *buf;
 	struct mt_umaps *maps;
 	struct mt_chunk *chunk;
+#ifndef MT_COMPAT
+	struct mt_wkrec *keep; /* the allocation walks' only */
+#endif
 };
+
+/* The reuse of the previous walk (docs/unwind.md). A step of the walk is
+ * a function of its registers on entry (pc, sp, fp where a later step
+ * reads it, lr where valid, is_return, lr_valid, fp_known), of the rule
+ * for its pc (fixed by the mapping's base and table: tables are only
+ * appended to) and of the stack words it reads. So the last walk kept
+ * records every step's entry registers, mapping, words read with their
+ * values, and outcome; a new walk that reaches a kept step with the same
+ * registers replays the kept steps from there, each only after its
+ * mapping is found again the same and its words are read again (from
+ * the chunk, as the walk reads them) with the same values: the frames,
+ * stop reason and registers are the ones the steps would give. A step
+ * whose check fails is walked. The record is per CPU, not per thread:
+ * which walk it holds only decides how often a replay is tried, never
+ * what a replay gives. The compat build walks without it (the map is
+ * there, unused: both builds have the same objects). */
+struct mt_wkstep {
+	__u64 pc, sp, fp, lr;
+	__u64 base;
+	__u64 wa[3], wv[3];
+	__u32 row_first, row_count;
+	__u8 st;  /* is_return | lr_valid << 1 | fp_known << 2 */
+	__u8 out; /* the step's result; MT_WK_NOT_RUN: the state after a walk cut at its depth */
+	__u8 nw;
+	__u8 fpb; /* MT_WK_FP_* */
+	__u32 pad;
+};
+
+#define MT_WK_STEPS 64
+/* Kept steps looked at, at one step, to find the one level with it, and
+ * to find fp unread (beyond: no replay there). */
+#define MT_WK_SEEK 4
+#define MT_WK_LIVE 8
+struct mt_wkslot {
+	__u32 n;
+	__u32 ok;
+	__u32 gen; /* the walk's mt_walk.gen */
+	__u32 pad;
+	struct mt_wkstep s[MT_WK_STEPS];
+};
+
+/* slot[cur] the walk kept, slot[cur ^ 1] the walk under way. */
+struct mt_wkrec {
+	__u32 cur;
+	__u32 pad;
+	/* One above the highest stack word the last walk read: how much of
+	 * the stack the next walk reads at once (wk_prefetch). */
+	__u64 top;
+	/* Steps replayed and walked, for memtrace -v. */
+	__u64 replayed;
+	__u64 walked;
+	struct mt_wkslot slot[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_wkrec);
+} walk_keep SEC(".maps");
+
+#ifndef MT_COMPAT
+
+static __always_inline __u8 wk_st(struct mt_wstate *s)
+{
+	return (s->is_return & 1) | (s->lr_valid & 1) << 1 | (s->fp_known & 1) << 2;
+}
+
+/* Before a step: records its entry registers, and replays the kept
+ * step it is level with if that is exact. Returns the step's result, or
+ * -1 when the step is to be walked (mt_step, then mt_wk_post). */
+MT_GLOBAL int mt_wk_pre(struct mt_walk *w, struct mt_wkrec *rec, struct mt_umaps *ms, struct mt_chunk *c)
+{
+	if (!w || !rec)
+		return -1;
+	__u32 cur = rec->cur & 1;
+	struct mt_wkslot *old = &rec->slot[cur];
+	struct mt_wkslot *neu = &rec->slot[cur ^ 1];
+	struct mt_wstate *s = &w->s;
+	__u32 k = w->ks;
+	if (k >= MT_WK_STEPS) {
+		w->kbad = 1;
+		return -1;
+	}
+	struct mt_wkstep *e = &neu->s[k & (MT_WK_STEPS - 1)];
+	e->pc = s->pc;
+	e->sp = s->sp;
+	e->fp = s->fp;
+	e->lr = s->lr;
+	e->st = wk_st(s);
+	e->nw = 0;
+	w->ks = k + 1;
+	__u32 on = old->n;
+	if (!old->ok || on > MT_WK_STEPS)
+		return -1;
+	__s32 r = w->kr;
+	if (r < 0) {
+		/* Steps are kept innermost first, their sp rising. A few
+		 * each step (the verifier walks every iteration; kj goes on
+		 * from there at the next step, which is only a replay missed). */
+		__u32 j = w->kj;
+		for (int i = 0; i < MT_WK_SEEK && j < on && old->s[j & (MT_WK_STEPS - 1)].sp < s->sp; i++)
+			j++;
+		w->kj = j;
+		if (j >= on)
+			return -1;
+		struct mt_wkstep *o = &old->s[j & (MT_WK_STEPS - 1)];
+		if (o->sp != s->sp || o->pc != s->pc || o->st != e->st || o->out == MT_WK_NOT_RUN)
+			return -1;
+		if (s->lr_valid && o->lr != s->lr)
+			return -1;
+		if (o->fp != s->fp) {
+			/* fp differs: the kept steps must give it a value of their
+			 * own before any of them reads it. */
+			__u32 q = j;
+			for (int i = 0; i < MT_WK_LIVE; i++, q++) {
+				if (i == MT_WK_LIVE - 1)
+					return -1;
+				if (q >= on)
+					return -1;
+				struct mt_wkstep *x = &old->s[q & (MT_WK_STEPS - 1)];
+				if (x->out == MT_WK_NOT_RUN || (x->fpb & MT_WK_FP_READ))
+					return -1;
+				if ((x->fpb & MT_WK_FP_SET) || x->out)
+					break;
+			}
+		}
+		r = j;
+	}
+	if ((__u32)r >= on) {
+		w->kr = -1;
+		return -1;
+	}
+	struct mt_wkstep *o = &old->s[r & (MT_WK_STEPS - 1)];
+	if (o->out == MT_WK_NOT_RUN || (o->out == 0 && (__u32)r + 1 >= on)) {
+		w->kr = -1;
+		return -1;
+	}
+	/* The step's mapping. Within the array the kept walk searched (the
+	 * same write of the agent's), the kept step's pc has the mapping it
+	 * had then, unless that one came from the VMA fallback: no search. */
+	__u8 fb = 0;
+	if (!(w->gen && old->gen == w->gen && !(o->fpb & MT_WK_FB))) {
+		__u64 pc = s->pc;
+		if (!(s->have_cur && pc >= s->cur.start && pc < s->cur.end)) {
+			s->have_cur = ms && mt_find_map(ms, pc, &s->cur);
+			s->cur_fb = 0;
+			if (!s->have_cur) {
+				w->kr = -1;
+				return -1;
+			}
+		}
+		if (s->cur.base != o->base || s->cur.t.row_first != o->row_first ||
+		    s->cur.t.row_count != o->row_count) {
+			w->kr = -1;
+			return -1;
+		}
+		fb = s->cur_fb ? MT_WK_FB : 0;
+	}
+	__u8 nw = o->nw;
+	for (int i = 0; i < 3; i++) {
+		if (i >= nw)
+			break;
+		__u64 v = 0;
+		if (!stack_read(c, s, &v, 8, o->wa[i]) || v != o->wv[i]) {
+			w->kr = -1;
+			return -1;
+		}
+	}
+	rec->replayed++;
+	for (int i = 0; i < 3; i++) {
+		if (i < nw && o->wa[i] + 8 > w->ktop)
+			w->ktop = o->wa[i] + 8;
+	}
+	/* The step is the kept one: its record, with this walk's fp and lr. */
+	__u64 fp0 = e->fp, lr0 = e->lr;
+	*e = *o;
+	e->fp = fp0;
+	e->lr = lr0;
+	e->fpb = (o->fpb & ~MT_WK_FB) | fb;
+	if (o->fpb & MT_WK_FP_USED)
+		s->fp_used = 1;
+	if (o->out) {
+		w->kr = -1;
+		return o->out;
+	}
+	struct mt_wkstep *nx = &old->s[(r + 1) & (MT_WK_STEPS - 1)];
+	s->pc = nx->pc;
+	s->sp = nx->sp;
+	s->lr = nx->lr;
+	if (o->fpb & MT_WK_FP_SET)
+		s->fp = nx->fp;
+	s->is_return = nx->st & 1;
+	s->lr_valid = (nx->st >> 1) & 1;
+	s->fp_known = (nx->st >> 2) & 1;
+	w->kr = r + 1;
+	return 0;
+}
+
+/* After a step walked: what it read and gave, into the walk's record. */
+MT_GLOBAL int mt_wk_post(struct mt_walk *w, struct mt_wkrec *rec, int stop)
+{
+	if (!w || !rec)
+		return 0;
+	rec->walked++;
+	struct mt_wstate *s = &w->s;
+	__u8 nw = s->nw;
+	for (int i = 0; i < 3; i++) {
+		if (i < nw && s->wa[i] + 8 > w->ktop)
+			w->ktop = s->wa[i] + 8;
+	}
+	if (w->kbad)
+		return 0;
+	__u32 k = w->ks;
+	if (k == 0 || k > MT_WK_STEPS)
+		return 0;
+	struct mt_wkstep *e = &rec->slot[(rec->cur & 1) ^ 1].s[(k - 1) & (MT_WK_STEPS - 1)];
+	if (!s->have_cur || (s->step_fp & MT_WK_BAD)) {
+		w->kbad = 1;
+		return 0;
+	}
+	e->out = stop;
+	e->fpb = s->step_fp | (s->cur_fb ? MT_WK_FB : 0);
+	e->nw = s->nw;
+	e->wa[0] = s->wa[0];
+	e->wa[1] = s->wa[1];
+	e->wa[2] = s->wa[2];
+	e->wv[0] = s->wv[0];
+	e->wv[1] = s->wv[1];
+	e->wv[2] = s->wv[2];
+	e->base = s->cur.base;
+	e->row_first = s->cur.t.row_first;
+	e->row_count = s->cur.t.row_count;
+	return 0;
+}
+
+/* After the walk: keeps it if it ended at the outermost frame or was cut
+ * at its depth (the registers after its last step recorded, so that a
+ * replay goes on walking from there). */
+static __always_inline void wk_end(struct mt_walk *w, struct mt_wkrec *rec)
+{
+	rec->top = w->ktop;
+	__u32 k = w->ks;
+	if (w->kbad || k == 0 || k > MT_WK_STEPS)
+		return;
+	__u32 cur = rec->cur & 1;
+	struct mt_wkslot *neu = &rec->slot[cur ^ 1];
+	__u8 out = neu->s[(k - 1) & (MT_WK_STEPS - 1)].out;
+	if (out == 0) {
+		if (k >= MT_WK_STEPS)
+			return;
+		struct mt_wkstep *e = &neu->s[k & (MT_WK_STEPS - 1)];
+		e->pc = w->s.pc;
+		e->sp = w->s.sp;
+		e->fp = w->s.fp;
+		e->lr = w->s.lr;
+		e->st = wk_st(&w->s);
+		e->out = MT_WK_NOT_RUN;
+		e->nw = 0;
+		e->fpb = 0;
+		k++;
+	} else if (out != MT_STOP_END) {
+		return;
+	}
+	neu->n = k;
+	neu->ok = 1;
+	neu->gen = w->gen;
+	rec->cur = cur ^ 1;
+}
+#endif
 
 static long walk_cb(__u64 i, void *data)
 {
@@ -600,7 +951,18 @@ static long walk_cb(__u64 i, void *data)
 		w->reason = MT_STOP_DEPTH;
 		return 1;
 	}
-	int stop = mt_step(&w->s, ref->maps, ref->chunk);
+	int stop = -1;
+#ifndef MT_COMPAT
+	if (ref->keep)
+		stop = mt_wk_pre(w, ref->keep, ref->maps, ref->chunk);
+	if (stop < 0) {
+		stop = mt_step(&w->s, ref->maps, ref->chunk);
+		if (ref->keep)
+			mt_wk_post(w, ref->keep, stop);
+	}
+#else
+	stop = mt_step(&w->s, ref->maps, ref->chunk);
+#endif
 	if (w->n >= stack_depth) {
 		/* One step past the last frame kept: a stack of exactly
 		 * stack_depth frames ends there and is complete, not cut. */
@@ -635,6 +997,9 @@ static __always_inline struct mt_walk *walk_begin(struct mt_walk_ref *ref, struc
 	w->s.fp = fp;
 	w->s.fp_known = 1;
 	w->reason = MT_STOP_DEPTH;
+#ifndef MT_COMPAT
+	w->kr = -1;
+#endif
 	return w;
 }
 
@@ -678,20 +1043,47 @@ static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *b
 	if (!w)
 		return 0;
 	w->s.is_return = 1;
+	/* Read once: clang would otherwise load it at an offset computed
+	 * from ctx, which the verifier refuses. */
+	__u64 sp = PT_REGS_SP(ctx);
+	asm volatile("" : "+r"(sp));
+#ifndef MT_COMPAT
+	__u32 zero = 0;
+	ref.keep = bpf_map_lookup_elem(&walk_keep, &zero);
+	w->gen = ref.maps ? ref.maps->gen : 0;
+	if (ref.keep && ref.chunk) {
+		/* The stack up to where the last walk read, in one read: a
+		 * read costs about as much for 8 KiB as for 2 (its set-up,
+		 * not the copy), and the walk, replayed or not, reads the
+		 * same words again. */
+		__u64 top = ref.keep->top;
+		if (top > sp + MT_CHUNK_FILL && top - sp <= MT_CHUNK) {
+			__u32 n = top - sp;
+			if (n <= MT_CHUNK && bpf_probe_read_user(ref.chunk->b, n, (void *)sp) == 0) {
+				w->s.chunk_lo = sp;
+				w->s.chunk_len = n;
+			}
+		}
+	}
+#endif
 #if defined(__TARGET_ARCH_x86)
-	w->s.sp = PT_REGS_SP(ctx);
-	if (!stack_read(ref.chunk, &w->s, &w->s.pc, 8, PT_REGS_SP(ctx)))
+	w->s.sp = sp;
+	if (!stack_read(ref.chunk, &w->s, &w->s.pc, 8, sp))
 		return 0;
-	w->s.sp = PT_REGS_SP(ctx) + 8;
+	w->s.sp = sp + 8;
 #else
 	w->s.pc = ctx->regs[30] & MT_ARM64_PAC_MASK;
-	w->s.sp = PT_REGS_SP(ctx);
+	w->s.sp = sp;
 #endif
 	buf->ips[0] = w->s.pc;
 	w->n = 1;
 	/* stack_depth - 1 steps for the frames, one more to see whether
 	 * the last of them is the outermost. */
 	mt_walk_frames(&ref);
+#ifndef MT_COMPAT
+	if (ref.keep)
+		wk_end(w, ref.keep);
+#endif
 	*reason = w->reason;
 	return w->n;
 }

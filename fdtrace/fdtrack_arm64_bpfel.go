@@ -32,7 +32,7 @@ type FdtrackFstate struct {
 
 type FdtrackMtChunk struct {
 	_ structs.HostLayout
-	B [2048]uint8
+	B [8192]uint8
 }
 
 type FdtrackMtRcache struct {
@@ -90,7 +90,7 @@ type FdtrackMtUfileKey struct {
 type FdtrackMtUmaps struct {
 	_   structs.HostLayout
 	N   uint32
-	Pad uint32
+	Gen uint32
 	M   [512]struct {
 		_     structs.HostLayout
 		Start uint64
@@ -147,7 +147,11 @@ type FdtrackMtWalk struct {
 		FpKnown  uint8
 		LrValid  uint8
 		FpUsed   uint8
-		_        [3]byte
+		Nw       uint8
+		StepFp   uint8
+		CurFb    uint8
+		Wa       [3]uint64
+		Wv       [3]uint64
 		Rule     struct {
 			_      structs.HostLayout
 			CfaOff int64
@@ -164,6 +168,47 @@ type FdtrackMtWalk struct {
 	N      uint32
 	Reason uint16
 	_      [2]byte
+	Ks     uint32
+	Kj     uint32
+	Kr     int32
+	Kbad   uint8
+	_      [3]byte
+	Gen    uint32
+	_      [4]byte
+	Ktop   uint64
+}
+
+type FdtrackMtWkrec struct {
+	_        structs.HostLayout
+	Cur      uint32
+	Pad      uint32
+	Top      uint64
+	Replayed uint64
+	Walked   uint64
+	Slot     [2]struct {
+		_   structs.HostLayout
+		N   uint32
+		Ok  uint32
+		Gen uint32
+		Pad uint32
+		S   [64]struct {
+			_        structs.HostLayout
+			Pc       uint64
+			Sp       uint64
+			Fp       uint64
+			Lr       uint64
+			Base     uint64
+			Wa       [3]uint64
+			Wv       [3]uint64
+			RowFirst uint32
+			RowCount uint32
+			St       uint8
+			Out      uint8
+			Nw       uint8
+			Fpb      uint8
+			Pad      uint32
+		}
+	}
 }
 
 type FdtrackStackbuf struct {
@@ -236,6 +281,7 @@ const (
 	FdtrackMapUnwindProcs     = "unwind_procs"
 	FdtrackMapUnwindRows      = "unwind_rows"
 	FdtrackMapUnwindStale     = "unwind_stale"
+	FdtrackMapWalkKeep        = "walk_keep"
 	FdtrackMapWalkState       = "walk_state"
 	FdtrackProgFdSysEnter     = "fd_sys_enter"
 	FdtrackProgFdSysExit      = "fd_sys_exit"
@@ -336,6 +382,7 @@ type FdtrackMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -406,6 +453,7 @@ type FdtrackMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -433,6 +481,7 @@ func (m *FdtrackMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkKeep,
 		m.WalkState,
 	)
 }

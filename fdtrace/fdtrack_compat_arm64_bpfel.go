@@ -32,7 +32,7 @@ type FdtrackCompatFstate struct {
 
 type FdtrackCompatMtChunk struct {
 	_ structs.HostLayout
-	B [2048]uint8
+	B [8192]uint8
 }
 
 type FdtrackCompatMtRcache struct {
@@ -90,7 +90,7 @@ type FdtrackCompatMtUfileKey struct {
 type FdtrackCompatMtUmaps struct {
 	_   structs.HostLayout
 	N   uint32
-	Pad uint32
+	Gen uint32
 	M   [512]struct {
 		_     structs.HostLayout
 		Start uint64
@@ -166,6 +166,39 @@ type FdtrackCompatMtWalk struct {
 	_      [2]byte
 }
 
+type FdtrackCompatMtWkrec struct {
+	_        structs.HostLayout
+	Cur      uint32
+	Pad      uint32
+	Top      uint64
+	Replayed uint64
+	Walked   uint64
+	Slot     [2]struct {
+		_   structs.HostLayout
+		N   uint32
+		Ok  uint32
+		Gen uint32
+		Pad uint32
+		S   [64]struct {
+			_        structs.HostLayout
+			Pc       uint64
+			Sp       uint64
+			Fp       uint64
+			Lr       uint64
+			Base     uint64
+			Wa       [3]uint64
+			Wv       [3]uint64
+			RowFirst uint32
+			RowCount uint32
+			St       uint8
+			Out      uint8
+			Nw       uint8
+			Fpb      uint8
+			Pad      uint32
+		}
+	}
+}
+
 type FdtrackCompatStackbuf struct {
 	_   structs.HostLayout
 	Ips [128]uint64
@@ -238,6 +271,7 @@ const (
 	FdtrackCompatMapUnwindProcs     = "unwind_procs"
 	FdtrackCompatMapUnwindRows      = "unwind_rows"
 	FdtrackCompatMapUnwindStale     = "unwind_stale"
+	FdtrackCompatMapWalkKeep        = "walk_keep"
 	FdtrackCompatMapWalkState       = "walk_state"
 	FdtrackCompatProgFdSysEnter     = "fd_sys_enter"
 	FdtrackCompatProgFdSysExit      = "fd_sys_exit"
@@ -340,6 +374,7 @@ type FdtrackCompatMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -412,6 +447,7 @@ type FdtrackCompatMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -441,6 +477,7 @@ func (m *FdtrackCompatMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkKeep,
 		m.WalkState,
 	)
 }

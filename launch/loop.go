@@ -503,6 +503,9 @@ func (l *loop) finish() error {
 		if rows, capacity, tables := l.tr.UnwindUsage(); tables > 0 {
 			fmt.Fprintf(l.stderr, "memtrace: unwind tables: %d files, %d of %d rows\n", tables, rows, capacity)
 		}
+		if replayed, walked := l.tr.WalkReuse(); replayed+walked > 0 {
+			fmt.Fprintf(l.stderr, "memtrace: DWARF walk: %d steps of %d replayed from the previous walk\n", replayed, replayed+walked)
+		}
 		var ru unix.Rusage
 		if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
 			fmt.Fprintf(l.stderr, "memtrace: own CPU %.3f s (user %.3f, system %.3f) in %.3f s\n",

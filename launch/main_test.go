@@ -162,6 +162,7 @@ func (f *fakeTracer) ProgramStats() []tracer.ProgramStat {
 	return []tracer.ProgramStat{{Name: "mt_fake", Runs: 4, Runtime: 400 * time.Nanosecond}}
 }
 func (f *fakeTracer) UnwindUsage() (uint32, uint32, int) { return 0, 0, 0 }
+func (f *fakeTracer) WalkReuse() (uint64, uint64)        { return 0, 0 }
 
 // callList is the calls so far.
 func (f *fakeTracer) callList() []string {

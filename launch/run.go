@@ -38,6 +38,7 @@ type tracerAPI interface {
 	Detach()
 	ProgramStats() []tracer.ProgramStat
 	UnwindUsage() (rows, capacity uint32, tables int)
+	WalkReuse() (replayed, walked uint64)
 }
 
 var _ tracerAPI = (*tracer.Tracer)(nil)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -172,5 +173,56 @@ func checkCut(t *testing.T, recs []*oracleRec, byTID map[int64][]*dwarfEvent, de
 				t.Errorf("record %v, log line %d: %s", r, e.line, why)
 			}
 		}
+	}
+}
+
+// TestWalkReuseBPF: TestWalkReusePreload's program on the eBPF path,
+// whose DWARF walk replays the steps of the previous walk on the CPU
+// where its registers, mappings and stack words are the same
+// (docs/unwind.md): every allocation's stack equals its backtrace()
+// record, a stack is marked cut exactly where the limit cut it, in a
+// --follow'ed forked child too; and -v's count shows that most steps were
+// replayed, so that a walk that never replays fails too. Under
+// MEMTRACE_BPF_COMPAT=1 (the compat build, which walks without replay)
+// the stacks are checked and the count is not.
+func TestWalkReuseBPF(t *testing.T) {
+	requireBPF(t)
+	memtrace := need(t, "bin/memtrace")
+	exe := need(t, "tests/progs/build/walk_reuse")
+	for _, c := range []struct {
+		name    string
+		depth   int
+		args    []string
+		threads int
+	}{
+		{"depth64", 64, nil, 3},
+		{"depth16", 16, nil, 3},
+		{"fork", 24, []string{"fork"}, 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRun(t)
+			args := []string{"-v", "--stack-depth", strconv.Itoa(c.depth), "-o", r.log}
+			if c.args != nil {
+				args = append(args, "--follow")
+			}
+			args = append(append(args, "--", exe), c.args...)
+			r.runMemtrace(t, memtrace, args)
+			bpfLog(t, r.log)
+			_, recs, byTID := checkOracle(t, r, c.depth, c.threads)
+			checkCut(t, recs, byTID, c.depth)
+			if os.Getenv("MEMTRACE_BPF_COMPAT") == "1" {
+				return
+			}
+			var replayed, steps int
+			for _, ln := range strings.Split(r.stderr.String(), "\n") {
+				if _, err := fmt.Sscanf(ln, "memtrace: DWARF walk: %d steps of %d replayed from the previous walk", &replayed, &steps); err == nil {
+					break
+				}
+			}
+			t.Logf("%d of %d steps replayed from the previous walk", replayed, steps)
+			if steps == 0 || replayed*2 < steps {
+				t.Errorf("%d of %d steps replayed: the repeated stacks should have replayed most of theirs", replayed, steps)
+			}
+		})
 	}
 }

@@ -48,7 +48,7 @@ type MemtraceCompatMtBacklog struct {
 
 type MemtraceCompatMtChunk struct {
 	_ structs.HostLayout
-	B [2048]uint8
+	B [8192]uint8
 }
 
 type MemtraceCompatMtRcache struct {
@@ -113,7 +113,7 @@ type MemtraceCompatMtUfileKey struct {
 type MemtraceCompatMtUmaps struct {
 	_   structs.HostLayout
 	N   uint32
-	Pad uint32
+	Gen uint32
 	M   [512]struct {
 		_     structs.HostLayout
 		Start uint64
@@ -145,6 +145,39 @@ type MemtraceCompatMtWalk struct {
 	N      uint32
 	Reason uint16
 	_      [2]byte
+}
+
+type MemtraceCompatMtWkrec struct {
+	_        structs.HostLayout
+	Cur      uint32
+	Pad      uint32
+	Top      uint64
+	Replayed uint64
+	Walked   uint64
+	Slot     [2]struct {
+		_   structs.HostLayout
+		N   uint32
+		Ok  uint32
+		Gen uint32
+		Pad uint32
+		S   [64]struct {
+			_        structs.HostLayout
+			Pc       uint64
+			Sp       uint64
+			Fp       uint64
+			Lr       uint64
+			Base     uint64
+			Wa       [3]uint64
+			Wv       [3]uint64
+			RowFirst uint32
+			RowCount uint32
+			St       uint8
+			Out      uint8
+			Nw       uint8
+			Fpb      uint8
+			Pad      uint32
+		}
+	}
 }
 
 type MemtraceCompatMtWstate struct {
@@ -264,6 +297,7 @@ const (
 	MemtraceCompatMapUnwindProcs          = "unwind_procs"
 	MemtraceCompatMapUnwindRows           = "unwind_rows"
 	MemtraceCompatMapUnwindStale          = "unwind_stale"
+	MemtraceCompatMapWalkKeep             = "walk_keep"
 	MemtraceCompatMapWalkState            = "walk_state"
 	MemtraceCompatProgMtChildStart        = "mt_child_start"
 	MemtraceCompatProgMtDlState           = "mt_dl_state"
@@ -409,6 +443,7 @@ type MemtraceCompatMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -486,6 +521,7 @@ type MemtraceCompatMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -516,6 +552,7 @@ func (m *MemtraceCompatMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkKeep,
 		m.WalkState,
 	)
 }

@@ -48,7 +48,7 @@ type MemtraceMtBacklog struct {
 
 type MemtraceMtChunk struct {
 	_ structs.HostLayout
-	B [2048]uint8
+	B [8192]uint8
 }
 
 type MemtraceMtRcache struct {
@@ -113,7 +113,7 @@ type MemtraceMtUfileKey struct {
 type MemtraceMtUmaps struct {
 	_   structs.HostLayout
 	N   uint32
-	Pad uint32
+	Gen uint32
 	M   [512]struct {
 		_     structs.HostLayout
 		Start uint64
@@ -145,6 +145,47 @@ type MemtraceMtWalk struct {
 	N      uint32
 	Reason uint16
 	_      [2]byte
+	Ks     uint32
+	Kj     uint32
+	Kr     int32
+	Kbad   uint8
+	_      [3]byte
+	Gen    uint32
+	_      [4]byte
+	Ktop   uint64
+}
+
+type MemtraceMtWkrec struct {
+	_        structs.HostLayout
+	Cur      uint32
+	Pad      uint32
+	Top      uint64
+	Replayed uint64
+	Walked   uint64
+	Slot     [2]struct {
+		_   structs.HostLayout
+		N   uint32
+		Ok  uint32
+		Gen uint32
+		Pad uint32
+		S   [64]struct {
+			_        structs.HostLayout
+			Pc       uint64
+			Sp       uint64
+			Fp       uint64
+			Lr       uint64
+			Base     uint64
+			Wa       [3]uint64
+			Wv       [3]uint64
+			RowFirst uint32
+			RowCount uint32
+			St       uint8
+			Out      uint8
+			Nw       uint8
+			Fpb      uint8
+			Pad      uint32
+		}
+	}
 }
 
 type MemtraceMtWstate struct {
@@ -176,7 +217,11 @@ type MemtraceMtWstate struct {
 	FpKnown  uint8
 	LrValid  uint8
 	FpUsed   uint8
-	_        [3]byte
+	Nw       uint8
+	StepFp   uint8
+	CurFb    uint8
+	Wa       [3]uint64
+	Wv       [3]uint64
 	Rule     struct {
 		_      structs.HostLayout
 		CfaOff int64
@@ -262,6 +307,7 @@ const (
 	MemtraceMapUnwindProcs          = "unwind_procs"
 	MemtraceMapUnwindRows           = "unwind_rows"
 	MemtraceMapUnwindStale          = "unwind_stale"
+	MemtraceMapWalkKeep             = "walk_keep"
 	MemtraceMapWalkState            = "walk_state"
 	MemtraceProgMtChildStart        = "mt_child_start"
 	MemtraceProgMtDlState           = "mt_dl_state"
@@ -405,6 +451,7 @@ type MemtraceMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -480,6 +527,7 @@ type MemtraceMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
+	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -508,6 +556,7 @@ func (m *MemtraceMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindRows,
 		m.UnwindStale,
+		m.WalkKeep,
 		m.WalkState,
 	)
 }

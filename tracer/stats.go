@@ -30,3 +30,21 @@ func (t *Tracer) ProgramStats() []ProgramStat {
 	}
 	return out
 }
+
+// WalkReuse returns how many steps of the DWARF walks were replayed from
+// the previous walk (docs/unwind.md) and how many were walked, summed
+// over the CPUs; zeros where no walk ran or the compat build walks.
+func (t *Tracer) WalkReuse() (replayed, walked uint64) {
+	if t.objs.WalkKeep == nil {
+		return 0, 0
+	}
+	var per []MemtraceMtWkrec
+	if err := t.objs.WalkKeep.Lookup(uint32(0), &per); err != nil {
+		return 0, 0
+	}
+	for i := range per {
+		replayed += per[i].Replayed
+		walked += per[i].Walked
+	}
+	return replayed, walked
+}

@@ -42,6 +42,9 @@ func ResumeHeld(int) (int, error) { return 0, ErrUnavailable }
 // ProgramStats has no programs to count where BPF is not built.
 func (*Tracer) ProgramStats() []ProgramStat { return nil }
 
+// WalkReuse has no walks where BPF is not built.
+func (*Tracer) WalkReuse() (replayed, walked uint64) { return 0, 0 }
+
 // UnwindUsage has no tables where BPF is not built.
 func (*Tracer) UnwindUsage() (rows, capacity uint32, tables int) { return 0, 0, 0 }
 

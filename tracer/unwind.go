@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 
@@ -57,7 +58,8 @@ type unwinder struct {
 	noLoaders           bool                    // after closeLoaders: no more hooks
 	logf                func(format string, args ...any)
 	arch                unwind.Arch
-	full                bool // said once: the row array is full
+	full                bool          // said once: the row array is full
+	gen                 atomic.Uint32 // the last mapping array's number (mt_umaps.gen)
 }
 
 func newUnwinder(objs *MemtraceObjects, logf func(string, ...any)) (*unwinder, error) {

@@ -54,7 +54,7 @@ func TestUnwindABI(t *testing.T) {
 	btfStruct(t, "mt_utable", uTableSize, map[string]uint32{
 		"row_first": 0, "row_count": 4, "page_first": 8, "page_count": 12, "ext_first": 16, "ext_count": 20})
 	btfStruct(t, "mt_umap", uMapSize, map[string]uint32{"start": 0, "end": 8, "base": 16, "t": 24})
-	btfStruct(t, "mt_umaps", uMapsSize, map[string]uint32{"n": 0, "pad": 4, "m": 8})
+	btfStruct(t, "mt_umaps", uMapsSize, map[string]uint32{"n": 0, "gen": 4, "m": 8})
 	btfStruct(t, "mt_ufile_key", uFileKeySize, map[string]uint32{"dev": 0, "ino": 8})
 	btfStruct(t, "mt_ufile", uFileSize, map[string]uint32{"t": 0, "seg_off": 24, "seg_end": 32, "delta": 40})
 

@@ -94,13 +94,14 @@ func (u *unwinder) mappingsFor(maps []procMapping, open func(procMapping) string
 	return out
 }
 
-func encodeUmaps(ms []umap) []byte {
+func encodeUmaps(ms []umap, gen uint32) []byte {
 	if len(ms) > uMaxMaps {
 		ms = ms[:uMaxMaps]
 	}
 	b := make([]byte, uMapsSize)
 	le := binary.LittleEndian
 	le.PutUint32(b[0:], uint32(len(ms)))
+	le.PutUint32(b[4:], gen)
 	for i, m := range ms {
 		o := 8 + i*uMapSize
 		le.PutUint64(b[o:], m.start)
@@ -157,7 +158,14 @@ func (u *unwinder) updateProcess(pid int, clear bool) error {
 	u.ownRoot[pid] = own
 	u.mu.Unlock()
 	if changed {
-		if err := u.procs.Put(uint32(pid), encodeUmaps(ms)); err != nil {
+		// A new number for each write: the walk's replay reuses a kept
+		// step's mapping only within the array it was found in
+		// (bpf/memtrace.h, mt_umaps.gen).
+		gen := u.gen.Add(1)
+		if gen == 0 {
+			gen = u.gen.Add(1)
+		}
+		if err := u.procs.Put(uint32(pid), encodeUmaps(ms, gen)); err != nil {
 			return fmt.Errorf("write the mappings of process %d for the stack walk: %w", pid, err)
 		}
 	}

@@ -271,6 +271,25 @@ func TestUnwindMappingsOfProcess(t *testing.T) {
 	if checked < 2 {
 		t.Fatalf("checked %d files' functions, want the program's and libc's at least", checked)
 	}
+
+	// Each write carries a number of its own, never 0: the walk's replay
+	// trusts a kept step's mapping only within the write it came from.
+	gen := le.Uint32(raw[4:])
+	if gen == 0 {
+		t.Fatal("the mapping array's number (mt_umaps.gen) is 0")
+	}
+	u.mu.Lock()
+	delete(u.written, pid) // as if the mappings had changed
+	u.mu.Unlock()
+	if err := u.updateProcess(pid, true); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err = tr.objs.UnwindProcs.LookupBytes(uint32(pid)); err != nil || len(raw) != uMapsSize {
+		t.Fatalf("mapping array after a rewrite: %d bytes, %v", len(raw), err)
+	}
+	if again := le.Uint32(raw[4:]); again == 0 || again == gen {
+		t.Fatalf("the array's number after a rewrite is %d, before %d: want a new one", again, gen)
+	}
 }
 
 // someFunc returns the ELF address of a function of the file that lies in
