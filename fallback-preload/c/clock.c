@@ -66,7 +66,8 @@ static int pvclock_stable(void)
 	if (!a || pipe2(p, O_CLOEXEC) != 0)
 		return 0;
 	unsigned char ti[32] = {0};
-	int ok = write(p[1], (const void *)a, sizeof ti) == (ssize_t)sizeof ti && read(p[0], ti, sizeof ti) == (ssize_t)sizeof ti;
+	int ok = write(p[1], (const void *)a, sizeof ti) == (ssize_t)sizeof ti &&
+		 read(p[0], ti, sizeof ti) == (ssize_t)sizeof ti;
 	close(p[0]);
 	close(p[1]);
 	// struct pvclock_vcpu_time_info: flags is the byte at 29.
