@@ -110,8 +110,14 @@ awk -v m="${med[memtrace]}" -v s="${med[stacks]}" -v cs="${cmed[stacks]}" -v cm=
 		printf "text     / heaptrack -r:  %.2fx per pair\n", t / h
 		printf "malloc+free loop, --preload default stacks vs heaptrack -r, wall: %.1f vs %.1f ns a pair, %.2fx\n", s, h, s / h
 		v = (cs <= ch) ? "met" : "NOT met"
-		bad += v != "met"
 		printf "malloc+free loop, --preload default stacks vs heaptrack -r: %.1f vs %.1f ns a pair (the loop thread CPU), %.2fx (target <= 1x: %s)\n", cs, ch, cs / ch, v
+		# The row make bench gathers: met when both the loop thread CPU
+		# and the wall time are at or under heaptrack -r; the ratio is
+		# the larger of the two.
+		r = (cs / ch > s / h) ? cs / ch : s / h
+		v = (r <= 1) ? "met" : "NOT MET"
+		bad += v != "met"
+		printf "ROW|malloc+free loop (frame pointers; 3 frames), --preload default stacks vs heaptrack -r, ns a pair (loop thread CPU, wall)|%.1f cpu, %.1f wall|%.1f cpu, %.1f wall|%.2fx|<=1.0x|%s\n", cs, s, ch, h, r, v
 	}
 	exit bad ? 1 : 0
 }'
