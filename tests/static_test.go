@@ -99,7 +99,7 @@ func TestStaticPrograms(t *testing.T) {
 			if len(exes) == 0 {
 				bpftest.Unavailable(t, "no static program: gcc and musl-gcc are missing")
 			}
-			runs := runAttachAll(t, memtrace, exes)
+			runs := runAttachAll(t, memtrace, exes, nil)
 			bpfLog(t, runs[0].log)
 			for i, r := range runs {
 				t.Run(names[i], func(t *testing.T) { r.check(t, false) })
@@ -108,22 +108,26 @@ func TestStaticPrograms(t *testing.T) {
 	}
 }
 
-// runAttachAll is runAttach over several programs at once: each started
-// waiting with its own record, one memtrace -p attached to them all and
-// its header waited for, then every program let go. The runs share the
-// log.
-func runAttachAll(t *testing.T, memtrace string, exes []string) []*run {
+// runAttachAll is runAttachEnv over several programs at once: each started
+// waiting with its own record (and envs[i], where envs is not nil), one
+// memtrace -p attached to them all and its header waited for, then every
+// program let go. The runs share the log.
+func runAttachAll(t *testing.T, memtrace string, exes []string, envs [][]string) []*run {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "log")
 	var runs []*run
 	var pids []string
 	var stdins []io.WriteCloser
 	var dones []chan error
-	for _, exe := range exes {
+	for i, exe := range exes {
 		r := newRun(t)
 		r.log = log
 		prog := command(exe)
-		prog.Env = r.env("MEMTRACE_TEST_WAIT=1")
+		env := []string{"MEMTRACE_TEST_WAIT=1"}
+		if envs != nil {
+			env = append(env, envs[i]...)
+		}
+		prog.Env = r.env(env...)
 		stdin, err := prog.StdinPipe()
 		if err != nil {
 			t.Fatal(err)
