@@ -36,7 +36,7 @@
 #      stacks (memtrace -v: over the unwind rows or by backtrace()).
 #
 # Environment: ROUNDS (default 7), ROWS (20000), CXX_N (50000),
-# START_ROUNDS (11), READ_ROUNDS (3: the readers on the big log), BIG_EVENTS (10000000; 0 skips parts 4 and 5's
+# START_ROUNDS (11, at least 5: part 3 prints make bench's row from their medians), READ_ROUNDS (3: the readers on the big log), BIG_EVENTS (10000000; 0 skips parts 4 and 5's
 # big run), PARTS ("1 2 3 4 5 6": the parts to run), PROFILE (0), KEEP=1 keeps the temporary directory, GO (go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +44,7 @@ ROUNDS=${ROUNDS:-7}
 ROWS=${ROWS:-20000}
 CXX_N=${CXX_N:-50000}
 START_ROUNDS=${START_ROUNDS:-11}
+[ "$START_ROUNDS" -ge 5 ] || { echo "bench-stacks: START_ROUNDS=$START_ROUNDS: give at least 5 (part 3's row is a median)" >&2; exit 1; }
 READ_ROUNDS=${READ_ROUNDS:-3}
 BIG_EVENTS=${BIG_EVENTS:-10000000}
 PROFILE=${PROFILE:-0}
@@ -203,6 +204,10 @@ printf "  %-11s %7s ms   (runs: %s)\n" stack32 "$(echo "${res[s_stack32]}" | med
 printf "  %-11s %7s ms   (runs: %s)\n" heaptrack "$(echo "${res[s_heaptrack]}" | median)" "${res[s_heaptrack]}"
 echo "  untraced: $(echo "${res[s_true]}" | median) us"
 echo "  memtrace / heaptrack: $(paired s_memtrace s_heaptrack)x   (target <= 0.5x); --stack-depth 32 .zst / heaptrack: $(paired s_stack32 s_heaptrack)x (target <= 1.0x)"
+# make bench's row (scripts/bench.sh): the medians in seconds and the
+# median of the rounds' ratios, as the line above.
+awk -v m="$(echo "${res[s_memtrace]}" | median)" -v h="$(echo "${res[s_heaptrack]}" | median)" -v r="$(paired s_memtrace s_heaptrack)" \
+	'BEGIN { printf "ROW|memtrace -- /bin/true vs heaptrack|%.3f s|%.3f s|%sx|<=0.5x|%s\n", m / 1000, h / 1000, r, (r <= 0.5 ? "met" : "NOT MET") }'
 $MT -v --stack-depth 32 -o "$tmp/true.log.zst" -- /bin/true 2>"$tmp/true.err" || true
 echo "  memtrace -v --stack-depth 32 on /bin/true:"
 sed 's/^/    /' "$tmp/true.err"

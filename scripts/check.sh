@@ -35,16 +35,16 @@ timed() { # name command...: runs it, then says how long it took
 # The packages' results come from Go's test cache where nothing they
 # depend on changed. Go tracks their Go sources and the files and variables
 # the tests read themselves, not what a compiler or program they start
-# reads (the C library, the BPF objects, testdata built with gcc, bin/):
-# so every other input's hash, with the kernel's release, is made part of
-# the cache key through -run, whose second alternative matches no test.
-# CHECK_CACHE=0 runs them all (-count=1).
+# reads (the C library, the BPF objects, testdata built with gcc): so every
+# other input's hash, with the kernel's release, is made part of the cache
+# key through -run, whose second alternative matches no test. bin/ is not
+# an input: no package's test runs what is there (cmd/memtrace's install
+# test builds its own), and all of it is made from the sources hashed here
+# or tracked by Go, so a change to one package's Go code reruns only the
+# packages that depend on it. CHECK_CACHE=0 runs them all (-count=1).
 inputs=$({
 	uname -r
 	git ls-files -co --exclude-standard -z | grep -zv '\.go$' | xargs -0 sha1sum 2>/dev/null
-	# bin/kernels: make kernels' test binary and results, no input.
-	# bin/check: this script's own times.
-	find bin \( -path bin/kernels -o -path bin/check \) -prune -o -type f -exec sha1sum {} + 2>/dev/null | sort
 } | sha1sum | cut -c1-16)
 cache=(-run ".|^Inputs_${inputs}\$")
 if [ "${CHECK_CACHE:-1}" = 0 ]; then
@@ -53,13 +53,13 @@ fi
 timed packages "$GO" test -short "${cache[@]}" -timeout 10m $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
 pids+=($!)
 # one NAME: runs test NAME alone, its output in $tmp/out/NAME, its wall
-# seconds in $tmp/out/NAME.time.
+# seconds and CPU seconds (user and system of the test and of every
+# process it started and waited for: memtrace, the traced programs, the
+# compilers) in $tmp/out/NAME.time.
 one() {
-	local t0 t1
-	t0=$(date +%s.%N)
-	(cd tests && "$tmp/tests.test" -test.short -test.v -test.count=1 -test.timeout=10m -test.run "^$1\$" >"$tmp/out/$1" 2>&1)
-	t1=$(date +%s.%N)
-	echo "$t0 $t1" | awk '{ printf "%.2f\n", $2 - $1 }' >"$tmp/out/$1.time"
+	local TIMEFORMAT='%R %U %S'
+	{ time (cd tests && "$tmp/tests.test" -test.short -test.v -test.count=1 -test.timeout=10m -test.run "^$1\$" >"$tmp/out/$1" 2>&1); } 2>"$tmp/out/$1.rusage"
+	awk '{ printf "%.2f %.2f\n", $1, $2 + $3 }' "$tmp/out/$1.rusage" >"$tmp/out/$1.time"
 }
 export -f one
 export tmp
@@ -76,8 +76,10 @@ for n in "${names[@]}"; do
 		failed=1
 	fi
 done
+# bin/check/times: "wall name cpu" a line (the queue's order reads the
+# first two).
 for n in "${names[@]}"; do
-	[ -s "$tmp/out/$n.time" ] && echo "$(cat "$tmp/out/$n.time") $n"
+	[ -s "$tmp/out/$n.time" ] && read -r w c <"$tmp/out/$n.time" && echo "$w $n $c"
 done >"$times.new" && mv "$times.new" "$times"
 if [ $failed = 0 ]; then
 	echo "ok  	github.com/memtrace/memtrace/tests (${#names[@]} tests, $shards workers)"
@@ -85,7 +87,14 @@ else
 	status=1
 fi
 # The slowest integration tests: what to look at when the loop grows.
-echo "slowest tests (wall, while sharing the CPUs):"
-sort -rn "$times" | head -n 12 | sed 's/^/  /'
-echo "check: $((SECONDS - start)) s ($(sort "$tmp/times" | paste -sd, | sed 's/,/, /g'))"
+echo "slowest tests (wall s, while sharing the CPUs; CPU s):"
+sort -rn "$times" | head -n 12 | awk '{ printf "  %s %s (CPU %s)\n", $1, $2, $3 }'
+echo "costliest tests (CPU s: the test, memtrace and the programs it ran):"
+sort -k3,3gr "$times" | head -n 12 | awk '{ printf "  %s %s\n", $3, $2 }'
+awk '{ c += $3 } END { printf "tests package: %.0f CPU s over %d tests\n", c, NR }' "$times"
+# The CPU of everything this script ran (the build of the tests, the
+# packages, the tests): the figure a shared machine does not distort.
+times >"$tmp/cpu"
+cpu=$(tr 'ms\n' '   ' <"$tmp/cpu" | awk '{ printf "%.0f", $5 * 60 + $6 + $7 * 60 + $8 }')
+echo "check: $((SECONDS - start)) s, $cpu CPU s ($(sort "$tmp/times" | paste -sd, | sed 's/,/, /g'))"
 exit $status

@@ -35,7 +35,14 @@ if ! command -v "$CLANG_FORMAT" >/dev/null; then
 	echo "lint: $CLANG_FORMAT is not installed: run make deps (or apt-get install clang-format-19)" >&2
 	fail=1
 else
-	misformatted=$(for f in $cfiles; do "$CLANG_FORMAT" --dry-run --Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+	# One clang-format over every file (one start-up, not one a file);
+	# only when it finds something are the files taken one by one, to
+	# name them.
+	misformatted=
+	if ! "$CLANG_FORMAT" --dry-run --Werror $cfiles >/dev/null 2>&1; then
+		misformatted=$(for f in $cfiles; do "$CLANG_FORMAT" --dry-run --Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+		[ -n "$misformatted" ] || misformatted="$CLANG_FORMAT failed over: $cfiles"
+	fi
 	if [ -n "$misformatted" ]; then
 		echo "lint: not clang-formatted (run $CLANG_FORMAT -i on them):" >&2
 		echo "$misformatted" >&2

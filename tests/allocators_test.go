@@ -44,6 +44,11 @@ func TestAllocators(t *testing.T) {
 	requireBPF(t)
 	memtrace := need(t, "bin/memtrace")
 	progDir := need(t, "tests/progs/build")
+	type attached struct {
+		name, exe string
+		env       []string
+	}
+	var attach []attached
 	for _, a := range allocLibs {
 		lib := ""
 		if a.lib != "" {
@@ -71,14 +76,12 @@ func TestAllocators(t *testing.T) {
 				{"linked/launch", func(t *testing.T, r *run) {
 					r.runMemtraceEnv(t, memtrace, env, "-o", r.log, "--", linked)
 				}},
-				{"linked/attach", func(t *testing.T, r *run) {
-					r.runAttachEnv(t, memtrace, linked, env)
-				}},
 			}
-			// -short attaches to the C program only: the C++ one's
-			// functions are found the same way at an attach.
-			if testing.Short() && prog == "cxxalloc" {
-				cases = cases[:1]
+			// Linked and attached: all at once, below. -short attaches
+			// to the C program only: the C++ one's functions are found
+			// the same way at an attach.
+			if !testing.Short() || prog != "cxxalloc" {
+				attach = append(attach, attached{a.name + "/" + prog, linked, env})
 			}
 			// Preloaded, the same functions are found another way:
 			// make test's; -short keeps linked, launched and attached.
@@ -114,6 +117,21 @@ func TestAllocators(t *testing.T) {
 			}
 		}
 	}
+	// One memtrace -p for every linked program: the functions are found
+	// in each program's own allocator all the same, each program is
+	// checked against its own record.
+	t.Run("linked/attach", func(t *testing.T) {
+		var exes []string
+		var envs [][]string
+		for _, a := range attach {
+			exes, envs = append(exes, a.exe), append(envs, a.env)
+		}
+		runs := runAttachAll(t, memtrace, exes, envs)
+		bpfLog(t, runs[0].log)
+		for i, r := range runs {
+			t.Run(attach[i].name, func(t *testing.T) { r.check(t, false) })
+		}
+	})
 }
 
 func (r *run) runMemtraceEnv(t *testing.T, memtrace string, env []string, args ...string) {

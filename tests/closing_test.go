@@ -26,25 +26,41 @@ func closingFigures(t *testing.T, text string) (calls, peak, leaked string) {
 
 // TestClosingLinesMatchReport: a run ends with heaptrack-like closing
 // lines on stderr whose figures are the report's on the same log, with the
-// log's path and the commands that open it; without -o it says once that
-// the log is on stderr. Both tracers (eBPF and --preload).
+// log's path and the commands that open it; without -o the log is
+// memtrace.PROG.PID.log.zst in the current directory (heaptrack's naming),
+// said when it opens and named by the closing lines, and stacks are on;
+// with -o /dev/stderr it says once that the log is on stderr. Both
+// tracers (eBPF and --preload), one run each for all but the last.
 func TestClosingLinesMatchReport(t *testing.T) {
 	bin, _ := buildSites(t)
 	for _, mode := range []string{"bpf", "preload"} {
+		var src []string
 		if mode == "bpf" {
 			requireBPF(t)
+		} else {
+			src = []string{"--preload"}
 		}
-		log := filepath.Join(t.TempDir(), "app.log")
-		args := []string{"--stack-depth", "16", "-o", log, "--", bin}
-		if mode == "preload" {
-			args = append([]string{"--preload"}, args...)
+		dir := t.TempDir()
+		cmd := command(need(t, "bin/memtrace"), append(src, "--", bin)...)
+		cmd.Dir = dir
+		var so, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &stderr
+		if err := runCmd(t, cmd, time.Minute); err != nil {
+			t.Fatalf("%s without -o: %v\n%s", mode, err, stderr.String())
 		}
-		code, _, se := memtraceRun(t, nil, args...)
-		if code != 0 {
-			t.Fatalf("%s: memtrace exit %d: %s", mode, code, se)
+		se := stderr.String()
+		logs, _ := filepath.Glob(filepath.Join(dir, "memtrace."+filepath.Base(bin)+".*.log.zst"))
+		if len(logs) != 1 {
+			t.Fatalf("%s without -o: logs %v, want one memtrace.PROG.PID.log.zst\n%s", mode, logs, se)
 		}
-		if mode == "bpf" {
-			bpfLog(t, log)
+		log := logs[0]
+		name := filepath.Base(log)
+		data, _, err := decompress(t, log)
+		if err != nil {
+			t.Fatalf("%s without -o: %v", mode, err)
+		}
+		if want := "mode=" + mode; !bytes.Contains(data, []byte(want)) {
+			t.Fatalf("%s without -o: the log's header does not say %s: a fallback wrote it", mode, want)
 		}
 		code, out, rse := memtraceRun(t, nil, "report", "-a", "0", "-p", "0", "-l", "0", "-T", "0", log)
 		if code != 0 {
@@ -58,7 +74,8 @@ func TestClosingLinesMatchReport(t *testing.T) {
 		if c1 != "1752" && mode == "bpf" {
 			t.Errorf("bpf: %s calls, want 1752 (1100 + 550 + 100 + the pool + stdout's buffer)", c1)
 		}
-		for _, w := range []string{"memtrace stats:\n", "\tlost events: 0\n", "the log is " + log + ";", "\n  memview " + log + "\n", "\n  memtrace report " + log} {
+		for _, w := range []string{"memtrace: writing the log to " + name, "memtrace stats:\n", "\tlost events: 0\n", "the log is " + name + ";",
+			"\n  memview " + name + "\n", "\n  memtrace report " + name} {
 			if !strings.Contains(se, w) {
 				t.Errorf("%s: closing lines lack %q:\n%s", mode, w, se)
 			}
@@ -66,40 +83,9 @@ func TestClosingLinesMatchReport(t *testing.T) {
 		if strings.Count(se, "memtrace stats:") != 1 {
 			t.Errorf("%s: closing lines not once:\n%s", mode, se)
 		}
-	}
-	// Without -o the log is memtrace.PROG.PID.log.zst in the current
-	// directory (heaptrack's naming), said when it opens and named by the
-	// closing lines; with -o /dev/stderr it is on stderr, said once at
-	// the end.
-	for _, src := range [][]string{nil, {"--preload"}} {
-		dir := t.TempDir()
-		cmd := command(need(t, "bin/memtrace"), append(src, "--", bin)...)
-		cmd.Dir = dir
-		var so, se bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &so, &se
-		if err := runCmd(t, cmd, time.Minute); err != nil {
-			t.Fatalf("%v without -o: %v\n%s", src, err, se.String())
-		}
-		logs, _ := filepath.Glob(filepath.Join(dir, "memtrace."+filepath.Base(bin)+".*.log.zst"))
-		if len(logs) != 1 {
-			t.Fatalf("%v without -o: logs %v, want one memtrace.PROG.PID.log.zst\n%s", src, logs, se.String())
-		}
-		name := filepath.Base(logs[0])
-		data, _, err := decompress(t, logs[0])
-		if err != nil {
-			t.Fatalf("%v without -o: %v", src, err)
-		}
-		if want := map[bool]string{true: "mode=preload", false: "mode=bpf"}[len(src) > 0]; !bytes.Contains(data, []byte(want)) {
-			t.Fatalf("%v without -o: the log's header does not say %s: a fallback wrote it", src, want)
-		}
-		for _, w := range []string{"memtrace: writing the log to " + name, "the log is " + name + ";", "\tlost events: 0\n"} {
-			if !strings.Contains(se.String(), w) {
-				t.Errorf("%v without -o: stderr lacks %q:\n%s", src, w, se.String())
-			}
-		}
 		// Stacks are on by default: the leaks have frames.
-		if code, out, rse := memtraceRun(t, nil, "report", logs[0]); code != 0 || strings.Contains(out, "[no stack]") {
-			t.Errorf("%v without flags: report exit %d, a stack missing:\n%s%s", src, code, out, rse)
+		if code, out, rse := memtraceRun(t, nil, "report", log); code != 0 || strings.Contains(out, "[no stack]") {
+			t.Errorf("%s without flags: report exit %d, a stack missing:\n%s%s", mode, code, out, rse)
 		}
 	}
 	code, _, se := memtraceRun(t, nil, "--preload", "-o", "/dev/stderr", "--", bin)

@@ -559,7 +559,7 @@ func TestPIDNamespaceFD(t *testing.T) {
 // look up there), and the program ends with its untraced result.
 func TestPIDNamespaceKilledHoldsNone(t *testing.T) {
 	requireBPF(t)
-	needTools(t, "unshare", "sh")
+	needTools(t, "unshare", "sh", "pgrep")
 	memtrace := need(t, "bin/memtrace")
 	forker := need(t, "tests/progs/build/forker")
 	dir := t.TempDir()
@@ -569,8 +569,15 @@ func TestPIDNamespaceKilledHoldsNone(t *testing.T) {
 	}
 	want, _ := os.ReadFile(ref)
 	out := filepath.Join(dir, "out")
-	script := fmt.Sprintf(`%q -f -o %q -- %q %q 40 10 & wait`, memtrace, filepath.Join(dir, "log"), forker, out)
-	cmd := command("unshare", "--pid", "--fork", "--mount-proc", "--", "sh", "-c", script)
+	// The shell's wait ends with memtrace, but the program, now the
+	// shell's by reparenting, is not one of its jobs, and the kernel
+	// kills whatever is left in the namespace when its init exits: so
+	// the shell waits until no forker is left (a program still held
+	// keeps it waiting, which the 60 s below catches). --kill-child: the
+	// test's kill of unshare ends the namespace.
+	script := fmt.Sprintf(`%q -f -o %q -- %q %q 40 10 & wait; while pgrep -x forker >/dev/null; do sleep 0.02; done`,
+		memtrace, filepath.Join(dir, "log"), forker, out)
+	cmd := command("unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--", "sh", "-c", script)
 	var stderr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Start(); err != nil {

@@ -8,8 +8,10 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,30 +64,129 @@ func staticProg(t *testing.T, name, compiler string) string {
 // the program itself, is logged exactly once, with -- and with -p:
 // strdup's malloc, realloc's malloc, free's munmap of a large block and a
 // thread's stack are in the same file as the program's own calls, and must
-// not be logged (again), while the program's own mmap calls must be.
+// not be logged (again), while the program's own mmap calls must be. One
+// memtrace -p attaches to all the programs at once (each is checked
+// against its own record, by its threads): the probes are placed in each
+// program's file all the same, with one start-up instead of one a program.
 func TestStaticPrograms(t *testing.T) {
 	memtrace := need(t, "bin/memtrace")
 	for _, p := range staticProgs {
-		for _, mode := range []string{"launch", "attach"} {
-			t.Run(p.name+"/"+mode, func(t *testing.T) {
-				requireBPF(t)
-				exe := staticProg(t, p.name, p.compiler)
-				for round := range rounds(3, 1) {
-					r := newRun(t)
-					if mode == "launch" {
-						r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", exe})
-					} else {
-						r.runAttach(t, memtrace, exe)
-					}
-					bpfLog(t, r.log)
-					r.check(t, false)
-					if t.Failed() {
-						t.Fatalf("round %d", round)
-					}
+		t.Run(p.name+"/launch", func(t *testing.T) {
+			requireBPF(t)
+			exe := staticProg(t, p.name, p.compiler)
+			for round := range rounds(3, 1) {
+				r := newRun(t)
+				r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", exe})
+				bpfLog(t, r.log)
+				r.check(t, false)
+				if t.Failed() {
+					t.Fatalf("round %d", round)
 				}
-			})
+			}
+		})
+	}
+	for round := range rounds(3, 1) {
+		t.Run(fmt.Sprintf("attach/%d", round), func(t *testing.T) {
+			requireBPF(t)
+			var names, exes []string
+			for _, p := range staticProgs {
+				// A missing compiler is the launch subtest's to report.
+				if _, err := exec.LookPath(p.compiler); err == nil {
+					names = append(names, p.name)
+					exes = append(exes, staticProg(t, p.name, p.compiler))
+				}
+			}
+			if len(exes) == 0 {
+				bpftest.Unavailable(t, "no static program: gcc and musl-gcc are missing")
+			}
+			runs := runAttachAll(t, memtrace, exes, nil)
+			bpfLog(t, runs[0].log)
+			for i, r := range runs {
+				t.Run(names[i], func(t *testing.T) { r.check(t, false) })
+			}
+		})
+	}
+}
+
+// runAttachAll is runAttachEnv over several programs at once: each started
+// waiting with its own record (and envs[i], where envs is not nil), one
+// memtrace -p attached to them all and its header waited for, then every
+// program let go. The runs share the log.
+func runAttachAll(t *testing.T, memtrace string, exes []string, envs [][]string) []*run {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "log")
+	var runs []*run
+	var pids []string
+	var stdins []io.WriteCloser
+	var dones []chan error
+	for i, exe := range exes {
+		r := newRun(t)
+		r.log = log
+		prog := command(exe)
+		env := []string{"MEMTRACE_TEST_WAIT=1"}
+		if envs != nil {
+			env = append(env, envs[i]...)
+		}
+		prog.Env = r.env(env...)
+		stdin, err := prog.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := prog.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog.Stderr = &r.stderr
+		if err := prog.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- prog.Wait() }()
+		t.Cleanup(func() { _ = prog.Process.Kill() })
+		if err := waitLine(stdout, "ready", 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", exe, err)
+		}
+		runs, stdins, dones = append(runs, r), append(stdins, stdin), append(dones, done)
+		pids = append(pids, itoa(prog.Process.Pid))
+	}
+	mtErr := new(lockedBuffer)
+	mt := command(memtrace, "-o", log, "-p", strings.Join(pids, ","))
+	mt.Stderr, mt.Stdout = mtErr, mtErr
+	if err := mt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mtDone := make(chan error, 1)
+	go func() { mtDone <- mt.Wait() }()
+	defer func() { _ = mt.Process.Kill() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := waitHeader(ctx, log); err != nil {
+		t.Fatalf("%v\nmemtrace: %s", err, mtErr.String())
+	}
+	for _, in := range stdins {
+		if _, err := in.Write([]byte{'g'}); err != nil {
+			t.Fatal(err)
 		}
 	}
+	for i, done := range dones {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", exes[i], err, runs[i].stderr.String())
+			}
+		case <-time.After(runLimit):
+			t.Fatalf("%s did not finish within %v", exes[i], runLimit)
+		}
+	}
+	select {
+	case err := <-mtDone:
+		if err != nil {
+			t.Fatalf("memtrace -p: %v\n%s", err, mtErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("memtrace -p did not exit after its targets did\n%s", mtErr.String())
+	}
+	return runs
 }
 
 const goProgSrc = `package main
