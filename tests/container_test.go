@@ -166,24 +166,7 @@ func chrootDir(t *testing.T) string {
 // lets the program go and waits for both.
 func (r *run) runAttachCmd(t *testing.T, memtrace string, prog *exec.Cmd, args ...string) {
 	t.Helper()
-	stdin, err := prog.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := prog.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog.Stderr = &r.stderr
-	if err := prog.Start(); err != nil {
-		t.Fatal(err)
-	}
-	progDone := make(chan error, 1)
-	go func() { progDone <- prog.Wait() }()
-	defer func() { _ = prog.Process.Kill() }()
-	if err := waitLine(stdout, "ready", 30*time.Second); err != nil {
-		t.Fatalf("program: %v\n%s", err, r.stderr.String())
-	}
+	stdin, progDone := r.startWaiting(t, prog)
 	mtErr := new(lockedBuffer)
 	mt := command(memtrace, append(append([]string{"-o", r.log}, args...), "-p", itoa(prog.Process.Pid))...)
 	mt.Stderr, mt.Stdout = mtErr, mtErr

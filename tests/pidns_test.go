@@ -295,24 +295,7 @@ func (r *run) attachFromHost(t *testing.T, memtrace, prog string) {
 	t.Helper()
 	p := command("unshare", "--pid", "--fork", "--mount-proc", "--", prog)
 	p.Env = r.env("MEMTRACE_TEST_WAIT=1")
-	stdin, err := p.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := p.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Stderr = &r.stderr
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	progDone := make(chan error, 1)
-	go func() { progDone <- p.Wait() }()
-	defer func() { _ = p.Process.Kill() }()
-	if err := waitLine(stdout, "ready", 30*time.Second); err != nil {
-		t.Fatalf("program: %v\n%s", err, r.stderr.String())
-	}
+	stdin, progDone := r.startWaiting(t, p)
 	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.Process.Pid, p.Process.Pid))
 	f := strings.Fields(string(kids))
 	if err != nil || len(f) != 1 {

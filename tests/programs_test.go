@@ -1,8 +1,9 @@
 package tests
 
 import (
-	"context"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -120,8 +121,14 @@ func (r *run) runAttach(t *testing.T, memtrace, exe string) {
 // runAttachEnv is runAttach with more of the program's environment.
 func (r *run) runAttachEnv(t *testing.T, memtrace, exe string, env []string) {
 	t.Helper()
-	prog := command(exe)
-	prog.Env = r.env(append([]string{"MEMTRACE_TEST_WAIT=1"}, env...)...)
+	attachAll(t, memtrace, []*run{r}, []string{exe}, [][]string{env})
+}
+
+// startWaiting starts prog, which waits on its stdin after printing
+// "ready" (MEMTRACE_TEST_WAIT=1), and returns once it is ready: its stdin
+// lets it go, done gets its exit. The test's end kills it if still there.
+func (r *run) startWaiting(t *testing.T, prog *exec.Cmd) (stdin io.WriteCloser, done chan error) {
+	t.Helper()
 	stdin, err := prog.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -130,51 +137,15 @@ func (r *run) runAttachEnv(t *testing.T, memtrace, exe string, env []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var progErr = &r.stderr
-	prog.Stderr = progErr
+	prog.Stderr = &r.stderr
 	if err := prog.Start(); err != nil {
 		t.Fatal(err)
 	}
-	progDone := make(chan error, 1)
-	go func() { progDone <- prog.Wait() }()
-	defer func() {
-		_ = prog.Process.Kill()
-	}()
+	done = make(chan error, 1)
+	go func() { done <- prog.Wait() }()
+	t.Cleanup(func() { _ = prog.Process.Kill() })
 	if err := waitLine(stdout, "ready", 30*time.Second); err != nil {
-		t.Fatalf("program: %v", err)
+		t.Fatalf("%s: %v\n%s", filepath.Base(prog.Path), err, r.stderr.String())
 	}
-	var mtErr = new(lockedBuffer)
-	mt := command(memtrace, "-o", r.log, "-p", itoa(prog.Process.Pid))
-	mt.Stderr = mtErr
-	mt.Stdout = mtErr
-	if err := mt.Start(); err != nil {
-		t.Fatal(err)
-	}
-	mtDone := make(chan error, 1)
-	go func() { mtDone <- mt.Wait() }()
-	defer func() { _ = mt.Process.Kill() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := waitHeader(ctx, r.log); err != nil {
-		t.Fatalf("%v\nmemtrace: %s", err, mtErr.String())
-	}
-	if _, err := stdin.Write([]byte{'g'}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-progDone:
-		if err != nil {
-			t.Fatalf("program: %v\n%s", err, r.stderr.String())
-		}
-	case <-time.After(runLimit):
-		t.Fatalf("program did not finish within %v", runLimit)
-	}
-	select {
-	case err := <-mtDone:
-		if err != nil {
-			t.Fatalf("memtrace -p: %v\n%s", err, mtErr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("memtrace -p did not exit after its target did\n%s", mtErr.String())
-	}
+	return stdin, done
 }

@@ -108,47 +108,42 @@ func TestStaticPrograms(t *testing.T) {
 	}
 }
 
-// runAttachAll is runAttachEnv over several programs at once: each started
-// waiting with its own record (and envs[i], where envs is not nil), one
-// memtrace -p attached to them all and its header waited for, then every
-// program let go. The runs share the log.
+// runAttachAll is runAttachEnv over several programs at once, each with
+// its own record and one log they share.
 func runAttachAll(t *testing.T, memtrace string, exes []string, envs [][]string) []*run {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "log")
-	var runs []*run
+	runs := make([]*run, len(exes))
+	for i := range runs {
+		runs[i] = newRun(t)
+		runs[i].log = log
+	}
+	attachAll(t, memtrace, runs, exes, envs)
+	return runs
+}
+
+// attachAll starts each program waiting (with envs[i], where envs is not
+// nil) under its run's record, attaches one memtrace -p to them all with
+// runs[0]'s log, waits for its header (probes attached), then lets every
+// program go and waits for them and for memtrace.
+func attachAll(t *testing.T, memtrace string, runs []*run, exes []string, envs [][]string) {
+	t.Helper()
 	var pids []string
 	var stdins []io.WriteCloser
 	var dones []chan error
 	for i, exe := range exes {
-		r := newRun(t)
-		r.log = log
+		r := runs[i]
 		prog := command(exe)
 		env := []string{"MEMTRACE_TEST_WAIT=1"}
 		if envs != nil {
 			env = append(env, envs[i]...)
 		}
 		prog.Env = r.env(env...)
-		stdin, err := prog.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := prog.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		prog.Stderr = &r.stderr
-		if err := prog.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- prog.Wait() }()
-		t.Cleanup(func() { _ = prog.Process.Kill() })
-		if err := waitLine(stdout, "ready", 30*time.Second); err != nil {
-			t.Fatalf("%s: %v", exe, err)
-		}
-		runs, stdins, dones = append(runs, r), append(stdins, stdin), append(dones, done)
+		stdin, done := r.startWaiting(t, prog)
+		stdins, dones = append(stdins, stdin), append(dones, done)
 		pids = append(pids, itoa(prog.Process.Pid))
 	}
+	log := runs[0].log
 	mtErr := new(lockedBuffer)
 	mt := command(memtrace, "-o", log, "-p", strings.Join(pids, ","))
 	mt.Stderr, mt.Stdout = mtErr, mtErr
@@ -186,7 +181,6 @@ func runAttachAll(t *testing.T, memtrace string, exes []string, envs [][]string)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("memtrace -p did not exit after its targets did\n%s", mtErr.String())
 	}
-	return runs
 }
 
 const goProgSrc = `package main
