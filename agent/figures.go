@@ -30,6 +30,12 @@ type procFigures struct {
 type ghost struct {
 	size, stack uint64
 	mapping     bool
+	// takenAt: when another allocation took its address while the table
+	// held it (the event's own nanoseconds: a log microsecond holds
+	// several events), 0 when the table lost it otherwise
+	// (an exec, a free left out of the log). A free timed before it is
+	// the block's own, sent late (Session.free).
+	takenAt uint64
 	// superseded: a later allocation of the same kind took its address,
 	// so its free was among the lost records (analysis.Model.IsUnknown):
 	// not a leak when the tracer lost records.
@@ -67,10 +73,28 @@ func (s *Session) noteProc(p *logfmt.Proc) {
 
 // replace is called before the table takes a new block at ptr: a logged
 // block there lost its free, and the log still holds it live.
-func (s *Session) replace(p *process, ptr uint64) {
+func (s *Session) replace(p *process, ptr, ts uint64) {
 	if b, ok := p.live[ptr]; ok {
 		p.figs.keep(ptr, b)
+		if gs := p.figs.ghosts[ptr]; len(gs) > 0 {
+			gs[len(gs)-1].takenAt = ts
+		}
 	}
+}
+
+// lateFree returns the size of the block at ptr whose free, timed at ts
+// (event nanoseconds), comes after another allocation took its address: the newest ghost
+// there, when that allocation came after ts.
+func (f *procFigures) lateFree(ptr, ts uint64) (size uint64, ok bool) {
+	gs := f.ghosts[ptr]
+	if ptr == 0 || len(gs) == 0 {
+		return 0, false
+	}
+	g := gs[len(gs)-1]
+	if g.takenAt == 0 || ts >= g.takenAt {
+		return 0, false
+	}
+	return g.size, true
 }
 
 // keep makes the table's block b at ptr a ghost, if the log has it as

@@ -546,7 +546,7 @@ func (s *Session) emit(e *event.Event) {
 		if e.Flags&event.FlagFile != 0 && !s.cfg.MmapFiles {
 			// A file mapping: not logged, but remembered so that its
 			// munmap is left out too.
-			s.replace(p, e.Ptr)
+			s.replace(p, e.Ptr, e.TS)
 			p.live[e.Ptr] = liveBlock{v: e.Size | filteredBit}
 			return
 		}
@@ -575,7 +575,7 @@ func (s *Session) trackedOp(op logfmt.Op) bool {
 }
 
 func (s *Session) alloc(e *event.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
-	s.replace(p, ptr)
+	s.replace(p, ptr, e.TS)
 	if !t.track || size < s.cfg.MinSize || !s.trackedOp(op) {
 		p.live[ptr] = liveBlock{v: size | filteredBit}
 		return
@@ -606,6 +606,10 @@ func (s *Session) alloc(e *event.Event, t *thread, p *process, ts uint64, op log
 }
 
 func (s *Session) free(e *event.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size uint64) {
+	if ghostSize, ok := p.figs.lateFree(ptr, e.TS); ok {
+		s.freeLate(e, t, p, ts, op, ptr, size, ghostSize)
+		return
+	}
 	b, known := p.live[ptr]
 	v := b.v
 	if known {
@@ -653,6 +657,32 @@ func (s *Session) free(e *event.Event, t *thread, p *process, ts uint64, op logf
 	if s.cfg.Reports && known {
 		s.unaccount(e.TGID, ptr)
 	}
+	s.Stats.Frees++
+	if s.err == nil && !s.cfg.NoText {
+		s.out = append(append(s.out, t.prefix...), logfmt.OpField(op)...)
+		s.out = logfmt.AppendFreeAfter(s.out, ts, size, ptr)
+	}
+	if e.Stack != 0 && !s.cfg.NoFreeStacks {
+		s.writeStack(e.Stack)
+	}
+	s.spill()
+}
+
+// freeLate logs a free that came after another allocation took its
+// block's address (the figures' ghost there): realloc and mremap release
+// the old block inside the call and send its free, timed at the call,
+// from the return, and any probe's record can be held up past the merge
+// window by preemption, so the other thread's allocation at the address
+// may have gone out first. The free is the older block's, the program's
+// own: it is logged (late), and the table's newer block stays live.
+func (s *Session) freeLate(e *event.Event, t *thread, p *process, ts uint64, op logfmt.Op, ptr, size, ghostSize uint64) {
+	if !t.track || !s.trackedOp(op) {
+		return // not logged: the report holds the block live to the end
+	}
+	if op != logfmt.OpMunmap {
+		size = ghostSize
+	}
+	p.figs.free(ptr, liveBlock{}, false)
 	s.Stats.Frees++
 	if s.err == nil && !s.cfg.NoText {
 		s.out = append(append(s.out, t.prefix...), logfmt.OpField(op)...)

@@ -98,6 +98,82 @@ func TestSessionSemantics(t *testing.T) {
 	}
 }
 
+// TestSessionLateReleaseInsideCall: thread 1's mremap moves its mapping
+// away from 0xa000; thread 2 maps 0xa000 and unmaps it before thread 1,
+// preempted inside mremap past the merge window, sends the munmap timed
+// at the call. The munmap is still logged (written late), as is a
+// realloc's late free of a heap block whose address another thread took,
+// and a late munmap does not take the newer mapping's place; a munmap of
+// a range never seen stays out (a file mapping).
+func TestSessionLateReleaseInsideCall(t *testing.T) {
+	var buf bytes.Buffer
+	s := New(Config{Out: &buf})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	send := func(es ...*event.Event) {
+		for _, e := range es {
+			s.Add(e)
+		}
+		s.Drain(true) // the window has passed: what is queued goes out
+	}
+	send(ev(100_000, 1, event.KindAlloc, logfmt.OpMmap, 0xa000, 4096, "one"),
+		ev(110_000, 1, event.KindAlloc, logfmt.OpMalloc, 0xb0, 300, "one"))
+	send(ev(300_000, 2, event.KindAlloc, logfmt.OpMmap, 0xa000, 4096, "two"),
+		ev(310_000, 2, event.KindFree, logfmt.OpMunmap, 0xa000, 4096, "two"),
+		ev(320_000, 2, event.KindAlloc, logfmt.OpMalloc, 0xb0, 64, "two"),
+		ev(330_000, 2, event.KindFree, logfmt.OpFree, 0xb0, 0, "two"))
+	send(ev(200_000, 1, event.KindFree, logfmt.OpMunmap, 0xa000, 4096, "one"),
+		ev(210_000, 1, event.KindFree, logfmt.OpFree, 0xb0, 0, "one"),
+		ev(400_000, 1, event.KindAlloc, logfmt.OpMremap, 0xc000, 8192, "one"),
+		ev(410_000, 1, event.KindAlloc, logfmt.OpRealloc, 0xd0, 600, "one"),
+		ev(420_000, 1, event.KindFree, logfmt.OpMunmap, 0xe000, 4096, "one"))
+	// A plain munmap held up the same way, while thread 2's mapping at
+	// the address is still live: each thread's munmap is its own.
+	send(ev(500_000, 1, event.KindAlloc, logfmt.OpMmap, 0xf000, 4096, "one"))
+	send(ev(700_000, 2, event.KindAlloc, logfmt.OpMmap, 0xf000, 8192, "two"))
+	send(ev(600_000, 1, event.KindFree, logfmt.OpMunmap, 0xf000, 4096, "one"))
+	send(ev(800_000, 2, event.KindFree, logfmt.OpMunmap, 0xf000, 8192, "two"))
+	s.Flush()
+	var twoF []rec
+	for _, r := range events(parse(t, buf.Bytes())) {
+		if r.tid == 2 && r.ptr == 0xf000 {
+			r.word, r.total = "", 0
+			twoF = append(twoF, r)
+		}
+	}
+	if len(twoF) != 2 || twoF[1].op != "munmap" || twoF[1].size != 8192 {
+		t.Errorf("thread 2 at 0xf000: got %+v, want its mmap and its munmap", twoF)
+	}
+	var ones []rec
+	for _, r := range events(parse(t, buf.Bytes())) {
+		if r.tid == 1 {
+			r.word, r.total = "", 0
+			ones = append(ones, r)
+		}
+	}
+	want := []rec{
+		{kind: logfmt.KindAlloc, tid: 1, name: "one", op: "mmap", size: 4096, ptr: 0xa000},
+		{kind: logfmt.KindAlloc, tid: 1, name: "one", op: "malloc", size: 300, ptr: 0xb0},
+		{kind: logfmt.KindFree, tid: 1, name: "one", op: "munmap", size: 4096, ptr: 0xa000},
+		{kind: logfmt.KindFree, tid: 1, name: "one", op: "free", size: 300, ptr: 0xb0},
+		{kind: logfmt.KindAlloc, tid: 1, name: "one", op: "mremap", size: 8192, ptr: 0xc000},
+		{kind: logfmt.KindAlloc, tid: 1, name: "one", op: "realloc", size: 600, ptr: 0xd0},
+		{kind: logfmt.KindAlloc, tid: 1, name: "one", op: "mmap", size: 4096, ptr: 0xf000},
+		{kind: logfmt.KindFree, tid: 1, name: "one", op: "munmap", size: 4096, ptr: 0xf000},
+	}
+	if len(ones) != len(want) {
+		t.Fatalf("thread 1: got %d lines, want %d:\n%s", len(ones), len(want), buf.String())
+	}
+	for i := range want {
+		if ones[i] != want[i] {
+			t.Errorf("thread 1 line %d: got %+v\nwant %+v", i, ones[i], want[i])
+		}
+	}
+	if s.InOrder() {
+		t.Error("events written late, but the session says every one was in order")
+	}
+}
+
 // TestSessionAttachedUnknownFree: after an attach, a free of a block from
 // before it is logged with size 0 (docs/spec.md §2.1).
 func TestSessionAttachedUnknownFree(t *testing.T) {
