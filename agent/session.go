@@ -657,15 +657,7 @@ func (s *Session) free(e *event.Event, t *thread, p *process, ts uint64, op logf
 	if s.cfg.Reports && known {
 		s.unaccount(e.TGID, ptr)
 	}
-	s.Stats.Frees++
-	if s.err == nil && !s.cfg.NoText {
-		s.out = append(append(s.out, t.prefix...), logfmt.OpField(op)...)
-		s.out = logfmt.AppendFreeAfter(s.out, ts, size, ptr)
-	}
-	if e.Stack != 0 && !s.cfg.NoFreeStacks {
-		s.writeStack(e.Stack)
-	}
-	s.spill()
+	s.logFree(e, t, ts, op, ptr, size)
 }
 
 // freeLate logs a free that came after another allocation took its
@@ -683,6 +675,12 @@ func (s *Session) freeLate(e *event.Event, t *thread, p *process, ts uint64, op 
 		size = ghostSize
 	}
 	p.figs.free(ptr, liveBlock{}, false)
+	s.logFree(e, t, ts, op, ptr, size)
+}
+
+// logFree writes a free's line and its stack: the one writer of both
+// the in-order and the late free.
+func (s *Session) logFree(e *event.Event, t *thread, ts uint64, op logfmt.Op, ptr, size uint64) {
 	s.Stats.Frees++
 	if s.err == nil && !s.cfg.NoText {
 		s.out = append(append(s.out, t.prefix...), logfmt.OpField(op)...)
