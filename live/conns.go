@@ -1,6 +1,7 @@
 package live
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -84,7 +85,22 @@ type limitListener struct {
 
 	idleMu sync.Mutex
 	idle   map[net.Conn]time.Time // connections between requests, since when
+	// finishing are the connections whose handler has returned but
+	// which the server has not yet moved to idle or closed: its
+	// response may already be with a client that has closed its end
+	// and dialled again, so its slot is about to come back.
+	finishing map[net.Conn]struct{}
+	// changed is signalled when a connection goes idle or gives its
+	// slot back, which is what a wait for a finishing one looks for.
+	changed chan struct{}
 }
+
+// finishWait bounds Accept's wait for a finishing connection's slot: the
+// server's own steps from a handler's return to the connection's next
+// state, however loaded the machine.
+const finishWait = time.Second
+
+type connKey struct{}
 
 func newLimitListener(ln net.Listener, l Limits) *limitListener {
 	n := l.MaxConns
@@ -95,7 +111,45 @@ func newLimitListener(ln net.Listener, l Limits) *limitListener {
 	if l.Reserve > 0 {
 		fdMax = fdLimit() - l.Reserve
 	}
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), fdMax: fdMax, logf: l.Logf, idle: map[net.Conn]time.Time{}}
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), fdMax: fdMax, logf: l.Logf, idle: map[net.Conn]time.Time{},
+		finishing: map[net.Conn]struct{}{}, changed: make(chan struct{}, 1)}
+}
+
+// connContext is the server's ConnContext: it gives the handler its
+// connection, for finished.
+func (ll *limitListener) connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// track marks a request's connection finishing when h returns.
+func (ll *limitListener) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+				ll.finished(c)
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (ll *limitListener) finished(c net.Conn) {
+	ll.idleMu.Lock()
+	ll.finishing[c] = struct{}{}
+	ll.idleMu.Unlock()
+}
+
+func (ll *limitListener) anyFinishing() bool {
+	ll.idleMu.Lock()
+	defer ll.idleMu.Unlock()
+	return len(ll.finishing) > 0
+}
+
+func (ll *limitListener) signal() {
+	select {
+	case ll.changed <- struct{}{}:
+	default:
+	}
 }
 
 // connState is the server's ConnState: it keeps the connections that
@@ -103,8 +157,10 @@ func newLimitListener(ln net.Listener, l Limits) *limitListener {
 func (ll *limitListener) connState(c net.Conn, st http.ConnState) {
 	ll.idleMu.Lock()
 	defer ll.idleMu.Unlock()
+	delete(ll.finishing, c)
 	if st == http.StateIdle {
 		ll.idle[c] = time.Now()
+		ll.signal()
 	} else {
 		delete(ll.idle, c)
 	}
@@ -131,8 +187,9 @@ func (ll *limitListener) closeIdle() bool {
 }
 
 // Accept returns the next connection the limits allow; refused ones are
-// closed here and never reach the server. It blocks only in the kernel's
-// accept, never on a slot.
+// closed here and never reach the server. It blocks in the kernel's
+// accept, and for a slot only while a connection is finishing (a
+// bounded wait).
 func (ll *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := ll.Listener.Accept()
@@ -148,23 +205,49 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 				continue
 			}
 		}
+		if lc := ll.slot(c); lc != nil {
+			return lc, nil
+		}
+		ll.refuse(fmt.Sprintf("%d connections are open already", cap(ll.slots)))
+		c.Close()
+	}
+}
+
+// slot gives c a slot: a free one, or the one an idle connection held,
+// or, while a connection is finishing, the one it is about to give back
+// or the one it holds once idle. Nil when there is none: the connections
+// that hold them are all in a request or have not sent one, so a wait
+// would only delay the refusal.
+func (ll *limitListener) slot(c net.Conn) net.Conn {
+	var deadline <-chan time.Time
+	for {
 		select {
 		case ll.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-ll.slots }}, nil
+			return &limitConn{Conn: c, release: ll.release}
 		default:
 		}
 		// Only Accept takes slots, so the one a closed idle connection
 		// gave back is there.
 		if ll.closeIdle() {
-			select {
-			case ll.slots <- struct{}{}:
-				return &limitConn{Conn: c, release: func() { <-ll.slots }}, nil
-			default:
-			}
+			continue
 		}
-		ll.refuse(fmt.Sprintf("%d connections are open already", cap(ll.slots)))
-		c.Close()
+		if !ll.anyFinishing() {
+			return nil
+		}
+		if deadline == nil {
+			deadline = time.After(finishWait)
+		}
+		select {
+		case <-ll.changed:
+		case <-deadline:
+			return nil
+		}
 	}
+}
+
+func (ll *limitListener) release() {
+	<-ll.slots
+	ll.signal()
 }
 
 // Refused is how many connections were refused.

@@ -248,3 +248,52 @@ func TestNoResetBelowTheCap(t *testing.T) {
 		})
 	}
 }
+
+// A connection whose handler has returned but which the server has not yet
+// moved to idle holds its slot for a moment: its client may already have
+// its answer and be dialling again. A connection then waits for that slot
+// (bounded) instead of being refused; with nothing finishing the refusal is
+// at once (TestIdleConnectionsCappedAndTimedOut).
+func TestFinishingConnectionsSlotIsWaitedFor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ll := newLimitListener(ln, Limits{MaxConns: 1})
+	first, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	held, err := ll.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll.connState(held, http.StateActive)
+	ll.finished(held)
+	second, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	got := make(chan net.Conn, 1)
+	go func() {
+		c, err := ll.Accept()
+		if err == nil {
+			got <- c
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	// The server's next step for the finishing connection.
+	ll.connState(held, http.StateIdle)
+	select {
+	case c := <-got:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the second connection was not accepted once the first went idle (%d refused)", ll.Refused())
+	}
+	if n := ll.Refused(); n != 0 {
+		t.Fatalf("%d connections refused while one was finishing, want 0", n)
+	}
+}

@@ -301,8 +301,8 @@ func ServeLimits(ln net.Listener, pr *Profiler, l Limits) *Server {
 	if l.WriteTimeout > 0 {
 		h = windowDeadline(h, l.WriteTimeout)
 	}
-	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout,
-		WriteTimeout: l.WriteTimeout, ConnState: ll.connState}, ln: ll, done: make(chan struct{})}
+	s := &Server{srv: &http.Server{Handler: ll.track(h), ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout,
+		WriteTimeout: l.WriteTimeout, ConnState: ll.connState, ConnContext: ll.connContext}, ln: ll, done: make(chan struct{})}
 	if l.Logf != nil {
 		// Go's own lines (an accept error, a broken request) are
 		// memtrace's too: say whose they are.
