@@ -25,22 +25,11 @@ SCRAPES=${SCRAPES:-3}    # scrapes to check
 INTERVAL=${INTERVAL:-3s} # Parca's scrape interval
 MEMTRACE=${MEMTRACE:-$ROOT/bin/memtrace}
 PROG=$ROOT/tests/progs/build/liveleak
-WANT_LEAK=50000 # liveleak.c: LEAK_N * LEAK_SIZE
-WANT_SMALL=3000 # SMALL_N * SMALL_SIZE
+E2E=e2e-parca
+# shellcheck source=e2e-lib.sh
+. "$ROOT/scripts/e2e-lib.sh"
 
-say() { printf 'e2e-parca: %s\n' "$*"; }
-die() {
-	printf 'e2e-parca: %s\n' "$*" >&2
-	exit 1
-}
-
-for f in "$MEMTRACE" "$PROG"; do
-	[ -x "$f" ] || die "$f is missing: run make build progs first"
-done
-for t in go curl jq python3 mkfifo; do
-	command -v "$t" >/dev/null || die "$t is needed"
-done
-[ "$(id -u)" = 0 ] || die "run as root (memtrace's eBPF path)"
+e2e_need go curl jq python3 mkfifo
 
 # Parca from the module proxy. go install PKG@VERSION asks the proxy for the
 # module's version list (a deprecation check), which the proxy may refuse;
@@ -70,49 +59,8 @@ if [ ! -x "$CLIENT" ] || [ "$ROOT/scripts/e2e-parca/client.go" -nt "$CLIENT" ]; 
 	(cd "$src" && go build -o "$CLIENT" ./cmd/memtrace-e2e-client) || die "building the query client failed"
 fi
 
-W=$(mktemp -d /tmp/e2e-parca.XXXXXX)
-pids=()
-cleanup() {
-	# EOF on liveleak's stdin ends it, and memtrace with it (a signal
-	# would detach and leave it running); Parca is stopped.
-	exec 3>&- || true
-	if [ "${#pids[@]}" -gt 0 ]; then
-		for p in "${pids[@]:1}"; do
-			kill "$p" 2>/dev/null || true
-		done
-		for _ in $(seq 50); do
-			kill -0 "${pids[0]}" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill "${pids[0]}" 2>/dev/null || true
-		wait 2>/dev/null || true
-	fi
-	if [ "${KEEP:-}" = 1 ]; then say "kept $W"; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
-
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-MPORT=$(freeport)
+e2e_start
 PPORT=$(freeport)
-
-# liveleak waits on stdin: a FIFO the script holds open until the end.
-mkfifo "$W/stdin"
-exec 3<>"$W/stdin"
-"$MEMTRACE" -o none --http "127.0.0.1:$MPORT" -- "$PROG" <"$W/stdin" >"$W/prog.out" 2>"$W/memtrace.err" &
-pids+=($!)
-for _ in $(seq 100); do
-	grep -q leaked "$W/prog.out" 2>/dev/null && break
-	sleep 0.1
-done
-grep -q leaked "$W/prog.out" || die "liveleak did not start under memtrace: $(cat "$W/memtrace.err")"
-
-# What memtrace itself says (?debug=1, Go's text heap format).
-curl -sf "http://127.0.0.1:$MPORT/debug/pprof/heap?debug=1" >"$W/heap.txt" || die "memtrace's endpoint did not answer"
-read -r inuse_objs inuse_bytes < <(sed -nE '1s/^heap profile: ([0-9]+): ([0-9]+) .*/\1 \2/p' "$W/heap.txt")
-prog_pid=$(grep -oE '"pid":"[0-9]+"' "$W/heap.txt" | head -1 | grep -oE '[0-9]+')
-say "memtrace ?debug=1: $inuse_objs blocks, $inuse_bytes bytes in use, pid $prog_pid"
-[ -n "$inuse_bytes" ] && [ -n "$prog_pid" ] || die "no heap profile header or pid label in ?debug=1:
-$(head -5 "$W/heap.txt")"
 
 # docs/live.md's scrape config.
 cat >"$W/parca.yaml" <<EOF
@@ -165,16 +113,6 @@ for _ in $(seq 60); do
 done
 [ "$n" -ge "$SCRAPES" ] || die "Parca stored $n scrapes of pid $prog_pid in a minute: $(cat "$W/client.err"); its log:
 $(tail -20 "$W/parca.log")"
-
-fail=0
-check() { # name got want
-	if [ "$2" = "$3" ]; then
-		say "ok   $1: $2"
-	else
-		say "FAIL $1: $2, want $3"
-		fail=1
-	fi
-}
 
 # 1. The types Parca knows: memory's are snapshots, none a delta.
 check "inuse_space type stored as a snapshot (delta false)" \
