@@ -5,7 +5,8 @@
 # other packages, so that the loop uses both CPUs of a small machine. The
 # queue starts with the tests that took longest the last time (their times
 # are kept in bin/check/times), so that no worker is left with a long test
-# at the end. make test runs the same tests in one go test.
+# at the end. CHECK_FULL=1 is make test's run: the same without -short
+# (every test in full), no cached package results, its own times file.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -14,10 +15,28 @@ trap 'rm -rf "$tmp"' EXIT
 "$GO" test -c -o "$tmp/tests.test" ./tests || exit 1
 mapfile -t names < <(cd tests && "$tmp/tests.test" -test.list '.*' | grep '^Test')
 times=bin/check/times
+short=(-short)
+tshort=-test.short
+tmo=10m
+if [ "${CHECK_FULL:-0}" = 1 ]; then
+	times=bin/check/times-full
+	short=()
+	tshort=-test.short=false
+	tmo=30m
+fi
 mkdir -p bin/check "$tmp/out"
 # Longest first by the last run's seconds; a test not timed yet goes first.
-mapfile -t names < <(printf '%s\n' "${names[@]}" | awk -v f="$times" '
-	BEGIN { while ((getline l <f) > 0) { split(l, a, " "); secs[a[2]] = a[1] } }
+# Without a last run (a clean clone: CI), scripts/check-first names the
+# tests that took longest when it was written, longest first, and the
+# others follow.
+first=/dev/null
+[ -s "$times" ] || first=scripts/check-first
+mapfile -t names < <(printf '%s\n' "${names[@]}" | awk -v f="$times" -v s="$first" '
+	BEGIN {
+		while ((getline l <f) > 0) { split(l, a, " "); secs[a[2]] = a[1] }
+		n = 0
+		while ((getline l <s) > 0) secs[l] = 2e9 - n++
+	}
 	{ print ($1 in secs ? secs[$1] : 1e9), $1 }' | sort -k1,1gr -s | cut -d' ' -f2)
 # More workers than CPUs: the tests wait on traced programs and on the
 # kernel as much as they compute.
@@ -47,10 +66,10 @@ inputs=$({
 	git ls-files -co --exclude-standard -z | grep -zv '\.go$' | xargs -0 sha1sum 2>/dev/null
 } | sha1sum | cut -c1-16)
 cache=(-run ".|^Inputs_${inputs}\$")
-if [ "${CHECK_CACHE:-1}" = 0 ]; then
+if [ "${CHECK_CACHE:-1}" = 0 ] || [ "${CHECK_FULL:-0}" = 1 ]; then
 	cache=(-count=1)
 fi
-timed packages "$GO" test -short "${cache[@]}" -timeout 10m $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
+timed packages "$GO" test "${short[@]}" "${cache[@]}" -timeout "$tmo" $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
 pids+=($!)
 # one NAME: runs test NAME alone, its output in $tmp/out/NAME, its wall
 # seconds and CPU seconds (user and system of the test and of every
@@ -58,11 +77,11 @@ pids+=($!)
 # compilers) in $tmp/out/NAME.time.
 one() {
 	local TIMEFORMAT='%R %U %S'
-	{ time (cd tests && "$tmp/tests.test" -test.short -test.v -test.count=1 -test.timeout=10m -test.run "^$1\$" >"$tmp/out/$1" 2>&1); } 2>"$tmp/out/$1.rusage"
+	{ time (cd tests && "$tmp/tests.test" "$tshort" -test.v -test.count=1 -test.timeout="$tmo" -test.run "^$1\$" >"$tmp/out/$1" 2>&1); } 2>"$tmp/out/$1.rusage"
 	awk '{ printf "%.2f %.2f\n", $1, $2 + $3 }' "$tmp/out/$1.rusage" >"$tmp/out/$1.time"
 }
 export -f one
-export tmp
+export tmp tmo tshort
 printf '%s\n' "${names[@]}" | timed "tests ($shards workers)" xargs -P "$shards" -I{} bash -c 'one "$1"' _ {} &
 pids+=($!)
 status=0
