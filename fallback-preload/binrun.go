@@ -20,8 +20,9 @@ type binRun struct {
 	reg  *region
 	conv *converter // made in Source.Trace
 	stop chan struct{}
-	// runDone, boostDone: the converter's two loops have returned.
-	runDone, boostDone chan struct{}
+	// runDone, boostDone, copyDone: the converter's two loops and the
+	// copier's have returned.
+	runDone, boostDone, copyDone chan struct{}
 	// started: the converter goroutine runs and must be waited for.
 	started bool
 }
@@ -53,6 +54,14 @@ func (b *binRun) start() {
 	b.conv.startTables()
 	b.runDone = make(chan struct{})
 	b.boostDone = make(chan struct{})
+	b.copyDone = make(chan struct{})
+	go func() {
+		// At memtrace's priority: the copier keeps the region's chunks
+		// few, so that the program writes into pages it has touched
+		// (copy.go); it costs a memcpy of each record.
+		b.conv.k.run(b.stop)
+		close(b.copyDone)
+	}()
 	go func() {
 		// The converter yields to the traced program: on a machine with
 		// few CPUs it would otherwise take time from the program it
@@ -92,6 +101,7 @@ func (b *binRun) finish() {
 	if b.started {
 		<-b.runDone
 		<-b.boostDone
+		<-b.copyDone
 		b.conv.handOff.Store(false)
 		b.conv.drain()
 	}
