@@ -38,7 +38,8 @@
 # Environment: ROUNDS (default 7), ROWS (20000), CXX_N (50000),
 # START_ROUNDS (11, at least 5: part 3 prints make bench's row from their medians), READ_ROUNDS (3: the readers on the big log), BIG_EVENTS (10000000; 0 skips parts 4 and 5's
 # big run), PARTS ("1 2 3 4 5 6": the parts to run), PROFILE (0), KEEP=1 keeps the temporary directory, GO (go),
-# MEMTRACE_BASE (another memtrace binary: part 6 runs its --preload side by side).
+# MEMTRACE_BASE (another memtrace binary: part 6 runs its --preload side by side;
+# MEMTRACE_BASE_LIB its library, else its embedded one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-7}
@@ -336,7 +337,7 @@ for r in $(seq "$ROUNDS"); do
 		p_untraced) "${sq[@]}" >/dev/null ;;
 		p_heaptrack) heaptrack -o "$tmp/htp" "${sq[@]}" >/dev/null 2>&1 ;;
 		p_preload) $MT -v --preload --stack-depth 32 -o "$tmp/pre.log.zst" -- /usr/bin/time -f "sqlite3 %e %U %S" "${sq[@]}" >/dev/null 2>"$tmp/pre.err" ;;
-		p_base) env -u MEMTRACE_PRELOAD_LIB "$MEMTRACE_BASE" -v --preload --stack-depth 32 -o "$tmp/base.log.zst" -- "${sq[@]}" >/dev/null 2>"$tmp/base.err" ;;
+		p_base) MEMTRACE_PRELOAD_LIB=${MEMTRACE_BASE_LIB:-} "$MEMTRACE_BASE" -v --preload --stack-depth 32 -o "$tmp/base.log.zst" -- "${sq[@]}" >/dev/null 2>"$tmp/base.err" ;;
 		esac
 		t1=$(now)
 		res[$m]+="$(ms "$t0" "$t1") "
