@@ -79,6 +79,9 @@ type copier struct {
 	passDone atomic.Pointer[chan struct{}]
 	wake     chan struct{}
 	quit     chan struct{}
+	// onSlot (tests) runs once a slot is made for a chunk, before its
+	// records are copied.
+	onSlot func(slot int)
 }
 
 // listed is a chunk of the region as a pass found it.
@@ -224,6 +227,9 @@ func (k *copier) pass() (n int, full bool) {
 			q.put32(qb+cSeq, seq)
 			q.put32(qb+cStream, sid)
 			q.put32(statesOff+stateSize*j, chOwned)
+			if k.onSlot != nil {
+				k.onSlot(j)
+			}
 		}
 		qb := q.chunk(int(k.slot[i]))
 		// sealed before committed: once sealed, the count read after
