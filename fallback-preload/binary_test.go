@@ -189,6 +189,8 @@ func TestBinaryConsumerGoneCountsLost(t *testing.T) {
 // records: the boost, at memtrace's priority, takes over once the region
 // fills. The region here holds 4 chunks, the program writes 400,000
 // records; without the boost the program waits 2 s, then drops records.
+// The copies (copy.go) hold 4 slots too: the drain, once they are full,
+// converts in several passes.
 func TestBoostTakesOverAStarvedConverter(t *testing.T) {
 	lib, prog := build(t)
 	cmd := exec.Command(prog, "spam")

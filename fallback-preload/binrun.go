@@ -5,7 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,8 +24,11 @@ type binRun struct {
 	reg  *region
 	conv *converter // made in Source.Trace
 	stop chan struct{}
-	// runDone, boostDone: the converter's two loops have returned.
-	runDone, boostDone chan struct{}
+	// runDone, boostDone, copyDone: the converter's two loops and the
+	// copier's have returned.
+	runDone, boostDone, copyDone chan struct{}
+	// gcDone: gcHeadroom has returned.
+	gcDone chan struct{}
 	// started: the converter goroutine runs and must be waited for.
 	started bool
 }
@@ -48,11 +55,88 @@ func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
 	return b, nil
 }
 
+// niceRuns counts the runs whose converter thread runs at converterNice.
+// That thread holds its P while it runs Go code, and when the kernel lets
+// it wait (at nice 19 on a busy machine, for tens or hundreds of ms) the
+// P waits with it, and so does every stop of the world, which needs each
+// running thread to stop itself: the whole of memtrace, the copier too,
+// while the library writes into fresh chunks (copy.go). So while there
+// is such a run, Go has a P more than it would, and the collector more
+// headroom (gcHeadroom), unless GOGC says otherwise.
+var niceRuns struct {
+	sync.Mutex
+	n       int
+	percent int // the GC percent before the first run
+}
+
+func addNiceRun(d int) {
+	niceRuns.Lock()
+	defer niceRuns.Unlock()
+	was := niceRuns.n
+	niceRuns.n += d
+	switch {
+	case was == 0 && niceRuns.n > 0:
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+		niceRuns.percent = debug.SetGCPercent(100)
+		debug.SetGCPercent(niceRuns.percent)
+	case was > 0 && niceRuns.n == 0:
+		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-1, 1))
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(niceRuns.percent)
+		}
+	}
+}
+
+// gcHeadroom keeps the collector's goal at least gcRoom above the live
+// heap, up to gcMaxPercent, while stop is open: a small heap would
+// otherwise be collected every few MB that the formatting allocates,
+// each time waiting for the nice-19 thread (niceRuns). A heap larger
+// than gcRoom is collected as GOGC=100 does.
+func gcHeadroom(stop <-chan struct{}) {
+	if os.Getenv("GOGC") != "" {
+		return
+	}
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		metrics.Read(s)
+		if s[0].Value.Kind() == metrics.KindUint64 {
+			live := max(s[0].Value.Uint64(), 1<<20)
+			debug.SetGCPercent(int(min(max(gcRoom*100/live, 100), gcMaxPercent)))
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+const (
+	gcRoom       = 64 << 20
+	gcMaxPercent = 800
+)
+
 func (b *binRun) start() {
 	b.started = true
+	addNiceRun(1)
+	b.gcDone = make(chan struct{})
+	go func() {
+		gcHeadroom(b.stop)
+		close(b.gcDone)
+	}()
 	b.conv.startTables()
 	b.runDone = make(chan struct{})
 	b.boostDone = make(chan struct{})
+	b.copyDone = make(chan struct{})
+	go func() {
+		// At memtrace's priority: the copier keeps the region's chunks
+		// few, so that the program writes into pages it has touched
+		// (copy.go); it costs a memcpy of each record.
+		b.conv.k.run(b.stop)
+		close(b.copyDone)
+	}()
 	go func() {
 		// The converter yields to the traced program: on a machine with
 		// few CPUs it would otherwise take time from the program it
@@ -92,6 +176,9 @@ func (b *binRun) finish() {
 	if b.started {
 		<-b.runDone
 		<-b.boostDone
+		<-b.copyDone
+		<-b.gcDone
+		addNiceRun(-1)
 		b.conv.handOff.Store(false)
 		b.conv.drain()
 	}

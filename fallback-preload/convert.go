@@ -3,7 +3,6 @@ package preload
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -64,7 +63,6 @@ type chunkPos struct {
 	stream, seq uint32
 	read        uint32 // records queued on the stream
 	written     uint32 // records written to the log
-	idle        int    // polls with nothing new, for the dead-owner check
 }
 
 // converter drains the region and turns its records into events for an
@@ -73,8 +71,13 @@ type chunkPos struct {
 type converter struct {
 	// prog is the launched program's path: the header names its real
 	// file from it (agent.ExeBeside).
-	prog    string
+	prog string
+	// r is the shared region (its header: the clock, the streams, the
+	// heartbeat, the lost count, the files); q the copies of its chunks'
+	// records (copy.go), which the converter reads, filled by k.
 	r       *region
+	q       *region
+	k       *copier
 	sess    *agent.Session
 	clockOK bool
 	kind    uint32
@@ -119,14 +122,13 @@ type converter struct {
 	lost     uint32
 	werr     error
 	polls    int
-	// populated: chunks [0, populated) have their pages allocated (see
-	// prefault).
-	populated int
-	maxTS     uint64
-	order     []int
-	started   time.Time
-	interval  time.Duration // between snapshots (Options.Interval)
-	lastSnap  time.Time
+	// full: the copier's last pass found the copies full.
+	full     bool
+	maxTS    uint64
+	order    []int
+	started  time.Time
+	interval time.Duration // between snapshots (Options.Interval)
+	lastSnap time.Time
 	// detachAt, when set before stop is closed, is the CLOCK_MONOTONIC
 	// time of a Ctrl-C: the log ends there and the program, still
 	// running, gets no EXIT lines.
@@ -138,7 +140,7 @@ type converter struct {
 // the library's epoch, StartNS 0), with a snapshot every interval; with
 // stacks (depth > 0) a table builder writes the files' unwind rows.
 func newConverter(r *region, sess *agent.Session, interval time.Duration, depth int) *converter {
-	c := &converter{r: r, sess: sess, chunks: make([]chunkPos, r.nchunks), streams: map[uint32]*stream{},
+	c := &converter{r: r, q: r.copies, k: newCopier(r, r.copies), sess: sess, chunks: make([]chunkPos, r.copies.nchunks), streams: map[uint32]*stream{},
 		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: interval,
 		inoDev: map[uint64]uint64{}}
 	if depth > 0 {
@@ -201,12 +203,12 @@ func (c *converter) boost(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if c.inUse()*4 <= c.r.nchunks*3 {
+		if c.inUse()*4 <= c.q.nchunks*3 {
 			continue
 		}
 		c.lockNow()
 		c.boosts++
-		for c.inUse()*2 > c.r.nchunks {
+		for c.inUse()*2 > c.q.nchunks {
 			select {
 			case <-stop:
 				c.mu.Unlock()
@@ -233,9 +235,9 @@ func (c *converter) lockNow() {
 	c.handOff.Store(false)
 }
 
-// inUse is the number of the region's chunks that hold records.
+// inUse is the number of the copies' slots that hold records.
 func (c *converter) inUse() int {
-	return int(c.r.load(hHW)) - int(c.r.load(hNFree))
+	return int(c.q.load(hHW)) - int(c.q.load(hNFree))
 }
 
 // drain ends the conversion once run and boost have returned, on the
@@ -256,7 +258,16 @@ func (c *converter) drain() {
 		// detached one still runs).
 		c.sess.Concurrent()
 	}
-	c.poll(true)
+	// Once the copies are full, a pass leaves records in the region;
+	// what it writes makes room for the next. It stops when a full pass
+	// found nothing to read and no slot to free (slots held by threads
+	// that live on after a detach).
+	for {
+		n := c.poll(true)
+		if !c.full || n == 0 && c.inUse() >= c.q.nchunks {
+			break
+		}
+	}
 	c.finish()
 }
 
@@ -310,35 +321,33 @@ func (c *converter) toNS(raw uint64) uint64 {
 // that are done and writes what is old enough. It returns the number of
 // records read.
 func (c *converter) poll(final bool) int {
-	r := c.r
+	r, q := c.r, c.q
 	atomic.AddUint32(r.p32(hBeat), 1)
 	c.polls++
 	if !c.initClock() {
 		return 0
 	}
 	// Taken before the pass: a stream with a later serial reads its
-	// first time after t0 (see watermark).
+	// first time after t0 (see watermark), and every record committed
+	// before t0 is in the copies after the copier's pass below.
 	nStreams := r.load(hStreamNext)
 	t0 := monoNow()
-	hw := int(r.load(hHW))
-	if hw > r.nchunks {
-		hw = r.nchunks
-	}
-	c.prefault(hw)
+	c.full = c.k.sync(t0)
+	hw := min(int(q.load(hHW)), q.nchunks)
 	c.scanFiles()
 	// A stream's chunks are read in seq order, so that its records stay in
 	// the order the thread wrote them.
 	c.order = c.order[:0]
 	for i := 0; i < hw; i++ {
-		if r.load(statesOff+stateSize*i) != chOwned {
+		if q.load(statesOff+stateSize*i) != chOwned {
 			continue
 		}
-		base := r.chunk(i)
-		sid := r.load(base + cStream)
+		base := q.chunk(i)
+		sid := q.load(base + cStream)
 		if sid == 0 {
 			continue
 		}
-		seq := r.load(base + cSeq)
+		seq := q.load(base + cSeq)
 		p := &c.chunks[i]
 		if p.stream != sid || p.seq != seq {
 			*p = chunkPos{stream: sid, seq: seq}
@@ -353,9 +362,8 @@ func (c *converter) poll(final bool) int {
 		return pa.seq < pb.seq
 	})
 	n := 0
-	checkDead := c.polls%200 == 0
 	for _, i := range c.order {
-		n += c.readChunk(i, checkDead && !final)
+		n += c.readChunk(i)
 	}
 	if final {
 		c.emit(^uint64(0))
@@ -372,8 +380,8 @@ func (c *converter) poll(final bool) int {
 	return n
 }
 
-func (c *converter) readChunk(i int, checkDead bool) int {
-	r := c.r
+func (c *converter) readChunk(i int) int {
+	r := c.q
 	base := r.chunk(i)
 	p := &c.chunks[i]
 	committed := r.load(base + cCommitted)
@@ -399,7 +407,6 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 	}
 	n := int(p.read - from)
 	if n > 0 {
-		p.idle = 0
 		if ts := c.toNS(r.u64(last + recTSOff)); ts > st.lastTS {
 			st.lastTS = ts
 		}
@@ -410,64 +417,33 @@ func (c *converter) readChunk(i int, checkDead bool) int {
 		}
 		return n
 	}
-	p.idle++
-	if checkDead && p.written == p.read {
-		// A thread that is gone (exited, or its process exec'd or was
-		// killed) leaves its last chunk unsealed.
-		pid, tid := int(r.load(base+cPID)), int(r.load(base+cTID))
-		if err := unix.Tgkill(pid, tid, 0); errors.Is(err, unix.ESRCH) && p.read >= r.load(base+cCommitted) {
-			if st.exited && st.owns && st.head == len(st.segs) {
-				// Its EXIT and every record are written: the
-				// session need not keep the thread.
-				st.owns = false
-				delete(c.owners, st.tid)
-				c.sess.ForgetThread(uint32(st.tid))
-			}
-			c.release(i)
-			return 0
-		}
-	}
 	c.maybeRelease(i)
 	return 0
-}
-
-// prefaultAhead is how many never-used chunks the converter keeps
-// allocated ahead of the library: zeroing fresh pages is then done here,
-// on another CPU, not in the traced thread that first writes them.
-const prefaultAhead = 32
-
-func (c *converter) prefault(hw int) {
-	want := min(hw+prefaultAhead, c.r.nchunks)
-	if c.populated >= want {
-		return
-	}
-	lo, hi := c.r.chunk(c.populated), c.r.chunk(want)
-	if err := unix.Madvise(c.r.mem[lo:hi], 23 /* MADV_POPULATE_WRITE, Linux 5.14 */); err != nil {
-		c.populated = c.r.nchunks // older kernel: the library faults them
-		return
-	}
-	c.populated = want
 }
 
 // maybeRelease hands a chunk back once its thread moved on (sealed) and
 // every record of it is written.
 func (c *converter) maybeRelease(i int) {
 	p := &c.chunks[i]
-	base := c.r.chunk(i)
-	if p.written == p.read && c.r.load(base+cSealed) != 0 && p.read >= c.r.load(base+cCommitted) {
-		c.release(i)
+	base := c.q.chunk(i)
+	sealed := c.q.load(base + cSealed)
+	if p.written != p.read || sealed == 0 || p.read < c.q.load(base+cCommitted) {
+		return
 	}
+	if st := c.streams[p.stream]; sealed == slotGone && st != nil && st.exited && st.owns && st.head == len(st.segs) {
+		// The copier found the chunk's thread gone (exited, or its
+		// process exec'd or was killed), and its EXIT and every record
+		// are written: the session need not keep the thread.
+		st.owns = false
+		delete(c.owners, st.tid)
+		c.sess.ForgetThread(uint32(st.tid))
+	}
+	c.release(i)
 }
 
 func (c *converter) release(i int) {
-	r := c.r
-	base := r.chunk(i)
-	r.put32(base+cStream, 0)
-	r.put32(base+cCommitted, 0)
-	r.put32(base+cSealed, 0)
 	c.chunks[i] = chunkPos{}
-	r.put32(statesOff+stateSize*i, chFree)
-	atomic.AddUint32(r.p32(hNFree), 1)
+	releaseChunk(c.q, i)
 }
 
 // headTS is the time of a stream's oldest unwritten record.
@@ -476,12 +452,12 @@ func (c *converter) headTS(st *stream) (uint64, bool) {
 		return 0, false
 	}
 	sg := &st.segs[st.head]
-	return c.toNS(c.r.u64(c.r.chunk(sg.idx) + chunkHdr + int(sg.pos)*recSize + recTSOff)), true
+	return c.toNS(c.q.u64(c.q.chunk(sg.idx) + chunkHdr + int(sg.pos)*recSize + recTSOff)), true
 }
 
 // next decodes and consumes a stream's oldest unwritten record.
 func (c *converter) next(st *stream) ev {
-	r := c.r
+	r := c.q
 	sg := &st.segs[st.head]
 	off := r.chunk(sg.idx) + chunkHdr + int(sg.pos)*recSize
 	meta := r.u64(off + recMetaOff)

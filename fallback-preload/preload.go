@@ -266,7 +266,6 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 				st.Rows, st.Backtrace, st.Files, st.Tables, st.TableBytes, st.Reused, st.Frames, st.Sent, st.ByID)
 		}
 	}
-	bin.conv.prefault(0)
 	r.MarkReleased()
 	if err := cmd.Start(); err != nil {
 		status := 127

@@ -35,7 +35,6 @@ func startBinaryLog(t *testing.T, opts Options, cmd *exec.Cmd) (*binLog, error) 
 		return nil, err
 	}
 	b.conv = newConverter(b.reg, testSession(opts, f), opts.Interval, opts.StackDepth)
-	b.conv.prefault(0)
 	return &binLog{b, f}, nil
 }
 

@@ -31,9 +31,10 @@ import (
 // ShmEnv passes the region to the library: "fd:dev:ino".
 const ShmEnv = shmEnv
 
-// DefaultSharedMemory is the region's default size: the backlog the traced
-// program may run ahead of the converter before it is slowed down. The
-// region is a sparse memfd: only pages written take memory.
+// DefaultSharedMemory is the region's default size, and that of memtrace's
+// copies of its records (copy.go): the backlog the traced program may run
+// ahead of the converter before it is slowed down. Both are sparse: only
+// pages written take memory.
 func DefaultSharedMemory() int {
 	if unsafe.Sizeof(uintptr(0)) == 4 {
 		return 64 << 20
@@ -66,6 +67,9 @@ type region struct {
 	rowsOff  int
 	rowsLen  int
 	env      string
+	// copies: memtrace's copy of the chunks' records (copy.go); nil
+	// for the copies themselves.
+	copies *region
 }
 
 // newRegion creates the memfd, sizes it and maps it.
@@ -101,7 +105,13 @@ func newRegion(size int) (*region, error) {
 		f.Close()
 		return nil, fmt.Errorf("stat the shared region: %w", err)
 	}
-	r := &region{f: f, mem: mem, nchunks: n, dataOff: dataOff, filesOff: filesOff, rowsOff: rowsOff, rowsLen: rowsLen}
+	q, err := newCopies(n)
+	if err != nil {
+		unix.Munmap(mem)
+		f.Close()
+		return nil, fmt.Errorf("map the copies of the shared region (%d bytes; lower Options.SharedMemory): %w", n*chunkSize, err)
+	}
+	r := &region{f: f, mem: mem, nchunks: n, dataOff: dataOff, filesOff: filesOff, rowsOff: rowsOff, rowsLen: rowsLen, copies: q}
 	r.put32(hMagic, shmMagic)
 	r.put32(hVersion, shmVersion)
 	r.put32(hChunkSize, chunkSize)
@@ -131,6 +141,7 @@ func (r *region) stop() {
 func (r *region) close() {
 	unix.Munmap(r.mem)
 	r.f.Close()
+	unmapCopies(r.copies)
 }
 
 func (r *region) p32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }

@@ -13,6 +13,9 @@
 #   text        LD_PRELOAD=memtrace-preload.so MEMTRACK_OUTPUT=FILE: the
 #               library formatting and writing text itself (drop-in mode)
 #   heaptrack   heaptrack -r (record only; Debian's heaptrack package)
+#   base        with MEMTRACE_BASE=BINARY: that memtrace --preload with the
+#               default stacks, as "stacks" (another build side by side;
+#               MEMTRACE_BASE_LIB names its library, else its embedded one)
 # Every traced run logs to a real file. ns per pair is measured inside the
 # loop (tests/progs/bench_loop), so start-up and the final drain are apart;
 # memtrace's end-to-end wall time is printed too.
@@ -64,6 +67,12 @@ run_one() {
 		t1=$(date +%s%N)
 		echo "$(( (t1 - t0) / 1000000 ))" >>"$OUT/wall.ms" ;;
 	stacks) "$MEMTRACE" --preload -o "$OUT/stacks.log" -- "$LOOP" "$PAIRS" 64 2>>"$OUT/memtrace.err" ;;
+	base)
+		if [ -n "${MEMTRACE_BASE_LIB:-}" ]; then
+			MEMTRACE_PRELOAD_LIB=$MEMTRACE_BASE_LIB "$MEMTRACE_BASE" --preload -o "$OUT/base.log" -- "$LOOP" "$PAIRS" 64 2>>"$OUT/memtrace.err"
+		else
+			env -u MEMTRACE_PRELOAD_LIB "$MEMTRACE_BASE" --preload -o "$OUT/base.log" -- "$LOOP" "$PAIRS" 64 2>>"$OUT/memtrace.err"
+		fi ;;
 	text) LD_PRELOAD=$LIB MEMTRACK_OUTPUT=$OUT/text.log "$LOOP" "$PAIRS" 64 ;;
 	heaptrack) heaptrack -r -o "$OUT/heaptrack" "$LOOP" "$PAIRS" 64 2>&1 ;;
 	esac | awk '/^[0-9.]+$/ {w = $1} /^cpu [0-9.]+$/ {c = $2} END {print w, c}'
@@ -71,6 +80,7 @@ run_one() {
 
 modes="untraced bare memtrace stacks text"
 [ $have_heaptrack = 1 ] && modes="$modes heaptrack"
+[ -n "${MEMTRACE_BASE:-}" ] && modes="$modes base"
 declare -A all cpu
 echo "load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
 for r in $(seq "$REPS"); do
@@ -91,6 +101,10 @@ for m in $modes; do
 	printf '%-10s %9.1f %9.1f   %s /%s\n' "$m" "${med[$m]}" "${cmed[$m]}" "${all[$m]}" "${cpu[$m]}"
 done
 printf 'memtrace end to end (start, loop, conversion, exit): median %s ms\n' "$(tr '\n' ' ' <"$OUT/wall.ms" | median)"
+if [ -n "${MEMTRACE_BASE:-}" ]; then
+	awk -v s="${med[stacks]}" -v cs="${cmed[stacks]}" -v b="${med[base]}" -v cb="${cmed[base]}" 'BEGIN {
+		printf "stacks / base (%s): %.2fx wall, %.2fx the loop thread CPU\n", ENVIRON["MEMTRACE_BASE"], s / b, cs / cb }'
+fi
 lines=$(wc -l <"$OUT/memtrace.log")
 lost=$(grep -c '^\[memtrace\] lost ' "$OUT/memtrace.log" || true)
 printf 'memtrace log: %s lines, %s bytes, %s lost lines (a real file in %s)\n' "$lines" "$(stat -c %s "$OUT/memtrace.log")" "$lost" "$OUT"

@@ -37,7 +37,9 @@
 #
 # Environment: ROUNDS (default 7), ROWS (20000), CXX_N (50000),
 # START_ROUNDS (11, at least 5: part 3 prints make bench's row from their medians), READ_ROUNDS (3: the readers on the big log), BIG_EVENTS (10000000; 0 skips parts 4 and 5's
-# big run), PARTS ("1 2 3 4 5 6": the parts to run), PROFILE (0), KEEP=1 keeps the temporary directory, GO (go).
+# big run), PARTS ("1 2 3 4 5 6": the parts to run), PROFILE (0), KEEP=1 keeps the temporary directory, GO (go),
+# MEMTRACE_BASE (another memtrace binary: part 6 runs its --preload side by side;
+# MEMTRACE_BASE_LIB its library, else its embedded one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-7}
@@ -325,6 +327,8 @@ if want 6; then
 echo
 echo "== 6. --preload, sqlite3 $ROWS-row script, wall ms, $ROUNDS rounds"
 pmodes="p_untraced p_heaptrack p_preload"
+# MEMTRACE_BASE=BINARY: another build's --preload side by side (p_base).
+[ -n "${MEMTRACE_BASE:-}" ] && pmodes="$pmodes p_base"
 for r in $(seq "$ROUNDS"); do
 	for m in $pmodes; do
 		rm -f "$tmp/db" "$tmp/db-journal"
@@ -333,6 +337,7 @@ for r in $(seq "$ROUNDS"); do
 		p_untraced) "${sq[@]}" >/dev/null ;;
 		p_heaptrack) heaptrack -o "$tmp/htp" "${sq[@]}" >/dev/null 2>&1 ;;
 		p_preload) $MT -v --preload --stack-depth 32 -o "$tmp/pre.log.zst" -- /usr/bin/time -f "sqlite3 %e %U %S" "${sq[@]}" >/dev/null 2>"$tmp/pre.err" ;;
+		p_base) MEMTRACE_PRELOAD_LIB=${MEMTRACE_BASE_LIB:-} "$MEMTRACE_BASE" -v --preload --stack-depth 32 -o "$tmp/base.log.zst" -- "${sq[@]}" >/dev/null 2>"$tmp/base.err" ;;
 		esac
 		t1=$(now)
 		res[$m]+="$(ms "$t0" "$t1") "
@@ -352,6 +357,10 @@ p6_ratio=$(paired p_preload p_heaptrack)
 p6_verdict=$(awk -v r="$p6_ratio" 'BEGIN { print (r <= 0.5) ? "met" : "NOT MET" }')
 echo "  preload / heaptrack: ${p6_ratio}x   (target <= 0.5x, issue 35); heaptrack / untraced: $(paired p_heaptrack p_untraced)x"
 grep '^memtrace: \(preload stacks\|phases\)' "$tmp/pre.err" | sed 's/^/  /'
+if [ -n "${MEMTRACE_BASE:-}" ]; then
+	echo "  preload / base ($MEMTRACE_BASE): $(paired p_preload p_base)x; base / heaptrack: $(paired p_base p_heaptrack)x"
+	grep '^memtrace: phases' "$tmp/base.err" | sed 's/^/  base: /'
+fi
 echo "  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The row make bench gathers (figures: medians of the rounds; ratio: the
 # median of the rounds' own ratios).

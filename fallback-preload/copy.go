@@ -1,0 +1,306 @@
+package preload
+
+import (
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The copies: the records of the shared region's chunks, moved into
+// memtrace's own memory as soon as they are committed, so that the region
+// chunk goes back to the library while its records wait for the converter.
+//
+// Why: on a VM with shadow paging (docs/measurements.md, "The LD_PRELOAD
+// path's speed on this VM") a process's first touch of a page costs tens
+// of µs, even after MADV_POPULATE_WRITE. A chunk the library takes afresh
+// costs the traced thread that for each of its pages, and memtrace the
+// same again when it first reads them; a chunk the library takes again
+// costs neither. The converter, which formats and writes the log, cannot
+// keep up with a thread that allocates in a loop, so the chunks it holds
+// would grow with its backlog; the copier, a memcpy at memtrace's
+// priority, keeps up, and the library writes into a few chunks it has
+// touched before. The backlog moves to the copies, anonymous memory
+// asked for in huge pages (transparent huge pages in madvise mode are
+// the common default; shared memory's are not), where a touch costs a
+// fault per 2 MiB rather than per page.
+//
+// The copies are laid out as the region is (a region value, see
+// newCopies): a header whose hw and n_free count the slots, one state per
+// slot, and slots of chunkSize bytes, each an mt_chunk_hdr and records.
+// The copier is their only writer of records and the only claimer of a
+// slot; the converter reads them as it read the region's chunks, and hands
+// a slot back (release) once every record of it is written. A slot's
+// sealed word is 1 when its chunk was sealed, slotGone when the copier
+// found the chunk's thread gone (the converter may forget the thread).
+
+// slotGone marks a slot whose thread was gone without sealing its chunk.
+const slotGone = 2
+
+// newCopies maps the copies: n slots of chunkSize after a header and
+// the states, the slots at a 2 MiB boundary so that huge pages line up.
+func newCopies(n int) (*region, error) {
+	const huge = 2 << 20
+	dataOff := (statesOff + n*stateSize + huge - 1) &^ (huge - 1)
+	total := dataOff + n*chunkSize
+	mem, err := unix.Mmap(-1, 0, total, unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, err
+	}
+	// Without THP (a kernel without it, or "never") the pages are small:
+	// slower to touch, not wrong.
+	_ = unix.Madvise(mem[dataOff:], unix.MADV_HUGEPAGE)
+	return &region{mem: mem, nchunks: n, dataOff: dataOff}, nil
+}
+
+// copier moves committed records from the region r to the copies q.
+type copier struct {
+	r, q *region
+	// mu: one pass at a time (the copier's loop, or sync once the loop
+	// has returned).
+	mu sync.Mutex
+	// Per region chunk: the slot its records go to (-1: none yet), the
+	// chunk's stream and seq it was taken for, and the records copied.
+	slot        []int32
+	stream, seq []uint32
+	copied      []uint32
+	passes      int
+	order       []listed
+	// The loop's passes, for sync: doneAt is the CLOCK_MONOTONIC time
+	// a finished pass started at, full whether it found the copies full;
+	// passDone is closed (and replaced) after each; wake cuts the loop's
+	// sleep short; quit is closed once the loop has returned.
+	doneAt   atomic.Uint64
+	full     atomic.Bool
+	passDone atomic.Pointer[chan struct{}]
+	wake     chan struct{}
+	quit     chan struct{}
+	// onSlot (tests) runs once a slot is made for a chunk, before its
+	// records are copied.
+	onSlot func(slot int)
+}
+
+// listed is a chunk of the region as a pass found it.
+type listed struct {
+	i           int
+	stream, seq uint32
+}
+
+func newCopier(r, q *region) *copier {
+	k := &copier{r: r, q: q, slot: make([]int32, r.nchunks), stream: make([]uint32, r.nchunks),
+		seq: make([]uint32, r.nchunks), copied: make([]uint32, r.nchunks)}
+	for i := range k.slot {
+		k.slot[i] = -1
+	}
+	ch := make(chan struct{})
+	k.passDone.Store(&ch)
+	k.wake = make(chan struct{}, 1)
+	k.quit = make(chan struct{})
+	return k
+}
+
+// sync returns once every record committed before t0 (CLOCK_MONOTONIC)
+// is in the copies, and whether the copies were full. The converter's
+// thread (at nice 19) waits for the loop's next pass rather than take mu
+// itself: preempted while holding it, it would hold up the copier, and
+// the program behind it, for as long as a busy machine does not run it.
+func (k *copier) sync(t0 uint64) bool {
+	for {
+		ch := *k.passDone.Load()
+		if k.doneAt.Load() >= t0 {
+			return k.full.Load()
+		}
+		select {
+		case k.wake <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-k.quit:
+			// No loop (not started, or stopped): pass here.
+			k.mu.Lock()
+			_, full := k.pass()
+			k.mu.Unlock()
+			return full
+		}
+	}
+}
+
+// copyIdleMax bounds the copier's sleep while nothing is committed; a
+// busy thread fills a chunk in about a millisecond, so the sleep while
+// records come is short.
+const (
+	copyBusy    = 200 * time.Microsecond
+	copyIdleMax = 4 * time.Millisecond
+)
+
+// run copies until stop is closed, at memtrace's priority.
+func (k *copier) run(stop <-chan struct{}) {
+	defer close(k.quit)
+	sleep := copyBusy
+	t := time.NewTimer(sleep)
+	defer t.Stop()
+	for {
+		start := monoNow()
+		k.mu.Lock()
+		n, full := k.pass()
+		k.mu.Unlock()
+		k.full.Store(full)
+		k.doneAt.Store(start)
+		next := make(chan struct{})
+		close(*k.passDone.Swap(&next))
+		if n > 0 {
+			sleep = copyBusy
+		} else if sleep < copyIdleMax {
+			sleep *= 2
+		}
+		t.Reset(sleep)
+		select {
+		case <-stop:
+			return
+		case <-k.wake:
+			t.Stop() // Go 1.23's timers: no stale tick to drain
+		case <-t.C:
+		}
+	}
+}
+
+// pass copies what every chunk committed since the last pass, and hands
+// the region's chunks back as they are done: sealed by their thread, or
+// the thread gone. It returns the records copied, and whether a chunk
+// found no free slot (the copies are full: the converter is behind).
+func (k *copier) pass() (n int, full bool) {
+	r, q := k.r, k.q
+	atomic.AddUint32(r.p32(hBeat), 1)
+	k.passes++
+	checkDead := k.passes%200 == 0
+	capRecs := uint32((chunkSize - chunkHdr) / recSize)
+	blocked := uint32(0)
+	hw := min(int(r.load(hHW)), r.nchunks)
+	// The chunks are listed first and copied in each stream's order: a
+	// thread claims its next chunk only once its last is sealed and
+	// complete, so a chunk listed here has its stream's earlier chunks
+	// complete too, and each is copied before the slot of the next is
+	// made. The converter, which reads the slots while this runs, then
+	// never sees a stream's next slot before its earlier slot is final.
+	k.order = k.order[:0]
+	for i := 0; i < hw; i++ {
+		if r.load(statesOff+stateSize*i) != chOwned {
+			continue
+		}
+		base := r.chunk(i)
+		sid := r.load(base + cStream)
+		if sid == 0 {
+			continue
+		}
+		k.order = append(k.order, listed{i, sid, r.load(base + cSeq)})
+	}
+	sort.Slice(k.order, func(a, b int) bool {
+		oa, ob := &k.order[a], &k.order[b]
+		if oa.stream != ob.stream {
+			return oa.stream < ob.stream
+		}
+		return oa.seq < ob.seq
+	})
+	for _, o := range k.order {
+		i, sid, seq := o.i, o.stream, o.seq
+		base := r.chunk(i)
+		if k.slot[i] < 0 || k.stream[i] != sid || k.seq[i] != seq {
+			if blocked == sid {
+				continue // its earlier chunk found no slot
+			}
+			j := k.claim()
+			if j < 0 {
+				full, blocked = true, sid
+				continue
+			}
+			k.slot[i], k.stream[i], k.seq[i], k.copied[i] = int32(j), sid, seq, 0
+			qb := q.chunk(j)
+			q.put32(qb+cCommitted, 0)
+			q.put32(qb+cSealed, 0)
+			q.put32(qb+cPID, r.load(base+cPID))
+			q.put32(qb+cTID, r.load(base+cTID))
+			q.put32(qb+cSeq, seq)
+			q.put32(qb+cStream, sid)
+			q.put32(statesOff+stateSize*j, chOwned)
+			if k.onSlot != nil {
+				k.onSlot(j)
+			}
+		}
+		qb := q.chunk(int(k.slot[i]))
+		// sealed before committed: once sealed, the count read after
+		// it is the chunk's last.
+		sealed := r.load(base + cSealed)
+		committed := min(r.load(base+cCommitted), capRecs)
+		gone := false
+		if sealed == 0 && checkDead && committed == k.copied[i] {
+			// A thread that is gone (exited, or its process exec'd
+			// or was killed) leaves its chunk unsealed.
+			pid, tid := int(r.load(base+cPID)), int(r.load(base+cTID))
+			if err := unix.Tgkill(pid, tid, 0); errors.Is(err, unix.ESRCH) {
+				gone = true
+				committed = min(r.load(base+cCommitted), capRecs)
+			}
+		}
+		if from := k.copied[i]; committed > from {
+			lo, hi := chunkHdr+int(from)*recSize, chunkHdr+int(committed)*recSize
+			copy(q.mem[qb+lo:qb+hi], r.mem[base+lo:base+hi])
+			q.put32(qb+cCommitted, committed)
+			k.copied[i] = committed
+			n += int(committed - from)
+		}
+		if sealed != 0 || gone {
+			mark := uint32(1)
+			if gone {
+				mark = slotGone
+			}
+			q.put32(qb+cSealed, mark)
+			k.slot[i] = -1
+			releaseChunk(r, i)
+		}
+	}
+	return n, full
+}
+
+// claim takes the copies' lowest free slot, whose pages are most likely
+// touched already, or a new one; -1 when all are taken.
+func (k *copier) claim() int {
+	q := k.q
+	hw := int(q.load(hHW))
+	if q.load(hNFree) > 0 {
+		for j := 0; j < hw; j++ {
+			if q.load(statesOff+stateSize*j) == chFree {
+				atomic.AddUint32(q.p32(hNFree), ^uint32(0))
+				return j
+			}
+		}
+	}
+	if hw < q.nchunks {
+		q.put32(hHW, uint32(hw+1))
+		return hw
+	}
+	return -1
+}
+
+// releaseChunk hands chunk i of r (the region or the copies) back to its
+// writer (the library, or the copier).
+func releaseChunk(r *region, i int) {
+	base := r.chunk(i)
+	r.put32(base+cStream, 0)
+	r.put32(base+cCommitted, 0)
+	r.put32(base+cSealed, 0)
+	r.put32(statesOff+stateSize*i, chFree)
+	atomic.AddUint32(r.p32(hNFree), 1)
+}
+
+// unmapCopies gives the copies' memory back.
+func unmapCopies(q *region) {
+	if q != nil && q.mem != nil {
+		_ = unix.Munmap(q.mem)
+		q.mem = nil
+	}
+}

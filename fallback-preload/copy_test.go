@@ -1,0 +1,70 @@
+package preload
+
+import "testing"
+
+// fakeChunk plays the library: chunk i of r belongs to stream sid, its
+// seq-th chunk, with n records committed.
+func fakeChunk(r *region, i int, sid, seq, n uint32, sealed bool) {
+	base := r.chunk(i)
+	r.put32(base+cPID, 1)
+	r.put32(base+cTID, 1)
+	r.put32(base+cSeq, seq)
+	for k := uint32(0); k < n; k++ {
+		off := base + chunkHdr + int(k)*recSize
+		r.put64(off+recTSOff, uint64(seq)<<32|uint64(k))
+		r.put64(off+recMetaOff, 1)
+	}
+	r.put32(base+cCommitted, n)
+	if sealed {
+		r.put32(base+cSealed, 1)
+	}
+	r.put32(base+cStream, sid)
+	r.put32(statesOff+stateSize*i, chOwned)
+	if uint32(i) >= r.load(hHW) {
+		r.put32(hHW, uint32(i+1))
+	}
+}
+
+// The converter reads the copies while the copier fills them: a stream's
+// next slot must not appear before the slot of its earlier chunk is
+// complete (sealed), or the converter reads the stream's later records
+// first. Here the stream's next chunk lies below its earlier one in the
+// region, which a pass in the region's order copies first.
+func TestCopierKeepsStreamOrder(t *testing.T) {
+	r, err := newRegion(4 * chunkSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	k := newCopier(r, r.copies)
+	q := r.copies
+	fakeChunk(r, 2, 1, 0, 10, false)
+	if n, _ := k.pass(); n != 10 {
+		t.Fatalf("first pass copied %d records, want 10", n)
+	}
+	// The thread fills and seals its chunk, then takes chunk 0.
+	fakeChunk(r, 2, 1, 0, 20, true)
+	fakeChunk(r, 0, 1, 1, 5, false)
+	k.onSlot = func(slot int) {
+		for j := 0; j < int(q.load(hHW)); j++ {
+			base := q.chunk(j)
+			if j == slot || q.load(statesOff+stateSize*j) != chOwned || q.load(base+cStream) != 1 {
+				continue
+			}
+			if q.load(base+cSeq) < q.load(q.chunk(slot)+cSeq) && (q.load(base+cSealed) == 0 || q.load(base+cCommitted) != 20) {
+				t.Errorf("slot %d (seq %d) made while slot %d (seq %d) holds %d records, sealed %d",
+					slot, q.load(q.chunk(slot)+cSeq), j, q.load(base+cSeq), q.load(base+cCommitted), q.load(base+cSealed))
+			}
+		}
+	}
+	if n, _ := k.pass(); n != 15 {
+		t.Fatalf("second pass copied %d records, want 15", n)
+	}
+	// Chunk 2 is handed back to the library, chunk 0 is still its.
+	if st := r.load(statesOff + stateSize*2); st != chFree {
+		t.Errorf("sealed and copied chunk: state %d, want free (%d)", st, chFree)
+	}
+	if st := r.load(statesOff + stateSize*0); st != chOwned {
+		t.Errorf("chunk being written: state %d, want owned (%d)", st, chOwned)
+	}
+}
