@@ -12,7 +12,7 @@ import (
 // find), read from .dynsym and its string table in place: DynamicSymbols
 // makes a string and a symbol of every one of a library's thousands, and
 // asking whether a file is the dynamic linker that way, on every library
-// a start-up probes (libstdc++'s alone), was several ms of each start.
+// a start-up probes, showed in every start-up's profile.
 func dynamicSymbolValues(f *elf.File, names ...string) (map[string]uint64, error) {
 	ds := f.SectionByType(elf.SHT_DYNSYM)
 	if ds == nil {

@@ -202,8 +202,8 @@ func allocSymbols(ef *elf.File) (map[string]elf.Symbol, bool, error) {
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return nil, false, err
 	}
-	// Sized for every dynamic symbol: growing it one doubling at a time
-	// over the C library's thousands was a tenth of a start-up's own CPU.
+	// Sized for every dynamic symbol: grown one doubling at a time over
+	// the C library's thousands, it showed in every start-up's profile.
 	byName = make(map[string]elf.Symbol, len(syms))
 	add(syms, false)
 	if !isExecutable(ef) {
