@@ -169,7 +169,7 @@ var stackMaps = []string{"events", "stacks_sent", "files_sent", "unwind_rows", "
 	"unwind_procs", "unwind_files", "unwind_stale"}
 
 // shareStackMaps puts the tracer's maps in place of this object's copies,
-// sized as the tracer sized them.
+// sized and flagged (preallocated or not) as the tracer made them.
 func shareStackMaps(spec *ebpf.CollectionSpec, have map[string]*ebpf.Map) (*ebpf.CollectionOptions, error) {
 	repl := make(map[string]*ebpf.Map, len(stackMaps))
 	for _, name := range stackMaps {
@@ -182,6 +182,7 @@ func shareStackMaps(spec *ebpf.CollectionSpec, have map[string]*ebpf.Map) (*ebpf
 			return nil, fmt.Errorf("fd tracer: the fd BPF object has no %s map: rebuild memtrace (go generate)", name)
 		}
 		ms.MaxEntries = m.MaxEntries()
+		ms.Flags = m.Flags()
 		repl[name] = m
 	}
 	return &ebpf.CollectionOptions{MapReplacements: repl}, nil

@@ -7,11 +7,13 @@ package tests
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/memtrace/memtrace/internal/bpftest"
@@ -70,21 +72,83 @@ func readStacks(t *testing.T, path string) []*stackEvent {
 	return out
 }
 
+// buildWith is src compiled with compiler and args into a program named
+// name, in a directory of the test's own (keptBuild compiles it).
 func buildWith(t *testing.T, compiler, name, src string, args ...string) string {
 	t.Helper()
-	dir := t.TempDir()
+	bin := filepath.Join(t.TempDir(), name)
+	built := keptBuild(t, compiler, name, src, args)
+	data, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A file of the test's own, which it may strip or rewrite, as a
+	// fresh build was.
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// keptBuild compiles src with compiler into a program named name once
+// for all the tests' processes and make check's runs: the build is kept
+// in bin/testbuild under a hash of the compiler's identity (its resolved
+// file and the C library's headers, by size and modification time), the
+// arguments, the name and the source, and a lock makes concurrent tests
+// wait for the one building it. Compiling the same programs in every
+// test process was CPU that make check paid each time.
+func keptBuild(t *testing.T, compiler, name, src string, args []string) string {
+	t.Helper()
 	ext := ".c"
 	if compiler == "g++" {
 		ext = ".cc"
+	}
+	ident := fmt.Sprintf("%q %q %q %q", compiler, name, ext, args)
+	if p, err := exec.LookPath(compiler); err == nil {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		for _, f := range []string{p, "/usr/include/features.h", "/usr/include/stdlib.h"} {
+			if st, err := os.Stat(f); err == nil {
+				ident += fmt.Sprintf(" %s:%d:%d", f, st.Size(), st.ModTime().UnixNano())
+			}
+		}
+	}
+	h := sha256.Sum256([]byte(ident + "\x00" + src))
+	dir := filepath.Join(repoRoot(t), "bin", "testbuild", fmt.Sprintf("%x", h[:12]))
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	done := filepath.Join(dir, ".done")
+	if _, err := os.Stat(done); err == nil {
+		return bin
+	}
+	// A build cut short (a killed test) left what it left: start over.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	s := filepath.Join(dir, name+ext)
 	if err := os.WriteFile(s, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, name)
 	cmd := command(compiler, append([]string{"-o", bin, s}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", compiler, err, out)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/memtrace/memtrace/fdtrace"
@@ -100,6 +101,8 @@ func TestVerifierBudget(t *testing.T) {
 	} else {
 		objs = append([]object{{"memtrace", tracer.LoadMemtrace, nil}, {"fdtrack", fdtrace.LoadFdtrack, nil}}, objs...)
 	}
+	// One cache of the kernel's BTF for every load, as memtrace has.
+	cache := btf.NewCache()
 	for _, obj := range objs {
 		base, err := obj.load()
 		if err != nil {
@@ -114,18 +117,25 @@ func TestVerifierBudget(t *testing.T) {
 			if obj.only != nil && !obj.only[cfg.name] {
 				continue
 			}
+			spec, maps, err := budgetMaps(base, cfg.vars, cache)
+			if err != nil {
+				t.Fatalf("%s (%s): create the maps: %v", obj.name, cfg.name, err)
+			}
 			for _, name := range names {
 				if strings.Contains(name, "session") && !session {
 					// memtrace loads an empty program in its place.
 					continue
 				}
-				row, err := verifyOne(obj.load, name, cfg.vars)
+				row, err := verifyOne(spec, name, maps, cache)
 				if err != nil {
 					t.Errorf("%s %s (%s): %v", obj.name, name, cfg.name, err)
 					continue
 				}
 				row.object, row.config = obj.name, cfg.name
 				rows = append(rows, row)
+			}
+			for _, m := range maps {
+				m.Close()
 			}
 		}
 	}
@@ -150,27 +160,36 @@ func TestVerifierBudget(t *testing.T) {
 	}
 }
 
-// verifyOne loads program name alone, with vars set, and reads the
-// verifier's statistics.
-func verifyOne(load func() (*ebpf.CollectionSpec, error), name string, vars map[string]any) (programBudget, error) {
-	spec, err := load()
-	if err != nil {
-		return programBudget{}, err
-	}
+// budgetMaps is base with vars set and its maps, created once for every
+// program verified under these settings (the variables are the frozen
+// .rodata map's contents, which the verifier reads as constants): creating
+// every map of the object for each program was most of this test's time.
+func budgetMaps(base *ebpf.CollectionSpec, vars map[string]any, cache *btf.Cache) (*ebpf.CollectionSpec, map[string]*ebpf.Map, error) {
+	spec := base.Copy()
 	for v, x := range vars {
 		if sv := spec.Variables[v]; sv != nil {
 			if err := sv.Set(x); err != nil {
-				return programBudget{}, fmt.Errorf("set %s: %w", v, err)
+				return nil, nil, fmt.Errorf("set %s: %w", v, err)
 			}
 		}
 	}
-	ps := spec.Programs[name]
-	for n := range spec.Programs {
-		if n != name {
-			delete(spec.Programs, n)
-		}
+	noProgs := *spec
+	noProgs.Programs = nil
+	coll, err := ebpf.NewCollectionWithOptions(&noProgs, ebpf.CollectionOptions{Cache: cache})
+	if err != nil {
+		return nil, nil, err
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
+	return spec, coll.Maps, nil
+}
+
+// verifyOne loads program name of spec alone over maps, spec's maps as
+// budgetMaps made them, and reads the verifier's figures of it.
+func verifyOne(spec *ebpf.CollectionSpec, name string, maps map[string]*ebpf.Map, cache *btf.Cache) (programBudget, error) {
+	ps := spec.Programs[name].Copy()
+	one := *spec
+	one.Programs = map[string]*ebpf.ProgramSpec{name: ps}
+	coll, err := ebpf.NewCollectionWithOptions(&one, ebpf.CollectionOptions{MapReplacements: maps, Cache: cache,
+		Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) && len(ve.Log) > 0 {

@@ -180,7 +180,7 @@ func ownRange(d funcDef, vaddr, internalFrom, segEnd uint64) (before, after uint
 // static program's malloc is (unless it was stripped). own says that an
 // executable defines malloc or operator new itself.
 func allocSymbols(ef *elf.File) (map[string]elf.Symbol, bool, error) {
-	byName := make(map[string]elf.Symbol, 64)
+	var byName map[string]elf.Symbol
 	add := func(syms []elf.Symbol, global bool) {
 		for _, s := range syms {
 			if s.Section == elf.SHN_UNDEF || s.Value == 0 {
@@ -202,6 +202,9 @@ func allocSymbols(ef *elf.File) (map[string]elf.Symbol, bool, error) {
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return nil, false, err
 	}
+	// Sized for every dynamic symbol: grown one doubling at a time over
+	// the C library's thousands, it showed in every start-up's profile.
+	byName = make(map[string]elf.Symbol, len(syms))
 	add(syms, false)
 	if !isExecutable(ef) {
 		return byName, false, nil

@@ -91,6 +91,9 @@ func New(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := setUpMaps(spec, opts, ks.compat); err != nil {
+		return nil, err
+	}
 	if !opts.NoMulti && !KernelHasAttachType("BPF_TRACE_UPROBE_MULTI") {
 		// Before 6.6 the kernel loads a uprobe_multi program (the attach
 		// type is not checked for kprobe programs) but refuses its link

@@ -22,19 +22,11 @@ func loaderHook(path string) (dlState, rDebug uint64) {
 	if f.Section(".interp") != nil {
 		return 0, 0 // a program, not the loader
 	}
-	syms, err := f.DynamicSymbols()
+	vals, err := dynamicSymbolValues(f, "_dl_debug_state", "_r_debug")
 	if err != nil {
 		return 0, 0
 	}
-	var fn, rd uint64
-	for _, s := range syms {
-		switch s.Name {
-		case "_dl_debug_state":
-			fn = s.Value
-		case "_r_debug":
-			rd = s.Value
-		}
-	}
+	fn, rd := vals["_dl_debug_state"], vals["_r_debug"]
 	if fn == 0 || rd == 0 {
 		return 0, 0
 	}
