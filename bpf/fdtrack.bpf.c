@@ -362,11 +362,7 @@ __noinline __u64 fd_dwarf_capture(__u64 pc, __u64 sp, __u64 fp, __u64 lr)
 		n = MT_MAX_FRAMES;
 	buf->n = n;
 	__u64 id = mt_stack_id(buf, n, 0xcbf29ce484222325ULL ^ tgid) | 1; /* never 0 */
-	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
-		__u8 one = 1;
-		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
-		send_stack(id, buf, n, reason);
-	}
+	mt_send_once(id, buf, n, reason);
 	return id;
 }
 
@@ -443,11 +439,7 @@ static __noinline __u64 fd_fp_capture(__u64 *ctx, __u64 sp)
 	buf->n = n;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u64 id = mt_stack_id(buf, n, 0xcbf29ce484222325ULL ^ tgid) | 1;
-	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
-		__u8 one = 1;
-		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
-		send_stack(id, buf, n, MT_STOP_FPWALK);
-	}
+	mt_send_once(id, buf, n, MT_STOP_FPWALK);
 	return id;
 }
 

@@ -55,6 +55,42 @@ static __always_inline __u64 mt_stack_id(struct stackbuf *buf, __u32 n, __u64 se
 }
 #endif
 
+/* Stack ids this CPU found in stacks_sent or put there, direct-mapped:
+ * most stacks recur, and a hit skips the shared LRU map's lookup (a hash,
+ * a bucket walk and the entry's use mark) at every captured stack. A hit
+ * says the id was sent once, as the map's entry did: the agent keeps
+ * every stack it was sent, so that an id the LRU has evicted since and
+ * this CPU does not send again is one the map would not have sent again
+ * while it held it (docs/unwind.md). */
+#define MT_SENT_CACHE 1024
+struct mt_sent_cache {
+	__u64 id[MT_SENT_CACHE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_sent_cache);
+} sent_cache SEC(".maps");
+
+/* Sends the stack of id unless it was sent: the cache, then the map. */
+static __always_inline void mt_send_once(__u64 id, struct stackbuf *buf, __u32 n, __u16 reason)
+{
+	__u32 zero = 0;
+	struct mt_sent_cache *sc = bpf_map_lookup_elem(&sent_cache, &zero);
+	__u64 *seen = sc ? &sc->id[(id * 0x9e3779b97f4a7c15ULL) >> 54 & (MT_SENT_CACHE - 1)] : 0;
+	if (seen && *seen == id)
+		return;
+	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
+		__u8 one = 1;
+		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
+		send_stack(id, buf, n, reason);
+	}
+	if (seen)
+		*seen = id;
+}
+
 /* The user stack at an outermost call, frame 0 being the caller: the
  * DWARF walk, or (unwind_dwarf 0) the return address at the probe plus
  * the kernel's frame-pointer walk from the caller's frame pointer.
@@ -107,11 +143,7 @@ __noinline __u64 mt_capture_stack(bpf_user_pt_regs_t *uctx)
 		n = MT_MAX_FRAMES;
 	buf->n = n;
 	__u64 id = mt_stack_id(buf, n, 0xcbf29ce484222325ULL ^ (bpf_get_current_pid_tgid() >> 32)) | 1; /* never 0 */
-	if (!bpf_map_lookup_elem(&stacks_sent, &id)) {
-		__u8 one = 1;
-		bpf_map_update_elem(&stacks_sent, &id, &one, BPF_ANY);
-		send_stack(id, buf, n, reason);
-	}
+	mt_send_once(id, buf, n, reason);
 	return id;
 }
 

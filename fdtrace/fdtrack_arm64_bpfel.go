@@ -55,6 +55,11 @@ type FdtrackMtRcache struct {
 	}
 }
 
+type FdtrackMtSentCache struct {
+	_  structs.HostLayout
+	Id [1024]uint64
+}
+
 type FdtrackMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -269,6 +274,7 @@ const (
 	FdtrackMapFilesSent       = "files_sent"
 	FdtrackMapRuleCache       = "rule_cache"
 	FdtrackMapSelectComms     = "select_comms"
+	FdtrackMapSentCache       = "sent_cache"
 	FdtrackMapStackChunk      = "stack_chunk"
 	FdtrackMapStackScratch    = "stack_scratch"
 	FdtrackMapStacksSent      = "stacks_sent"
@@ -370,6 +376,7 @@ type FdtrackMapSpecs struct {
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
 	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
+	SentCache    *ebpf.MapSpec `ebpf:"sent_cache"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -441,6 +448,7 @@ type FdtrackMaps struct {
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
 	SelectComms  *ebpf.Map `ebpf:"select_comms"`
+	SentCache    *ebpf.Map `ebpf:"sent_cache"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -469,6 +477,7 @@ func (m *FdtrackMaps) Close() error {
 		m.FilesSent,
 		m.RuleCache,
 		m.SelectComms,
+		m.SentCache,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,

@@ -55,6 +55,11 @@ type FdtrackCompatMtRcache struct {
 	}
 }
 
+type FdtrackCompatMtSentCache struct {
+	_  structs.HostLayout
+	Id [1024]uint64
+}
+
 type FdtrackCompatMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -259,6 +264,7 @@ const (
 	FdtrackCompatMapFilesSent       = "files_sent"
 	FdtrackCompatMapRuleCache       = "rule_cache"
 	FdtrackCompatMapSelectComms     = "select_comms"
+	FdtrackCompatMapSentCache       = "sent_cache"
 	FdtrackCompatMapStackChunk      = "stack_chunk"
 	FdtrackCompatMapStackScratch    = "stack_scratch"
 	FdtrackCompatMapStacksSent      = "stacks_sent"
@@ -362,6 +368,7 @@ type FdtrackCompatMapSpecs struct {
 	FilesSent    *ebpf.MapSpec `ebpf:"files_sent"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
 	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
+	SentCache    *ebpf.MapSpec `ebpf:"sent_cache"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -435,6 +442,7 @@ type FdtrackCompatMaps struct {
 	FilesSent    *ebpf.Map `ebpf:"files_sent"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
 	SelectComms  *ebpf.Map `ebpf:"select_comms"`
+	SentCache    *ebpf.Map `ebpf:"sent_cache"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -465,6 +473,7 @@ func (m *FdtrackCompatMaps) Close() error {
 		m.FilesSent,
 		m.RuleCache,
 		m.SelectComms,
+		m.SentCache,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,

@@ -55,6 +55,11 @@ type FdtrackCompatMtRcache struct {
 	}
 }
 
+type FdtrackCompatMtSentCache struct {
+	_  structs.HostLayout
+	Id [1024]uint64
+}
+
 type FdtrackCompatMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -262,6 +267,7 @@ const (
 	FdtrackCompatMapFpState         = "fp_state"
 	FdtrackCompatMapRuleCache       = "rule_cache"
 	FdtrackCompatMapSelectComms     = "select_comms"
+	FdtrackCompatMapSentCache       = "sent_cache"
 	FdtrackCompatMapStackChunk      = "stack_chunk"
 	FdtrackCompatMapStackScratch    = "stack_scratch"
 	FdtrackCompatMapStacksSent      = "stacks_sent"
@@ -366,6 +372,7 @@ type FdtrackCompatMapSpecs struct {
 	FpState      *ebpf.MapSpec `ebpf:"fp_state"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
 	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
+	SentCache    *ebpf.MapSpec `ebpf:"sent_cache"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -440,6 +447,7 @@ type FdtrackCompatMaps struct {
 	FpState      *ebpf.Map `ebpf:"fp_state"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
 	SelectComms  *ebpf.Map `ebpf:"select_comms"`
+	SentCache    *ebpf.Map `ebpf:"sent_cache"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -471,6 +479,7 @@ func (m *FdtrackCompatMaps) Close() error {
 		m.FpState,
 		m.RuleCache,
 		m.SelectComms,
+		m.SentCache,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,

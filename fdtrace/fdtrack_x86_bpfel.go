@@ -55,6 +55,11 @@ type FdtrackMtRcache struct {
 	}
 }
 
+type FdtrackMtSentCache struct {
+	_  structs.HostLayout
+	Id [1024]uint64
+}
+
 type FdtrackMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -272,6 +277,7 @@ const (
 	FdtrackMapFpState         = "fp_state"
 	FdtrackMapRuleCache       = "rule_cache"
 	FdtrackMapSelectComms     = "select_comms"
+	FdtrackMapSentCache       = "sent_cache"
 	FdtrackMapStackChunk      = "stack_chunk"
 	FdtrackMapStackScratch    = "stack_scratch"
 	FdtrackMapStacksSent      = "stacks_sent"
@@ -374,6 +380,7 @@ type FdtrackMapSpecs struct {
 	FpState      *ebpf.MapSpec `ebpf:"fp_state"`
 	RuleCache    *ebpf.MapSpec `ebpf:"rule_cache"`
 	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
+	SentCache    *ebpf.MapSpec `ebpf:"sent_cache"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -446,6 +453,7 @@ type FdtrackMaps struct {
 	FpState      *ebpf.Map `ebpf:"fp_state"`
 	RuleCache    *ebpf.Map `ebpf:"rule_cache"`
 	SelectComms  *ebpf.Map `ebpf:"select_comms"`
+	SentCache    *ebpf.Map `ebpf:"sent_cache"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -475,6 +483,7 @@ func (m *FdtrackMaps) Close() error {
 		m.FpState,
 		m.RuleCache,
 		m.SelectComms,
+		m.SentCache,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,

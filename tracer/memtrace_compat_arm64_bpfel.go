@@ -78,6 +78,11 @@ type MemtraceCompatMtSampleKey struct {
 	Ptr  uint64
 }
 
+type MemtraceCompatMtSentCache struct {
+	_  structs.HostLayout
+	Id [1024]uint64
+}
+
 type MemtraceCompatMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -282,6 +287,7 @@ const (
 	MemtraceCompatMapSampleCounts         = "sample_counts"
 	MemtraceCompatMapSampled              = "sampled"
 	MemtraceCompatMapSelectComms          = "select_comms"
+	MemtraceCompatMapSentCache            = "sent_cache"
 	MemtraceCompatMapStackChunk           = "stack_chunk"
 	MemtraceCompatMapStackScratch         = "stack_scratch"
 	MemtraceCompatMapStacksSent           = "stacks_sent"
@@ -427,6 +433,7 @@ type MemtraceCompatMapSpecs struct {
 	SampleCounts *ebpf.MapSpec `ebpf:"sample_counts"`
 	Sampled      *ebpf.MapSpec `ebpf:"sampled"`
 	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
+	SentCache    *ebpf.MapSpec `ebpf:"sent_cache"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -504,6 +511,7 @@ type MemtraceCompatMaps struct {
 	SampleCounts *ebpf.Map `ebpf:"sample_counts"`
 	Sampled      *ebpf.Map `ebpf:"sampled"`
 	SelectComms  *ebpf.Map `ebpf:"select_comms"`
+	SentCache    *ebpf.Map `ebpf:"sent_cache"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -534,6 +542,7 @@ func (m *MemtraceCompatMaps) Close() error {
 		m.SampleCounts,
 		m.Sampled,
 		m.SelectComms,
+		m.SentCache,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,

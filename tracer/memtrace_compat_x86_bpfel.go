@@ -78,6 +78,11 @@ type MemtraceCompatMtSampleKey struct {
 	Ptr  uint64
 }
 
+type MemtraceCompatMtSentCache struct {
+	_  structs.HostLayout
+	Id [1024]uint64
+}
+
 type MemtraceCompatMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -285,6 +290,7 @@ const (
 	MemtraceCompatMapSampleCounts         = "sample_counts"
 	MemtraceCompatMapSampled              = "sampled"
 	MemtraceCompatMapSelectComms          = "select_comms"
+	MemtraceCompatMapSentCache            = "sent_cache"
 	MemtraceCompatMapStackChunk           = "stack_chunk"
 	MemtraceCompatMapStackScratch         = "stack_scratch"
 	MemtraceCompatMapStacksSent           = "stacks_sent"
@@ -431,6 +437,7 @@ type MemtraceCompatMapSpecs struct {
 	SampleCounts *ebpf.MapSpec `ebpf:"sample_counts"`
 	Sampled      *ebpf.MapSpec `ebpf:"sampled"`
 	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
+	SentCache    *ebpf.MapSpec `ebpf:"sent_cache"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -509,6 +516,7 @@ type MemtraceCompatMaps struct {
 	SampleCounts *ebpf.Map `ebpf:"sample_counts"`
 	Sampled      *ebpf.Map `ebpf:"sampled"`
 	SelectComms  *ebpf.Map `ebpf:"select_comms"`
+	SentCache    *ebpf.Map `ebpf:"sent_cache"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -540,6 +548,7 @@ func (m *MemtraceCompatMaps) Close() error {
 		m.SampleCounts,
 		m.Sampled,
 		m.SelectComms,
+		m.SentCache,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,

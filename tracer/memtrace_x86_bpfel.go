@@ -78,6 +78,11 @@ type MemtraceMtSampleKey struct {
 	Ptr  uint64
 }
 
+type MemtraceMtSentCache struct {
+	_  structs.HostLayout
+	Id [1024]uint64
+}
+
 type MemtraceMtUext struct {
 	_      structs.HostLayout
 	CfaOff int32
@@ -295,6 +300,7 @@ const (
 	MemtraceMapSampleCounts         = "sample_counts"
 	MemtraceMapSampled              = "sampled"
 	MemtraceMapSelectComms          = "select_comms"
+	MemtraceMapSentCache            = "sent_cache"
 	MemtraceMapStackChunk           = "stack_chunk"
 	MemtraceMapStackScratch         = "stack_scratch"
 	MemtraceMapStacksSent           = "stacks_sent"
@@ -439,6 +445,7 @@ type MemtraceMapSpecs struct {
 	SampleCounts *ebpf.MapSpec `ebpf:"sample_counts"`
 	Sampled      *ebpf.MapSpec `ebpf:"sampled"`
 	SelectComms  *ebpf.MapSpec `ebpf:"select_comms"`
+	SentCache    *ebpf.MapSpec `ebpf:"sent_cache"`
 	StackChunk   *ebpf.MapSpec `ebpf:"stack_chunk"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.MapSpec `ebpf:"stacks_sent"`
@@ -515,6 +522,7 @@ type MemtraceMaps struct {
 	SampleCounts *ebpf.Map `ebpf:"sample_counts"`
 	Sampled      *ebpf.Map `ebpf:"sampled"`
 	SelectComms  *ebpf.Map `ebpf:"select_comms"`
+	SentCache    *ebpf.Map `ebpf:"sent_cache"`
 	StackChunk   *ebpf.Map `ebpf:"stack_chunk"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StacksSent   *ebpf.Map `ebpf:"stacks_sent"`
@@ -544,6 +552,7 @@ func (m *MemtraceMaps) Close() error {
 		m.SampleCounts,
 		m.Sampled,
 		m.SelectComms,
+		m.SentCache,
 		m.StackChunk,
 		m.StackScratch,
 		m.StacksSent,
