@@ -706,8 +706,20 @@ SEC("uprobe.multi") int mt_enter_multi(struct pt_regs *ctx)
 	do_enter(ctx, 0);
 	return 0;
 }
+/* A classic uretprobe link's cookie is the pid it was made for
+ * (tracer/attach.go). The kernel filters a PID-filtered uprobe's entries
+ * by process, but kernels without a fix of late 2024 (the thread
+ * "tracing/uprobe: Add missing PID filter for uretprobe") not its returns:
+ * at a return every uretprobe link of the function runs, whichever process
+ * it was made for. With a forked child traced beside its parent (Debian's
+ * 6.1), each return ran twice, and an inner call's return (the mmap of a
+ * new thread's first malloc) ended the outer call with the inner call's
+ * result. uprobe_multi and session links filter their returns. */
 SEC("uretprobe") int mt_return(struct pt_regs *ctx)
 {
+	__u64 pid = mt_cookie(ctx);
+	if (pid && pid != mt_pid_tgid() >> 32)
+		return 0;
 	return do_return(ctx);
 }
 SEC("uretprobe.multi") int mt_return_multi(struct pt_regs *ctx)

@@ -42,6 +42,9 @@ enum mt_kind {
  *                                  also operator delete and tc_free): the
  *                                  event carries the PLT stub the program
  *                                  called, which the agent names
+ * A classic uretprobe link's cookie (mt_return) is none of these: it is the
+ * pid the link was made for, in memtrace's PID namespace (tracer/abi.go's
+ * retCookie).
  * SIG keeps its 8 bits: with the 4 it needs, clang's code for mt_enter made
  * the verifier explore it past its million instructions. */
 #define MT_CK_OP_SHIFT 0

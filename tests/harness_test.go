@@ -352,7 +352,9 @@ func keep(t *testing.T, r *run) {
 		return
 	}
 	name := strings.ReplaceAll(t.Name(), "/", "_")
-	for _, f := range []string{r.log, r.truth} {
+	// A forked child's and an exec'd-from image's records too
+	// (readOracleRun).
+	for _, f := range []string{r.log, r.truth, r.truth + ".child", r.truth + ".pre"} {
 		if data, err := os.ReadFile(f); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, name+"."+filepath.Base(f)), data, 0o644)
 		}

@@ -237,6 +237,12 @@ const (
 	ckAliasShift      = 16 // any signature but the mmap family's and MT_SIG_FREE_CHECKED
 )
 
+// retCookie is a classic uretprobe link's cookie (mt_return): the pid
+// the link is made for, which the program compares with the current
+// process's, since kernels without the fix of 2024 run every uretprobe
+// link of a function at its return in any process one of them traces.
+func retCookie(pid int) uint64 { return uint64(uint32(pid)) }
+
 // cookie is the one encoder of the attach cookie: what the BPF programs
 // need to know about a probe point. For MT_SIG_FREE_CHECKED, delta is the
 // probe's offset into free (the caller checks that it fits) and before

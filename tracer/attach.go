@@ -235,7 +235,11 @@ func (t *Tracer) attachClassic(ex *link.Executable, pid int, pps []probePoint) (
 		pp := &pps[i]
 		ck := pp.cookie(t.opts.CheckInternalFrees)
 		uprobe := func(p *ebpf.Program, ret bool) error {
-			p, c, err := t.probeProg(p, ck)
+			c := ck
+			if ret {
+				c = retCookie(pid)
+			}
+			p, c, err := t.probeProg(p, c)
 			if err != nil {
 				return err
 			}
