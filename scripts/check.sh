@@ -5,8 +5,9 @@
 # other packages, so that the loop uses both CPUs of a small machine. The
 # queue starts with the tests that took longest the last time (their times
 # are kept in bin/check/times), so that no worker is left with a long test
-# at the end. CHECK_FULL=1 is make test's run: the same without -short
-# (every test in full), no cached package results, its own times file.
+# at the end. CHECK_FULL=1 runs make test's tests the same way: without
+# -short (every test in full), no cached package results, its own times
+# file (docs/development.md: why make test does not use it yet).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
