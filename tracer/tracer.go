@@ -328,21 +328,6 @@ func (t *Tracer) AddProcess(pid int) error {
 	return nil
 }
 
-// RemoveProcess stops recording pid and drops its probes.
-func (t *Tracer) RemoveProcess(pid int) {
-	_ = t.objs.Targets.Delete(uint32(pid))
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for k, ls := range t.links {
-		if k.pid == pid {
-			for _, l := range ls {
-				l.Close()
-			}
-			delete(t.links, k)
-		}
-	}
-}
-
 // Lost returns how many records the ring buffer has refused so far.
 func (t *Tracer) Lost() uint64 {
 	var n uint64

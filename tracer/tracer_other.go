@@ -21,7 +21,6 @@ func New(Options) (*Tracer, error) {
 
 func (*Tracer) Multi() bool                             { return false }
 func (*Tracer) AddProcess(int) error                    { return ErrUnavailable }
-func (*Tracer) RemoveProcess(int)                       {}
 func (*Tracer) Lost() uint64                            { return 0 }
 func (*Tracer) SampleUntracked() uint64                 { return 0 }
 func (*Tracer) FellBack() []string                      { return nil }
