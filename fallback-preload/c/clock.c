@@ -107,6 +107,17 @@ void clock_init(int calibrate_ms)
 	__asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(frq));
 	if (!frq)
 		return;
+	// A board's counter counts from power-on; qemu-user's (and some
+	// emulators') is the host's wall clock, which NTP steps back and
+	// forth: events would go back in time. A counter within a day of
+	// CLOCK_REALTIME is taken for that one and clock_gettime used instead.
+	struct timespec rt;
+	uint64_t c = read_counter();
+	if (clock_gettime(CLOCK_REALTIME, &rt) == 0) {
+		int64_t d = (int64_t)(c / frq) - (int64_t)rt.tv_sec;
+		if (d > -86400 && d < 86400)
+			return;
+	}
 	mono0 = mono_ns();
 	cnt0 = read_counter();
 	cnt_mult = (uint64_t)((1000000000.0 * 4294967296.0) / (double)frq);
