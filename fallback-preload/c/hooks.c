@@ -1,5 +1,5 @@
 // hooks.c: the interposed functions: every allocation function of docs/spec.md §3,
-// the C++ operators, thread renames, exec and _exit. Each hook calls the
+// the C++ operators, thread renames, exec, _exit and dlclose. Each hook calls the
 // real function and hands the event to the current sink (mt.h); the mode
 // is the sink's, so the hooks test none.
 //
@@ -10,6 +10,7 @@
 //     those requests are served from a static arena. Calls made before the
 //     constructor go to the early buffer (early.c).
 #include "mt.h"
+#include "modules.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -51,6 +52,7 @@ static int (*real_prctl)(int, unsigned long, unsigned long, unsigned long, unsig
 static int (*real_execve)(const char *, char *const[], char *const[]);
 static int (*real_execvpe)(const char *, char *const[], char *const[]);
 static int (*real_fexecve)(int, char *const[], char *const[]);
+static int (*real_dlclose)(void *);
 
 static volatile int resolving;
 static volatile int resolved;
@@ -112,6 +114,7 @@ void resolve(void)
 	real_execve = sym("execve");
 	real_execvpe = sym("execvpe");
 	real_fexecve = sym("fexecve");
+	real_dlclose = sym("dlclose");
 	resolving = 0;
 	__atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
 }
@@ -460,6 +463,19 @@ EXPORT int prctl(int option, ...)
 	int r = real_prctl(option, a2, a3, a4, a5);
 	if (r == 0 && option == PR_SET_NAME)
 		__atomic_add_fetch(&name_gen, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+// A dlclose may unmap a library, and a later load put another file at its
+// addresses: the walks ask the loader from its start until one after its
+// end (modules.h). A dlopen needs no hook: a PC of a library loaded since
+// lies in no segment of the table, and that makes the walk ask.
+EXPORT int dlclose(void *h)
+{
+	ENSURE();
+	modules_close_begin();
+	int r = real_dlclose(h);
+	modules_close_end();
 	return r;
 }
 

@@ -1,7 +1,14 @@
 // modules.h: the process's executable mappings, as the loader has them,
 // cached: which file a PC lies in and at what offset, without asking the
 // loader per frame. The cache is rebuilt when dl_iterate_phdr's
-// dlpi_adds/dlpi_subs say a library was loaded or unloaded since.
+// dlpi_adds/dlpi_subs say a library was loaded or unloaded since. The
+// loader is asked only where the table may be stale: after a dlclose
+// (hooks.c brackets each with modules_close_begin/end: only an unload can
+// put another file where the table has one), and where a PC lies in no
+// segment (a library loaded since, by dlopen or by the C library itself).
+// The C library's own unloads (__libc_dlclose: of gconv modules at
+// __libc_freeres) do not pass through the hook: a library loaded after
+// one at the same address would take the table's old file for its PCs.
 #ifndef MT_MODULES_H
 #define MT_MODULES_H
 
@@ -18,13 +25,26 @@ typedef struct {
 	uint32_t self;    // this library's own code
 } mt_seg;
 
-// modules_begin makes the cache current and returns its sequence
-// number; a reader that used the cache (modules_find) checks with
+// modules_begin makes the cache current (asking the loader only after a
+// dlclose) and returns its sequence number; modules_check asks the loader
+// in any case; a reader that used the cache (modules_find) checks with
 // modules_still that it was not rebuilt meanwhile, else its answers may be
 // torn and must be dropped. 0 means no cache (a rebuild that did not
 // finish in time): find nothing.
 unsigned modules_begin(void);
+unsigned modules_check(void);
 int modules_still(unsigned seq);
+
+// modules_misses counts the PCs the calling thread's modules_find found
+// in no segment: a walk that took the table without asking the loader
+// and met one asks it then (modules_check), and walks again where the
+// table changed.
+unsigned modules_misses(void);
+
+// A dlclose begins and ends (hooks.c): while one is under way, and until
+// a walk after it checked the table, every walk asks the loader.
+void modules_close_begin(void);
+void modules_close_end(void);
 
 // modules_find returns the segment that holds pc, or NULL.
 const mt_seg *modules_find(uintptr_t pc);

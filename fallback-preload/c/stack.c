@@ -64,13 +64,29 @@ int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reu
 {
 	int max = stack_depth > 128 ? 128 : stack_depth;
 	*gen = 0;
+	int checked = 0;
 	for (int tries = 0; tries < 3; tries++) {
-		unsigned seq = modules_begin();
+		unsigned seq = checked ? modules_check() : modules_begin();
 		*reused = 0;
+		unsigned misses = modules_misses();
 		int n = walk_backtrace ? -1 : walk_rows(out, max, stop, seq, reused);
+		// A PC in no segment of a table taken without asking the
+		// loader: a library loaded since (walk again over the new
+		// table), or code of no file (the loader says nothing new,
+		// and the walk stands).
+		if (n < 0 && !checked && modules_misses() != misses) {
+			checked = 1;
+			if (modules_check() != seq)
+				continue;
+		}
 		*by_rows = n >= 0;
 		if (n < 0)
 			n = bt_walk(out, max, stop);
+		if (!checked && modules_misses() != misses) {
+			checked = 1;
+			if (modules_check() != seq)
+				continue;
+		}
 		if (modules_still(seq)) {
 			*gen = seq;
 			return n;
