@@ -172,8 +172,8 @@ static int rebuild(counts_t *c, unsigned long *closes)
 	}
 	*c = b.c;
 	spin_lock(&mods_lock);
-	if (!mods.valid || (b.c.adds >= mods.adds && b.c.subs >= mods.subs &&
-			    (b.c.adds != mods.adds || b.c.subs != mods.subs))) {
+	if (!mods.valid ||
+	    (b.c.adds >= mods.adds && b.c.subs >= mods.subs && (b.c.adds != mods.adds || b.c.subs != mods.subs))) {
 		__atomic_store_n(&mods.seq, mods.seq + 1, __ATOMIC_RELAXED); // odd
 		__atomic_thread_fence(__ATOMIC_RELEASE);
 		memcpy(mods.segs, segs, (size_t)b.n * sizeof(mt_seg));
