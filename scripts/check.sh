@@ -61,10 +61,15 @@ timed() { # name command...: runs it, then says how long it took
 # an input: no package's test runs what is there (cmd/memtrace's install
 # test builds its own), and all of it is made from the sources hashed here
 # or tracked by Go, so a change to one package's Go code reruns only the
-# packages that depend on it. CHECK_CACHE=0 runs them all (-count=1).
+# packages that depend on it. The documents (*.md) are not inputs either:
+# the tests that read one read it themselves (Go tracks it), and the one
+# program that reads them for a test, cmd/memtrace's make install, copies
+# them for a test that looks only at which there are (the directory's
+# listing, which Go tracks): an edited document reran every package.
+# CHECK_CACHE=0 runs them all (-count=1).
 inputs=$({
 	uname -r
-	git ls-files -co --exclude-standard -z | grep -zv '\.go$' | xargs -0 sha1sum 2>/dev/null
+	git ls-files -co --exclude-standard -z | grep -zv -e '\.go$' -e '\.md$' | xargs -0 sha1sum 2>/dev/null
 } | sha1sum | cut -c1-16)
 cache=(-run ".|^Inputs_${inputs}\$")
 if [ "${CHECK_CACHE:-1}" = 0 ] || [ "${CHECK_FULL:-0}" = 1 ]; then
