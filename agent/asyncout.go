@@ -52,6 +52,7 @@ func (s *Session) Concurrent() {
 func (s *Session) handOff() {
 	a := s.async
 	a.jobs <- outJob{out: s.out, marks: s.marks}
+	s.apart = 0
 	var j outJob
 	select {
 	case j = <-a.free:

@@ -29,6 +29,51 @@ type MarkedWriter interface {
 	WriteMarked(p []byte, marks []Mark) error
 }
 
+// SparseWriter takes text without its stacks' texts: each mark's Text
+// belongs before p[Off] (its Len is len(Text)), so that the writer, not
+// the caller, copies it where it goes. The agent's texts then cross no
+// buffer on their way to the encoder's history, and no CPU's cache to
+// another's when the encoder runs on another goroutine.
+type SparseWriter interface {
+	WriteSparse(p []byte, marks []Mark) error
+	// TakesSparse says whether the texts stay apart down to the
+	// encoder: a wrapper of a writer of whole text says false (it would
+	// Expand them, a copy the caller can make as cheaply).
+	TakesSparse() bool
+}
+
+// ErrSparseMarks refuses sparse marks that are not in order within p.
+var ErrSparseMarks = errors.New("stackz: sparse marks out of order or outside the text")
+
+// checkSparse checks marks as WriteSparse takes them and returns the
+// length of the text they stand for with p.
+func checkSparse(p []byte, marks []Mark) (int, error) {
+	n, prev := len(p), 0
+	for _, m := range marks {
+		if m.Off < prev || m.Off > len(p) {
+			return 0, ErrSparseMarks
+		}
+		prev = m.Off
+		n += len(m.Text)
+	}
+	return n, nil
+}
+
+// Expand appends to dst the text that p and its sparse marks stand for,
+// for a writer that takes whole text.
+func Expand(dst, p []byte, marks []Mark) ([]byte, error) {
+	if _, err := checkSparse(p, marks); err != nil {
+		return dst, err
+	}
+	prev := 0
+	for _, m := range marks {
+		dst = append(dst, p[prev:m.Off]...)
+		dst = append(dst, m.Text...)
+		prev = m.Off
+	}
+	return append(dst, p[prev:]...), nil
+}
+
 // histWindows is how many windows the history holds before the last
 // window is copied down to its start: each copy is a window's worth of
 // memmove, so the fewer the better, at a window of memory each; with two,
@@ -144,36 +189,75 @@ func (e *Encoder) WriteMarked(p []byte, marks []Mark) error {
 			continue
 		}
 		next = m.Off + m.Len
-		start := at + int64(m.Off)
-		c := e.last[m.ID]
-		mk := mark{start: start, end: start + int64(m.Len), prev: -1, older: [3]int64{-1, -1, -1}}
-		if c == nil {
-			c = &copyAt{}
-			e.last[m.ID] = c
-		} else {
-			mk.prev = c.abs
-			mk.same = m.Text != nil && len(m.Text) == m.Len && len(c.text) == m.Len &&
-				unsafe.SliceData(c.text) == unsafe.SliceData(m.Text)
-		}
-		if mk.same {
-			mk.older = c.older
-			c.older = [3]int64{c.abs, c.older[0], c.older[1]}
-		} else {
-			c.older = [3]int64{-1, -1, -1}
-		}
-		// Updated in place: a copy of a known stack costs a lookup only.
-		c.abs, c.text = start, m.Text
-		if len(e.last) > e.sweepAt {
-			e.sweep()
-		}
-		e.marks = append(e.marks, mk)
+		e.mark(at+int64(m.Off), m)
 	}
 	e.add(p)
 	return e.err
 }
 
+// WriteSparse adds p with the stacks' texts its marks put in it
+// (SparseWriter): the same text, and the same frame, as WriteMarked of
+// the text Expand makes, without that copy.
+func (e *Encoder) WriteSparse(p []byte, marks []Mark) error {
+	if e.err != nil {
+		return e.err
+	}
+	if _, err := checkSparse(p, marks); err != nil {
+		return err
+	}
+	at := e.histBase + int64(len(e.hist))
+	in := 0 // the texts' bytes before the mark
+	for _, m := range marks {
+		if len(m.Text) == 0 {
+			continue
+		}
+		m.Len = len(m.Text)
+		e.mark(at+int64(m.Off+in), m)
+		in += m.Len
+	}
+	prev := 0
+	for _, m := range marks {
+		e.add(p[prev:m.Off])
+		e.add(m.Text)
+		prev = m.Off
+	}
+	e.add(p[prev:])
+	return e.err
+}
+
+// TakesSparse is true: the encoder copies the texts into its history.
+func (e *Encoder) TakesSparse() bool { return true }
+
+// mark notes that the text from start is m's stack's.
+func (e *Encoder) mark(start int64, m Mark) {
+	c := e.last[m.ID]
+	mk := mark{start: start, end: start + int64(m.Len), prev: -1, older: [3]int64{-1, -1, -1}}
+	if c == nil {
+		c = &copyAt{}
+		e.last[m.ID] = c
+	} else {
+		mk.prev = c.abs
+		mk.same = m.Text != nil && len(m.Text) == m.Len && len(c.text) == m.Len &&
+			unsafe.SliceData(c.text) == unsafe.SliceData(m.Text)
+	}
+	if mk.same {
+		mk.older = c.older
+		c.older = [3]int64{c.abs, c.older[0], c.older[1]}
+	} else {
+		c.older = [3]int64{-1, -1, -1}
+	}
+	// Updated in place: a copy of a known stack costs a lookup only.
+	c.abs, c.text = start, m.Text
+	if len(e.last) > e.sweepAt {
+		e.sweep()
+	}
+	e.marks = append(e.marks, mk)
+}
+
+// add copies p into the history, encoding each block it fills; the
+// checksum hashes a block's text when it is encoded (one call for the
+// block, whatever the pieces it came in).
 func (e *Encoder) add(p []byte) {
-	e.xx.Write(p)
 	for len(p) > 0 && e.err == nil {
 		room := e.blockMax - int(e.histBase+int64(len(e.hist))-e.done)
 		n := min(room, len(p))
@@ -266,6 +350,7 @@ func (e *Encoder) encode(last bool) {
 	e.header()
 	start := int(e.done - e.histBase)
 	src := e.hist[start:]
+	e.xx.Write(src)
 	saved := e.reps
 	e.parse(start)
 	e.block = e.compressBlock(e.block[:0], len(src))

@@ -2,6 +2,7 @@ package stackz
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -124,5 +125,96 @@ func TestStacksForgotten(t *testing.T) {
 	e.Close()
 	if got := decode(t, z.Bytes()); !bytes.Contains(got, []byte("f199999+0x1")) {
 		t.Fatal("the last stack did not decode")
+	}
+}
+
+// sparse turns a piece of text and its marks into WriteSparse's form:
+// the marks' texts taken out of p, each mark at the place of its text. A
+// mark given without its slice gets the bytes of the text it covers.
+func sparse(p []byte, marks []Mark) ([]byte, []Mark) {
+	var sp []byte
+	var sm []Mark
+	prev := 0
+	for _, m := range marks {
+		sp = append(sp, p[prev:m.Off]...)
+		if m.Text == nil {
+			m.Text = p[m.Off : m.Off+m.Len]
+		}
+		sm = append(sm, Mark{Off: len(sp), Len: m.Len, ID: m.ID, Text: m.Text})
+		prev = m.Off + m.Len
+	}
+	return append(sp, p[prev:]...), sm
+}
+
+// TestSparseSameFrame: the stacks' texts given apart (WriteSparse) make
+// the frame WriteMarked makes of the whole text, byte for byte, and
+// Expand gives that text back.
+func TestSparseSameFrame(t *testing.T) {
+	for _, c := range []struct{ n, stacks, window int }{{1, 1, 1 << 10}, {300, 3, 1 << 10}, {5000, 40, 1 << 16}, {20000, 200, 1 << 20}} {
+		text, marks := logLike(rand.New(rand.NewSource(int64(c.n))), c.n, c.stacks)
+		var whole, apart bytes.Buffer
+		ew, _ := NewEncoder(&whole, c.window)
+		ea, _ := NewEncoder(&apart, c.window)
+		r := rand.New(rand.NewSource(2))
+		for off := 0; off < len(text); {
+			n := min(1+r.Intn(300<<10), len(text)-off)
+			var ms []Mark
+			for _, m := range marks {
+				if m.Off >= off && m.Off+m.Len <= off+n {
+					ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
+				}
+			}
+			p := text[off : off+n]
+			sp, sm := sparse(p, ms)
+			if back, err := Expand(nil, sp, sm); err != nil || !bytes.Equal(back, p) {
+				t.Fatalf("%+v: Expand gave %d bytes (%v) for %d", c, len(back), err, len(p))
+			}
+			if err := ew.WriteMarked(p, ms); err != nil {
+				t.Fatal(err)
+			}
+			if err := ea.WriteSparse(sp, sm); err != nil {
+				t.Fatal(err)
+			}
+			off += n
+			if r.Intn(3) == 0 {
+				ew.Flush()
+				ea.Flush()
+			}
+		}
+		if err := ew.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ea.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(whole.Bytes(), apart.Bytes()) {
+			t.Fatalf("%+v: the sparse frame (%d bytes) differs from the whole text's (%d)", c, apart.Len(), whole.Len())
+		}
+		if got := decode(t, apart.Bytes()); !bytes.Equal(got, text) {
+			t.Fatalf("%+v: the sparse frame decoded to %d bytes, not the %d written", c, len(got), len(text))
+		}
+	}
+}
+
+// TestSparseMarksRefused: marks out of order or past the text are
+// refused, not written somewhere else.
+func TestSparseMarksRefused(t *testing.T) {
+	var z bytes.Buffer
+	e, _ := NewEncoder(&z, 1<<10)
+	txt := []byte("stack\n")
+	for _, ms := range [][]Mark{{{Off: 3, Text: txt}, {Off: 2, Text: txt}}, {{Off: 5, Text: txt}}, {{Off: -1, Text: txt}}} {
+		if err := e.WriteSparse([]byte("abcd"), ms); !errors.Is(err, ErrSparseMarks) {
+			t.Fatalf("marks %+v: %v, want ErrSparseMarks", ms, err)
+		}
+		if _, err := Expand(nil, []byte("abcd"), ms); !errors.Is(err, ErrSparseMarks) {
+			t.Fatalf("Expand, marks %+v: %v, want ErrSparseMarks", ms, err)
+		}
+	}
+	if err := e.WriteSparse([]byte("abcd"), []Mark{{Off: 0, Text: txt}, {Off: 4, Text: txt}, {Off: 4, Text: txt}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if got := string(decode(t, z.Bytes())); got != "stack\nabcdstack\nstack\n" {
+		t.Fatalf("decoded %q", got)
 	}
 }
