@@ -117,6 +117,7 @@ type Encoder struct {
 	block, out  []byte
 	xx          *xxhash.Digest
 	headerWrote bool
+	marked      bool // a stack's text was marked: find's rule for numbers
 	err         error
 	Stats       Stats
 }
@@ -252,6 +253,7 @@ func (e *Encoder) mark(start int64, m Mark) {
 		e.sweep()
 	}
 	e.marks = append(e.marks, mk)
+	e.marked = true
 }
 
 // add copies p into the history, encoding each block it fills; the
@@ -597,7 +599,14 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	// theirs instead of following them.
 	hv := hash5(h, i)
 	ck, first := -1, uint32(0)
-	if d := uint32(abs) - e.table[hv]; d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
+	// Inside a number of a log with stacks, no search: a match found
+	// there is a few digits at a new offset, which costs about what
+	// it saves and pushes the loop's period out of the repeat offsets
+	// (measured: the log 9 % smaller, and the miss on the candidate's
+	// line saved). Without stacks, the offsets are short and a free's
+	// address found on its malloc's line pays.
+	inNum := e.marked && i > 0 && isHex(h[i-1]) && isHex(h[i])
+	if d := uint32(abs) - e.table[hv]; !inNum && d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
 		ck = int(abs - int64(d) - base)
 		first = load32(h, ck)
 	}
@@ -615,6 +624,12 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 		}
 	}
 	if bestN >= repEnough {
+		return bestC, bestN
+	}
+	if inNum {
+		if bestC < 0 {
+			return 0, 0
+		}
 		return bestC, bestN
 	}
 	e.table[hv] = uint32(abs)
@@ -672,3 +687,6 @@ func (e *Encoder) emit(lits []byte, off, ml uint32) {
 type Stats struct {
 	Sequences, Literals, MarkMatched, Explicit int64
 }
+
+// isHex: c is a digit of a decimal or (lower-case) hexadecimal number.
+func isHex(c byte) bool { return c-'0' < 10 || c-'a' < 6 }
