@@ -158,6 +158,22 @@ func (k *keepGoing) TakesSparse() bool { return takesSparse(k.w) }
 // TakesSparse: the log's writer takes the texts apart.
 func (o *output) TakesSparse() bool { return takesSparse(o.WriteCloser) }
 
+// Concurrent passes on that the log's writer may use another goroutine.
+func (k *keepGoing) Concurrent() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cw, ok := k.w.(stackz.ConcurrentWriter); ok && k.err == nil {
+		cw.Concurrent()
+	}
+}
+
+// Concurrent passes on that the log's writer may use another goroutine.
+func (o *output) Concurrent() {
+	if cw, ok := o.WriteCloser.(stackz.ConcurrentWriter); ok {
+		cw.Concurrent()
+	}
+}
+
 func takesSparse(w io.Writer) bool {
 	sw, ok := w.(stackz.SparseWriter)
 	return ok && sw.TakesSparse()

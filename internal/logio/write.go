@@ -200,6 +200,16 @@ func (z *Writer) TakesSparse() bool {
 	return ok && sw.TakesSparse()
 }
 
+// Concurrent lets the compressor use a goroutine of its own from now on
+// (stackz.ConcurrentWriter), where it can.
+func (z *Writer) Concurrent() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if cw, ok := z.enc.(stackz.ConcurrentWriter); ok && !z.closed {
+		cw.Concurrent()
+	}
+}
+
 // usable is the error a write gets before it starts, if any.
 func (z *Writer) usable() error {
 	if z.closed {

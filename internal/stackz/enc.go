@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"sync"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
@@ -40,6 +41,13 @@ type SparseWriter interface {
 	// encoder: a wrapper of a writer of whole text says false (it would
 	// Expand them, a copy the caller can make as cheaply).
 	TakesSparse() bool
+}
+
+// ConcurrentWriter may use a goroutine of its own from a Concurrent call
+// on: once the traced program is gone, its CPU is free, while before a
+// second busy goroutine takes the CPU the program needs.
+type ConcurrentWriter interface {
+	Concurrent()
 }
 
 // ErrSparseMarks refuses sparse marks that are not in order within p.
@@ -116,6 +124,12 @@ type Encoder struct {
 	mlc         []uint8
 	block, out  []byte
 	xx          *xxhash.Digest
+	// hq, when not nil, takes each block's text to the goroutine that
+	// hashes it (Concurrent); hashing counts the blocks sent and not
+	// yet hashed, whose text the history must keep where it is.
+	hq      chan []byte
+	hashing sync.WaitGroup
+	hdone   chan struct{}
 	headerWrote bool
 	marked      bool // a stack's text was marked: find's rule for numbers
 	err         error
@@ -226,6 +240,44 @@ func (e *Encoder) WriteSparse(p []byte, marks []Mark) error {
 	return e.err
 }
 
+// Concurrent hashes the blocks' text for the content checksum on a
+// goroutine of its own from now on (ConcurrentWriter): at a run's end,
+// the CPU that formats the log has time the encoder's has not.
+func (e *Encoder) Concurrent() {
+	if e.hq != nil || e.err != nil {
+		return
+	}
+	e.hq, e.hdone = make(chan []byte, 8), make(chan struct{})
+	go func(hq <-chan []byte) {
+		defer close(e.hdone)
+		for b := range hq {
+			e.xx.Write(b)
+			e.hashing.Done()
+		}
+	}(e.hq)
+}
+
+// stopHashing ends the hashing goroutine once it has hashed what it
+// was sent.
+func (e *Encoder) stopHashing() {
+	if e.hq != nil {
+		close(e.hq)
+		<-e.hdone
+		e.hq = nil
+	}
+}
+
+// hash adds a block's text to the content checksum, here or on the
+// hashing goroutine.
+func (e *Encoder) hash(b []byte) {
+	if e.hq == nil {
+		e.xx.Write(b)
+		return
+	}
+	e.hashing.Add(1)
+	e.hq <- b
+}
+
 // TakesSparse is true: the encoder copies the texts into its history.
 func (e *Encoder) TakesSparse() bool { return true }
 
@@ -282,6 +334,9 @@ func (e *Encoder) makeRoom(n int) {
 		keep = e.histBase
 	}
 	if keep > e.histBase && int64(len(e.hist))-(keep-e.histBase)+int64(n) <= int64(cap(e.hist)) {
+		// The copy overwrites the oldest text, which may not be
+		// hashed yet.
+		e.hashing.Wait()
 		k := copy(e.hist, e.hist[keep-e.histBase:])
 		e.hist = e.hist[:k]
 		e.histBase = keep
@@ -310,10 +365,12 @@ func (e *Encoder) Flush() error {
 // Close ends the frame (its last block and checksum). It does not close w.
 func (e *Encoder) Close() error {
 	if e.err != nil {
+		e.stopHashing()
 		return e.err
 	}
 	e.header()
 	e.encode(true)
+	e.stopHashing()
 	var sum [4]byte
 	binary.LittleEndian.PutUint32(sum[:], uint32(e.xx.Sum64()))
 	e.out = append(e.out, sum[:]...)
@@ -352,7 +409,7 @@ func (e *Encoder) encode(last bool) {
 	e.header()
 	start := int(e.done - e.histBase)
 	src := e.hist[start:]
-	e.xx.Write(src)
+	e.hash(src)
 	saved := e.reps
 	e.parse(start)
 	e.block = e.compressBlock(e.block[:0], len(src))

@@ -148,7 +148,8 @@ func sparse(p []byte, marks []Mark) ([]byte, []Mark) {
 
 // TestSparseSameFrame: the stacks' texts given apart (WriteSparse) make
 // the frame WriteMarked makes of the whole text, byte for byte, and
-// Expand gives that text back.
+// Expand gives that text back; so does hashing on a goroutine of its own
+// from some write on (Concurrent), its checksum the same.
 func TestSparseSameFrame(t *testing.T) {
 	for _, c := range []struct{ n, stacks, window int }{{1, 1, 1 << 10}, {300, 3, 1 << 10}, {5000, 40, 1 << 16}, {20000, 200, 1 << 20}} {
 		text, marks := logLike(rand.New(rand.NewSource(int64(c.n))), c.n, c.stacks)
@@ -174,6 +175,9 @@ func TestSparseSameFrame(t *testing.T) {
 			}
 			if err := ea.WriteSparse(sp, sm); err != nil {
 				t.Fatal(err)
+			}
+			if r.Intn(4) == 0 {
+				ea.Concurrent()
 			}
 			off += n
 			if r.Intn(3) == 0 {

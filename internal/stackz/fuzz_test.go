@@ -11,7 +11,8 @@ import (
 // range, overlapping), the frame decodes to the text. With the top bit of
 // opts, a mark's text is given as one slice for the same bytes, as the
 // agent gives it: copies of it are then not read. With bit 0x40, a write
-// whose mark is a text's place goes through WriteSparse.
+// whose mark is a text's place goes through WriteSparse. An ID byte's bit
+// 0x80 flushes after its write, 0x40 moves the checksum to its goroutine.
 func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte("[memtrack] tid=1 (a) malloc ts=1 size=8 total=8 ptr=0x10\n[memtrack]   #0  /x(f+0x1) [0x2]\n"), []byte{1, 40, 30, 0}, uint8(0))
 	f.Add(bytes.Repeat([]byte("abcdefgh\n"), 500), []byte{0, 9, 9, 1, 20, 9, 9, 1, 200, 90, 90, 2}, uint8(3))
@@ -54,6 +55,9 @@ func FuzzRoundTrip(f *testing.F) {
 			rest = rest[n:]
 			if spec[3]&0x80 != 0 {
 				e.Flush()
+			}
+			if spec[3]&0x40 != 0 {
+				e.Concurrent()
 			}
 			spec = spec[4:]
 		}
