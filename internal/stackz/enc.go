@@ -114,22 +114,22 @@ type Encoder struct {
 	table   []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
 	mi      int      // parse: the first mark not behind it
 
-	reps        [3]uint32
-	seqs        []sequence
-	lits        []byte
-	huf         huff0.Scratch
-	hufBlocks   int // the blocks whose literals were Huffman-coded
-	ll, of, ml  fseTable
-	llc, ofc    []uint8
-	mlc         []uint8
-	block, out  []byte
-	xx          *xxhash.Digest
+	reps       [3]uint32
+	seqs       []sequence
+	lits       []byte
+	huf        huff0.Scratch
+	hufBlocks  int // the blocks whose literals were Huffman-coded
+	ll, of, ml fseTable
+	llc, ofc   []uint8
+	mlc        []uint8
+	block, out []byte
+	xx         *xxhash.Digest
 	// hq, when not nil, takes each block's text to the goroutine that
 	// hashes it (Concurrent); hashing counts the blocks sent and not
 	// yet hashed, whose text the history must keep where it is.
-	hq      chan []byte
-	hashing sync.WaitGroup
-	hdone   chan struct{}
+	hq          chan []byte
+	hashing     sync.WaitGroup
+	hdone       chan struct{}
 	headerWrote bool
 	marked      bool // a stack's text was marked: find's rule for numbers
 	err         error
