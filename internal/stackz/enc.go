@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
@@ -124,12 +125,17 @@ type Encoder struct {
 	mlc        []uint8
 	block, out []byte
 	xx         *xxhash.Digest
-	// hq, when not nil, takes each block's text to the goroutine that
-	// hashes it (Concurrent); hashing counts the blocks sent and not
-	// yet hashed, whose text the history must keep where it is.
-	hq          chan []byte
-	hashing     sync.WaitGroup
-	hdone       chan struct{}
+	// be, when not nil, is the back end (Concurrent): an encoder of
+	// its own that hashes, codes and writes each block parsed here,
+	// on its goroutine; jobs go to it, free come back, pending counts
+	// the blocks sent and not yet written, whose text the history must
+	// keep where it is; failed says be.err is set.
+	be          *Encoder
+	jobs        chan *job
+	free        chan *job
+	pending     sync.WaitGroup
+	beDone      chan struct{}
+	failed      atomic.Bool
 	headerWrote bool
 	marked      bool // a stack's text was marked: find's rule for numbers
 	err         error
@@ -168,6 +174,15 @@ type copyAt struct {
 
 type sequence struct {
 	ll, ml, offBase uint32 // ml: the match's length
+	off             uint32 // the offset itself, for a back end's repeat codes
+}
+
+// job is a parsed block for the back end.
+type job struct {
+	seqs []sequence
+	lits []byte
+	src  []byte
+	last bool
 }
 
 // NewEncoder writes a frame whose window is window bytes (a power of two
@@ -240,42 +255,64 @@ func (e *Encoder) WriteSparse(p []byte, marks []Mark) error {
 	return e.err
 }
 
-// Concurrent hashes the blocks' text for the content checksum on a
-// goroutine of its own from now on (ConcurrentWriter): at a run's end,
-// the CPU that formats the log has time the encoder's has not.
+// Concurrent moves the checksum, the entropy coding and the writing of
+// each block to a goroutine of its own from now on (ConcurrentWriter):
+// at a run's end the CPU that formats the log has time the encoder's
+// has not; the parse, the most of the work, stays here.
 func (e *Encoder) Concurrent() {
-	if e.hq != nil || e.err != nil {
+	if e.be != nil || e.err != nil {
 		return
 	}
-	e.hq, e.hdone = make(chan []byte, 8), make(chan struct{})
-	go func(hq <-chan []byte) {
-		defer close(e.hdone)
-		for b := range hq {
-			e.xx.Write(b)
-			e.hashing.Done()
+	e.header()
+	// The back end takes over what codes and writes blocks: the
+	// decoder's repeat offsets (the parse here keeps its own guess of
+	// them), the Huffman and FSE tables, the checksum, the output.
+	// Its Huffman table starts afresh: the next block's literals
+	// carry a new one.
+	be := &Encoder{w: e.w, out: e.out, xx: e.xx, reps: e.reps, headerWrote: true}
+	be.huf.WantLogLess = e.huf.WantLogLess
+	e.out, e.xx = nil, nil
+	e.be = be
+	e.jobs, e.free, e.beDone = make(chan *job, 1), make(chan *job, 2), make(chan struct{})
+	e.free <- &job{}
+	e.free <- &job{}
+	go func() {
+		defer close(e.beDone)
+		for j := range e.jobs {
+			if be.err == nil {
+				be.seqs, be.lits = j.seqs, j.lits
+				be.codeBlock(j.src, j.last)
+				if be.err != nil {
+					e.failed.Store(true)
+				}
+			}
+			e.free <- j
+			e.pending.Done()
 		}
-	}(e.hq)
+	}()
 }
 
-// stopHashing ends the hashing goroutine once it has hashed what it
-// was sent.
-func (e *Encoder) stopHashing() {
-	if e.hq != nil {
-		close(e.hq)
-		<-e.hdone
-		e.hq = nil
-	}
-}
-
-// hash adds a block's text to the content checksum, here or on the
-// hashing goroutine.
-func (e *Encoder) hash(b []byte) {
-	if e.hq == nil {
-		e.xx.Write(b)
+// wait waits for the back end to write what it was sent, and takes its
+// error.
+func (e *Encoder) wait() {
+	if e.be == nil {
 		return
 	}
-	e.hashing.Add(1)
-	e.hq <- b
+	e.pending.Wait()
+	if e.err == nil && e.be.err != nil {
+		e.err = e.be.err
+	}
+}
+
+// stopBack ends the back end's goroutine once it has written what it was
+// sent.
+func (e *Encoder) stopBack() {
+	if e.be != nil && e.jobs != nil {
+		e.wait()
+		close(e.jobs)
+		<-e.beDone
+		e.jobs = nil
+	}
 }
 
 // TakesSparse is true: the encoder copies the texts into its history.
@@ -336,7 +373,7 @@ func (e *Encoder) makeRoom(n int) {
 	if keep > e.histBase && int64(len(e.hist))-(keep-e.histBase)+int64(n) <= int64(cap(e.hist)) {
 		// The copy overwrites the oldest text, which may not be
 		// hashed yet.
-		e.hashing.Wait()
+		e.wait()
 		k := copy(e.hist, e.hist[keep-e.histBase:])
 		e.hist = e.hist[:k]
 		e.histBase = keep
@@ -358,6 +395,14 @@ func (e *Encoder) Flush() error {
 	if e.histBase+int64(len(e.hist)) > e.done {
 		e.encode(false)
 	}
+	if e.be != nil {
+		e.wait()
+		if e.err == nil {
+			e.be.writeOut()
+			e.err = e.be.err
+		}
+		return e.err
+	}
 	e.writeOut()
 	return e.err
 }
@@ -365,16 +410,23 @@ func (e *Encoder) Flush() error {
 // Close ends the frame (its last block and checksum). It does not close w.
 func (e *Encoder) Close() error {
 	if e.err != nil {
-		e.stopHashing()
+		e.stopBack()
 		return e.err
 	}
 	e.header()
 	e.encode(true)
-	e.stopHashing()
-	var sum [4]byte
-	binary.LittleEndian.PutUint32(sum[:], uint32(e.xx.Sum64()))
-	e.out = append(e.out, sum[:]...)
-	e.writeOut()
+	e.stopBack()
+	w := e
+	if e.be != nil {
+		w = e.be
+	}
+	if e.err == nil {
+		var sum [4]byte
+		binary.LittleEndian.PutUint32(sum[:], uint32(w.xx.Sum64()))
+		w.out = append(w.out, sum[:]...)
+		w.writeOut()
+		e.err = w.err
+	}
 	if e.err == nil {
 		e.err = errClosed
 		return nil
@@ -409,9 +461,44 @@ func (e *Encoder) encode(last bool) {
 	e.header()
 	start := int(e.done - e.histBase)
 	src := e.hist[start:]
-	e.hash(src)
+	if e.be == nil {
+		saved := e.reps
+		e.parse(start)
+		e.reps = saved
+		e.codeBlock(src, last)
+	} else {
+		e.parse(start)
+		j := <-e.free
+		j.seqs, e.seqs = e.seqs, j.seqs[:0]
+		j.lits, e.lits = e.lits, j.lits[:0]
+		j.src, j.last = src, last
+		e.pending.Add(1)
+		e.jobs <- j
+		if e.failed.Load() {
+			e.wait()
+		}
+	}
+	e.done = e.histBase + int64(len(e.hist))
+	k := 0
+	for _, m := range e.marks {
+		if m.end > e.done {
+			e.marks[k] = m
+			k++
+		}
+	}
+	e.marks = e.marks[:k]
+}
+
+// codeBlock hashes a parsed block's text, makes its sequences' repeat
+// codes from the offsets e.reps holds (the decoder's), and writes the
+// block compressed, or raw where that is not smaller.
+func (e *Encoder) codeBlock(src []byte, last bool) {
+	e.xx.Write(src)
 	saved := e.reps
-	e.parse(start)
+	for i := range e.seqs {
+		sq := &e.seqs[i]
+		sq.offBase = repCode(&e.reps, sq.ll, sq.off)
+	}
 	e.block = e.compressBlock(e.block[:0], len(src))
 	if e.block == nil || len(e.block) >= len(src) {
 		// Not worth it: the decoder's offsets and tables stay as they were.
@@ -423,15 +510,6 @@ func (e *Encoder) encode(last bool) {
 		e.out = appendBlockHeader(e.out, last, 2, len(e.block))
 		e.out = append(e.out, e.block...)
 	}
-	e.done = e.histBase + int64(len(e.hist))
-	k := 0
-	for _, m := range e.marks {
-		if m.end > e.done {
-			e.marks[k] = m
-			k++
-		}
-	}
-	e.marks = e.marks[:k]
 	if len(e.out) >= 64<<10 {
 		e.writeOut()
 	}
@@ -710,7 +788,16 @@ const litBits = 4
 func (e *Encoder) emit(lits []byte, off, ml uint32) {
 	e.lits = append(e.lits, lits...)
 	ll := uint32(len(lits))
-	r := &e.reps
+	ob := repCode(&e.reps, ll, off)
+	e.seqs = append(e.seqs, sequence{ll: ll, ml: ml, offBase: ob, off: off})
+	if ob > 3 {
+		e.Stats.Explicit++
+	}
+}
+
+// repCode is the offset code of a match at off after ll literals, given
+// the repeat offsets r, which it updates as the decoder does.
+func repCode(r *[3]uint32, ll, off uint32) uint32 {
 	var ob uint32
 	switch {
 	case ll > 0 && off == r[0]:
@@ -734,10 +821,7 @@ func (e *Encoder) emit(lits []byte, off, ml uint32) {
 		ob = off + 3
 		r[0], r[1], r[2] = off, r[0], r[1]
 	}
-	e.seqs = append(e.seqs, sequence{ll: ll, ml: ml, offBase: ob})
-	if ob > 3 {
-		e.Stats.Explicit++
-	}
+	return ob
 }
 
 // Stats are the encoder's counts so far (for measurement).
