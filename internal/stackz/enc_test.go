@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -286,5 +287,43 @@ func TestConcurrentRawBlocks(t *testing.T) {
 	}
 	if got := decode(t, z.Bytes()); !bytes.Equal(got, want) {
 		t.Fatalf("decoded %d bytes, wrote %d", len(got), len(want))
+	}
+}
+
+// failWriter fails every write after the first n bytes.
+type failWriter struct{ n int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.n -= len(p); f.n < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+
+// TestConcurrentWriteError: a write that fails on the back end's
+// goroutine is the encoder's error at the next Flush or Close, and
+// neither waits forever.
+func TestConcurrentWriteError(t *testing.T) {
+	text, marks := logLike(rand.New(rand.NewSource(4)), 20000, 50)
+	e, _ := NewEncoder(&failWriter{n: 20 << 10}, 1<<16)
+	e.Concurrent()
+	var err error
+	for off := 0; off < len(text) && err == nil; off += 64 << 10 {
+		n := min(64<<10, len(text)-off)
+		var ms []Mark
+		for _, m := range marks {
+			if m.Off >= off && m.Off+m.Len <= off+n {
+				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
+			}
+		}
+		if err = e.WriteMarked(text[off:off+n], ms); err == nil {
+			err = e.Flush()
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("writing %d bytes through 20 KiB of room: %v, want the write's error", len(text), err)
+	}
+	if cerr := e.Close(); cerr == nil || !strings.Contains(cerr.Error(), "disk full") {
+		t.Fatalf("Close after the error: %v", cerr)
 	}
 }
