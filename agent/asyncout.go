@@ -35,6 +35,11 @@ func (s *Session) Concurrent() {
 	}
 	a := &asyncOut{jobs: make(chan outJob, 1), free: make(chan outJob, 3), done: make(chan struct{})}
 	s.async = a
+	if cw, ok := s.w.(stackz.ConcurrentWriter); ok {
+		// The compressor's own helpers (the checksum) may take the
+		// formatting's CPU when it waits.
+		cw.Concurrent()
+	}
 	go func() {
 		var err error
 		defer func() { a.err = err; close(a.done) }()
@@ -52,6 +57,7 @@ func (s *Session) Concurrent() {
 func (s *Session) handOff() {
 	a := s.async
 	a.jobs <- outJob{out: s.out, marks: s.marks}
+	s.apart = 0
 	var j outJob
 	select {
 	case j = <-a.free:

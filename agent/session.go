@@ -130,6 +130,12 @@ type Session struct {
 	// and marks are those of out.
 	mw    stackz.MarkedWriter
 	marks []stackz.Mark
+	// sw is w when it takes the stacks' texts apart (a zstd log's
+	// encoder copies each into its history): out then holds the event
+	// lines only, marks the places of the texts, and apart the texts'
+	// bytes not in out.
+	sw    stackz.SparseWriter
+	apart int
 	// out holds lines not yet written to w: the lines of events are
 	// formatted straight into it, not copied there.
 	out       []byte
@@ -192,8 +198,13 @@ func New(cfg Config) *Session {
 		fds = fdevent.NewTable(cfg.Track)
 	}
 	mw, _ := cfg.Out.(stackz.MarkedWriter)
+	sw, _ := cfg.Out.(stackz.SparseWriter)
+	if sw != nil && (mw == nil || !sw.TakesSparse()) {
+		sw = nil
+	}
 	return &Session{
 		mw:      mw,
+		sw:      sw,
 		fds:     fds,
 		cfg:     cfg,
 		w:       cfg.Out,
@@ -267,7 +278,7 @@ func (s *Session) write(b []byte) {
 
 // spill writes the held lines out once there are outSize of them.
 func (s *Session) spill() {
-	if len(s.out) < outSize {
+	if len(s.out)+s.apart < outSize {
 		return
 	}
 	if s.async != nil {
@@ -281,15 +292,19 @@ func (s *Session) spill() {
 // (Concurrent) first.
 func (s *Session) Flush() error {
 	s.syncOut()
-	if s.err == nil && len(s.out) > 0 {
+	if s.err == nil && (len(s.out) > 0 || len(s.marks) > 0) {
 		s.err = s.writeOut(s.out, s.marks)
 	}
 	s.out = s.out[:0]
 	s.marks = s.marks[:0]
+	s.apart = 0
 	return s.err
 }
 
 func (s *Session) writeOut(out []byte, marks []stackz.Mark) error {
+	if s.sw != nil {
+		return s.sw.WriteSparse(out, marks)
+	}
 	if s.mw != nil && len(marks) > 0 {
 		return s.mw.WriteMarked(out, marks)
 	}

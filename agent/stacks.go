@@ -141,6 +141,12 @@ func (s *Session) writeStack(id uint64) {
 	}
 	if s.mw != nil && len(si.text) > 0 && s.err == nil && !s.cfg.NoText {
 		s.marks = append(s.marks, stackz.Mark{Off: len(s.out), Len: len(si.text), ID: id, Text: si.text})
+		if s.sw != nil {
+			// The writer copies the text where the mark is.
+			s.apart += len(si.text)
+			s.spill()
+			return
+		}
 	}
 	s.write(si.text)
 }

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/memtrace/memtrace/event"
+	"github.com/memtrace/memtrace/internal/logio"
 	"github.com/memtrace/memtrace/internal/stackz"
 	"github.com/memtrace/memtrace/logfmt"
 )
@@ -234,4 +235,60 @@ func TestConcurrentOut(t *testing.T) {
 type markedWriter interface {
 	io.Writer
 	stackz.MarkedWriter
+}
+
+// TestSparseOut: into a zstd log, whose encoder takes the stacks' texts
+// apart (stackz.SparseWriter), the session leaves them out of its buffer;
+// the log decodes to the text a session writing whole text writes, also
+// with the buffers and the checksum on other goroutines (Concurrent).
+func TestSparseOut(t *testing.T) {
+	run := func(w io.Writer, concurrent bool) *Session {
+		s := New(Config{Out: w, StackDepth: 8})
+		s.AddProcess(1, false)
+		s.procs[1].scanned = true
+		for id := uint64(1); id <= 50; id++ {
+			s.Stack(&event.Stack{ID: id, TGID: 1, Stop: event.StopEnd, Frames: []event.Frame{{Addr: 0x1000 * id}, {Addr: 0x2000}, {Addr: 0x3000 + id}}})
+		}
+		for i := range 20000 {
+			if concurrent && i == 5000 {
+				s.Concurrent()
+			}
+			e := ev(uint64(100+i), 1, event.KindAlloc, logfmt.OpMalloc, uint64(0x1000+i*0x10), uint64(16+i%300), "main")
+			e.Stack = uint64(1 + i%50)
+			s.Add(e)
+			if i%1000 == 999 {
+				s.Drain(false)
+			}
+		}
+		s.Drain(true)
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var whole markRecorder
+	run(&whole, false)
+	for _, concurrent := range []bool{false, true} {
+		var z bytes.Buffer
+		zw, err := logio.NewWriter(&z, logio.Zstd, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := run(zw, concurrent); s.sw == nil {
+			t.Fatal("the session did not give a zstd log the stacks' texts apart")
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if zw.TextBytes() != int64(whole.Len()) {
+			t.Errorf("concurrent %v: the writer counts %d bytes of text, the log has %d", concurrent, zw.TextBytes(), whole.Len())
+		}
+		got, err := io.ReadAll(logio.NewReader(&z))
+		if err != nil {
+			t.Fatalf("concurrent %v: %v", concurrent, err)
+		}
+		if whole.Len() < 4*outSize || !bytes.Equal(got, whole.Bytes()) {
+			t.Fatalf("concurrent %v: the zstd log decodes to %d bytes, the whole text is %d (want equal, over several buffers)", concurrent, len(got), whole.Len())
+		}
+	}
 }

@@ -133,6 +133,64 @@ func (o *output) WriteMarked(p []byte, marks []stackz.Mark) error {
 	return err
 }
 
+// WriteSparse passes the stacks' texts given apart on to a compressed
+// log's encoder, or writes the whole text.
+func (k *keepGoing) WriteSparse(p []byte, marks []stackz.Mark) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.err == nil {
+		if err := writeSparse(k.w, p, marks); err != nil {
+			k.err, k.at = err, time.Since(k.start)
+		}
+	}
+	return nil
+}
+
+// WriteSparse passes the stacks' texts given apart on where the output
+// takes them, and writes the whole text elsewhere.
+func (o *output) WriteSparse(p []byte, marks []stackz.Mark) error {
+	return writeSparse(o.WriteCloser, p, marks)
+}
+
+// TakesSparse: the log's writer takes the texts apart.
+func (k *keepGoing) TakesSparse() bool { return takesSparse(k.w) }
+
+// TakesSparse: the log's writer takes the texts apart.
+func (o *output) TakesSparse() bool { return takesSparse(o.WriteCloser) }
+
+// Concurrent passes on that the log's writer may use another goroutine.
+func (k *keepGoing) Concurrent() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cw, ok := k.w.(stackz.ConcurrentWriter); ok && k.err == nil {
+		cw.Concurrent()
+	}
+}
+
+// Concurrent passes on that the log's writer may use another goroutine.
+func (o *output) Concurrent() {
+	if cw, ok := o.WriteCloser.(stackz.ConcurrentWriter); ok {
+		cw.Concurrent()
+	}
+}
+
+func takesSparse(w io.Writer) bool {
+	sw, ok := w.(stackz.SparseWriter)
+	return ok && sw.TakesSparse()
+}
+
+func writeSparse(w io.Writer, p []byte, marks []stackz.Mark) error {
+	if sw, ok := w.(stackz.SparseWriter); ok {
+		return sw.WriteSparse(p, marks)
+	}
+	whole, err := stackz.Expand(nil, p, marks)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(whole)
+	return err
+}
+
 func (k *keepGoing) Close() error {
 	err := k.w.Close()
 	k.mu.Lock()

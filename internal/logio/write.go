@@ -2,6 +2,7 @@ package logio
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -91,6 +92,7 @@ type Writer struct {
 	err      error       // of a timer's flush, for the next call
 	ends     int         // blocks ended (tests)
 	in       int64       // bytes given to Write: the log's text size
+	whole    []byte      // a sparse write's text, for gzip (WriteSparse)
 }
 
 // TextBytes is how many bytes of text the writer was given: the size of
@@ -158,14 +160,69 @@ func (z *Writer) WriteMarked(p []byte, marks []stackz.Mark) error {
 	return err
 }
 
+// WriteSparse compresses p with the stacks' texts its marks put in it
+// (stackz.SparseWriter): the zstd encoder copies each text into its
+// history itself; gzip is given the whole text.
+func (z *Writer) WriteSparse(p []byte, marks []stackz.Mark) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if err := z.usable(); err != nil {
+		return err
+	}
+	var err error
+	if sw, ok := z.enc.(stackz.SparseWriter); ok {
+		err = sw.WriteSparse(p, marks)
+	} else {
+		z.whole, err = stackz.Expand(z.whole[:0], p, marks)
+		if err == nil {
+			_, err = z.enc.Write(z.whole)
+		}
+	}
+	if errors.Is(err, stackz.ErrSparseMarks) {
+		// The caller's mistake: nothing was written.
+		return err
+	}
+	for _, m := range marks {
+		z.in += int64(len(m.Text))
+	}
+	z.in += int64(len(p))
+	if err != nil {
+		z.err = err
+		return err
+	}
+	return z.pendingEnd()
+}
+
+// TakesSparse: a zstd log's encoder takes the texts apart; gzip's would
+// be given the whole text.
+func (z *Writer) TakesSparse() bool {
+	sw, ok := z.enc.(stackz.SparseWriter)
+	return ok && sw.TakesSparse()
+}
+
+// Concurrent lets the compressor use a goroutine of its own from now on
+// (stackz.ConcurrentWriter), where it can.
+func (z *Writer) Concurrent() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if cw, ok := z.enc.(stackz.ConcurrentWriter); ok && !z.closed {
+		cw.Concurrent()
+	}
+}
+
+// usable is the error a write gets before it starts, if any.
+func (z *Writer) usable() error {
+	if z.closed {
+		return errClosed
+	}
+	return z.err
+}
+
 func (z *Writer) write(p []byte, marks []stackz.Mark) (int, error) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.closed {
-		return 0, errClosed
-	}
-	if z.err != nil {
-		return 0, z.err
+	if err := z.usable(); err != nil {
+		return 0, err
 	}
 	if len(p) == 0 {
 		return 0, nil

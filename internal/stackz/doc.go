@@ -12,7 +12,11 @@
 // It searches only the event lines between, repeat offsets first: a
 // program's loop repeats its events, so the best match of a line is most
 // often the same line one period back, at an offset already in the
-// repeats. What it writes is standard zstd (RFC 8878): any decoder reads
+// repeats; from inside a number it does not search at all. A writer that
+// has the texts apart hands them over as such (WriteSparse): the encoder
+// copies each into its history, the one copy the text then gets. Once the
+// traced program is gone (Concurrent), a back end on a goroutine of its
+// own hashes, codes and writes each block the parse hands it. What it writes is standard zstd (RFC 8878): any decoder reads
 // it, and logio's readers do.
 //
 // Only what a log needs is built: compressed blocks with Huffman literals

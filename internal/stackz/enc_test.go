@@ -2,9 +2,11 @@ package stackz
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -124,5 +126,204 @@ func TestStacksForgotten(t *testing.T) {
 	e.Close()
 	if got := decode(t, z.Bytes()); !bytes.Contains(got, []byte("f199999+0x1")) {
 		t.Fatal("the last stack did not decode")
+	}
+}
+
+// sparse turns a piece of text and its marks into WriteSparse's form:
+// the marks' texts taken out of p, each mark at the place of its text. A
+// mark given without its slice gets the bytes of the text it covers.
+func sparse(p []byte, marks []Mark) ([]byte, []Mark) {
+	var sp []byte
+	var sm []Mark
+	prev := 0
+	for _, m := range marks {
+		sp = append(sp, p[prev:m.Off]...)
+		if m.Text == nil {
+			m.Text = p[m.Off : m.Off+m.Len]
+		}
+		sm = append(sm, Mark{Off: len(sp), Len: m.Len, ID: m.ID, Text: m.Text})
+		prev = m.Off + m.Len
+	}
+	return append(sp, p[prev:]...), sm
+}
+
+// TestSparseSameFrame: the stacks' texts given apart (WriteSparse) make
+// the frame WriteMarked makes of the whole text, byte for byte, and
+// Expand gives that text back. With the blocks coded and written on a
+// goroutine of its own from some write on (Concurrent), the frame decodes
+// to the same text, about as small.
+func TestSparseSameFrame(t *testing.T) {
+	for _, c := range []struct{ n, stacks, window int }{{1, 1, 1 << 10}, {300, 3, 1 << 10}, {5000, 40, 1 << 16}, {20000, 200, 1 << 20}} {
+		text, marks := logLike(rand.New(rand.NewSource(int64(c.n))), c.n, c.stacks)
+		var whole, apart, conc bytes.Buffer
+		ew, _ := NewEncoder(&whole, c.window)
+		ea, _ := NewEncoder(&apart, c.window)
+		ec, _ := NewEncoder(&conc, c.window)
+		r := rand.New(rand.NewSource(2))
+		for off := 0; off < len(text); {
+			n := min(1+r.Intn(300<<10), len(text)-off)
+			var ms []Mark
+			for _, m := range marks {
+				if m.Off >= off && m.Off+m.Len <= off+n {
+					ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
+				}
+			}
+			p := text[off : off+n]
+			sp, sm := sparse(p, ms)
+			if back, err := Expand(nil, sp, sm); err != nil || !bytes.Equal(back, p) {
+				t.Fatalf("%+v: Expand gave %d bytes (%v) for %d", c, len(back), err, len(p))
+			}
+			if err := ew.WriteMarked(p, ms); err != nil {
+				t.Fatal(err)
+			}
+			if err := ea.WriteSparse(sp, sm); err != nil {
+				t.Fatal(err)
+			}
+			if err := ec.WriteSparse(sp, sm); err != nil {
+				t.Fatal(err)
+			}
+			if r.Intn(4) == 0 {
+				ec.Concurrent()
+			}
+			off += n
+			if r.Intn(3) == 0 {
+				ew.Flush()
+				ea.Flush()
+				if err := ec.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := ew.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ea.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := decode(t, conc.Bytes()); !bytes.Equal(got, text) {
+			t.Fatalf("%+v: the concurrent frame decoded to %d bytes, not the %d written", c, len(got), len(text))
+		}
+		if conc.Len() > whole.Len()+whole.Len()/50+64 {
+			t.Errorf("%+v: the concurrent frame is %d bytes, the whole text's %d", c, conc.Len(), whole.Len())
+		}
+		if !bytes.Equal(whole.Bytes(), apart.Bytes()) {
+			t.Fatalf("%+v: the sparse frame (%d bytes) differs from the whole text's (%d)", c, apart.Len(), whole.Len())
+		}
+		if got := decode(t, apart.Bytes()); !bytes.Equal(got, text) {
+			t.Fatalf("%+v: the sparse frame decoded to %d bytes, not the %d written", c, len(got), len(text))
+		}
+	}
+}
+
+// TestSparseMarksRefused: marks out of order or past the text are
+// refused, not written somewhere else.
+func TestSparseMarksRefused(t *testing.T) {
+	var z bytes.Buffer
+	e, _ := NewEncoder(&z, 1<<10)
+	txt := []byte("stack\n")
+	for _, ms := range [][]Mark{{{Off: 3, Text: txt}, {Off: 2, Text: txt}}, {{Off: 5, Text: txt}}, {{Off: -1, Text: txt}}} {
+		if err := e.WriteSparse([]byte("abcd"), ms); !errors.Is(err, ErrSparseMarks) {
+			t.Fatalf("marks %+v: %v, want ErrSparseMarks", ms, err)
+		}
+		if _, err := Expand(nil, []byte("abcd"), ms); !errors.Is(err, ErrSparseMarks) {
+			t.Fatalf("Expand, marks %+v: %v, want ErrSparseMarks", ms, err)
+		}
+	}
+	if err := e.WriteSparse([]byte("abcd"), []Mark{{Off: 0, Text: txt}, {Off: 4, Text: txt}, {Off: 4, Text: txt}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if got := string(decode(t, z.Bytes())); got != "stack\nabcdstack\nstack\n" {
+		t.Fatalf("decoded %q", got)
+	}
+}
+
+// TestConcurrentRawBlocks: a block written raw leaves the decoder's
+// repeat offsets as they were, which the parse, ahead on its own
+// goroutine, cannot know: the back end makes the repeat codes itself.
+func TestConcurrentRawBlocks(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	text, marks := logLike(r, 6000, 20)
+	var z bytes.Buffer
+	e, _ := NewEncoder(&z, 1<<16)
+	e.Concurrent()
+	var want []byte
+	noise := make([]byte, 200<<10)
+	for i, off := 0, 0; off < len(text); i++ {
+		n := min(64<<10, len(text)-off)
+		var ms []Mark
+		for _, m := range marks {
+			if m.Off >= off && m.Off+m.Len <= off+n {
+				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
+			}
+		}
+		if err := e.WriteMarked(text[off:off+n], ms); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, text[off:off+n]...)
+		off += n
+		if i%2 == 0 {
+			// Incompressible: at least one raw block.
+			r.Read(noise)
+			e.Write(noise)
+			want = append(want, noise...)
+		}
+		// A block of 8 bytes, those at the last repeat offset back:
+		// the parse takes them as a match with no literals before it,
+		// which moves the repeat offsets; the block is smaller raw,
+		// which leaves the decoder's as they were; the next block's
+		// matches are coded against the decoder's, not the parse's.
+		e.Flush()
+		k := len(want) - int(e.reps[0])
+		e.Write(want[k : k+8])
+		want = append(want, want[k:k+8]...)
+		e.Flush()
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := decode(t, z.Bytes()); !bytes.Equal(got, want) {
+		t.Fatalf("decoded %d bytes, wrote %d", len(got), len(want))
+	}
+}
+
+// failWriter fails every write after the first n bytes.
+type failWriter struct{ n int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.n -= len(p); f.n < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+
+// TestConcurrentWriteError: a write that fails on the back end's
+// goroutine is the encoder's error at the next Flush or Close, and
+// neither waits forever.
+func TestConcurrentWriteError(t *testing.T) {
+	text, marks := logLike(rand.New(rand.NewSource(4)), 20000, 50)
+	e, _ := NewEncoder(&failWriter{n: 20 << 10}, 1<<16)
+	e.Concurrent()
+	var err error
+	for off := 0; off < len(text) && err == nil; off += 64 << 10 {
+		n := min(64<<10, len(text)-off)
+		var ms []Mark
+		for _, m := range marks {
+			if m.Off >= off && m.Off+m.Len <= off+n {
+				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
+			}
+		}
+		if err = e.WriteMarked(text[off:off+n], ms); err == nil {
+			err = e.Flush()
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("writing %d bytes through 20 KiB of room: %v, want the write's error", len(text), err)
+	}
+	if cerr := e.Close(); cerr == nil || !strings.Contains(cerr.Error(), "disk full") {
+		t.Fatalf("Close after the error: %v", cerr)
 	}
 }

@@ -10,12 +10,16 @@ import (
 // over text that differs from the last copy under the same ID, out of
 // range, overlapping), the frame decodes to the text. With the top bit of
 // opts, a mark's text is given as one slice for the same bytes, as the
-// agent gives it: copies of it are then not read.
+// agent gives it: copies of it are then not read. With bit 0x40, a write
+// whose mark is a text's place goes through WriteSparse. An ID byte's bit
+// 0x80 flushes after its write, 0x40 moves the checksum to its goroutine.
 func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte("[memtrack] tid=1 (a) malloc ts=1 size=8 total=8 ptr=0x10\n[memtrack]   #0  /x(f+0x1) [0x2]\n"), []byte{1, 40, 30, 0}, uint8(0))
 	f.Add(bytes.Repeat([]byte("abcdefgh\n"), 500), []byte{0, 9, 9, 1, 20, 9, 9, 1, 200, 90, 90, 2}, uint8(3))
 	f.Add(bytes.Repeat([]byte("[memtrack] tid=1 size=8\n[memtrack]   #0  /x(f+0x1) [0x2]\n[memtrack]   #1  /y(g+0x1) [0x3]\n"), 300),
 		[]byte{80, 24, 62, 1, 86, 0, 62, 1, 86, 0, 62, 0x81, 86, 0, 62, 1, 43, 0, 62, 1}, uint8(0x80))
+	f.Add(bytes.Repeat([]byte("[memtrack] tid=1 size=8\n[memtrack]   #0  /x(f+0x1) [0x2]\n[memtrack]   #1  /y(g+0x1) [0x3]\n"), 300),
+		[]byte{80, 24, 62, 1, 86, 0, 62, 1, 86, 0, 62, 0x81, 86, 0, 62, 1, 43, 0, 62, 1}, uint8(0xc0))
 	f.Fuzz(func(t *testing.T, text, spec []byte, opts uint8) {
 		var z bytes.Buffer
 		window := 1 << (10 + int(opts%4))
@@ -40,12 +44,20 @@ func FuzzRoundTrip(f *testing.F) {
 				}
 				marks = append(marks, m)
 			}
-			if err := e.WriteMarked(rest[:n], marks); err != nil {
+			if opts&0x40 != 0 && (len(marks) == 0 || marks[0].Len > 0 && marks[0].Off+marks[0].Len <= n) {
+				// The same text with the stacks' texts given apart.
+				if err := e.WriteSparse(sparse(rest[:n], marks)); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := e.WriteMarked(rest[:n], marks); err != nil {
 				t.Fatal(err)
 			}
 			rest = rest[n:]
 			if spec[3]&0x80 != 0 {
 				e.Flush()
+			}
+			if spec[3]&0x40 != 0 {
+				e.Concurrent()
 			}
 			spec = spec[4:]
 		}
