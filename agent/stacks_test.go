@@ -183,24 +183,7 @@ func (f *failAfter) WriteMarked(p []byte, marks []stackz.Mark) error {
 // and stops the writing.
 func TestConcurrentOut(t *testing.T) {
 	run := func(w markedWriter, concurrent bool) (*Session, error) {
-		s := New(Config{Out: w, StackDepth: 8})
-		s.AddProcess(1, false)
-		s.procs[1].scanned = true
-		for id := uint64(1); id <= 50; id++ {
-			s.Stack(&event.Stack{ID: id, TGID: 1, Stop: event.StopEnd, Frames: []event.Frame{{Addr: 0x1000 * id}, {Addr: 0x2000}, {Addr: 0x3000 + id}}})
-		}
-		for i := range 20000 {
-			if concurrent && i == 5000 {
-				s.Concurrent()
-			}
-			e := ev(uint64(100+i), 1, event.KindAlloc, logfmt.OpMalloc, uint64(0x1000+i*0x10), uint64(16+i%300), "main")
-			e.Stack = uint64(1 + i%50)
-			s.Add(e)
-			if i%1000 == 999 {
-				s.Drain(false)
-			}
-		}
-		s.Drain(true)
+		s := writeStackedEvents(w, concurrent)
 		return s, s.Flush()
 	}
 	var sync, conc markRecorder
@@ -243,24 +226,7 @@ type markedWriter interface {
 // with the buffers and the checksum on other goroutines (Concurrent).
 func TestSparseOut(t *testing.T) {
 	run := func(w io.Writer, concurrent bool) *Session {
-		s := New(Config{Out: w, StackDepth: 8})
-		s.AddProcess(1, false)
-		s.procs[1].scanned = true
-		for id := uint64(1); id <= 50; id++ {
-			s.Stack(&event.Stack{ID: id, TGID: 1, Stop: event.StopEnd, Frames: []event.Frame{{Addr: 0x1000 * id}, {Addr: 0x2000}, {Addr: 0x3000 + id}}})
-		}
-		for i := range 20000 {
-			if concurrent && i == 5000 {
-				s.Concurrent()
-			}
-			e := ev(uint64(100+i), 1, event.KindAlloc, logfmt.OpMalloc, uint64(0x1000+i*0x10), uint64(16+i%300), "main")
-			e.Stack = uint64(1 + i%50)
-			s.Add(e)
-			if i%1000 == 999 {
-				s.Drain(false)
-			}
-		}
-		s.Drain(true)
+		s := writeStackedEvents(w, concurrent)
 		if err := s.Flush(); err != nil {
 			t.Fatal(err)
 		}
@@ -291,4 +257,29 @@ func TestSparseOut(t *testing.T) {
 			t.Fatalf("concurrent %v: the zstd log decodes to %d bytes, the whole text is %d (want equal, over several buffers)", concurrent, len(got), whole.Len())
 		}
 	}
+}
+
+// writeStackedEvents has a session write 20,000 events over 50 stacks into
+// w, draining every 1,000, going Concurrent at the 5,000th where asked;
+// the caller flushes.
+func writeStackedEvents(w io.Writer, concurrent bool) *Session {
+	s := New(Config{Out: w, StackDepth: 8})
+	s.AddProcess(1, false)
+	s.procs[1].scanned = true
+	for id := uint64(1); id <= 50; id++ {
+		s.Stack(&event.Stack{ID: id, TGID: 1, Stop: event.StopEnd, Frames: []event.Frame{{Addr: 0x1000 * id}, {Addr: 0x2000}, {Addr: 0x3000 + id}}})
+	}
+	for i := range 20000 {
+		if concurrent && i == 5000 {
+			s.Concurrent()
+		}
+		e := ev(uint64(100+i), 1, event.KindAlloc, logfmt.OpMalloc, uint64(0x1000+i*0x10), uint64(16+i%300), "main")
+		e.Stack = uint64(1 + i%50)
+		s.Add(e)
+		if i%1000 == 999 {
+			s.Drain(false)
+		}
+	}
+	s.Drain(true)
+	return s
 }

@@ -70,12 +70,7 @@ func write(t testing.TB, r *rand.Rand, text []byte, marks []Mark, window int) []
 	}
 	for off := 0; off < len(text); {
 		n := min(1+r.Intn(300<<10), len(text)-off)
-		var ms []Mark
-		for _, m := range marks {
-			if m.Off >= off && m.Off+m.Len <= off+n {
-				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
-			}
-		}
+		ms := marksIn(marks, off, n)
 		if err := e.WriteMarked(text[off:off+n], ms); err != nil {
 			t.Fatal(err)
 		}
@@ -162,12 +157,7 @@ func TestSparseSameFrame(t *testing.T) {
 		r := rand.New(rand.NewSource(2))
 		for off := 0; off < len(text); {
 			n := min(1+r.Intn(300<<10), len(text)-off)
-			var ms []Mark
-			for _, m := range marks {
-				if m.Off >= off && m.Off+m.Len <= off+n {
-					ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
-				}
-			}
+			ms := marksIn(marks, off, n)
 			p := text[off : off+n]
 			sp, sm := sparse(p, ms)
 			if back, err := Expand(nil, sp, sm); err != nil || !bytes.Equal(back, p) {
@@ -254,12 +244,7 @@ func TestConcurrentRawBlocks(t *testing.T) {
 	noise := make([]byte, 200<<10)
 	for i, off := 0, 0; off < len(text); i++ {
 		n := min(64<<10, len(text)-off)
-		var ms []Mark
-		for _, m := range marks {
-			if m.Off >= off && m.Off+m.Len <= off+n {
-				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
-			}
-		}
+		ms := marksIn(marks, off, n)
 		if err := e.WriteMarked(text[off:off+n], ms); err != nil {
 			t.Fatal(err)
 		}
@@ -310,12 +295,7 @@ func TestConcurrentWriteError(t *testing.T) {
 	var err error
 	for off := 0; off < len(text) && err == nil; off += 64 << 10 {
 		n := min(64<<10, len(text)-off)
-		var ms []Mark
-		for _, m := range marks {
-			if m.Off >= off && m.Off+m.Len <= off+n {
-				ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
-			}
-		}
+		ms := marksIn(marks, off, n)
 		if err = e.WriteMarked(text[off:off+n], ms); err == nil {
 			err = e.Flush()
 		}
@@ -326,4 +306,16 @@ func TestConcurrentWriteError(t *testing.T) {
 	if cerr := e.Close(); cerr == nil || !strings.Contains(cerr.Error(), "disk full") {
 		t.Fatalf("Close after the error: %v", cerr)
 	}
+}
+
+// marksIn returns the marks that lie whole in text[off:off+n], their
+// offsets made relative to off.
+func marksIn(marks []Mark, off, n int) []Mark {
+	var ms []Mark
+	for _, m := range marks {
+		if m.Off >= off && m.Off+m.Len <= off+n {
+			ms = append(ms, Mark{Off: m.Off - off, Len: m.Len, ID: m.ID, Text: m.Text})
+		}
+	}
+	return ms
 }
