@@ -737,9 +737,10 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	// Inside a number of a log with stacks, no search: a match found
 	// there is a few digits at a new offset, which costs about what
 	// it saves and pushes the loop's period out of the repeat offsets
-	// (measured: the log 9 % smaller, and the miss on the candidate's
-	// line saved). Without stacks, the offsets are short and a free's
-	// address found on its malloc's line pays.
+	// (the log smaller, and the miss on the candidate's line saved;
+	// docs/measurements.md has the figures). Without stacks, the
+	// offsets are short and a free's address found on its malloc's
+	// line pays.
 	inNum := e.marked && i > 0 && isHex(h[i-1]) && isHex(h[i])
 	if d := uint32(abs) - e.table[hv]; !inNum && d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
 		ck = int(abs - int64(d) - base)
