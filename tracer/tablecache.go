@@ -25,8 +25,12 @@ import (
 // user's cache directory, keyed by the file's identity (device, inode,
 // size, modification and change times) and memtrace's own executable, so
 // that the next run reads the rows instead of building them. A table
-// that needed the file's separate debug file is not kept: installing or
-// removing that file would change it without changing the key.
+// that asked for the file's separate debug file (a library whose
+// .eh_frame covers little of its text, such as LLVM's libc++) depends on
+// that file too: its entry records what the lookup found (the debug
+// file's identity, or none), and a read repeats the lookup, which is
+// cheap next to the build, and takes the entry only if it finds the same,
+// so that installing or removing the debug file is a miss.
 //
 // The cache is only used in a directory the effective user owns and no
 // one else can write: as root under sudo the user's directory is left
@@ -34,7 +38,7 @@ import (
 // checksum) is a miss; writing one is best effort.
 
 // tableCacheVersion changes with the entry's layout or the table's.
-const tableCacheVersion = 1
+const tableCacheVersion = 2
 
 // tableCacheDir is the cache's directory ("" for none); tests set it.
 var tableCacheDir = func() string {
@@ -68,6 +72,45 @@ type tableEntry struct {
 	Stats    unwind.Stats
 	NRows    int
 	Sum      [sha256.Size]byte // of the rows
+	// Asked: the build asked for the separate debug file, and Debug is
+	// what the lookup found.
+	Asked bool
+	Debug debugDep
+}
+
+// debugDep is a separate debug file lookup's result: Found and the file's
+// identity.
+type debugDep struct {
+	Found            bool
+	Dev, Ino, Size   uint64
+	MtimeNs, CtimeNs int64
+}
+
+// lookupDebug runs the separate debug file lookup sep and closes what it
+// opened; ok is false when the file it found cannot be identified.
+func lookupDebug(sep func() (io.ReaderAt, int64, func())) (d debugDep, ok bool) {
+	r, _, done := sep()
+	if done != nil {
+		defer done()
+	}
+	if r == nil {
+		return debugDep{}, true
+	}
+	return debugDepOf(r)
+}
+
+// debugDepOf identifies the debug file r, which the lookup opened.
+func debugDepOf(r io.ReaderAt) (debugDep, bool) {
+	f, isFile := r.(*os.File)
+	if !isFile {
+		return debugDep{}, false
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(int(f.Fd()), &st) != nil {
+		return debugDep{}, false
+	}
+	return debugDep{Found: true, Dev: uint64(st.Dev), Ino: st.Ino, Size: uint64(st.Size),
+		MtimeNs: st.Mtim.Nano(), CtimeNs: st.Ctim.Nano()}, true
 }
 
 func statKey(path string) (tableKey, bool) {
@@ -125,29 +168,35 @@ func cachedTable(path string, opts *unwind.Options) (*unwind.Table, error) {
 		return unwind.BuildTableFile(path, opts)
 	}
 	name := entryName(dir, k)
-	if t := readEntry(name, k); t != nil {
-		return t, nil
-	}
-	// Whether the build asked for the separate debug file: a table that
-	// did depends on a file the key does not cover.
-	asked := false
 	o := unwind.Options{}
 	if opts != nil {
 		o = *opts
 	}
-	if sep := o.SeparateDebug; sep != nil {
+	sep := o.SeparateDebug
+	if t := readEntry(name, k, sep); t != nil {
+		return t, nil
+	}
+	// Whether the build asked for the separate debug file, and what the
+	// lookup found: the entry depends on it.
+	asked, depOK := false, true
+	var dep debugDep
+	if sep != nil {
 		o.SeparateDebug = func() (io.ReaderAt, int64, func()) {
 			asked = true
-			return sep()
+			r, size, done := sep()
+			if r != nil {
+				dep, depOK = debugDepOf(r)
+			}
+			return r, size, done
 		}
 	}
 	t, err := unwind.BuildTableFile(path, &o)
-	if err != nil || asked {
+	if err != nil || !depOK {
 		return t, err
 	}
 	// The file must not have changed while it was read.
 	if k2, ok := statKey(path); ok && k2 == k {
-		writeEntry(dir, name, k, t)
+		writeEntry(dir, name, k, t, asked, dep)
 	}
 	return t, nil
 }
@@ -159,10 +208,10 @@ func rowBytes(rows []unwind.Row) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&rows[0])), len(rows)*int(unsafe.Sizeof(rows[0])))
 }
 
-func writeEntry(dir, name string, k tableKey, t *unwind.Table) {
+func writeEntry(dir, name string, k tableKey, t *unwind.Table, asked bool, dep debugDep) {
 	rb := rowBytes(t.Rows)
 	e := tableEntry{Key: k, Arch: t.Arch, Base: t.Base, Extended: t.Extended, Segments: t.Segments, Stats: t.Stats,
-		NRows: len(t.Rows), Sum: sha256.Sum256(rb)}
+		NRows: len(t.Rows), Sum: sha256.Sum256(rb), Asked: asked, Debug: dep}
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(&e); err != nil {
 		return
@@ -225,7 +274,10 @@ func trimCache(dir string, max int64) {
 }
 
 // readEntry is the table of entry name if it holds key k, else nil.
-func readEntry(name string, k tableKey) *unwind.Table {
+// readEntry reads entry name if it holds key k's table; sep is the table's
+// separate debug file lookup (nil for none), repeated for an entry that
+// asked for it.
+func readEntry(name string, k tableKey, sep func() (io.ReaderAt, int64, func())) *unwind.Table {
 	b, err := os.ReadFile(name)
 	if err != nil || len(b) < 8 {
 		return nil
@@ -245,6 +297,14 @@ func readEntry(name string, k tableKey) *unwind.Table {
 	size := int(unsafe.Sizeof(unwind.Row{}))
 	if e.NRows < 0 || len(rb) != e.NRows*size || sha256.Sum256(rb) != e.Sum {
 		return nil
+	}
+	if e.Asked {
+		if sep == nil {
+			return nil
+		}
+		if d, ok := lookupDebug(sep); !ok || d != e.Debug {
+			return nil
+		}
 	}
 	rows := make([]unwind.Row, e.NRows)
 	copy(rowBytes(rows), rb)

@@ -4,7 +4,9 @@ package tracer
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -65,7 +67,7 @@ func TestTableCache(t *testing.T) {
 		t.Fatal("no key")
 	}
 	name := entryName(cache, k)
-	hit := readEntry(name, k)
+	hit := readEntry(name, k, nil)
 	if hit == nil {
 		t.Fatal("the first build left no entry")
 	}
@@ -85,21 +87,21 @@ func TestTableCache(t *testing.T) {
 	if err := os.WriteFile(name, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if readEntry(name, k) != nil {
+	if readEntry(name, k, nil) != nil {
 		t.Fatal("a damaged entry was read")
 	}
 	if got, err = cachedTable(bin, nil); err != nil {
 		t.Fatal(err)
 	}
 	sameTable(t, got, want)
-	if readEntry(name, k) == nil {
+	if readEntry(name, k, nil) == nil {
 		t.Fatal("the damaged entry was not rewritten")
 	}
 	// Truncated: a miss.
 	if err := os.WriteFile(name, b[:20], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if readEntry(name, k) != nil {
+	if readEntry(name, k, nil) != nil {
 		t.Fatal("a truncated entry was read")
 	}
 
@@ -169,4 +171,99 @@ func TestTableCacheTrim(t *testing.T) {
 	if !reflect.DeepEqual(left, []string{"e3", "e4"}) {
 		t.Fatalf("left %v after trimming to 2500 bytes, want the two newest, e3 e4", left)
 	}
+}
+
+// TestTableCacheSeparateDebug: a table built with the file's separate
+// debug file is kept with what the lookup found, read back while the
+// lookup finds the same, and rebuilt when the debug file comes or goes.
+func TestTableCacheSeparateDebug(t *testing.T) {
+	for _, tool := range []string{"gcc", "objcopy", "strip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: run make deps", tool)
+		}
+	}
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	old := tableCacheDir
+	tableCacheDir = func() string { return cache }
+	defer func() { tableCacheDir = old }()
+	src := filepath.Join(dir, "p.c")
+	if err := os.WriteFile(src, []byte("int f(int x) { return x * 3; }\nint main(int c, char **v) { (void)v; return f(c); }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin, dbg, away := filepath.Join(dir, "p"), filepath.Join(dir, "p.debug"), filepath.Join(dir, "away")
+	for _, c := range [][]string{
+		{"gcc", "-g", "-O2", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-o", bin, src},
+		{"objcopy", "--only-keep-debug", bin, dbg},
+		{"strip", "--strip-debug", bin},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", c, err, out)
+		}
+	}
+	sep := func() (io.ReaderAt, int64, func()) {
+		f, err := os.Open(dbg)
+		if err != nil {
+			return nil, 0, nil
+		}
+		st, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, st.Size(), func() { f.Close() }
+	}
+	opts := &unwind.Options{SeparateDebug: sep}
+	with, err := unwind.BuildTableFile(bin, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := unwind.BuildTableFile(bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !with.Stats.SeparateDebug || with.Stats.Rows <= plain.Stats.Rows {
+		t.Fatalf("the fixture: separate %v, %d rows with the debug file, %d without", with.Stats.SeparateDebug, with.Stats.Rows, plain.Stats.Rows)
+	}
+	k, ok := statKey(bin)
+	if !ok {
+		t.Fatal("no key")
+	}
+	name := entryName(cache, k)
+	check := func(what string, want *unwind.Table) {
+		t.Helper()
+		got, err := cachedTable(bin, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameTable(t, got, want)
+		hit := readEntry(name, k, sep)
+		if hit == nil {
+			t.Fatalf("%s: no entry read back", what)
+		}
+		sameTable(t, hit, want)
+		if readEntry(name, k, nil) != nil {
+			t.Fatalf("%s: an entry that asked for the debug file was read without the lookup", what)
+		}
+	}
+	check("with the debug file", with)
+	// Gone: the entry built with it is a miss; the table without it is kept.
+	if err := os.Rename(dbg, away); err != nil {
+		t.Fatal(err)
+	}
+	if readEntry(name, k, sep) != nil {
+		t.Fatal("the entry built with the debug file was read after it was removed")
+	}
+	check("without the debug file", plain)
+	// Back (another inode): a miss again.
+	b, err := os.ReadFile(away)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dbg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if readEntry(name, k, sep) != nil {
+		t.Fatal("the entry built without the debug file was read after it was installed")
+	}
+	check("with the debug file again", with)
 }
