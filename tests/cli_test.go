@@ -267,14 +267,23 @@ func TestCLITCP(t *testing.T) {
 	}
 }
 
+// spinProg allocates until a byte arrives on its stdin (however long
+// memtrace takes to attach on a loaded machine), then 200 times more (the
+// probes of a killed memtrace gone) and says how many.
 const spinProg = `#include <stdlib.h>
 #include <stdio.h>
+#include <poll.h>
 #include <unistd.h>
 int main(void){
- long sum = 0;
+ long sum = 0, after = -1;
  write(1, "ready\n", 6);
- for (int i = 0; i < 400; i++) { char *volatile p = malloc(100 + i); p[0] = 1; sum += p[0]; free(p); usleep(5000); }
- printf("done %ld\n", sum);
+ for (int i = 0; after < 200 && i < 100000; i++) {
+  char *volatile p = malloc(100 + (i & 255)); p[0] = 1; sum += p[0]; free(p); usleep(5000);
+  struct pollfd pf = { 0, POLLIN, 0 };
+  if (after >= 0) after++;
+  else if (poll(&pf, 1, 0) == 1) after = 0;
+ }
+ printf("done %ld\n", after);
  return 0; }`
 
 // TestCLISigkillLeavesTarget: memtrace killed with SIGKILL never harms the
@@ -284,9 +293,11 @@ func TestCLISigkillLeavesTarget(t *testing.T) {
 	bin := buildC(t, "spin", spinProg)
 	target := command(bin)
 	out, _ := target.StdoutPipe()
+	in, _ := target.StdinPipe()
 	if err := target.Start(); err != nil {
 		t.Fatal(err)
 	}
+	defer target.Process.Kill()
 	rd := bufio.NewReader(out)
 	if l, _ := rd.ReadString('\n'); l != "ready\n" {
 		t.Fatalf("target said %q", l)
@@ -296,9 +307,9 @@ func TestCLISigkillLeavesTarget(t *testing.T) {
 	if err := mt.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The target allocates for about a second; wait (on a loaded
-	// machine, longer) until memtrace has logged some of it.
-	for i := 0; i < 1000; i++ {
+	// The target allocates until told to stop: wait until memtrace has
+	// logged some of it, then kill memtrace while the probes fire.
+	for i := 0; i < 6000; i++ {
 		if b, _ := os.ReadFile(log); bytes.Contains(b, []byte("ptr=")) {
 			break
 		}
@@ -306,11 +317,12 @@ func TestCLISigkillLeavesTarget(t *testing.T) {
 	}
 	mt.Process.Signal(syscall.SIGKILL)
 	mt.Wait()
+	in.Write([]byte{'s'})
 	rest, _ := io.ReadAll(rd)
 	if err := target.Wait(); err != nil {
 		t.Fatalf("target after memtrace's SIGKILL: %v", err)
 	}
-	if strings.TrimSpace(string(rest)) != "done 400" {
+	if strings.TrimSpace(string(rest)) != "done 200" {
 		t.Errorf("target output %q", rest)
 	}
 	b := bpfLog(t, log)

@@ -2,12 +2,14 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 const linkedSrc = `#include <stdlib.h>
@@ -16,8 +18,11 @@ __attribute__((noinline)) void *linked_leak(void) { return malloc(100); }
 int main(int argc, char **argv) {
 	static void *volatile keep;
 	keep = linked_leak();
+	char c;
+	/* Attached to: waits for the test's go byte (or its end), so that
+	 * memtrace -p attaches however slow its start-up is. */
 	if (argc > 1)
-		sleep(atoi(argv[1]));
+		return read(0, &c, 1) < 0;
 	return 0;
 }
 `
@@ -86,14 +91,32 @@ func TestStartedThroughALink(t *testing.T) {
 	}
 	t.Run("attach", func(t *testing.T) {
 		requireBPF(t)
-		prog := command(link, "3")
+		prog := command(link, "wait")
+		stdin, err := prog.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := prog.Start(); err != nil {
 			t.Fatal(err)
 		}
 		defer prog.Wait()
+		defer stdin.Close()
 		log := filepath.Join(t.TempDir(), "run.log")
-		if code, _, se := memtraceRun(t, nil, "-p", fmt.Sprint(prog.Process.Pid), "-o", log); code != 0 {
-			t.Fatalf("memtrace -p exit %d: %s", code, se)
+		mt := command(need(t, "bin/memtrace"), "-p", fmt.Sprint(prog.Process.Pid), "-o", log)
+		se := new(lockedBuffer)
+		mt.Stdout, mt.Stderr = se, se
+		if err := mt.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer mt.Process.Kill()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := waitHeader(ctx, log); err != nil {
+			t.Fatalf("%v\nmemtrace: %s", err, se.String())
+		}
+		stdin.Write([]byte{'g'})
+		if err := mt.Wait(); err != nil {
+			t.Fatalf("memtrace -p: %v: %s", err, se.String())
 		}
 		data, _ := os.ReadFile(log)
 		header, _, _ := bytes.Cut(data, []byte("\n"))
