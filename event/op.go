@@ -29,3 +29,10 @@ func SymbolOp(name string) (Op, bool) {
 	}
 	return op, true
 }
+
+// IsSymbolOpName is SymbolOp's test for a name still in a byte slice (a
+// symbol table read in place), without making a string of it.
+func IsSymbolOpName(name []byte) bool {
+	_, ok := symbolOps[string(name)]
+	return ok
+}

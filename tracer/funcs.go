@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/memtrace/memtrace/event"
 )
@@ -175,45 +176,53 @@ func ownRange(d funcDef, vaddr, internalFrom, segEnd uint64) (before, after uint
 	return vaddr - internalFrom, segEnd - vaddr
 }
 
-// allocSymbols returns the defined functions of ef by name: the dynamic
-// symbols and, for an executable, the global ones of .symtab too, where a
-// static program's malloc is (unless it was stripped). own says that an
-// executable defines malloc or operator new itself.
+// allocNames are the names resolveLib and allocSymbols look up, besides
+// SymbolOp's: the probed functions (both ABIs' C++ names) and the ones
+// that tell a library's kind.
+var allocNames = sync.OnceValue(func() map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, fs := range [][]funcDef{libcFuncs, cxxFuncs, apiFuncs} {
+		for _, d := range fs {
+			m[d.name], m[cxx32(d.name)] = struct{}{}, struct{}{}
+		}
+	}
+	for _, n := range []string{"malloc", "_Znwm", "_Znwj", "memalign", "aligned_alloc", "__libc_start_main"} {
+		m[n] = struct{}{}
+	}
+	return m
+})
+
+// allocSymbols returns the defined functions of ef that allocNames or
+// SymbolOp name, by name: the dynamic symbols and, for an executable, the
+// global ones of .symtab too, where a static program's malloc is (unless
+// it was stripped). own says that an executable defines malloc or
+// operator new itself.
 func allocSymbols(ef *elf.File) (map[string]elf.Symbol, bool, error) {
-	var byName map[string]elf.Symbol
-	add := func(syms []elf.Symbol, global bool) {
+	byName := map[string]elf.Symbol{}
+	add := func(syms []elf.Symbol) {
 		for _, s := range syms {
-			if s.Section == elf.SHN_UNDEF || s.Value == 0 {
-				continue
-			}
-			t := elf.ST_TYPE(s.Info)
-			if t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC {
-				continue
-			}
-			if b := elf.ST_BIND(s.Info); global && b != elf.STB_GLOBAL && b != elf.STB_WEAK {
-				continue
-			}
 			if _, dup := byName[s.Name]; !dup {
 				byName[s.Name] = s
 			}
 		}
 	}
-	syms, err := ef.DynamicSymbols()
+	keep := func(name []byte) bool {
+		_, ok := allocNames()[string(name)]
+		return ok || event.IsSymbolOpName(name)
+	}
+	syms, err := funcSymbols(ef, elf.SHT_DYNSYM, false, keep)
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return nil, false, err
 	}
-	// Sized for every dynamic symbol: grown one doubling at a time over
-	// the C library's thousands, it showed in every start-up's profile.
-	byName = make(map[string]elf.Symbol, len(syms))
-	add(syms, false)
+	add(syms)
 	if !isExecutable(ef) {
 		return byName, false, nil
 	}
-	st, err := ef.Symbols()
+	st, err := funcSymbols(ef, elf.SHT_SYMTAB, true, keep)
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return nil, false, err
 	}
-	add(st, true)
+	add(st)
 	own := false
 	for _, n := range []string{"malloc", "_Znwm", "_Znwj"} {
 		if _, ok := byName[n]; ok {
