@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -292,6 +293,8 @@ func faultRound(t *testing.T, mt string, m faultMode, f fault, at time.Duration,
 	mtPid := cmd.Process.Pid
 	mtDone := make(chan struct{})
 	go func() { cmd.Wait(); close(mtDone) }()
+	others := watchOthersBPF(mtPid)
+	defer others.stop()
 
 	var helpers []int
 	finishedFirst := false
@@ -411,7 +414,7 @@ func faultRound(t *testing.T, mt string, m faultMode, f fault, at time.Duration,
 			fail(&o.other, "result %q, untraced %q", got, refOut)
 		}
 	}
-	if left := waitBPFGone(mark, helpers, 3*time.Second); left != "" {
+	if left := waitBPFGone(mark, helpers, others, 3*time.Second); left != "" {
 		fail(&o.leftover, "memtrace left BPF objects: %s", left)
 	}
 	// A log that got as far as its header came from the eBPF tracer.
@@ -606,8 +609,11 @@ func bpfMarkNow() bpfMark {
 
 // bpfLeftovers names memtrace's BPF programs (named mt_*) and links created
 // since m that no live process holds (memtrace's helpers do not count: they
-// must let go too), and uprobe events added since m.
-func bpfLeftovers(m bpfMark, helpers []int) string {
+// must let go too), and uprobe events added since m. Those others held
+// while the round ran (another test's memtrace, when tests run side by
+// side: its objects too wait for the kernel's release once it is gone)
+// are not the round's.
+func bpfLeftovers(m bpfMark, helpers []int, others *othersBPF) string {
 	mtProgs := map[ebpf.ProgramID]string{}
 	for id, err := ebpf.ProgramGetNextID(m.prog); err == nil; id, err = ebpf.ProgramGetNextID(id) {
 		p, err := ebpf.NewProgramFromID(id)
@@ -632,13 +638,14 @@ func bpfLeftovers(m bpfMark, helpers []int) string {
 	var left []string
 	if len(mtProgs) > 0 || len(mtLinks) > 0 {
 		heldProgs, heldLinks := bpfHolders(helpers)
+		otherProgs, otherLinks := others.seen(helpers)
 		for id, name := range mtProgs {
-			if !heldProgs[uint64(id)] {
+			if !heldProgs[uint64(id)] && !otherProgs[uint64(id)] {
 				left = append(left, fmt.Sprintf("program %d %s", id, name))
 			}
 		}
 		for id, prog := range mtLinks {
-			if !heldLinks[uint64(id)] {
+			if !heldLinks[uint64(id)] && !otherLinks[uint64(id)] {
 				left = append(left, fmt.Sprintf("link %d of program %d %s", id, prog, mtProgs[prog]))
 			}
 		}
@@ -659,14 +666,36 @@ func bpfLeftovers(m bpfMark, helpers []int) string {
 // link_id), but for this test's and skip's: the programs and links someone
 // still holds. A link holds its program.
 func bpfHolders(skip []int) (progs, links map[uint64]bool) {
-	progs, links = map[uint64]bool{}, map[uint64]bool{}
-	skipped := map[string]bool{strconv.Itoa(os.Getpid()): true}
+	skipped := map[int]bool{os.Getpid(): true}
 	for _, p := range skip {
-		skipped[strconv.Itoa(p)] = true
+		skipped[p] = true
 	}
+	progs, links = map[uint64]bool{}, map[uint64]bool{}
+	for _, h := range bpfHeldByPid(func(pid int) bool { return !skipped[pid] }) {
+		if h.link {
+			links[h.id] = true
+		} else {
+			progs[h.id] = true
+		}
+	}
+	return progs, links
+}
+
+// bpfHeld is one BPF descriptor of a process: a program's or a link's id.
+type bpfHeld struct {
+	pid  int
+	id   uint64
+	link bool
+}
+
+// bpfHeldByPid lists the BPF programs and links the processes count
+// accepts hold (fdinfo's prog_id and link_id).
+func bpfHeldByPid(count func(pid int) bool) []bpfHeld {
+	var out []bpfHeld
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil || skipped[e.Name()] {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !count(pid) {
 			continue
 		}
 		fdDir := "/proc/" + e.Name() + "/fd"
@@ -688,9 +717,99 @@ func bpfHolders(skip []int) (progs, links map[uint64]bool) {
 				}
 				switch k {
 				case "prog_id":
-					progs[id] = true
+					out = append(out, bpfHeld{pid, id, false})
 				case "link_id":
-					links[id] = true
+					out = append(out, bpfHeld{pid, id, true})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// othersBPF watches, while a round runs, which BPF programs and links
+// processes other than this test and the round's memtrace (and its
+// descendants) hold, and which processes those are.
+type othersBPF struct {
+	mu          sync.Mutex
+	progs       map[uint64]map[int]bool
+	links       map[uint64]map[int]bool
+	done, ended chan struct{}
+}
+
+// othersPoll is how often othersBPF looks: a memtrace lives longer.
+const othersPoll = 50 * time.Millisecond
+
+func watchOthersBPF(mtPid int) *othersBPF {
+	o := &othersBPF{progs: map[uint64]map[int]bool{}, links: map[uint64]map[int]bool{},
+		done: make(chan struct{}), ended: make(chan struct{})}
+	self := os.Getpid()
+	ours := map[int]bool{mtPid: true}
+	// ourPid: memtrace or, by parent, one of its descendants (once seen,
+	// a helper stays the round's after a fault reparents it).
+	var ourPid func(pid, depth int) bool
+	ourPid = func(pid, depth int) bool {
+		if ours[pid] {
+			return true
+		}
+		_, ppid, ok := procStat("/proc/" + strconv.Itoa(pid) + "/stat")
+		if !ok || ppid <= 1 || depth > 8 || !ourPid(ppid, depth+1) {
+			return false
+		}
+		ours[pid] = true
+		return true
+	}
+	add := func(m map[uint64]map[int]bool, id uint64, pid int) {
+		if m[id] == nil {
+			m[id] = map[int]bool{}
+		}
+		m[id][pid] = true
+	}
+	go func() {
+		defer close(o.ended)
+		for {
+			held := bpfHeldByPid(func(pid int) bool { return pid != self && !ourPid(pid, 0) })
+			o.mu.Lock()
+			for _, h := range held {
+				if h.link {
+					add(o.links, h.id, h.pid)
+				} else {
+					add(o.progs, h.id, h.pid)
+				}
+			}
+			o.mu.Unlock()
+			select {
+			case <-o.done:
+				return
+			case <-time.After(othersPoll):
+			}
+		}
+	}()
+	return o
+}
+
+// seen is what others held so far, helpers (the round's memtrace's,
+// which a fault may have reparented before the watch saw them as its)
+// left out.
+func (o *othersBPF) seen(helpers []int) (progs, links map[uint64]bool) {
+	progs, links = map[uint64]bool{}, map[uint64]bool{}
+	if o == nil {
+		return progs, links
+	}
+	ours := map[int]bool{}
+	for _, h := range helpers {
+		ours[h] = true
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, x := range []struct {
+		from map[uint64]map[int]bool
+		to   map[uint64]bool
+	}{{o.progs, progs}, {o.links, links}} {
+		for id, pids := range x.from {
+			for pid := range pids {
+				if !ours[pid] {
+					x.to[id] = true
 				}
 			}
 		}
@@ -698,12 +817,21 @@ func bpfHolders(skip []int) (progs, links map[uint64]bool) {
 	return progs, links
 }
 
+func (o *othersBPF) stop() {
+	select {
+	case <-o.done:
+	default:
+		close(o.done)
+	}
+	<-o.ended
+}
+
 // waitBPFGone waits, bounded, for the round's BPF objects to go: the
 // kernel releases a uprobe link after a grace period.
-func waitBPFGone(m bpfMark, helpers []int, limit time.Duration) string {
+func waitBPFGone(m bpfMark, helpers []int, others *othersBPF, limit time.Duration) string {
 	end := time.Now().Add(limit)
 	for {
-		left := bpfLeftovers(m, helpers)
+		left := bpfLeftovers(m, helpers, others)
 		if left == "" || time.Now().After(end) {
 			return left
 		}
