@@ -333,9 +333,7 @@ func faultRound(t *testing.T, mt string, m faultMode, f fault, at time.Duration,
 	}
 	died := time.Now()
 	if root == 0 {
-		if b, err := os.ReadFile(out + ".started"); err == nil {
-			root, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		}
+		root, _ = startedPid(out, 5*time.Second)
 	}
 
 	// Watch the tree until it has exited: nothing in it may be stopped

@@ -125,12 +125,32 @@ func waitExited(pid int, limit time.Duration) string {
 
 // exitOf says how the program of out ended, when its zombie is still
 // there to tell (its reaper here may never reap it).
+// startedPid is the program's PID from OUT.started, which each of its
+// execs rewrites: a file caught between its truncation and the write is
+// read again, for at most wait. ok is false without the file.
+func startedPid(out string, wait time.Duration) (int, bool) {
+	end := time.Now().Add(wait)
+	for {
+		b, err := os.ReadFile(out + ".started")
+		if err != nil {
+			return 0, false
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			return pid, true
+		}
+		if time.Now().After(end) {
+			return 0, false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func exitOf(out string) string {
-	b, err := os.ReadFile(out + ".started")
-	if err != nil {
+	p, ok := startedPid(out, time.Second)
+	if !ok {
 		return "no pid"
 	}
-	pid := strings.TrimSpace(string(b))
+	pid := strconv.Itoa(p)
 	st, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return "pid " + pid + " reaped"
@@ -246,12 +266,10 @@ func TestSIGKILLNeverLeavesTargetsStopped(t *testing.T) {
 				// The program's PID (kept across its execs) is in
 				// .started once it ran; wait for that process itself,
 				// which a command-line scan can miss mid-exec.
-				if b, err := os.ReadFile(out + ".started"); err == nil {
-					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-						if st := waitExited(pid, 20*time.Second); st != "" {
-							t.Errorf("round %d (killed at %v): process %d: %s", round, kill, pid, st)
-							continue
-						}
+				if pid, ok := startedPid(out, 5*time.Second); ok {
+					if st := waitExited(pid, 20*time.Second); st != "" {
+						t.Errorf("round %d (killed at %v): process %d: %s", round, kill, pid, st)
+						continue
 					}
 				}
 				got, err := os.ReadFile(out)
