@@ -337,8 +337,15 @@ typedef struct {
 	unsigned gen;
 	unsigned used; // the record's clock when it was last matched or kept
 	uintptr_t caller; // t_caller at its walk
+	// The caller's word about the frames a walk reusing every kept
+	// step gives (walk_rows' memo): 0 whenever they may have changed.
+	uint64_t memo;
 	wstep st[WR_STEPS];
 	wread rd[WR_READS];
+	// The frames, outermost first: step i's, where it gave one, is
+	// fr[st[i].nfr - 1], so that a reuse copies them without going
+	// over the steps that gave none (the library's own).
+	mt_rawframe fr[WR_STEPS];
 } wkept;
 
 // Kept walks per thread: the walks of a few call paths (a loop's malloc
@@ -386,8 +393,10 @@ static wrec *wr_claim(void)
 			__atomic_store_n(&wr_pool[i], w, __ATOMIC_RELEASE);
 		}
 		// Another thread's walks, of another stack: never to be matched.
-		for (int k = 0; k < WR_KEPT; k++)
+		for (int k = 0; k < WR_KEPT; k++) {
 			w->k[k].n = 0;
+			w->k[k].memo = 0;
+		}
 		w->busy = 0;
 		t_wslot = i;
 		t_wrec = w;
@@ -466,8 +475,11 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 {
 	int base = from + 1;
 	int rbase = from >= 0 ? k->st[from].nrd : 0, fbase = from >= 0 ? k->st[from].nfr : 0;
+	if (nstep == 0 && base == k->n)
+		return; // every kept step reused: nothing changes
 	if (base + nstep > WR_STEPS || rbase + nread > WR_READS)
 		return;
+	k->memo = 0;
 	if (from < 0) {
 		k->gen = gen;
 		k->cut = cut;
@@ -487,8 +499,12 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 			k->rd[nr++] = v;
 		}
 		*x = *c;
-		if (x->flags & WS_FRAME)
+		if (x->flags & WS_FRAME) {
+			k->fr[nf].addr = x->pc;
+			k->fr[nf].off = x->off;
+			k->fr[nf].file = x->file;
 			nf++;
+		}
 		x->nrd = (uint16_t)nr;
 		x->nfr = (uint16_t)nf;
 		live = wr_live(x, live);
@@ -528,6 +544,7 @@ typedef struct {
 	// The kept walk: j its innermost step not below sp. Its reads were
 	// found to hold from step 0 to good, and not at step bad.
 	int j, good, bad;
+	uint64_t **memo;
 } walk_t;
 
 // wk_read reads a word of the stack for the step under way, and notes it
@@ -597,26 +614,26 @@ static int wk_reuse(walk_t *s, int *stop, int *reused)
 			continue;
 		if (k->cut && s->n + k->st[c].nfr < s->max)
 			continue;
-		int n0 = s->n, cut = k->cut;
-		for (int r = c; r >= 0; r--) {
-			const wstep *x = &k->st[r];
-			if (!(x->flags & WS_FRAME))
-				continue;
+		int n0 = s->n, cut = k->cut, whole = s->steps == 0 && c == k->n - 1;
+		for (int f = (int)k->st[c].nfr - 1; f >= 0; f--) {
 			if (s->n == s->max) {
 				cut = 1;
 				break;
 			}
-			s->out[s->n].addr = x->pc;
-			s->out[s->n].off = x->off;
-			s->out[s->n].file = x->file;
-			s->n++;
+			s->out[s->n++] = k->fr[f];
 		}
 		*stop = cut ? MT_STOP_DEPTH : MT_STOP_END;
 		*reused = s->n - n0;
 		// A walk over a table rebuilt meanwhile is dropped by the
 		// caller, and not kept either.
-		if (modules_still(s->seq))
+		if (modules_still(s->seq)) {
 			wr_keep(s->w, s->k, s->steps, s->nread, c, s->gen, cut);
+			// Every frame the kept walk's, which stays as it was: the
+			// same frames as at the walks that reused it whole before,
+			// the depth limit being the process's.
+			if (whole)
+				*s->memo = &s->k->memo;
+		}
 		return s->n;
 	}
 	return -1;
@@ -789,7 +806,8 @@ static ALWAYS_INLINE int walk(walk_t *s, int *stop, int *reused)
 	return -1;
 }
 
-__attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
+__attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused,
+					uint64_t **memo)
 {
 	uintptr_t pc, sp, fp, lr = 0;
 #if defined(__x86_64__)
@@ -799,6 +817,7 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, un
 			     : "=r"(pc), "=r"(sp), "=r"(fp), "=r"(lr));
 #endif
 	*reused = 0;
+	*memo = NULL;
 	bounds_t b = {sp, walk_stack_top()};
 	if (b.hi < b.lo + sizeof(uintptr_t) || b.hi - b.lo > ((uintptr_t)1 << 30))
 		return -1;
@@ -820,7 +839,8 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, un
 		    .w = w,
 		    .j = -1,
 		    .good = -1,
-		    .bad = WR_STEPS};
+		    .bad = WR_STEPS,
+		    .memo = memo};
 	s.gen = (unsigned)modules_generation();
 	if (w) {
 		w->busy = 1;
@@ -843,7 +863,7 @@ uintptr_t walk_stack_top(void)
 	return 0;
 }
 
-int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
+int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused, uint64_t **memo)
 {
 	// 32-bit ARM unwinds through .ARM.exidx, which the rows do not
 	// describe: backtrace() it is.
@@ -852,6 +872,7 @@ int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
 	(void)stop;
 	(void)seq;
 	*reused = 0;
+	*memo = NULL;
 	return -1;
 }
 
