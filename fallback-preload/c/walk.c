@@ -320,10 +320,11 @@ typedef struct {
 } wstep;
 
 // A read: the word's address and value. RD_FP in addr marks a read of fp
-// (the caller's saved frame pointer): kept, it also marks one whose value
-// the rest of the walk never uses (fp is overwritten first), which a match
-// does not read again: a frame pointer the code uses as a register holds
-// anything, and its saved copy changes from call to call.
+// (the caller's saved frame pointer) in the walk under way: one whose
+// value the rest of the walk never uses (fp is overwritten first) is not
+// kept, so a match does not read it again: a frame pointer the code uses
+// as a register holds anything, and its saved copy changes from call to
+// call.
 #define RD_FP ((uintptr_t)1)
 
 typedef struct {
@@ -475,8 +476,6 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 {
 	int base = from + 1;
 	int rbase = from >= 0 ? k->st[from].nrd : 0, fbase = from >= 0 ? k->st[from].nfr : 0;
-	if (nstep == 0 && base == k->n)
-		return; // every kept step reused: nothing changes
 	if (base + nstep > WR_STEPS || rbase + nread > WR_READS)
 		return;
 	k->memo = 0;
@@ -494,8 +493,11 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 		// an fp read of this one sets.
 		for (int r = c->nrd; r < end; r++) {
 			wread v = w->cur_rd[r];
-			if ((v.addr & RD_FP) && (live & WS_LIVE_FP))
+			if (v.addr & RD_FP) {
+				if (!(live & WS_LIVE_FP))
+					continue; // its value is never used: not read again
 				v.addr &= ~RD_FP;
+			}
 			k->rd[nr++] = v;
 		}
 		*x = *c;
@@ -581,8 +583,6 @@ static ALWAYS_INLINE int wk_reads_hold(walk_t *s, int c)
 	int i = s->good >= 0 ? k->st[s->good].nrd : 0, end = k->st[c].nrd;
 	for (; i < end; i++) {
 		uintptr_t a = k->rd[i].addr;
-		if (a & RD_FP)
-			continue;
 		if (a - lo > span || *(const uintptr_t *)a != k->rd[i].val)
 			break;
 	}
@@ -627,12 +627,13 @@ static int wk_reuse(walk_t *s, int *stop, int *reused)
 		// A walk over a table rebuilt meanwhile is dropped by the
 		// caller, and not kept either.
 		if (modules_still(s->seq)) {
-			wr_keep(s->w, s->k, s->steps, s->nread, c, s->gen, cut);
-			// Every frame the kept walk's, which stays as it was: the
+			// Every step the kept walk's, which stays as it was: the
 			// same frames as at the walks that reused it whole before,
 			// the depth limit being the process's.
 			if (whole)
 				*s->memo = &s->k->memo;
+			else
+				wr_keep(s->w, s->k, s->steps, s->nread, c, s->gen, cut);
 		}
 		return s->n;
 	}
@@ -818,7 +819,7 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, un
 #endif
 	*reused = 0;
 	*memo = NULL;
-	bounds_t b = {sp, walk_stack_top()};
+	bounds_t b = {sp, LIKELY(t_stack_known > 0) ? t_stack_hi : walk_stack_top()};
 	if (b.hi < b.lo + sizeof(uintptr_t) || b.hi - b.lo > ((uintptr_t)1 << 30))
 		return -1;
 	wrec *w = t_wrec;
