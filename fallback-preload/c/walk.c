@@ -317,6 +317,9 @@ typedef struct {
 	// Kept: the reads (frames) of this step and of the steps outside it.
 	// Under way: the reads made before this step.
 	uint16_t nrd, nfr;
+	// Kept: the lowest address of those reads (their highest lies under
+	// the thread's stack top, which does not move).
+	uintptr_t rmin;
 } wstep;
 
 // A read: the word's address and value. RD_FP in addr marks a read of fp
@@ -484,6 +487,7 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 		k->cut = cut;
 	}
 	unsigned live = from >= 0 ? k->st[from].flags : 0;
+	uintptr_t rmin = from >= 0 ? k->st[from].rmin : UINTPTR_MAX;
 	int nr = rbase, nf = fbase;
 	for (int i = nstep - 1; i >= 0; i--) {
 		const wstep *c = &w->cur[i];
@@ -498,6 +502,8 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 					continue; // its value is never used: not read again
 				v.addr &= ~RD_FP;
 			}
+			if (v.addr < rmin)
+				rmin = v.addr;
 			k->rd[nr++] = v;
 		}
 		*x = *c;
@@ -509,6 +515,7 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 		}
 		x->nrd = (uint16_t)nr;
 		x->nfr = (uint16_t)nf;
+		x->rmin = rmin;
 		live = wr_live(x, live);
 	}
 	k->n = base + nstep;
@@ -581,10 +588,19 @@ static ALWAYS_INLINE int wk_reads_hold(walk_t *s, int c)
 		return 1;
 	uintptr_t lo = s->b->lo, span = s->b->hi - lo - sizeof(uintptr_t);
 	int i = s->good >= 0 ? k->st[s->good].nrd : 0, end = k->st[c].nrd;
-	for (; i < end; i++) {
-		uintptr_t a = k->rd[i].addr;
-		if (a - lo > span || *(const uintptr_t *)a != k->rd[i].val)
-			break;
+	if (k->st[c].rmin >= lo) {
+		// All within the bounds: none below the walk's start, and each
+		// was under the thread's stack top, which does not move, and
+		// aligned when it was made.
+		for (; i < end; i++)
+			if (*(const uintptr_t *)k->rd[i].addr != k->rd[i].val)
+				break;
+	} else {
+		for (; i < end; i++) {
+			uintptr_t a = k->rd[i].addr;
+			if (a - lo > span || *(const uintptr_t *)a != k->rd[i].val)
+				break;
+		}
 	}
 	if (i == end) {
 		s->good = c;
@@ -615,12 +631,18 @@ static int wk_reuse(walk_t *s, int *stop, int *reused)
 		if (k->cut && s->n + k->st[c].nfr < s->max)
 			continue;
 		int n0 = s->n, cut = k->cut, whole = s->steps == 0 && c == k->n - 1;
-		for (int f = (int)k->st[c].nfr - 1; f >= 0; f--) {
-			if (s->n == s->max) {
-				cut = 1;
-				break;
+		int nfr = (int)k->st[c].nfr;
+		if (s->n + nfr <= s->max) {
+			for (int f = nfr - 1; f >= 0; f--)
+				s->out[s->n++] = k->fr[f];
+		} else {
+			for (int f = nfr - 1; f >= 0; f--) {
+				if (s->n == s->max) {
+					cut = 1;
+					break;
+				}
+				s->out[s->n++] = k->fr[f];
 			}
-			s->out[s->n++] = k->fr[f];
 		}
 		*stop = cut ? MT_STOP_DEPTH : MT_STOP_END;
 		*reused = s->n - n0;
