@@ -17,7 +17,8 @@ import (
 // longjmp over abandoned frames, a coroutine's stack, a signal handler.
 // Every allocation's stack equals its backtrace() record, frame for frame,
 // at a depth limit that cuts the deep stacks and at one that does not, and
-// in a forked child (which starts with its parent's record); a stack is
+// in a forked child (which starts with its parent's record), and with a
+// stack table of 8 ids, which starts over many times a thread; a stack is
 // marked cut exactly where the limit cut it; and -v's count shows that
 // most frames were reused, so that a walk that never reuses fails too.
 func TestWalkReusePreload(t *testing.T) {
@@ -28,17 +29,23 @@ func TestWalkReusePreload(t *testing.T) {
 		depth   int
 		args    []string
 		threads int
+		env     string
 	}{
-		{"depth64", 64, nil, 3},
-		{"depth16", 16, nil, 3},
-		{"fork", 24, []string{"fork"}, 6},
+		{"depth64", 64, nil, 3, ""},
+		{"depth16", 16, nil, 3, ""},
+		{"fork", 24, []string{"fork"}, 6, ""},
+		{"ids8", 64, nil, 3, "MEMTRACE_STACK_IDS=8"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRun(t)
 			args := append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(c.depth), "-o", r.log, "--", exe}, c.args...)
 			// The pause: the tables are built before the first stacks
 			// (see TestDwarfOraclePreload).
-			r.runMemtraceEnv(t, memtrace, []string{"UNWIND_ORACLE_PAUSE_MS=300"}, args...)
+			env := []string{"UNWIND_ORACLE_PAUSE_MS=300"}
+			if c.env != "" {
+				env = append(env, c.env)
+			}
+			r.runMemtraceEnv(t, memtrace, env, args...)
 			checkReuse(t, r.stderr.String())
 			_, recs, byTID := checkOracle(t, r, c.depth, c.threads)
 			checkCut(t, recs, byTID, c.depth)

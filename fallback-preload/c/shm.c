@@ -31,6 +31,7 @@ typedef struct {
 	uint64_t fr_rows, fr_reused; // their frames over the rows, those reused, not yet added
 	unsigned gen;
 	int stacks, keyed;
+	uint32_t stk_epoch; // stk tables this thread started, never reset (walk memos name one)
 	pid_t tid;
 	uint64_t retry_at;  // while dropping: next time a chunk is tried
 	char name[MT_NAME_LEN];
@@ -313,6 +314,7 @@ typedef struct {
 
 typedef struct stk_table {
 	uint32_t stream, next_id, used;
+	uint32_t epoch; // tb.stk_epoch when it started over last
 	unsigned gen;
 	uint32_t mask; // slots in use, less one
 	stk_slot slot[STK_SLOTS];
@@ -333,6 +335,7 @@ static uint32_t stk_max_mask(void)
 static void stk_reset(stk_table *t, unsigned gen, uint32_t mask)
 {
 	memset(t->slot, 0, (size_t)(mask + 1) * sizeof t->slot[0]);
+	t->epoch = ++tb.stk_epoch;
 	t->stream = tb.stream;
 	t->gen = gen;
 	t->next_id = 1;
@@ -356,6 +359,7 @@ static uint32_t stk_find(const mt_rawframe *fr, int n, uint32_t stop, unsigned g
 		if (!t)
 			return 0;
 		// Fresh pages are zero: only the slots a stack takes are touched.
+		t->epoch = ++tb.stk_epoch;
 		t->stream = tb.stream;
 		t->gen = gen;
 		t->next_id = 1;
@@ -448,7 +452,8 @@ static uint32_t bin_frames(char *blob, uint32_t *id)
 	mt_rawframe fr[128];
 	int stop = MT_STOP_END, by_rows = 0, reused = 0, known;
 	unsigned gen;
-	int n = stack_raw(fr, &stop, &by_rows, &gen, &reused);
+	uint64_t *memo;
+	int n = stack_raw(fr, &stop, &by_rows, &gen, &reused, &memo);
 	if (by_rows) {
 		tb.by_rows++;
 		tb.fr_rows += (uint64_t)n;
@@ -456,7 +461,17 @@ static uint32_t bin_frames(char *blob, uint32_t *id)
 	} else {
 		tb.by_bt++;
 	}
+	// The frames are those of the walks that reused the same kept walk
+	// whole before: their id, while the table that gave it holds.
+	const stk_table *t = tb.stk;
+	if (memo && *memo && t && gen && t->stream == tb.stream && t->gen == gen &&
+	    (uint32_t)(*memo >> 32) == t->epoch) {
+		*id = (uint32_t)*memo;
+		return 0;
+	}
 	*id = stk_find(fr, n, (uint32_t)stop, gen, &known);
+	if (memo && *id && tb.stk)
+		*memo = (uint64_t)tb.stk->epoch << 32 | *id;
 	if (known)
 		return 0;
 	uint32_t count = (uint32_t)n, st = (uint32_t)stop;

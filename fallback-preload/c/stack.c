@@ -60,7 +60,7 @@ static int bt_walk(mt_rawframe *out, int max, int *stop)
 	return n;
 }
 
-int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reused)
+int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reused, uint64_t **memo)
 {
 	int max = stack_depth > 128 ? 128 : stack_depth;
 	*gen = 0;
@@ -68,8 +68,9 @@ int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reu
 	for (int tries = 0; tries < 3; tries++) {
 		unsigned seq = checked ? modules_check() : modules_begin();
 		*reused = 0;
+		*memo = NULL;
 		unsigned misses = modules_misses();
-		int n = walk_backtrace ? -1 : walk_rows(out, max, stop, seq, reused);
+		int n = walk_backtrace ? -1 : walk_rows(out, max, stop, seq, reused, memo);
 		// A PC in no segment of a table taken without asking the
 		// loader: a library loaded since (walk again over the new
 		// table), or code of no file (the loader says nothing new,
@@ -91,6 +92,7 @@ int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reu
 			*gen = seq;
 			return n;
 		}
+		*memo = NULL;
 		if (tries == 2)
 			return n;
 	}

@@ -20,8 +20,8 @@
 // were the thread's previous walk's. *gen is the module table's sequence
 // the frames' files and offsets were read under, 0 where the table
 // changed during every try (the frames may then be torn: keep them
-// nowhere).
-int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reused);
+// nowhere). *memo: walk_rows' memo word for these frames, or NULL.
+int stack_raw(mt_rawframe *out, int *stop, int *by_rows, unsigned *gen, int *reused, uint64_t **memo);
 
 typedef struct {
 	uintptr_t addr; // return address

@@ -317,13 +317,17 @@ typedef struct {
 	// Kept: the reads (frames) of this step and of the steps outside it.
 	// Under way: the reads made before this step.
 	uint16_t nrd, nfr;
+	// Kept: the lowest address of those reads (their highest lies under
+	// the thread's stack top, which does not move).
+	uintptr_t rmin;
 } wstep;
 
 // A read: the word's address and value. RD_FP in addr marks a read of fp
-// (the caller's saved frame pointer): kept, it also marks one whose value
-// the rest of the walk never uses (fp is overwritten first), which a match
-// does not read again: a frame pointer the code uses as a register holds
-// anything, and its saved copy changes from call to call.
+// (the caller's saved frame pointer) in the walk under way: one whose
+// value the rest of the walk never uses (fp is overwritten first) is not
+// kept, so a match does not read it again: a frame pointer the code uses
+// as a register holds anything, and its saved copy changes from call to
+// call.
 #define RD_FP ((uintptr_t)1)
 
 typedef struct {
@@ -337,8 +341,15 @@ typedef struct {
 	unsigned gen;
 	unsigned used; // the record's clock when it was last matched or kept
 	uintptr_t caller; // t_caller at its walk
+	// The caller's word about the frames a walk reusing every kept
+	// step gives (walk_rows' memo): 0 whenever they may have changed.
+	uint64_t memo;
 	wstep st[WR_STEPS];
 	wread rd[WR_READS];
+	// The frames, outermost first: step i's, where it gave one, is
+	// fr[st[i].nfr - 1], so that a reuse copies them without going
+	// over the steps that gave none (the library's own).
+	mt_rawframe fr[WR_STEPS];
 } wkept;
 
 // Kept walks per thread: the walks of a few call paths (a loop's malloc
@@ -386,8 +397,10 @@ static wrec *wr_claim(void)
 			__atomic_store_n(&wr_pool[i], w, __ATOMIC_RELEASE);
 		}
 		// Another thread's walks, of another stack: never to be matched.
-		for (int k = 0; k < WR_KEPT; k++)
+		for (int k = 0; k < WR_KEPT; k++) {
 			w->k[k].n = 0;
+			w->k[k].memo = 0;
+		}
 		w->busy = 0;
 		t_wslot = i;
 		t_wrec = w;
@@ -468,11 +481,13 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 	int rbase = from >= 0 ? k->st[from].nrd : 0, fbase = from >= 0 ? k->st[from].nfr : 0;
 	if (base + nstep > WR_STEPS || rbase + nread > WR_READS)
 		return;
+	k->memo = 0;
 	if (from < 0) {
 		k->gen = gen;
 		k->cut = cut;
 	}
 	unsigned live = from >= 0 ? k->st[from].flags : 0;
+	uintptr_t rmin = from >= 0 ? k->st[from].rmin : UINTPTR_MAX;
 	int nr = rbase, nf = fbase;
 	for (int i = nstep - 1; i >= 0; i--) {
 		const wstep *c = &w->cur[i];
@@ -482,15 +497,25 @@ static void wr_keep(const wrec *w, wkept *k, int nstep, int nread, int from, uns
 		// an fp read of this one sets.
 		for (int r = c->nrd; r < end; r++) {
 			wread v = w->cur_rd[r];
-			if ((v.addr & RD_FP) && (live & WS_LIVE_FP))
+			if (v.addr & RD_FP) {
+				if (!(live & WS_LIVE_FP))
+					continue; // its value is never used: not read again
 				v.addr &= ~RD_FP;
+			}
+			if (v.addr < rmin)
+				rmin = v.addr;
 			k->rd[nr++] = v;
 		}
 		*x = *c;
-		if (x->flags & WS_FRAME)
+		if (x->flags & WS_FRAME) {
+			k->fr[nf].addr = x->pc;
+			k->fr[nf].off = x->off;
+			k->fr[nf].file = x->file;
 			nf++;
+		}
 		x->nrd = (uint16_t)nr;
 		x->nfr = (uint16_t)nf;
+		x->rmin = rmin;
 		live = wr_live(x, live);
 	}
 	k->n = base + nstep;
@@ -528,6 +553,7 @@ typedef struct {
 	// The kept walk: j its innermost step not below sp. Its reads were
 	// found to hold from step 0 to good, and not at step bad.
 	int j, good, bad;
+	uint64_t **memo;
 } walk_t;
 
 // wk_read reads a word of the stack for the step under way, and notes it
@@ -562,12 +588,19 @@ static ALWAYS_INLINE int wk_reads_hold(walk_t *s, int c)
 		return 1;
 	uintptr_t lo = s->b->lo, span = s->b->hi - lo - sizeof(uintptr_t);
 	int i = s->good >= 0 ? k->st[s->good].nrd : 0, end = k->st[c].nrd;
-	for (; i < end; i++) {
-		uintptr_t a = k->rd[i].addr;
-		if (a & RD_FP)
-			continue;
-		if (a - lo > span || *(const uintptr_t *)a != k->rd[i].val)
-			break;
+	if (k->st[c].rmin >= lo) {
+		// All within the bounds: none below the walk's start, and each
+		// was under the thread's stack top, which does not move, and
+		// aligned when it was made.
+		for (; i < end; i++)
+			if (*(const uintptr_t *)k->rd[i].addr != k->rd[i].val)
+				break;
+	} else {
+		for (; i < end; i++) {
+			uintptr_t a = k->rd[i].addr;
+			if (a - lo > span || *(const uintptr_t *)a != k->rd[i].val)
+				break;
+		}
 	}
 	if (i == end) {
 		s->good = c;
@@ -597,26 +630,33 @@ static int wk_reuse(walk_t *s, int *stop, int *reused)
 			continue;
 		if (k->cut && s->n + k->st[c].nfr < s->max)
 			continue;
-		int n0 = s->n, cut = k->cut;
-		for (int r = c; r >= 0; r--) {
-			const wstep *x = &k->st[r];
-			if (!(x->flags & WS_FRAME))
-				continue;
-			if (s->n == s->max) {
-				cut = 1;
-				break;
+		int n0 = s->n, cut = k->cut, whole = s->steps == 0 && c == k->n - 1;
+		int nfr = (int)k->st[c].nfr;
+		if (s->n + nfr <= s->max) {
+			for (int f = nfr - 1; f >= 0; f--)
+				s->out[s->n++] = k->fr[f];
+		} else {
+			for (int f = nfr - 1; f >= 0; f--) {
+				if (s->n == s->max) {
+					cut = 1;
+					break;
+				}
+				s->out[s->n++] = k->fr[f];
 			}
-			s->out[s->n].addr = x->pc;
-			s->out[s->n].off = x->off;
-			s->out[s->n].file = x->file;
-			s->n++;
 		}
 		*stop = cut ? MT_STOP_DEPTH : MT_STOP_END;
 		*reused = s->n - n0;
 		// A walk over a table rebuilt meanwhile is dropped by the
 		// caller, and not kept either.
-		if (modules_still(s->seq))
-			wr_keep(s->w, s->k, s->steps, s->nread, c, s->gen, cut);
+		if (modules_still(s->seq)) {
+			// Every step the kept walk's, which stays as it was: the
+			// same frames as at the walks that reused it whole before,
+			// the depth limit being the process's.
+			if (whole)
+				*s->memo = &s->k->memo;
+			else
+				wr_keep(s->w, s->k, s->steps, s->nread, c, s->gen, cut);
+		}
 		return s->n;
 	}
 	return -1;
@@ -789,7 +829,8 @@ static ALWAYS_INLINE int walk(walk_t *s, int *stop, int *reused)
 	return -1;
 }
 
-__attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
+__attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused,
+					uint64_t **memo)
 {
 	uintptr_t pc, sp, fp, lr = 0;
 #if defined(__x86_64__)
@@ -799,7 +840,8 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, un
 			     : "=r"(pc), "=r"(sp), "=r"(fp), "=r"(lr));
 #endif
 	*reused = 0;
-	bounds_t b = {sp, walk_stack_top()};
+	*memo = NULL;
+	bounds_t b = {sp, LIKELY(t_stack_known > 0) ? t_stack_hi : walk_stack_top()};
 	if (b.hi < b.lo + sizeof(uintptr_t) || b.hi - b.lo > ((uintptr_t)1 << 30))
 		return -1;
 	wrec *w = t_wrec;
@@ -820,7 +862,8 @@ __attribute__((noinline)) int walk_rows(mt_rawframe *out, int max, int *stop, un
 		    .w = w,
 		    .j = -1,
 		    .good = -1,
-		    .bad = WR_STEPS};
+		    .bad = WR_STEPS,
+		    .memo = memo};
 	s.gen = (unsigned)modules_generation();
 	if (w) {
 		w->busy = 1;
@@ -843,7 +886,7 @@ uintptr_t walk_stack_top(void)
 	return 0;
 }
 
-int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
+int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused, uint64_t **memo)
 {
 	// 32-bit ARM unwinds through .ARM.exidx, which the rows do not
 	// describe: backtrace() it is.
@@ -852,6 +895,7 @@ int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused)
 	(void)stop;
 	(void)seq;
 	*reused = 0;
+	*memo = NULL;
 	return -1;
 }
 

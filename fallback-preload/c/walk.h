@@ -22,7 +22,12 @@ typedef struct {
 // not express, a read outside the thread's stack): the caller walks
 // another way. Call with modules_begin's cache current, seq its number.
 // *reused: the frames copied from the thread's previous walk (walk.c).
-int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused);
+// *memo: NULL, or, where every frame came whole from one kept walk of the
+// thread, that kept walk's memo word: the caller's to keep what it made
+// of these frames (a stack id). walk.c clears the word whenever the kept
+// walk changes, so a nonzero word is always about the frames of this
+// walk; it is the calling thread's, until its next walk_rows.
+int walk_rows(mt_rawframe *out, int max, int *stop, unsigned seq, int *reused, uint64_t **memo);
 
 // The thread ends (its record of the last walk goes back to the pool),
 // and, in a forked child, the other threads are gone.

@@ -20,7 +20,12 @@
  *   - signals: a signal handler that allocates, raised from two call
  *     sites;
  *   - repeat: one stack, allocated from again and again (the case that
- *     reuse is for: the test requires that it happens).
+ *     reuse is for: the test requires that it happens);
+ *   - ids: one stack, reused whole from its kept walk again and again,
+ *     between runs of twelve others of one depth from another call site
+ *     (kept apart): with few stack ids (MEMTRACE_STACK_IDS) the thread's
+ *     stack table starts over during each run, and the one stack's id
+ *     remembered for its kept walk is then another stack's.
  * With "fork" it first does it all in a forked child ($MEMTRACE_TRUTH.child),
  * which starts with its parent's record of the last walk.
  */
@@ -268,6 +273,52 @@ UT_NOINLINE static void repeat(int d, int rounds)
 		drop(leaf(96), 96);
 }
 
+// ---------------------------------------------------------------------------
+// ids: the fans are twelve functions of one frame size, called from one
+// call site: their stacks differ in one return address, at one depth.
+
+UT_NOINLINE static void *fan_leaf(size_t n)
+{
+	void *p = UT_ALLOC("malloc", n, malloc(n));
+	UT_BARRIER();
+	return p;
+}
+
+#define FAN(K)                                  \
+	UT_NOINLINE static void *fan##K(size_t n) \
+	{                                       \
+		void *p = fan_leaf(n + K);      \
+		UT_BARRIER();                   \
+		return p;                       \
+	}
+FAN(0)
+FAN(1)
+FAN(2)
+FAN(3)
+FAN(4)
+FAN(5)
+FAN(6)
+FAN(7)
+FAN(8)
+FAN(9)
+FAN(10)
+FAN(11)
+#undef FAN
+
+static void *(*const fans[])(size_t) = {fan0, fan1, fan2, fan3, fan4, fan5, fan6, fan7, fan8, fan9, fan10, fan11};
+
+UT_NOINLINE static void ids(int rounds)
+{
+	for (int i = 0; i < rounds; i++) {
+		for (int k = 0; k < 3; k++)
+			drop(leaf(112), 112);
+		for (int k = 0; k < 12; k++) {
+			void *(*volatile f)(size_t) = fans[k];
+			drop(f(120), 120 + (size_t)k);
+		}
+	}
+}
+
 static void work(int coroutine)
 {
 	callers(200);
@@ -277,6 +328,7 @@ static void work(int coroutine)
 	jumps(40, coroutine);
 	signals(96);
 	repeat(12, 300);
+	ids(20);
 }
 
 static void *worker(void *arg)
