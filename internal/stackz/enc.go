@@ -133,7 +133,9 @@ type Encoder struct {
 	// blocks of the next job.
 	be          *Encoder
 	parsers     [2]*parser
-	next        int // the parser of the next job
+	next        int      // the parser of the next job
+	order       chan int // the parser of each job sent, in turn
+	sentTo      int      // the parser of the last job sent
 	free        chan *job
 	cur         *job
 	pending     sync.WaitGroup
@@ -325,18 +327,16 @@ func (e *Encoder) Concurrent() {
 		go e.parsers[k].run()
 	}
 	e.free, e.beDone = make(chan *job, 4), make(chan struct{})
+	e.order = make(chan int, cap(e.free))
 	for range cap(e.free) {
 		e.free <- &job{}
 	}
 	go func() {
 		defer close(e.beDone)
-		// The jobs went to the parsers in turn: taken in turn, they
-		// are in the text's order.
-		for k := 0; ; k ^= 1 {
-			j, ok := <-e.parsers[k].out
-			if !ok {
-				return
-			}
+		// Each job is taken from the parser it went to, in the order
+		// they were sent: the text's.
+		for k := range e.order {
+			j := <-e.parsers[k].out
 			for i := range j.blocks {
 				if b := &j.blocks[i]; be.err == nil {
 					be.seqs, be.lits = b.seqs, b.lits
@@ -358,8 +358,14 @@ func (e *Encoder) send() {
 		return
 	}
 	e.pending.Add(1)
+	e.order <- e.next
 	e.parsers[e.next].in <- e.cur
-	e.next ^= 1
+	e.sentTo = e.next
+	if len(e.cur.blocks) >= jobBlocks {
+		// A job cut short (a Flush) leaves the next to the same
+		// parser, whose hash table holds the text just before it.
+		e.next ^= 1
+	}
 	e.cur = nil
 	if e.failed.Load() {
 		e.wait()
@@ -384,10 +390,12 @@ func (e *Encoder) wait() {
 func (e *Encoder) stopBack() {
 	if e.be != nil && e.parsers[0] != nil {
 		e.wait()
+		close(e.order)
+		<-e.beDone
 		for _, pr := range e.parsers {
 			close(pr.in)
+			<-pr.out
 		}
-		<-e.beDone
 		for _, pr := range e.parsers {
 			e.Stats.add(pr.p.Stats)
 		}
@@ -649,11 +657,8 @@ func matchLen(a, b []byte) int {
 // last copy, found without a search. Elsewhere (the event lines) it
 // searches as zstd's lazy levels do: the repeat offsets, then a hash chain
 // of earlier positions, keeping the longest, and looks one byte ahead for
-// a longer one before it takes a short match at a new offset (one at a
-// repeat offset is the log's loop a period back, which a byte later
-// seldom beats: the look costs a search per match and saves next to
-// nothing). A searched match stops at the next stack's text, which its
-// own last copy covers whole.
+// a longer one before it takes a short match. A searched match stops at
+// the next stack's text, which its own last copy covers whole.
 func (e *Encoder) parse(start int) {
 	h := e.hist
 	end := len(h)
@@ -667,7 +672,7 @@ func (e *Encoder) parse(start int) {
 			i++
 			continue
 		}
-		if n < lazyBelow && i+9 <= end && e.explicit(i, c) {
+		if n < lazyBelow && i+9 <= end {
 			if c2, n2 := e.find(i+1, end, litStart); n2 > n+1 {
 				i, c, n = i+1, c2, n2
 			}

@@ -281,7 +281,7 @@ func parseReps(e *Encoder) [3]uint32 {
 	if e.parsers[0] == nil {
 		return e.reps
 	}
-	return e.parsers[e.next^1].p.reps
+	return e.parsers[e.sentTo].p.reps
 }
 
 // failWriter fails every write after the first n bytes.
