@@ -15,10 +15,9 @@
 // repeats; from inside a number it does not search at all. A writer that
 // has the texts apart hands them over as such (WriteSparse): the encoder
 // copies each into its history, the one copy the text then gets. Once the
-// traced program is gone (Concurrent), two parsers on goroutines of their
-// own take jobs of blocks in turn, and a back end on a third hashes, codes
-// and writes the parsed blocks in the text's order. What it writes is
-// standard zstd (RFC 8878): any decoder reads it, and logio's readers do.
+// traced program is gone (Concurrent), a back end on a goroutine of its
+// own hashes, codes and writes each block the parse hands it. What it writes is standard zstd (RFC 8878): any decoder reads
+// it, and logio's readers do.
 //
 // Only what a log needs is built: compressed blocks with Huffman literals
 // (klauspost's huff0, a table kept from block to block while it can code

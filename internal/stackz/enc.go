@@ -132,10 +132,7 @@ type Encoder struct {
 	// keep where it is; failed says be.err is set. cur gathers the
 	// blocks of the next job.
 	be          *Encoder
-	parsers     [2]*parser
-	next        int      // the parser of the next job
-	order       chan int // the parser of each job sent, in turn
-	sentTo      int      // the parser of the last job sent
+	jobs        chan *job
 	free        chan *job
 	cur         *job
 	pending     sync.WaitGroup
@@ -189,43 +186,12 @@ type job struct {
 	blocks []parsed
 }
 
-// parsed is a block to parse and then parsed: the history it is at the
-// end of, its marks, and then its sequences and literals.
+// parsed is a block parsed: its sequences, literals and text.
 type parsed struct {
-	seqs     []sequence
-	lits     []byte
-	src      []byte
-	last     bool
-	hist     []byte
-	histBase int64
-	start    int
-	marks    []mark
-	marked   bool
-}
-
-// parser parses every other job on a goroutine of its own (Concurrent),
-// with its own hash table and guess of the repeat offsets: a block's
-// parse needs only the history before it and its marks, and after a
-// run's end the parse was the longest of the goroutines' chains.
-type parser struct {
-	p       *Encoder // its state: table, reps, the block's history and marks
-	in, out chan *job
-}
-
-func (pr *parser) run() {
-	p := pr.p
-	for j := range pr.in {
-		for i := range j.blocks {
-			b := &j.blocks[i]
-			p.hist, p.histBase, p.marks, p.marked = b.hist, b.histBase, b.marks, b.marked
-			p.seqs, p.lits = b.seqs, b.lits
-			p.parse(b.start)
-			b.seqs, b.lits = p.seqs, p.lits
-		}
-		pr.out <- j
-	}
-	p.hist, p.marks = nil, nil
-	close(pr.out)
+	seqs []sequence
+	lits []byte
+	src  []byte
+	last bool
 }
 
 // jobBlocks is how many blocks a job carries at most.
@@ -301,11 +267,10 @@ func (e *Encoder) WriteSparse(p []byte, marks []Mark) error {
 	return e.err
 }
 
-// Concurrent moves the parse to two goroutines of their own, each taking
-// every other job, and the checksum, the entropy coding and the writing
-// of each block to a third, from now on (ConcurrentWriter): at a run's
-// end both CPUs are memtrace's, and the formatting alone does not keep
-// one busy.
+// Concurrent moves the checksum, the entropy coding and the writing of
+// each block to a goroutine of its own from now on (ConcurrentWriter):
+// at a run's end the CPU that formats the log has time the encoder's
+// has not; the parse, the most of the work, stays here.
 func (e *Encoder) Concurrent() {
 	if e.be != nil || e.err != nil {
 		return
@@ -320,23 +285,12 @@ func (e *Encoder) Concurrent() {
 	be.huf.WantLogLess = e.huf.WantLogLess
 	e.out, e.xx = nil, nil
 	e.be = be
-	for k := range e.parsers {
-		p := &Encoder{window: e.window, table: make([]uint32, 1<<hashLog), reps: e.reps}
-		copy(p.table, e.table)
-		e.parsers[k] = &parser{p: p, in: make(chan *job, 1), out: make(chan *job, 1)}
-		go e.parsers[k].run()
-	}
-	e.free, e.beDone = make(chan *job, 4), make(chan struct{})
-	e.order = make(chan int, cap(e.free))
-	for range cap(e.free) {
-		e.free <- &job{}
-	}
+	e.jobs, e.free, e.beDone = make(chan *job, 1), make(chan *job, 2), make(chan struct{})
+	e.free <- &job{}
+	e.free <- &job{}
 	go func() {
 		defer close(e.beDone)
-		// Each job is taken from the parser it went to, in the order
-		// they were sent: the text's.
-		for k := range e.order {
-			j := <-e.parsers[k].out
+		for j := range e.jobs {
 			for i := range j.blocks {
 				if b := &j.blocks[i]; be.err == nil {
 					be.seqs, be.lits = b.seqs, b.lits
@@ -352,20 +306,13 @@ func (e *Encoder) Concurrent() {
 	}()
 }
 
-// send hands the blocks gathered so far to the next parser.
+// send hands the blocks gathered so far to the back end.
 func (e *Encoder) send() {
 	if e.cur == nil || len(e.cur.blocks) == 0 {
 		return
 	}
 	e.pending.Add(1)
-	e.order <- e.next
-	e.parsers[e.next].in <- e.cur
-	e.sentTo = e.next
-	if len(e.cur.blocks) >= jobBlocks {
-		// A job cut short (a Flush) leaves the next to the same
-		// parser, whose hash table holds the text just before it.
-		e.next ^= 1
-	}
+	e.jobs <- e.cur
 	e.cur = nil
 	if e.failed.Load() {
 		e.wait()
@@ -388,18 +335,11 @@ func (e *Encoder) wait() {
 // stopBack ends the back end's goroutine once it has written what it was
 // sent.
 func (e *Encoder) stopBack() {
-	if e.be != nil && e.parsers[0] != nil {
+	if e.be != nil && e.jobs != nil {
 		e.wait()
-		close(e.order)
+		close(e.jobs)
 		<-e.beDone
-		for _, pr := range e.parsers {
-			close(pr.in)
-			<-pr.out
-		}
-		for _, pr := range e.parsers {
-			e.Stats.add(pr.p.Stats)
-		}
-		e.parsers = [2]*parser{}
+		e.jobs = nil
 	}
 }
 
@@ -555,6 +495,7 @@ func (e *Encoder) encode(last bool) {
 		e.reps = saved
 		e.codeBlock(src, last)
 	} else {
+		e.parse(start)
 		if e.cur == nil {
 			e.cur = <-e.free
 			e.cur.blocks = e.cur.blocks[:0]
@@ -566,18 +507,9 @@ func (e *Encoder) encode(last bool) {
 			j.blocks = append(j.blocks, parsed{})
 		}
 		b := &j.blocks[len(j.blocks)-1]
+		b.seqs, e.seqs = e.seqs, b.seqs[:0]
+		b.lits, e.lits = e.lits, b.lits[:0]
 		b.src, b.last = src, last
-		b.hist, b.histBase, b.start, b.marked = e.hist, e.histBase, start, e.marked
-		// The block's marks, and the first after it (find looks one
-		// ahead); the parser must not see e.marks change.
-		end := e.histBase + int64(len(e.hist))
-		b.marks = b.marks[:0]
-		for _, m := range e.marks {
-			b.marks = append(b.marks, m)
-			if m.start >= end {
-				break
-			}
-		}
 		if len(j.blocks) >= jobBlocks || last {
 			e.send()
 		}
@@ -929,17 +861,9 @@ func repCode(r *[3]uint32, ll, off uint32) uint32 {
 	return ob
 }
 
-// Stats are the encoder's counts so far (for measurement); a parser's
-// are added once it is stopped.
+// Stats are the encoder's counts so far (for measurement).
 type Stats struct {
 	Sequences, Literals, MarkMatched, Explicit int64
-}
-
-func (s *Stats) add(o Stats) {
-	s.Sequences += o.Sequences
-	s.Literals += o.Literals
-	s.MarkMatched += o.MarkMatched
-	s.Explicit += o.Explicit
 }
 
 // isHex: c is a digit of a decimal or (lower-case) hexadecimal number.

@@ -262,7 +262,7 @@ func TestConcurrentRawBlocks(t *testing.T) {
 		// which leaves the decoder's as they were; the next block's
 		// matches are coded against the decoder's, not the parse's.
 		e.Flush()
-		k := len(want) - int(parseReps(e)[0])
+		k := len(want) - int(e.reps[0])
 		e.Write(want[k : k+8])
 		want = append(want, want[k:k+8]...)
 		e.Flush()
@@ -273,15 +273,6 @@ func TestConcurrentRawBlocks(t *testing.T) {
 	if got := decode(t, z.Bytes()); !bytes.Equal(got, want) {
 		t.Fatalf("decoded %d bytes, wrote %d", len(got), len(want))
 	}
-}
-
-// parseReps is the parse's guess of the repeat offsets after the last
-// block parsed: the parser's that took it, once there are parsers.
-func parseReps(e *Encoder) [3]uint32 {
-	if e.parsers[0] == nil {
-		return e.reps
-	}
-	return e.parsers[e.sentTo].p.reps
 }
 
 // failWriter fails every write after the first n bytes.
