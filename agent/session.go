@@ -276,13 +276,21 @@ func (s *Session) write(b []byte) {
 	s.spill()
 }
 
+// asyncOutSize is outSize for the buffers handed to another goroutine
+// (Concurrent): each hand-off may wake the other's thread, which on a VM
+// costs as much as writing a small buffer, and the end of a run is when
+// memtrace is waited for.
+const asyncOutSize = 2 << 20
+
 // spill writes the held lines out once there are outSize of them.
 func (s *Session) spill() {
 	if len(s.out)+s.apart < outSize {
 		return
 	}
 	if s.async != nil {
-		s.handOff()
+		if len(s.out)+s.apart >= asyncOutSize {
+			s.handOff()
+		}
 		return
 	}
 	s.Flush()

@@ -1,6 +1,9 @@
 package logfmt
 
 import (
+	"encoding/binary"
+	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -188,10 +191,68 @@ func sanitize(s string) string {
 	return s
 }
 
+// appendPadUint appends v in decimal, left-aligned in width columns
+// (printf's %-*llu). The digits go straight into b, and the spaces with
+// two stores where they fit, not through strconv's buffer and two
+// copies: an event line has three such fields, and with stacks apart
+// the formatting is most of what an event costs the agent besides the
+// log's compression.
 func appendPadUint(b []byte, v uint64, width int) []byte {
+	nd := decLen(v)
 	n := len(b)
-	b = strconv.AppendUint(b, v, 10)
-	return appendSpaces(b, width-(len(b)-n))
+	if width <= 16 && nd <= 16 {
+		b = slices.Grow(b, 16)
+		b = b[:n+16]
+		binary.LittleEndian.PutUint64(b[n:], spaces8)
+		binary.LittleEndian.PutUint64(b[n+8:], spaces8)
+		putDec(b[n:n+nd], v)
+		return b[:n+max(nd, width)]
+	}
+	b = slices.Grow(b, nd)
+	b = b[:n+nd]
+	putDec(b[n:], v)
+	return appendSpaces(b, width-nd)
+}
+
+// pow10 are the powers of ten a uint64 holds, for decLen.
+var pow10 = func() (p [20]uint64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
+// decLen is how many decimal digits v has.
+func decLen(v uint64) int {
+	// 1233/4096 is just above log10(2): t is the digits of the
+	// smallest number of v's bit length, or one less.
+	t := bits.Len64(v) * 1233 >> 12
+	if v >= pow10[t] {
+		t++
+	}
+	return max(t, 1)
+}
+
+const digits100 = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"4041424344454647484950515253545556575859606162636465666768697071727374757677787980818283848586878889" +
+	"90919293949596979899"
+
+// putDec writes v's decimal digits into d, which is exactly as long.
+func putDec(d []byte, v uint64) {
+	i := len(d)
+	for v >= 100 {
+		q := v / 100
+		r := (v - q*100) * 2
+		i -= 2
+		d[i], d[i+1] = digits100[r], digits100[r+1]
+		v = q
+	}
+	if v >= 10 {
+		d[i-2], d[i-1] = digits100[v*2], digits100[v*2+1]
+		return
+	}
+	d[i-1] = byte('0' + v)
 }
 
 // appendPtr writes a pointer as glibc's %p does: 0x-prefixed lower-case hex,
@@ -200,6 +261,16 @@ func appendPtr(b []byte, p uint64) []byte {
 	if p == 0 {
 		return append(b, "(nil)"...)
 	}
-	b = append(b, "0x"...)
-	return strconv.AppendUint(b, p, 16)
+	nd := (bits.Len64(p) + 3) / 4
+	n := len(b)
+	b = slices.Grow(b, 2+nd)
+	b = b[:n+2+nd]
+	b[n], b[n+1] = '0', 'x'
+	for i := n + 1 + nd; i > n+1; i-- {
+		b[i] = hexDigits[p&15]
+		p >>= 4
+	}
+	return b
 }
+
+const hexDigits = "0123456789abcdef"

@@ -62,7 +62,8 @@ func checkEventLine(t *testing.T, tid int64, name string, op Op, ts, size, total
 func TestEventLineParts(t *testing.T) {
 	for o := Op(0); o < numOps+2; o++ {
 		for _, name := range []string{"", "sqlite3", "exactly15bytes!", "longer-than-fifteen", "tab\there"} {
-			for _, v := range []uint64{0, 7, 123456789012, 1<<64 - 1} {
+			for _, v := range []uint64{0, 7, 9, 10, 99, 100, 999, 1000, 1023, 1024, 123456789012, 999999999999, 1000000000000,
+				9999999999999999, 10000000000000000, 1<<63 - 1, 1 << 63, 10000000000000000000, 1<<64 - 1} {
 				checkEventLine(t, 1234567, name, o, v, v, v/3, v|1)
 			}
 		}

@@ -128,11 +128,13 @@ type Encoder struct {
 	// be, when not nil, is the back end (Concurrent): an encoder of
 	// its own that hashes, codes and writes each block parsed here,
 	// on its goroutine; jobs go to it, free come back, pending counts
-	// the blocks sent and not yet written, whose text the history must
-	// keep where it is; failed says be.err is set.
+	// the jobs sent and not yet written, whose text the history must
+	// keep where it is; failed says be.err is set. cur gathers the
+	// blocks of the next job.
 	be          *Encoder
 	jobs        chan *job
 	free        chan *job
+	cur         *job
 	pending     sync.WaitGroup
 	beDone      chan struct{}
 	failed      atomic.Bool
@@ -177,13 +179,23 @@ type sequence struct {
 	off             uint32 // the offset itself, for a back end's repeat codes
 }
 
-// job is a parsed block for the back end.
+// job is parsed blocks for the back end, several at a time: each hand-off
+// between the goroutines may cost a wake-up of the other's thread, and a
+// wake-up on a VM costs as much as coding a small block.
 type job struct {
+	blocks []parsed
+}
+
+// parsed is a block parsed: its sequences, literals and text.
+type parsed struct {
 	seqs []sequence
 	lits []byte
 	src  []byte
 	last bool
 }
+
+// jobBlocks is how many blocks a job carries at most.
+const jobBlocks = 8
 
 // NewEncoder writes a frame whose window is window bytes (a power of two
 // of at least 1 KiB, at most 1 GiB).
@@ -279,11 +291,13 @@ func (e *Encoder) Concurrent() {
 	go func() {
 		defer close(e.beDone)
 		for j := range e.jobs {
-			if be.err == nil {
-				be.seqs, be.lits = j.seqs, j.lits
-				be.codeBlock(j.src, j.last)
-				if be.err != nil {
-					e.failed.Store(true)
+			for i := range j.blocks {
+				if b := &j.blocks[i]; be.err == nil {
+					be.seqs, be.lits = b.seqs, b.lits
+					be.codeBlock(b.src, b.last)
+					if be.err != nil {
+						e.failed.Store(true)
+					}
 				}
 			}
 			e.free <- j
@@ -292,12 +306,26 @@ func (e *Encoder) Concurrent() {
 	}()
 }
 
-// wait waits for the back end to write what it was sent, and takes its
-// error.
+// send hands the blocks gathered so far to the back end.
+func (e *Encoder) send() {
+	if e.cur == nil || len(e.cur.blocks) == 0 {
+		return
+	}
+	e.pending.Add(1)
+	e.jobs <- e.cur
+	e.cur = nil
+	if e.failed.Load() {
+		e.wait()
+	}
+}
+
+// wait waits for the back end to write what it was sent and what waits
+// to be, and takes its error.
 func (e *Encoder) wait() {
 	if e.be == nil {
 		return
 	}
+	e.send()
 	e.pending.Wait()
 	if e.err == nil && e.be.err != nil {
 		e.err = e.be.err
@@ -468,14 +496,22 @@ func (e *Encoder) encode(last bool) {
 		e.codeBlock(src, last)
 	} else {
 		e.parse(start)
-		j := <-e.free
-		j.seqs, e.seqs = e.seqs, j.seqs[:0]
-		j.lits, e.lits = e.lits, j.lits[:0]
-		j.src, j.last = src, last
-		e.pending.Add(1)
-		e.jobs <- j
-		if e.failed.Load() {
-			e.wait()
+		if e.cur == nil {
+			e.cur = <-e.free
+			e.cur.blocks = e.cur.blocks[:0]
+		}
+		j := e.cur
+		if len(j.blocks) < cap(j.blocks) {
+			j.blocks = j.blocks[:len(j.blocks)+1]
+		} else {
+			j.blocks = append(j.blocks, parsed{})
+		}
+		b := &j.blocks[len(j.blocks)-1]
+		b.seqs, e.seqs = e.seqs, b.seqs[:0]
+		b.lits, e.lits = e.lits, b.lits[:0]
+		b.src, b.last = src, last
+		if len(j.blocks) >= jobBlocks || last {
+			e.send()
 		}
 	}
 	e.done = e.histBase + int64(len(e.hist))
