@@ -14,18 +14,7 @@ import (
 // asking whether a file is the dynamic linker that way, on every library
 // a start-up probes, showed in every start-up's profile.
 func dynamicSymbolValues(f *elf.File, names ...string) (map[string]uint64, error) {
-	ds := f.SectionByType(elf.SHT_DYNSYM)
-	if ds == nil {
-		return nil, elf.ErrNoSymbols
-	}
-	syms, err := ds.Data()
-	if err != nil {
-		return nil, err
-	}
-	if ds.Link == 0 || int(ds.Link) >= len(f.Sections) {
-		return nil, elf.ErrNoSymbols
-	}
-	strs, err := f.Sections[ds.Link].Data()
+	syms, strs, err := symbolSection(f, elf.SHT_DYNSYM)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,25 @@ import (
 	"debug/elf"
 )
 
+// symbolSection is the contents of f's symbol section of type typ and of
+// its string table (elf.ErrNoSymbols without them).
+func symbolSection(f *elf.File, typ elf.SectionType) (syms, strs []byte, err error) {
+	ss := f.SectionByType(typ)
+	if ss == nil {
+		return nil, nil, elf.ErrNoSymbols
+	}
+	if syms, err = ss.Data(); err != nil {
+		return nil, nil, err
+	}
+	if ss.Link == 0 || int(ss.Link) >= len(f.Sections) {
+		return nil, nil, elf.ErrNoSymbols
+	}
+	if strs, err = f.Sections[ss.Link].Data(); err != nil {
+		return nil, nil, err
+	}
+	return syms, strs, nil
+}
+
 // funcSymbols is what allocSymbols takes from f's symbol section of type
 // typ (SHT_DYNSYM or SHT_SYMTAB): the defined functions (STT_FUNC and
 // STT_GNU_IFUNC, value not 0) whose names keep accepts, in the section's
@@ -14,18 +33,7 @@ import (
 // thousands of symbols, which showed in every start-up's profile, where
 // a start-up wants a few dozen names.
 func funcSymbols(f *elf.File, typ elf.SectionType, global bool, keep func(name []byte) bool) ([]elf.Symbol, error) {
-	ss := f.SectionByType(typ)
-	if ss == nil {
-		return nil, elf.ErrNoSymbols
-	}
-	data, err := ss.Data()
-	if err != nil {
-		return nil, err
-	}
-	if ss.Link == 0 || int(ss.Link) >= len(f.Sections) {
-		return nil, elf.ErrNoSymbols
-	}
-	strs, err := f.Sections[ss.Link].Data()
+	data, strs, err := symbolSection(f, typ)
 	if err != nil {
 		return nil, err
 	}
