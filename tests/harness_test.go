@@ -290,6 +290,9 @@ func lineOf(evs []*logEvent, i int) int {
 type run struct {
 	log, truth string
 	stderr     bytes.Buffer
+	// closing turns the closing check on for this run's memtrace where
+	// TestMain left it off (-short).
+	closing bool
 }
 
 func newRun(t *testing.T) *run {

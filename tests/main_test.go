@@ -21,6 +21,9 @@ import (
 // (runner.CheckEnv, docs/closing.md): each run that writes its log to a
 // file reads it back after its closing lines and fails, with one line and
 // runner.CheckStatus, if the agent's figures differ from the report's.
+// Under -short (make check) only TestPrograms' runs are checked (run.closing):
+// reading a log back costs about as much CPU as the run's own start-up,
+// mostly the C library's debug information, and every test runs memtrace.
 //
 // It also adds a hang report to the package: go test's own timeout
 // panics with every goroutine's stack, and a CI log that keeps only its
@@ -29,8 +32,10 @@ import (
 // the test binary started (state, wait channel, command line: a stopped
 // target is what memtrace must never leave), then fails the package.
 func TestMain(m *testing.M) {
-	os.Setenv(runner.CheckEnv, "1")
 	flag.Parse()
+	if !testing.Short() {
+		os.Setenv(runner.CheckEnv, "1")
+	}
 	if g, ok := flag.Lookup("test.timeout").Value.(flag.Getter); ok {
 		if d, ok := g.Get().(time.Duration); ok && d > 3*time.Minute {
 			time.AfterFunc(d-90*time.Second, hangReport)
