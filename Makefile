@@ -4,7 +4,12 @@ GO      ?= go
 CC      ?= gcc
 CLANG   ?= clang-19
 BIN     := bin
+# -trimpath keeps the checkout's directory out of every Go build, so that
+# Go's caches (builds, test results, vet, staticcheck) serve any clone of
+# the same sources: without it they key each package on its directory,
+# and a fresh clone (CI's) compiled and analysed everything again.
 GOFLAGS ?=
+export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))
 export CGO_ENABLED ?= 0
 
 # make install: GNU's PREFIX and DESTDIR. memtrace finds its preload
@@ -42,10 +47,10 @@ deps:
 build: $(BIN)/memtrace $(BIN)/memview $(BIN)/memtrace-preload.so
 
 $(BIN)/memtrace: $(BIN)/memtrace-preload.so FORCE
-	$(GO) build $(GOFLAGS) -o $@ ./cmd/memtrace
+	$(GO) build -o $@ ./cmd/memtrace
 
 $(BIN)/memview: FORCE
-	$(GO) build $(GOFLAGS) -o $@ ./cmd/memview
+	$(GO) build -o $@ ./cmd/memview
 
 $(BIN)/memtrace-preload.so: FORCE
 	$(MAKE) -s -C fallback-preload OUT=$(abspath $@)
