@@ -687,21 +687,30 @@ type bpfHeld struct {
 }
 
 // bpfHeldByPid lists the BPF programs and links the processes count
-// accepts hold (fdinfo's prog_id and link_id).
+// accepts hold (fdinfo's prog_id and link_id). count is asked only about
+// a process that holds one: it may read the process's ancestry, and the
+// watch below scans every process many times a second.
 func bpfHeldByPid(count func(pid int) bool) []bpfHeld {
 	var out []bpfHeld
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !count(pid) {
+		if err != nil {
 			continue
 		}
 		fdDir := "/proc/" + e.Name() + "/fd"
 		fds, _ := os.ReadDir(fdDir)
+		asked, counted := false, false
 		for _, fd := range fds {
 			l, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
 			if err != nil || (l != "anon_inode:bpf-prog" && l != "anon_inode:bpf_link") {
 				continue
+			}
+			if !asked {
+				asked, counted = true, count(pid)
+			}
+			if !counted {
+				break
 			}
 			info, _ := os.ReadFile("/proc/" + e.Name() + "/fdinfo/" + fd.Name())
 			for _, line := range strings.Split(string(info), "\n") {
@@ -735,8 +744,10 @@ type othersBPF struct {
 	done, ended chan struct{}
 }
 
-// othersPoll is how often othersBPF looks: a memtrace lives longer.
-const othersPoll = 50 * time.Millisecond
+// othersPoll is how often othersBPF looks: a memtrace holds its programs
+// longer (its start-up alone takes longer), and each look reads every
+// process's descriptors, which a busy machine feels.
+const othersPoll = 100 * time.Millisecond
 
 func watchOthersBPF(mtPid int) *othersBPF {
 	o := &othersBPF{progs: map[uint64]map[int]bool{}, links: map[uint64]map[int]bool{},
