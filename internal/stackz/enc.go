@@ -589,8 +589,11 @@ func matchLen(a, b []byte) int {
 // last copy, found without a search. Elsewhere (the event lines) it
 // searches as zstd's lazy levels do: the repeat offsets, then a hash chain
 // of earlier positions, keeping the longest, and looks one byte ahead for
-// a longer one before it takes a short match. A searched match stops at
-// the next stack's text, which its own last copy covers whole.
+// a longer one before it takes a short match at a new offset (one at a
+// repeat offset is the log's loop a period back, which a byte later
+// seldom beats: the look costs a search per match and saves next to
+// nothing). A searched match stops at the next stack's text, which its
+// own last copy covers whole.
 func (e *Encoder) parse(start int) {
 	h := e.hist
 	end := len(h)
@@ -604,7 +607,7 @@ func (e *Encoder) parse(start int) {
 			i++
 			continue
 		}
-		if n < lazyBelow && i+9 <= end {
+		if n < lazyBelow && i+9 <= end && e.explicit(i, c) {
 			if c2, n2 := e.find(i+1, end, litStart); n2 > n+1 {
 				i, c, n = i+1, c2, n2
 			}
