@@ -140,6 +140,7 @@ type Encoder struct {
 	failed      atomic.Bool
 	headerWrote bool
 	marked      bool // a stack's text was marked: find's rule for numbers
+	noSkip      bool // tests: find called at every position (skipNum's check)
 	err         error
 	Stats       Stats
 }
@@ -602,6 +603,9 @@ func (e *Encoder) parse(start int) {
 	e.mi = 0
 	i, litStart := start, start
 	for i+8 <= end {
+		if i = e.skipNum(i, end); i+8 > end {
+			break
+		}
 		c, n := e.find(i, end, litStart)
 		if n == 0 {
 			i++
@@ -636,6 +640,47 @@ func (e *Encoder) parse(start int) {
 	e.lits = append(e.lits, h[litStart:end]...)
 	e.Stats.Sequences += int64(len(e.seqs))
 	e.Stats.Literals += int64(len(e.lits))
+}
+
+// skipNum is the first position from i at which find may match: it
+// passes over the digits of an event line's numbers where no repeat
+// offset holds the next 4 bytes, at which find would search nothing
+// (no hash inside a number) and return no match. Most of an event
+// line's positions are such digits (the log's loop a period back
+// differs in its numbers), and a call of find for each costs several
+// times this loop's step. The frame is the same as without it.
+func (e *Encoder) skipNum(i, end int) int {
+	if !e.marked || i == 0 || e.noSkip {
+		return i
+	}
+	h := e.hist
+	stop := end - 8 // parse's last position
+	abs := e.histBase + int64(i)
+	for mi := e.mi; mi < len(e.marks); mi++ {
+		if m := &e.marks[mi]; m.end > abs {
+			if m.start <= abs {
+				return i // a stack's text: find's own rules
+			}
+			stop = min(stop, int(m.start-e.histBase)-1)
+			break
+		}
+	}
+	r0, r1, r2 := int(e.reps[0]), int(e.reps[1]), int(e.reps[2])
+	w := int(e.window)
+	j := i
+	for ; j <= stop; j++ {
+		if !isHex(h[j-1]) || !isHex(h[j]) {
+			break
+		}
+		v := load32(h, j)
+		if j >= r0 && r0 <= w && load32(h, j-r0) == v ||
+			j >= r1 && r1 <= w && load32(h, j-r1) == v ||
+			j >= r2 && r2 <= w && load32(h, j-r2) == v {
+			break
+		}
+	}
+	e.Stats.Skipped += int64(j - i)
+	return j
 }
 
 // explicit: a match at i from c needs an offset of its own.
@@ -768,22 +813,26 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 			limit = min(int(m.start-base), end)
 		}
 	}
-	// The hash candidate's first bytes are read before the repeat
-	// offsets' are compared: the miss on an old line then overlaps
-	// theirs instead of following them.
-	hv := hash5(h, i)
-	ck, first := -1, uint32(0)
 	// Inside a number of a log with stacks, no search: a match found
 	// there is a few digits at a new offset, which costs about what
 	// it saves and pushes the loop's period out of the repeat offsets
 	// (the log smaller, and the miss on the candidate's line saved;
 	// docs/measurements.md has the figures). Without stacks, the
 	// offsets are short and a free's address found on its malloc's
-	// line pays.
+	// line pays. Most of an event line's searches are in its numbers:
+	// there neither the hash nor its table's entry is read.
 	inNum := e.marked && i > 0 && isHex(h[i-1]) && isHex(h[i])
-	if d := uint32(abs) - e.table[hv]; !inNum && d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
-		ck = int(abs - int64(d) - base)
-		first = load32(h, ck)
+	// Elsewhere the hash candidate's first bytes are read before the
+	// repeat offsets' are compared: the miss on an old line then
+	// overlaps theirs instead of following them.
+	var hv uint32
+	ck, first := -1, uint32(0)
+	if !inNum {
+		hv = hash5(h, i)
+		if d := uint32(abs) - e.table[hv]; d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
+			ck = int(abs - int64(d) - base)
+			first = load32(h, ck)
+		}
 	}
 	// Each candidate is valued as zstd's lazy levels value them: the
 	// bits its bytes would cost as literals less what its offset costs.
@@ -867,6 +916,8 @@ func repCode(r *[3]uint32, ll, off uint32) uint32 {
 // Stats are the encoder's counts so far (for measurement).
 type Stats struct {
 	Sequences, Literals, MarkMatched, Explicit int64
+	// Skipped counts the positions skipNum passed over.
+	Skipped int64
 }
 
 // isHex: c is a digit of a decimal or (lower-case) hexadecimal number.
