@@ -842,6 +842,11 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 		if k < 0 || int64(r) > e.window || load32(h, k) != load32(h, i) {
 			continue
 		}
+		// A later repeat offset's code costs more: it is taken only
+		// if longer, so only if it holds the byte the best one missed.
+		if bestN > 0 && (i+bestN >= limit || h[k+bestN] != h[i+bestN]) {
+			continue
+		}
 		l := matchLen(h[k:limit], h[i:limit])
 		if g := l*litBits - ri - 1; l >= minMatch && g > bestGain {
 			bestGain, bestC, bestN = g, k, l
