@@ -110,7 +110,13 @@ type Encoder struct {
 
 	marks []mark // of the text not yet in blocks
 	last  map[uint64]*copyAt
-	// sweepAt is the size of last at which it is swept.
+	// dense holds the stacks whose IDs are below denseIDs (the
+	// preload converter numbers its stacks from 1) instead of last:
+	// an index instead of a hash lookup for each copy. nlast counts
+	// the stacks in both.
+	dense []*copyAt
+	nlast int
+	// sweepAt is the count of stacks at which they are swept.
 	sweepAt int
 	table   []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
 	mi      int      // parse: the first mark not behind it
@@ -160,12 +166,23 @@ func (e *Encoder) sweep() {
 	for id, c := range e.last {
 		if c.abs < old {
 			delete(e.last, id)
+			e.nlast--
 		}
 	}
-	e.sweepAt = max(2*len(e.last), minSweep)
+	for id, c := range e.dense {
+		if c != nil && c.abs < old {
+			e.dense[id] = nil
+			e.nlast--
+		}
+	}
+	e.sweepAt = max(2*e.nlast, minSweep)
 }
 
 const minSweep = 4096
+
+// denseIDs bounds the IDs kept in a slice: small enough that its
+// pointers cost little memory whatever the IDs below it.
+const denseIDs = 1 << 16
 
 // copyAt is where a stack's text was last written, and the slice it was
 // given as (held, so that its address is not another text's while kept).
@@ -349,11 +366,26 @@ func (e *Encoder) TakesSparse() bool { return true }
 
 // mark notes that the text from start is m's stack's.
 func (e *Encoder) mark(start int64, m Mark) {
-	c := e.last[m.ID]
+	var c *copyAt
+	if m.ID < denseIDs {
+		if m.ID < uint64(len(e.dense)) {
+			c = e.dense[m.ID]
+		}
+	} else {
+		c = e.last[m.ID]
+	}
 	mk := mark{start: start, end: start + int64(m.Len), prev: -1, older: [3]int64{-1, -1, -1}}
 	if c == nil {
 		c = &copyAt{}
-		e.last[m.ID] = c
+		if m.ID < denseIDs {
+			if m.ID >= uint64(len(e.dense)) {
+				e.dense = append(e.dense, make([]*copyAt, int(m.ID)+1-len(e.dense))...)
+			}
+			e.dense[m.ID] = c
+		} else {
+			e.last[m.ID] = c
+		}
+		e.nlast++
 	} else {
 		mk.prev = c.abs
 		mk.same = m.Text != nil && len(m.Text) == m.Len && len(c.text) == m.Len &&
@@ -367,7 +399,7 @@ func (e *Encoder) mark(start int64, m Mark) {
 	}
 	// Updated in place: a copy of a known stack costs a lookup only.
 	c.abs, c.text = start, m.Text
-	if len(e.last) > e.sweepAt {
+	if e.nlast > e.sweepAt {
 		e.sweep()
 	}
 	e.marks = append(e.marks, mk)
