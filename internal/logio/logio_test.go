@@ -205,6 +205,55 @@ func TestDamaged(t *testing.T) {
 	}
 }
 
+// TestDamageEndingABlockEarly: a flipped bit that makes the zstd decoder
+// run off a block's data (its io.ErrUnexpectedEOF) before the file's end
+// is damage, not a cut: a cut leaves nothing after it.
+func TestDamageEndingABlockEarly(t *testing.T) {
+	z, _ := compress(t, sampleLog(3000, 8), Zstd, 9)
+	zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zd.Close()
+	found := false
+	for i := len(z) / 2; i < len(z)-8 && !found; i++ {
+		for bit := 0; bit < 8 && !found; bit++ {
+			bad := append([]byte{}, z...)
+			bad[i] ^= 1 << bit
+			src := &countingReader{r: bytes.NewReader(bad)}
+			if err := zd.Reset(src); err != nil {
+				continue
+			}
+			_, err := io.Copy(io.Discard, zd)
+			// A decoder that read to the end (a block's size damaged
+			// past it) cannot tell the damage from a cut.
+			if !errors.Is(err, io.ErrUnexpectedEOF) || src.n >= len(bad) {
+				continue
+			}
+			found = true
+			_, _, err = readAll(t, bad)
+			if !errors.Is(err, ErrDamaged) || errors.Is(err, ErrTruncated) {
+				t.Errorf("bit %d of byte %d of %d flipped (the decoder stops at byte %d): err %v, want ErrDamaged", bit, i, len(z), src.n, err)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no flipped bit in the stream's second half makes the decoder end a block early")
+	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
 func TestSniff(t *testing.T) {
 	for _, c := range []struct {
 		name      string

@@ -319,6 +319,12 @@ func decodeError(k Kind, err error, pr *prefixReader) error {
 		return pe.err
 	}
 	switch {
+	case errors.Is(err, ErrTruncated):
+		return err
+	case errors.Is(err, io.ErrUnexpectedEOF) && pr.moreLeft():
+		// The decoder ran off a block's bit stream before the file's
+		// end: damage, which a cut would not leave with bytes after it.
+		return fmt.Errorf("%w (%s: a block's data ends inside the block)", ErrDamaged, k)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return ErrTruncated
 	case (errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded)) &&
@@ -394,13 +400,21 @@ func (r *Reader) Close() error {
 
 // prefixReader returns head, then reads r; errors of r are marked as the
 // reader's own, not the compressed data's. n counts the bytes returned,
-// tail keeps the last of them.
+// tail keeps the last of them; eof says r has ended.
 type prefixReader struct {
 	head  []byte
 	r     io.Reader
 	n     int64
 	tail  [zstdHeaderMax]byte
 	tailN int
+	eof   bool
+}
+
+// moreLeft says the decoder stopped before the input's end: an
+// unexpected end of data it met there is the data's own, not a cut.
+// A reader that never ends (a followed file) always has more left.
+func (p *prefixReader) moreLeft() bool {
+	return p != nil && !p.eof
 }
 
 func (p *prefixReader) Read(b []byte) (int, error) {
@@ -414,6 +428,9 @@ func (p *prefixReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)
 	p.keep(b[:n])
+	if errors.Is(err, io.EOF) {
+		p.eof = true
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		err = &readError{err}
 	}

@@ -110,7 +110,13 @@ type Encoder struct {
 
 	marks []mark // of the text not yet in blocks
 	last  map[uint64]*copyAt
-	// sweepAt is the size of last at which it is swept.
+	// dense holds the stacks whose IDs are below denseIDs (the
+	// preload converter numbers its stacks from 1) instead of last:
+	// an index instead of a hash lookup for each copy. nlast counts
+	// the stacks in both.
+	dense []*copyAt
+	nlast int
+	// sweepAt is the count of stacks at which they are swept.
 	sweepAt int
 	table   []uint32 // hash of 5 bytes → the last absolute position with it (its low 32 bits)
 	mi      int      // parse: the first mark not behind it
@@ -140,6 +146,7 @@ type Encoder struct {
 	failed      atomic.Bool
 	headerWrote bool
 	marked      bool // a stack's text was marked: find's rule for numbers
+	noSkip      bool // tests: find called at every position (skipNum's check)
 	err         error
 	Stats       Stats
 }
@@ -159,12 +166,23 @@ func (e *Encoder) sweep() {
 	for id, c := range e.last {
 		if c.abs < old {
 			delete(e.last, id)
+			e.nlast--
 		}
 	}
-	e.sweepAt = max(2*len(e.last), minSweep)
+	for id, c := range e.dense {
+		if c != nil && c.abs < old {
+			e.dense[id] = nil
+			e.nlast--
+		}
+	}
+	e.sweepAt = max(2*e.nlast, minSweep)
 }
 
 const minSweep = 4096
+
+// denseIDs bounds the IDs kept in a slice: small enough that its
+// pointers cost little memory whatever the IDs below it.
+const denseIDs = 1 << 16
 
 // copyAt is where a stack's text was last written, and the slice it was
 // given as (held, so that its address is not another text's while kept).
@@ -348,11 +366,26 @@ func (e *Encoder) TakesSparse() bool { return true }
 
 // mark notes that the text from start is m's stack's.
 func (e *Encoder) mark(start int64, m Mark) {
-	c := e.last[m.ID]
+	var c *copyAt
+	if m.ID < denseIDs {
+		if m.ID < uint64(len(e.dense)) {
+			c = e.dense[m.ID]
+		}
+	} else {
+		c = e.last[m.ID]
+	}
 	mk := mark{start: start, end: start + int64(m.Len), prev: -1, older: [3]int64{-1, -1, -1}}
 	if c == nil {
 		c = &copyAt{}
-		e.last[m.ID] = c
+		if m.ID < denseIDs {
+			if m.ID >= uint64(len(e.dense)) {
+				e.dense = append(e.dense, make([]*copyAt, int(m.ID)+1-len(e.dense))...)
+			}
+			e.dense[m.ID] = c
+		} else {
+			e.last[m.ID] = c
+		}
+		e.nlast++
 	} else {
 		mk.prev = c.abs
 		mk.same = m.Text != nil && len(m.Text) == m.Len && len(c.text) == m.Len &&
@@ -366,7 +399,7 @@ func (e *Encoder) mark(start int64, m Mark) {
 	}
 	// Updated in place: a copy of a known stack costs a lookup only.
 	c.abs, c.text = start, m.Text
-	if len(e.last) > e.sweepAt {
+	if e.nlast > e.sweepAt {
 		e.sweep()
 	}
 	e.marks = append(e.marks, mk)
@@ -589,8 +622,11 @@ func matchLen(a, b []byte) int {
 // last copy, found without a search. Elsewhere (the event lines) it
 // searches as zstd's lazy levels do: the repeat offsets, then a hash chain
 // of earlier positions, keeping the longest, and looks one byte ahead for
-// a longer one before it takes a short match. A searched match stops at
-// the next stack's text, which its own last copy covers whole.
+// a longer one before it takes a short match at a new offset (one at a
+// repeat offset is the log's loop a period back, which a byte later
+// seldom beats: the look costs a search per match and saves next to
+// nothing). A searched match stops at the next stack's text, which its
+// own last copy covers whole.
 func (e *Encoder) parse(start int) {
 	h := e.hist
 	end := len(h)
@@ -599,12 +635,15 @@ func (e *Encoder) parse(start int) {
 	e.mi = 0
 	i, litStart := start, start
 	for i+8 <= end {
+		if i = e.skipNum(i, end); i+8 > end {
+			break
+		}
 		c, n := e.find(i, end, litStart)
 		if n == 0 {
 			i++
 			continue
 		}
-		if n < lazyBelow && i+9 <= end {
+		if n < lazyBelow && i+9 <= end && e.explicit(i, c) {
 			if c2, n2 := e.find(i+1, end, litStart); n2 > n+1 {
 				i, c, n = i+1, c2, n2
 			}
@@ -633,6 +672,47 @@ func (e *Encoder) parse(start int) {
 	e.lits = append(e.lits, h[litStart:end]...)
 	e.Stats.Sequences += int64(len(e.seqs))
 	e.Stats.Literals += int64(len(e.lits))
+}
+
+// skipNum is the first position from i at which find may match: it
+// passes over the digits of an event line's numbers where no repeat
+// offset holds the next 4 bytes, at which find would search nothing
+// (no hash inside a number) and return no match. Most of an event
+// line's positions are such digits (the log's loop a period back
+// differs in its numbers), and a call of find for each costs several
+// times this loop's step. The frame is the same as without it.
+func (e *Encoder) skipNum(i, end int) int {
+	if !e.marked || i == 0 || e.noSkip {
+		return i
+	}
+	h := e.hist
+	stop := end - 8 // parse's last position
+	abs := e.histBase + int64(i)
+	for mi := e.mi; mi < len(e.marks); mi++ {
+		if m := &e.marks[mi]; m.end > abs {
+			if m.start <= abs {
+				return i // a stack's text: find's own rules
+			}
+			stop = min(stop, int(m.start-e.histBase)-1)
+			break
+		}
+	}
+	r0, r1, r2 := int(e.reps[0]), int(e.reps[1]), int(e.reps[2])
+	w := int(e.window)
+	j := i
+	for ; j <= stop; j++ {
+		if !isHex(h[j-1]) || !isHex(h[j]) {
+			break
+		}
+		v := load32(h, j)
+		if j >= r0 && r0 <= w && load32(h, j-r0) == v ||
+			j >= r1 && r1 <= w && load32(h, j-r1) == v ||
+			j >= r2 && r2 <= w && load32(h, j-r2) == v {
+			break
+		}
+	}
+	e.Stats.Skipped += int64(j - i)
+	return j
 }
 
 // explicit: a match at i from c needs an offset of its own.
@@ -765,22 +845,26 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 			limit = min(int(m.start-base), end)
 		}
 	}
-	// The hash candidate's first bytes are read before the repeat
-	// offsets' are compared: the miss on an old line then overlaps
-	// theirs instead of following them.
-	hv := hash5(h, i)
-	ck, first := -1, uint32(0)
 	// Inside a number of a log with stacks, no search: a match found
 	// there is a few digits at a new offset, which costs about what
 	// it saves and pushes the loop's period out of the repeat offsets
 	// (the log smaller, and the miss on the candidate's line saved;
 	// docs/measurements.md has the figures). Without stacks, the
 	// offsets are short and a free's address found on its malloc's
-	// line pays.
+	// line pays. Most of an event line's searches are in its numbers:
+	// there neither the hash nor its table's entry is read.
 	inNum := e.marked && i > 0 && isHex(h[i-1]) && isHex(h[i])
-	if d := uint32(abs) - e.table[hv]; !inNum && d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
-		ck = int(abs - int64(d) - base)
-		first = load32(h, ck)
+	// Elsewhere the hash candidate's first bytes are read before the
+	// repeat offsets' are compared: the miss on an old line then
+	// overlaps theirs instead of following them.
+	var hv uint32
+	ck, first := -1, uint32(0)
+	if !inNum {
+		hv = hash5(h, i)
+		if d := uint32(abs) - e.table[hv]; d != 0 && int64(d) <= e.window && abs-int64(d) >= base {
+			ck = int(abs - int64(d) - base)
+			first = load32(h, ck)
+		}
 	}
 	// Each candidate is valued as zstd's lazy levels value them: the
 	// bits its bytes would cost as literals less what its offset costs.
@@ -788,6 +872,11 @@ func (e *Encoder) find(i, end, litStart int) (c, n int) {
 	for ri, r := range e.reps {
 		k := i - int(r)
 		if k < 0 || int64(r) > e.window || load32(h, k) != load32(h, i) {
+			continue
+		}
+		// A later repeat offset's code costs more: it is taken only
+		// if longer, so only if it holds the byte the best one missed.
+		if bestN > 0 && (i+bestN >= limit || h[k+bestN] != h[i+bestN]) {
 			continue
 		}
 		l := matchLen(h[k:limit], h[i:limit])
@@ -864,6 +953,8 @@ func repCode(r *[3]uint32, ll, off uint32) uint32 {
 // Stats are the encoder's counts so far (for measurement).
 type Stats struct {
 	Sequences, Literals, MarkMatched, Explicit int64
+	// Skipped counts the positions skipNum passed over.
+	Skipped int64
 }
 
 // isHex: c is a digit of a decimal or (lower-case) hexadecimal number.

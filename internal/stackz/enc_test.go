@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 
@@ -210,6 +211,55 @@ func TestSparseSameFrame(t *testing.T) {
 
 // TestSparseMarksRefused: marks out of order or past the text are
 // refused, not written somewhere else.
+// TestSkipNumSameFrame: passing over the numbers' digits leaves the frame
+// as find at every position makes it, on a synthetic log and on
+// STACKZ_LOG's when set.
+func TestSkipNumSameFrame(t *testing.T) {
+	type input struct {
+		name   string
+		chunks []chunk
+	}
+	var inputs []input
+	for _, n := range []int{300, 20000} {
+		text, marks := logLike(rand.New(rand.NewSource(int64(n))), n, n/100+1)
+		var cs []chunk
+		for off := 0; off < len(text); off += 100 << 10 {
+			k := min(100<<10, len(text)-off)
+			cs = append(cs, chunk{text[off : off+k], marksIn(marks, off, k)})
+		}
+		inputs = append(inputs, input{fmt.Sprintf("logLike %d", n), cs})
+	}
+	if os.Getenv("STACKZ_LOG") != "" {
+		_, cs, _ := realLog(t)
+		inputs = append(inputs, input{"STACKZ_LOG", cs})
+	}
+	for _, in := range inputs {
+		var frames [2]bytes.Buffer
+		var skipped int64
+		for k := range frames {
+			e, _ := NewEncoder(&frames[k], 1<<20)
+			e.noSkip = k == 1
+			for _, c := range in.chunks {
+				if err := e.WriteMarked(c.p, c.ms); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if k == 0 {
+				skipped = e.Stats.Skipped
+			}
+		}
+		if !bytes.Equal(frames[0].Bytes(), frames[1].Bytes()) {
+			t.Errorf("%s: the frame with the digits passed over (%d bytes) differs from find's at every position (%d)", in.name, frames[0].Len(), frames[1].Len())
+		}
+		if skipped == 0 {
+			t.Errorf("%s: no position passed over: the test compares nothing", in.name)
+		}
+	}
+}
+
 func TestSparseMarksRefused(t *testing.T) {
 	var z bytes.Buffer
 	e, _ := NewEncoder(&z, 1<<10)
