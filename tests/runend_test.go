@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,7 +126,14 @@ func TestRunEndDetachAndInterrupt(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\nmemtrace: %s", mode, err, said())
 		}
-		time.Sleep(300 * time.Millisecond) // ring blocks allocated and freed
+		// Ring blocks freed and allocated again in the log before the
+		// Ctrl-C, however slowly a loaded machine runs the program.
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		err = waitFreeThenMalloc(ctx, log)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v\nmemtrace: %s", mode, err, said())
+		}
 		mt.Process.Signal(syscall.SIGINT)
 		if err := runWait(mt, 30*time.Second); err != nil && mode == "attach" {
 			t.Fatalf("%s: memtrace after SIGINT: %v\n%s", mode, err, said())
@@ -153,4 +161,29 @@ func headerPID(log string) int {
 		return 0
 	}
 	return int(h.PID)
+}
+
+// waitFreeThenMalloc waits until the log at path has a free event line
+// followed by a malloc one.
+func waitFreeThenMalloc(ctx context.Context, path string) error {
+	for {
+		if data, err := os.ReadFile(path); err == nil {
+			seenFree := false
+			for _, l := range strings.Split(string(data), "\n") {
+				if !strings.HasPrefix(l, "[memtrack] tid=") {
+					continue
+				}
+				if strings.Contains(l, " free ") {
+					seenFree = true
+				} else if seenFree && strings.Contains(l, " malloc ") {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no free then malloc in %s: %w", path, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
