@@ -1000,6 +1000,29 @@ static __always_inline __u32 memo_slot(__u64 pc, __u64 sp)
 	return ((pc ^ sp * 0x9e3779b97f4a7c15ULL) * 0x9e3779b97f4a7c15ULL) >> 57 & (MT_MEMO - 1);
 }
 
+struct mt_memo_ctx {
+	struct mt_walk *w;
+	struct mt_memo *m;
+	struct mt_chunk *c;
+	int ok;
+};
+
+/* A word a call: as a loop the verifier followed every outcome of each
+ * read (chunk, refill, own read) along the words. */
+static long memo_word_cb(__u64 i, void *data)
+{
+	struct mt_memo_ctx *x = data;
+	if (!x->w || !x->m)
+		return 1;
+	__u32 k = i & (MT_MEMO_WORDS - 1);
+	__u64 v = 0;
+	if (!stack_read(x->c, &x->w->s, &v, 8, x->m->wa[k]) || (x->m->wm[k] && v != x->m->wv[k])) {
+		x->ok = 0;
+		return 1;
+	}
+	return 0;
+}
+
 /* The walk from w's entry registers (the first frame in buf) if m holds
  * it and it is proven: its frames into buf, w->n and w->reason set. */
 MT_GLOBAL int mt_memo_try(struct mt_walk *w, struct mt_memo *m, struct mt_chunk *c, struct stackbuf *buf)
@@ -1014,13 +1037,10 @@ MT_GLOBAL int mt_memo_try(struct mt_walk *w, struct mt_memo *m, struct mt_chunk 
 	__u32 nw = m->nw, n = m->n;
 	if (nw > MT_MEMO_WORDS || n == 0 || n > MT_MEMO_FRAMES)
 		return 0;
-	for (__u32 i = 0; i < MT_MEMO_WORDS; i++) {
-		if (i >= nw)
-			break;
-		__u64 v = 0;
-		if (!stack_read(c, s, &v, 8, m->wa[i]) || (m->wm[i] && v != m->wv[i]))
-			return 0;
-	}
+	struct mt_memo_ctx x = {.w = w, .m = m, .c = c, .ok = 1};
+	bpf_loop(nw, memo_word_cb, &x, 0);
+	if (!x.ok)
+		return 0;
 	for (__u32 i = 0; i < MT_MEMO_FRAMES; i++) {
 		if (i >= n)
 			break;
@@ -1029,6 +1049,28 @@ MT_GLOBAL int mt_memo_try(struct mt_walk *w, struct mt_memo *m, struct mt_chunk 
 	w->n = n;
 	w->reason = m->reason;
 	return 1;
+}
+
+/* Whether fp is read after each step of sl before a step sets it again:
+ * bit i, from the last step back; m->fpdep whether the first step's fp
+ * is. A function of its own: the verifier checks it once, not again for
+ * each way out of its loop along the code after it. */
+MT_GLOBAL __u64 mt_memo_live(struct mt_wkslot *sl, __u32 ns, struct mt_memo *m)
+{
+	if (!sl || !m)
+		return 0;
+	__u64 live = 0;
+	__u32 lv = 0; /* fp read after the step being looked at */
+	for (__u32 i = 0; i < MT_WK_STEPS; i++) {
+		if (i >= ns)
+			break;
+		__u32 x = (ns - 1 - i) & (MT_WK_STEPS - 1);
+		live |= (__u64)lv << x;
+		__u32 fpb = sl->s[x].fpb;
+		lv = (fpb & MT_WK_FP_READ) | (lv & ~(fpb >> 1) & 1);
+	}
+	m->fpdep = lv;
+	return live;
 }
 
 /* Keeps the walk just kept in walk_keep (its slot rec->cur) in m, keyed
@@ -1045,20 +1087,14 @@ MT_GLOBAL int mt_memo_put(struct mt_walk *w, struct mt_wkrec *rec, struct mt_mem
 	__u32 ns = sl->n;
 	if (ns == 0 || ns > MT_WK_STEPS)
 		return 0;
-	/* Whether fp is read after each step before a step sets it again:
-	 * bit i of live, from the last step back. Without branches on the
-	 * words or fp's use, here and below: the verifier would follow each
-	 * combination along the loop. */
-	__u64 live = 0;
-	__u32 lv = 0; /* fp read after the step being looked at */
-	for (__u32 i = 0; i < MT_WK_STEPS; i++) {
-		if (i >= ns)
+	for (__u32 i = 0; i < MT_MEMO_FRAMES; i++) {
+		if (i >= n)
 			break;
-		__u32 x = (ns - 1 - i) & (MT_WK_STEPS - 1);
-		live |= (__u64)lv << x;
-		__u32 fpb = sl->s[x].fpb;
-		lv = (fpb & MT_WK_FP_READ) | (lv & ~(fpb >> 1) & 1);
+		m->ips[i] = buf->ips[i];
 	}
+	/* Without branches on the words or fp's use: the verifier would
+	 * follow each combination along the loop. */
+	__u64 live = mt_memo_live(sl, ns, m);
 	__u32 k = 0;
 	for (__u32 i = 0; i < MT_WK_STEPS; i++) {
 		if (i >= ns)
@@ -1084,17 +1120,11 @@ MT_GLOBAL int mt_memo_put(struct mt_walk *w, struct mt_wkrec *rec, struct mt_mem
 	}
 	if (k > MT_MEMO_WORDS)
 		return 0;
-	for (__u32 i = 0; i < MT_MEMO_FRAMES; i++) {
-		if (i >= n)
-			break;
-		m->ips[i] = buf->ips[i];
-	}
 	struct mt_wkstep *e0 = &sl->s[0];
 	m->pc = e0->pc;
 	m->sp = e0->sp;
 	m->fp = e0->fp;
 	m->st = e0->st;
-	m->fpdep = lv;
 	m->nw = k;
 	m->n = n;
 	m->reason = w->reason;
