@@ -145,7 +145,6 @@ struct mt_wstate {
 	__u8 nw;
 	__u8 step_fp;
 	__u8 cur_fb;
-	__u8 wfp; /* bit k: word k was a saved frame pointer */
 	__u64 wa[3], wv[3];
 #endif
 	/* mt_step's rule, here rather than on its frame: the walk's chain
@@ -181,25 +180,20 @@ struct mt_walk {
 #define MT_WK_FB 16     /* its mapping came from the VMA fallback, not the array */
 #define MT_WK_NOT_RUN 0xff
 
-static __always_inline void wk_note(struct mt_wstate *w, __u64 addr, __u64 v, __u8 is_fp)
+static __always_inline void wk_note(struct mt_wstate *w, __u64 addr, __u64 v)
 {
 	__u8 k = w->nw;
 	if (k < 3) {
 		w->wa[k] = addr;
 		w->wv[k] = v;
-		w->wfp |= is_fp << k;
 		w->nw = k + 1;
 	}
 }
-#define WK_NOTE(w, a, v) wk_note(w, a, v, 0)
-#define WK_NOTE_FP(w, a, v) wk_note(w, a, v, 1)
+#define WK_NOTE(w, a, v) wk_note(w, a, v)
 #define WK_FP(w, b) ((w)->step_fp |= (b))
 #else
 #define WK_NOTE(w, a, v) \
 	do {             \
-	} while (0)
-#define WK_NOTE_FP(w, a, v) \
-	do {                \
 	} while (0)
 #define WK_FP(w, b) \
 	do {        \
@@ -504,7 +498,6 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 #ifndef MT_COMPAT
 	w->nw = 0;
 	w->step_fp = 0;
-	w->wfp = 0;
 #endif
 	if (!(w->have_cur && pc >= w->cur.start && pc < w->cur.end)) {
 		w->have_cur = ms && mt_find_map(ms, pc, &w->cur);
@@ -583,7 +576,7 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 		__u64 rec[2];
 		if (!stack_read(c, w, rec, 16, fp))
 			return step_stop(w, MT_STOP_BAD_READ);
-		WK_NOTE_FP(w, fp, rec[0]);
+		WK_NOTE(w, fp, rec[0]);
 		WK_NOTE(w, fp + 8, rec[1]);
 		WK_FP(w, MT_WK_FP_SET | MT_WK_FP_USED);
 		cfa = fp + 16;
@@ -611,7 +604,7 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 			__u64 rec[2];
 			if (!stack_read(c, w, rec, 16, cfa + rp->fp_off))
 				return step_stop(w, MT_STOP_BAD_READ);
-			WK_NOTE_FP(w, cfa + rp->fp_off, rec[0]);
+			WK_NOTE(w, cfa + rp->fp_off, rec[0]);
 			WK_NOTE(w, cfa + rp->fp_off + 8, rec[1]);
 			WK_FP(w, MT_WK_FP_SET);
 			w->fp = rec[0];
@@ -631,7 +624,7 @@ MT_GLOBAL int mt_step(struct mt_wstate *w, struct mt_umaps *ms, struct mt_chunk 
 			__u64 v;
 			if (!stack_read(c, w, &v, 8, cfa + rp->fp_off))
 				return step_stop(w, MT_STOP_BAD_READ);
-			WK_NOTE_FP(w, cfa + rp->fp_off, v);
+			WK_NOTE(w, cfa + rp->fp_off, v);
 			WK_FP(w, MT_WK_FP_SET);
 			w->fp = v;
 		} else if (rp->fp == MT_FP_UNKNOWN) {
@@ -702,8 +695,7 @@ struct mt_wkstep {
 	__u8 out; /* the step's result; MT_WK_NOT_RUN: the state after a walk cut at its depth */
 	__u8 nw;
 	__u8 fpb; /* MT_WK_FP_* */
-	__u8 wfp; /* mt_wstate.wfp */
-	__u8 pad[3];
+	__u32 pad;
 };
 
 #define MT_WK_STEPS 64
@@ -738,50 +730,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mt_wkrec);
 } walk_keep SEC(".maps");
-
-/* Whole walks by their first registers (walk_memo, docs/unwind.md): the
- * replay above proves the previous walk's steps one by one, each through
- * the walk's per-step machinery, and costs about what walking them does;
- * most stacks recur whole from the same entry (the same call site at the
- * same sp), and a walk kept there is proven in one pass: the same entry
- * registers, the same mapping array, every stack word its steps read
- * read again with the same value. Then every step is the one it was (a
- * step is a function of exactly these, as for the replay), so are the
- * frames and the stop reason. A saved frame pointer that no later step
- * reads before another sets fp gives nothing to the frames: its word is
- * read, not compared (in code without frame pointers rbp is any callee's
- * register, and its saved values change from call to call). A walk with
- * a step whose mapping came from
- * the VMA fallback is not kept here, nor one under no array's number.
- * The compat build has the map, unused, as it has walk_keep. */
-#define MT_MEMO 128
-#define MT_MEMO_WORDS 64
-#define MT_MEMO_FRAMES 48
-struct mt_memo {
-	__u64 pc, sp, fp;
-	__u32 gen; /* the array's (mt_umaps.gen) the walk ran under; 0: empty */
-	__u8 st;
-	__u8 fpdep; /* a step reads fp before any sets it: fp must be the same */
-	__u16 nw;
-	__u16 n;
-	__u16 reason;
-	__u32 steps; /* the kept walk's steps, counted as replayed for -v */
-	/* The words in order of the steps; two slots beyond for a last
-	 * step's unused ones. */
-	__u64 wa[MT_MEMO_WORDS + 2], wv[MT_MEMO_WORDS + 2];
-	/* 1: the value must be the same; 0: a saved frame pointer no later
-	 * step reads, which must only be readable (a failed read ends a
-	 * walk) */
-	__u8 wm[MT_MEMO_WORDS + 2];
-	__u64 ips[MT_MEMO_FRAMES];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MT_MEMO);
-	__type(key, __u32);
-	__type(value, struct mt_memo);
-} walk_memo SEC(".maps");
 
 #ifndef MT_COMPAT
 
@@ -946,7 +894,6 @@ MT_GLOBAL int mt_wk_post(struct mt_walk *w, struct mt_wkrec *rec, int stop)
 	e->out = stop;
 	e->fpb = s->step_fp | (s->cur_fb ? MT_WK_FB : 0);
 	e->nw = s->nw;
-	e->wfp = s->wfp;
 	e->wa[0] = s->wa[0];
 	e->wa[1] = s->wa[1];
 	e->wa[2] = s->wa[2];
@@ -962,18 +909,18 @@ MT_GLOBAL int mt_wk_post(struct mt_walk *w, struct mt_wkrec *rec, int stop)
 /* After the walk: keeps it if it ended at the outermost frame or was cut
  * at its depth (the registers after its last step recorded, so that a
  * replay goes on walking from there). */
-static __always_inline int wk_end(struct mt_walk *w, struct mt_wkrec *rec)
+static __always_inline void wk_end(struct mt_walk *w, struct mt_wkrec *rec)
 {
 	rec->top = w->ktop;
 	__u32 k = w->ks;
 	if (w->kbad || k == 0 || k > MT_WK_STEPS)
-		return 0;
+		return;
 	__u32 cur = rec->cur & 1;
 	struct mt_wkslot *neu = &rec->slot[cur ^ 1];
 	__u8 out = neu->s[(k - 1) & (MT_WK_STEPS - 1)].out;
 	if (out == 0) {
 		if (k >= MT_WK_STEPS)
-			return 0;
+			return;
 		struct mt_wkstep *e = &neu->s[k & (MT_WK_STEPS - 1)];
 		e->pc = w->s.pc;
 		e->sp = w->s.sp;
@@ -982,155 +929,15 @@ static __always_inline int wk_end(struct mt_walk *w, struct mt_wkrec *rec)
 		e->st = wk_st(&w->s);
 		e->out = MT_WK_NOT_RUN;
 		e->nw = 0;
-		e->wfp = 0;
 		e->fpb = 0;
 		k++;
 	} else if (out != MT_STOP_END) {
-		return 0;
+		return;
 	}
 	neu->n = k;
 	neu->ok = 1;
 	neu->gen = w->gen;
 	rec->cur = cur ^ 1;
-	return 1;
-}
-
-static __always_inline __u32 memo_slot(__u64 pc, __u64 sp)
-{
-	return ((pc ^ sp * 0x9e3779b97f4a7c15ULL) * 0x9e3779b97f4a7c15ULL) >> 57 & (MT_MEMO - 1);
-}
-
-struct mt_memo_ctx {
-	struct mt_walk *w;
-	struct mt_memo *m;
-	struct mt_chunk *c;
-	int ok;
-};
-
-/* A word a call: as a loop the verifier followed every outcome of each
- * read (chunk, refill, own read) along the words. */
-static long memo_word_cb(__u64 i, void *data)
-{
-	struct mt_memo_ctx *x = data;
-	if (!x->w || !x->m)
-		return 1;
-	__u32 k = i & (MT_MEMO_WORDS - 1);
-	__u64 v = 0;
-	if (!stack_read(x->c, &x->w->s, &v, 8, x->m->wa[k]) || (x->m->wm[k] && v != x->m->wv[k])) {
-		x->ok = 0;
-		return 1;
-	}
-	return 0;
-}
-
-/* The walk from w's entry registers (the first frame in buf) if m holds
- * it and it is proven: its frames into buf, w->n and w->reason set. */
-MT_GLOBAL int mt_memo_try(struct mt_walk *w, struct mt_memo *m, struct mt_chunk *c, struct stackbuf *buf)
-{
-	if (!w || !m || !buf)
-		return 0;
-	struct mt_wstate *s = &w->s;
-	if (!w->gen || m->gen != w->gen || m->pc != s->pc || m->sp != s->sp || m->st != wk_st(s))
-		return 0;
-	if (m->fpdep && m->fp != s->fp)
-		return 0;
-	__u32 nw = m->nw, n = m->n;
-	if (nw > MT_MEMO_WORDS || n == 0 || n > MT_MEMO_FRAMES)
-		return 0;
-	struct mt_memo_ctx x = {.w = w, .m = m, .c = c, .ok = 1};
-	bpf_loop(nw, memo_word_cb, &x, 0);
-	if (!x.ok)
-		return 0;
-	for (__u32 i = 0; i < MT_MEMO_FRAMES; i++) {
-		if (i >= n)
-			break;
-		buf->ips[i] = m->ips[i];
-	}
-	w->n = n;
-	w->reason = m->reason;
-	return 1;
-}
-
-/* Whether fp is read after each step of sl before a step sets it again:
- * bit i, from the last step back; m->fpdep whether the first step's fp
- * is. A function of its own: the verifier checks it once, not again for
- * each way out of its loop along the code after it. */
-MT_GLOBAL __u64 mt_memo_live(struct mt_wkslot *sl, __u32 ns, struct mt_memo *m)
-{
-	if (!sl || !m)
-		return 0;
-	__u64 live = 0;
-	__u32 lv = 0; /* fp read after the step being looked at */
-	for (__u32 i = 0; i < MT_WK_STEPS; i++) {
-		if (i >= ns)
-			break;
-		__u32 x = (ns - 1 - i) & (MT_WK_STEPS - 1);
-		live |= (__u64)lv << x;
-		__u32 fpb = sl->s[x].fpb;
-		lv = (fpb & MT_WK_FP_READ) | (lv & ~(fpb >> 1) & 1);
-	}
-	m->fpdep = lv;
-	return live;
-}
-
-/* Keeps the walk just kept in walk_keep (its slot rec->cur) in m, keyed
- * by its entry registers, with the frames it gave. */
-MT_GLOBAL int mt_memo_put(struct mt_walk *w, struct mt_wkrec *rec, struct mt_memo *m, struct stackbuf *buf)
-{
-	if (!w || !rec || !m || !buf)
-		return 0;
-	m->gen = 0;
-	__u32 n = w->n;
-	if (!w->gen || n == 0 || n > MT_MEMO_FRAMES)
-		return 0;
-	struct mt_wkslot *sl = &rec->slot[rec->cur & 1];
-	__u32 ns = sl->n;
-	if (ns == 0 || ns > MT_WK_STEPS)
-		return 0;
-	for (__u32 i = 0; i < MT_MEMO_FRAMES; i++) {
-		if (i >= n)
-			break;
-		m->ips[i] = buf->ips[i];
-	}
-	/* Without branches on the words or fp's use: the verifier would
-	 * follow each combination along the loop. */
-	__u64 live = mt_memo_live(sl, ns, m);
-	__u32 k = 0;
-	for (__u32 i = 0; i < MT_WK_STEPS; i++) {
-		if (i >= ns)
-			break;
-		struct mt_wkstep *e = &sl->s[i & (MT_WK_STEPS - 1)];
-		__u32 fpb = e->fpb;
-		if (fpb & MT_WK_FB)
-			return 0;
-		if (k >= MT_MEMO_WORDS)
-			return 0;
-		__u32 b = k & (MT_MEMO_WORDS - 1);
-		__u32 nf = ~e->wfp & 7, l = (live >> (i & (MT_WK_STEPS - 1)) & 1) * 7;
-		m->wa[b] = e->wa[0];
-		m->wv[b] = e->wv[0];
-		m->wm[b] = (nf | l) & 1;
-		m->wa[b + 1] = e->wa[1];
-		m->wv[b + 1] = e->wv[1];
-		m->wm[b + 1] = (nf | l) >> 1 & 1;
-		m->wa[b + 2] = e->wa[2];
-		m->wv[b + 2] = e->wv[2];
-		m->wm[b + 2] = (nf | l) >> 2 & 1;
-		k += e->nw & 3; /* at most 3 */
-	}
-	if (k > MT_MEMO_WORDS)
-		return 0;
-	struct mt_wkstep *e0 = &sl->s[0];
-	m->pc = e0->pc;
-	m->sp = e0->sp;
-	m->fp = e0->fp;
-	m->st = e0->st;
-	m->nw = k;
-	m->n = n;
-	m->reason = w->reason;
-	m->steps = ns;
-	m->gen = w->gen;
-	return 1;
 }
 #endif
 
@@ -1270,24 +1077,12 @@ static __always_inline __u32 dwarf_stack(struct pt_regs *ctx, struct stackbuf *b
 #endif
 	buf->ips[0] = w->s.pc;
 	w->n = 1;
-#ifndef MT_COMPAT
-	struct mt_memo *memo = 0;
-	if (ref.keep) {
-		__u32 mk = memo_slot(w->s.pc, w->s.sp);
-		memo = bpf_map_lookup_elem(&walk_memo, &mk);
-		if (memo && mt_memo_try(w, memo, ref.chunk, buf)) {
-			ref.keep->replayed += memo->steps;
-			*reason = w->reason;
-			return w->n;
-		}
-	}
-#endif
 	/* stack_depth - 1 steps for the frames, one more to see whether
 	 * the last of them is the outermost. */
 	mt_walk_frames(&ref);
 #ifndef MT_COMPAT
-	if (ref.keep && wk_end(w, ref.keep) && memo)
-		mt_memo_put(w, ref.keep, memo, buf);
+	if (ref.keep)
+		wk_end(w, ref.keep);
 #endif
 	*reason = w->reason;
 	return w->n;

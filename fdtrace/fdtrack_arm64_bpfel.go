@@ -35,25 +35,6 @@ type FdtrackMtChunk struct {
 	B [8192]uint8
 }
 
-type FdtrackMtMemo struct {
-	_      structs.HostLayout
-	Pc     uint64
-	Sp     uint64
-	Fp     uint64
-	Gen    uint32
-	St     uint8
-	Fpdep  uint8
-	Nw     uint16
-	N      uint16
-	Reason uint16
-	Steps  uint32
-	Wa     [66]uint64
-	Wv     [66]uint64
-	Wm     [66]uint8
-	_      [6]byte
-	Ips    [48]uint64
-}
-
 type FdtrackMtRcache struct {
 	_ structs.HostLayout
 	E [512]struct {
@@ -174,8 +155,6 @@ type FdtrackMtWalk struct {
 		Nw       uint8
 		StepFp   uint8
 		CurFb    uint8
-		Wfp      uint8
-		_        [7]byte
 		Wa       [3]uint64
 		Wv       [3]uint64
 		Rule     struct {
@@ -232,8 +211,7 @@ type FdtrackMtWkrec struct {
 			Out      uint8
 			Nw       uint8
 			Fpb      uint8
-			Wfp      uint8
-			Pad      [3]uint8
+			Pad      uint32
 		}
 	}
 }
@@ -310,7 +288,6 @@ const (
 	FdtrackMapUnwindRows      = "unwind_rows"
 	FdtrackMapUnwindStale     = "unwind_stale"
 	FdtrackMapWalkKeep        = "walk_keep"
-	FdtrackMapWalkMemo        = "walk_memo"
 	FdtrackMapWalkState       = "walk_state"
 	FdtrackProgFdSysEnter     = "fd_sys_enter"
 	FdtrackProgFdSysExit      = "fd_sys_exit"
@@ -413,7 +390,6 @@ type FdtrackMapSpecs struct {
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
 	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
-	WalkMemo     *ebpf.MapSpec `ebpf:"walk_memo"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -486,7 +462,6 @@ type FdtrackMaps struct {
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
 	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
-	WalkMemo     *ebpf.Map `ebpf:"walk_memo"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -516,7 +491,6 @@ func (m *FdtrackMaps) Close() error {
 		m.UnwindRows,
 		m.UnwindStale,
 		m.WalkKeep,
-		m.WalkMemo,
 		m.WalkState,
 	)
 }

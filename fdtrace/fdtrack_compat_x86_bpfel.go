@@ -35,25 +35,6 @@ type FdtrackCompatMtChunk struct {
 	B [8192]uint8
 }
 
-type FdtrackCompatMtMemo struct {
-	_      structs.HostLayout
-	Pc     uint64
-	Sp     uint64
-	Fp     uint64
-	Gen    uint32
-	St     uint8
-	Fpdep  uint8
-	Nw     uint16
-	N      uint16
-	Reason uint16
-	Steps  uint32
-	Wa     [66]uint64
-	Wv     [66]uint64
-	Wm     [66]uint8
-	_      [6]byte
-	Ips    [48]uint64
-}
-
 type FdtrackCompatMtRcache struct {
 	_ structs.HostLayout
 	E [512]struct {
@@ -176,8 +157,7 @@ type FdtrackCompatMtWkrec struct {
 			Out      uint8
 			Nw       uint8
 			Fpb      uint8
-			Wfp      uint8
-			Pad      [3]uint8
+			Pad      uint32
 		}
 	}
 }
@@ -301,7 +281,6 @@ const (
 	FdtrackCompatMapUnwindRows      = "unwind_rows"
 	FdtrackCompatMapUnwindStale     = "unwind_stale"
 	FdtrackCompatMapWalkKeep        = "walk_keep"
-	FdtrackCompatMapWalkMemo        = "walk_memo"
 	FdtrackCompatMapWalkState       = "walk_state"
 	FdtrackCompatProgFdSysEnter     = "fd_sys_enter"
 	FdtrackCompatProgFdSysExit      = "fd_sys_exit"
@@ -407,7 +386,6 @@ type FdtrackCompatMapSpecs struct {
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
 	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
-	WalkMemo     *ebpf.MapSpec `ebpf:"walk_memo"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -483,7 +461,6 @@ type FdtrackCompatMaps struct {
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
 	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
-	WalkMemo     *ebpf.Map `ebpf:"walk_memo"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -516,7 +493,6 @@ func (m *FdtrackCompatMaps) Close() error {
 		m.UnwindRows,
 		m.UnwindStale,
 		m.WalkKeep,
-		m.WalkMemo,
 		m.WalkState,
 	)
 }

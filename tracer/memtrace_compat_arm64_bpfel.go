@@ -51,25 +51,6 @@ type MemtraceCompatMtChunk struct {
 	B [8192]uint8
 }
 
-type MemtraceCompatMtMemo struct {
-	_      structs.HostLayout
-	Pc     uint64
-	Sp     uint64
-	Fp     uint64
-	Gen    uint32
-	St     uint8
-	Fpdep  uint8
-	Nw     uint16
-	N      uint16
-	Reason uint16
-	Steps  uint32
-	Wa     [66]uint64
-	Wv     [66]uint64
-	Wm     [66]uint8
-	_      [6]byte
-	Ips    [48]uint64
-}
-
 type MemtraceCompatMtRcache struct {
 	_ structs.HostLayout
 	E [512]struct {
@@ -241,8 +222,7 @@ type MemtraceCompatMtWkrec struct {
 			Out      uint8
 			Nw       uint8
 			Fpb      uint8
-			Wfp      uint8
-			Pad      [3]uint8
+			Pad      uint32
 		}
 	}
 }
@@ -321,7 +301,6 @@ const (
 	MemtraceCompatMapUnwindRows           = "unwind_rows"
 	MemtraceCompatMapUnwindStale          = "unwind_stale"
 	MemtraceCompatMapWalkKeep             = "walk_keep"
-	MemtraceCompatMapWalkMemo             = "walk_memo"
 	MemtraceCompatMapWalkState            = "walk_state"
 	MemtraceCompatProgMtChildStart        = "mt_child_start"
 	MemtraceCompatProgMtDlState           = "mt_dl_state"
@@ -468,7 +447,6 @@ type MemtraceCompatMapSpecs struct {
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
 	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
-	WalkMemo     *ebpf.MapSpec `ebpf:"walk_memo"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -547,7 +525,6 @@ type MemtraceCompatMaps struct {
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
 	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
-	WalkMemo     *ebpf.Map `ebpf:"walk_memo"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -579,7 +556,6 @@ func (m *MemtraceCompatMaps) Close() error {
 		m.UnwindRows,
 		m.UnwindStale,
 		m.WalkKeep,
-		m.WalkMemo,
 		m.WalkState,
 	)
 }

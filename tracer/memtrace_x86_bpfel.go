@@ -51,25 +51,6 @@ type MemtraceMtChunk struct {
 	B [8192]uint8
 }
 
-type MemtraceMtMemo struct {
-	_      structs.HostLayout
-	Pc     uint64
-	Sp     uint64
-	Fp     uint64
-	Gen    uint32
-	St     uint8
-	Fpdep  uint8
-	Nw     uint16
-	N      uint16
-	Reason uint16
-	Steps  uint32
-	Wa     [66]uint64
-	Wv     [66]uint64
-	Wm     [66]uint8
-	_      [6]byte
-	Ips    [48]uint64
-}
-
 type MemtraceMtRcache struct {
 	_ structs.HostLayout
 	E [512]struct {
@@ -207,8 +188,7 @@ type MemtraceMtWkrec struct {
 			Out      uint8
 			Nw       uint8
 			Fpb      uint8
-			Wfp      uint8
-			Pad      [3]uint8
+			Pad      uint32
 		}
 	}
 }
@@ -245,8 +225,6 @@ type MemtraceMtWstate struct {
 	Nw       uint8
 	StepFp   uint8
 	CurFb    uint8
-	Wfp      uint8
-	_        [7]byte
 	Wa       [3]uint64
 	Wv       [3]uint64
 	Rule     struct {
@@ -336,7 +314,6 @@ const (
 	MemtraceMapUnwindRows           = "unwind_rows"
 	MemtraceMapUnwindStale          = "unwind_stale"
 	MemtraceMapWalkKeep             = "walk_keep"
-	MemtraceMapWalkMemo             = "walk_memo"
 	MemtraceMapWalkState            = "walk_state"
 	MemtraceProgMtChildStart        = "mt_child_start"
 	MemtraceProgMtDlState           = "mt_dl_state"
@@ -482,7 +459,6 @@ type MemtraceMapSpecs struct {
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.MapSpec `ebpf:"unwind_stale"`
 	WalkKeep     *ebpf.MapSpec `ebpf:"walk_keep"`
-	WalkMemo     *ebpf.MapSpec `ebpf:"walk_memo"`
 	WalkState    *ebpf.MapSpec `ebpf:"walk_state"`
 }
 
@@ -560,7 +536,6 @@ type MemtraceMaps struct {
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
 	UnwindStale  *ebpf.Map `ebpf:"unwind_stale"`
 	WalkKeep     *ebpf.Map `ebpf:"walk_keep"`
-	WalkMemo     *ebpf.Map `ebpf:"walk_memo"`
 	WalkState    *ebpf.Map `ebpf:"walk_state"`
 }
 
@@ -591,7 +566,6 @@ func (m *MemtraceMaps) Close() error {
 		m.UnwindRows,
 		m.UnwindStale,
 		m.WalkKeep,
-		m.WalkMemo,
 		m.WalkState,
 	)
 }
