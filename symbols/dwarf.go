@@ -77,8 +77,8 @@ const attrMIPSLinkageName = dwarf.Attr(0x2007)
 
 func newDWARFIndex(e *elfFile) (x *dwarfIndex, err error) {
 	defer guard("reading DWARF", &err)
-	// Check every debug section's extent and size before debug/elf reads
-	// (and maybe decompresses) them all into memory.
+	// Check every debug section's extent and size before they are read
+	// (and maybe decompressed) into memory.
 	for _, s := range e.f.Sections {
 		if len(s.Name) > 7 && (s.Name[:7] == ".debug_" || s.Name[:7] == ".zdebug") {
 			if _, err := e.checkSection(s); err != nil {
@@ -86,10 +86,16 @@ func newDWARFIndex(e *elfFile) (x *dwarfIndex, err error) {
 			}
 		}
 	}
-	d, err := e.f.DWARF()
+	d, err := loadDWARF(e)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
+	return indexDWARF(d)
+}
+
+// indexDWARF indexes d's compilation units by address range.
+func indexDWARF(d *dwarf.Data) (x *dwarfIndex, err error) {
+	defer guard("reading DWARF", &err)
 	x = &dwarfIndex{d: d, names: map[dwarf.Offset]string{}}
 	r := d.Reader()
 	last := dwarf.Offset(0)

@@ -48,6 +48,7 @@ func guard(what string, err *error) {
 // which every section read is checked against.
 type elfFile struct {
 	f    *elf.File
+	r    io.ReaderAt // the file: a compressed section's raw bytes (loadDWARF)
 	size int64
 	lim  Limits
 }
@@ -62,7 +63,7 @@ func openELF(r io.ReaderAt, size int64, lim Limits) (ef *elfFile, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	return &elfFile{f: f, size: size, lim: lim}, nil
+	return &elfFile{f: f, r: r, size: size, lim: lim}, nil
 }
 
 // section returns the named section if it has file contents.
