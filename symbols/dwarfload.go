@@ -50,9 +50,6 @@ func loadDWARF(e *elfFile) (*dwarf.Data, error) {
 			types = append(types, i)
 			continue
 		}
-		if _, dup := dat[suffix]; dup {
-			continue // debug/elf keeps the last; a second one is damage either way
-		}
 		b, err := e.sectionBytes(s)
 		if err != nil {
 			return nil, fmt.Errorf("section %s: %w", s.Name, err)

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/memtrace/memtrace/unwind"
+	"github.com/memtrace/memtrace/unwind/unwindtest"
 )
 
 func copyFile(t *testing.T, from, to string) {
@@ -48,9 +48,7 @@ func sameTable(t *testing.T, got, want *unwind.Table) {
 func TestTableCache(t *testing.T) {
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
-	old := tableCacheDir
-	tableCacheDir = func() string { return cache }
-	defer func() { tableCacheDir = old }()
+	useTableCache(t, cache)
 	bin := filepath.Join(dir, "true")
 	copyFile(t, "/bin/true", bin)
 	want, err := unwind.BuildTableFile(bin, nil)
@@ -177,30 +175,11 @@ func TestTableCacheTrim(t *testing.T) {
 // debug file is kept with what the lookup found, read back while the
 // lookup finds the same, and rebuilt when the debug file comes or goes.
 func TestTableCacheSeparateDebug(t *testing.T) {
-	for _, tool := range []string{"gcc", "objcopy", "strip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed: run make deps", tool)
-		}
-	}
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
-	old := tableCacheDir
-	tableCacheDir = func() string { return cache }
-	defer func() { tableCacheDir = old }()
-	src := filepath.Join(dir, "p.c")
-	if err := os.WriteFile(src, []byte("int f(int x) { return x * 3; }\nint main(int c, char **v) { (void)v; return f(c); }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin, dbg, away := filepath.Join(dir, "p"), filepath.Join(dir, "p.debug"), filepath.Join(dir, "away")
-	for _, c := range [][]string{
-		{"gcc", "-g", "-O2", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-o", bin, src},
-		{"objcopy", "--only-keep-debug", bin, dbg},
-		{"strip", "--strip-debug", bin},
-	} {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v %s", c, err, out)
-		}
-	}
+	useTableCache(t, cache)
+	bin, dbg := unwindtest.SeparateDebugOnly(t, dir)
+	away := filepath.Join(dir, "away")
 	sep := func() (io.ReaderAt, int64, func()) {
 		f, err := os.Open(dbg)
 		if err != nil {
@@ -266,4 +245,12 @@ func TestTableCacheSeparateDebug(t *testing.T) {
 		t.Fatal("the entry built without the debug file was read after it was installed")
 	}
 	check("with the debug file again", with)
+}
+
+// useTableCache points the table cache at dir for the test's length.
+func useTableCache(t *testing.T, dir string) {
+	t.Helper()
+	old := tableCacheDir
+	tableCacheDir = func() string { return dir }
+	t.Cleanup(func() { tableCacheDir = old })
 }

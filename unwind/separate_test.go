@@ -8,28 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memtrace/memtrace/unwind/unwindtest"
 )
 
 // TestSeparateDebugFrame: a binary whose CFI is only in its separate debug
 // file's .debug_frame gets its rows from there, through
 // Options.SeparateDebug; a binary with its own .eh_frame never asks.
 func TestSeparateDebugFrame(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
-	}
 	dir := t.TempDir()
-	src := filepath.Join(dir, "p.c")
-	os.WriteFile(src, []byte("int f(int x) { return x * 3; }\nint main(int c, char **v) { (void)v; return f(c); }\n"), 0o644)
-	bin, dbg := filepath.Join(dir, "p"), filepath.Join(dir, "p.debug")
-	for _, c := range [][]string{
-		{"gcc", "-g", "-O2", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-o", bin, src},
-		{"objcopy", "--only-keep-debug", bin, dbg},
-		{"strip", "--strip-debug", bin},
-	} {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v %s", c, err, out)
-		}
-	}
+	bin, dbg := unwindtest.SeparateDebugOnly(t, dir)
 	asked := 0
 	opts := &Options{SeparateDebug: func() (io.ReaderAt, int64, func()) {
 		asked++
