@@ -25,6 +25,7 @@ var notOutputs = map[string]bool{
 	"fallback-preload/internal/mtabi/mtabigen/main.go": true,
 	"internal/ops/opsgen/main.go":                      true,
 	"internal/proctest/proctest.go":                    true,
+	"unwind/unwindtest/unwindtest.go":                  true,
 	"internal/asuser/asusertest/plant.go":              true,
 	"fallback-preload/preload.go":                      true,
 	"tracer/tablecache.go":                             true,
