@@ -94,6 +94,7 @@ const (
 	cTID       = 12
 	cStream    = 16
 	cSeq       = 20
+	cExiting   = 24
 	chunkHdr   = 64
 )
 

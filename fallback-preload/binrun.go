@@ -10,12 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
-
-// converterNice is the converter thread's nice value.
-const converterNice = 19
 
 // binRun is the binary mode: the library appends records to a shared
 // region and this process converts them into the Session while the
@@ -55,43 +50,36 @@ func startBinary(opts Options, cmd *exec.Cmd) (*binRun, error) {
 	return b, nil
 }
 
-// niceRuns counts the runs whose converter thread runs at converterNice.
-// That thread holds its P while it runs Go code, and when the kernel lets
-// it wait (at nice 19 on a busy machine, for tens or hundreds of ms) the
-// P waits with it, and so does every stop of the world, which needs each
-// running thread to stop itself: the whole of memtrace, the copier too,
-// while the library writes into fresh chunks (copy.go). So while there
-// is such a run, Go has a P more than it would, and the collector more
-// headroom (gcHeadroom), unless GOGC says otherwise.
-var niceRuns struct {
+// liveRuns counts the runs under way, so that the GC percent from
+// before the first comes back after the last (gcHeadroom changes it).
+var liveRuns struct {
 	sync.Mutex
 	n       int
 	percent int // the GC percent before the first run
 }
 
-func addNiceRun(d int) {
-	niceRuns.Lock()
-	defer niceRuns.Unlock()
-	was := niceRuns.n
-	niceRuns.n += d
+func addLiveRun(d int) {
+	liveRuns.Lock()
+	defer liveRuns.Unlock()
+	was := liveRuns.n
+	liveRuns.n += d
 	switch {
-	case was == 0 && niceRuns.n > 0:
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-		niceRuns.percent = debug.SetGCPercent(100)
-		debug.SetGCPercent(niceRuns.percent)
-	case was > 0 && niceRuns.n == 0:
-		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-1, 1))
+	case was == 0 && liveRuns.n > 0:
+		liveRuns.percent = debug.SetGCPercent(100)
+		debug.SetGCPercent(liveRuns.percent)
+	case was > 0 && liveRuns.n == 0:
 		if os.Getenv("GOGC") == "" {
-			debug.SetGCPercent(niceRuns.percent)
+			debug.SetGCPercent(liveRuns.percent)
 		}
 	}
 }
 
 // gcHeadroom keeps the collector's goal at least gcRoom above the live
 // heap, up to gcMaxPercent, while stop is open: a small heap would
-// otherwise be collected every few MB that the formatting allocates,
-// each time waiting for the nice-19 thread (niceRuns). A heap larger
-// than gcRoom is collected as GOGC=100 does.
+// otherwise be collected every few MB that the formatting allocates, each
+// collection a stop of memtrace's world, the copier's too, while the
+// library writes into fresh chunks (copy.go). A heap larger than gcRoom
+// is collected as GOGC=100 does.
 func gcHeadroom(stop <-chan struct{}) {
 	if os.Getenv("GOGC") != "" {
 		return
@@ -120,7 +108,7 @@ const (
 
 func (b *binRun) start() {
 	b.started = true
-	addNiceRun(1)
+	addLiveRun(1)
 	b.gcDone = make(chan struct{})
 	go func() {
 		gcHeadroom(b.stop)
@@ -138,17 +126,11 @@ func (b *binRun) start() {
 		close(b.copyDone)
 	}()
 	go func() {
-		// The converter yields to the traced program: on a machine with
-		// few CPUs it would otherwise take time from the program it
-		// measures. The region absorbs the lag; when it fills up, the
-		// boost (at memtrace's priority) takes over, so that the
-		// program, which waits for chunks, never waits on this thread.
-		// The goroutine ends locked to its thread, so the thread ends
-		// with it and no other goroutine ever runs at this nice value
-		// (an unprivileged process cannot lower it again).
+		// The converter yields to the traced program (yield.go), on a
+		// thread of its own whose scheduling delays it reads. The
+		// goroutine ends locked to it, so the thread ends with it.
 		runtime.LockOSThread()
-		_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), converterNice)
-		b.conv.run(b.stop)
+		b.conv.run(b.stop, newYielder(schedstatSelf))
 		close(b.runDone)
 	}()
 	go func() {
@@ -178,7 +160,7 @@ func (b *binRun) finish() {
 		<-b.boostDone
 		<-b.copyDone
 		<-b.gcDone
-		addNiceRun(-1)
+		addLiveRun(-1)
 		b.conv.handOff.Store(false)
 		b.conv.drain()
 	}

@@ -110,9 +110,11 @@ type converter struct {
 	// boost's takeovers (tests).
 	mu     sync.Mutex
 	boosts int
-	// handOff asks the pass under way to stop between two records: a
-	// thread at memtrace's priority waits for mu.
-	handOff atomic.Bool
+	// handOff asks the pass under way to stop between two records:
+	// another thread (the boost, the end) waits for mu. boosting: the
+	// boost has the conversion, and run's loop leaves mu to it.
+	handOff  atomic.Bool
+	boosting atomic.Bool
 	// stallRun (tests): run does nothing, as when other work on the
 	// machine starves its thread.
 	stallRun bool
@@ -150,9 +152,10 @@ func newConverter(r *region, sess *agent.Session, interval time.Duration, depth 
 	return c
 }
 
-// run converts until stop is closed (at nice 19, binRun.start); the rest
-// is drain's, on memtrace's thread.
-func (c *converter) run(stop <-chan struct{}) {
+// run converts until stop is closed, yielding to the program as y says
+// (yield.go); the rest is drain's.
+func (c *converter) run(stop <-chan struct{}, y *yielder) {
+	defer y.close()
 	if c.stallRun {
 		<-stop
 		return
@@ -163,20 +166,58 @@ func (c *converter) run(stop <-chan struct{}) {
 			return
 		default:
 		}
-		c.mu.Lock()
-		n := c.step()
-		c.mu.Unlock()
-		if n == 0 {
+		if c.boosting.Load() {
 			time.Sleep(time.Millisecond)
+			continue
+		}
+		// The wait for the copier's pass comes before mu, which the
+		// boost may want meanwhile.
+		ps := c.begin()
+		n := 0
+		c.mu.Lock()
+		if !c.boosting.Load() {
+			n = c.step(&ps)
+		}
+		c.mu.Unlock()
+		// Under half full, the copies can wait while the program has
+		// the CPU; past it, the backlog comes first.
+		d := y.pause()
+		if c.inUse()*2 >= c.q.nchunks {
+			d = 0
+		}
+		if n == 0 {
+			d = max(d, time.Millisecond)
+		}
+		if d > 0 {
+			time.Sleep(d)
 		}
 	}
 }
 
-// step is one pass: the region's new records, and a snapshot when one is
-// due. It returns the number of records read.
-func (c *converter) step() int {
-	n := c.poll(false)
-	if c.interval > 0 && c.clockOK && time.Since(c.lastSnap) >= c.interval {
+// passStart is what a pass knows before it reads: the stream serials
+// handed out, its start time (CLOCK_MONOTONIC), and whether the copier's
+// pass after that start found the copies full.
+type passStart struct {
+	nStreams uint32
+	t0       uint64
+	full     bool
+}
+
+// begin starts a pass: taken before it, a stream with a later serial
+// reads its first time after t0 (see watermark), and every record
+// committed before t0 is in the copies once the copier's pass is done.
+func (c *converter) begin() passStart {
+	ps := passStart{nStreams: c.r.load(hStreamNext), t0: monoNow()}
+	ps.full = c.k.sync(ps.t0)
+	return ps
+}
+
+// step is one pass (begun by ps, or here when nil): the region's new
+// records, and a snapshot when one is due. It returns the number of
+// records read.
+func (c *converter) step(ps *passStart) int {
+	n := c.poll(false, ps)
+	if c.interval > 0 && !c.handOff.Load() && c.clockOK && time.Since(c.lastSnap) >= c.interval {
 		// The figures of what is written so far, at the time of the
 		// newest record written.
 		c.sess.Snapshot(c.maxTS * 1000)
@@ -188,12 +229,12 @@ func (c *converter) step() int {
 // boostEvery is how often the boost looks at the region's fill.
 const boostEvery = 5 * time.Millisecond
 
-// boost runs at memtrace's own priority beside run (whose thread yields
-// to the program, binRun.start): once more than three quarters of the
-// region's chunks hold records, it takes the conversion over until under
-// half do. Without it, a machine busy with other work starves the yielding
-// thread, the region fills, and the program, which waits for chunks, runs
-// at that thread's priority (and, after 2 s, loses records).
+// boost runs beside run, whose thread sleeps to yield to the program
+// (yield.go) and which a machine busy with other work may leave waiting
+// for a CPU: once more than three quarters of the copies' slots hold
+// records, it takes the conversion over until under half do. Without it
+// the region would fill and the program, which waits for chunks, would
+// wait on that one thread (and, after 2 s, lose records).
 func (c *converter) boost(stop <-chan struct{}) {
 	t := time.NewTicker(boostEvery)
 	defer t.Stop()
@@ -206,16 +247,18 @@ func (c *converter) boost(stop <-chan struct{}) {
 		if c.inUse()*4 <= c.q.nchunks*3 {
 			continue
 		}
+		c.boosting.Store(true)
 		c.lockNow()
 		c.boosts++
 		for c.inUse()*2 > c.q.nchunks {
 			select {
 			case <-stop:
 				c.mu.Unlock()
+				c.boosting.Store(false)
 				return
 			default:
 			}
-			if c.step() == 0 {
+			if c.step(nil) == 0 {
 				// Nothing to read yet: the chunks are held by
 				// records not yet old enough to write.
 				c.mu.Unlock()
@@ -224,10 +267,11 @@ func (c *converter) boost(stop <-chan struct{}) {
 			}
 		}
 		c.mu.Unlock()
+		c.boosting.Store(false)
 	}
 }
 
-// lockNow takes mu from the nice-19 loop without waiting for its whole
+// lockNow takes mu from run's loop without waiting for its whole
 // pass: the pass stops between two records (handOff).
 func (c *converter) lockNow() {
 	c.handOff.Store(true)
@@ -263,7 +307,7 @@ func (c *converter) drain() {
 	// found nothing to read and no slot to free (slots held by threads
 	// that live on after a detach).
 	for {
-		n := c.poll(true)
+		n := c.poll(true, nil)
 		if !c.full || n == 0 && c.inUse() >= c.q.nchunks {
 			break
 		}
@@ -318,21 +362,24 @@ func (c *converter) toNS(raw uint64) uint64 {
 }
 
 // poll reads every chunk's new records into the streams, frees the chunks
-// that are done and writes what is old enough. It returns the number of
-// records read.
-func (c *converter) poll(final bool) int {
-	r, q := c.r, c.q
-	atomic.AddUint32(r.p32(hBeat), 1)
+// that are done and writes what is old enough, in the pass ps began (nil:
+// begun here). It returns the number of records read. Asked to hand off,
+// it stops between two chunks and writes nothing: what it read stays
+// queued, and the watermark of a pass that read every chunk is the next
+// one's to compute.
+func (c *converter) poll(final bool, ps *passStart) int {
+	q := c.q
+	atomic.AddUint32(c.r.p32(hBeat), 1)
 	c.polls++
 	if !c.initClock() {
 		return 0
 	}
-	// Taken before the pass: a stream with a later serial reads its
-	// first time after t0 (see watermark), and every record committed
-	// before t0 is in the copies after the copier's pass below.
-	nStreams := r.load(hStreamNext)
-	t0 := monoNow()
-	c.full = c.k.sync(t0)
+	if ps == nil {
+		b := c.begin()
+		ps = &b
+	}
+	nStreams, t0 := ps.nStreams, ps.t0
+	c.full = ps.full
 	hw := min(int(q.load(hHW)), q.nchunks)
 	c.scanFiles()
 	// A stream's chunks are read in seq order, so that its records stay in
@@ -363,6 +410,9 @@ func (c *converter) poll(final bool) int {
 	})
 	n := 0
 	for _, i := range c.order {
+		if c.handOff.Load() {
+			return n
+		}
 		n += c.readChunk(i)
 	}
 	if final {

@@ -104,10 +104,10 @@ func newCopier(r, q *region) *copier {
 }
 
 // sync returns once every record committed before t0 (CLOCK_MONOTONIC)
-// is in the copies, and whether the copies were full. The converter's
-// thread (at nice 19) waits for the loop's next pass rather than take mu
-// itself: preempted while holding it, it would hold up the copier, and
-// the program behind it, for as long as a busy machine does not run it.
+// is in the copies, and whether the copies were full. The converter
+// waits for the loop's next pass rather than take mu itself: preempted
+// while holding it, it would hold up the copier, and the program behind
+// it, for as long as a busy machine does not run it.
 func (k *copier) sync(t0 uint64) bool {
 	for {
 		ch := *k.passDone.Load()
@@ -237,9 +237,12 @@ func (k *copier) pass() (n int, full bool) {
 		sealed := r.load(base + cSealed)
 		committed := min(r.load(base+cCommitted), capRecs)
 		gone := false
-		if sealed == 0 && checkDead && committed == k.copied[i] {
+		if sealed == 0 && (checkDead || r.load(base+cExiting) != 0) && committed == k.copied[i] {
 			// A thread that is gone (exited, or its process exec'd
-			// or was killed) leaves its chunk unsealed.
+			// or was killed) leaves its chunk unsealed. One that
+			// said it is ending is looked at each pass: a churn of
+			// short threads would otherwise hold a chunk each until
+			// the sweep, and fill the region by their count.
 			pid, tid := int(r.load(base+cPID)), int(r.load(base+cTID))
 			if err := unix.Tgkill(pid, tid, 0); errors.Is(err, unix.ESRCH) {
 				gone = true
@@ -293,6 +296,7 @@ func releaseChunk(r *region, i int) {
 	r.put32(base+cStream, 0)
 	r.put32(base+cCommitted, 0)
 	r.put32(base+cSealed, 0)
+	r.put32(base+cExiting, 0)
 	r.put32(statesOff+stateSize*i, chFree)
 	atomic.AddUint32(r.p32(hNFree), 1)
 }

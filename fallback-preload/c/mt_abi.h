@@ -89,7 +89,13 @@ typedef struct {
 	uint32_t pid, tid;
 	uint32_t stream;    // the thread's stream serial; stored last (0: not ready)
 	uint32_t seq;       // the chunk's place in its stream
-	uint32_t pad_[10];
+	// exiting: the thread ran the library's key destructor and is
+	// ending. Later destructors may still write, so the chunk is not
+	// sealed; the consumer looks for the thread's end at each pass
+	// rather than at its rare sweep of every idle chunk, so that a churn
+	// of short threads gives its chunks back as fast as they end.
+	uint32_t exiting;
+	uint32_t pad_[9];
 } mt_chunk_hdr;
 
 typedef struct {

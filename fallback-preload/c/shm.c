@@ -192,6 +192,7 @@ static int bin_claim(void)
 	c->pid = (uint32_t)g_pid;
 	c->tid = (uint32_t)tb.tid;
 	c->seq = tb.seq++;
+	c->exiting = (uint32_t)tb.stk_done;
 	// stream last: the consumer reads a chunk only once it is set.
 	__atomic_store_n(&c->stream, tb.stream, __ATOMIC_RELEASE);
 	tb.ch = c;
@@ -570,6 +571,8 @@ static void bin_thread_exit(void *arg)
 	walk_thread_exit();
 	// The chunk stays the thread's: frees made by later TLS destructors
 	// still go there. The consumer frees it once the thread is gone.
+	if (tb.ch)
+		__atomic_store_n(&tb.ch->exiting, 1, __ATOMIC_RELEASE);
 	t_in = in;
 }
 
