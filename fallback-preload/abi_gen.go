@@ -6,7 +6,7 @@ package preload
 const (
 	shmEnv         = "MEMTRACE_SHM"
 	shmMagic       = 0x4853544d
-	shmVersion     = 8
+	shmVersion     = 9
 	opExit         = 63
 	nops           = 64
 	rName          = 64
@@ -83,7 +83,12 @@ const (
 	hFramesRows   = 112
 	hFramesReused = 120
 	hStop         = 128
-	hdrSize       = 136
+	hNSmall       = 192
+	hSmallSize    = 196
+	hSmallOff     = 200
+	hHWSmall      = 204
+	hNFreeSmall   = 208
+	hdrSize       = 216
 )
 
 // mt_chunk_hdr: the offsets of its fields, and its size.

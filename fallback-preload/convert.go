@@ -124,8 +124,10 @@ type converter struct {
 	lost     uint32
 	werr     error
 	polls    int
-	// full: the copier's last pass found the copies full.
+	// full: the copier's last pass found the copies full; released
+	// counts the slots handed back.
 	full     bool
+	released int
 	maxTS    uint64
 	order    []int
 	started  time.Time
@@ -182,7 +184,7 @@ func (c *converter) run(stop <-chan struct{}, y *yielder) {
 		// Under half full, the copies can wait while the program has
 		// the CPU; past it, the backlog comes first.
 		d := y.pause()
-		if c.inUse()*2 >= c.q.nchunks {
+		if c.q.fuller(1, 2) {
 			d = 0
 		}
 		if n == 0 {
@@ -231,8 +233,9 @@ const boostEvery = 5 * time.Millisecond
 
 // boost runs beside run, whose thread sleeps to yield to the program
 // (yield.go) and which a machine busy with other work may leave waiting
-// for a CPU: once more than three quarters of the copies' slots hold
-// records, it takes the conversion over until under half do. Without it
+// for a CPU: once more than three quarters of the copies' slots of either
+// size hold records, it takes the conversion over until at most half of
+// each do. Without it
 // the region would fill and the program, which waits for chunks, would
 // wait on that one thread (and, after 2 s, lose records).
 func (c *converter) boost(stop <-chan struct{}) {
@@ -244,13 +247,13 @@ func (c *converter) boost(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if c.inUse()*4 <= c.q.nchunks*3 {
+		if !c.q.fuller(3, 4) {
 			continue
 		}
 		c.boosting.Store(true)
 		c.lockNow()
 		c.boosts++
-		for c.inUse()*2 > c.q.nchunks {
+		for c.q.fuller(1, 2) {
 			select {
 			case <-stop:
 				c.mu.Unlock()
@@ -279,11 +282,6 @@ func (c *converter) lockNow() {
 	c.handOff.Store(false)
 }
 
-// inUse is the number of the copies' slots that hold records.
-func (c *converter) inUse() int {
-	return int(c.q.load(hHW)) - int(c.q.load(hNFree))
-}
-
 // drain ends the conversion once run and boost have returned, on the
 // caller's thread (memtrace's priority: the program is gone, or detached,
 // and memtrace's end is waited for): the tables' last pass, what the
@@ -307,8 +305,9 @@ func (c *converter) drain() {
 	// found nothing to read and no slot to free (slots held by threads
 	// that live on after a detach).
 	for {
+		freed := c.released
 		n := c.poll(true, nil)
-		if !c.full || n == 0 && c.inUse() >= c.q.nchunks {
+		if !c.full || n == 0 && c.released == freed {
 			break
 		}
 	}
@@ -380,26 +379,28 @@ func (c *converter) poll(final bool, ps *passStart) int {
 	}
 	nStreams, t0 := ps.nStreams, ps.t0
 	c.full = ps.full
-	hw := min(int(q.load(hHW)), q.nchunks)
+	spans := q.spans()
 	c.scanFiles()
 	// A stream's chunks are read in seq order, so that its records stay in
 	// the order the thread wrote them.
 	c.order = c.order[:0]
-	for i := 0; i < hw; i++ {
-		if q.load(statesOff+stateSize*i) != chOwned {
-			continue
+	for _, sp := range spans {
+		for i := sp[0]; i < sp[1]; i++ {
+			if q.load(statesOff+stateSize*i) != chOwned {
+				continue
+			}
+			base := q.chunk(i)
+			sid := q.load(base + cStream)
+			if sid == 0 {
+				continue
+			}
+			seq := q.load(base + cSeq)
+			p := &c.chunks[i]
+			if p.stream != sid || p.seq != seq {
+				*p = chunkPos{stream: sid, seq: seq}
+			}
+			c.order = append(c.order, i)
 		}
-		base := q.chunk(i)
-		sid := q.load(base + cStream)
-		if sid == 0 {
-			continue
-		}
-		seq := q.load(base + cSeq)
-		p := &c.chunks[i]
-		if p.stream != sid || p.seq != seq {
-			*p = chunkPos{stream: sid, seq: seq}
-		}
-		c.order = append(c.order, i)
 	}
 	sort.Slice(c.order, func(a, b int) bool {
 		pa, pb := &c.chunks[c.order[a]], &c.chunks[c.order[b]]
@@ -434,11 +435,7 @@ func (c *converter) readChunk(i int) int {
 	r := c.q
 	base := r.chunk(i)
 	p := &c.chunks[i]
-	committed := r.load(base + cCommitted)
-	capRecs := uint32((chunkSize - chunkHdr) / recSize)
-	if committed > capRecs {
-		committed = capRecs
-	}
+	committed := min(r.load(base+cCommitted), r.capRecs(i))
 	st := c.streams[p.stream]
 	if st == nil {
 		st = &stream{id: p.stream, pid: int64(r.load(base + cPID)), tid: int64(r.load(base + cTID))}
@@ -492,6 +489,7 @@ func (c *converter) maybeRelease(i int) {
 }
 
 func (c *converter) release(i int) {
+	c.released++
 	c.chunks[i] = chunkPos{}
 	releaseChunk(c.q, i)
 }

@@ -40,12 +40,15 @@ import (
 // slotGone marks a slot whose thread was gone without sealing its chunk.
 const slotGone = 2
 
-// newCopies maps the copies: n slots of chunkSize after a header and
-// the states, the slots at a 2 MiB boundary so that huge pages line up.
-func newCopies(n int) (*region, error) {
+// newCopies maps the copies: nBig slots of chunkSize and nSmall of
+// smallChunk after a header and the states, the slots at a 2 MiB boundary
+// so that huge pages line up.
+func newCopies(nBig, nSmall int) (*region, error) {
 	const huge = 2 << 20
+	n := nBig + nSmall
 	dataOff := (statesOff + n*stateSize + huge - 1) &^ (huge - 1)
-	total := dataOff + n*chunkSize
+	smallOff := dataOff + nBig*chunkSize
+	total := smallOff + nSmall*smallChunk
 	mem, err := unix.Mmap(-1, 0, total, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -54,7 +57,7 @@ func newCopies(n int) (*region, error) {
 	// Without THP (a kernel without it, or "never") the pages are small:
 	// slower to touch, not wrong.
 	_ = unix.Madvise(mem[dataOff:], unix.MADV_HUGEPAGE)
-	return &region{mem: mem, nchunks: n, dataOff: dataOff}, nil
+	return &region{mem: mem, nchunks: n, nBig: nBig, smallOff: smallOff, dataOff: dataOff}, nil
 }
 
 // copier moves committed records from the region r to the copies q.
@@ -178,9 +181,8 @@ func (k *copier) pass() (n int, full bool) {
 	atomic.AddUint32(r.p32(hBeat), 1)
 	k.passes++
 	checkDead := k.passes%200 == 0
-	capRecs := uint32((chunkSize - chunkHdr) / recSize)
 	blocked := uint32(0)
-	hw := min(int(r.load(hHW)), r.nchunks)
+	spans := r.spans()
 	// The chunks are listed first and copied in each stream's order: a
 	// thread claims its next chunk only once its last is sealed and
 	// complete, so a chunk listed here has its stream's earlier chunks
@@ -188,16 +190,18 @@ func (k *copier) pass() (n int, full bool) {
 	// made. The converter, which reads the slots while this runs, then
 	// never sees a stream's next slot before its earlier slot is final.
 	k.order = k.order[:0]
-	for i := 0; i < hw; i++ {
-		if r.load(statesOff+stateSize*i) != chOwned {
-			continue
+	for _, sp := range spans {
+		for i := sp[0]; i < sp[1]; i++ {
+			if r.load(statesOff+stateSize*i) != chOwned {
+				continue
+			}
+			base := r.chunk(i)
+			sid := r.load(base + cStream)
+			if sid == 0 {
+				continue
+			}
+			k.order = append(k.order, listed{i, sid, r.load(base + cSeq)})
 		}
-		base := r.chunk(i)
-		sid := r.load(base + cStream)
-		if sid == 0 {
-			continue
-		}
-		k.order = append(k.order, listed{i, sid, r.load(base + cSeq)})
 	}
 	sort.Slice(k.order, func(a, b int) bool {
 		oa, ob := &k.order[a], &k.order[b]
@@ -213,7 +217,7 @@ func (k *copier) pass() (n int, full bool) {
 			if blocked == sid {
 				continue // its earlier chunk found no slot
 			}
-			j := k.claim()
+			j := k.claim(i)
 			if j < 0 {
 				full, blocked = true, sid
 				continue
@@ -235,6 +239,7 @@ func (k *copier) pass() (n int, full bool) {
 		// sealed before committed: once sealed, the count read after
 		// it is the chunk's last.
 		sealed := r.load(base + cSealed)
+		capRecs := r.capRecs(i)
 		committed := min(r.load(base+cCommitted), capRecs)
 		gone := false
 		if sealed == 0 && (checkDead || r.load(base+cExiting) != 0) && committed == k.copied[i] {
@@ -269,22 +274,37 @@ func (k *copier) pass() (n int, full bool) {
 	return n, full
 }
 
-// claim takes the copies' lowest free slot, whose pages are most likely
-// touched already, or a new one; -1 when all are taken.
-func (k *copier) claim() int {
+// claim takes a slot of the copies for region chunk i: one of the same
+// size, or for a small chunk a large one when no small one is left; -1
+// when none is.
+func (k *copier) claim(i int) int {
+	small := i >= k.r.nBig
+	if j := k.claimOf(small); j >= 0 || !small {
+		return j
+	}
+	return k.claimOf(false)
+}
+
+// claimOf takes the lowest free slot of one size, whose pages are most
+// likely touched already, or a new one; -1 when all are taken.
+func (k *copier) claimOf(small bool) int {
 	q := k.q
-	hw := int(q.load(hHW))
-	if q.load(hNFree) > 0 {
-		for j := 0; j < hw; j++ {
+	first, n, hwOff, freeOff := 0, q.nBig, hHW, hNFree
+	if small {
+		first, n, hwOff, freeOff = q.nBig, q.nchunks-q.nBig, hHWSmall, hNFreeSmall
+	}
+	hw := int(q.load(hwOff))
+	if q.load(freeOff) > 0 {
+		for j := first; j < first+hw; j++ {
 			if q.load(statesOff+stateSize*j) == chFree {
-				atomic.AddUint32(q.p32(hNFree), ^uint32(0))
+				atomic.AddUint32(q.p32(freeOff), ^uint32(0))
 				return j
 			}
 		}
 	}
-	if hw < q.nchunks {
-		q.put32(hHW, uint32(hw+1))
-		return hw
+	if hw < n {
+		q.put32(hwOff, uint32(hw+1))
+		return first + hw
 	}
 	return -1
 }
@@ -298,7 +318,11 @@ func releaseChunk(r *region, i int) {
 	r.put32(base+cSealed, 0)
 	r.put32(base+cExiting, 0)
 	r.put32(statesOff+stateSize*i, chFree)
-	atomic.AddUint32(r.p32(hNFree), 1)
+	if i < r.nBig {
+		atomic.AddUint32(r.p32(hNFree), 1)
+	} else {
+		atomic.AddUint32(r.p32(hNFreeSmall), 1)
+	}
 }
 
 // unmapCopies gives the copies' memory back.

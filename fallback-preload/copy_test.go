@@ -20,8 +20,68 @@ func fakeChunk(r *region, i int, sid, seq, n uint32, sealed bool) {
 	}
 	r.put32(base+cStream, sid)
 	r.put32(statesOff+stateSize*i, chOwned)
-	if uint32(i) >= r.load(hHW) {
-		r.put32(hHW, uint32(i+1))
+	hw, k := hHW, i
+	if i >= r.nBig {
+		hw, k = hHWSmall, i-r.nBig
+	}
+	if uint32(k) >= r.load(hw) {
+		r.put32(hw, uint32(k+1))
+	}
+}
+
+// A small chunk's records go to a small slot of the copies, or to a large
+// one once the small ones are all taken; a large chunk's never go to a
+// small slot, and with no slot of its size left the pass says full.
+func TestCopierSlotSizes(t *testing.T) {
+	r, err := newRegion(4 * chunkSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	q := r.copies
+	if r.nBig != 4 || r.nchunks-r.nBig < 2 || q.nBig != r.nBig || q.nchunks != r.nchunks {
+		t.Fatalf("region of %d chunks, %d large; copies %d, %d large", r.nchunks, r.nBig, q.nchunks, q.nBig)
+	}
+	k := newCopier(r, q)
+	slotOf := func(sid uint32) int {
+		for j := 0; j < q.nchunks; j++ {
+			if q.load(statesOff+stateSize*j) == chOwned && q.load(q.chunk(j)+cStream) == sid {
+				return j
+			}
+		}
+		return -1
+	}
+	small := r.nBig
+	fakeChunk(r, small, 1, 0, 10, false)
+	if n, full := k.pass(); n != 10 || full {
+		t.Fatalf("pass: %d records, full %v; want 10, not full", n, full)
+	}
+	if j := slotOf(1); j < q.nBig {
+		t.Errorf("a small chunk's records went to slot %d, a large one (%d large)", j, q.nBig)
+	}
+	// Every small slot taken: the next small chunk's records go to a
+	// large slot, whole.
+	q.put32(hHWSmall, uint32(q.nchunks-q.nBig))
+	for j := q.nBig; j < q.nchunks; j++ {
+		if q.load(statesOff+stateSize*j) != chOwned {
+			q.put32(statesOff+stateSize*j, chOwned)
+		}
+	}
+	fakeChunk(r, small+1, 2, 0, r.capRecs(small+1), false)
+	if n, full := k.pass(); n != int(r.capRecs(small+1)) || full {
+		t.Fatalf("pass: %d records, full %v; want %d, not full", n, full, r.capRecs(small+1))
+	}
+	if j := slotOf(2); j < 0 || j >= q.nBig || q.load(q.chunk(j)+cCommitted) != r.capRecs(small+1) {
+		t.Errorf("with the small slots taken: slot %d (want a large one)", j)
+	}
+	// The large slots taken too: a large chunk finds none.
+	for j := 0; j < q.nBig; j++ {
+		q.put32(statesOff+stateSize*j, chOwned)
+	}
+	q.put32(hHW, uint32(q.nBig))
+	fakeChunk(r, 0, 3, 0, 5, false)
+	if n, full := k.pass(); n != 0 || !full {
+		t.Errorf("no slot left: pass copied %d records, full %v; want 0, full", n, full)
 	}
 }
 

@@ -42,7 +42,20 @@ func DefaultSharedMemory() int {
 	return 256 << 20
 }
 
-const chunkSize = 256 << 10
+// chunkSize is a large chunk's size, smallChunk a small one's. A thread
+// writes its first chunk's worth into a small chunk and the rest into large
+// ones (mt_abi.h): a live thread holds a chunk while it lives, so the
+// region holds as many threads as it has chunks, and a program of
+// thousands of threads that each write little needs many small ones,
+// while a thread that writes a lot needs few large ones (a chunk
+// claimed costs the traced thread a slow path).
+const (
+	chunkSize  = 256 << 10
+	smallChunk = 16 << 10
+)
+
+// smallShare is the part of the region's bytes in small chunks (1/4).
+const smallShare = 4
 
 // nFileSlots bounds the distinct files a session's frames lie in (each
 // slot 512 bytes of the region); frames in files past it are addresses
@@ -59,9 +72,13 @@ func rowsArea() int {
 }
 
 type region struct {
-	f        *os.File
-	mem      []byte
+	f   *os.File
+	mem []byte
+	// nchunks counts every chunk, the nBig large ones first, then the
+	// small ones at smallOff.
 	nchunks  int
+	nBig     int
+	smallOff int
 	dataOff  int
 	filesOff int
 	rowsOff  int
@@ -77,15 +94,14 @@ func newRegion(size int) (*region, error) {
 	if size <= 0 {
 		size = DefaultSharedMemory()
 	}
-	n := size / chunkSize
-	if n < 4 {
-		n = 4
-	}
+	nBig, nSmall := tiers(size)
+	n := nBig + nSmall
 	filesOff := statesOff + (n*stateSize+4095)&^4095
 	rowsOff := filesOff + nFileSlots*fileSlot
 	rowsLen := rowsArea()
 	dataOff := rowsOff + rowsLen
-	total := dataOff + n*chunkSize
+	smallOff := dataOff + nBig*chunkSize
+	total := smallOff + nSmall*smallChunk
 	fd, err := unix.MemfdCreate("memtrace-preload", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("create the shared region (memfd_create): %w", err)
@@ -105,17 +121,20 @@ func newRegion(size int) (*region, error) {
 		f.Close()
 		return nil, fmt.Errorf("stat the shared region: %w", err)
 	}
-	q, err := newCopies(n)
+	q, err := newCopies(nBig, nSmall)
 	if err != nil {
 		unix.Munmap(mem)
 		f.Close()
-		return nil, fmt.Errorf("map the copies of the shared region (%d bytes; lower Options.SharedMemory): %w", n*chunkSize, err)
+		return nil, fmt.Errorf("map the copies of the shared region (%d bytes; lower Options.SharedMemory): %w", total-dataOff, err)
 	}
-	r := &region{f: f, mem: mem, nchunks: n, dataOff: dataOff, filesOff: filesOff, rowsOff: rowsOff, rowsLen: rowsLen, copies: q}
+	r := &region{f: f, mem: mem, nchunks: n, nBig: nBig, smallOff: smallOff, dataOff: dataOff, filesOff: filesOff, rowsOff: rowsOff, rowsLen: rowsLen, copies: q}
 	r.put32(hMagic, shmMagic)
 	r.put32(hVersion, shmVersion)
 	r.put32(hChunkSize, chunkSize)
-	r.put32(hNChunks, uint32(n))
+	r.put32(hNChunks, uint32(nBig))
+	r.put32(hNSmall, uint32(nSmall))
+	r.put32(hSmallSize, smallChunk)
+	r.put32(hSmallOff, uint32(smallOff))
 	r.put32(hDataOff, uint32(dataOff))
 	r.put32(hFilesOff, uint32(filesOff))
 	r.put32(hNFiles, nFileSlots)
@@ -135,7 +154,7 @@ func (r *region) stop() {
 	r.put32(hStop, 1)
 	r.put32(hGone, 1)
 	_ = unix.Fallocate(int(r.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE,
-		int64(r.dataOff), int64(r.nchunks)*chunkSize)
+		int64(r.dataOff), int64(r.end()-r.dataOff))
 }
 
 func (r *region) close() {
@@ -157,8 +176,48 @@ func (r *region) u64(off int) uint64 {
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
-func (r *region) chunk(i int) int { return r.dataOff + i*chunkSize }
-func (r *region) file(i int) int  { return r.filesOff + i*fileSlot }
+
+// tiers splits size bytes into large and small chunks: at least 4 large
+// ones, and a quarter of the bytes in small ones.
+func tiers(size int) (nBig, nSmall int) {
+	nSmall = size / smallShare / smallChunk
+	nBig = max((size-nSmall*smallChunk)/chunkSize, 4)
+	return nBig, nSmall
+}
+
+// chunk is the offset of chunk i: a large one, or past nBig a small one.
+func (r *region) chunk(i int) int {
+	if i < r.nBig {
+		return r.dataOff + i*chunkSize
+	}
+	return r.smallOff + (i-r.nBig)*smallChunk
+}
+
+// capRecs is the number of 32-byte slots past chunk i's header.
+func (r *region) capRecs(i int) uint32 {
+	if i < r.nBig {
+		return (chunkSize - chunkHdr) / recSize
+	}
+	return (smallChunk - chunkHdr) / recSize
+}
+
+// end is the offset past the last chunk.
+func (r *region) end() int { return r.smallOff + (r.nchunks-r.nBig)*smallChunk }
+
+// spans are the chunks taken so far, as two index ranges [from, to): the
+// large ones, then the small ones.
+func (r *region) spans() [2][2]int {
+	return [2][2]int{{0, min(int(r.load(hHW)), r.nBig)}, {r.nBig, r.nBig + min(int(r.load(hHWSmall)), r.nchunks-r.nBig)}}
+}
+
+// fuller says whether more than num/den of the chunks of either size are
+// taken and not handed back.
+func (r *region) fuller(num, den int) bool {
+	big := int(r.load(hHW)) - int(r.load(hNFree))
+	small := int(r.load(hHWSmall)) - int(r.load(hNFreeSmall))
+	return big*den > r.nBig*num || small*den > (r.nchunks-r.nBig)*num
+}
+func (r *region) file(i int) int { return r.filesOff + i*fileSlot }
 func (r *region) put64(off int, v uint64) {
 	b := r.mem[off : off+8]
 	for i := range b {

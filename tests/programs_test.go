@@ -13,7 +13,7 @@ import (
 
 // programs are the test programs of progs/ (T01-T24 and every row of
 // docs/spec.md §3; see docs/preload.md for the scenario table).
-var programs = []string{"basic", "libcmemalign", "mmaps", "mmapcalls", "cxx", "threads", "dlopen", "fork", "forkmt", "exitthread"}
+var programs = []string{"basic", "libcmemalign", "mmaps", "mmapcalls", "cxx", "threads", "livethreads", "dlopen", "fork", "forkmt", "exitthread"}
 
 // modes: preload = memtrace --preload; ldpreload = the library used
 // directly as memtrack.so is; ldsync = the same without its writer thread

@@ -714,7 +714,8 @@ func TestPreloadStackTableThreadChurn(t *testing.T) {
 // thread of few stacks: 100 threads alive at once with 128 stacks each
 // hold at most 100 KiB more each with --stack-depth 32 than without
 // stacks (a table of its full size took about 150 KiB a thread). The
-// region's chunk, the same in both runs, is not counted.
+// region's chunks, shared memory, are not counted: a thread whose records
+// outgrow its small first chunk takes a large one, which stacks do here.
 func TestPreloadStacksMemoryPerThread(t *testing.T) {
 	memtrace := need(t, "bin/memtrace")
 	exe := need(t, "tests/progs/build/threadstacks")

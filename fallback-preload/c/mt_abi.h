@@ -25,7 +25,7 @@
 // MT_SHM_VERSION, which the library checks before it maps the rest.
 #define MT_SHM_ENV "MEMTRACE_SHM"
 #define MT_SHM_MAGIC 0x4853544d
-#define MT_SHM_VERSION 8
+#define MT_SHM_VERSION 9
 
 // The ops of call records (MT_OPS, MT_OP_*, numbered as Go's logfmt.Op)
 // are generated from internal/ops/table.go into mt_ops.h. EXIT (a
@@ -45,8 +45,13 @@
 
 // Region: the header (one page), then at MT_STATES_OFF one uint32 state
 // per chunk, then at files_off n_files mt_file slots, at rows_off
-// rows_len bytes of unwind rows (memtrace's), then at data_off the chunks,
-// chunk_size bytes each: an mt_chunk_hdr and records.
+// rows_len bytes of unwind rows (memtrace's), then at data_off the
+// n_chunks large chunks, chunk_size bytes each, and at small_off the
+// n_small small ones, small_size bytes each (chunk n_chunks + k is the
+// k-th small one): an mt_chunk_hdr and records. A thread writes its first
+// chunk's worth into a small chunk and the rest into large ones: a live
+// thread holds a chunk, and most threads of a program with thousands
+// write little.
 #define MT_STATES_OFF 4096
 #define MT_STATE_SIZE 4 // bytes per chunk state (a uint32_t)
 #define MT_CH_OWNED 1 // a thread writes into the chunk
@@ -81,6 +86,10 @@ typedef struct {
 	// stop: memtrace detached (Ctrl-C) or finished; alone on its cache
 	// line, which nobody writes again once it is set.
 	uint32_t stop;
+	uint32_t pad2_[15];
+	uint32_t n_small, small_size, small_off; // written by memtrace
+	uint32_t hw_small;     // small chunks ever handed out
+	uint32_t n_free_small; // small chunks in state MT_CH_FREE
 } mt_shm_hdr;
 
 typedef struct {

@@ -41,7 +41,7 @@ static mt_shm_hdr *shm;
 static mt_file *shm_files;
 static uint32_t shm_n_files;
 static uint32_t *shm_state;
-static char *shm_data;
+static char *shm_data, *shm_small;
 static size_t shm_len;
 static int shm_clock_kind;
 static volatile int consumer_lost; // waited in vain once: never wait again
@@ -117,40 +117,67 @@ static int bin_stopped(void)
 	return 1;
 }
 
-static int bin_try_claim(uint32_t *idx)
+// chunk_at is chunk idx's header: a large chunk, or past n_chunks a
+// small one.
+static mt_chunk_hdr *chunk_at(uint32_t idx, uint32_t *size)
 {
-	uint32_t nch = shm->n_chunks;
-	if (__atomic_load_n(&shm->n_free, __ATOMIC_ACQUIRE) > 0) {
+	uint32_t nl = shm->n_chunks;
+	if (idx < nl) {
+		*size = shm->chunk_size;
+		return (mt_chunk_hdr *)(shm_data + (size_t)idx * shm->chunk_size);
+	}
+	*size = shm->small_size;
+	return (mt_chunk_hdr *)(shm_small + (size_t)(idx - nl) * shm->small_size);
+}
+
+// bin_try_claim takes a chunk of one size: small or large.
+static int bin_try_claim(int small, uint32_t *idx)
+{
+	uint32_t nch = small ? shm->n_small : shm->n_chunks;
+	uint32_t first = small ? shm->n_chunks : 0;
+	uint32_t *hwp = small ? &shm->hw_small : &shm->hw;
+	uint32_t *freep = small ? &shm->n_free_small : &shm->n_free;
+	if (__atomic_load_n(freep, __ATOMIC_ACQUIRE) > 0) {
 		// Chunks the consumer has emptied: reuse them before touching
 		// new pages. The scan is rare (once per chunk's worth of records).
-		uint32_t hw = __atomic_load_n(&shm->hw, __ATOMIC_ACQUIRE);
+		uint32_t hw = __atomic_load_n(hwp, __ATOMIC_ACQUIRE);
 		if (hw > nch)
 			hw = nch;
 		uint32_t start = (uint32_t)tb.tid % (hw ? hw : 1);
 		for (uint32_t k = 0; k < hw; k++) {
-			uint32_t i = (start + k) % hw;
+			uint32_t i = first + (start + k) % hw;
 			uint32_t want = MT_CH_FREE;
 			if (__atomic_load_n(&shm_state[i], __ATOMIC_RELAXED) == MT_CH_FREE &&
 			    __atomic_compare_exchange_n(&shm_state[i], &want, MT_CH_OWNED, 0, __ATOMIC_ACQ_REL,
 							__ATOMIC_RELAXED)) {
-				__atomic_sub_fetch(&shm->n_free, 1, __ATOMIC_RELAXED);
+				__atomic_sub_fetch(freep, 1, __ATOMIC_RELAXED);
 				*idx = i;
 				return 1;
 			}
 		}
 	}
-	uint32_t hw = __atomic_load_n(&shm->hw, __ATOMIC_RELAXED);
+	uint32_t hw = __atomic_load_n(hwp, __ATOMIC_RELAXED);
 	while (hw < nch) {
-		if (__atomic_compare_exchange_n(&shm->hw, &hw, hw + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			__atomic_store_n(&shm_state[hw], MT_CH_OWNED, __ATOMIC_RELEASE);
+		if (__atomic_compare_exchange_n(hwp, &hw, hw + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			uint32_t i = first + hw, size;
+			__atomic_store_n(&shm_state[i], MT_CH_OWNED, __ATOMIC_RELEASE);
 			// Fault the fresh chunk's pages in one call rather than
 			// one fault per 128 records (EINVAL before Linux 5.14).
-			madvise(shm_data + (size_t)hw * shm->chunk_size, shm->chunk_size, 23 /* MADV_POPULATE_WRITE */);
-			*idx = hw;
+			void *at = chunk_at(i, &size);
+			madvise(at, size, 23 /* MADV_POPULATE_WRITE */);
+			*idx = i;
 			return 1;
 		}
 	}
 	return 0;
+}
+
+// bin_take: a thread's first chunk is a small one, its later ones large;
+// either size when the other has none left.
+static int bin_take(uint32_t *idx)
+{
+	int small = tb.seq == 0 && shm->n_small > 0;
+	return bin_try_claim(small, idx) || ((small || shm->n_small > 0) && bin_try_claim(!small, idx));
 }
 
 // bin_claim gives the thread a fresh chunk. With the region full it waits
@@ -165,7 +192,7 @@ static int bin_claim(void)
 {
 	static uint64_t nowait_until;
 	uint32_t idx;
-	int ok = bin_try_claim(&idx);
+	int ok = bin_take(&idx);
 	if (!ok && !consumer_lost && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) &&
 	    bin_now_ns() >= __atomic_load_n(&nowait_until, __ATOMIC_RELAXED)) {
 		uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
@@ -174,7 +201,7 @@ static int bin_claim(void)
 		       !__atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE)) {
 			struct timespec ts = {0, 500000};
 			nanosleep(&ts, NULL);
-			ok = bin_try_claim(&idx);
+			ok = bin_take(&idx);
 			uint32_t b = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
 			still = b == beat ? still + 1 : 0;
 			beat = b;
@@ -186,7 +213,8 @@ static int bin_claim(void)
 	}
 	if (!ok)
 		return 0;
-	mt_chunk_hdr *c = (mt_chunk_hdr *)(shm_data + (size_t)idx * shm->chunk_size);
+	uint32_t size;
+	mt_chunk_hdr *c = chunk_at(idx, &size);
 	c->committed = 0;
 	c->sealed = 0;
 	c->pid = (uint32_t)g_pid;
@@ -198,7 +226,7 @@ static int bin_claim(void)
 	tb.ch = c;
 	tb.recs = (mt_rec *)(c + 1);
 	tb.n = 0;
-	tb.cap = (shm->chunk_size - (uint32_t)sizeof(mt_chunk_hdr)) / (uint32_t)sizeof(mt_rec);
+	tb.cap = (size - (uint32_t)sizeof(mt_chunk_hdr)) / (uint32_t)sizeof(mt_rec);
 	return 1;
 }
 
@@ -739,6 +767,14 @@ int bin_attach(void)
 		return 1;
 	}
 	shm_len = (size_t)h.data_off + (size_t)h.chunk_size * h.n_chunks;
+	if (h.n_small) {
+		if ((uint64_t)h.small_off < (uint64_t)shm_len || h.small_size < 4096 || h.small_size > h.chunk_size) {
+			err_line("MEMTRACE_SHM's region has a bad layout: ", s);
+			g_off = 1;
+			return 1;
+		}
+		shm_len = (size_t)h.small_off + (size_t)h.small_size * h.n_small;
+	}
 	void *m = mmap(NULL, shm_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		err_line("cannot map the shared region (address space?): ", s);
@@ -762,6 +798,7 @@ int bin_attach(void)
 		shm_n_files = h.n_files;
 	}
 	shm_data = (char *)m + h.data_off;
+	shm_small = (char *)m + h.small_off;
 	if (fd < 900) {
 		// Out of the way of the program's own descriptors, and open
 		// across exec so that exec'd programs find the region.

@@ -1,8 +1,10 @@
 /* threadstacks: THREADS threads alive at once, each allocating from 128
  * distinct stacks (a 6-level fan of two call sites a level, mallocs and
- * frees), then it prints the process's resident memory (smaps_rollup,
- * exact, unlike VmRSS's per-thread counts) before the threads started and
- * while they all still live: what a tracer keeps per thread shows there. */
+ * frees), then it prints the process's resident anonymous memory
+ * (smaps_rollup, exact, unlike VmRSS's per-thread counts) before the
+ * threads started and while they all still live: what a tracer keeps per
+ * thread in its own memory shows there. Shared memory (the --preload
+ * region, whose chunks a thread takes by what it writes) does not. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +47,8 @@ static long rss_kb(void)
 	char line[256];
 	long kb = -1;
 	while (fgets(line, sizeof line, f))
-		if (strncmp(line, "Rss:", 4) == 0)
-			kb = strtol(line + 4, NULL, 10);
+		if (strncmp(line, "Anonymous:", 10) == 0)
+			kb = strtol(line + 10, NULL, 10);
 	fclose(f);
 	return kb;
 }
