@@ -2,9 +2,11 @@ package preload
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -128,6 +130,8 @@ type converter struct {
 	// counts the slots handed back.
 	full     bool
 	released int
+	// queued: the record slots read and not yet written.
+	queued   int
 	maxTS    uint64
 	order    []int
 	started  time.Time
@@ -158,6 +162,7 @@ func newConverter(r *region, sess *agent.Session, interval time.Duration, depth 
 // (yield.go); the rest is drain's.
 func (c *converter) run(stop <-chan struct{}, y *yielder) {
 	defer y.close()
+	idle := time.Millisecond
 	if c.stallRun {
 		<-stop
 		return
@@ -187,8 +192,13 @@ func (c *converter) run(stop <-chan struct{}, y *yielder) {
 		if c.q.fuller(1, 2) {
 			d = 0
 		}
+		// Idle, the polls space out: a pass looks at every thread's
+		// slot, and a program may keep thousands alive and quiet.
 		if n == 0 {
-			d = max(d, time.Millisecond)
+			d = max(d, idle)
+			idle = min(2*idle, convIdleMax)
+		} else {
+			idle = time.Millisecond
 		}
 		if d > 0 {
 			time.Sleep(d)
@@ -227,6 +237,10 @@ func (c *converter) step(ps *passStart) int {
 	}
 	return n
 }
+
+// convIdleMax bounds run's sleep while polls find nothing (the merge holds
+// records for mergeSlack anyway).
+const convIdleMax = 16 * time.Millisecond
 
 // boostEvery is how often the boost looks at the region's fill.
 const boostEvery = 5 * time.Millisecond
@@ -402,12 +416,9 @@ func (c *converter) poll(final bool, ps *passStart) int {
 			c.order = append(c.order, i)
 		}
 	}
-	sort.Slice(c.order, func(a, b int) bool {
-		pa, pb := &c.chunks[c.order[a]], &c.chunks[c.order[b]]
-		if pa.stream != pb.stream {
-			return pa.stream < pb.stream
-		}
-		return pa.seq < pb.seq
+	slices.SortFunc(c.order, func(a, b int) int {
+		pa, pb := &c.chunks[a], &c.chunks[b]
+		return cmp.Or(cmp.Compare(pa.stream, pb.stream), cmp.Compare(pa.seq, pb.seq))
 	})
 	n := 0
 	for _, i := range c.order {
@@ -416,9 +427,12 @@ func (c *converter) poll(final bool, ps *passStart) int {
 		}
 		n += c.readChunk(i)
 	}
-	if final {
+	switch {
+	case final:
 		c.emit(^uint64(0))
-	} else {
+	case c.queued > 0:
+		// (The watermark and the merge look at every stream: with
+		// thousands of idle threads, most polls have nothing to write.)
 		c.emit(c.watermark(nStreams, t0))
 	}
 	c.reportLost()
@@ -457,6 +471,7 @@ func (c *converter) readChunk(i int) int {
 		if ts := c.toNS(r.u64(last + recTSOff)); ts > st.lastTS {
 			st.lastTS = ts
 		}
+		c.queued += n
 		if k := len(st.segs) - 1; k >= st.head && st.segs[k].idx == i && st.segs[k].end == from {
 			st.segs[k].end = p.read
 		} else {
@@ -527,6 +542,7 @@ func (c *converter) next(st *stream) ev {
 		e.data = r.mem[off+recPtrOff : off+recPtrOff+nameLen]
 	}
 	sg.pos += 1 + slots
+	c.queued -= int(1 + slots)
 	return e
 }
 

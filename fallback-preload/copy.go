@@ -1,8 +1,9 @@
 package preload
 
 import (
+	"cmp"
 	"errors"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,12 +204,8 @@ func (k *copier) pass() (n int, full bool) {
 			k.order = append(k.order, listed{i, sid, r.load(base + cSeq)})
 		}
 	}
-	sort.Slice(k.order, func(a, b int) bool {
-		oa, ob := &k.order[a], &k.order[b]
-		if oa.stream != ob.stream {
-			return oa.stream < ob.stream
-		}
-		return oa.seq < ob.seq
+	slices.SortFunc(k.order, func(a, b listed) int {
+		return cmp.Or(cmp.Compare(a.stream, b.stream), cmp.Compare(a.seq, b.seq))
 	})
 	for _, o := range k.order {
 		i, sid, seq := o.i, o.stream, o.seq
