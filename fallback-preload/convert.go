@@ -109,9 +109,10 @@ type converter struct {
 	// stopTables stops the table builder startTables started.
 	stopTables func()
 	// mu: one pass at a time, run's or boost's; boosts counts the
-	// boost's takeovers (tests).
-	mu     sync.Mutex
-	boosts int
+	// boost's takeovers, boostSteps its passes (tests).
+	mu         sync.Mutex
+	boosts     int
+	boostSteps int
 	// handOff asks the pass under way to stop between two records:
 	// another thread (the boost, the end) waits for mu. boosting: the
 	// boost has the conversion, and run's loop leaves mu to it.
@@ -130,8 +131,10 @@ type converter struct {
 	// counts the slots handed back.
 	full     bool
 	released int
-	// queued: the record slots read and not yet written.
+	// queued: the record slots read and not yet written; backlog, its
+	// value after the last pass, for the boost.
 	queued   int
+	backlog  atomic.Int64
 	maxTS    uint64
 	order    []int
 	started  time.Time
@@ -248,10 +251,12 @@ const boostEvery = 5 * time.Millisecond
 // boost runs beside run, whose thread sleeps to yield to the program
 // (yield.go) and which a machine busy with other work may leave waiting
 // for a CPU: once more than three quarters of the copies' slots of either
-// size hold records, it takes the conversion over until at most half of
-// each do. Without it
-// the region would fill and the program, which waits for chunks, would
-// wait on that one thread (and, after 2 s, lose records).
+// size are taken and records wait (queued, or the copier blocked), it
+// takes the conversion over until at most half of each are taken or
+// nothing waits. Without it the region would fill and the program, which
+// waits for chunks, would wait on that one thread (and, after 2 s, lose
+// records). A slot is also taken by each live thread that wrote all it
+// had: thousands of idle threads fill the copies without a backlog.
 func (c *converter) boost(stop <-chan struct{}) {
 	t := time.NewTicker(boostEvery)
 	defer t.Stop()
@@ -261,7 +266,7 @@ func (c *converter) boost(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if !c.q.fuller(3, 4) {
+		if !c.q.fuller(3, 4) || c.backlog.Load() == 0 && !c.k.full.Load() {
 			continue
 		}
 		c.boosting.Store(true)
@@ -275,7 +280,11 @@ func (c *converter) boost(stop <-chan struct{}) {
 				return
 			default:
 			}
+			c.boostSteps++
 			if c.step(nil) == 0 {
+				if c.queued == 0 && !c.full {
+					break // the slots are the live threads'
+				}
 				// Nothing to read yet: the chunks are held by
 				// records not yet old enough to write.
 				c.mu.Unlock()
@@ -384,6 +393,7 @@ func (c *converter) poll(final bool, ps *passStart) int {
 	q := c.q
 	atomic.AddUint32(c.r.p32(hBeat), 1)
 	c.polls++
+	defer func() { c.backlog.Store(int64(c.queued)) }()
 	if !c.initClock() {
 		return 0
 	}

@@ -33,6 +33,17 @@ static void *named(void *arg)
 	return NULL;
 }
 
+static pthread_barrier_t idle_b;
+
+static void *idler(void *arg)
+{
+	sink = malloc(4242);
+	free(sink);
+	pthread_barrier_wait(&idle_b);
+	usleep(1000000); /* alive, each holding its chunk, writing nothing */
+	return arg;
+}
+
 static void *churn(void *arg)
 {
 	for (int i = 0; i < 300000; i++) {
@@ -73,6 +84,16 @@ int main(int argc, char **argv)
 			pthread_create(&t[i], NULL, named, (void *)names[i]);
 			pthread_join(t[i], NULL);
 		}
+		return 0;
+	}
+	if (!strcmp(m, "idle")) {
+		/* 15 threads alive and quiet for a second */
+		pthread_t t[15];
+		pthread_barrier_init(&idle_b, NULL, 15);
+		for (int i = 0; i < 15; i++)
+			pthread_create(&t[i], NULL, idler, NULL);
+		for (int i = 0; i < 15; i++)
+			pthread_join(t[i], NULL);
 		return 0;
 	}
 	if (!strcmp(m, "spam")) {
