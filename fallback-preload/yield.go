@@ -65,10 +65,13 @@ func (y *yielder) read() (ran, waited uint64, ok bool) {
 		return 0, 0, false
 	}
 	n, _ := y.f.ReadAt(y.buf[:], 0) // io.EOF with the whole file
-	if n == 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(y.buf[:n])
+	return parseSchedstat(y.buf[:n])
+}
+
+// parseSchedstat reads schedstat's first two numbers: the CPU time and the
+// time waiting on a run queue.
+func parseSchedstat(b []byte) (ran, waited uint64, ok bool) {
+	f := bytes.Fields(b)
 	if len(f) < 2 {
 		return 0, 0, false
 	}

@@ -1,6 +1,7 @@
 package preload
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -95,4 +96,22 @@ func TestYielderSeesContention(t *testing.T) {
 	if d := y.pause(); d <= 0 {
 		t.Errorf("sharing one CPU with a busy thread (%d turns): pause %v, want > 0", x, d)
 	}
+}
+
+// FuzzSchedstat: any file content parses or is refused, without a panic;
+// what parses is its first two fields as numbers.
+func FuzzSchedstat(f *testing.F) {
+	for _, s := range []string{"7210443 0 1\n", "1 2", "", "x y z", "18446744073709551615 1 0", "1", " 3\t4 5"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ran, waited, ok := parseSchedstat(b)
+		if !ok {
+			return
+		}
+		again, _, ok2 := parseSchedstat([]byte(fmt.Sprintf("%d %d", ran, waited)))
+		if !ok2 || again != ran {
+			t.Errorf("%q: %d %d does not parse back", b, ran, waited)
+		}
+	})
 }
