@@ -403,29 +403,18 @@ func (c *converter) poll(final bool, ps *passStart) int {
 	}
 	nStreams, t0 := ps.nStreams, ps.t0
 	c.full = ps.full
-	spans := q.spans()
 	c.scanFiles()
 	// A stream's chunks are read in seq order, so that its records stay in
 	// the order the thread wrote them.
 	c.order = c.order[:0]
-	for _, sp := range spans {
-		for i := sp[0]; i < sp[1]; i++ {
-			if q.load(statesOff+stateSize*i) != chOwned {
-				continue
-			}
-			base := q.chunk(i)
-			sid := q.load(base + cStream)
-			if sid == 0 {
-				continue
-			}
-			seq := q.load(base + cSeq)
-			p := &c.chunks[i]
-			if p.stream != sid || p.seq != seq {
-				*p = chunkPos{stream: sid, seq: seq}
-			}
-			c.order = append(c.order, i)
+	q.eachStream(func(i, base int, sid uint32) {
+		seq := q.load(base + cSeq)
+		p := &c.chunks[i]
+		if p.stream != sid || p.seq != seq {
+			*p = chunkPos{stream: sid, seq: seq}
 		}
-	}
+		c.order = append(c.order, i)
+	})
 	slices.SortFunc(c.order, func(a, b int) int {
 		pa, pb := &c.chunks[a], &c.chunks[b]
 		return cmp.Or(cmp.Compare(pa.stream, pb.stream), cmp.Compare(pa.seq, pb.seq))

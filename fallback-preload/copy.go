@@ -183,7 +183,6 @@ func (k *copier) pass() (n int, full bool) {
 	k.passes++
 	checkDead := k.passes%200 == 0
 	blocked := uint32(0)
-	spans := r.spans()
 	// The chunks are listed first and copied in each stream's order: a
 	// thread claims its next chunk only once its last is sealed and
 	// complete, so a chunk listed here has its stream's earlier chunks
@@ -191,19 +190,9 @@ func (k *copier) pass() (n int, full bool) {
 	// made. The converter, which reads the slots while this runs, then
 	// never sees a stream's next slot before its earlier slot is final.
 	k.order = k.order[:0]
-	for _, sp := range spans {
-		for i := sp[0]; i < sp[1]; i++ {
-			if r.load(statesOff+stateSize*i) != chOwned {
-				continue
-			}
-			base := r.chunk(i)
-			sid := r.load(base + cStream)
-			if sid == 0 {
-				continue
-			}
-			k.order = append(k.order, listed{i, sid, r.load(base + cSeq)})
-		}
-	}
+	r.eachStream(func(i, base int, sid uint32) {
+		k.order = append(k.order, listed{i, sid, r.load(base + cSeq)})
+	})
 	slices.SortFunc(k.order, func(a, b listed) int {
 		return cmp.Or(cmp.Compare(a.stream, b.stream), cmp.Compare(a.seq, b.seq))
 	})

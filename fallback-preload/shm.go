@@ -210,6 +210,22 @@ func (r *region) spans() [2][2]int {
 	return [2][2]int{{0, min(int(r.load(hHW)), r.nBig)}, {r.nBig, r.nBig + min(int(r.load(hHWSmall)), r.nchunks-r.nBig)}}
 }
 
+// eachStream calls f with each chunk taken and owned whose thread has
+// set its stream, in index order, with the chunk's offset and stream.
+func (r *region) eachStream(f func(i, base int, sid uint32)) {
+	for _, sp := range r.spans() {
+		for i := sp[0]; i < sp[1]; i++ {
+			if r.load(statesOff+stateSize*i) != chOwned {
+				continue
+			}
+			base := r.chunk(i)
+			if sid := r.load(base + cStream); sid != 0 {
+				f(i, base, sid)
+			}
+		}
+	}
+}
+
 // fuller says whether more than num/den of the chunks of either size are
 // taken and not handed back.
 func (r *region) fuller(num, den int) bool {
