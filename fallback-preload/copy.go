@@ -275,10 +275,8 @@ func (k *copier) claim(i int) int {
 // likely touched already, or a new one; -1 when all are taken.
 func (k *copier) claimOf(small bool) int {
 	q := k.q
-	first, n, hwOff, freeOff := 0, q.nBig, hHW, hNFree
-	if small {
-		first, n, hwOff, freeOff = q.nBig, q.nchunks-q.nBig, hHWSmall, hNFreeSmall
-	}
+	t := q.tier(small)
+	first, n, hwOff, freeOff := t.first, t.n, t.hwOff, t.freeOff
 	hw := int(q.load(hwOff))
 	if q.load(freeOff) > 0 {
 		for j := first; j < first+hw; j++ {
@@ -304,11 +302,7 @@ func releaseChunk(r *region, i int) {
 	r.put32(base+cSealed, 0)
 	r.put32(base+cExiting, 0)
 	r.put32(statesOff+stateSize*i, chFree)
-	if i < r.nBig {
-		atomic.AddUint32(r.p32(hNFree), 1)
-	} else {
-		atomic.AddUint32(r.p32(hNFreeSmall), 1)
-	}
+	atomic.AddUint32(r.p32(r.tier(i >= r.nBig).freeOff), 1)
 }
 
 // unmapCopies gives the copies' memory back.

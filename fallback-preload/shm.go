@@ -207,7 +207,23 @@ func (r *region) end() int { return r.smallOff + (r.nchunks-r.nBig)*smallChunk }
 // spans are the chunks taken so far, as two index ranges [from, to): the
 // large ones, then the small ones.
 func (r *region) spans() [2][2]int {
-	return [2][2]int{{0, min(int(r.load(hHW)), r.nBig)}, {r.nBig, r.nBig + min(int(r.load(hHWSmall)), r.nchunks-r.nBig)}}
+	var out [2][2]int
+	for k, small := range []bool{false, true} {
+		t := r.tier(small)
+		out[k] = [2]int{t.first, t.first + min(int(r.load(t.hwOff)), t.n)}
+	}
+	return out
+}
+
+// tier is one size of chunk: its indexes [first, first+n) and the header
+// words counting those handed out and those free.
+type tier struct{ first, n, hwOff, freeOff int }
+
+func (r *region) tier(small bool) tier {
+	if small {
+		return tier{r.nBig, r.nchunks - r.nBig, hHWSmall, hNFreeSmall}
+	}
+	return tier{0, r.nBig, hHW, hNFree}
 }
 
 // eachStream calls f with each chunk taken and owned whose thread has
@@ -229,9 +245,13 @@ func (r *region) eachStream(f func(i, base int, sid uint32)) {
 // fuller says whether more than num/den of the chunks of either size are
 // taken and not handed back.
 func (r *region) fuller(num, den int) bool {
-	big := int(r.load(hHW)) - int(r.load(hNFree))
-	small := int(r.load(hHWSmall)) - int(r.load(hNFreeSmall))
-	return big*den > r.nBig*num || small*den > (r.nchunks-r.nBig)*num
+	for _, small := range []bool{false, true} {
+		t := r.tier(small)
+		if (int(r.load(t.hwOff))-int(r.load(t.freeOff)))*den > t.n*num {
+			return true
+		}
+	}
+	return false
 }
 func (r *region) file(i int) int { return r.filesOff + i*fileSlot }
 func (r *region) put64(off int, v uint64) {
