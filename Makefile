@@ -123,13 +123,14 @@ test: build progs lint cross
 kernels: build progs
 	GO=$(GO) ./scripts/kernels/matrix.sh
 
-# check is the fast inner loop: lint and every package's tests with -short,
+# check is the fast inner loop: lint (beside the tests, CHECK_LINT=1) and
+# every package's tests with -short,
 # which skips the soak, the fault loops, the cross builds under qemu,
 # Chromium and tmux and runs each race loop once; the tests package runs
 # one test per process from a longest-first queue beside the others
 # (scripts/check.sh). make test stays the whole run (and CI's).
-check: build progs lint
-	GO=$(GO) ./scripts/check.sh
+check: build progs
+	CHECK_LINT=1 GO=$(GO) ./scripts/check.sh
 
 # lint: gofmt, goimports' import groups, clang-format for the C, a tidy
 # go.mod, go vet for every architecture memtrace ships for, and staticcheck

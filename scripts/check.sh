@@ -75,6 +75,13 @@ cache=(-run ".|^Inputs_${inputs}\$")
 if [ "${CHECK_CACHE:-1}" = 0 ] || [ "${CHECK_FULL:-0}" = 1 ]; then
 	cache=(-count=1)
 fi
+# CHECK_LINT=1 (make check) runs scripts/lint.sh beside the tests: it
+# reads and compiles what they do not, and alone before them it was a
+# tenth of the loop's wall.
+if [ "${CHECK_LINT:-0}" = 1 ]; then
+	timed lint ./scripts/lint.sh >"$tmp/lint.out" 2>&1 &
+	pids+=($!)
+fi
 timed packages "$GO" test "${short[@]}" "${cache[@]}" -timeout "$tmo" $("$GO" list ./... | grep -v '/tests$') >"$tmp/pkgs.out" 2>&1 &
 pids+=($!)
 # one NAME: runs test NAME alone, its output in $tmp/out/NAME, its wall
@@ -92,6 +99,7 @@ printf '%s\n' "${names[@]}" | timed "tests ($shards workers)" xargs -P "$shards"
 pids+=($!)
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
+[ -s "$tmp/lint.out" ] && cat "$tmp/lint.out"
 cat "$tmp/pkgs.out"
 failed=0
 for n in "${names[@]}"; do
