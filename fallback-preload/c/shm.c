@@ -44,7 +44,12 @@ static uint32_t *shm_state;
 static char *shm_data, *shm_small;
 static size_t shm_len;
 static int shm_clock_kind;
-static volatile int consumer_lost; // waited in vain once: never wait again
+// consumer_lost: a wait saw no heartbeat for 1 s, so memtrace is dead or
+// stopped; claims do not wait while the heartbeat stays at lost_beat. A
+// memtrace that was only stopped (Ctrl-Z, a debugger) or starved beats
+// again when it resumes, and the waits come back with it.
+static volatile int consumer_lost;
+static uint32_t lost_beat;
 static __thread bstate tb TLS_IE;
 // Per thread: two threads may fork at once; each child is a copy of its
 // forking thread and takes that thread's values.
@@ -193,6 +198,9 @@ static int bin_claim(void)
 	static uint64_t nowait_until;
 	uint32_t idx;
 	int ok = bin_take(&idx);
+	if (!ok && __atomic_load_n(&consumer_lost, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE) != __atomic_load_n(&lost_beat, __ATOMIC_RELAXED))
+		__atomic_store_n(&consumer_lost, 0, __ATOMIC_RELAXED);
 	if (!ok && !consumer_lost && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) &&
 	    bin_now_ns() >= __atomic_load_n(&nowait_until, __ATOMIC_RELAXED)) {
 		uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
@@ -206,8 +214,10 @@ static int bin_claim(void)
 			still = b == beat ? still + 1 : 0;
 			beat = b;
 		}
-		if (!ok && still >= 2000)
-			consumer_lost = 1;
+		if (!ok && still >= 2000) {
+			__atomic_store_n(&lost_beat, beat, __ATOMIC_RELAXED);
+			__atomic_store_n(&consumer_lost, 1, __ATOMIC_RELEASE);
+		}
 		else if (!ok)
 			__atomic_store_n(&nowait_until, bin_now_ns() + 1000000000ull, __ATOMIC_RELAXED);
 	}

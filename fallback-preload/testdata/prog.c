@@ -105,6 +105,26 @@ int main(int argc, char **argv)
 		write(1, "done\n", 5);
 		return 0;
 	}
+	if (!strcmp(m, "stall")) {
+		/* 200000 pairs of 32 bytes while nobody converts (they fill
+		 * the region, the thread waits for the heartbeat in vain and
+		 * drops the rest), "stalled", then, once stdin says memtrace
+		 * is back, 200000 pairs of 48 bytes, which wait for room
+		 * again. */
+		for (int i = 0; i < 200000; i++) {
+			sink = malloc(32);
+			free(sink);
+		}
+		write(1, "stalled\n", 8);
+		char c;
+		if (read(0, &c, 1) != 1)
+			return 4;
+		for (int i = 0; i < 200000; i++) {
+			sink = malloc(48);
+			free(sink);
+		}
+		return 0;
+	}
 	if (!strcmp(m, "detach")) {
 		/* 100 logged pairs, "ready", then, once stdin says so (after
 		 * memtrace detached), heavy work in this thread, a second
