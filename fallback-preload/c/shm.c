@@ -217,8 +217,7 @@ static int bin_claim(void)
 		if (!ok && still >= 2000) {
 			__atomic_store_n(&lost_beat, beat, __ATOMIC_RELAXED);
 			__atomic_store_n(&consumer_lost, 1, __ATOMIC_RELEASE);
-		}
-		else if (!ok)
+		} else if (!ok)
 			__atomic_store_n(&nowait_until, bin_now_ns() + 1000000000ull, __ATOMIC_RELAXED);
 	}
 	if (!ok)
