@@ -76,8 +76,8 @@ if [ "${CHECK_CACHE:-1}" = 0 ] || [ "${CHECK_FULL:-0}" = 1 ]; then
 	cache=(-count=1)
 fi
 # CHECK_LINT=1 (make check) runs scripts/lint.sh beside the tests: it
-# reads and compiles what they do not, and alone before them it was a
-# tenth of the loop's wall.
+# reads and compiles what they do not, and run before them it held the
+# whole loop up for its wall.
 if [ "${CHECK_LINT:-0}" = 1 ]; then
 	timed lint ./scripts/lint.sh >"$tmp/lint.out" 2>&1 &
 	pids+=($!)

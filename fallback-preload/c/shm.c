@@ -189,7 +189,8 @@ static int bin_take(uint32_t *idx)
 // for the consumer (so that a burst is slowed down, not lost) while the
 // consumer shows signs of life:
 //   - no heartbeat for 1 s: memtrace is gone (killed, or it finished while
-//     this process lives on): never wait again, drop and count;
+//     this process lives on) or stopped: drop and count, and wait again
+//     only once the heartbeat has moved (consumer_lost);
 //   - 2 s without a free chunk although the consumer lives (the region is
 //     held by live threads that write little): drop and count, and do not
 //     wait again for 1 s.
