@@ -50,6 +50,19 @@ static int shm_clock_kind;
 // again when it resumes, and the waits come back with it.
 static volatile int consumer_lost;
 static uint32_t lost_beat;
+
+// consumer_away says whether memtrace is still taken for lost, ending
+// that once its heartbeat has moved. For the claims and the stack files'
+// waits alike, so that neither gives up for good on a stop.
+static int consumer_away(void)
+{
+	if (!__atomic_load_n(&consumer_lost, __ATOMIC_ACQUIRE))
+		return 0;
+	if (__atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE) == __atomic_load_n(&lost_beat, __ATOMIC_RELAXED))
+		return 1;
+	__atomic_store_n(&consumer_lost, 0, __ATOMIC_RELAXED);
+	return 0;
+}
 static __thread bstate tb TLS_IE;
 // Per thread: two threads may fork at once; each child is a copy of its
 // forking thread and takes that thread's values.
@@ -199,10 +212,7 @@ static int bin_claim(void)
 	static uint64_t nowait_until;
 	uint32_t idx;
 	int ok = bin_take(&idx);
-	if (!ok && __atomic_load_n(&consumer_lost, __ATOMIC_ACQUIRE) &&
-	    __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE) != __atomic_load_n(&lost_beat, __ATOMIC_RELAXED))
-		__atomic_store_n(&consumer_lost, 0, __ATOMIC_RELAXED);
-	if (!ok && !consumer_lost && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) &&
+	if (!ok && !consumer_away() && !__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) &&
 	    bin_now_ns() >= __atomic_load_n(&nowait_until, __ATOMIC_RELAXED)) {
 		uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
 		int still = 0, waited = 0;
@@ -990,7 +1000,7 @@ uint32_t shm_wait_file(uint32_t idx)
 	// waits: its walk is backtrace() (walk.c).
 	uint32_t beat = __atomic_load_n(&shm->beat, __ATOMIC_ACQUIRE);
 	uint64_t start = mono_ns(), last_beat = start;
-	while (st == MT_FILE_ASKED && !consumer_lost) {
+	while (st == MT_FILE_ASKED && !consumer_away()) {
 		if (__atomic_load_n(&shm->gone, __ATOMIC_ACQUIRE) || __atomic_load_n(&shm->stop, __ATOMIC_ACQUIRE))
 			break;
 		struct timespec ts = {0, 200000};
