@@ -62,6 +62,6 @@ complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l profile-dir 
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l report-dir -x -a '(__fish_complete_directories)' -d 'write COMM-PID_TIME.txt and .html per process into DIR as each exits'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l interval -x -d 'write a snapshot'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l peak-top-n -x -d 'call stacks in snapshots and per-process reports'
-complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l buffer-size -x -d 'ring buffer SIZE'
+complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l buffer-size -x -d 'how far the program may run ahead of memtrace'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l no-uprobe-multi -d 'use classic uprobe links even where uprobe_multi exists'
 complete -c memtrace -n 'not __fish_seen_subcommand_from report' -l floor -d 'benchmark baseline'

@@ -114,7 +114,7 @@ func newRegion(size int) (*region, error) {
 	mem, err := unix.Mmap(fd, 0, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("map the shared region (%d bytes; lower Options.SharedMemory): %w", total, err)
+		return nil, fmt.Errorf("map the shared region (%d bytes; give a smaller --buffer-size): %w", total, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -125,7 +125,7 @@ func newRegion(size int) (*region, error) {
 	if err != nil {
 		unix.Munmap(mem)
 		f.Close()
-		return nil, fmt.Errorf("map the copies of the shared region (%d bytes; lower Options.SharedMemory): %w", total-dataOff, err)
+		return nil, fmt.Errorf("map the copies of the shared region (%d bytes; give a smaller --buffer-size): %w", total-dataOff, err)
 	}
 	r := &region{f: f, mem: mem, nchunks: n, nBig: nBig, smallOff: smallOff, dataOff: dataOff, filesOff: filesOff, rowsOff: rowsOff, rowsLen: rowsLen, copies: q}
 	r.put32(hMagic, shmMagic)

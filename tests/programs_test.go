@@ -1,13 +1,16 @@
 package tests
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/memtrace/memtrace/logfmt"
 	"github.com/memtrace/memtrace/runner"
 )
 
@@ -157,4 +160,64 @@ func (r *run) startWaiting(t *testing.T, prog *exec.Cmd) (stdin io.WriteCloser, 
 		t.Fatalf("%s: %v\n%s", filepath.Base(prog.Path), err, r.stderr.String())
 	}
 	return stdin, done
+}
+
+// TestPreloadBufferSizeBoundsThreads: with --preload, --buffer-size sizes
+// the shared region, whose chunks bound the threads alive at once
+// (docs/preload.md, "Many threads"): livethreads' 1,000 threads, each
+// holding its chunk across a barrier, lose records in a 16M region (304
+// chunks) and are exact in a 64M one (1,216).
+func TestPreloadBufferSizeBoundsThreads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a region too small makes the program's threads wait for chunks for seconds; make test runs it")
+	}
+	memtrace := need(t, "bin/memtrace")
+	exe := filepath.Join(need(t, "tests/progs/build"), "livethreads")
+	t.Setenv("LIVETHREADS", "1000")
+	for _, c := range []struct {
+		size  string
+		exact bool
+	}{{"16M", false}, {"64M", true}} {
+		t.Run(c.size, func(t *testing.T) {
+			r := newRun(t)
+			r.runMemtrace(t, memtrace, []string{"--preload", "--buffer-size", c.size, "-o", r.log, "--", exe})
+			if m := logMode(t, r.log); m != "preload" {
+				t.Fatalf("the log says mode=%s, want preload", m)
+			}
+			lost := summaryLost(t, r.log)
+			if !c.exact {
+				if lost == 0 {
+					t.Errorf("1,000 live threads in a %s region lost no record: the region is not that size", c.size)
+				}
+				return
+			}
+			if lost != 0 {
+				t.Errorf("%d records lost in a %s region", lost, c.size)
+			}
+			r.check(t, true)
+		})
+	}
+}
+
+// summaryLost is the lost count of the log's summary line.
+func summaryLost(t *testing.T, log string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := logfmt.NewScanner(bytes.NewReader(b))
+	var l logfmt.Line
+	for sc.Scan() {
+		if l.Parse(sc.Line()) == nil && l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordSummary {
+			v, _ := logfmt.Field(logfmt.Fields(l.Rest), "lost")
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatalf("the summary line's lost=%q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("%s has no summary line", log)
+	return 0
 }

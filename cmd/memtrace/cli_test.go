@@ -180,3 +180,28 @@ func TestHelpSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferSizeBothPaths: --buffer-size is the eBPF ring's size and, with
+// --preload, the shared region's (which --preload once ignored without a
+// word); without it the preload library's region is its default.
+func TestBufferSizeBothPaths(t *testing.T) {
+	for _, c := range []struct {
+		args         []string
+		ring, region int
+	}{
+		{[]string{"--buffer-size", "64M", "--", "true"}, 64 << 20, 64 << 20},
+		{[]string{"--preload", "--buffer-size", "1G", "--", "true"}, 1 << 30, 1 << 30},
+		{[]string{"--preload", "--", "true"}, 0, 0},
+	} {
+		o, err := parseArgs(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if o.ringBytes != c.ring || o.regionBytes != c.region {
+			t.Errorf("%q: ring %d, region %d; want %d, %d", c.args, o.ringBytes, o.regionBytes, c.ring, c.region)
+		}
+	}
+	if _, err := parseArgs([]string{"--preload", "--buffer-size", "3M", "--", "true"}, io.Discard); err == nil {
+		t.Error("--preload --buffer-size 3M (not a power of two) was taken")
+	}
+}

@@ -44,6 +44,7 @@ type options struct {
 	interval       time.Duration
 	peakTopN       int
 	ringBytes      int
+	regionBytes    int // --buffer-size with --preload: the shared region's size (0: the default)
 	floor          bool
 	noMulti        bool
 	stackUnwind    string
@@ -116,7 +117,7 @@ func run(o *options, stderr io.Writer) (int, error) {
 		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
 		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
 		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
-		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti,
+		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti, SharedMemory: o.regionBytes,
 		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs, MaxSamples: o.maxSamples, MaxProcSamples: o.maxProcSamples}
 	// The library forwards the program's own signals itself and finishes
 	// the log after it exits; a cancelled context would kill it.
@@ -382,6 +383,7 @@ func (o *options) applyLimits(fs *cli.Parser, r *rawFlags) error {
 			return usageError{fmt.Sprintf("bad --buffer-size %q: give a power of two between 4K and 1G", bufSize)}
 		}
 		o.ringBytes = int(n)
+		o.regionBytes = int(n)
 	}
 	if bufSize == "" && o.sample > 0 && (o.all || len(o.comms) > 0 || len(o.cgroups) > 0) {
 		// A sampled fleet sends few records: the 32 MiB ring of a full

@@ -61,8 +61,8 @@ var Memtrace = &Command{
 		{Names: []string{"report-dir"}, Arg: "DIR", Section: "output", Help: "write COMM-PID_TIME.txt and .html per process into DIR as each exits (COMM its name, TIME the report's in UTC: grow-25958_20260102T150405.000Z.txt)", Complete: "dir"},
 		{Names: []string{"interval"}, Arg: "DURATION", Section: "output", Help: "write a snapshot (current, peak, top live stacks, open fds) into the log every DURATION (10s, 1m)"},
 		{Names: []string{"peak-top-n"}, Arg: "N", Section: "output", Default: "10", Help: "call stacks in snapshots and per-process reports"},
+		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "output", Help: "how far the program may run ahead of memtrace: the eBPF ring buffer (default 32M; 4M for --sample with --comm, --cgroup or --all), or with --preload the shared region, which also bounds the threads alive at once (default 256M, about 4,800 threads); a power of two from 4K to 1G, K/M/G suffixes"},
 
-		{Names: []string{"buffer-size"}, Arg: "SIZE", Section: "eBPF", Help: "ring buffer SIZE (power of two from 4K to 1G, K/M/G suffixes; default 32M, 4M for --sample with --comm, --cgroup or --all)"},
 		{Names: []string{"no-uprobe-multi"}, Section: "eBPF", Help: "use classic uprobe links even where uprobe_multi exists"},
 		{Names: []string{"floor"}, Section: "eBPF", Help: "benchmark baseline: attach empty probes on the same points, log nothing"},
 	},
