@@ -149,6 +149,15 @@ func TestCLIWithoutPrivilege(t *testing.T) {
 	if b, err := os.ReadFile(log); err != nil || !bytes.Contains(b, []byte("[memtrack] tid=")) {
 		t.Errorf("fallback wrote no log (%v): %q", err, b)
 	}
+	// --floor is the eBPF probes' baseline: no fallback, one line.
+	code, se = run("--floor", "--", "/bin/true")
+	if code == 0 {
+		t.Errorf("--floor as nobody succeeded: %q", se)
+	}
+	if strings.Contains(se, "LD_PRELOAD fallback") {
+		t.Errorf("--floor fell back to the LD_PRELOAD library: %q", se)
+	}
+	oneLine(t, se, "root")
 }
 
 func TestCLIExitStatus(t *testing.T) {

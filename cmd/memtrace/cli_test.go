@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -203,5 +204,30 @@ func TestBufferSizeBothPaths(t *testing.T) {
 	}
 	if _, err := parseArgs([]string{"--preload", "--buffer-size", "3M", "--", "true"}, io.Discard); err == nil {
 		t.Error("--preload --buffer-size 3M (not a power of two) was taken")
+	}
+}
+
+// TestPreloadRefusesEBPFOnlyFlags: the flags that choose how the eBPF
+// tracer works are refused with --preload, in one line, rather than
+// ignored (a --floor run traced in full).
+func TestPreloadRefusesEBPFOnlyFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preload", "--floor", "--", "true"}, "--floor measures the eBPF probes"},
+		{[]string{"--preload", "--no-uprobe-multi", "--", "true"}, "--no-uprobe-multi picks the eBPF probes' links"},
+		{[]string{"--preload", "--stack-unwind", "fp", "--", "true"}, "--stack-unwind fp is the eBPF walk's"},
+	} {
+		_, err := parseArgs(c.args, io.Discard)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v; want one usage line with %q", c.args, err, c.want)
+		}
+	}
+	for _, args := range [][]string{{"--floor", "--", "true"}, {"--no-uprobe-multi", "--", "true"}, {"--stack-unwind", "fp", "--", "true"}, {"--preload", "--stack-unwind", "dwarf", "--", "true"}} {
+		if _, err := parseArgs(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
 	}
 }

@@ -125,6 +125,11 @@ func run(o *options, stderr io.Writer) (int, error) {
 	if o.preload {
 		return runner.Run(ro, stderr, preloaded, nil)
 	}
+	if o.floor {
+		// The floor is the eBPF probes' cost: where they cannot be had,
+		// the library's full trace would be taken for it.
+		return runner.Run(ro, stderr, launch.New(), nil)
+	}
 	return runner.Run(ro, stderr, launch.New(), preloaded)
 }
 
@@ -263,6 +268,14 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		return nil, usageError{"nothing to trace: give -- PROG ARGS or -p PID (see memtrace -h)"}
 	case o.preload && len(o.pids) > 0:
 		return nil, usageError{"--preload starts a program (-- PROG); it cannot attach to a running process"}
+	// The eBPF tracer's own choices: with --preload they would be ignored,
+	// and a --floor run would trace in full where a baseline was asked for.
+	case o.preload && o.floor:
+		return nil, usageError{"--floor measures the eBPF probes, and --preload has none: give one or the other"}
+	case o.preload && o.noMulti:
+		return nil, usageError{"--no-uprobe-multi picks the eBPF probes' links, and --preload has none: leave it out"}
+	case o.preload && o.stackUnwind == "fp":
+		return nil, usageError{"--stack-unwind fp is the eBPF walk's: --preload walks stacks with the files' unwind tables (docs/preload.md, \"Stacks\"); leave it out"}
 	}
 	return o, nil
 }
