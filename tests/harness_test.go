@@ -136,8 +136,13 @@ func parseLog(path string) (*parsedLog, error) {
 		return nil, fmt.Errorf("open the log: %w", err)
 	}
 	defer f.Close()
+	return parseLogFrom(path, f)
+}
+
+// parseLogFrom is parseLog over r, the log at path.
+func parseLogFrom(path string, r io.Reader) (*parsedLog, error) {
 	pl := &parsedLog{byTID: map[int64][]*logEvent{}, forks: map[int64]bool{}}
-	sc := logfmt.NewScanner(f)
+	sc := logfmt.NewScanner(r)
 	var l logfmt.Line
 	n := 0
 	for sc.Scan() {
