@@ -105,6 +105,11 @@ func libEnv(o Options) ([]string, error) {
 	if len(o.TrackThreads) > 0 {
 		env = append(env, "MEMTRACK_TRACK_THREADS="+strings.Join(o.TrackThreads, ","))
 	}
+	if o.MmapFiles {
+		// The library sends file-backed mappings only when asked: without
+		// this, --mmap-files had nothing to log under --preload.
+		env = append(env, "MEMTRACE_MMAP_FILES=1")
+	}
 	switch {
 	case o.BufferSize < 0:
 		env = append(env, "MEMTRACK_BUFFER_SIZE=0")
@@ -293,6 +298,10 @@ func (s *Source) Trace(r *runner.Handle, sess *agent.Session) (int, error) {
 		return runner.InterruptStatus(), nil
 	}
 	bin.finish()
+	if lost := bin.conv.lost; lost > 0 {
+		// As the eBPF path says of its ring: the one knob that helps.
+		fmt.Fprintf(s.stderr, "memtrace: %d records lost: the shared region was full (more threads alive at once than it has chunks, or the program far ahead of memtrace); raise --buffer-size\n", lost)
+	}
 	if werr != nil {
 		var ee *exec.ExitError
 		if !errors.As(werr, &ee) {
@@ -425,7 +434,7 @@ func childEnv(base []string, lib string, extra []string) []string {
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv, k == "MEMTRACE_SAMPLE":
+		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv, k == "MEMTRACE_SAMPLE", k == "MEMTRACE_MMAP_FILES":
 			continue
 		case k == "LD_PRELOAD":
 			if v != "" {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,14 +186,18 @@ func TestPreloadBufferSizeBoundsThreads(t *testing.T) {
 				t.Fatalf("the log says mode=%s, want preload", m)
 			}
 			lost := summaryLost(t, r.log)
+			said := strings.Contains(r.stderr.String(), "records lost: the shared region was full") && strings.Contains(r.stderr.String(), "raise --buffer-size")
 			if !c.exact {
 				if lost == 0 {
 					t.Errorf("1,000 live threads in a %s region lost no record: the region is not that size", c.size)
 				}
+				if !said {
+					t.Errorf("the loss is not said on stderr with what to do:\n%s", r.stderr.String())
+				}
 				return
 			}
-			if lost != 0 {
-				t.Errorf("%d records lost in a %s region", lost, c.size)
+			if lost != 0 || said {
+				t.Errorf("%d records lost in a %s region; stderr:\n%s", lost, c.size, r.stderr.String())
 			}
 			r.check(t, true)
 		})

@@ -285,35 +285,48 @@ func grepLines(b []byte, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestMmapFiles: file mappings are left out unless --mmap-files.
+// TestMmapFiles: file mappings are left out unless --mmap-files, on both
+// paths (under --preload the flag once never reached the library, and
+// nothing was logged).
 func TestMmapFiles(t *testing.T) {
-	requireBPF(t)
 	src := `#include <sys/mman.h>
 #include <fcntl.h>
 #include <unistd.h>
 int main(void) { int fd = open("/etc/hostname", O_RDONLY);
 	void *p = mmap(0, 4096, PROT_READ, MAP_PRIVATE, fd, 0); munmap(p, 4096); close(fd); return p == MAP_FAILED; }`
 	bin := buildWith(t, "gcc", "fmap", src, "-O1")
-	for _, files := range []bool{false, true} {
-		log := filepath.Join(t.TempDir(), "log")
-		args := []string{"-o", log}
-		if files {
-			args = append(args, "--mmap-files")
-		}
-		if code, _, se := memtraceRun(t, nil, append(args, "--", bin)...); code != 0 {
-			t.Fatalf("exit %d: %s", code, se)
-		}
-		bpfLog(t, log)
-		tl := readTree(t, log)
-		n := 0
-		for _, e := range tl.events {
-			if e.size == 4096 {
-				n++
+	for _, mode := range []string{"bpf", "preload"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "bpf" {
+				requireBPF(t)
 			}
-		}
-		if want := map[bool]int{false: 0, true: 2}[files]; n != want {
-			t.Errorf("--mmap-files=%v: %d mmap/munmap lines of 4096 bytes, want %d", files, n, want)
-		}
+			for _, files := range []bool{false, true} {
+				log := filepath.Join(t.TempDir(), "log")
+				args := []string{"-o", log}
+				if mode == "preload" {
+					args = append(args, "--preload")
+				}
+				if files {
+					args = append(args, "--mmap-files")
+				}
+				if code, _, se := memtraceRun(t, nil, append(args, "--", bin)...); code != 0 {
+					t.Fatalf("exit %d: %s", code, se)
+				}
+				if m := logMode(t, log); m != mode {
+					t.Fatalf("the log says mode=%s, want %s", m, mode)
+				}
+				tl := readTree(t, log)
+				n := 0
+				for _, e := range tl.events {
+					if e.size == 4096 {
+						n++
+					}
+				}
+				if want := map[bool]int{false: 0, true: 2}[files]; n != want {
+					t.Errorf("--mmap-files=%v: %d mmap/munmap lines of 4096 bytes, want %d", files, n, want)
+				}
+			}
+		})
 	}
 }
 
