@@ -201,6 +201,11 @@ func (s *Source) Start(r *runner.Handle) (int, error) {
 	if o.Track.Any(config.TrackFD | config.TrackDmabuf | config.TrackION) {
 		return 2, errors.New("--track fd, dmabuf and ion need the eBPF tracer (the LD_PRELOAD library does not see descriptors): run as root where BPF works, or leave them out of --track")
 	}
+	// The floor is the eBPF probes' cost: a full trace by the library,
+	// with --preload or as the fallback, would be taken for it.
+	if o.Floor {
+		return 2, errors.New("--floor measures the eBPF probes, and the LD_PRELOAD library has none: run as root where BPF works, without --preload")
+	}
 	if o.Sample > 0 && o.Text {
 		return 2, errors.New("--sample: the library's drop-in text log cannot carry the samples' weights (docs/sampling.md)")
 	}

@@ -149,15 +149,16 @@ func TestCLIWithoutPrivilege(t *testing.T) {
 	if b, err := os.ReadFile(log); err != nil || !bytes.Contains(b, []byte("[memtrack] tid=")) {
 		t.Errorf("fallback wrote no log (%v): %q", err, b)
 	}
-	// --floor is the eBPF probes' baseline: no fallback, one line.
-	code, se = run("--floor", "--", "/bin/true")
-	if code == 0 {
-		t.Errorf("--floor as nobody succeeded: %q", se)
+	// --floor is the eBPF probes' baseline: the library refuses it, as
+	// the fallback and with --preload alike (a full trace was taken for
+	// the floor), in one line and exit 2.
+	for _, args := range [][]string{{"--floor", "--", "/bin/true"}, {"--preload", "--floor", "--", "/bin/true"}} {
+		code, se = run(args...)
+		if code != 2 || strings.Contains(se, "LD_PRELOAD fallback") {
+			t.Errorf("%q as nobody: exit %d, stderr %q; want exit 2 and no fallback", args, code, se)
+		}
+		oneLine(t, se, "--floor measures the eBPF probes")
 	}
-	if strings.Contains(se, "LD_PRELOAD fallback") {
-		t.Errorf("--floor fell back to the LD_PRELOAD library: %q", se)
-	}
-	oneLine(t, se, "root")
 }
 
 func TestCLIExitStatus(t *testing.T) {

@@ -377,6 +377,20 @@ func cantUnwindAt(ents []exidxEntry, vaddr uint64) bool {
 // duration.
 func summaryRate(t *testing.T, path string) (events int, d time.Duration) {
 	t.Helper()
+	f := summaryFields(t, path)
+	ev, _ := logfmt.Field(f, "events")
+	us, _ := logfmt.Field(f, "duration_us")
+	n, e1 := strconv.Atoi(ev)
+	u, e2 := strconv.ParseInt(us, 10, 64)
+	if e1 != nil || e2 != nil {
+		t.Fatalf("%s: the summary line's events=%q duration_us=%q", path, ev, us)
+	}
+	return n, time.Duration(u) * time.Microsecond
+}
+
+// summaryFields are the fields of the log's summary line.
+func summaryFields(t *testing.T, path string) []logfmt.KV {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -384,18 +398,10 @@ func summaryRate(t *testing.T, path string) (events int, d time.Duration) {
 	sc := logfmt.NewScanner(bytes.NewReader(b))
 	var l logfmt.Line
 	for sc.Scan() {
-		if l.Parse(sc.Line()) != nil || l.Kind != logfmt.KindMeta || string(l.Word) != "summary" {
-			continue
-		}
-		f := logfmt.Fields(l.Rest)
-		ev, _ := logfmt.Field(f, "events")
-		us, _ := logfmt.Field(f, "duration_us")
-		n, e1 := strconv.Atoi(ev)
-		u, e2 := strconv.ParseInt(us, 10, 64)
-		if e1 == nil && e2 == nil {
-			return n, time.Duration(u) * time.Microsecond
+		if l.Parse(sc.Line()) == nil && l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordSummary {
+			return logfmt.Fields(l.Rest)
 		}
 	}
 	t.Fatalf("%s has no summary line", path)
-	return 0, 0
+	return nil
 }

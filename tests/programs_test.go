@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -207,22 +206,10 @@ func TestPreloadBufferSizeBoundsThreads(t *testing.T) {
 // summaryLost is the lost count of the log's summary line.
 func summaryLost(t *testing.T, log string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile(log)
+	v, _ := logfmt.Field(summaryFields(t, log), "lost")
+	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: the summary line's lost=%q: %v", log, v, err)
 	}
-	sc := logfmt.NewScanner(bytes.NewReader(b))
-	var l logfmt.Line
-	for sc.Scan() {
-		if l.Parse(sc.Line()) == nil && l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordSummary {
-			v, _ := logfmt.Field(logfmt.Fields(l.Rest), "lost")
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				t.Fatalf("the summary line's lost=%q: %v", v, err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("%s has no summary line", log)
-	return 0
+	return n
 }

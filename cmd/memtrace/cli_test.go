@@ -182,9 +182,9 @@ func TestHelpSizes(t *testing.T) {
 	}
 }
 
-// TestBufferSizeBothPaths: --buffer-size is the eBPF ring's size and, with
-// --preload, the shared region's (which --preload once ignored without a
-// word); without it the preload library's region is its default.
+// TestBufferSizeBothPaths: --buffer-size is the eBPF ring's size and the
+// LD_PRELOAD library's shared region's (which --preload once ignored
+// without a word); without it each is its default.
 func TestBufferSizeBothPaths(t *testing.T) {
 	for _, c := range []struct {
 		args         []string
@@ -198,8 +198,8 @@ func TestBufferSizeBothPaths(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
-		if o.ringBytes != c.ring || o.regionBytes != c.region {
-			t.Errorf("%q: ring %d, region %d; want %d, %d", c.args, o.ringBytes, o.regionBytes, c.ring, c.region)
+		if ro := o.runnerOptions(false); ro.RingBytes != c.ring || ro.SharedMemory != c.region {
+			t.Errorf("%q: ring %d, region %d; want %d, %d", c.args, ro.RingBytes, ro.SharedMemory, c.ring, c.region)
 		}
 	}
 	if _, err := parseArgs([]string{"--preload", "--buffer-size", "3M", "--", "true"}, io.Discard); err == nil {
@@ -209,13 +209,12 @@ func TestBufferSizeBothPaths(t *testing.T) {
 
 // TestPreloadRefusesEBPFOnlyFlags: the flags that choose how the eBPF
 // tracer works are refused with --preload, in one line, rather than
-// ignored (a --floor run traced in full).
+// ignored. --floor is the library's to refuse (tests: TestCLIWithoutPrivilege).
 func TestPreloadRefusesEBPFOnlyFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--preload", "--floor", "--", "true"}, "--floor measures the eBPF probes"},
 		{[]string{"--preload", "--no-uprobe-multi", "--", "true"}, "--no-uprobe-multi picks the eBPF probes' links"},
 		{[]string{"--preload", "--stack-unwind", "fp", "--", "true"}, "--stack-unwind fp is the eBPF walk's"},
 	} {

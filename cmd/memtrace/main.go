@@ -44,7 +44,6 @@ type options struct {
 	interval       time.Duration
 	peakTopN       int
 	ringBytes      int
-	regionBytes    int // --buffer-size with --preload: the shared region's size (0: the default)
 	floor          bool
 	noMulti        bool
 	stackUnwind    string
@@ -113,24 +112,26 @@ func run(o *options, stderr io.Writer) (int, error) {
 		// The floor writes nothing: no file to leave behind.
 		o.out = runner.Output{Kind: runner.OutNone}
 	}
-	ro := runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.out, DefaultOutput: defaultOut, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
-		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
-		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
-		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
-		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti, SharedMemory: o.regionBytes,
-		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs, MaxSamples: o.maxSamples, MaxProcSamples: o.maxProcSamples}
+	ro := o.runnerOptions(defaultOut)
 	// The library forwards the program's own signals itself and finishes
 	// the log after it exits; a cancelled context would kill it.
 	preloaded := preload.NewSource(context.Background())
 	if o.preload {
 		return runner.Run(ro, stderr, preloaded, nil)
 	}
-	if o.floor {
-		// The floor is the eBPF probes' cost: where they cannot be had,
-		// the library's full trace would be taken for it.
-		return runner.Run(ro, stderr, launch.New(), nil)
-	}
 	return runner.Run(ro, stderr, launch.New(), preloaded)
+}
+
+// runnerOptions are the runner's options for o. --buffer-size is the one
+// buffer between the program and memtrace on either path: the eBPF ring,
+// or the LD_PRELOAD library's shared region (the fallback's too).
+func (o *options) runnerOptions(defaultOut bool) runner.Options {
+	return runner.Options{Argv: o.argv, PIDs: o.pids, Output: o.out, DefaultOutput: defaultOut, Listen: o.listen, HTTP: o.http, ProfileDir: o.profileDir,
+		MinSize: o.minSize, Sample: o.sample, StackDepth: o.stackDepth, StackThreads: o.stackThreads, TrackThreads: o.trackThreads,
+		NoFreeStacks: o.noFreeStacks, Track: o.track, MmapFiles: o.mmapFiles, ReportDir: o.reportDir,
+		Interval: o.interval, PeakTopN: o.peakTopN, Verbose: o.verbose,
+		Follow: o.follow, StackUnwind: o.stackUnwind, RingBytes: o.ringBytes, Floor: o.floor, NoMulti: o.noMulti, SharedMemory: o.ringBytes,
+		Comms: o.comms, Cgroups: o.cgroups, All: o.all, MaxProcs: o.maxProcs, MaxSamples: o.maxSamples, MaxProcSamples: o.maxProcSamples}
 }
 
 // defaultOutput is the log's name when -o gives none, heaptrack's
@@ -268,10 +269,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		return nil, usageError{"nothing to trace: give -- PROG ARGS or -p PID (see memtrace -h)"}
 	case o.preload && len(o.pids) > 0:
 		return nil, usageError{"--preload starts a program (-- PROG); it cannot attach to a running process"}
-	// The eBPF tracer's own choices: with --preload they would be ignored,
-	// and a --floor run would trace in full where a baseline was asked for.
-	case o.preload && o.floor:
-		return nil, usageError{"--floor measures the eBPF probes, and --preload has none: give one or the other"}
+	// How the eBPF tracer works: with --preload they would be ignored. The
+	// automatic fallback takes them (its notice says the library runs);
+	// --floor, which no library run can stand for, the library itself
+	// refuses (fallback-preload, Source.Start), for both.
 	case o.preload && o.noMulti:
 		return nil, usageError{"--no-uprobe-multi picks the eBPF probes' links, and --preload has none: leave it out"}
 	case o.preload && o.stackUnwind == "fp":
@@ -396,7 +397,6 @@ func (o *options) applyLimits(fs *cli.Parser, r *rawFlags) error {
 			return usageError{fmt.Sprintf("bad --buffer-size %q: give a power of two between 4K and 1G", bufSize)}
 		}
 		o.ringBytes = int(n)
-		o.regionBytes = int(n)
 	}
 	if bufSize == "" && o.sample > 0 && (o.all || len(o.comms) > 0 || len(o.cgroups) > 0) {
 		// A sampled fleet sends few records: the 32 MiB ring of a full
