@@ -377,6 +377,13 @@ func TestCLITimeOrder(t *testing.T) {
 
 // TestCLILostRecords: a ring buffer too small for the rate loses records,
 // and the log and stderr say how many.
+//
+// What it can hold the log to exactly: every call of the workers (4 x 3000
+// malloc, each freed at once) is logged or counted lost. A free is the one
+// exception by design: in launch mode the agent leaves out a free of a
+// block it never saw (libc's own bookkeeping: the tcache a thread empties
+// as it exits), and the free of a block whose malloc was lost is one; so
+// the frees are held to the mallocs that were logged.
 func TestCLILostRecords(t *testing.T) {
 	requireBPF(t)
 	bin := buildC(t, "mt", mtProg)
@@ -385,10 +392,12 @@ func TestCLILostRecords(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, se)
 	}
+	const calls = 4 * 3000 // of malloc, and as many of free, in the workers
 	b := bpfLog(t, log)
 	sc := logfmt.NewScanner(bytes.NewReader(b))
 	var l logfmt.Line
-	var lostLines, summaryLost, events uint64
+	var lostLines, summaryLost, events, allocs, frees uint64
+	var pid int64
 	for sc.Scan() {
 		if l.Parse(sc.Line()) != nil {
 			continue
@@ -396,6 +405,17 @@ func TestCLILostRecords(t *testing.T) {
 		switch {
 		case l.Kind == logfmt.KindAlloc || l.Kind == logfmt.KindFree:
 			events++
+			if l.TID == pid {
+				continue // pthread_create's own blocks, in the main thread
+			}
+			if l.Kind == logfmt.KindAlloc {
+				allocs++
+			} else {
+				frees++
+			}
+		case l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordHeader:
+			v, _ := logfmt.Field(logfmt.Fields(l.Rest), "pid")
+			fmt.Sscan(v, &pid)
 		case l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordLost:
 			v, _ := logfmt.Field(logfmt.Fields(l.Rest), "count")
 			var n uint64
@@ -406,16 +426,22 @@ func TestCLILostRecords(t *testing.T) {
 			fmt.Sscan(v, &summaryLost)
 		}
 	}
+	if pid == 0 {
+		t.Fatalf("no pid in the log's header")
+	}
 	if lostLines == 0 || lostLines != summaryLost {
 		t.Errorf("lost lines add up to %d, summary says %d", lostLines, summaryLost)
 	}
-	if events+summaryLost < 4*6000 {
-		t.Errorf("%d events + %d lost < %d calls made", events, summaryLost, 4*6000)
+	if allocs+summaryLost < calls {
+		t.Errorf("%d mallocs logged + %d lost < %d made", allocs, summaryLost, calls)
+	}
+	if frees > allocs || frees+summaryLost < allocs {
+		t.Errorf("%d frees logged, %d lost: the %d mallocs logged were freed at once", frees, summaryLost, allocs)
 	}
 	// Lost counts dropped events (and an exit or exec line at most), not
 	// the thread-name records that went with them.
-	if events+summaryLost > 4*6000+64 {
-		t.Errorf("%d events + %d lost: far more than the %d calls made", events, summaryLost, 4*6000)
+	if events+summaryLost > 2*calls+64 {
+		t.Errorf("%d events + %d lost: far more than the %d calls made", events, summaryLost, 2*calls)
 	}
 	if !strings.Contains(se, "records lost") {
 		t.Errorf("stderr does not report the loss: %q", se)
