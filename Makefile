@@ -32,7 +32,7 @@ DEBIAN_PACKAGES := golang-any gcc g++ make libc6-dev musl-tools binutils util-li
 	libc6-dev-arm64-cross libc6-dev-armhf-cross qemu-user heaptrack valgrind tmux chromium \
 	linux-libc-dev libc6-dbg sqlite3 python3.11 zstd libjemalloc2 rustc libtcmalloc-minimal4 libmimalloc2.0 \
 	libc++-19-dev libc++abi-19-dev groff zsh fish \
-	qemu-system-x86 qemu-system-arm busybox-static kmod
+	qemu-system-x86 qemu-system-arm busybox-static kmod gdb
 
 .PHONY: all build deps demo test check bench soak generate check-generated cross fuzz clean progs lint install uninstall docs kernels e2e-parca e2e-pyroscope
 

@@ -468,7 +468,10 @@ func TestPreloadForkWhileWalking(t *testing.T) {
 				}
 				cmd := command(prog)
 				cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "MEMTRACK_OUTPUT="+log, "MEMTRACK_STACK_DEPTH=16")
-				if out, err = cmd.CombinedOutput(); err != nil {
+				// A round takes seconds even under CI's load; one that
+				// hangs is dumped (gdb's frames of every thread) well
+				// before the command's own limit.
+				if out, err = runWatched(cmd, 2*time.Minute); err != nil {
 					t.Fatalf("round %d: LD_PRELOAD run: %v\n%s", r, err, out)
 				}
 			}
