@@ -432,13 +432,20 @@ func TestPreloadLogsStartupPool(t *testing.T) {
 // within its first 30 forks in 3 runs of 3 before the fork handlers held
 // those calls back. Both of the library's modes: memtrace --preload's
 // binary records and the drop-in text log. The program gives each child
-// 20 s and exits 2 naming the one that hung.
+// 20 s and exits 2 naming the one that hung. The parent must not hang
+// either: its fork drains the text mode's writer FIFO, which must wake the
+// threads waiting for room in it (ldpreload-4k).
 func TestPreloadForkWhileWalking(t *testing.T) {
 	prog := need(t, "tests/progs/build/forkstress")
 	lib := need(t, "bin/memtrace-preload.so")
 	// Rounds: the hang came in 3 of 3 runs under memtrace --preload and
 	// 2 of 3 in the text mode, which takes a fraction of the time.
-	for mode, rounds := range map[string]int{"preload": 2, "ldpreload": 5} {
+	// ldpreload-4k: the text mode's 4 KiB buffers fill the writer's FIFO
+	// at once, so that the allocating threads wait for its slots while
+	// the fork drains it. A drain that did not wake them left the program
+	// hung at its join in about half the rounds (once in hundreds with
+	// the default buffers, as CI met it).
+	for mode, rounds := range map[string]int{"preload": 2, "ldpreload": 5, "ldpreload-4k": 5} {
 		t.Run(mode, func(t *testing.T) {
 			if testing.Short() && mode == "preload" {
 				t.Skip("memtrace --preload's rounds take seconds each: make test runs them; the text mode's, here, share the code")
@@ -468,6 +475,9 @@ func TestPreloadForkWhileWalking(t *testing.T) {
 				}
 				cmd := command(prog)
 				cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "MEMTRACK_OUTPUT="+log, "MEMTRACK_STACK_DEPTH=16")
+				if mode == "ldpreload-4k" {
+					cmd.Env = append(cmd.Env, "MEMTRACK_BUFFER_SIZE=4096")
+				}
 				// A round takes seconds even under CI's load; one that
 				// hangs is dumped (gdb's frames of every thread) well
 				// before the command's own limit.

@@ -160,10 +160,16 @@ static void *writer_main(void *arg)
 
 // q_drain writes everything queued, in order, from the calling thread:
 // at exit, exec, _exit and fork nothing may stay behind in the FIFO.
+// The slots it empties are space for threads that wait in owner_flush:
+// they are woken as the writer wakes them. Without that, a fork that
+// drained a full FIFO while every allocating thread waited for a slot
+// left them waiting for ever: the writer, with nothing queued, waits for
+// them in turn (the program hung at its next join).
 static void q_drain_locked(void)
 {
 	while (q_writing)
 		pthread_cond_wait(&q_space, &q_mu);
+	int drained = q_n > 0;
 	while (q_n > 0) {
 		qitem_t it = q_items[q_head];
 		q_head = (q_head + 1) % QMAX;
@@ -171,6 +177,8 @@ static void q_drain_locked(void)
 		out_write_locked(it.buf + it.off, it.len);
 		buf_put_locked(it.buf);
 	}
+	if (drained)
+		pthread_cond_broadcast(&q_space);
 }
 
 void q_drain(void)
