@@ -5,6 +5,7 @@ package preload
 // The #defines of c/mt_abi.h.
 const (
 	shmEnv         = "MEMTRACE_SHM"
+	ppidEnv        = "MEMTRACE_PPID"
 	shmMagic       = 0x4853544d
 	shmVersion     = 9
 	opExit         = 63

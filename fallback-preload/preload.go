@@ -105,6 +105,13 @@ func libEnv(o Options) ([]string, error) {
 	if len(o.TrackThreads) > 0 {
 		env = append(env, "MEMTRACK_TRACK_THREADS="+strings.Join(o.TrackThreads, ","))
 	}
+	if !o.Follow && !o.Text {
+		// Only the program started is traced, as on the eBPF path: the
+		// library knows it as memtrace's child (c/mt_abi.h, MT_PPID_ENV),
+		// which its own execs stay. The drop-in text mode keeps the
+		// library's default, memtrack's: children followed.
+		env = append(env, "MEMTRACE_FOLLOW=0", ppidEnv+"="+strconv.Itoa(os.Getpid()))
+	}
 	if o.MmapFiles {
 		// The library sends file-backed mappings only when asked: without
 		// this, --mmap-files had nothing to log under --preload.
@@ -439,7 +446,8 @@ func childEnv(base []string, lib string, extra []string) []string {
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv, k == "MEMTRACE_SAMPLE", k == "MEMTRACE_MMAP_FILES":
+		case strings.HasPrefix(k, "MEMTRACK_"), k == "MEMTRACE_LISTEN", k == "MEMTRACE_PRELOAD_SESSION", k == ShmEnv, k == "MEMTRACE_SAMPLE", k == "MEMTRACE_MMAP_FILES",
+			k == "MEMTRACE_FOLLOW", k == ppidEnv:
 			continue
 		case k == "LD_PRELOAD":
 			if v != "" {

@@ -357,9 +357,27 @@ func TestEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(env, " ")
-	want := "MEMTRACE_LISTEN=0.0.0.0:4242 MEMTRACK_PORT=4242 MEMTRACK_MIN_SIZE=8 MEMTRACK_STACK_DEPTH=3 MEMTRACK_STACK_THREADS=a,b MEMTRACK_BUFFER_SIZE=0"
+	// Without --follow only memtrace's own child is traced (MEMTRACE_PPID).
+	want := "MEMTRACE_LISTEN=0.0.0.0:4242 MEMTRACK_PORT=4242 MEMTRACK_MIN_SIZE=8 MEMTRACK_STACK_DEPTH=3 MEMTRACK_STACK_THREADS=a,b " +
+		"MEMTRACE_FOLLOW=0 MEMTRACE_PPID=" + strconv.Itoa(os.Getpid()) + " MEMTRACK_BUFFER_SIZE=0"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// With it, and in the drop-in text mode (memtrack's default), the
+	// library follows: neither is set.
+	for _, o := range []Options{{Follow: true}, {Text: true}} {
+		env, err := libEnv(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.Join(env, " "); strings.Contains(s, "MEMTRACE_FOLLOW") || strings.Contains(s, ppidEnv) {
+			t.Errorf("follow %v, text %v: %s", o.Follow, o.Text, s)
+		}
+	}
+	// Inherited values never speak for memtrace's options.
+	ce := strings.Join(childEnv([]string{"MEMTRACE_FOLLOW=1", ppidEnv + "=1", "HOME=/h"}, "/lib.so", nil), " ")
+	if ce != "HOME=/h LD_PRELOAD=/lib.so" {
+		t.Errorf("child environment %q keeps inherited follow settings", ce)
 	}
 	for _, listen := range []string{"[::1]:x", "127.0.0.1:70000", "127.0.0.1", ":0"} {
 		if _, err := libEnv(Options{Listen: listen}); err == nil {

@@ -65,11 +65,11 @@ type Options struct {
 	BaseEnv    []string
 	OpenLog    func(path string) (*os.File, error) `json:"-"`
 
-	// eBPF only (launch). Follow traces forked children and what they
-	// exec (the LD_PRELOAD library, inherited, is in them anyway);
-	// StackUnwind is "dwarf" or "fp"; RingBytes the ring buffer's size;
-	// Floor attaches empty probes (a benchmark baseline); NoMulti keeps
-	// classic uprobe links.
+	// Follow traces forked children and what they exec, on both paths
+	// (without it the LD_PRELOAD library, inherited, turns itself off in
+	// them). eBPF only (launch): StackUnwind is "dwarf" or "fp"; RingBytes
+	// the ring buffer's size; Floor attaches empty probes (a benchmark
+	// baseline); NoMulti keeps classic uprobe links.
 	Follow bool
 	// Comms, Cgroups and All select processes instead of PIDs (--comm,
 	// --cgroup, --all; docs/fleet.md): each running one that matches is

@@ -191,7 +191,8 @@ func TestCrossDwarfOraclePreload(t *testing.T) {
 				for _, sc := range oracleScenarios {
 					t.Run(walk+"/"+sc.name, func(t *testing.T) {
 						r := newRun(t)
-						args := append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(oracleDepth), "-o", r.log, "--", exe}, sc.args...)
+						args := append(append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(oracleDepth), "-o", r.log}, followFor(sc.args)...), "--", exe)
+						args = append(args, sc.args...)
 						env := []string{"MEMTRACE_WALK=" + walk}
 						if walk == "rows" && a.name != "arm" {
 							// The tables are built under qemu too:

@@ -298,6 +298,9 @@ type run struct {
 	// closing turns the closing check on for this run's memtrace where
 	// TestMain left it off (-short).
 	closing bool
+	// unfollowed: the run had no --follow, so no forked child may be in
+	// the log at all (check).
+	unfollowed bool
 }
 
 func newRun(t *testing.T) *run {
@@ -308,7 +311,7 @@ func newRun(t *testing.T) *run {
 // check compares the log with the program's record and with the records
 // of its forked children: a child the log announces (proc event=fork) must
 // be exact; one it does not must have no event at all (requireFollow makes
-// following mandatory).
+// following mandatory, r.unfollowed forbids it).
 func (r *run) check(t *testing.T, requireFollow bool) {
 	t.Helper()
 	pl, err := parseLog(r.log)
@@ -331,6 +334,8 @@ func (r *run) check(t *testing.T, requireFollow bool) {
 			t.Fatal(err)
 		}
 		switch {
+		case pl.forks[pid] && r.unfollowed:
+			errs = append(errs, fmt.Sprintf("forked child %d is in the log of a run without --follow", pid))
 		case pl.forks[pid]:
 			errs = append(errs, compare(pl, ct, compareOpts{exits: true})...)
 		case requireFollow:

@@ -19,10 +19,12 @@ import (
 var programs = []string{"basic", "libcmemalign", "mmaps", "mmapcalls", "cxx", "threads", "livethreads", "dlopen", "fork", "forkmt", "exitthread"}
 
 // modes: preload = memtrace --preload; ldpreload = the library used
-// directly as memtrack.so is; ldsync = the same without its writer thread
-// (MEMTRACE_WRITER=0); launch and attach = the eBPF tracer; follow =
-// launch with --follow, where forked children must be logged exactly.
-var modes = []string{"preload", "ldpreload", "ldsync", "launch", "attach", "follow"}
+// directly as memtrack.so is (which follows children, as memtrack did);
+// ldsync = the same without its writer thread (MEMTRACE_WRITER=0); launch
+// and attach = the eBPF tracer; follow and preload-follow = launch and
+// --preload with --follow, where forked children must be logged exactly
+// (without it, on both paths, they must not be logged at all).
+var modes = []string{"preload", "ldpreload", "ldsync", "launch", "attach", "follow", "preload-follow"}
 
 const runLimit = 90 * time.Second
 
@@ -37,7 +39,7 @@ func inShortMatrix(prog, mode string) bool {
 		return true
 	case "attach":
 		return prog == "basic" || prog == "threads" || prog == "dlopen"
-	case "follow":
+	case "follow", "preload-follow":
 		return prog == "fork" || prog == "forkmt"
 	default:
 		return prog == "threads" || prog == "forkmt" || prog == "exitthread"
@@ -65,6 +67,10 @@ func TestPrograms(t *testing.T) {
 				switch mode {
 				case "preload":
 					r.runMemtrace(t, memtrace, []string{"--preload", "-o", r.log, "--", exe})
+					r.unfollowed = true
+					r.check(t, false)
+				case "preload-follow":
+					r.runMemtrace(t, memtrace, []string{"--preload", "--follow", "-o", r.log, "--", exe})
 					r.check(t, true)
 				case "ldpreload":
 					r.runDirect(t, exe, []string{"LD_PRELOAD=" + lib, "MEMTRACK_OUTPUT=" + r.log})
@@ -76,6 +82,7 @@ func TestPrograms(t *testing.T) {
 					requireBPF(t)
 					r.runMemtrace(t, memtrace, []string{"-o", r.log, "--", exe})
 					bpfLog(t, r.log)
+					r.unfollowed = true
 					r.check(t, false)
 				case "attach":
 					requireBPF(t)

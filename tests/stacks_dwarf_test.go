@@ -605,6 +605,17 @@ var oracleScenarios = []struct {
 	{"exec", []string{"exec", "dlopen"}},
 }
 
+// followFor is --follow where the program's arguments make it fork: on
+// both paths a child is traced only with it.
+func followFor(args []string) []string {
+	for _, a := range args {
+		if a == "fork" {
+			return []string{"--follow"}
+		}
+	}
+	return nil
+}
+
 // oracleThreads is how many threads record: four workers and main, twice
 // with a forked child.
 func oracleThreads(args []string) int {
@@ -633,7 +644,8 @@ func TestDwarfOraclePreload(t *testing.T) {
 					t.Skip("-short: backtrace() alone over the plain scenario; make test runs every scenario")
 				}
 				r := newRun(t)
-				args := append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(oracleDepth), "-o", r.log, "--", exe}, sc.args...)
+				args := append(append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(oracleDepth), "-o", r.log}, followFor(sc.args)...), "--", exe)
+				args = append(args, sc.args...)
 				// The pause lets the tables be built before the first
 				// stacks on a loaded machine (make test's packages run
 				// side by side): the test is of the walk, not of the

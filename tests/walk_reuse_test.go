@@ -38,7 +38,8 @@ func TestWalkReusePreload(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRun(t)
-			args := append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(c.depth), "-o", r.log, "--", exe}, c.args...)
+			args := append(append([]string{"-v", "--preload", "--stack-depth", strconv.Itoa(c.depth), "-o", r.log}, followFor(c.args)...), "--", exe)
+			args = append(args, c.args...)
 			// The pause: the tables are built before the first stacks
 			// (see TestDwarfOraclePreload).
 			env := []string{"UNWIND_ORACLE_PAUSE_MS=300"}

@@ -24,6 +24,11 @@
 // "off": children untraced); its header starts with MT_SHM_MAGIC and
 // MT_SHM_VERSION, which the library checks before it maps the rest.
 #define MT_SHM_ENV "MEMTRACE_SHM"
+// Without --follow, memtrace names itself in MT_PPID_ENV (its pid): the
+// program it started is its child, and only that process is traced,
+// across its own execs; every other process (forked, spawned, exec'd
+// below it) runs untraced, as on the eBPF path.
+#define MT_PPID_ENV "MEMTRACE_PPID"
 #define MT_SHM_MAGIC 0x4853544d
 #define MT_SHM_VERSION 9
 

@@ -780,6 +780,17 @@ int bin_attach(void)
 		g_off = 1;
 		return 1;
 	}
+	const char *pp = getenv(MT_PPID_ENV);
+	int by_parent = !follow && pp && *pp;
+	if (by_parent && strtol(pp, NULL, 10) != (long)getppid()) {
+		// Not the program memtrace started: a child of it (its fork
+		// handler turned the library off there) that exec'd, or one
+		// vforked or spawned. Untraced, and so is what it execs.
+		close(fd);
+		setenv(MT_SHM_ENV, "off", 1);
+		g_off = 1;
+		return 1;
+	}
 	mt_shm_hdr h;
 	if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != MT_SHM_MAGIC || h.version != MT_SHM_VERSION) {
 		err_line("MEMTRACE_SHM is not a memtrace region of this version: ", s);
@@ -829,7 +840,9 @@ int bin_attach(void)
 		}
 	}
 	char v[96];
-	if (follow) {
+	if (follow || by_parent) {
+		// Open across exec: followed children find the region, and
+		// so does the program's own exec without --follow.
 		int fl = fcntl(fd, F_GETFD);
 		fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
 		snprintf(v, sizeof v, "%d:%llu:%llu", fd, dev, ino);
