@@ -82,9 +82,38 @@ func (s *Session) processExit(pid uint32) {
 	s.OnProcessReport(s.processReport(pid, open))
 }
 
+// SnapshotsUntil writes the --interval snapshot of every multiple of
+// Config.Interval up to ts (the events' clock) not written yet, each after
+// every event before its time: the caller has written every event older
+// than ts. One boundary after another, so that a program that runs ahead
+// of the writing (the LD_PRELOAD path's converter behind, the end's
+// drain) or goes quiet still gets one snapshot per interval of its time.
+// Nothing before the first event: the program has no heap yet.
+func (s *Session) SnapshotsUntil(ts uint64) {
+	if s.cfg.Interval <= 0 || s.snapK == 0 {
+		return
+	}
+	every := uint64(s.cfg.Interval)
+	for {
+		at := s.cfg.StartNS + s.snapK*every
+		if at > ts {
+			return
+		}
+		if len(s.pstats) == 0 {
+			// No process has figures yet (an attach to a quiet
+			// one): no line to write at any boundary before ts.
+			s.snapK = (ts-s.cfg.StartNS)/every + 1
+			return
+		}
+		s.Snapshot(at)
+		s.snapK++
+	}
+}
+
 // Snapshot writes, for each traced process, its current and peak bytes,
 // the call stacks holding the most live memory now and its open
-// descriptors (--interval), as [memtrace] lines; nothing is signalled.
+// descriptors (--interval), as [memtrace] lines, timed nowNS (the events'
+// clock); nothing is signalled.
 func (s *Session) Snapshot(nowNS uint64) {
 	ts := uint64(0)
 	if nowNS > s.cfg.StartNS {

@@ -53,6 +53,11 @@ type Config struct {
 	// live at the peak and at exit) for Snapshot and Report.
 	Reports  bool
 	PeakTopN int
+	// Interval writes a snapshot at every multiple of it on the log's
+	// time axis (from StartNS; SnapshotsUntil): the figures of every
+	// event before that time, however far behind the program the
+	// writing is.
+	Interval time.Duration
 	// Window is how long events are held to be put in time order across
 	// CPUs; 0 means DefaultWindow.
 	Window time.Duration
@@ -176,6 +181,10 @@ type Session struct {
 	// lastTS is the newest time stamp written.
 	late   bool
 	lastTS uint64
+	// snapK numbers the next --interval snapshot, due at StartNS +
+	// snapK*Interval (StartNS may move up until the program is let go);
+	// 0 until the first event.
+	snapK uint64
 	// OnProcessReport receives a process's figures as it exits (with
 	// Reports set).
 	OnProcessReport func(r *ProcessReport)
@@ -407,6 +416,11 @@ func (s *Session) Drain(all bool) {
 	}
 	s.drainFD(limit, all, emitUpTo)
 	s.pending = append(s.pending[:0], s.pending[i:]...)
+	if !all {
+		// Every event before limit is written: so are the snapshots
+		// due by then, while the program is quiet too.
+		s.SnapshotsUntil(limit)
+	}
 }
 
 // SetFDHorizon says every descriptor event older than ts (CLOCK_MONOTONIC
@@ -485,6 +499,12 @@ func (s *Session) proc(pid uint32) *process {
 }
 
 func (s *Session) emit(e *event.Event) {
+	if s.cfg.Interval > 0 {
+		if s.snapK == 0 {
+			s.snapK = 1
+		}
+		s.SnapshotsUntil(e.TS)
+	}
 	s.Stats.Events++
 	if ts := s.ts(e); ts < s.lastTS {
 		s.late = true

@@ -139,7 +139,6 @@ type converter struct {
 	order    []int
 	started  time.Time
 	interval time.Duration // between snapshots (Options.Interval)
-	lastSnap time.Time
 	// detachAt, when set before stop is closed, is the CLOCK_MONOTONIC
 	// time of a Ctrl-C: the log ends there and the program, still
 	// running, gets no EXIT lines.
@@ -231,14 +230,7 @@ func (c *converter) begin() passStart {
 // records, and a snapshot when one is due. It returns the number of
 // records read.
 func (c *converter) step(ps *passStart) int {
-	n := c.poll(false, ps)
-	if c.interval > 0 && !c.handOff.Load() && c.clockOK && time.Since(c.lastSnap) >= c.interval {
-		// The figures of what is written so far, at the time of the
-		// newest record written.
-		c.sess.Snapshot(c.maxTS * 1000)
-		c.lastSnap = time.Now()
-	}
-	return n
+	return c.poll(false, ps)
 }
 
 // convIdleMax bounds run's sleep while polls find nothing (the merge holds
@@ -429,10 +421,16 @@ func (c *converter) poll(final bool, ps *passStart) int {
 	switch {
 	case final:
 		c.emit(^uint64(0))
-	case c.queued > 0:
+	case c.queued > 0 || c.interval > 0:
 		// (The watermark and the merge look at every stream: with
-		// thousands of idle threads, most polls have nothing to write.)
-		c.emit(c.watermark(nStreams, t0))
+		// thousands of idle threads, most polls have nothing to write;
+		// with --interval a quiet program's snapshots are due anyway.)
+		w := c.watermark(nStreams, t0)
+		c.emit(w)
+		// The session writes each snapshot at its time among the
+		// events (agent.Session.SnapshotsUntil); these are the ones
+		// due while no record comes.
+		c.sess.SnapshotsUntil(w)
 	}
 	c.reportLost()
 	// The session's buffer writes itself out when full; flushing here

@@ -430,7 +430,6 @@ func (l *loop) rescanEvery() time.Duration {
 func (l *loop) run(stop <-chan struct{}) error {
 	lastScan := time.Now()
 	lastFlush := time.Now()
-	lastSnap := time.Now()
 	for {
 		select {
 		case <-stop:
@@ -450,11 +449,9 @@ func (l *loop) run(stop <-chan struct{}) error {
 			l.takeFD()
 			l.sess.SetFDHorizon(h)
 		}
+		// Drain writes the --interval snapshots due too, at their times
+		// among the events.
 		l.sess.Drain(false)
-		if l.o.Interval > 0 && time.Since(lastSnap) >= l.o.Interval {
-			l.sess.Snapshot(monoNow())
-			lastSnap = time.Now()
-		}
 		if time.Since(lastFlush) > 100*time.Millisecond {
 			l.checkLost()
 			if err := l.sess.Flush(); err != nil {

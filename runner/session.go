@@ -17,7 +17,7 @@ import (
 func NewSession(o *Options, out io.Writer, stderr io.Writer, obs agent.Observer, configure func(*agent.Config)) *agent.Session {
 	c := agent.Config{Out: out, MinSize: o.MinSize, TrackThreads: o.TrackThreads, StackDepth: o.StackDepth,
 		NoFreeStacks: o.NoFreeStacks, NoText: o.Output.Kind == OutNone && o.Listen == "", Track: o.Track, MmapFiles: o.MmapFiles,
-		Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN}
+		Reports: o.ReportDir != "" || o.Interval > 0, PeakTopN: o.PeakTopN, Interval: o.Interval}
 	if obs != nil {
 		// A nil observer in the interface would not be nil.
 		c.Observer = obs
