@@ -303,6 +303,22 @@ type run struct {
 	unfollowed bool
 }
 
+// bothPaths runs f as two subtests, bpf and preload, with the flags that
+// choose the path (none, or --preload); the bpf one needs BPF, and f
+// asserts mode=bpf in its log (bpfLog) where it reads one.
+func bothPaths(t *testing.T, f func(t *testing.T, pre []string, bpf bool)) {
+	for _, path := range []string{"bpf", "preload"} {
+		t.Run(path, func(t *testing.T) {
+			if path == "bpf" {
+				requireBPF(t)
+				f(t, nil, true)
+				return
+			}
+			f(t, []string{"--preload"}, false)
+		})
+	}
+}
+
 func newRun(t *testing.T) *run {
 	dir := t.TempDir()
 	return &run{log: filepath.Join(dir, "log"), truth: filepath.Join(dir, "truth")}

@@ -40,29 +40,21 @@ int main(void) {
 // ran behind it.
 func TestSnapshotsOnLogTime(t *testing.T) {
 	bin := buildC(t, "snaps", snapSrc)
-	for _, path := range []string{"bpf", "preload"} {
-		t.Run(path, func(t *testing.T) {
-			var pre []string
-			if path == "bpf" {
-				requireBPF(t)
-			} else {
-				pre = []string{"--preload"}
-			}
-			log := filepath.Join(t.TempDir(), "log")
-			code, _, se := memtraceRun(t, nil, append(pre, "--stack-depth", "0", "--interval", "50ms", "-o", log, "--", bin)...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, se)
-			}
-			b, err := os.ReadFile(log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if path == "bpf" {
-				bpfLog(t, log)
-			}
-			checkSnapshotsOnLogTime(t, b, 50_000)
-		})
-	}
+	bothPaths(t, func(t *testing.T, pre []string, bpf bool) {
+		log := filepath.Join(t.TempDir(), "log")
+		code, _, se := memtraceRun(t, nil, append(pre, "--stack-depth", "0", "--interval", "50ms", "-o", log, "--", bin)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, se)
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bpf {
+			bpfLog(t, log)
+		}
+		checkSnapshotsOnLogTime(t, b, 50_000)
+	})
 }
 
 func checkSnapshotsOnLogTime(t *testing.T, b []byte, everyUS uint64) {

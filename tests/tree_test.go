@@ -105,17 +105,7 @@ func readTree(t *testing.T, path string) *treeLog {
 func TestFollowProcessTree(t *testing.T) {
 	tree := buildWith(t, "gcc", "tree", treeSrc, "-O1")
 	execd := buildWith(t, "gcc", "execd", execdSrc, "-O1")
-	for _, path := range []string{"bpf", "preload"} {
-		t.Run(path, func(t *testing.T) {
-			var pre []string
-			if path == "bpf" {
-				requireBPF(t)
-			} else {
-				pre = []string{"--preload"}
-			}
-			followTree(t, pre, tree, execd, path == "bpf")
-		})
-	}
+	bothPaths(t, func(t *testing.T, pre []string, bpf bool) { followTree(t, pre, tree, execd, bpf) })
 }
 
 func followTree(t *testing.T, pre []string, tree, execd string, bpf bool) {
