@@ -10,7 +10,7 @@ import (
 	"github.com/memtrace/memtrace/logfmt"
 )
 
-// snapSrc grows its heap for about a second in many small steps and
+// snapSrc grows its heap for about half a second in many small steps and
 // frees half of it at the end, without pause: under --preload the
 // conversion runs behind the program, which is what made snapshots thin
 // out when they were taken on memtrace's clock.
@@ -19,14 +19,14 @@ const snapSrc = `#include <stdlib.h>
 #include <time.h>
 static void nap(long us) { struct timespec ts = {0, us * 1000}; nanosleep(&ts, 0); }
 int main(void) {
-	static void *keep[4000];
-	for (int i = 0; i < 4000; i++) {
+	static void *keep[2000];
+	for (int i = 0; i < 2000; i++) {
 		keep[i] = malloc(100 + i % 300);
 		memset(keep[i], 1, 100);
 		for (int j = 0; j < 20; j++) { void *volatile t = malloc(32 + j); free(t); }
 		if (i % 16 == 0) nap(4000);
 	}
-	for (int i = 0; i < 4000; i += 2) free(keep[i]);
+	for (int i = 0; i < 2000; i += 2) free(keep[i]);
 	nap(120000);
 	return 0;
 }
@@ -42,7 +42,7 @@ func TestSnapshotsOnLogTime(t *testing.T) {
 	bin := buildC(t, "snaps", snapSrc)
 	bothPaths(t, func(t *testing.T, pre []string, bpf bool) {
 		log := filepath.Join(t.TempDir(), "log")
-		code, _, se := memtraceRun(t, nil, append(pre, "--stack-depth", "0", "--interval", "50ms", "-o", log, "--", bin)...)
+		code, _, se := memtraceRun(t, nil, append(pre, "--stack-depth", "0", "--interval", "20ms", "-o", log, "--", bin)...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, se)
 		}
@@ -53,7 +53,7 @@ func TestSnapshotsOnLogTime(t *testing.T) {
 		if bpf {
 			bpfLog(t, log)
 		}
-		checkSnapshotsOnLogTime(t, b, 50_000)
+		checkSnapshotsOnLogTime(t, b, 20_000)
 	})
 }
 
