@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memtrace/memtrace/internal/procfs"
 )
 
 // runWatched runs cmd with its output combined, as CombinedOutput, for at
@@ -47,16 +48,14 @@ func threadDump(pid int) string {
 		fmt.Fprintf(&b, "process %d:\n", p)
 		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", p))
 		for _, d := range tasks {
-			comm, _ := os.ReadFile(d + "/comm")
-			stat, _ := os.ReadFile(d + "/stat")
-			state := "?"
-			if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
-				if f := strings.Fields(string(stat[i+1:])); len(f) > 0 {
-					state = f[0]
-				}
+			raw, _ := os.ReadFile(d + "/stat")
+			st, err := procfs.ParseStat(raw)
+			if err != nil {
+				fmt.Fprintf(&b, "  task %s: %v\n", filepath.Base(d), err)
+				continue
 			}
 			wchan, _ := os.ReadFile(d + "/wchan")
-			fmt.Fprintf(&b, "  task %s (%s) state %s wchan %s\n", filepath.Base(d), strings.TrimSpace(string(comm)), state, wchan)
+			fmt.Fprintf(&b, "  task %s (%s) state %c wchan %s\n", filepath.Base(d), st.Comm, st.State, wchan)
 			if ks, err := os.ReadFile(d + "/stack"); err == nil && len(ks) > 0 {
 				for _, l := range strings.Split(strings.TrimSpace(string(ks)), "\n") {
 					fmt.Fprintf(&b, "    %s\n", l)
@@ -98,7 +97,7 @@ int main(void) { pthread_mutex_lock(&mu); pthread_t t; pthread_create(&t, 0, stu
 		t.Fatalf("a program that hangs ended")
 	}
 	s := err.Error()
-	if !strings.Contains(s, "did not finish within 2s") || !strings.Contains(s, "process ") {
+	if !strings.Contains(s, "did not finish within 2s") || !strings.Contains(s, "process ") || !strings.Contains(s, "  task ") {
 		t.Fatalf("no thread dump:\n%s", s)
 	}
 	if _, lerr := exec.LookPath("gdb"); lerr == nil && !strings.Contains(s, "stuck_here") {
