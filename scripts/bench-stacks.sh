@@ -114,6 +114,18 @@ checklost() { # mode log
 	fi
 }
 
+# tracedcalls MODE ERR: a run that traced next to nothing (the program
+# not the one traced, the library off) would time as a win; the script
+# makes about 60 calls a row.
+tracedcalls() {
+	local n
+	n=$(sed -n 's/^[[:space:]]*calls to allocation functions: \([0-9]*\).*/\1/p' "$2" | tail -1)
+	if [ "${n:-0}" -lt $((ROWS * 30)) ]; then
+		echo "bench-stacks: $1 traced ${n:-no} calls, expected at least $((ROWS * 30)): see $2" >&2
+		exit 1
+	fi
+}
+
 sq=("$SQLITE" "$tmp/db" ".read $tmp/rows.sql")
 if want 1; then
 echo
@@ -336,7 +348,9 @@ for r in $(seq "$ROUNDS"); do
 		case $m in
 		p_untraced) "${sq[@]}" >/dev/null ;;
 		p_heaptrack) heaptrack -o "$tmp/htp" "${sq[@]}" >/dev/null 2>&1 ;;
-		p_preload) $MT -v --preload --stack-depth 32 -o "$tmp/pre.log.zst" -- /usr/bin/time -f "sqlite3 %e %U %S" "${sq[@]}" >/dev/null 2>"$tmp/pre.err" ;;
+		# --follow: time(1) forks sqlite3, and --preload traces only
+		# memtrace's own child without it (tracedcalls checks).
+		p_preload) $MT -v --preload --follow --stack-depth 32 -o "$tmp/pre.log.zst" -- /usr/bin/time -f "sqlite3 %e %U %S" "${sq[@]}" >/dev/null 2>"$tmp/pre.err" ;;
 		p_base) MEMTRACE_PRELOAD_LIB=${MEMTRACE_BASE_LIB:-} "$MEMTRACE_BASE" -v --preload --stack-depth 32 -o "$tmp/base.log.zst" -- "${sq[@]}" >/dev/null 2>"$tmp/base.err" ;;
 		esac
 		t1=$(now)
@@ -346,7 +360,9 @@ for r in $(seq "$ROUNDS"); do
 			res[p_inner]+="$(awk -v w="$pw" 'BEGIN { printf "%d", w * 1000 }') "
 			res[p_cpu]+="$(awk -v u="$pu" -v s="$ps" 'BEGIN { printf "%d", (u + s) * 1000 }') "
 			zstdcat "$tmp/pre.log.zst" | tail -3 >"$tmp/z.log" && checklost p_preload "$tmp/z.log"
+			tracedcalls p_preload "$tmp/pre.err"
 		fi
+		[ "$m" = p_base ] && tracedcalls p_base "$tmp/base.err"
 	done
 done
 for m in $pmodes; do
