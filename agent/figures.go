@@ -50,6 +50,13 @@ type procEnd struct {
 }
 
 func (s *Session) noteProc(p *logfmt.Proc) {
+	if p.Event == logfmt.ProcUntraced {
+		if s.untraced == nil {
+			s.untraced = map[uint32]string{}
+		}
+		s.untraced[uint32(p.PID)] = p.Reason
+		return
+	}
 	if p.Event != logfmt.ProcExit && p.Event != logfmt.ProcAttach {
 		return
 	}
@@ -281,6 +288,12 @@ func (s *Session) Figures() fig.Figures {
 	}
 	f.Lost = int64(lost)
 	f.Caveat = fig.Caveat(f.Lost, f.Leaks)
+	for _, r := range s.untraced {
+		f.Untraced++
+		if r == logfmt.ReasonNotFollowed {
+			f.NotFollowed++
+		}
+	}
 	return f
 }
 

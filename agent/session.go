@@ -173,6 +173,8 @@ type Session struct {
 	// ended: the header and summary lines were (figures.go).
 	ends          map[uint32]*procEnd
 	header, ended bool
+	// untraced is the reason of each process an untraced line named.
+	untraced map[uint32]string
 	// fdProcs are the processes the log has descriptors of (their own
 	// lines, or a parent's at a fork), fdLeaked those whose leaks were
 	// written at their exit.
@@ -756,6 +758,10 @@ func (s *Session) Lost(n uint64, nowNS uint64) {
 // parent's live blocks are the child's too (their frees then carry sizes).
 func (s *Session) forked(e *event.Event) {
 	child := uint32(e.Ptr)
+	if e.Flags&event.FlagUnfollowed != 0 {
+		s.unfollowed(e, "")
+		return
+	}
 	parent := s.proc(e.TGID)
 	c := s.proc(child)
 	for ptr, b := range parent.live {
@@ -773,6 +779,24 @@ func (s *Session) forked(e *event.Event) {
 	}
 	s.buf = logfmt.AppendProc(s.buf[:0], logfmt.Proc{Event: logfmt.ProcFork, PID: int64(child), PPID: int64(e.TGID), TS: s.ts(e)})
 	s.write(s.buf)
+}
+
+// unfollowed writes that process e.Ptr, a child of e.TGID, runs untraced
+// (no --follow). The preload library may say so twice of one process, at
+// its fork and again at its exec with the new image's comm and cmd; the
+// figures count the process once.
+func (s *Session) unfollowed(e *event.Event, cmd string) {
+	s.Proc(logfmt.Proc{Event: logfmt.ProcUntraced, PID: int64(e.Ptr), PPID: int64(e.TGID), TS: s.ts(e),
+		Comm: e.CommString(), Cmd: cmd, Reason: logfmt.ReasonNotFollowed})
+}
+
+// EmitUnfollowed is Emit for the preload library's report of a process
+// it does not trace (a KindFork with FlagUnfollowed), with the command
+// line when the report came from an exec'd image.
+func (s *Session) EmitUnfollowed(e *event.Event, cmd string) {
+	s.received++
+	s.Stats.Events++
+	s.unfollowed(e, cmd)
 }
 
 // execd: a new image has a new heap. ppid and cmd are the preload

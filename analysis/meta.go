@@ -154,6 +154,18 @@ func (m *Model) Untraced() []int {
 	return out
 }
 
+// NotFollowed counts the untraced processes that are children memtrace
+// was not asked to follow (logfmt.ReasonNotFollowed).
+func (m *Model) NotFollowed() int {
+	n := 0
+	for _, p := range m.Untraced() {
+		if m.Procs[p].Untraced == logfmt.ReasonNotFollowed {
+			n++
+		}
+	}
+	return n
+}
+
 // UntracedText is one line naming the untraced processes, at most a few
 // of them, "" when every process was traced.
 func (m *Model) UntracedText() string {

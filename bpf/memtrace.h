@@ -15,7 +15,7 @@ enum mt_kind {
 	MT_EV_REALLOC = 3, /* free old_ptr (old_size for mremap), then alloc ptr, size; no longer
 			    * sent: realloc's free and alloc go apart, each with its own time */
 	MT_EV_EXIT = 4,    /* thread exit */
-	MT_EV_FORK = 5,    /* tgid forked a process: ptr = the child's pid; flags: MT_FLAG_HELD */
+	MT_EV_FORK = 5,    /* tgid forked a process: ptr = the child's pid; flags: MT_FLAG_HELD, MT_FLAG_UNFOLLOWED */
 	MT_EV_EXEC = 6,    /* tgid exec'd; flags: MT_FLAG_HELD */
 };
 
@@ -312,6 +312,9 @@ struct mt_backlog {
 #define MT_FLAG_CALLSITE 0x2
 
 #define MT_FLAG_HELD 0x4     /* the process was stopped (SIGSTOP) until the agent attaches */
+/* MT_EV_FORK without --follow: the child runs untraced (never in a packed
+ * event, whose flags are MT_PACKED_FLAGS). */
+#define MT_FLAG_UNFOLLOWED 0x8
 
 #define MT_MAP_ANONYMOUS 0x20
 #define MT_SIGSTOP 19

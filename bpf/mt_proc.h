@@ -206,14 +206,18 @@ int BPF_PROG(mt_exit)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(mt_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (!follow)
-		return 0;
 	__u32 ptgid = mt_task_tgid(parent);
 	if (!bpf_map_lookup_elem(&targets, &ptgid))
 		return 0;
 	__u32 cpid = mt_task_pid(child), ctgid = mt_task_tgid(child);
 	if (cpid != ctgid || !ctgid)
 		return 0;
+	if (!follow) {
+		/* Not traced, but said: a log that leaves out a child's
+		 * allocations must not read as a complete one. */
+		send_proc(MT_EV_FORK, MT_FLAG_UNFOLLOWED, ctgid, 0, false);
+		return 0;
+	}
 	__u8 one = 1;
 	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
 	/* The child's mappings are its parent's, until the agent writes them. */

@@ -25,6 +25,9 @@ const (
 	FlagFile     = 0x1 // an mmap of a file
 	FlagCallsite = 0x2 // OldPtr holds the PLT stub the program called
 	FlagHeld     = 0x4 // the process is stopped until the agent sends SIGCONT
+	// FlagUnfollowed marks a KindFork whose child runs untraced (no
+	// --follow): the log says so instead of leaving it out unsaid.
+	FlagUnfollowed = 0x8
 )
 
 // File names the file behind an inode that frames lie in, as the kernel

@@ -15,6 +15,7 @@ const (
 	rExec          = 66
 	rFork          = 67
 	rProcExit      = 68
+	rUntraced      = 69
 	nameLen        = 16
 	statesOff      = 4096
 	stateSize      = 4

@@ -728,6 +728,20 @@ func (c *converter) handle(st *stream, e *ev) {
 		x := c.event(st, event.KindFork, e.ts)
 		x.TGID, x.Ptr = uint32(e.size), e.ptr
 		c.sess.Emit(x)
+	case op == rUntraced:
+		// A process the library does not trace (no --follow): its
+		// stream ends here. From an exec'd image: its comm and cmd.
+		x := c.event(st, event.KindFork, e.ts)
+		x.TGID, x.Ptr = uint32(e.size), e.ptr
+		var cmd string
+		if len(e.data) > 0 {
+			f := splitZ(e.data, 2)
+			x.Comm, c.evComm = [16]byte{}, nil
+			copy(x.Comm[:], f[0])
+			cmd = f[1]
+		}
+		c.sess.EmitUnfollowed(x, cmd)
+		st.closed = true
 	case op == rProcExit:
 		ids := make([]uint32, 0, 4)
 		for id, o := range c.streams {

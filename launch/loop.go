@@ -74,6 +74,9 @@ func (l *loop) onProcess(e *event.Event) {
 	pid := int(e.TGID)
 	switch e.Kind {
 	case event.KindFork:
+		if e.Flags&event.FlagUnfollowed != 0 {
+			return // runs untraced: the session says so in the log
+		}
 		pid = int(e.Ptr)
 		l.mu.Lock()
 		l.pids[pid] = true

@@ -161,8 +161,13 @@ const (
 	ProcExec     = "exec"     // a new image: its heap starts empty
 	ProcExit     = "exit"     // the whole process is gone
 	ProcAttach   = "attach"   // a process given to -p (no ts=: it ran before tracing)
-	ProcUntraced = "untraced" // memtrace could not probe it (reason=)
+	ProcUntraced = "untraced" // memtrace could not probe it, or was not asked to (reason=)
 )
+
+// ReasonNotFollowed is the reason of a ProcUntraced line for a child of a
+// traced process when memtrace was not asked to follow children: the
+// log leaves its allocations out by request, and says so.
+const ReasonNotFollowed = "not followed (--follow traces a program's children)"
 
 // Proc is a process line:
 // "proc event= pid= [ppid=] [ts=] [comm=] [cmd=] [reason=] [status=|signal=]".
@@ -173,7 +178,8 @@ type Proc struct {
 	TS    uint64 // microseconds since tracing started; not on ProcAttach lines
 	Comm  string // left out when empty, as are Cmd and Reason
 	Cmd   string
-	// Reason says why a process is untraced.
+	// Reason says why a process is untraced (ReasonNotFollowed, or
+	// what failed).
 	Reason string
 	// How an exit ended, when the tracer knows (the launched program's
 	// wait status): HasStatus with its exit code Status, or Signal, the

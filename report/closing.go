@@ -30,7 +30,7 @@ func LogFigures(path string, stderr io.Writer) (Figures, error) {
 	s := r.all
 	f := Figures{Calls: s.total.Calls, PeakBytes: s.total.PeakBytes, Leaks: s.total.Leaks, LeakedBytes: s.total.LeakedBytes,
 		StillAllocated: s.alive, Suppressed: r.supd[s].leaks, SuppressedBytes: r.supd[s].bytes, Lost: s.logLost(), End: s.end,
-		Caveat: figures.Caveat(s.logLost(), s.total.Leaks)}
+		Untraced: s.untracedN, NotFollowed: s.notFollowedN, Caveat: figures.Caveat(s.logLost(), s.total.Leaks)}
 	if s.alive {
 		f.LiveWords = s.live.Words()
 	}

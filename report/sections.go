@@ -55,6 +55,7 @@ type section struct {
 	cutLogs                                 int      // memtrace logs without their summary line
 	skippedFrames                           int64
 	untraced                                []string              // the log's proc event=untraced lines, as the model words them
+	untracedN, notFollowedN                 int64                 // the processes they name, and those not followed (figures.Figures)
 	truncs                                  []analysis.Truncation // stacks cut short, by reason
 
 	// Leaked file descriptors (fd.go); fdSeen: the log has descriptor
@@ -164,6 +165,7 @@ func sectionsOf(l *loaded, t *siteTable, pids map[int64]bool, filterFn string) [
 		if u := m.UntracedText(); u != "" {
 			f.untraced = []string{u}
 		}
+		f.untracedN, f.notFollowedN = int64(len(m.Untraced())), int64(m.NotFollowed())
 		if l.truncated {
 			f.truncated = 1
 		}
@@ -243,6 +245,8 @@ func merge(title string, secs []*section) *section {
 		out.cutLogs += s.cutLogs
 		out.skippedFrames += s.skippedFrames
 		out.untraced = append(out.untraced, s.untraced...)
+		out.untracedN += s.untracedN
+		out.notFollowedN += s.notFollowedN
 		out.truncs = addTruncations(out.truncs, s.truncs)
 		out.fdLeaks = append(out.fdLeaks, s.fdLeaks...)
 		out.fdSeen = out.fdSeen || s.fdSeen

@@ -133,6 +133,13 @@ func statsLines(f report.Figures) string {
 		fmt.Fprintf(&b, "\tsuppressed leaks: %s (%d leaks)\n", units.Bytes(f.SuppressedBytes), f.Suppressed)
 	}
 	fmt.Fprintf(&b, "\tlost events: %d\n", f.Lost)
+	switch {
+	case f.Untraced == 0:
+	case f.NotFollowed == f.Untraced:
+		fmt.Fprintf(&b, "\tchild processes not traced: %d (their allocations are not in the log; --follow traces them)\n", f.Untraced)
+	default:
+		fmt.Fprintf(&b, "\tprocesses not traced: %d (their allocations are not in the log; memtrace report says why)\n", f.Untraced)
+	}
 	if f.Caveat != "" {
 		fmt.Fprintf(&b, "\t(%s)\n", f.Caveat)
 	}

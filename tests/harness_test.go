@@ -121,12 +121,15 @@ func (e *logEvent) String() string {
 }
 
 type parsedLog struct {
-	events   []*logEvent
-	byTID    map[int64][]*logEvent
-	forks    map[int64]bool // pids announced by [memtrace] proc event=fork
-	header   bool
-	nMeta    int
-	rawLines int
+	events []*logEvent
+	byTID  map[int64][]*logEvent
+	forks  map[int64]bool // pids announced by [memtrace] proc event=fork
+	// notFollowed: the pids of proc event=untraced lines that say the
+	// process was not followed, with their ppid=.
+	notFollowed map[int64]int64
+	header      bool
+	nMeta       int
+	rawLines    int
 }
 
 // parseLog reads a log through logfmt only. Any malformed line fails.
@@ -141,7 +144,7 @@ func parseLog(path string) (*parsedLog, error) {
 
 // parseLogFrom is parseLog over r, the log at path.
 func parseLogFrom(path string, r io.Reader) (*parsedLog, error) {
-	pl := &parsedLog{byTID: map[int64][]*logEvent{}, forks: map[int64]bool{}}
+	pl := &parsedLog{byTID: map[int64][]*logEvent{}, forks: map[int64]bool{}, notFollowed: map[int64]int64{}}
 	sc := logfmt.NewScanner(r)
 	var l logfmt.Line
 	n := 0
@@ -163,10 +166,17 @@ func parseLogFrom(path string, r io.Reader) (*parsedLog, error) {
 			case logfmt.WordHeader:
 				pl.header = true
 			case logfmt.WordProc:
-				if ev, _ := logfmt.Field(kv, "event"); ev == "fork" {
-					if p, ok := logfmt.Field(kv, "pid"); ok {
-						pid, _ := strconv.ParseInt(p, 10, 64)
-						pl.forks[pid] = true
+				ev, _ := logfmt.Field(kv, "event")
+				p, ok := logfmt.Field(kv, "pid")
+				pid, _ := strconv.ParseInt(p, 10, 64)
+				switch {
+				case !ok:
+				case ev == logfmt.ProcFork:
+					pl.forks[pid] = true
+				case ev == logfmt.ProcUntraced:
+					if r, _ := logfmt.Field(kv, "reason"); r == logfmt.ReasonNotFollowed {
+						pp, _ := logfmt.Field(kv, "ppid")
+						pl.notFollowed[pid], _ = strconv.ParseInt(pp, 10, 64)
 					}
 				}
 			}
@@ -349,9 +359,16 @@ func (r *run) check(t *testing.T, requireFollow bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		_, said := pl.notFollowed[pid]
 		switch {
 		case pl.forks[pid] && r.unfollowed:
 			errs = append(errs, fmt.Sprintf("forked child %d is in the log of a run without --follow", pid))
+		case r.unfollowed && !said:
+			errs = append(errs, fmt.Sprintf("forked child %d: a run without --follow has no proc event=untraced line for it", pid))
+		case r.unfollowed && len(pl.byTID[pid]) > 0:
+			errs = append(errs, fmt.Sprintf("forked child %d is not followed but the log has %d events of it", pid, len(pl.byTID[pid])))
+		case pl.forks[pid] && said:
+			errs = append(errs, fmt.Sprintf("forked child %d is followed and also said not to be", pid))
 		case pl.forks[pid]:
 			errs = append(errs, compare(pl, ct, compareOpts{exits: true})...)
 		case requireFollow:

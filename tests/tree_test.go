@@ -192,10 +192,23 @@ func followTree(t *testing.T, pre []string, tree, execd string, bpf bool) {
 	if mine == 0 {
 		t.Errorf("without --follow, none of the program's own events is in the log")
 	}
+	// The child is said not to be traced, once, on both paths; the
+	// grandchild, the untraced child's own, is not named.
+	var said []map[string]string
 	for _, p := range tl.procs {
 		if p["event"] == "fork" || p["event"] == "exec" && p["pid"] != fmt.Sprint(parent) {
 			t.Errorf("without --follow, the log has a proc line %v", p)
 		}
+		if p["event"] == logfmt.ProcUntraced {
+			said = append(said, p)
+		}
+	}
+	if len(said) != 1 || said[0]["pid"] != fmt.Sprint(child) || said[0]["ppid"] != fmt.Sprint(parent) ||
+		said[0]["reason"] != logfmt.ReasonNotFollowed {
+		t.Errorf("without --follow, untraced lines %v; want one for the child %d of %d, reason %q", said, child, parent, logfmt.ReasonNotFollowed)
+	}
+	if want := "child processes not traced: 1 "; !strings.Contains(se, want) {
+		t.Errorf("the closing lines do not say %q:\n%s", want, se)
 	}
 }
 

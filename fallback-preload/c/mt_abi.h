@@ -46,6 +46,10 @@
 #define MT_R_EXEC 66      // an exec'd image: ptr pid, size ppid; data "comm\0cmd\0"
 #define MT_R_FORK 67      // a forked child's first record: ptr pid, size ppid
 #define MT_R_PROC_EXIT 68 // the process exits (exit, _exit): ptr pid
+// A process not traced (no --follow: not memtrace's child): ptr pid, size
+// ppid; data "comm\0cmd\0" from an exec'd image, none at a fork. The last
+// record of its stream.
+#define MT_R_UNTRACED 69
 #define MT_NAME_LEN 16
 
 // Region: the header (one page), then at MT_STATES_OFF one uint32 state

@@ -69,6 +69,9 @@ static __thread bstate tb TLS_IE;
 static __thread uint64_t fork_ts TLS_IE;
 static __thread uint32_t fork_serial TLS_IE; // the child's stream, taken before fork_ts
 static pid_t fork_parent;
+// g_unfollowed: not memtrace's child without --follow (bin_attach); the
+// process reports itself and stays off.
+static int g_unfollowed;
 
 static inline uint64_t bin_now(void)
 {
@@ -760,6 +763,28 @@ const mt_sink bin_sink = {
 // ---------------------------------------------------------------------------
 // Attaching to the region, the start record, fork.
 
+// ppid_of is process pid's parent, from /proc (-1 when it cannot tell).
+static long ppid_of(long pid)
+{
+	char path[48], buf[512];
+	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	// "pid (comm) S ppid ...": comm may hold anything, ')' too.
+	char *r = strrchr(buf, ')');
+	long pp;
+	char st;
+	if (!r || sscanf(r + 1, " %c %ld", &st, &pp) != 2)
+		return -1;
+	return pp;
+}
+
 // bin_attach maps the region named by MEMTRACE_SHM ("fd:dev:ino", or "off"
 // when the parent does not want children traced).
 int bin_attach(void)
@@ -782,14 +807,23 @@ int bin_attach(void)
 	}
 	const char *pp = getenv(MT_PPID_ENV);
 	int by_parent = !follow && pp && *pp;
-	if (by_parent && strtol(pp, NULL, 10) != (long)getppid()) {
-		// Not the program memtrace started: a child of it (its fork
-		// handler turned the library off there) that exec'd, or one
-		// vforked or spawned. Untraced, and so is what it execs.
-		close(fd);
-		setenv(MT_SHM_ENV, "off", 1);
-		g_off = 1;
-		return 1;
+	// Not the program memtrace started: a child of it (its fork handler
+	// turned the library off there and said so) that exec'd, or one
+	// vforked or spawned. It says so (bin_start, with its command line)
+	// and is untraced, and so is what it execs.
+	if (by_parent) {
+		long mt = strtol(pp, NULL, 10), parent = (long)getppid();
+		if (parent != mt) {
+			// Only the root's own children say so, as on the eBPF
+			// path: deeper ones are the untraced children's.
+			if (ppid_of(parent) != mt) {
+				close(fd);
+				setenv(MT_SHM_ENV, "off", 1);
+				g_off = 1;
+				return 1;
+			}
+			g_unfollowed = 1;
+		}
 	}
 	mt_shm_hdr h;
 	if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != MT_SHM_MAGIC || h.version != MT_SHM_VERSION) {
@@ -840,7 +874,10 @@ int bin_attach(void)
 		}
 	}
 	char v[96];
-	if (follow || by_parent) {
+	if (g_unfollowed) {
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		strcpy(v, "off");
+	} else if (follow || by_parent) {
 		// Open across exec: followed children find the region, and
 		// so does the program's own exec without --follow.
 		int fl = fcntl(fd, F_GETFD);
@@ -906,7 +943,7 @@ static void bin_atfork_prepare(void)
 	modules_atfork_prepare();
 	sample_atfork_prepare();
 	fork_serial = 0;
-	if (g_ready && !g_off && follow)
+	if (g_ready && !g_off)
 		fork_serial = __atomic_add_fetch(&shm->stream_next, 1, __ATOMIC_SEQ_CST);
 	fork_ts = bin_now();
 	fork_parent = getpid();
@@ -937,6 +974,13 @@ static void bin_atfork_child(void)
 	tb.fr_rows = tb.fr_reused = 0;
 	walk_atfork_child();
 	if (!follow) {
+		// Untraced, but said: a log that leaves out a child's
+		// allocations must not read as a complete one.
+		if (g_ready && !g_off) {
+			bin_new_stream();
+			bin_blob(MT_R_UNTRACED, (uint64_t)g_pid, (uint64_t)fork_parent, NULL, 0, fork_ts);
+			bin_seal();
+		}
 		g_off = 1;
 	} else if (g_ready && !g_off) {
 		tb.tid = gettid_raw();
@@ -948,6 +992,22 @@ static void bin_atfork_child(void)
 
 void bin_start(int exec_child)
 {
+	if (g_unfollowed) {
+		char comm[17], cmd[1024], blob[1100];
+		read_comm(comm);
+		read_cmdline(cmd, sizeof cmd);
+		size_t cl = strlen(comm) + 1, dl = strlen(cmd) + 1;
+		memcpy(blob, comm, cl);
+		memcpy(blob + cl, cmd, dl);
+		// g_ready stays 0 and no exit key is made: this one record is
+		// all the process writes.
+		tb.keyed = 1;
+		bin_new_stream();
+		bin_blob(MT_R_UNTRACED, (uint64_t)g_pid, (uint64_t)getppid(), blob, cl + dl, 0);
+		bin_seal();
+		g_off = 1;
+		return;
+	}
 	pthread_key_create(&exit_key, bin_thread_exit);
 	pthread_atfork(bin_atfork_prepare, bin_atfork_parent, bin_atfork_child);
 	__atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);

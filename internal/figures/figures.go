@@ -25,6 +25,10 @@ type Figures struct {
 	// End is how the run ended ("exited with status 0"), "" for several
 	// processes or when the log does not say.
 	End string
+	// Untraced counts the processes the log names as untraced (their
+	// allocations are not in it), NotFollowed those of them that are
+	// children memtrace was not asked to follow.
+	Untraced, NotFollowed int64
 	// Caveat is what the figures miss, the report's words, "" when the
 	// tracer lost nothing: with lost records every figure is short of
 	// them and a leak may be a block whose free was lost.
@@ -55,7 +59,8 @@ func Diff(a, b Figures) string {
 		{"leaked bytes", a.LeakedBytes, b.LeakedBytes}, {"still allocated", a.StillAllocated, b.StillAllocated},
 		{"live words", a.LiveWords, b.LiveWords}, {"suppressed leaks", a.Suppressed, b.Suppressed},
 		{"suppressed bytes", a.SuppressedBytes, b.SuppressedBytes}, {"lost", a.Lost, b.Lost},
-		{"end", a.End, b.End}, {"caveat", a.Caveat, b.Caveat},
+		{"end", a.End, b.End}, {"untraced", a.Untraced, b.Untraced}, {"not followed", a.NotFollowed, b.NotFollowed},
+		{"caveat", a.Caveat, b.Caveat},
 	} {
 		if f.x != f.y {
 			return fmt.Sprintf("%s: %v against %v", f.name, f.x, f.y)
