@@ -355,6 +355,43 @@ func TestBoostLeavesIdleThreadsAlone(t *testing.T) {
 	}
 }
 
+// TestEndedStreamsDropped: the converter forgets a stream once every record
+// of it is written and none can follow (its thread gone after its EXIT, or
+// its process untraced): a program that starts a thread per request must
+// not grow memtrace's memory, nor each pass's walk over the streams, with
+// every thread it ever had (2000 here: the build before kept all of them,
+// and its CPU grew with their square).
+func TestEndedStreamsDropped(t *testing.T) {
+	lib, prog := build(t)
+	cmd := exec.Command(prog, "serial")
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "MEMTRACE_FOLLOW=0")
+	var conv *converter
+	data := runRegionWith(t, 64*chunkSize, cmd, true, nil, func(b *binLog) { conv = b.conv })
+	var allocs, frees, exits, untraced int
+	forEachLine(t, data, func(l *logfmt.Line) {
+		switch {
+		case l.Kind == logfmt.KindAlloc && l.Size == 3131:
+			allocs++
+		case l.Kind == logfmt.KindFree && l.Size == 3131:
+			frees++
+		case l.Kind == logfmt.KindExit:
+			exits++
+		case l.Kind == logfmt.KindMeta && string(l.Word) == logfmt.WordProc && bytes.Contains(l.Rest, []byte("event=untraced")):
+			untraced++
+		}
+	})
+	if allocs != 2000 || frees != 2000 || exits < 2000 || untraced != 1 {
+		t.Errorf("%d allocations and %d frees of 3131 bytes, %d EXIT lines, %d untraced lines; want 2000, 2000, >= 2000, 1",
+			allocs, frees, exits, untraced)
+	}
+	// The main thread's stream may stay; a few ended threads' chunks may
+	// wait for the copier's sweep that finds them gone.
+	t.Logf("streams kept %d, dropped %d", len(conv.streams), conv.gone)
+	if n := len(conv.streams); n > 20 || conv.gone < 1980 {
+		t.Errorf("the converter keeps %d streams and dropped %d, after 2001 threads ended", n, conv.gone)
+	}
+}
+
 // The library in binary mode for the ARM targets, under qemu-user, with the
 // converter running here (the 32-bit ARM layout is the same as 64-bit).
 func TestBinaryCrossARM(t *testing.T) {

@@ -89,6 +89,9 @@ type converter struct {
 	mult    uint64
 	chunks  []chunkPos
 	streams map[uint32]*stream
+	// gone counts the streams done and dropped from streams (their
+	// serials are all below any later pass's count: see watermark).
+	gone uint32
 	// owners: the stream whose thread the session knows by each tid.
 	owners  map[int64]*stream
 	ev      event.Event // the event handed to the session (reused)
@@ -489,13 +492,22 @@ func (c *converter) maybeRelease(i int) {
 	if p.written != p.read || sealed == 0 || p.read < c.q.load(base+cCommitted) {
 		return
 	}
-	if st := c.streams[p.stream]; sealed == slotGone && st != nil && st.exited && st.owns && st.head == len(st.segs) {
-		// The copier found the chunk's thread gone (exited, or its
-		// process exec'd or was killed), and its EXIT and every record
-		// are written: the session need not keep the thread.
-		st.owns = false
-		delete(c.owners, st.tid)
-		c.sess.ForgetThread(uint32(st.tid))
+	if st := c.streams[p.stream]; st != nil && st.head == len(st.segs) &&
+		(sealed == slotGone && st.exited || st.closed) {
+		// Every record of the stream is written and none can follow:
+		// the copier found the chunk's thread gone (exited, or its
+		// process exec'd or was killed) after its EXIT, or its process
+		// exec'd or went untraced. The session need not keep the
+		// thread, nor the converter the stream: a program that starts
+		// a thread per request would otherwise grow both, and each
+		// pass's look at every stream, without end.
+		if st.owns {
+			st.owns = false
+			delete(c.owners, st.tid)
+			c.sess.ForgetThread(uint32(st.tid))
+		}
+		delete(c.streams, st.id)
+		c.gone++
 	}
 	c.release(i)
 }
@@ -565,7 +577,9 @@ func (c *converter) done(st *stream) {
 //     file is sorted at the end);
 //   - a thread takes its stream serial before its first timestamp, so a
 //     stream born after the pass started (serial > nStreams) has times
-//     after t0, and one with a serial but no chunk yet gets the slack rule.
+//     after t0, and one with a serial but no chunk yet gets the slack rule;
+//     a stream done and dropped (gone) was read in an earlier pass, so its
+//     serial is at most nStreams.
 func (c *converter) watermark(nStreams uint32, t0 uint64) uint64 {
 	now := monoNow()
 	if now < c.epoch+uint64(mergeSlack)+uint64(clockMargin) || t0 < c.epoch+uint64(clockMargin) {
@@ -573,7 +587,7 @@ func (c *converter) watermark(nStreams uint32, t0 uint64) uint64 {
 	}
 	floor := now - c.epoch - uint64(mergeSlack)
 	w := t0 - c.epoch - uint64(clockMargin)
-	known := uint32(0)
+	known := c.gone
 	for id, st := range c.streams {
 		if id <= nStreams {
 			known++

@@ -45,6 +45,13 @@ static void *idler(void *arg)
 	return arg;
 }
 
+static void *one(void *arg)
+{
+	sink = malloc(3131);
+	free(sink);
+	return arg;
+}
+
 static void *churn(void *arg)
 {
 	for (int i = 0; i < 300000; i++) {
@@ -85,6 +92,21 @@ int main(int argc, char **argv)
 			pthread_create(&t[i], NULL, named, (void *)names[i]);
 			pthread_join(t[i], NULL);
 		}
+		return 0;
+	}
+	if (!strcmp(m, "serial")) {
+		/* 2000 threads one after another, each one malloc and free,
+		   and a fork whose child the library does not follow */
+		for (int i = 0; i < 2000; i++) {
+			pthread_t t;
+			pthread_create(&t, NULL, one, NULL);
+			pthread_join(t, NULL);
+		}
+		pid_t c = fork();
+		if (c == 0)
+			_exit(0);
+		waitpid(c, NULL, 0);
+		usleep(300000); /* memtrace's sweeps find the last threads gone */
 		return 0;
 	}
 	if (!strcmp(m, "idle")) {
