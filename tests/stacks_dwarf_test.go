@@ -719,6 +719,26 @@ func TestPreloadStackTableThreadChurn(t *testing.T) {
 	if n := strings.Count(string(log), "free "); n < 6000 {
 		t.Errorf("%d free lines, want at least 6000 (each thread's two)", n)
 	}
+	// A thread takes an ended thread's table of stacks sent (the
+	// library keeps a few): a slot left from the last thread would send
+	// an id this thread's stream never defined.
+	if n := strings.Count(string(log), "stack missing=1"); n > 0 {
+		t.Errorf("%d events without their stack (an id the reader never got)", n)
+	}
+	events, framed := 0, 0
+	prevEvent := false
+	for _, ln := range strings.Split(string(log), "\n") {
+		if prevEvent && strings.HasPrefix(ln, "[memtrack]   #0 ") {
+			framed++
+		}
+		prevEvent = strings.Contains(ln, " ptr=0x")
+		if prevEvent {
+			events++
+		}
+	}
+	if framed != events {
+		t.Errorf("%d of %d malloc and free lines have frames", framed, events)
+	}
 }
 
 // TestPreloadStacksMemoryPerThread: what the library keeps per thread for

@@ -395,6 +395,45 @@ static void stk_reset(stk_table *t, unsigned gen, uint32_t mask)
 	t->mask = mask;
 }
 
+// Tables of ended threads, for the next threads to take: a program that
+// starts a thread per request would otherwise map and unmap a table for
+// each, and every unmap in a process of several threads interrupts each
+// CPU that runs one of them (the TLB shootdown), on top of the new
+// table's page faults.
+#define STK_SPARE 16
+static stk_table *stk_spare[STK_SPARE];
+
+static stk_table *stk_take(void)
+{
+	for (int i = 0; i < STK_SPARE; i++) {
+		if (!__atomic_load_n(&stk_spare[i], __ATOMIC_RELAXED))
+			continue;
+		stk_table *t = __atomic_exchange_n(&stk_spare[i], NULL, __ATOMIC_ACQUIRE);
+		if (t) {
+			// Clear the slots the last thread used, as a fresh
+			// table's pages are.
+			memset(t->slot, 0, (size_t)(t->mask + 1) * sizeof t->slot[0]);
+			return t;
+		}
+	}
+	return raw_map(sizeof(stk_table));
+}
+
+static void stk_free(void)
+{
+	stk_table *t = tb.stk;
+	if (!t)
+		return;
+	tb.stk = NULL;
+	for (int i = 0; i < STK_SPARE; i++) {
+		stk_table *want = NULL;
+		if (!__atomic_load_n(&stk_spare[i], __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&stk_spare[i], &want, t, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			return;
+	}
+	raw_unmap(t, sizeof *t);
+}
+
 // stk_find returns the id of the thread's stack of n frames from fr, and
 // sets *known when the reader already has it; 0 when it is kept nowhere
 // (no memory, or a torn module table: gen 0).
@@ -407,10 +446,12 @@ static uint32_t stk_find(const mt_rawframe *fr, int n, uint32_t stop, unsigned g
 	if (UNLIKELY(!t)) {
 		if (tb.stk_done)
 			return 0;
-		t = tb.stk = raw_map(sizeof *t);
+		t = tb.stk = stk_take();
 		if (!t)
 			return 0;
-		// Fresh pages are zero: only the slots a stack takes are touched.
+		// Zero slots (fresh pages, or cleared): only the slots a stack
+		// takes are touched.
+		t->used = 0;
 		t->epoch = ++tb.stk_epoch;
 		t->stream = tb.stream;
 		t->gen = gen;
@@ -459,14 +500,6 @@ static uint32_t stk_find(const mt_rawframe *fr, int n, uint32_t stop, unsigned g
 		t->words[t->used + (uint32_t)j] = fr[j].addr;
 	t->used += (uint32_t)n;
 	return sl->id;
-}
-
-static void stk_free(void)
-{
-	if (tb.stk) {
-		raw_unmap(tb.stk, sizeof *tb.stk);
-		tb.stk = NULL;
-	}
 }
 
 #if defined(__x86_64__)
