@@ -333,7 +333,7 @@ int BPF_PROG(mt_exec)
  * there, as at exec, until the agent has written its table and mappings
  * (mt_remap.held): stacks through the library are whole from its first
  * call. The cookie is the address of r_state. */
-SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
+static __always_inline int dl_state(struct pt_regs *ctx)
 {
 	if (!unwind_dwarf)
 		return 0;
@@ -355,4 +355,18 @@ SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
 	rm->hold_key = key;
 	bpf_ringbuf_submit(rm, BPF_RB_FORCE_WAKEUP);
 	return 0;
+}
+
+SEC("uprobe") int mt_dl_state(struct pt_regs *ctx)
+{
+	return dl_state(ctx);
+}
+
+/* The same through a uprobe_multi link where the kernel has them: closing
+ * a classic (perf) uprobe waits for grace periods under the kernel's
+ * event_mutex, which every new classic uprobe also takes, so under
+ * --follow each child's hook waited for the last one's close. */
+SEC("uprobe.multi") int mt_dl_state_multi(struct pt_regs *ctx)
+{
+	return dl_state(ctx);
 }

@@ -21,6 +21,9 @@ import (
 var allocProgs = []string{
 	"mt_session", "mt_enter_multi", "mt_return_multi", "mt_free_multi", "mt_new_multi",
 	"mt_enter", "mt_return", "mt_free", "mt_new",
+	// Not an allocation program, but one a kernel without uprobe_multi
+	// would refuse (its attach type): loaded with the multi set.
+	"mt_dl_state_multi",
 }
 
 // lazyProgs loads deferred programs over the maps New created, so that a
@@ -45,11 +48,11 @@ func wantedProgs(opts Options, session bool) map[string]bool {
 			w[n] = true
 		}
 	case session:
-		for _, n := range []string{"mt_session", "mt_free_multi", "mt_new_multi"} {
+		for _, n := range []string{"mt_session", "mt_free_multi", "mt_new_multi", "mt_dl_state_multi"} {
 			w[n] = true
 		}
 	default:
-		for _, n := range []string{"mt_enter_multi", "mt_return_multi", "mt_free_multi", "mt_new_multi"} {
+		for _, n := range []string{"mt_enter_multi", "mt_return_multi", "mt_free_multi", "mt_new_multi", "mt_dl_state_multi"} {
 			w[n] = true
 		}
 	}

@@ -115,9 +115,9 @@ func TestNewDefersTheOtherLinkKinds(t *testing.T) {
 		}
 		want := c.loaded
 		if want == nil {
-			want = []string{"mt_enter_multi", "mt_return_multi", "mt_free_multi", "mt_new_multi"}
+			want = []string{"mt_enter_multi", "mt_return_multi", "mt_free_multi", "mt_new_multi", "mt_dl_state_multi"}
 			if tr.session {
-				want = []string{"mt_session", "mt_free_multi", "mt_new_multi"}
+				want = []string{"mt_session", "mt_free_multi", "mt_new_multi", "mt_dl_state_multi"}
 			}
 		}
 		fields := programFields(&tr.objs)

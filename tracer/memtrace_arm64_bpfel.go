@@ -314,6 +314,7 @@ const (
 	MemtraceMapWalkState            = "walk_state"
 	MemtraceProgMtChildStart        = "mt_child_start"
 	MemtraceProgMtDlState           = "mt_dl_state"
+	MemtraceProgMtDlStateMulti      = "mt_dl_state_multi"
 	MemtraceProgMtEmpty             = "mt_empty"
 	MemtraceProgMtEmptyMulti        = "mt_empty_multi"
 	MemtraceProgMtEmptySession      = "mt_empty_session"
@@ -404,6 +405,7 @@ type MemtraceSpecs struct {
 type MemtraceProgramSpecs struct {
 	MtChildStart        *ebpf.ProgramSpec `ebpf:"mt_child_start"`
 	MtDlState           *ebpf.ProgramSpec `ebpf:"mt_dl_state"`
+	MtDlStateMulti      *ebpf.ProgramSpec `ebpf:"mt_dl_state_multi"`
 	MtEmpty             *ebpf.ProgramSpec `ebpf:"mt_empty"`
 	MtEmptyMulti        *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
 	MtEmptySession      *ebpf.ProgramSpec `ebpf:"mt_empty_session"`
@@ -599,6 +601,7 @@ type MemtraceVariables struct {
 type MemtracePrograms struct {
 	MtChildStart        *ebpf.Program `ebpf:"mt_child_start"`
 	MtDlState           *ebpf.Program `ebpf:"mt_dl_state"`
+	MtDlStateMulti      *ebpf.Program `ebpf:"mt_dl_state_multi"`
 	MtEmpty             *ebpf.Program `ebpf:"mt_empty"`
 	MtEmptyMulti        *ebpf.Program `ebpf:"mt_empty_multi"`
 	MtEmptySession      *ebpf.Program `ebpf:"mt_empty_session"`
@@ -626,6 +629,7 @@ func (p *MemtracePrograms) Close() error {
 	return _MemtraceClose(
 		p.MtChildStart,
 		p.MtDlState,
+		p.MtDlStateMulti,
 		p.MtEmpty,
 		p.MtEmptyMulti,
 		p.MtEmptySession,

@@ -304,6 +304,7 @@ const (
 	MemtraceCompatMapWalkState            = "walk_state"
 	MemtraceCompatProgMtChildStart        = "mt_child_start"
 	MemtraceCompatProgMtDlState           = "mt_dl_state"
+	MemtraceCompatProgMtDlStateMulti      = "mt_dl_state_multi"
 	MemtraceCompatProgMtEmpty             = "mt_empty"
 	MemtraceCompatProgMtEmptyMulti        = "mt_empty_multi"
 	MemtraceCompatProgMtEmptySession      = "mt_empty_session"
@@ -394,6 +395,7 @@ type MemtraceCompatSpecs struct {
 type MemtraceCompatProgramSpecs struct {
 	MtChildStart        *ebpf.ProgramSpec `ebpf:"mt_child_start"`
 	MtDlState           *ebpf.ProgramSpec `ebpf:"mt_dl_state"`
+	MtDlStateMulti      *ebpf.ProgramSpec `ebpf:"mt_dl_state_multi"`
 	MtEmpty             *ebpf.ProgramSpec `ebpf:"mt_empty"`
 	MtEmptyMulti        *ebpf.ProgramSpec `ebpf:"mt_empty_multi"`
 	MtEmptySession      *ebpf.ProgramSpec `ebpf:"mt_empty_session"`
@@ -595,6 +597,7 @@ type MemtraceCompatVariables struct {
 type MemtraceCompatPrograms struct {
 	MtChildStart        *ebpf.Program `ebpf:"mt_child_start"`
 	MtDlState           *ebpf.Program `ebpf:"mt_dl_state"`
+	MtDlStateMulti      *ebpf.Program `ebpf:"mt_dl_state_multi"`
 	MtEmpty             *ebpf.Program `ebpf:"mt_empty"`
 	MtEmptyMulti        *ebpf.Program `ebpf:"mt_empty_multi"`
 	MtEmptySession      *ebpf.Program `ebpf:"mt_empty_session"`
@@ -622,6 +625,7 @@ func (p *MemtraceCompatPrograms) Close() error {
 	return _MemtraceCompatClose(
 		p.MtChildStart,
 		p.MtDlState,
+		p.MtDlStateMulti,
 		p.MtEmpty,
 		p.MtEmptyMulti,
 		p.MtEmptySession,

@@ -17,7 +17,7 @@ func (t *Tracer) ProgramStats() []ProgramStat {
 	}{
 		{"mt_session", t.objs.MtSession}, {"mt_enter_multi", t.objs.MtEnterMulti}, {"mt_return_multi", t.objs.MtReturnMulti},
 		{"mt_free_multi", t.objs.MtFreeMulti}, {"mt_new_multi", t.objs.MtNewMulti}, {"mt_enter", t.objs.MtEnter},
-		{"mt_return", t.objs.MtReturn}, {"mt_free", t.objs.MtFree}, {"mt_new", t.objs.MtNew}, {"mt_dl_state", t.objs.MtDlState},
+		{"mt_return", t.objs.MtReturn}, {"mt_free", t.objs.MtFree}, {"mt_new", t.objs.MtNew}, {"mt_dl_state", t.objs.MtDlState}, {"mt_dl_state_multi", t.objs.MtDlStateMulti},
 	} {
 		if p.prog == nil {
 			continue

@@ -4,8 +4,10 @@ package tracer
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/memtrace/memtrace/internal/procfs"
@@ -36,6 +38,29 @@ func loaderHook(path string) (dlState, rDebug uint64) {
 		}
 	}
 	return 0, 0
+}
+
+// loaderLink attaches the dlopen hold at file offset off of ex for pid:
+// through a uprobe_multi link where the tracer uses them (closing a
+// classic uprobe holds the kernel's event_mutex for grace periods, and
+// every classic uprobe's attach takes it: under --follow each child's
+// hook waited for the last child's close), else a classic uprobe.
+func (t *Tracer) loaderLink(ex *link.Executable, off uint64, pid int, cookie uint64) (link.Link, error) {
+	if t.multi && t.compat == nil {
+		if err := t.ensure(&t.objs.MtDlStateMulti); err != nil {
+			return nil, err
+		}
+		l, err := ex.UprobeMulti(nil, t.objs.MtDlStateMulti,
+			&link.UprobeMultiOptions{Addresses: []uint64{off}, Cookies: []uint64{cookie}, PID: uint32(pid)})
+		if err == nil || !errors.Is(err, ebpf.ErrNotSupported) {
+			return l, err
+		}
+	}
+	prog, ck, err := t.probeProg(t.objs.MtDlState, cookie)
+	if err != nil {
+		return nil, err
+	}
+	return ex.Uprobe("_dl_debug_state", prog, &link.UprobeOptions{Address: off, PID: pid, Cookie: ck})
 }
 
 // rStateOff is r_state's offset in struct r_debug (after an int padded
@@ -70,11 +95,7 @@ func (t *Tracer) watchLoader(pid int) error {
 	if err != nil {
 		return fmt.Errorf("open the dynamic linker of process %d for its dlopen hook: %w", pid, err)
 	}
-	prog, ck, err := t.probeProg(t.objs.MtDlState, cookie)
-	if err != nil {
-		return err
-	}
-	l, err := ex.Uprobe("_dl_debug_state", prog, &link.UprobeOptions{Address: off, PID: pid, Cookie: ck})
+	l, err := t.loaderLink(ex, off, pid, cookie)
 	if err != nil {
 		return fmt.Errorf("probe the dynamic linker of process %d (dlopen hook): %w", pid, err)
 	}
