@@ -6,7 +6,7 @@
 # BENCH="preload bpf" runs only scripts/bench-preload.sh and bench-bpf.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-all="reader bpf unwind stacks preload viewer symbols report live sample fleet release"
+all="reader bpf unwind stacks preload churn viewer symbols report live sample fleet release"
 status=0
 rows=$(mktemp)
 out=$(mktemp)
