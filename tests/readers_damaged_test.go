@@ -231,13 +231,24 @@ func TestNotALogRefused(t *testing.T) {
 					t.Fatal(err)
 				}
 				done, stop := make(chan struct{}), make(chan struct{})
+				// The writer has the FIFO open before the reader starts
+				// (a writer's open waiting in a goroutine could come
+				// after the reader saw no writer, an empty FIFO): a read
+				// end of the test's own makes its open return at once,
+				// and stays open until the reader is done, so that the
+				// writer's first bytes wait for the reader as before.
+				var hold *os.File
 				if c.writer != nil {
+					var err error
+					if hold, err = os.OpenFile(fifo, os.O_RDWR, 0); err != nil {
+						t.Fatal(err)
+					}
+					w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
 					go func() {
 						defer close(done)
-						w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-						if err != nil {
-							return
-						}
 						defer w.Close()
 						c.writer(w, stop)
 					}()
@@ -246,6 +257,10 @@ func TestNotALogRefused(t *testing.T) {
 				}
 				r := runReader(t, fifo, reader)
 				close(stop)
+				if hold != nil {
+					// A writer blocked on a full FIFO gets EPIPE now.
+					hold.Close()
+				}
 				// Nobody writing it, the FIFO ends at once: empty, not
 				// silent for a second.
 				want := "not a log"
