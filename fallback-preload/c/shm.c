@@ -908,7 +908,9 @@ int bin_attach(void)
 	}
 	char v[96];
 	if (g_unfollowed) {
-		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		// Its one record goes through the mapping; the descriptor
+		// would only be inherited by its own forks.
+		close(fd);
 		strcpy(v, "off");
 	} else if (follow || by_parent) {
 		// Open across exec: followed children find the region, and
