@@ -7,7 +7,7 @@ const (
 	shmEnv         = "MEMTRACE_SHM"
 	ppidEnv        = "MEMTRACE_PPID"
 	shmMagic       = 0x4853544d
-	shmVersion     = 9
+	shmVersion     = 10
 	opExit         = 63
 	nops           = 64
 	rName          = 64
@@ -25,6 +25,7 @@ const (
 	clockReady     = 2
 	clockMonotonic = 0
 	clockCounter   = 1
+	commitBusy     = 0x80000000
 	metaSlotsShift = 16
 	metaLenShift   = 32
 	metaStackShift = 32
@@ -102,6 +103,7 @@ const (
 	cStream    = 16
 	cSeq       = 20
 	cExiting   = 24
+	cTMin      = 32
 	chunkHdr   = 64
 )
 

@@ -89,9 +89,14 @@ type converter struct {
 	mult    uint64
 	chunks  []chunkPos
 	streams map[uint32]*stream
-	// gone counts the streams done and dropped from streams (their
-	// serials are all below any later pass's count: see watermark).
+	// gone counts the streams done and dropped from streams.
 	gone uint32
+	// seen: the stream serials read so far (see watermark), as every
+	// serial below seenBelow and the later ones in seenAbove; holeSince
+	// is when seenBelow last moved.
+	seenBelow uint32
+	seenAbove map[uint32]struct{}
+	holeSince uint64
 	// owners: the stream whose thread the session knows by each tid.
 	owners  map[int64]*stream
 	ev      event.Event // the event handed to the session (reused)
@@ -134,6 +139,13 @@ type converter struct {
 	// counts the slots handed back.
 	full     bool
 	released int
+	// releasedAt: when the last slot was handed back; gaveUp counts the
+	// passes that wrote past a record left in the region (bound).
+	releasedAt uint64
+	gaveUp     int
+	overflows  int    // times the copier was let into the overflow
+	stuckSince uint64 // when passes began to find nothing to write under bound's
+	stuckPass  int64  // the copier's pass count then
 	// queued: the record slots read and not yet written; backlog, its
 	// value after the last pass, for the boost.
 	queued   int
@@ -154,7 +166,7 @@ type converter struct {
 // stacks (depth > 0) a table builder writes the files' unwind rows.
 func newConverter(r *region, sess *agent.Session, interval time.Duration, depth int) *converter {
 	c := &converter{r: r, q: r.copies, k: newCopier(r, r.copies), sess: sess, chunks: make([]chunkPos, r.copies.nchunks), streams: map[uint32]*stream{},
-		owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: interval,
+		seenBelow: 1, seenAbove: map[uint32]struct{}{}, owners: map[int64]*stream{}, stackID: map[string]uint64{}, started: time.Now(), interval: interval,
 		inoDev: map[uint64]uint64{}}
 	if depth > 0 {
 		c.tb = &tableBuilder{r: r}
@@ -218,6 +230,8 @@ type passStart struct {
 	nStreams uint32
 	t0       uint64
 	full     bool
+	waiting  uint64 // raw time of the oldest record left in the region
+	busy     []busyChunk
 }
 
 // begin starts a pass: taken before it, a stream with a later serial
@@ -225,7 +239,7 @@ type passStart struct {
 // committed before t0 is in the copies once the copier's pass is done.
 func (c *converter) begin() passStart {
 	ps := passStart{nStreams: c.r.load(hStreamNext), t0: monoNow()}
-	ps.full = c.k.sync(ps.t0)
+	ps.full, ps.waiting, ps.busy = c.k.sync(ps.t0)
 	return ps
 }
 
@@ -318,14 +332,18 @@ func (c *converter) drain() {
 		// detached one still runs).
 		c.sess.Concurrent()
 	}
+	// Every record is committed (or the hooks are quiet): the copier may
+	// take the overflow, so that the first pass reads all of them rather
+	// than write some before others it left in the region.
+	c.k.overflow.Store(true)
 	// Once the copies are full, a pass leaves records in the region;
 	// what it writes makes room for the next. It stops when a full pass
 	// found nothing to read and no slot to free (slots held by threads
 	// that live on after a detach).
 	for {
-		freed := c.released
+		freed, queued := c.released, c.queued
 		n := c.poll(true, nil)
-		if !c.full || n == 0 && c.released == freed {
+		if (!c.full && c.queued == 0) || n == 0 && c.released == freed && c.queued >= queued {
 			break
 		}
 	}
@@ -423,12 +441,26 @@ func (c *converter) poll(final bool, ps *passStart) int {
 	}
 	switch {
 	case final:
-		c.emit(^uint64(0))
+		// At the end every record is committed, but with the copies
+		// full some wait in the region: what is older than them goes
+		// first, and the next pass reads them (all of it when nothing
+		// older can go, which would otherwise stall the end).
+		w := ^uint64(0)
+		if ps.waiting != noneWaiting {
+			hard := c.toNS(ps.waiting)
+			for _, st := range c.streams {
+				if ts, ok := c.headTS(st); ok && ts < hard {
+					w = hard
+					break
+				}
+			}
+		}
+		c.emit(w)
 	case c.queued > 0 || c.interval > 0:
 		// (The watermark and the merge look at every stream: with
 		// thousands of idle threads, most polls have nothing to write;
 		// with --interval a quiet program's snapshots are due anyway.)
-		w := c.watermark(nStreams, t0)
+		w := c.bound(c.watermark(nStreams, t0), ps)
 		c.emit(w)
 		// The session writes each snapshot at its time among the
 		// events (agent.Session.SnapshotsUntil); these are the ones
@@ -454,6 +486,7 @@ func (c *converter) readChunk(i int) int {
 	if st == nil {
 		st = &stream{id: p.stream, pid: int64(r.load(base + cPID)), tid: int64(r.load(base + cTID))}
 		c.streams[p.stream] = st
+		c.saw(p.stream)
 	}
 	from := p.read
 	last := -1
@@ -514,6 +547,7 @@ func (c *converter) maybeRelease(i int) {
 
 func (c *converter) release(i int) {
 	c.released++
+	c.releasedAt = monoNow()
 	c.chunks[i] = chunkPos{}
 	releaseChunk(c.q, i)
 }
@@ -577,9 +611,15 @@ func (c *converter) done(st *stream) {
 //     file is sorted at the end);
 //   - a thread takes its stream serial before its first timestamp, so a
 //     stream born after the pass started (serial > nStreams) has times
-//     after t0, and one with a serial but no chunk yet gets the slack rule;
-//     a stream done and dropped (gone) was read in an earlier pass, so its
-//     serial is at most nStreams.
+//     after t0, and one with a serial but no chunk read yet gets the
+//     slack rule;
+//   - records the copier left in the region: see bound.
+//
+// Which serials were read is kept as a set, not a count of the streams
+// known: a pass whose start was taken before another thread's passes (run
+// waiting for mu while the boost converts) would count the streams those
+// passes read and dropped, born after its start, for the ones it has not
+// read, and write a later thread's records before an earlier one's.
 func (c *converter) watermark(nStreams uint32, t0 uint64) uint64 {
 	now := monoNow()
 	if now < c.epoch+uint64(mergeSlack)+uint64(clockMargin) || t0 < c.epoch+uint64(clockMargin) {
@@ -587,11 +627,7 @@ func (c *converter) watermark(nStreams uint32, t0 uint64) uint64 {
 	}
 	floor := now - c.epoch - uint64(mergeSlack)
 	w := t0 - c.epoch - uint64(clockMargin)
-	known := c.gone
-	for id, st := range c.streams {
-		if id <= nStreams {
-			known++
-		}
+	for _, st := range c.streams {
 		if st.closed {
 			continue
 		}
@@ -599,10 +635,145 @@ func (c *converter) watermark(nStreams uint32, t0 uint64) uint64 {
 			w = v
 		}
 	}
-	if known < nStreams {
+	c.pruneHoles(now)
+	if c.seenBelow <= nStreams {
 		w = min(w, floor)
 	}
 	return w
+}
+
+// bound lowers the watermark w to the oldest record that is not in the
+// copies yet although its time is read: one the copier left in the region
+// (the copies were full), or one a thread is in the middle of (in the real
+// call, its stack walk, preempted, waiting for a chunk: its chunk is busy,
+// and the record is no older than the stream's last one or the chunk's
+// t_min). Either may be older than the slack allows for, and a later
+// record of another thread written before it would be read in the wrong
+// order (a free before its block's allocation, from another thread).
+//
+// With the copies full, the bound holds while it lets something be
+// written, which frees slots for the copier and chunks for the program.
+// When a pass can write nothing below it and no slot was handed back
+// since the copier's pass began, every slot may hold a record newer than
+// the one waiting (threads alive beyond the copies' count each hold one),
+// and only writing them frees one: after stuckMax so, the pass writes up
+// to w, and the records waiting come late (counted in late; the file is
+// sorted at the end).
+func (c *converter) bound(w uint64, ps *passStart) uint64 {
+	hard := ^uint64(0)
+	if ps.waiting != noneWaiting {
+		hard = c.toNS(ps.waiting)
+	}
+	for _, b := range ps.busy {
+		lo := c.toNS(b.tMin)
+		if st := c.streams[b.stream]; st != nil {
+			lo = max(lo, st.lastTS)
+		}
+		hard = min(hard, lo)
+	}
+	if hard >= w {
+		c.unstuck()
+		return w
+	}
+	if !ps.full {
+		c.unstuck()
+		return hard
+	}
+	// (The overflow, once let in, stays open while the copies are full
+	// and something waits outside them.)
+	if c.releasedAt >= ps.t0 {
+		c.stuckSince = 0
+		return hard
+	}
+	for _, st := range c.streams {
+		if ts, ok := c.headTS(st); ok && ts < hard {
+			c.stuckSince = 0
+			return hard
+		}
+	}
+	now := monoNow()
+	if c.stuckSince == 0 {
+		c.stuckSince, c.stuckPass = now, c.k.passCount.Load()
+		c.k.overflow.Store(true)
+		c.overflows++
+	}
+	// Time alone is not enough: on a busy machine memtrace's threads may
+	// not run for that long.
+	if now-c.stuckSince < uint64(stuckMax) || c.k.passCount.Load()-c.stuckPass < stuckPasses {
+		return hard
+	}
+	c.unstuck()
+	c.gaveUp++
+	return w
+}
+
+// unstuck: the converter writes again, and the copier keeps to the soft
+// count of slots (those past it go back as they are written).
+func (c *converter) unstuck() {
+	c.stuckSince = 0
+	if c.k.overflow.Load() {
+		c.k.overflow.Store(false)
+	}
+}
+
+// stuckMax is how long passes may find nothing to write below a record
+// not yet in the copies, with the copies full, before one writes past it
+// (bound): many copier passes, and many of a waiting thread's tries for a
+// chunk.
+const (
+	stuckMax    = 100 * time.Millisecond
+	stuckPasses = 50
+)
+
+// saw notes that stream serial id was read.
+func (c *converter) saw(id uint32) {
+	switch {
+	case id < c.seenBelow:
+	case id == c.seenBelow:
+		c.seenBelow++
+		for {
+			if _, ok := c.seenAbove[c.seenBelow]; !ok {
+				break
+			}
+			delete(c.seenAbove, c.seenBelow)
+			c.seenBelow++
+		}
+		c.holeSince = 0
+	default:
+		c.seenAbove[id] = struct{}{}
+	}
+}
+
+// maxHoles and holeLife bound the serials kept above a hole: a serial
+// never read (its fork failed, or its thread found the region full and
+// never had a chunk) would otherwise keep every later one. A hole is
+// given up only when both are exceeded: by then its thread, had it one,
+// has written for far longer than mergeSlack, and the slack rule covers it.
+const (
+	maxHoles = 4096
+	holeLife = time.Second
+)
+
+// pruneHoles gives up the lowest holes once the set is too big and has
+// not moved for holeLife.
+func (c *converter) pruneHoles(now uint64) {
+	if len(c.seenAbove) <= maxHoles {
+		return
+	}
+	if c.holeSince == 0 {
+		c.holeSince = now
+		return
+	}
+	if now-c.holeSince < uint64(holeLife) {
+		return
+	}
+	lowest := ^uint32(0)
+	for id := range c.seenAbove {
+		lowest = min(lowest, id)
+	}
+	delete(c.seenAbove, lowest)
+	c.seenBelow = lowest
+	c.saw(lowest)
 }
 
 // emit writes the records older than w, merged across streams in time

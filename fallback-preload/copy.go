@@ -41,11 +41,15 @@ import (
 // slotGone marks a slot whose thread was gone without sealing its chunk.
 const slotGone = 2
 
-// newCopies maps the copies: nBig slots of chunkSize and nSmall of
-// smallChunk after a header and the states, the slots at a 2 MiB boundary
-// so that huge pages line up.
+// newCopies maps the copies: twice nBig slots of chunkSize and twice
+// nSmall of smallChunk after a header and the states, the slots at a 2 MiB
+// boundary so that huge pages line up. The second half of each size is the
+// overflow: taken only while the converter can write nothing for a record
+// that waits outside the copies (copier.overflow), it is reserved address
+// space, not memory, until then.
 func newCopies(nBig, nSmall int) (*region, error) {
 	const huge = 2 << 20
+	nBig, nSmall = 2*nBig, 2*nSmall
 	n := nBig + nSmall
 	dataOff := (statesOff + n*stateSize + huge - 1) &^ (huge - 1)
 	smallOff := dataOff + nBig*chunkSize
@@ -58,7 +62,7 @@ func newCopies(nBig, nSmall int) (*region, error) {
 	// Without THP (a kernel without it, or "never") the pages are small:
 	// slower to touch, not wrong.
 	_ = unix.Madvise(mem[dataOff:], unix.MADV_HUGEPAGE)
-	return &region{mem: mem, nchunks: n, nBig: nBig, smallOff: smallOff, dataOff: dataOff}, nil
+	return &region{mem: mem, nchunks: n, nBig: nBig, smallOff: smallOff, dataOff: dataOff, overflow: true}, nil
 }
 
 // copier moves committed records from the region r to the copies q.
@@ -78,14 +82,45 @@ type copier struct {
 	// a finished pass started at, full whether it found the copies full;
 	// passDone is closed (and replaced) after each; wake cuts the loop's
 	// sleep short; quit is closed once the loop has returned.
-	doneAt   atomic.Uint64
-	full     atomic.Bool
+	doneAt atomic.Uint64
+	full   atomic.Bool
+	// waiting: the raw time of the oldest record a finished pass left
+	// in the region (noneWaiting: none); waitMin is the pass's own.
+	waiting atomic.Uint64
+	waitMin uint64
+	// busy: the chunks a finished pass found busy (mt_abi.h,
+	// MT_COMMIT_BUSY); busyNow the pass's own.
+	busy atomic.Pointer[[]busyChunk]
+	// overflow: the converter is stuck (converter.bound), and slots
+	// past the soft count may be taken.
+	overflow atomic.Bool
+	// passCount counts the passes, for the converter (passes is the
+	// pass's own, under mu).
+	passCount atomic.Int64
+	busyNow   []busyChunk
+	// pending: the streams whose chunk was sealed in the middle of a
+	// record, until their next chunk is listed or their thread is gone.
+	pending  map[uint32]pendingRec
 	passDone atomic.Pointer[chan struct{}]
 	wake     chan struct{}
 	quit     chan struct{}
 	// onSlot (tests) runs once a slot is made for a chunk, before its
 	// records are copied.
 	onSlot func(slot int)
+}
+
+// busyChunk: a region chunk whose thread is in the middle of a record,
+// and the time no record of it is older than (raw).
+type busyChunk struct {
+	stream uint32
+	tMin   uint64
+}
+
+// pendingRec: a stream's record in progress when its chunk seq was sealed.
+type pendingRec struct {
+	tMin     uint64
+	seq      uint32
+	pid, tid int
 }
 
 // listed is a chunk of the region as a pass found it.
@@ -96,7 +131,7 @@ type listed struct {
 
 func newCopier(r, q *region) *copier {
 	k := &copier{r: r, q: q, slot: make([]int32, r.nchunks), stream: make([]uint32, r.nchunks),
-		seq: make([]uint32, r.nchunks), copied: make([]uint32, r.nchunks)}
+		seq: make([]uint32, r.nchunks), copied: make([]uint32, r.nchunks), pending: map[uint32]pendingRec{}}
 	for i := range k.slot {
 		k.slot[i] = -1
 	}
@@ -107,16 +142,25 @@ func newCopier(r, q *region) *copier {
 	return k
 }
 
+// noneWaiting: the pass left no record in the region.
+const noneWaiting = ^uint64(0)
+
 // sync returns once every record committed before t0 (CLOCK_MONOTONIC)
-// is in the copies, and whether the copies were full. The converter
+// is in the copies or timed by waiting: whether the copies were full, and
+// the raw time of the oldest record left in the region (noneWaiting). The
+// converter
 // waits for the loop's next pass rather than take mu itself: preempted
 // while holding it, it would hold up the copier, and the program behind
 // it, for as long as a busy machine does not run it.
-func (k *copier) sync(t0 uint64) bool {
+func (k *copier) sync(t0 uint64) (bool, uint64, []busyChunk) {
 	for {
 		ch := *k.passDone.Load()
 		if k.doneAt.Load() >= t0 {
-			return k.full.Load()
+			var b []busyChunk
+			if p := k.busy.Load(); p != nil {
+				b = *p
+			}
+			return k.full.Load(), k.waiting.Load(), b
 		}
 		select {
 		case k.wake <- struct{}{}:
@@ -128,8 +172,9 @@ func (k *copier) sync(t0 uint64) bool {
 			// No loop (not started, or stopped): pass here.
 			k.mu.Lock()
 			_, full := k.pass()
+			w, b := k.waitMin, slices.Clone(k.busyNow)
 			k.mu.Unlock()
-			return full
+			return full, w, b
 		}
 	}
 }
@@ -152,6 +197,13 @@ func (k *copier) run(stop <-chan struct{}) {
 		start := monoNow()
 		k.mu.Lock()
 		n, full := k.pass()
+		k.waiting.Store(k.waitMin)
+		if len(k.busyNow) == 0 {
+			k.busy.Store(nil)
+		} else {
+			b := slices.Clone(k.busyNow)
+			k.busy.Store(&b)
+		}
 		k.mu.Unlock()
 		k.full.Store(full)
 		k.doneAt.Store(start)
@@ -177,10 +229,15 @@ func (k *copier) run(stop <-chan struct{}) {
 // the region's chunks back as they are done: sealed by their thread, or
 // the thread gone. It returns the records copied, and whether a chunk
 // found no free slot (the copies are full: the converter is behind).
+// waitMin is then the raw time of the oldest record left in the region:
+// the converter must not write past it (converter.watermark).
 func (k *copier) pass() (n int, full bool) {
 	r, q := k.r, k.q
+	k.waitMin = noneWaiting
+	k.busyNow = k.busyNow[:0]
 	atomic.AddUint32(r.p32(hBeat), 1)
 	k.passes++
+	k.passCount.Add(1)
 	checkDead := k.passes%200 == 0
 	blocked := uint32(0)
 	// The chunks are listed first and copied in each stream's order: a
@@ -198,14 +255,19 @@ func (k *copier) pass() (n int, full bool) {
 	})
 	for _, o := range k.order {
 		i, sid, seq := o.i, o.stream, o.seq
+		if p, ok := k.pending[sid]; ok && seq > p.seq {
+			delete(k.pending, sid)
+		}
 		base := r.chunk(i)
 		if k.slot[i] < 0 || k.stream[i] != sid || k.seq[i] != seq {
 			if blocked == sid {
-				continue // its earlier chunk found no slot
+				k.left(i, 0) // its earlier chunk found no slot
+				continue
 			}
 			j := k.claim(i)
 			if j < 0 {
 				full, blocked = true, sid
+				k.left(i, 0)
 				continue
 			}
 			k.slot[i], k.stream[i], k.seq[i], k.copied[i] = int32(j), sid, seq, 0
@@ -226,7 +288,9 @@ func (k *copier) pass() (n int, full bool) {
 		// it is the chunk's last.
 		sealed := r.load(base + cSealed)
 		capRecs := r.capRecs(i)
-		committed := min(r.load(base+cCommitted), capRecs)
+		raw := r.load(base + cCommitted)
+		busy := raw&commitBusy != 0
+		committed := min(raw&^commitBusy, capRecs)
 		gone := false
 		if sealed == 0 && (checkDead || r.load(base+cExiting) != 0) && committed == k.copied[i] {
 			// A thread that is gone (exited, or its process exec'd
@@ -236,9 +300,15 @@ func (k *copier) pass() (n int, full bool) {
 			// the sweep, and fill the region by their count.
 			pid, tid := int(r.load(base+cPID)), int(r.load(base+cTID))
 			if err := unix.Tgkill(pid, tid, 0); errors.Is(err, unix.ESRCH) {
-				gone = true
-				committed = min(r.load(base+cCommitted), capRecs)
+				gone, busy = true, false
+				committed = min(r.load(base+cCommitted)&^commitBusy, capRecs)
 			}
+		}
+		switch {
+		case busy && sealed != 0:
+			k.pending[sid] = pendingRec{r.u64(base + cTMin), seq, int(r.load(base + cPID)), int(r.load(base + cTID))}
+		case busy:
+			k.busyNow = append(k.busyNow, busyChunk{sid, r.u64(base + cTMin)})
 		}
 		if from := k.copied[i]; committed > from {
 			lo, hi := chunkHdr+int(from)*recSize, chunkHdr+int(committed)*recSize
@@ -257,7 +327,28 @@ func (k *copier) pass() (n int, full bool) {
 			releaseChunk(r, i)
 		}
 	}
+	for sid, p := range k.pending {
+		if checkDead && errors.Is(unix.Tgkill(p.pid, p.tid, 0), unix.ESRCH) {
+			delete(k.pending, sid)
+			continue
+		}
+		k.busyNow = append(k.busyNow, busyChunk{sid, p.tMin})
+	}
 	return n, full
+}
+
+// left notes that region chunk i keeps its records from the from-th on in
+// the region for now.
+func (k *copier) left(i int, from uint32) {
+	base := k.r.chunk(i)
+	raw := k.r.load(base + cCommitted)
+	if raw&commitBusy != 0 {
+		k.busyNow = append(k.busyNow, busyChunk{k.r.load(base + cStream), k.r.u64(base + cTMin)})
+	}
+	if min(raw&^commitBusy, k.r.capRecs(i)) <= from {
+		return
+	}
+	k.waitMin = min(k.waitMin, k.r.u64(base+chunkHdr+int(from)*recSize+recTSOff))
 }
 
 // claim takes a slot of the copies for region chunk i: one of the same
@@ -278,6 +369,9 @@ func (k *copier) claimOf(small bool) int {
 	t := q.tier(small)
 	first, n, hwOff, freeOff := t.first, t.n, t.hwOff, t.freeOff
 	hw := int(q.load(hwOff))
+	if !k.overflow.Load() && hw-int(q.load(freeOff)) >= t.soft {
+		return -1
+	}
 	if q.load(freeOff) > 0 {
 		for j := first; j < first+hw; j++ {
 			if q.load(statesOff+stateSize*j) == chFree {

@@ -39,7 +39,8 @@ func TestCopierSlotSizes(t *testing.T) {
 	}
 	defer r.close()
 	q := r.copies
-	if r.nBig != 4 || r.nchunks-r.nBig < 2 || q.nBig != r.nBig || q.nchunks != r.nchunks {
+	if r.nBig != 4 || r.nchunks-r.nBig < 2 || q.nBig != 2*r.nBig || q.nchunks != 2*r.nchunks ||
+		q.tier(false).soft != r.nBig || q.tier(true).soft != r.nchunks-r.nBig {
 		t.Fatalf("region of %d chunks, %d large; copies %d, %d large", r.nchunks, r.nBig, q.nchunks, q.nBig)
 	}
 	k := newCopier(r, q)
@@ -53,16 +54,17 @@ func TestCopierSlotSizes(t *testing.T) {
 	}
 	small := r.nBig
 	fakeChunk(r, small, 1, 0, 10, false)
-	if n, full := k.pass(); n != 10 || full {
-		t.Fatalf("pass: %d records, full %v; want 10, not full", n, full)
+	if n, full := k.pass(); n != 10 || full || k.waitMin != noneWaiting {
+		t.Fatalf("pass: %d records, full %v, left from %#x; want 10, not full, none left", n, full, k.waitMin)
 	}
 	if j := slotOf(1); j < q.nBig {
 		t.Errorf("a small chunk's records went to slot %d, a large one (%d large)", j, q.nBig)
 	}
 	// Every small slot taken: the next small chunk's records go to a
 	// large slot, whole.
-	q.put32(hHWSmall, uint32(q.nchunks-q.nBig))
-	for j := q.nBig; j < q.nchunks; j++ {
+	softSmall := q.tier(true).soft
+	q.put32(hHWSmall, uint32(softSmall))
+	for j := q.nBig; j < q.nBig+softSmall; j++ {
 		if q.load(statesOff+stateSize*j) != chOwned {
 			q.put32(statesOff+stateSize*j, chOwned)
 		}
@@ -74,14 +76,41 @@ func TestCopierSlotSizes(t *testing.T) {
 	if j := slotOf(2); j < 0 || j >= q.nBig || q.load(q.chunk(j)+cCommitted) != r.capRecs(small+1) {
 		t.Errorf("with the small slots taken: slot %d (want a large one)", j)
 	}
-	// The large slots taken too: a large chunk finds none.
-	for j := 0; j < q.nBig; j++ {
-		q.put32(statesOff+stateSize*j, chOwned)
+	// The large slots taken too (up to the soft count: the rest is the
+	// overflow): a large chunk finds none.
+	softBig := q.tier(false).soft
+	for j := 0; j < softBig; j++ {
+		if q.load(statesOff+stateSize*j) != chOwned {
+			q.put32(statesOff+stateSize*j, chOwned)
+		}
 	}
-	q.put32(hHW, uint32(q.nBig))
+	q.put32(hHW, uint32(softBig))
 	fakeChunk(r, 0, 3, 0, 5, false)
 	if n, full := k.pass(); n != 0 || !full {
 		t.Errorf("no slot left: pass copied %d records, full %v; want 0, full", n, full)
+	}
+	// The records left in the region bound what the converter may
+	// write: the pass names the oldest, the chunk's first (fakeChunk
+	// times record k of seq s as s<<32|k); a stream whose earlier chunk
+	// found no slot waits behind it with its own.
+	if k.waitMin != 0 {
+		t.Errorf("left in the region from time 0: the pass says %#x", k.waitMin)
+	}
+	// (Out of order here, so that the min must come from the chunk
+	// behind the blocked one.)
+	r.put64(r.chunk(0)+chunkHdr+recTSOff, 1<<40)
+	fakeChunk(r, 1, 3, 1, 4, false)
+	if k.pass(); k.waitMin != 1<<32 {
+		t.Errorf("stream 3's chunks left, first records at 1<<40 and 1<<32: the pass says %#x", k.waitMin)
+	}
+	// Let into the overflow (the converter is stuck), the copier finds
+	// them slots past the soft count.
+	k.overflow.Store(true)
+	if n, full := k.pass(); n != 9 || full || k.waitMin != noneWaiting {
+		t.Errorf("with the overflow: pass copied %d records, full %v, left from %#x; want 9, not full, none", n, full, k.waitMin)
+	}
+	if j := slotOf(3); j < softBig {
+		t.Errorf("stream 3 went to slot %d, not the overflow (from %d)", j, softBig)
 	}
 }
 

@@ -85,8 +85,10 @@ type region struct {
 	rowsLen  int
 	env      string
 	// copies: memtrace's copy of the chunks' records (copy.go); nil
-	// for the copies themselves.
-	copies *region
+	// for the copies themselves, which have twice the region's chunks,
+	// half of them an overflow (overflow set).
+	copies   *region
+	overflow bool
 }
 
 // newRegion creates the memfd, sizes it and maps it.
@@ -217,13 +219,25 @@ func (r *region) spans() [2][2]int {
 
 // tier is one size of chunk: its indexes [first, first+n) and the header
 // words counting those handed out and those free.
-type tier struct{ first, n, hwOff, freeOff int }
+//
+// soft is how many may be taken at once in the normal course: all of them
+// in the region; half in the copies, whose other half is the overflow
+// (copier.overflow).
+type tier struct{ first, n, soft, hwOff, freeOff int }
 
 func (r *region) tier(small bool) tier {
 	if small {
-		return tier{r.nBig, r.nchunks - r.nBig, hHWSmall, hNFreeSmall}
+		n := r.nchunks - r.nBig
+		return tier{r.nBig, n, n / r.softDiv(), hHWSmall, hNFreeSmall}
 	}
-	return tier{0, r.nBig, hHW, hNFree}
+	return tier{0, r.nBig, r.nBig / r.softDiv(), hHW, hNFree}
+}
+
+func (r *region) softDiv() int {
+	if r.overflow {
+		return 2
+	}
+	return 1
 }
 
 // eachStream calls f with each chunk taken and owned whose thread has
@@ -247,7 +261,7 @@ func (r *region) eachStream(f func(i, base int, sid uint32)) {
 func (r *region) fuller(num, den int) bool {
 	for _, small := range []bool{false, true} {
 		t := r.tier(small)
-		if (int(r.load(t.hwOff))-int(r.load(t.freeOff)))*den > t.n*num {
+		if (int(r.load(t.hwOff))-int(r.load(t.freeOff)))*den > t.soft*num {
 			return true
 		}
 	}

@@ -177,7 +177,7 @@ static inline uint64_t read_counter(void)
 {
 #if defined(__x86_64__)
 	uint32_t lo, hi;
-	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+	__asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
 	return ((uint64_t)hi << 32) | lo;
 #elif defined(__aarch64__)
 	uint64_t v;

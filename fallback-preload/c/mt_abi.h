@@ -30,7 +30,7 @@
 // below it) runs untraced, as on the eBPF path.
 #define MT_PPID_ENV "MEMTRACE_PPID"
 #define MT_SHM_MAGIC 0x4853544d
-#define MT_SHM_VERSION 9
+#define MT_SHM_VERSION 10
 
 // The ops of call records (MT_OPS, MT_OP_*, numbered as Go's logfmt.Op)
 // are generated from internal/ops/table.go into mt_ops.h. EXIT (a
@@ -113,8 +113,22 @@ typedef struct {
 	// rather than at its rare sweep of every idle chunk, so that a churn
 	// of short threads gives its chunks back as fast as they end.
 	uint32_t exiting;
-	uint32_t pad_[9];
+	uint32_t pad_;
+	// t_min: no record of the chunk is older (raw, as a record's ts): a
+	// thread takes a chunk before it reads the time of its next record,
+	// or in the middle of one, whose time it then puts here.
+	uint64_t t_min;
+	uint32_t pad2_[6];
 } mt_chunk_hdr;
+
+// committed has MT_COMMIT_BUSY set while the thread holds a record whose
+// time it has read and that it has not committed yet (in the real call,
+// in its stack walk, preempted, or waiting for its next chunk): memtrace
+// writes no later record of another thread before it (converter.bound).
+// A chunk sealed with it set leaves the stream busy until the thread's
+// next chunk is out (which has the bit set from the start if the record
+// is still in progress), or the thread is gone.
+#define MT_COMMIT_BUSY 0x80000000
 
 typedef struct {
 	uint64_t ts, ptr, size;

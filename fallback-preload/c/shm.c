@@ -34,6 +34,7 @@ typedef struct {
 	uint32_t stk_epoch; // stk tables this thread started, never reset (walk memos name one)
 	pid_t tid;
 	uint64_t retry_at;  // while dropping: next time a chunk is tried
+	int busy;           // a record's time is read, the record not committed (MT_COMMIT_BUSY)
 	char name[MT_NAME_LEN];
 } bstate;
 
@@ -210,7 +211,7 @@ static int bin_take(uint32_t *idx)
 //   - 2 s without a free chunk although the consumer lives (the region is
 //     held by live threads that write little): drop and count, and do not
 //     wait again for 1 s.
-static int bin_claim(void)
+static int bin_claim(uint64_t ts)
 {
 	static uint64_t nowait_until;
 	uint32_t idx;
@@ -238,7 +239,13 @@ static int bin_claim(void)
 		return 0;
 	uint32_t size;
 	mt_chunk_hdr *c = chunk_at(idx, &size);
-	c->committed = 0;
+	// A chunk taken in the middle of a record is busy with it from the
+	// start, and no older than its time. One taken before a record is
+	// busy until its name record is in, and no older than the time read
+	// once it is out: a time read before memtrace can see the chunk could
+	// be older than what it writes meanwhile.
+	c->committed = MT_COMMIT_BUSY;
+	c->t_min = ts;
 	c->sealed = 0;
 	c->pid = (uint32_t)g_pid;
 	c->tid = (uint32_t)tb.tid;
@@ -246,6 +253,8 @@ static int bin_claim(void)
 	c->exiting = (uint32_t)tb.stk_done;
 	// stream last: the consumer reads a chunk only once it is set.
 	__atomic_store_n(&c->stream, tb.stream, __ATOMIC_RELEASE);
+	if (!ts)
+		__atomic_store_n(&c->t_min, bin_now(), __ATOMIC_RELAXED);
 	tb.ch = c;
 	tb.recs = (mt_rec *)(c + 1);
 	tb.n = 0;
@@ -253,10 +262,29 @@ static int bin_claim(void)
 	return 1;
 }
 
+// bin_commit publishes n records; a record in progress stays marked.
 static inline void bin_commit(uint32_t n)
 {
 	tb.n = n;
-	__atomic_store_n(&tb.ch->committed, n, __ATOMIC_RELEASE);
+	__atomic_store_n(&tb.ch->committed, n | (tb.busy ? MT_COMMIT_BUSY : 0), __ATOMIC_RELEASE);
+}
+
+// bin_done publishes n records, the one in progress among them.
+static inline void bin_done(uint32_t n)
+{
+	tb.busy = 0;
+	bin_commit(n);
+}
+
+// bin_unbusy ends a record in progress that is not written (the call
+// failed, or the record is dropped).
+static void bin_unbusy(void)
+{
+	if (tb.busy) {
+		tb.busy = 0;
+		if (tb.ch)
+			__atomic_store_n(&tb.ch->committed, tb.n, __ATOMIC_RELEASE);
+	}
 }
 
 // bin_refresh_name writes a NAME record stamped ts: the time of the event
@@ -303,10 +331,32 @@ static void bin_new_stream(void)
 #endif
 }
 
+static int bin_room(uint32_t extra, uint64_t ts);
+
+// bin_ts_slow gives the thread its stream and a chunk before its first
+// record's time is read, so that the record is marked busy from then on
+// (the chunk's t_min is older).
+static __attribute__((noinline)) void bin_ts_slow(void)
+{
+	if (!g_ready || g_off)
+		return;
+	if (!tb.stream)
+		bin_new_stream();
+	if (!bin_stopped())
+		bin_room(0, 0);
+}
+
+// bin_ts reads a record's time, the record marked in progress first: the
+// consumer, which sees the mark or else only records timed after it
+// looked, never writes a later record of another thread before this one.
 static inline uint64_t bin_ts(void)
 {
-	if (UNLIKELY(!tb.stream) && g_ready && !g_off)
-		bin_new_stream();
+	if (UNLIKELY(!tb.ch))
+		bin_ts_slow();
+	if (LIKELY(tb.ch != NULL)) {
+		tb.busy = 1;
+		__atomic_store_n(&tb.ch->committed, tb.n | MT_COMMIT_BUSY, __ATOMIC_RELAXED);
+	}
 	return bin_now();
 }
 
@@ -319,21 +369,29 @@ static int bin_room(uint32_t extra, uint64_t ts)
 		bin_new_stream();
 	if (tb.ch && tb.n + 2 + extra <= tb.cap) {
 		if (UNLIKELY(tb.gen != name_gen))
-			bin_refresh_name(ts);
+			bin_refresh_name(ts ? ts : bin_now());
 		return 1;
 	}
 	if (!tb.ch && tb.retry_at && bin_now_ns() < tb.retry_at)
 		return 0;
+	// A record in progress leaves the sealed chunk marked busy: memtrace
+	// takes the stream for busy until its next chunk is out (busy with
+	// the record from the start), or the thread is gone. The sealed
+	// chunk is memtrace's from here on.
 	bin_seal();
-	if (!bin_claim()) {
+	if (!bin_claim(ts)) {
 		tb.retry_at = bin_now_ns() + 10000000; // try again in 10 ms
 		return 0;
 	}
 	tb.retry_at = 0;
 	bin_publish_lost();
 	// A new chunk re-reads the name: a rename through /proc has no hook.
+	// The name record commits the chunk out of its first busy state
+	// (bin_claim), or keeps it busy with the record in progress.
 	tb.gen = name_gen - 1;
-	bin_refresh_name(ts);
+	bin_refresh_name(ts ? ts : tb.ch->t_min);
+	if (!tb.busy && tb.n == 0)
+		__atomic_store_n(&tb.ch->committed, 0, __ATOMIC_RELEASE);
 	return tb.n + 1 + extra <= tb.cap;
 }
 
@@ -585,6 +643,7 @@ static ALWAYS_INLINE void bin_event(int op, uint64_t ts, const void *p, uint64_t
 		r->size = size;
 		r->meta = (uint64_t)op;
 		tb.n = n + 1;
+		tb.busy = 0;
 		__atomic_store_n(&tb.ch->committed, n + 1, __ATOMIC_RELEASE);
 		return;
 	}
@@ -593,11 +652,14 @@ static ALWAYS_INLINE void bin_event(int op, uint64_t ts, const void *p, uint64_t
 
 static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size)
 {
-	if (UNLIKELY(!g_ready || g_off || bin_stopped()))
+	if (UNLIKELY(!g_ready || g_off || bin_stopped())) {
+		bin_unbusy();
 		return;
+	}
 	uint32_t extra = stack_depth ? frame_slots() : 0;
 	if (!bin_room(extra, ts)) {
 		tb.lost++;
+		bin_unbusy();
 		return;
 	}
 	mt_rec *r = &tb.recs[tb.n];
@@ -614,7 +676,7 @@ static void bin_event_slow(int op, uint64_t ts, const void *p, uint64_t size)
 	r->ptr = (uint64_t)(uintptr_t)p;
 	r->size = size;
 	r->meta = (uint64_t)op | ((uint64_t)ns << MT_META_SLOTS_SHIFT) | ((uint64_t)id << MT_META_STACK_SHIFT);
-	bin_commit(tb.n + 1 + ns);
+	bin_done(tb.n + 1 + ns);
 }
 
 // bin_blob writes a record followed by n bytes of data (strings of the
@@ -624,10 +686,17 @@ static void bin_blob(int op, uint64_t ptr, uint64_t size, const char *data, size
 	uint32_t ns = (uint32_t)((n + 31) / 32);
 	if (bin_stopped())
 		return;
-	if (!ts)
+	if (!ts) {
 		ts = bin_ts();
+	} else {
+		// A time read earlier (a fork's): the record is in progress.
+		tb.busy = 1;
+		if (tb.ch)
+			__atomic_store_n(&tb.ch->committed, tb.n | MT_COMMIT_BUSY, __ATOMIC_RELAXED);
+	}
 	if (!bin_room(ns, ts)) {
 		tb.lost++;
+		bin_unbusy();
 		return;
 	}
 	mt_rec *r = &tb.recs[tb.n];
@@ -637,7 +706,7 @@ static void bin_blob(int op, uint64_t ptr, uint64_t size, const char *data, size
 	r->ptr = ptr;
 	r->size = size;
 	r->meta = MT_META(op, ns, n);
-	bin_commit(tb.n + 1 + ns);
+	bin_done(tb.n + 1 + ns);
 }
 
 static void bin_thread_exit(void *arg)
@@ -751,8 +820,10 @@ static void bin_realloc_post(mt_call_t *c, int op, const void *p, const void *q,
 	if (p && (q || n == 0)) {
 		if (c->log)
 			bin_event(MT_OP_FREE, c->ts, p, 0);
-	} else if (p && c->log && sample_rate) {
-		sample_keep(p);
+	} else if (p && c->log) {
+		bin_unbusy();
+		if (sample_rate)
+			sample_keep(p);
 	}
 	if (q && sampled_alloc(n, q))
 		bin_event(op, bin_ts(), q, n);
@@ -761,10 +832,13 @@ static void bin_realloc_post(mt_call_t *c, int op, const void *p, const void *q,
 static void bin_unmap_post(mt_call_t *c, const void *p, size_t len, int ok)
 {
 	// Logged by the consumer only for a mapping it saw created.
-	if (ok && c->log)
+	if (ok && c->log) {
 		bin_event(MT_OP_MUNMAP, c->ts, p, len);
-	else if (!ok && c->log && sample_rate)
-		sample_keep(p);
+	} else if (c->log) {
+		bin_unbusy();
+		if (sample_rate)
+			sample_keep(p);
+	}
 }
 
 static void bin_remap_post(mt_call_t *c, const void *old, size_t oldlen, const void *r, size_t newlen)
@@ -774,8 +848,10 @@ static void bin_remap_post(mt_call_t *c, const void *old, size_t oldlen, const v
 			bin_event(MT_OP_MUNMAP, c->ts, old, oldlen);
 		if (sampled_alloc(newlen, r))
 			bin_event(MT_OP_MREMAP, bin_ts(), r, newlen);
-	} else if (c->log && sample_rate) {
-		sample_keep(old);
+	} else if (c->log) {
+		bin_unbusy();
+		if (sample_rate)
+			sample_keep(old);
 	}
 }
 

@@ -61,6 +61,23 @@ static void *churn(void *arg)
 	return arg;
 }
 
+static void *volatile crowd_slot;
+static int crowd_n = 20000;
+static pthread_barrier_t crowd_b;
+
+static void *crowder(void *arg)
+{
+	pthread_barrier_wait(&crowd_b);
+	for (int i = 0; i < crowd_n; i++) {
+		/* Each block is freed by whichever thread takes it next, and
+		   its memory comes back to that thread's next malloc: a
+		   pointer goes from thread to thread. */
+		void *q = __atomic_exchange_n(&crowd_slot, malloc(5555), __ATOMIC_ACQ_REL);
+		free(q);
+	}
+	return arg;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "fmt";
@@ -107,6 +124,20 @@ int main(int argc, char **argv)
 			_exit(0);
 		waitpid(c, NULL, 0);
 		usleep(300000); /* memtrace's sweeps find the last threads gone */
+		return 0;
+	}
+	if (!strcmp(m, "crowd")) {
+		/* argv[2] threads alive at once, passing blocks around */
+		int n = argc > 2 ? atoi(argv[2]) : 14;
+		pthread_t t[256];
+		if (n < 1 || n > 256)
+			return 2;
+		pthread_barrier_init(&crowd_b, NULL, (unsigned)n);
+		for (int i = 0; i < n; i++)
+			pthread_create(&t[i], NULL, crowder, NULL);
+		for (int i = 0; i < n; i++)
+			pthread_join(t[i], NULL);
+		free(crowd_slot);
 		return 0;
 	}
 	if (!strcmp(m, "idle")) {
