@@ -100,7 +100,10 @@ type copier struct {
 	busyNow   []busyChunk
 	// pending: the streams whose chunk was sealed in the middle of a
 	// record, until their next chunk is listed or their thread is gone.
-	pending  map[uint32]pendingRec
+	pending map[uint32]pendingRec
+	// blocked: the streams whose chunk found no slot in this pass (their
+	// later chunks wait behind it).
+	blocked  map[uint32]bool
 	passDone atomic.Pointer[chan struct{}]
 	wake     chan struct{}
 	quit     chan struct{}
@@ -127,11 +130,12 @@ type pendingRec struct {
 type listed struct {
 	i           int
 	stream, seq uint32
+	key         uint64 // the chunk's t_min, at least its stream's earlier chunks'
 }
 
 func newCopier(r, q *region) *copier {
 	k := &copier{r: r, q: q, slot: make([]int32, r.nchunks), stream: make([]uint32, r.nchunks),
-		seq: make([]uint32, r.nchunks), copied: make([]uint32, r.nchunks), pending: map[uint32]pendingRec{}}
+		seq: make([]uint32, r.nchunks), copied: make([]uint32, r.nchunks), pending: map[uint32]pendingRec{}, blocked: map[uint32]bool{}}
 	for i := range k.slot {
 		k.slot[i] = -1
 	}
@@ -239,20 +243,31 @@ func (k *copier) pass() (n int, full bool) {
 	k.passes++
 	k.passCount.Add(1)
 	checkDead := k.passes%200 == 0
-	blocked := uint32(0)
+	clear(k.blocked)
 	// The chunks are listed first and copied in each stream's order: a
 	// thread claims its next chunk only once its last is sealed and
 	// complete, so a chunk listed here has its stream's earlier chunks
 	// complete too, and each is copied before the slot of the next is
 	// made. The converter, which reads the slots while this runs, then
 	// never sees a stream's next slot before its earlier slot is final.
+	//
+	// Across streams they go oldest first (by t_min): with the copies
+	// full, a slot handed back goes to the chunk whose records the
+	// converter waits for (it writes nothing past the oldest record left
+	// here), not to whichever stream has the lowest serial.
 	k.order = k.order[:0]
 	r.eachStream(func(i, base int, sid uint32) {
-		k.order = append(k.order, listed{i, sid, r.load(base + cSeq)})
+		k.order = append(k.order, listed{i, sid, r.load(base + cSeq), r.u64(base + cTMin)})
 	})
 	slices.SortFunc(k.order, func(a, b listed) int {
 		return cmp.Or(cmp.Compare(a.stream, b.stream), cmp.Compare(a.seq, b.seq))
 	})
+	for j := 1; j < len(k.order); j++ {
+		if p, o := &k.order[j-1], &k.order[j]; p.stream == o.stream && o.key < p.key {
+			o.key = p.key
+		}
+	}
+	slices.SortStableFunc(k.order, func(a, b listed) int { return cmp.Compare(a.key, b.key) })
 	for _, o := range k.order {
 		i, sid, seq := o.i, o.stream, o.seq
 		if p, ok := k.pending[sid]; ok && seq > p.seq {
@@ -260,13 +275,13 @@ func (k *copier) pass() (n int, full bool) {
 		}
 		base := r.chunk(i)
 		if k.slot[i] < 0 || k.stream[i] != sid || k.seq[i] != seq {
-			if blocked == sid {
+			if k.blocked[sid] {
 				k.left(i, 0) // its earlier chunk found no slot
 				continue
 			}
 			j := k.claim(i)
 			if j < 0 {
-				full, blocked = true, sid
+				full, k.blocked[sid] = true, true
 				k.left(i, 0)
 				continue
 			}
@@ -304,11 +319,8 @@ func (k *copier) pass() (n int, full bool) {
 				committed = min(r.load(base+cCommitted)&^commitBusy, capRecs)
 			}
 		}
-		switch {
-		case busy && sealed != 0:
-			k.pending[sid] = pendingRec{r.u64(base + cTMin), seq, int(r.load(base + cPID)), int(r.load(base + cTID))}
-		case busy:
-			k.busyNow = append(k.busyNow, busyChunk{sid, r.u64(base + cTMin)})
+		if busy {
+			k.noteBusy(i, sid, seq, sealed != 0)
 		}
 		if from := k.copied[i]; committed > from {
 			lo, hi := chunkHdr+int(from)*recSize, chunkHdr+int(committed)*recSize
@@ -337,13 +349,26 @@ func (k *copier) pass() (n int, full bool) {
 	return n, full
 }
 
+// noteBusy notes region chunk i of stream sid found busy: a record in
+// progress in it, or, sealed, in the thread's next chunk (pending until
+// that one is listed: it comes after this one in a pass's order).
+func (k *copier) noteBusy(i int, sid, seq uint32, sealed bool) {
+	base := k.r.chunk(i)
+	if sealed {
+		k.pending[sid] = pendingRec{k.r.u64(base + cTMin), seq, int(k.r.load(base + cPID)), int(k.r.load(base + cTID))}
+		return
+	}
+	k.busyNow = append(k.busyNow, busyChunk{sid, k.r.u64(base + cTMin)})
+}
+
 // left notes that region chunk i keeps its records from the from-th on in
 // the region for now.
 func (k *copier) left(i int, from uint32) {
 	base := k.r.chunk(i)
+	sealed := k.r.load(base + cSealed)
 	raw := k.r.load(base + cCommitted)
 	if raw&commitBusy != 0 {
-		k.busyNow = append(k.busyNow, busyChunk{k.r.load(base + cStream), k.r.u64(base + cTMin)})
+		k.noteBusy(i, k.r.load(base+cStream), k.r.load(base+cSeq), sealed != 0)
 	}
 	if min(raw&^commitBusy, k.r.capRecs(i)) <= from {
 		return

@@ -336,6 +336,12 @@ static int bin_room(uint32_t extra, uint64_t ts);
 // bin_ts_slow gives the thread its stream and a chunk before its first
 // record's time is read, so that the record is marked busy from then on
 // (the chunk's t_min is older).
+static uint32_t frame_slots(void);
+
+// bin_ts_slow makes room for the record before its time is read (the
+// thread's first chunk, a new one when this one is nearly full): a thread
+// that waits for a chunk then holds no record in progress, which would
+// hold back what memtrace writes of every other thread.
 static __attribute__((noinline)) void bin_ts_slow(void)
 {
 	if (!g_ready || g_off)
@@ -343,7 +349,7 @@ static __attribute__((noinline)) void bin_ts_slow(void)
 	if (!tb.stream)
 		bin_new_stream();
 	if (!bin_stopped())
-		bin_room(0, 0);
+		bin_room(stack_depth ? frame_slots() : 0, 0);
 }
 
 // bin_ts reads a record's time, the record marked in progress first: the
@@ -351,7 +357,7 @@ static __attribute__((noinline)) void bin_ts_slow(void)
 // looked, never writes a later record of another thread before this one.
 static inline uint64_t bin_ts(void)
 {
-	if (UNLIKELY(!tb.ch))
+	if (UNLIKELY(!tb.ch || tb.n >= tb.fast))
 		bin_ts_slow();
 	if (LIKELY(tb.ch != NULL)) {
 		tb.busy = 1;

@@ -129,6 +129,8 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "crowd")) {
 		/* argv[2] threads alive at once, passing blocks around */
 		int n = argc > 2 ? atoi(argv[2]) : 14;
+		if (argc > 3)
+			crowd_n = atoi(argv[3]);
 		pthread_t t[256];
 		if (n < 1 || n > 256)
 			return 2;
