@@ -16,7 +16,7 @@ import (
 
 // programs are the test programs of progs/ (T01-T24 and every row of
 // docs/spec.md §3; see docs/preload.md for the scenario table).
-var programs = []string{"basic", "libcmemalign", "mmaps", "mmapcalls", "cxx", "threads", "livethreads", "dlopen", "fork", "forkmt", "exitthread"}
+var programs = []string{"basic", "libcmemalign", "mmaps", "mmapcalls", "cxx", "threads", "handoff", "livethreads", "dlopen", "fork", "forkmt", "exitthread"}
 
 // modes: preload = memtrace --preload; ldpreload = the library used
 // directly as memtrack.so is (which follows children, as memtrack did);
@@ -42,7 +42,7 @@ func inShortMatrix(prog, mode string) bool {
 	case "follow", "preload-follow":
 		return prog == "fork" || prog == "forkmt"
 	default:
-		return prog == "threads" || prog == "forkmt" || prog == "exitthread"
+		return prog == "threads" || prog == "handoff" || prog == "forkmt" || prog == "exitthread"
 	}
 }
 
